@@ -1,0 +1,28 @@
+# Two commands: `make run` sets up and starts the collector with embedded defaults;
+# `make test` sets up and runs the test suite (what .ci/run runs).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test bench setup clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install --quiet -e '.[lakehouse,test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+setup: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/ktc serve
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python tests/perf/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
