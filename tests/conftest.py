@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
 
 # Real Kafka clients and Spark must never reach beyond loopback.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
