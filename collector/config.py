@@ -1,0 +1,206 @@
+"""The collector's configuration: one YAML file, Kafka's key names, env overrides.
+
+Keys are flat and dotted exactly as in Kafka's ``server.properties`` wherever Kafka has the
+setting (``node.id``, ``listeners``, ``telemetry.max.bytes``, ``quota.window.num`` ...); the
+collector's own settings follow the same style (``data.dir``, ``http.listener``).  Values that
+are themselves structured (``landing``, ``exporters.otlp``) are YAML maps.
+
+Precedence, lowest first: embedded defaults < the YAML file < ``KTC_*`` environment variables
+< command-line flags.  An environment variable is the key upper-cased with dots turned into
+underscores: ``telemetry.max.bytes`` -> ``KTC_TELEMETRY_MAX_BYTES``.  Its value is read as a
+YAML scalar or flow mapping, so ``KTC_NODE_ID=3`` is the integer 3 and
+``KTC_EXPORTERS_OTLP='{endpoint: "otel:4317"}'`` is a map.
+
+Every problem is reported as a :class:`ConfigError` whose message names the key; the CLI
+turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CollectorConfig", "ConfigError", "load_config", "env_var_for"]
+
+ENV_PREFIX = "KTC_"
+
+# Kafka's listener.security.protocol.map default (KafkaConfig / SocketServerConfigs).
+DEFAULT_SECURITY_PROTOCOL_MAP = (
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+)
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the offending key."""
+
+
+class CollectorConfig(BaseModel):
+    """Validated settings.  Field aliases are the dotted names used in files and env vars."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, arbitrary_types_allowed=True
+    )
+
+    # --- Kafka broker identity and listeners -------------------------------------------
+    node_id: int = Field(1, alias="node.id", ge=0)
+    # Kafka's default binds every interface on 9092; an empty host means "all interfaces",
+    # and when advertised, the machine's canonical host name (as Kafka does).
+    listeners: str = Field("PLAINTEXT://:9092", alias="listeners", min_length=1)
+    advertised_listeners: str | None = Field(None, alias="advertised.listeners")
+    listener_security_protocol_map: str = Field(
+        DEFAULT_SECURITY_PROTOCOL_MAP, alias="listener.security.protocol.map"
+    )
+    # None: generated once and kept in ``<data.dir>/meta.properties`` like a KRaft broker.
+    cluster_id: str | None = Field(None, alias="cluster.id", min_length=1)
+
+    # --- request limits (SocketServerConfigs / QuotaConfig / MetricConfigs) -------------
+    socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
+    telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)
+    quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
+    quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
+    max_connections: int = Field(2147483647, alias="max.connections", ge=0)
+    max_connections_per_ip: int = Field(2147483647, alias="max.connections.per.ip", ge=0)
+    # Pipelined requests a single connection may have outstanding before we stop reading
+    # from it (Kafka's broker-wide equivalent is queued.max.requests = 500).
+    connection_max_inflight_requests: int = Field(
+        64, alias="connection.max.inflight.requests", ge=1
+    )
+
+    # --- telemetry (ClientMetricsManager) -----------------------------------------------
+    telemetry_instance_cache_max_size: int = Field(
+        16384, alias="telemetry.instance.cache.max.size", ge=1
+    )
+    telemetry_instance_cache_expiry_ms: int = Field(
+        60000, alias="telemetry.instance.cache.expiry.ms", ge=1
+    )
+    # Kafka caps the effective push interval at 300000 ms (its merge starts from the
+    # default and takes the minimum); true delivers configured intervals up to 3600000 ms.
+    telemetry_honour_long_intervals: bool = Field(False, alias="telemetry.honour.long.intervals")
+    # Kafka tags per-instance sensors with client_instance_id; in Prometheus that label is
+    # unbounded (a new id per client restart), so it is opt-in.
+    telemetry_metrics_instance_labels: bool = Field(
+        False, alias="telemetry.metrics.instance.labels"
+    )
+
+    # --- ours -----------------------------------------------------------------------------
+    data_dir: Path = Field(Path("data"), alias="data.dir")
+    # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.
+    http_listener: str | None = Field("0.0.0.0:8888", alias="http.listener")
+    shutdown_timeout_seconds: float = Field(25.0, alias="shutdown.timeout.seconds", gt=0)
+    log_level: str = Field("INFO", alias="log.level")
+    landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
+    exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
+
+    @pydantic.field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return level
+
+    @pydantic.field_validator("http_listener")
+    @classmethod
+    def _host_port(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not port.isdigit() or int(port) > 65535:
+            raise ValueError("must be host:port, e.g. 0.0.0.0:8888 (port 0 picks a free port)")
+        return value
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "CollectorConfig":
+        """A copy with dotted-key overrides applied (CLI flags), validated again."""
+        merged = self.to_dotted()
+        merged.update({k: v for k, v in overrides.items() if v is not None})
+        return _validate(merged, source="command line")
+
+    def to_dotted(self) -> dict[str, Any]:
+        data = self.model_dump(by_alias=True)
+        data["data.dir"] = str(self.data_dir)
+        return data
+
+    @property
+    def http_host_port(self) -> tuple[str, int] | None:
+        if self.http_listener is None:
+            return None
+        host, _, port = self.http_listener.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def env_var_for(key: str) -> str:
+    """``telemetry.max.bytes`` -> ``KTC_TELEMETRY_MAX_BYTES``."""
+    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
+
+
+def _known_keys() -> list[str]:
+    return [f.alias for f in CollectorConfig.model_fields.values() if f.alias]
+
+
+def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in _known_keys():
+        raw = environ.get(env_var_for(key))
+        if raw is None:
+            continue
+        try:
+            out[key] = yaml.safe_load(raw) if raw != "" else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{env_var_for(key)} ({key}): not a YAML value: {exc}") from exc
+    return out
+
+
+def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
+    unknown = sorted(set(data) - set(_known_keys()))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(_known_keys())}"
+        )
+    try:
+        return CollectorConfig.model_validate(dict(data))
+    except pydantic.ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"]) or "<root>"
+            problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+        raise ConfigError(f"{source}: " + "; ".join(problems)) from None
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> CollectorConfig:
+    """Defaults < file < environment < overrides; raises :class:`ConfigError`."""
+    data: dict[str, Any] = {}
+    source = "defaults"
+    if path is not None:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of dotted keys")
+        data.update({str(k): v for k, v in loaded.items()})
+    env = _env_overrides(os.environ if environ is None else environ)
+    if env:
+        source = f"{source} + environment ({', '.join(env_var_for(k) for k in env)})"
+    data.update(env)
+    if overrides:
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        source = f"{source} + command line"
+    return _validate(data, source=source)
