@@ -1,0 +1,37 @@
+"""The durable landing log: every accepted push, appended before it is acknowledged.
+
+Writers use ``LandingLog`` (an Exporter); consumers (the OTLP forwarder, the lakehouse
+ingest) use ``LandingReader`` and keep their place with ``ConsumerPositions``. The format
+is in format.py and docs/landing-log.md.
+"""
+
+from exporters.landing.durability import FsyncPolicy
+from exporters.landing.layout import SegmentInfo, landing_directory, node_directories
+from exporters.landing.log import (
+    LandingError,
+    LandingLog,
+    LandingLogClosed,
+    LandingLogLocked,
+    LandingStats,
+    RecordTooLarge,
+)
+from exporters.landing.positions import ConsumerPositions, PositionsError, committed_offsets
+from exporters.landing.reader import LandingReader, LandingRecord
+
+__all__ = [
+    "LandingLog",
+    "LandingReader",
+    "LandingRecord",
+    "ConsumerPositions",
+    "SegmentInfo",
+    "LandingStats",
+    "FsyncPolicy",
+    "LandingError",
+    "LandingLogLocked",
+    "LandingLogClosed",
+    "RecordTooLarge",
+    "PositionsError",
+    "committed_offsets",
+    "landing_directory",
+    "node_directories",
+]

@@ -1,0 +1,147 @@
+"""The bytes of a landing segment, format version 1 (big-endian, like Kafka).
+
+A segment file is a segment header followed by records back to back::
+
+    segment header (37 bytes)
+      0  segment_magic   8   b"KTCLAND\\n"
+      8  version         u8  1
+      9  base_offset     i64 offset of the first record; also the file name
+     17  sync_marker     16  random bytes, fresh per segment
+     33  header_crc      u32 crc32c of bytes 0..32
+
+    record (45 bytes + context + payload)
+      0  sync_marker     16  the segment's marker
+     16  magic           u8  1: record format version
+     17  length          u32 bytes after this record's crc field: 20 + context_len + payload_len
+     21  crc             u32 crc32c of those `length` bytes
+     25  offset          i64
+     33  appended_time_unix_nano i64
+     41  context_len     u32
+     45  context         JSON, UTF-8 (TelemetryContext)
+         payload         the decompressed OTLP MetricsData protobuf
+
+Why a sync marker: after damage a reader must find the next record again. Searching for a
+one-byte magic would let bytes inside a client's payload pose as a record (a client could
+even craft one, with a valid CRC, to impersonate another client). The marker is random
+per segment and never leaves the server, so only the writer can produce it; this is the
+sync marker of Avro object container files. Cost: 16 bytes per record, under 1 % of a
+typical 2-10 KiB push.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import struct
+from typing import Any, Final
+
+import crc32c
+
+from exporters.context import TelemetryContext
+
+SEGMENT_MAGIC: Final = b"KTCLAND\n"
+SEGMENT_FORMAT_VERSION: Final = 1
+RECORD_MAGIC_V1: Final = 1
+SYNC_MARKER_BYTES: Final = 16
+
+# ">8sBq16s": magic, version, base_offset, sync_marker; then the crc32c of those 33 bytes.
+_SEGMENT_HEADER_BODY: Final = struct.Struct(">8sBq16s")
+_CRC: Final = struct.Struct(">I")
+SEGMENT_HEADER_BYTES: Final = _SEGMENT_HEADER_BODY.size + _CRC.size  # 37
+
+# Record prefix before the crc-covered part: marker, magic, length, crc.
+RECORD_PREFIX: Final = struct.Struct(">16sBII")  # 25 bytes
+# The first 20 crc-covered bytes: offset, appended_time_unix_nano, context_len.
+RECORD_FIXED_BODY: Final = struct.Struct(">qqI")  # 20 bytes
+RECORD_HEADER_BYTES: Final = RECORD_PREFIX.size + RECORD_FIXED_BODY.size  # 45
+
+# A record's context plus payload may not exceed this. KIP-714's telemetry.max.bytes
+# defaults to 1 MiB, so 64 MiB is generous; a larger length field is damage, not a
+# reason to allocate.
+DEFAULT_MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
+
+__all__ = [
+    "SEGMENT_MAGIC",
+    "SEGMENT_FORMAT_VERSION",
+    "RECORD_MAGIC_V1",
+    "SEGMENT_HEADER_BYTES",
+    "RECORD_HEADER_BYTES",
+    "DEFAULT_MAX_RECORD_BYTES",
+    "SegmentHeader",
+    "SegmentHeaderError",
+    "new_sync_marker",
+    "encode_segment_header",
+    "decode_segment_header",
+    "encode_record_head",
+    "encode_context",
+    "decode_context",
+]
+
+
+class SegmentHeaderError(ValueError):
+    """The first bytes of a segment file are not a valid version-1 header."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SegmentHeader:
+    base_offset: int
+    sync_marker: bytes
+
+
+def new_sync_marker() -> bytes:
+    return os.urandom(SYNC_MARKER_BYTES)
+
+
+def encode_segment_header(header: SegmentHeader) -> bytes:
+    body = _SEGMENT_HEADER_BODY.pack(
+        SEGMENT_MAGIC, SEGMENT_FORMAT_VERSION, header.base_offset, header.sync_marker
+    )
+    return body + _CRC.pack(crc32c.crc32c(body))
+
+
+def decode_segment_header(raw: bytes) -> SegmentHeader:
+    if len(raw) < SEGMENT_HEADER_BYTES:
+        raise SegmentHeaderError(f"segment header truncated: {len(raw)} of {SEGMENT_HEADER_BYTES} bytes")
+    body = raw[: _SEGMENT_HEADER_BODY.size]
+    magic, version, base_offset, marker = _SEGMENT_HEADER_BODY.unpack(body)
+    if magic != SEGMENT_MAGIC:
+        raise SegmentHeaderError(f"not a landing segment: magic {magic!r}")
+    if version != SEGMENT_FORMAT_VERSION:
+        raise SegmentHeaderError(f"unsupported landing segment version {version}")
+    (stored_crc,) = _CRC.unpack_from(raw, _SEGMENT_HEADER_BODY.size)
+    if crc32c.crc32c(body) != stored_crc:
+        raise SegmentHeaderError("segment header crc mismatch")
+    return SegmentHeader(base_offset, marker)
+
+
+def encode_record_head(
+    sync_marker: bytes, offset: int, appended_time_unix_nano: int, context_json: bytes, payload: bytes
+) -> bytes:
+    """The 45 bytes before context and payload; the CRC is chained over the three parts so
+    the payload is never copied (the writer hands all three to one writev)."""
+    fixed = RECORD_FIXED_BODY.pack(offset, appended_time_unix_nano, len(context_json))
+    crc = crc32c.crc32c(payload, crc32c.crc32c(context_json, crc32c.crc32c(fixed)))
+    length = RECORD_FIXED_BODY.size + len(context_json) + len(payload)
+    return RECORD_PREFIX.pack(sync_marker, RECORD_MAGIC_V1, length, crc) + fixed
+
+
+_CONTEXT_FIELDS: Final = tuple(f.name for f in dataclasses.fields(TelemetryContext))
+_CONTEXT_FIELD_SET: Final = frozenset(_CONTEXT_FIELDS)
+
+
+def encode_context(context: TelemetryContext) -> bytes:
+    """Byte-identical to ``context.to_json_bytes()`` (a test pins it), about 3x faster:
+    ``dataclasses.asdict`` deep-copies, which costs ~20 us per push on the hot path."""
+    fields: dict[str, Any] = {name: getattr(context, name) for name in _CONTEXT_FIELDS}
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def decode_context(raw: bytes | memoryview) -> TelemetryContext:
+    """Inverse of encode_context; unknown keys (a newer writer) are ignored."""
+    data = json.loads(bytes(raw))
+    if not isinstance(data, dict):
+        raise ValueError("record context is not a JSON object")
+    if data.keys() <= _CONTEXT_FIELD_SET:
+        return TelemetryContext(**data)
+    return TelemetryContext(**{k: v for k, v in data.items() if k in _CONTEXT_FIELD_SET})

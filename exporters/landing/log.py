@@ -1,0 +1,642 @@
+"""LandingLog: the append-only, segmented, crash-safe log every accepted push goes to.
+
+One writer per directory (an flock on ``.lock`` enforces it). ``append`` encodes the record
+(45-byte head, context JSON, payload; see format.py) and hands the three parts to a single
+``os.writev`` on an ``O_APPEND`` descriptor: once it returns, the bytes are the kernel's, so
+a push acknowledged after ``append`` survives the process being killed. What survives a
+power failure depends on the fsync policy (durability.py).
+
+On open the newest segment is recovered: scanned record by record, a torn tail (a partial
+record or a bad CRC with no valid record after it) is truncated, and offsets continue after
+the last good record. Damage followed by good records is kept (readers skip it) and
+counted, never truncated: truncating would throw away acknowledged pushes.
+
+Rolling (Kafka's segment.bytes / segment.ms): before an append, the active segment is sealed
+when the record would take it past ``segment_max_bytes`` or its first record is
+``segment_max_age_ms`` old; ``maybe_roll`` does the age check for an idle log. A segment
+never holds zero records when sealed, so base offsets strictly increase.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Final
+
+from exporters.base import ExportResult
+from exporters.context import TelemetryContext
+from exporters.landing.durability import FsyncPolicy, fsync_directory
+from exporters.landing.format import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+    SegmentHeader,
+    SegmentHeaderError,
+    decode_segment_header,
+    encode_context,
+    encode_record_head,
+    encode_segment_header,
+    new_sync_marker,
+)
+from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments, segment_path
+from exporters.landing.positions import committed_offsets
+from exporters.landing.retention import RetentionPolicy, segments_to_delete
+from exporters.landing.scan import CorruptRegion, ScannedRecord, Tail, open_for_scan, scan_records
+
+__all__ = [
+    "LandingLog",
+    "LandingStats",
+    "LandingError",
+    "LandingLogLocked",
+    "LandingLogClosed",
+    "RecordTooLarge",
+]
+
+_log = logging.getLogger("exporters.landing")
+
+MIB: Final = 1024 * 1024
+DAY_MS: Final = 24 * 60 * 60 * 1000
+_NS_PER_MS: Final = 1_000_000
+# writev takes at most IOV_MAX (1024 on Linux) buffers; a record uses three.
+_MAX_RECORDS_PER_WRITEV: Final = 300
+_LOCK_FILE_NAME: Final = ".lock"
+
+
+class LandingError(Exception):
+    """The log could not take a record; nothing acknowledged before is affected."""
+
+
+class LandingLogLocked(LandingError):
+    """Another process (or LandingLog) already writes this directory."""
+
+
+class LandingLogClosed(LandingError):
+    pass
+
+
+class RecordTooLarge(LandingError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LandingStats:
+    next_offset: int
+    active_base_offset: int
+    active_size_bytes: int
+    records_appended: int  # by this LandingLog since open
+    bytes_appended: int
+    segments_rolled: int
+    segments_deleted: int
+    fsyncs: int
+    recovered_truncated_bytes: int  # torn tail removed when opening
+    recovered_corrupt_regions: int  # damage kept in the active segment when opening
+
+
+class LandingLog:
+    """The durable landing log of one collector node (an Exporter).
+
+    ``clock`` returns Unix time in nanoseconds (like ``time.time_ns``); it stamps records
+    and drives age-based rolling. ``housekeeping`` starts a daemon thread that, every
+    ``fsync_interval_ms`` (1 s when the policy is not ``interval``), fsyncs under the
+    ``interval`` policy, rolls an aged idle segment and, every
+    ``retention_check_interval_ms``, applies retention. Tests pass ``housekeeping=False``
+    and drive ``maybe_roll`` / ``apply_retention`` with their own ``now_ms``.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        segment_max_bytes: int = 64 * MIB,
+        segment_max_age_ms: int = 10_000,
+        fsync: str | FsyncPolicy = "interval",
+        fsync_interval_ms: int = 1000,
+        retention_ms: int | None = 7 * DAY_MS,
+        retention_bytes: int | None = None,
+        retention_respect_consumers: bool = True,
+        retention_required_consumers: Sequence[str] = (),
+        retention_check_interval_ms: int = 300_000,
+        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+        clock: Callable[[], int] = time.time_ns,
+        housekeeping: bool = True,
+    ) -> None:
+        if segment_max_bytes <= SEGMENT_HEADER_BYTES:
+            raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
+        if segment_max_age_ms <= 0 or fsync_interval_ms <= 0 or retention_check_interval_ms <= 0:
+            raise ValueError("segment_max_age_ms, fsync_interval_ms and "
+                             "retention_check_interval_ms must be positive")
+        if not 0 < max_record_bytes <= 2**31:
+            raise ValueError("max_record_bytes must be in 1..2**31")
+        self.directory = Path(directory)
+        self._segment_max_bytes = segment_max_bytes
+        self._segment_max_age_ns = segment_max_age_ms * _NS_PER_MS
+        self._policy = FsyncPolicy.parse(fsync)
+        self._fsync_interval_ms = fsync_interval_ms
+        self._retention = RetentionPolicy(
+            retention_ms=None if retention_ms is None or retention_ms < 0 else retention_ms,
+            retention_bytes=None if retention_bytes is None or retention_bytes < 0 else retention_bytes,
+            respect_consumers=retention_respect_consumers,
+        )
+        self._required_consumers = tuple(retention_required_consumers)
+        self._retention_check_interval_ms = retention_check_interval_ms
+        self._max_record_bytes = max_record_bytes
+        self._clock = clock
+
+        # Guards every field below; held for a write, never for an fsync of the interval
+        # policy (the housekeeper fsyncs a dup of the descriptor outside it).
+        self._lock = threading.Lock()
+        self._closed = False
+        self._broken: str | None = None  # a failed write could not be undone
+        self._pending_sealed_fds: list[int] = []  # sealed, awaiting the interval fsync
+        self._dirty = False
+        self._directory_dirty = False
+        self._counters = {
+            "records_appended": 0,
+            "bytes_appended": 0,
+            "segments_rolled": 0,
+            "segments_deleted": 0,
+            "fsyncs": 0,
+            "recovered_truncated_bytes": 0,
+            "recovered_corrupt_regions": 0,
+        }
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = self._acquire_directory_lock()
+        try:
+            self._fd = -1
+            self._open_active_segment()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+        self._stop = threading.Event()
+        self._housekeeper: threading.Thread | None = None
+        if housekeeping:
+            self._housekeeper = threading.Thread(
+                target=self._housekeeping_loop, name=f"landing-housekeeper:{self.directory.name}",
+                daemon=True,
+            )
+            self._housekeeper.start()
+
+    # ------------------------------------------------------------------ appending
+
+    def export(self, context: TelemetryContext, payload: bytes) -> ExportResult:
+        """Exporter protocol: success only once the record is in the log."""
+        try:
+            self.append(context, payload)
+        except (LandingError, OSError) as error:
+            _log.error("landing log %s: append failed: %s", self.directory, error)
+            return ExportResult.failure(f"landing log: {error}")
+        return ExportResult.success()
+
+    def append(self, context: TelemetryContext, payload: bytes) -> int:
+        """Appends one record and returns its offset. Under ``fsync="always"`` it is on disk
+        when this returns; otherwise it is with the kernel (survives a process kill)."""
+        context_json = encode_context(context)
+        self._check_record_size(context_json, payload)
+        with self._lock:
+            self._check_writable()
+            offset = self._append_locked(((context_json, payload),))[0]
+            if self._policy is FsyncPolicy.ALWAYS:
+                self._fsync_locked(self._fd)
+        return offset
+
+    def append_many(self, items: Iterable[tuple[TelemetryContext, bytes]]) -> list[int]:
+        """Group commit: appends a batch with as few writev calls as possible and, under
+        ``fsync="always"``, one fsync for the whole batch. Sizes are checked before anything
+        is written. If writing fails part-way, the records before the failure stay in the
+        log (they may be delivered although the caller reports an error: at least once)."""
+        encoded = [(encode_context(context), payload) for context, payload in items]
+        for context_json, payload in encoded:
+            self._check_record_size(context_json, payload)
+        if not encoded:
+            return []
+        with self._lock:
+            self._check_writable()
+            offsets = self._append_locked(encoded)
+            if self._policy is FsyncPolicy.ALWAYS:
+                self._fsync_locked(self._fd)
+        return offsets
+
+    def flush(self) -> None:
+        """Nothing to do: ``append`` keeps no user-space buffer (kept for the Exporter
+        lifecycle and symmetry with file objects)."""
+        with self._lock:
+            self._check_open()
+
+    def sync(self) -> None:
+        """fsync everything appended so far (and new or deleted segment names), whatever
+        the policy. The collector can batch appends under ``never``/``interval`` and call
+        this once before answering, for group commit."""
+        with self._lock:
+            self._check_open()
+            self._sync_all_locked()
+
+    def close(self) -> None:
+        """Stops the housekeeper, fsyncs (unless the policy is ``never``), releases the
+        directory. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        if self._housekeeper is not None and self._housekeeper is not threading.current_thread():
+            self._housekeeper.join()
+        with self._lock:
+            try:
+                if self._policy is not FsyncPolicy.NEVER and self._broken is None:
+                    self._sync_all_locked()
+            finally:
+                for fd in self._pending_sealed_fds:
+                    os.close(fd)
+                self._pending_sealed_fds.clear()
+                os.close(self._fd)
+                os.close(self._lock_fd)
+
+    def __enter__(self) -> "LandingLog":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ rolling, retention
+
+    def maybe_roll(self, now_ms: int) -> bool:
+        """Seals the active segment if its first record is ``segment_max_age_ms`` old at
+        ``now_ms``; True when it rolled."""
+        with self._lock:
+            self._check_writable()
+            if self._active_records and self._aged(now_ms * _NS_PER_MS):
+                self._roll_locked()
+                return True
+            return False
+
+    def apply_retention(
+        self, now_ms: int, min_committed_offset: int | None = None
+    ) -> list[SegmentInfo]:
+        """Deletes the sealed segments retention allows (retention.py) and returns them.
+
+        ``min_committed_offset``: no segment holding an offset at or above it is deleted
+        (with ``retention_respect_consumers``). When None, it is the lowest position
+        committed under ``consumers/`` (a consumer named in ``retention_required_consumers``
+        that never committed counts as 0); with no consumers at all nothing protects."""
+        with self._lock:
+            self._check_open()
+            if min_committed_offset is None and self._retention.respect_consumers:
+                min_committed_offset = self._lowest_consumer_position()
+            doomed = segments_to_delete(
+                list_segments(self.directory), self._retention, now_ms, min_committed_offset
+            )
+            for segment in doomed:
+                try:
+                    os.unlink(segment.path)
+                except FileNotFoundError:
+                    continue
+                self._counters["segments_deleted"] += 1
+                _log.info("landing log %s: retention deleted segment %s (%d bytes)",
+                          self.directory, segment.path.name, segment.size_bytes)
+            if doomed and self._policy is not FsyncPolicy.NEVER:
+                fsync_directory(self.directory)
+            return doomed
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def next_offset(self) -> int:
+        with self._lock:
+            return self._next_offset
+
+    @property
+    def fsync_policy(self) -> FsyncPolicy:
+        return self._policy
+
+    def stats(self) -> LandingStats:
+        with self._lock:
+            return LandingStats(
+                next_offset=self._next_offset,
+                active_base_offset=self._active_base_offset,
+                active_size_bytes=self._active_size,
+                **self._counters,
+            )
+
+    def __repr__(self) -> str:
+        return f"LandingLog({str(self.directory)!r}, fsync={self._policy.value!r})"
+
+    # ------------------------------------------------------------------ internals: writing
+
+    def _check_record_size(self, context_json: bytes, payload: bytes) -> None:
+        size = len(context_json) + len(payload)
+        if size > self._max_record_bytes:
+            raise RecordTooLarge(
+                f"record of {size} bytes exceeds max_record_bytes {self._max_record_bytes}"
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LandingLogClosed(f"landing log {self.directory} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._broken is not None:
+            raise LandingError(f"landing log {self.directory} is unusable until reopened: "
+                               f"{self._broken}")
+
+    def _aged(self, now_ns: int) -> bool:
+        return now_ns - self._active_first_append_ns >= self._segment_max_age_ns
+
+    def _append_locked(self, encoded: Sequence[tuple[bytes, bytes]]) -> list[int]:
+        offsets: list[int] = []
+        buffers: list[bytes] = []
+        pending_bytes = 0
+        pending_records = 0
+        now_ns = self._clock()
+        for context_json, payload in encoded:
+            record_bytes = RECORD_HEADER_BYTES + len(context_json) + len(payload)
+            if self._active_records + pending_records > 0 and (
+                self._active_size + pending_bytes + record_bytes > self._segment_max_bytes
+                or (self._active_records > 0 and self._aged(now_ns))
+            ):
+                self._write_locked(buffers, pending_bytes, pending_records, now_ns)
+                buffers, pending_bytes, pending_records = [], 0, 0
+                self._roll_locked()
+            offset = self._next_offset + pending_records
+            head = encode_record_head(self._sync_marker, offset, now_ns, context_json, payload)
+            buffers += (head, context_json, payload)
+            pending_bytes += record_bytes
+            pending_records += 1
+            offsets.append(offset)
+            if pending_records == _MAX_RECORDS_PER_WRITEV:
+                self._write_locked(buffers, pending_bytes, pending_records, now_ns)
+                buffers, pending_bytes, pending_records = [], 0, 0
+        self._write_locked(buffers, pending_bytes, pending_records, now_ns)
+        return offsets
+
+    def _write_locked(
+        self, buffers: list[bytes], total_bytes: int, records: int, now_ns: int
+    ) -> None:
+        if not records:
+            return
+        try:
+            written = os.writev(self._fd, buffers)
+            if written < total_bytes:
+                # Regular files write short only on trouble (disk full, quota); retrying the
+                # rest either completes or raises the real error.
+                data = memoryview(b"".join(buffers))
+                while written < total_bytes:
+                    written += os.write(self._fd, data[written:])
+        except OSError as error:
+            self._undo_partial_write_locked(error)
+            raise LandingError(f"write to {self._active_path.name} failed: {error}") from error
+        if self._active_records == 0:
+            self._active_first_append_ns = now_ns
+        self._active_records += records
+        self._active_size += total_bytes
+        self._next_offset += records
+        self._last_append_ns = now_ns
+        self._dirty = True
+        self._counters["records_appended"] += records
+        self._counters["bytes_appended"] += total_bytes
+
+    def _undo_partial_write_locked(self, error: OSError) -> None:
+        """A failed write may have left part of a record; cut it off so later records do
+        not follow garbage. If even that fails, refuse further appends until reopened
+        (recovery on open truncates the torn tail)."""
+        try:
+            os.ftruncate(self._fd, self._active_size)
+        except OSError as truncate_error:
+            self._broken = f"write failed ({error}) and truncate failed ({truncate_error})"
+            _log.error("landing log %s: %s", self.directory, self._broken)
+
+    def _fsync_locked(self, fd: int) -> None:
+        os.fsync(fd)
+        self._counters["fsyncs"] += 1
+
+    def _sync_all_locked(self) -> None:
+        for fd in self._pending_sealed_fds:
+            self._fsync_locked(fd)
+            os.close(fd)
+        self._pending_sealed_fds.clear()
+        self._fsync_locked(self._fd)
+        self._dirty = False
+        fsync_directory(self.directory)
+        self._directory_dirty = False
+
+    # ------------------------------------------------------------------ internals: segments
+
+    def _roll_locked(self) -> None:
+        old_fd = self._fd
+        # A sealed segment's mtime is its last record's appended time: retention compares
+        # it with now_ms, so an injected clock and a restart agree with what was written.
+        os.utime(old_fd, ns=(self._last_append_ns, self._last_append_ns))
+        self._create_segment_locked(self._next_offset)
+        self._counters["segments_rolled"] += 1
+        if self._policy is FsyncPolicy.INTERVAL:
+            self._pending_sealed_fds.append(old_fd)
+        else:
+            if self._policy is FsyncPolicy.ALWAYS:
+                self._fsync_locked(old_fd)  # its data is synced; this persists the mtime
+            os.close(old_fd)
+
+    def _create_segment_locked(self, base_offset: int) -> None:
+        """Writes the header under a temporary name and renames it, so a ``.log`` file
+        always starts with a whole header."""
+        final_path = segment_path(self.directory, base_offset)
+        if final_path.exists():
+            raise LandingError(f"segment {final_path.name} already exists")
+        temp_path = final_path.with_name(final_path.name + TEMP_SUFFIX)
+        marker = new_sync_marker()
+        header = encode_segment_header(SegmentHeader(base_offset, marker))
+        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
+                     0o644)
+        try:
+            if os.write(fd, header) != len(header):
+                raise LandingError(f"short write of segment header {temp_path.name}")
+            if self._policy is not FsyncPolicy.NEVER:
+                self._fsync_locked(fd)
+            os.rename(temp_path, final_path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if self._policy is FsyncPolicy.ALWAYS:
+            fsync_directory(self.directory)
+        else:
+            self._directory_dirty = True
+        self._fd = fd
+        self._sync_marker = marker
+        self._active_path = final_path
+        self._active_base_offset = base_offset
+        self._active_size = len(header)
+        self._active_records = 0
+        self._active_first_append_ns = 0
+        self._next_offset = base_offset
+
+    def _open_active_segment(self) -> None:
+        for name in os.listdir(self.directory):
+            if name.endswith(TEMP_SUFFIX) and not name.startswith("."):
+                # A segment whose creation was interrupted: it never held a record.
+                os.unlink(self.directory / name)
+        self._last_append_ns = self._clock()
+        segments = list_segments(self.directory)
+        if not segments:
+            self._create_segment_locked(0)
+            return
+        active = segments[-1]
+        with open_for_scan(active.path) as file:
+            try:
+                header = decode_segment_header(file.read(SEGMENT_HEADER_BYTES))
+                if header.base_offset != active.base_offset:
+                    raise SegmentHeaderError(
+                        f"header says base offset {header.base_offset}, name says "
+                        f"{active.base_offset}"
+                    )
+            except SegmentHeaderError as error:
+                self._abandon_damaged_segment(active, error)
+                return
+            items = scan_records(
+                file,
+                sync_marker=header.sync_marker,
+                start_position=SEGMENT_HEADER_BYTES,
+                previous_offset=active.base_offset - 1,
+                file_size=os.fstat(file.fileno()).st_size,
+                max_record_bytes=self._max_record_bytes,
+            )
+            next_offset = active.base_offset
+            records = 0
+            first_append_ns = 0
+            last_append_ns = 0
+            tail: Tail | None = None
+            for item in items:
+                if isinstance(item, ScannedRecord):
+                    if records == 0:
+                        first_append_ns = item.appended_time_unix_nano
+                    records += 1
+                    last_append_ns = item.appended_time_unix_nano
+                    next_offset = item.offset + 1
+                elif isinstance(item, CorruptRegion):
+                    self._counters["recovered_corrupt_regions"] += 1
+                    _log.warning(
+                        "landing log %s: segment %s damaged at bytes %d..%d (%s); "
+                        "keeping the valid records after it",
+                        self.directory, active.path.name, item.position, item.end_position,
+                        item.reason,
+                    )
+                else:
+                    tail = item
+        assert tail is not None  # scan_records always ends with a Tail
+        fd = os.open(active.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+        if not tail.clean:
+            torn_bytes = tail.file_size - tail.position
+            _log.warning(
+                "landing log %s: truncating a torn tail of %d bytes in %s at byte %d (%s)",
+                self.directory, torn_bytes, active.path.name, tail.position, tail.reason,
+            )
+            os.ftruncate(fd, tail.position)
+            if self._policy is not FsyncPolicy.NEVER:
+                os.fsync(fd)
+            self._counters["recovered_truncated_bytes"] = torn_bytes
+        self._fd = fd
+        self._sync_marker = header.sync_marker
+        self._active_path = active.path
+        self._active_base_offset = active.base_offset
+        self._active_size = tail.position
+        self._active_records = records
+        self._active_first_append_ns = first_append_ns
+        if records:
+            self._last_append_ns = last_append_ns
+        self._next_offset = next_offset
+
+    def _abandon_damaged_segment(self, active: SegmentInfo, error: SegmentHeaderError) -> None:
+        """The newest segment's header is unreadable, so its records cannot be found. It is
+        left in place (sealed; readers report it) and writing continues in a new segment
+        whose base offset is certainly above any offset it holds: a record takes at least
+        RECORD_HEADER_BYTES, so it has fewer than size / 45 + 1 of them."""
+        fresh_base = active.base_offset + active.size_bytes // RECORD_HEADER_BYTES + 1
+        _log.error(
+            "landing log %s: newest segment %s has a damaged header (%s); continuing at "
+            "offset %d in a new segment",
+            self.directory, active.path.name, error, fresh_base,
+        )
+        self._create_segment_locked(fresh_base)
+
+    def _acquire_directory_lock(self) -> int:
+        fd = os.open(self.directory / _LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(fd)
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise LandingLogLocked(
+                    f"landing directory {self.directory} is already open for writing "
+                    "(another collector process with the same node.id?)"
+                ) from error
+            raise
+        return fd
+
+    def _lowest_consumer_position(self) -> int | None:
+        positions = committed_offsets(self.directory)
+        for name in self._required_consumers:
+            positions.setdefault(name, 0)
+        return min(positions.values()) if positions else None
+
+    # ------------------------------------------------------------------ housekeeping thread
+
+    def _housekeeping_loop(self) -> None:
+        period_ms = (
+            self._fsync_interval_ms if self._policy is FsyncPolicy.INTERVAL
+            else min(self._fsync_interval_ms, 1000)
+        )
+        next_retention_ms = 0
+        while not self._stop.wait(period_ms / 1000):
+            try:
+                if self._policy is FsyncPolicy.INTERVAL:
+                    self._interval_sync()
+                now_ms = self._clock() // _NS_PER_MS
+                self.maybe_roll(now_ms)
+                if now_ms >= next_retention_ms:
+                    next_retention_ms = now_ms + self._retention_check_interval_ms
+                    self.apply_retention(now_ms)
+            except LandingLogClosed:
+                return
+            except Exception:  # noqa: BLE001 - the thread must outlive one bad tick
+                _log.exception("landing log %s: housekeeping failed", self.directory)
+
+    def _interval_sync(self) -> None:
+        """fsync without holding the lock during the fsync: appends go on meanwhile. The
+        descriptor is dup'ed under the lock so a concurrent roll cannot close it under us."""
+        with self._lock:
+            if self._closed:
+                raise LandingLogClosed(str(self.directory))
+            sealed, self._pending_sealed_fds = self._pending_sealed_fds, []
+            active = os.dup(self._fd) if self._dirty else None
+            self._dirty = False  # a write after this point sets it again for the next tick
+            directory_dirty, self._directory_dirty = self._directory_dirty, False
+        fsyncs = 0
+        try:
+            for fd in sealed:
+                os.fsync(fd)
+                fsyncs += 1
+            if active is not None:
+                os.fsync(active)
+                fsyncs += 1
+            if directory_dirty:
+                fsync_directory(self.directory)
+        except OSError as error:
+            # After a failed fsync the kernel may have dropped the dirty pages and a retry
+            # would "succeed" without them (PostgreSQL's fsyncgate): stop acknowledging.
+            with self._lock:
+                self._broken = f"fsync failed: {error}"
+            raise
+        finally:
+            for fd in sealed:
+                os.close(fd)
+            if active is not None:
+                os.close(active)
+            with self._lock:
+                self._counters["fsyncs"] += fsyncs
