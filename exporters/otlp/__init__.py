@@ -1,0 +1,22 @@
+"""OTLP/gRPC forwarding of landed client telemetry (the Collector's ``otlp`` exporter)."""
+
+from exporters.otlp.clock import Clock, SystemClock
+from exporters.otlp.config import OtlpExporterConfig, parse_go_duration
+from exporters.otlp.enrich import RESOURCE_ATTRIBUTES, count_data_points, enrich
+from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES, ExponentialBackoff, RpcFailure
+from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
+
+__all__ = [
+    "ALWAYS_RETRYABLE_CODES",
+    "Clock",
+    "ExportAccepted",
+    "ExponentialBackoff",
+    "OtlpExporterConfig",
+    "OtlpGrpcTransport",
+    "RESOURCE_ATTRIBUTES",
+    "RpcFailure",
+    "SystemClock",
+    "count_data_points",
+    "enrich",
+    "parse_go_duration",
+]
