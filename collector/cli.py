@@ -1,0 +1,297 @@
+"""``ktc``: the collector's command line (click).
+
+| command                                   | what it does                                    |
+|-------------------------------------------|-------------------------------------------------|
+| ``ktc serve``                             | run the collector until SIGTERM/SIGINT          |
+| ``ktc validate-config FILE``              | load and validate a config file, print it       |
+| ``ktc subscriptions alter|describe|list|delete`` | kafka-client-metrics.sh, on the local store |
+| ``ktc landing dump``                      | the landing log as JSON lines                    |
+| ``ktc ingest|sql|thriftserver``           | the lakehouse (when its extra is installed)     |
+
+Configuration errors exit with code 2 and a message naming the key, like click's own
+usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from collector.config import CollectorConfig, ConfigError, load_config
+
+__all__ = ["main", "cli"]
+
+CONFIG_ERROR_EXIT = 2
+
+
+def _fail_config(message: str) -> None:
+    click.echo(f"ktc: configuration error: {message}", err=True)
+    sys.exit(CONFIG_ERROR_EXIT)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _load(config_file: str | None, overrides: dict[str, Any]) -> CollectorConfig:
+    try:
+        return load_config(config_file, overrides=overrides)
+    except ConfigError as exc:
+        _fail_config(str(exc))
+        raise AssertionError("unreachable") from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kafka-telemetry-collector", prog_name="ktc")
+def cli() -> None:
+    """A KIP-714 client-telemetry collector that speaks the Kafka protocol."""
+
+
+# ---------------------------------------------------------------------------- serve
+@cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file.")
+@click.option("--listeners", help="Kafka-style listeners, e.g. PLAINTEXT://0.0.0.0:9092.")
+@click.option("--advertised-listeners", help="What Metadata tells clients, e.g. PLAINTEXT://host:9092.")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Landing log, config store, meta.properties.")
+@click.option("--node-id", type=int, help="This node's broker id.")
+@click.option("--http-listener", help="host:port for /metrics, /healthz, /readyz.")
+@click.option("--ready-file", type=click.Path(dir_okay=False), hidden=True,
+              help="Write the bound ports as JSON here once serving (for tests and scripts).")
+def serve(
+    config_file: str | None,
+    listeners: str | None,
+    advertised_listeners: str | None,
+    data_dir: str | None,
+    node_id: int | None,
+    http_listener: str | None,
+    ready_file: str | None,
+) -> None:
+    """Run the collector until SIGTERM or SIGINT (SIGHUP reloads subscriptions)."""
+    config = _load(
+        config_file,
+        {
+            "listeners": listeners,
+            "advertised.listeners": advertised_listeners,
+            "data.dir": data_dir,
+            "node.id": node_id,
+            "http.listener": http_listener,
+        },
+    )
+    _setup_logging(config.log_level)
+    from collector.server import install_uvloop
+
+    install_uvloop()
+    exit_code = asyncio.run(_serve(config, ready_file))
+    sys.exit(exit_code)
+
+
+async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
+    from collector.listeners import ListenerError
+    from collector.server import CollectorServer, StartupError
+
+    server = CollectorServer(config)
+    try:
+        await server.start()
+    except (StartupError, ListenerError) as exc:
+        click.echo(f"ktc: cannot start: {exc}", err=True)
+        await server.stop()
+        return CONFIG_ERROR_EXIT
+    server.install_signal_handlers()
+    if ready_file:
+        info = {
+            "listeners": {name: e.port for name, e in server.bound.items()},
+            "http_port": server.http_port,
+            "cluster_id": server.cluster_id,
+        }
+        tmp = Path(ready_file + ".tmp")
+        tmp.write_text(json.dumps(info))
+        tmp.replace(ready_file)
+    await server.wait_stopped()
+    return 0
+
+
+# ---------------------------------------------------------------------------- config
+@cli.command("validate-config")
+@click.argument("config_file", type=click.Path(dir_okay=False))
+def validate_config(config_file: str) -> None:
+    """Validate FILE (plus KTC_* environment overrides) and print the effective config."""
+    config = _load(config_file, {})
+    from collector.listeners import ListenerError, parse_listeners, parse_security_protocol_map
+
+    try:
+        protocols = parse_security_protocol_map(config.listener_security_protocol_map)
+        parse_listeners(config.listeners, protocols)
+        if config.advertised_listeners:
+            parse_listeners(config.advertised_listeners, protocols, key="advertised.listeners")
+    except ListenerError as exc:
+        _fail_config(str(exc))
+    if config.exporters_otlp is not None:
+        from pydantic import ValidationError
+
+        from exporters.otlp import OtlpExporterConfig
+
+        try:
+            OtlpExporterConfig.model_validate(config.exporters_otlp)
+        except ValidationError as exc:
+            _fail_config(f"exporters.otlp: {exc}")
+    click.echo(yaml.safe_dump(config.to_dotted(), sort_keys=False).rstrip())
+    click.echo(f"# {config_file}: valid", err=True)
+
+
+# ---------------------------------------------------------------------------- subscriptions
+def _store(data_dir: str) -> Any:
+    from subscriptions.store import ConfigStore
+
+    return ConfigStore(Path(data_dir))
+
+
+def _kafka_error_exit(exc: Exception) -> None:
+    code = getattr(exc, "error_code", None)
+    name = getattr(code, "name", code)
+    click.echo(f"ktc: {name}: {exc}" if name is not None else f"ktc: {exc}", err=True)
+    sys.exit(1)
+
+
+_DATA_DIR = click.option(
+    "--data-dir", type=click.Path(file_okay=False), default="data", show_default=True,
+    envvar="KTC_DATA_DIR", help="The collector's data directory (its config store).",
+)
+
+
+@cli.group()
+def subscriptions() -> None:
+    """Manage client-metrics subscriptions (like kafka-client-metrics.sh)."""
+
+
+@subscriptions.command("alter")
+@_DATA_DIR
+@click.option("--name", help="Subscription name.")
+@click.option("--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name.")
+@click.option("--metrics", help="Comma-separated metric name prefixes; '*' = all; '' resets.")
+@click.option("--interval", help="Push interval in ms (100..3600000); '' resets to 300000.")
+@click.option("--match", help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
+              "client_software_name/version, client_source_address/port; '' resets.")
+def subscriptions_alter(
+    data_dir: str, name: str | None, generate_name: bool, metrics: str | None,
+    interval: str | None, match: str | None,
+) -> None:
+    """Create or change a subscription; options not given stay as they are."""
+    from subscriptions import admin
+
+    if bool(name) == bool(generate_name):
+        raise click.UsageError("give exactly one of --name and --generate-name")
+    try:
+        altered = admin.alter(
+            _store(data_dir), name, generate_name=generate_name,
+            metrics=metrics, interval=interval, match=match,
+        )
+    except Exception as exc:  # noqa: BLE001 - KafkaError with its code, or a store error
+        _kafka_error_exit(exc)
+    click.echo(f"Altered client metrics config for {altered}.")
+
+
+@subscriptions.command("delete")
+@_DATA_DIR
+@click.option("--name", required=True, help="Subscription name.")
+def subscriptions_delete(data_dir: str, name: str) -> None:
+    """Delete a subscription (every key)."""
+    from subscriptions import admin
+
+    try:
+        admin.delete(_store(data_dir), name)
+    except Exception as exc:  # noqa: BLE001
+        _kafka_error_exit(exc)
+    click.echo(f"Deleted client metrics config for {name}.")
+
+
+@subscriptions.command("describe")
+@_DATA_DIR
+@click.option("--name", help="Only this subscription.")
+def subscriptions_describe(data_dir: str, name: str | None) -> None:
+    """Print each subscription's keys as key=value lines."""
+    from subscriptions import admin
+
+    try:
+        described = admin.describe(_store(data_dir), name)
+    except Exception as exc:  # noqa: BLE001
+        _kafka_error_exit(exc)
+    for sub_name, configs in described:
+        click.echo(f"Client metrics configs for {sub_name} are:")
+        for key, value in configs.items():
+            click.echo(f"  {key}={value}")
+
+
+@subscriptions.command("list")
+@_DATA_DIR
+def subscriptions_list(data_dir: str) -> None:
+    """Print subscription names, one per line."""
+    from subscriptions import admin
+
+    for sub_name in admin.list(_store(data_dir)):
+        click.echo(sub_name)
+
+
+# ---------------------------------------------------------------------------- landing
+@cli.group()
+def landing() -> None:
+    """Inspect the landing log."""
+
+
+@landing.command("dump")
+@_DATA_DIR
+@click.option("--from-offset", type=int, default=0, show_default=True)
+@click.option("--node-id", type=int, help="Only this node's log (default: every node's).")
+def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
+    """Print landed pushes as JSON lines: offset, context, decoded metrics."""
+    from exporters.landing.dump import dump_records
+    from exporters.landing.layout import landing_directory, node_directories
+
+    if node_id is not None:
+        directories = [landing_directory(Path(data_dir), node_id)]
+    else:
+        directories = node_directories(Path(data_dir))
+    out = click.get_text_stream("stdout")
+    for record in dump_records(directories, from_offset=from_offset):
+        out.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+
+def _add_optional_commands() -> None:
+    """Commands other packages provide, when they are importable."""
+    try:
+        from exporters.lakehouse import cli as lake_cli
+    except Exception:  # noqa: BLE001 - the lakehouse extra is optional
+        lake_cli = None
+    if lake_cli is not None:
+        for attr in ("ingest_command", "sql_command", "thriftserver_command", "lake_group"):
+            command = getattr(lake_cli, attr, None)
+            if isinstance(command, click.Command):
+                cli.add_command(command)
+    try:
+        from quota import cli as quota_cli  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        quota_cli = None
+    command = getattr(quota_cli, "quotas_group", None) if quota_cli is not None else None
+    if isinstance(command, click.Command):
+        cli.add_command(command)
+
+
+_add_optional_commands()
+
+
+def main() -> None:
+    cli(prog_name="ktc")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,561 @@
+"""The broker-side KIP-714 state machine: a sans-IO port of Apache Kafka's
+``server/src/main/java/org/apache/kafka/server/ClientMetricsManager.java`` together with
+``server/.../metrics/ClientMetricsInstance.java`` (trunk, 4.x line).
+
+What it keeps, per client instance (one per ``client_instance_id``):
+
+* the metadata captured when the instance was created (client id, software name/version,
+  peer address/port), used to match subscriptions;
+* the merged subscription (metrics, push interval, subscription id) and the store version
+  it was computed from; a newer store version re-creates the instance lazily on its next
+  request, exactly like Kafka's ``subscriptionUpdateVersion``;
+* the gating timestamps, the terminating flag and the last error.
+
+Time is always a parameter (``now_ms``, any monotonic millisecond clock); nothing here
+sleeps, reads a clock for logic, or touches a socket.  The asyncio layer calls
+:meth:`ClientMetricsManager.get_telemetry_subscriptions`,
+:meth:`ClientMetricsManager.push_telemetry`, :meth:`ClientMetricsManager.connection_closed`
+and, periodically, :meth:`ClientMetricsManager.expire`.
+
+Deliberate differences from Kafka, each small:
+
+* Kafka's timestamps start at 0 on a wall clock, so the first Get of an instance always
+  passes the gate.  Our clock may start anywhere (tests start at 0), so "never" is a very
+  negative number instead, which keeps the same outcome.
+* Kafka expires instances with a timer thread per broker (``SystemTimer``); here one heap
+  ordered by deadline, with at most one entry per instance, is drained by :meth:`expire`.
+* An LRU eviction also drops the instance's connection mapping (Kafka leaves it until the
+  connection closes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Protocol
+
+from cachetools import Cache, LRUCache
+
+from exporters.base import Exporter
+from exporters.context import TelemetryContext
+from proto.errors import Errors
+from proto.messages import (
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
+from subscriptions.effective import EffectiveSubscription
+from subscriptions.matching import ClientMetadata
+
+__all__ = [
+    "ClientMetricsManager",
+    "ClientMetricsInstance",
+    "ClientMetricsStats",
+    "ConnectionContext",
+    "SubscriptionSource",
+    "SUPPORTED_COMPRESSION_TYPES",
+    "ZERO_UUID",
+    "ONE_UUID",
+]
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+ONE_UUID = uuid.UUID(int=1)  # Uuid.ONE_UUID (the metadata topic id): reserved, never a client
+RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
+
+# ClientMetricsManager.SUPPORTED_COMPRESSION_TYPES: a preference list, zstd first.
+SUPPORTED_COMPRESSION_TYPES: tuple[int, ...] = (4, 3, 1, 2)
+# CompressionType.forId accepts 0..4; NONE is accepted although never advertised.
+KNOWN_COMPRESSION_TYPES = frozenset({0, 1, 2, 3, 4})
+
+# ClientMetricsManager.DEFAULT_CACHE_EXPIRY_MS
+DEFAULT_CACHE_EXPIRY_MS = 60_000
+DEFAULT_CACHE_MAX_SIZE = 16_384
+
+# A Get right after a push rejected with one of these is exempt from the interval gate, so
+# the client can fetch the new subscription at once (Kafka PR #19959, 2025; before it the
+# guard was written `!= A || != B`, always true).
+GET_GATE_EXEMPT_ERRORS = frozenset({Errors.UNKNOWN_SUBSCRIPTION_ID, Errors.UNSUPPORTED_COMPRESSION_TYPE})
+
+# "Never happened": far enough in the past that now - NEVER_MS exceeds any interval.
+NEVER_MS = -(1 << 62)
+
+
+class ConnectionContext(Protocol):
+    """What the manager reads from the connection a request arrived on."""
+
+    connection_id: int
+    client_software_name: str
+    client_software_version: str
+    client_source_address: str
+    client_source_port: int
+    listener_name: str
+    security_protocol: str
+    principal: str
+
+
+class SubscriptionSource(Protocol):
+    """The subscription store as the manager sees it: a version and a resolver."""
+
+    @property
+    def version(self) -> int: ...
+
+    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> EffectiveSubscription: ...
+
+
+class ClientMetricsStats(Protocol):
+    """Kafka's ``ClientMetricsStats`` sensors (group ``client-metrics``)."""
+
+    def record_throttle(self, client_instance_id: str) -> None: ...
+
+    def record_unknown_subscription(self) -> None: ...
+
+    def record_plugin_export(self, client_instance_id: str, seconds: float) -> None: ...
+
+    def record_plugin_error(self, client_instance_id: str) -> None: ...
+
+    def instance_removed(self, client_instance_id: str) -> None: ...
+
+
+class _NoStats:
+    def record_throttle(self, client_instance_id: str) -> None:
+        pass
+
+    def record_unknown_subscription(self) -> None:
+        pass
+
+    def record_plugin_export(self, client_instance_id: str, seconds: float) -> None:
+        pass
+
+    def record_plugin_error(self, client_instance_id: str) -> None:
+        pass
+
+    def instance_removed(self, client_instance_id: str) -> None:
+        pass
+
+
+class ClientMetricsInstance:
+    """Mutable per-instance state (Kafka's ``ClientMetricsInstance``).
+
+    Slotted and small on purpose: the cache holds up to 16,384 of these and the budget is
+    2 KiB each including the cache's own bookkeeping.
+    """
+
+    __slots__ = (
+        "client_instance_id",
+        "instance_id_str",
+        "metadata",
+        "connection_id",
+        "subscription_id",
+        "metrics",
+        "push_interval_ms",
+        "subscription_version",
+        "last_get_ms",
+        "last_push_ms",
+        "terminating",
+        "last_known_error",
+        "expires_at_ms",
+        "scheduled_at_ms",
+    )
+
+    def __init__(
+        self,
+        client_instance_id: uuid.UUID,
+        instance_id_str: str,
+        metadata: ClientMetadata,
+        connection_id: int,
+        subscription: EffectiveSubscription,
+        subscription_version: int,
+    ) -> None:
+        self.client_instance_id = client_instance_id
+        self.instance_id_str = instance_id_str
+        self.metadata = metadata
+        self.connection_id = connection_id
+        self.subscription_id: int = subscription.subscription_id
+        self.metrics: tuple[str, ...] = tuple(subscription.metrics)
+        self.push_interval_ms: int = subscription.push_interval_ms
+        self.subscription_version = subscription_version
+        self.last_get_ms = NEVER_MS
+        self.last_push_ms = NEVER_MS
+        self.terminating = False
+        self.last_known_error = Errors.NONE
+        self.expires_at_ms = 0
+        # Deadline of this instance's single entry in the expiry heap (None: no entry).
+        self.scheduled_at_ms: int | None = None
+
+    def maybe_update_get_request_timestamp(self, now_ms: int) -> bool:
+        """ClientMetricsInstance.maybeUpdateGetRequestTimestamp."""
+        last = max(self.last_get_ms, self.last_push_ms)
+        if now_ms - last >= self.push_interval_ms:
+            self.last_get_ms = now_ms
+            return True
+        return False
+
+    def maybe_update_push_request_timestamp(self, now_ms: int) -> bool:
+        """ClientMetricsInstance.maybeUpdatePushRequestTimestamp.
+
+        The first push after a Get is accepted whatever the elapsed time: clients stagger
+        it (Java 0.5-1.5x, librdkafka 0.8-1.2x the interval), so a 5000 ms subscription
+        may see its first push after 2500 ms.
+        """
+        if self.last_get_ms > self.last_push_ms or now_ms - self.last_push_ms >= self.push_interval_ms:
+            self.last_push_ms = now_ms
+            return True
+        return False
+
+
+class _PushRejected(Exception):
+    """A push validation failure with its Kafka error code (ApiException in Kafka)."""
+
+    def __init__(self, error: Errors, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+
+
+class _InstanceCache(LRUCache[uuid.UUID, ClientMetricsInstance]):
+    """``LRUCache`` that tells the manager when it evicts for size."""
+
+    def __init__(self, maxsize: int, on_evict: Callable[[ClientMetricsInstance], None]) -> None:
+        super().__init__(maxsize)
+        self._on_evict = on_evict
+
+    def peek(self, key: uuid.UUID) -> ClientMetricsInstance | None:
+        """The value without refreshing its LRU position."""
+        return Cache.__getitem__(self, key) if key in self else None
+
+    def popitem(self) -> tuple[uuid.UUID, ClientMetricsInstance]:
+        key, value = super().popitem()
+        self._on_evict(value)
+        return key, value
+
+
+def _default_validate_payload(payload: bytes) -> None:
+    """Reject bytes that are not an OTLP ``MetricsData`` message."""
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+    MetricsData.FromString(payload)
+
+
+class ClientMetricsManager:
+    """Instance cache, gating and the Get/Push ladders, in Kafka's order."""
+
+    def __init__(
+        self,
+        *,
+        subscriptions: SubscriptionSource,
+        exporter: Exporter,
+        decompress: Callable[[int, bytes, int], bytes],
+        instance_id_to_str: Callable[[uuid.UUID], str],
+        new_instance_id: Callable[[], uuid.UUID],
+        telemetry_max_bytes: int = 1_048_576,
+        node_id: int = 1,
+        cluster_id: str = "",
+        cache_max_size: int = DEFAULT_CACHE_MAX_SIZE,
+        cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
+        stats: ClientMetricsStats | None = None,
+        validate_payload: Callable[[bytes], None] | None = _default_validate_payload,
+        wall_clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._subscriptions = subscriptions
+        self._exporter = exporter
+        self._decompress = decompress
+        self._to_str = instance_id_to_str
+        self._new_instance_id = new_instance_id
+        self.telemetry_max_bytes = telemetry_max_bytes
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._cache_expiry_ms = cache_expiry_ms
+        self._stats: ClientMetricsStats = stats if stats is not None else _NoStats()
+        self._validate_payload = validate_payload
+        self._wall_clock_ns = wall_clock_ns
+        self._cache = _InstanceCache(cache_max_size, self._evicted)
+        # Kafka's clientConnectionIdMap: the connection that last (re)created an instance.
+        self._connection_instances: dict[int, uuid.UUID] = {}
+        # (deadline_ms, instance id): at most one live entry per cached instance.
+        self._expiry_heap: list[tuple[int, uuid.UUID]] = []
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def instance_count(self) -> int:
+        return len(self._cache)
+
+    def instance(self, client_instance_id: uuid.UUID) -> ClientMetricsInstance | None:
+        """The cached instance, without touching LRU order (for tests and /debug)."""
+        return self._cache.peek(client_instance_id)
+
+    # ------------------------------------------------------------------ Get (api 71)
+    def get_telemetry_subscriptions(
+        self,
+        client_instance_id: uuid.UUID,
+        connection: ConnectionContext,
+        client_id: str | None,
+        now_ms: int,
+    ) -> GetTelemetrySubscriptionsResponse:
+        """ClientMetricsManager.processGetTelemetrySubscriptionRequest."""
+        instance_id = client_instance_id
+        if instance_id == ZERO_UUID:
+            instance_id = self._generate_new_client_id()
+        instance = self._client_instance(instance_id, connection, client_id, now_ms)
+
+        if (
+            not instance.maybe_update_get_request_timestamp(now_ms)
+            and instance.last_known_error not in GET_GATE_EXEMPT_ERRORS
+        ):
+            self._stats.record_throttle(instance.instance_id_str)
+            return GetTelemetrySubscriptionsResponse(
+                throttle_time_ms=0, error_code=Errors.THROTTLING_QUOTA_EXCEEDED
+            )
+
+        instance.last_known_error = Errors.NONE
+        return GetTelemetrySubscriptionsResponse(
+            throttle_time_ms=0,
+            error_code=Errors.NONE,
+            # Always the effective, non-zero id (Java clients reject a zero one).
+            client_instance_id=instance_id,
+            subscription_id=instance.subscription_id,
+            accepted_compression_types=SUPPORTED_COMPRESSION_TYPES,
+            push_interval_ms=instance.push_interval_ms,
+            telemetry_max_bytes=self.telemetry_max_bytes,
+            delta_temporality=True,
+            requested_metrics=instance.metrics,
+        )
+
+    # ------------------------------------------------------------------ Push (api 72)
+    def push_telemetry(
+        self,
+        request: PushTelemetryRequest,
+        connection: ConnectionContext,
+        client_id: str | None,
+        correlation_id: int,
+        now_ms: int,
+    ) -> PushTelemetryResponse:
+        """ClientMetricsManager.processPushTelemetryRequest."""
+        instance_id = request.client_instance_id
+        if instance_id is None or instance_id in RESERVED_UUIDS:
+            return _push_error(Errors.INVALID_REQUEST)
+
+        instance = self._client_instance(instance_id, connection, client_id, now_ms)
+        try:
+            self._validate_push(request, instance, now_ms)
+        except _PushRejected as rejected:
+            log.debug("push from %s rejected: %s", instance.instance_id_str, rejected)
+            instance.last_known_error = rejected.error
+            return _push_error(rejected.error)
+        finally:
+            # Kafka stores the flag whatever the outcome (a `finally` block): after any
+            # terminating push, even a rejected one, the next push is INVALID_REQUEST.
+            instance.terminating = request.terminating
+
+        metrics = request.metrics
+        if metrics:
+            error = self._export(request, instance, connection, client_id, correlation_id)
+            if error is not None:
+                instance.last_known_error = error
+                return _push_error(error)
+
+        instance.last_known_error = Errors.NONE
+        return _PUSH_OK
+
+    def _validate_push(
+        self, request: PushTelemetryRequest, instance: ClientMetricsInstance, now_ms: int
+    ) -> None:
+        """ClientMetricsManager.validatePushRequest: first failure wins, in this order."""
+        if instance.terminating:
+            raise _PushRejected(
+                Errors.INVALID_REQUEST,
+                "the client already sent a terminating push; no request is accepted after it",
+            )
+        # Note the order: the timestamp is consumed before the remaining checks, so a push
+        # rejected below still uses up the interval (as in Kafka).
+        if not instance.maybe_update_push_request_timestamp(now_ms) and not request.terminating:
+            self._stats.record_throttle(instance.instance_id_str)
+            raise _PushRejected(
+                Errors.THROTTLING_QUOTA_EXCEEDED, "push arrived before the push interval elapsed"
+            )
+        if request.subscription_id != instance.subscription_id:
+            self._stats.record_unknown_subscription()
+            raise _PushRejected(
+                Errors.UNKNOWN_SUBSCRIPTION_ID,
+                f"subscription id {request.subscription_id} != current {instance.subscription_id}",
+            )
+        if request.compression_type not in KNOWN_COMPRESSION_TYPES:
+            raise _PushRejected(
+                Errors.UNSUPPORTED_COMPRESSION_TYPE,
+                f"unknown compression type {request.compression_type}",
+            )
+        size = len(request.metrics) if request.metrics is not None else 0
+        if size > self.telemetry_max_bytes:
+            raise _PushRejected(
+                Errors.TELEMETRY_TOO_LARGE,
+                f"compressed metrics are {size} bytes, telemetry.max.bytes is {self.telemetry_max_bytes}",
+            )
+
+    def _export(
+        self,
+        request: PushTelemetryRequest,
+        instance: ClientMetricsInstance,
+        connection: ConnectionContext,
+        client_id: str | None,
+        correlation_id: int,
+    ) -> Errors | None:
+        """Decompress (bounded), validate, hand to the exporter; any failure is INVALID_RECORD.
+
+        Kafka catches Throwable around the plugin call, which includes decompression
+        failures and, since #22327, a decompressed size over telemetry.max.bytes.
+        """
+        started = time.perf_counter()
+        try:
+            payload = self._decompress(
+                request.compression_type, request.metrics, self.telemetry_max_bytes
+            )
+            if self._validate_payload is not None:
+                self._validate_payload(payload)
+            context = TelemetryContext(
+                client_instance_id=instance.instance_id_str,
+                client_id=client_id,
+                client_software_name=connection.client_software_name,
+                client_software_version=connection.client_software_version,
+                client_source_address=connection.client_source_address,
+                client_source_port=connection.client_source_port,
+                listener_name=connection.listener_name,
+                security_protocol=connection.security_protocol,
+                principal=connection.principal,
+                push_interval_ms=instance.push_interval_ms,
+                terminating=request.terminating,
+                received_time_unix_nano=self._wall_clock_ns(),
+                node_id=self._node_id,
+                cluster_id=self._cluster_id,
+                subscription_id=instance.subscription_id,
+                compression_type=request.compression_type,
+                correlation_id=correlation_id,
+            )
+            result = self._exporter.export(context, payload)
+        except Exception as exc:  # noqa: BLE001 - Kafka catches Throwable here
+            self._stats.record_plugin_error(instance.instance_id_str)
+            log.warning(
+                "push from client instance %s not exported: %s: %s",
+                instance.instance_id_str,
+                type(exc).__name__,
+                exc,
+            )
+            return Errors.INVALID_RECORD
+        if not result.ok:
+            self._stats.record_plugin_error(instance.instance_id_str)
+            log.error(
+                "exporter failed for client instance %s: %s", instance.instance_id_str, result.error
+            )
+            return Errors.INVALID_RECORD
+        self._stats.record_plugin_export(instance.instance_id_str, time.perf_counter() - started)
+        return None
+
+    # ------------------------------------------------------------------ lifetime
+    def connection_closed(self, connection_id: int) -> None:
+        """ClientConnectionDisconnectListener.onDisconnect (Kafka 4.0+, KAFKA-17778)."""
+        instance_id = self._connection_instances.pop(connection_id, None)
+        if instance_id is None:
+            return
+        instance = self._cache.pop(instance_id, None)
+        if instance is not None:
+            self._stats.instance_removed(instance.instance_id_str)
+
+    def expire(self, now_ms: int) -> int:
+        """Drop instances idle for max(cache expiry, 3 x push interval); returns how many."""
+        expired = 0
+        heap = self._expiry_heap
+        while heap and heap[0][0] <= now_ms:
+            deadline, instance_id = heapq.heappop(heap)
+            instance = self._cache.peek(instance_id)
+            if instance is None or instance.scheduled_at_ms != deadline:
+                continue  # evicted, disconnected or re-created: a stale entry
+            if instance.expires_at_ms > now_ms:
+                # Re-armed since this entry was pushed: move it to the new deadline.
+                instance.scheduled_at_ms = instance.expires_at_ms
+                heapq.heappush(heap, (instance.expires_at_ms, instance_id))
+                continue
+            del self._cache[instance_id]
+            if self._connection_instances.get(instance.connection_id) == instance_id:
+                del self._connection_instances[instance.connection_id]
+            self._stats.instance_removed(instance.instance_id_str)
+            expired += 1
+        return expired
+
+    def next_expiry_ms(self) -> int | None:
+        return self._expiry_heap[0][0] if self._expiry_heap else None
+
+    # ------------------------------------------------------------------ internals
+    def _generate_new_client_id(self) -> uuid.UUID:
+        instance_id = self._new_instance_id()
+        while instance_id in self._cache or instance_id in RESERVED_UUIDS:
+            instance_id = self._new_instance_id()
+        return instance_id
+
+    def _client_instance(
+        self,
+        instance_id: uuid.UUID,
+        connection: ConnectionContext,
+        client_id: str | None,
+        now_ms: int,
+    ) -> ClientMetricsInstance:
+        """ClientMetricsManager.clientInstance: look up, (re)create, re-arm expiry."""
+        instance = self._cache.get(instance_id)
+        version = self._subscriptions.version
+        if instance is None:
+            metadata = ClientMetadata(
+                client_instance_id=self._to_str(instance_id),
+                client_id=client_id,
+                client_software_name=connection.client_software_name,
+                client_software_version=connection.client_software_version,
+                client_source_address=connection.client_source_address or None,
+                client_source_port=str(connection.client_source_port),
+            )
+            instance = self._create(instance_id, metadata, connection.connection_id, version, None)
+        elif instance.subscription_version < version:
+            # Re-evaluated from the *old* metadata; timestamps, terminating flag and last
+            # error start fresh, so the client's next Get is answered at once.
+            instance = self._create(
+                instance_id,
+                instance.metadata,
+                connection.connection_id,
+                version,
+                instance.scheduled_at_ms,
+            )
+
+        instance.expires_at_ms = now_ms + max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
+        if instance.scheduled_at_ms is None:
+            instance.scheduled_at_ms = instance.expires_at_ms
+            heapq.heappush(self._expiry_heap, (instance.expires_at_ms, instance_id))
+        return instance
+
+    def _create(
+        self,
+        instance_id: uuid.UUID,
+        metadata: ClientMetadata,
+        connection_id: int,
+        version: int,
+        scheduled_at_ms: int | None,
+    ) -> ClientMetricsInstance:
+        subscription = self._subscriptions.resolve(metadata, instance_id)
+        instance = ClientMetricsInstance(
+            instance_id, metadata.client_instance_id, metadata, connection_id, subscription, version
+        )
+        instance.scheduled_at_ms = scheduled_at_ms  # inherit the live heap entry, if any
+        self._cache[instance_id] = instance
+        self._connection_instances[connection_id] = instance_id
+        return instance
+
+    def _evicted(self, instance: ClientMetricsInstance) -> None:
+        if self._connection_instances.get(instance.connection_id) == instance.client_instance_id:
+            del self._connection_instances[instance.connection_id]
+        self._stats.instance_removed(instance.instance_id_str)
+
+
+_PUSH_OK = PushTelemetryResponse(throttle_time_ms=0, error_code=Errors.NONE)
+_PUSH_ERRORS = {e: PushTelemetryResponse(throttle_time_ms=0, error_code=e) for e in Errors}
+
+
+def _push_error(error: Errors) -> PushTelemetryResponse:
+    return _PUSH_ERRORS[error]

@@ -1,0 +1,148 @@
+"""Request dispatch: frame -> decoded request -> handler -> encoded response.
+
+The rules are a table (``api_key -> Api``); a key missing from it closes the connection,
+as Kafka closes a connection whose header names an API it does not know.  This is the one
+boundary where exceptions become responses, and the one place where the quota engine
+meets a request (:class:`RequestQuota`): handling time and size are recorded after the
+handler ran, and a non-zero throttle goes into the response's ``throttle_time_ms`` and
+mutes the channel for that long (Kafka's ``sendResponseMaybeThrottle``, KIP-219).
+
+Version handling follows ``RequestContext.parseRequest`` / ``SocketServer``:
+
+| case                                   | what happens                                     |
+|----------------------------------------|--------------------------------------------------|
+| unknown api key                        | connection closed, one log line                  |
+| ApiVersions at a version we don't speak| ApiVersionsResponse v0, UNSUPPORTED_VERSION (35) |
+| other API at a version we don't speak  | connection closed, one log line                  |
+| body that does not parse               | connection closed, one log line                  |
+| handler raises                         | the API's error response (Kafka's catch-all)     |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from proto import (
+    ApiKeys,
+    RequestFrame,
+    api_versions_unsupported_response,
+    decode_request,
+    encode_response,
+)
+from proto.errors import Errors, KafkaError, UnsupportedVersionError
+
+from collector.protocol import CloseConnection
+
+if TYPE_CHECKING:
+    from collector.protocol import KafkaProtocol
+
+__all__ = ["Api", "Dispatcher", "RequestContext", "RequestQuota", "RequestObserver"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Kafka's ``RequestContext``: who sent the request, on which listener, when."""
+
+    frame: RequestFrame
+    connection: "KafkaProtocol"
+    now_ms: int
+
+    @property
+    def client_id(self) -> str | None:
+        return self.frame.client_id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Api:
+    """One row of the dispatch table."""
+
+    name: str
+    handle: Callable[[Any, RequestContext], Any]
+    # Builds the error response for a request (Kafka's AbstractRequest.getErrorResponse).
+    error_response: Callable[[Any, Errors], Any]
+    # What an unexpected exception in ``handle`` becomes: Kafka's KafkaApis wraps the
+    # telemetry handlers in a catch-all answering INVALID_REQUEST; elsewhere
+    # Errors.forException gives UNKNOWN_SERVER_ERROR.
+    unexpected_error: Errors = Errors.UNKNOWN_SERVER_ERROR
+
+
+class RequestQuota(Protocol):
+    """The quota seam (phase 2 wires the quota engine in here).
+
+    Called once per request after it was handled; returns the throttle time in ms that
+    goes into the response and for which the channel is muted (0 = no throttle).
+    """
+
+    def record(self, context: RequestContext, request_bytes: int, handling_ns: int) -> int: ...
+
+
+class RequestObserver(Protocol):
+    """Per-request counters (api key x error code)."""
+
+    def observe(self, api_key: int, error_code: int) -> None: ...
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        apis: Mapping[int, Api],
+        *,
+        clock_ms: Callable[[], int],
+        quota: RequestQuota | None = None,
+        observer: RequestObserver | None = None,
+    ) -> None:
+        self._apis = dict(apis)
+        self._clock_ms = clock_ms
+        self.quota = quota
+        self._observer = observer
+
+    @property
+    def api_keys(self) -> frozenset[int]:
+        return frozenset(self._apis)
+
+    def handle(self, frame: RequestFrame, connection: "KafkaProtocol") -> bytes | None:
+        api = self._apis.get(frame.api_key)
+        if api is None:
+            raise CloseConnection(f"unknown api key {frame.api_key}")
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError:
+            if frame.api_key == ApiKeys.API_VERSIONS:
+                return api_versions_unsupported_response(frame.correlation_id)
+            raise CloseConnection(
+                f"{api.name} version {frame.api_version} is not supported"
+            ) from None
+        except KafkaError as exc:
+            raise CloseConnection(f"malformed {api.name} v{frame.api_version}: {exc}") from None
+
+        quota = self.quota
+        started_ns = time.perf_counter_ns() if quota is not None else 0
+        context = RequestContext(frame, connection, self._clock_ms())
+        try:
+            response = api.handle(request, context)
+        except Exception:  # noqa: BLE001 - the one boundary that turns bugs into responses
+            log.exception(
+                "unexpected error handling %s v%d (correlation id %d) from %s",
+                api.name,
+                frame.api_version,
+                frame.correlation_id,
+                connection.client_source_address,
+            )
+            response = api.error_response(request, api.unexpected_error)
+
+        if quota is not None:
+            throttle_ms = quota.record(
+                context, len(frame.body), time.perf_counter_ns() - started_ns
+            )
+            if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
+                response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
+                connection.mute_for(throttle_ms)
+        if self._observer is not None:
+            self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
+        return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)

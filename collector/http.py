@@ -1,0 +1,110 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` on the server's own event loop (aiohttp).
+
+* ``/healthz`` (liveness): the event loop is responsive.  A heartbeat callback stamps the
+  time every ``heartbeat_interval_s``; the probe fails when the last stamp is older than
+  ``stall_after_s`` (a loop blocked by a long synchronous call cannot even answer, but a
+  loop that is merely slow shows up here).
+* ``/readyz`` (readiness): every check registered by the server passes (listeners bound,
+  config loaded, landing log writable), and shutdown has not begun; it flips to 503 at
+  SIGTERM before the listeners close so load balancers stop sending new clients.
+* ``/metrics``: the server's ``CollectorRegistry`` in Prometheus text format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+__all__ = ["HealthEndpoints", "ReadinessCheck"]
+
+ReadinessCheck = Callable[[], str | None]  # None = ready, else the reason it is not
+
+
+class HealthEndpoints:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        heartbeat_interval_s: float = 1.0,
+        stall_after_s: float = 10.0,
+    ) -> None:
+        self._registry = registry
+        self._checks: dict[str, ReadinessCheck] = {}
+        self._shutting_down = False
+        self._heartbeat_interval_s = heartbeat_interval_s
+        self._stall_after_s = stall_after_s
+        self._last_beat = time.monotonic()
+        self._beat_handle: asyncio.TimerHandle | None = None
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
+        self._checks[name] = check
+
+    def begin_shutdown(self) -> None:
+        self._shutting_down = True
+
+    def readiness(self) -> dict[str, str]:
+        """name -> "ok" or the reason; includes "shutdown" once shutdown began."""
+        result = {}
+        for name, check in self._checks.items():
+            try:
+                reason = check()
+            except Exception as exc:  # noqa: BLE001 - a failing check means not ready
+                reason = f"{type(exc).__name__}: {exc}"
+            result[name] = reason or "ok"
+        if self._shutting_down:
+            result["shutdown"] = "shutting down"
+        return result
+
+    async def start(self, host: str, port: int) -> int:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host or None, port, reuse_address=True)
+        await site.start()
+        server = site._server  # aiohttp exposes the bound sockets only here
+        assert server is not None and server.sockets
+        self.port = int(server.sockets[0].getsockname()[1])
+        self._beat()
+        return self.port
+
+    async def stop(self) -> None:
+        if self._beat_handle is not None:
+            self._beat_handle.cancel()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _beat(self) -> None:
+        self._last_beat = time.monotonic()
+        self._beat_handle = asyncio.get_running_loop().call_later(
+            self._heartbeat_interval_s, self._beat
+        )
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        body = generate_latest(self._registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        lag = time.monotonic() - self._last_beat
+        ok = lag < self._stall_after_s
+        body = {"status": "ok" if ok else "event loop stalled", "heartbeat_age_s": round(lag, 3)}
+        return _json(body, 200 if ok else 503)
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        checks = self.readiness()
+        ok = all(v == "ok" for v in checks.values())
+        return _json({"status": "ready" if ok else "not ready", "checks": checks}, 200 if ok else 503)
+
+
+def _json(body: dict[str, object], status: int) -> web.Response:
+    return web.Response(text=json.dumps(body), status=status, content_type="application/json")

@@ -1,0 +1,195 @@
+"""Handlers for the APIs the collector serves, named after Kafka's ``KafkaApis``.
+
+| api key | API                        | handler                          |
+|---------|----------------------------|----------------------------------|
+| 18      | ApiVersions                | :meth:`KafkaApis.api_versions`   |
+| 3       | Metadata                   | :meth:`KafkaApis.metadata`       |
+| 71      | GetTelemetrySubscriptions  | :meth:`KafkaApis.get_telemetry_subscriptions` |
+| 72      | PushTelemetry              | :meth:`KafkaApis.push_telemetry` |
+
+The admin APIs (DescribeConfigs, IncrementalAlterConfigs, ListConfigResources) live in
+``collector.admin_apis`` and join the same table.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto.errors import Errors
+from proto.messages import (
+    ApiVersion,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponseTopic,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
+
+from collector.client_metrics import ClientMetricsManager
+from collector.dispatch import Api, RequestContext
+from collector.listeners import EndPoint
+
+__all__ = ["KafkaApis", "SOFTWARE_NAME_OR_VERSION"]
+
+# ApiVersionsRequest.isValid(): ClientSoftwareName/Version must match this (KIP-511).
+SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+# org.apache.kafka.common.internals.Topic: legal names.
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_TOPIC_MAX_LENGTH = 249
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_name_error(name: str) -> Errors | None:
+    if not name or name in {".", ".."} or len(name) > _TOPIC_MAX_LENGTH:
+        return Errors.INVALID_TOPIC_EXCEPTION
+    if _LEGAL_TOPIC.fullmatch(name) is None:
+        return Errors.INVALID_TOPIC_EXCEPTION
+    return None
+
+
+class KafkaApis:
+    def __init__(
+        self,
+        *,
+        manager: ClientMetricsManager,
+        node_id: int,
+        cluster_id: str,
+        advertised: Mapping[str, EndPoint],
+        supported_versions: Mapping[int, tuple[int, int]] | None = None,
+    ) -> None:
+        self._manager = manager
+        self._node_id = node_id
+        self._cluster_id = cluster_id
+        self._advertised = dict(advertised)
+        # What ApiVersions lists: exactly the APIs in the dispatch table (set by the server
+        # once the table is complete), at the versions the codec speaks.
+        self._supported_versions = dict(supported_versions or {})
+        self._api_versions_entries: tuple[Any, ...] = ()
+        self._refresh_api_versions()
+
+    def set_served_apis(self, api_keys: frozenset[int]) -> None:
+        self._supported_versions = {
+            k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys
+        }
+        self._refresh_api_versions()
+
+    def set_advertised(self, advertised: Mapping[str, EndPoint]) -> None:
+        self._advertised = dict(advertised)
+
+    def _refresh_api_versions(self) -> None:
+        self._api_versions_entries = tuple(
+            ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(self._supported_versions.items())
+        )
+
+    def table(self) -> dict[int, Api]:
+        return {
+            ApiKeys.API_VERSIONS: Api(
+                "ApiVersions",
+                self.api_versions,
+                lambda _, error: ApiVersionsResponse(error_code=error),
+            ),
+            ApiKeys.METADATA: Api(
+                "Metadata", self.metadata, lambda _, error: self._metadata_error(error)
+            ),
+            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: Api(
+                "GetTelemetrySubscriptions",
+                self.get_telemetry_subscriptions,
+                lambda _, error: GetTelemetrySubscriptionsResponse(error_code=error),
+                unexpected_error=Errors.INVALID_REQUEST,
+            ),
+            ApiKeys.PUSH_TELEMETRY: Api(
+                "PushTelemetry",
+                self.push_telemetry,
+                lambda _, error: PushTelemetryResponse(error_code=error),
+                unexpected_error=Errors.INVALID_REQUEST,
+            ),
+        }
+
+    # ------------------------------------------------------------------ 18 ApiVersions
+    def api_versions(self, request: ApiVersionsRequest, ctx: RequestContext) -> ApiVersionsResponse:
+        """KafkaApis.handleApiVersionsRequest (v3+ validates the software name/version)."""
+        if ctx.frame.api_version >= 3:
+            name = request.client_software_name
+            version = request.client_software_version
+            if (
+                SOFTWARE_NAME_OR_VERSION.fullmatch(name) is None
+                or SOFTWARE_NAME_OR_VERSION.fullmatch(version) is None
+            ):
+                return ApiVersionsResponse(error_code=Errors.INVALID_REQUEST)
+            # What the client_software_* selectors match (ClientInformation).
+            ctx.connection.client_software_name = name
+            ctx.connection.client_software_version = version
+        return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
+
+    # ------------------------------------------------------------------ 3 Metadata
+    def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
+        """The collector is the only broker and the controller; it hosts no topics.
+
+        Requested topics get what a Kafka broker with ``auto.create.topics.enable=false``
+        answers for a topic it does not have (KafkaApis.getTopicMetadata):
+        UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal name, or
+        UNKNOWN_TOPIC_ID for a lookup by id (v10+).
+        """
+        endpoint = self._advertised.get(ctx.connection.listener_name)
+        brokers = ()
+        if endpoint is not None:
+            brokers = (
+                MetadataResponseBroker(
+                    node_id=self._node_id, host=endpoint.host, port=endpoint.port, rack=None
+                ),
+            )
+        topics = []
+        for topic in request.topics or ():
+            name = topic.name
+            if name is None or (not name and getattr(topic, "topic_id", _ZERO_UUID) != _ZERO_UUID):
+                topics.append(
+                    MetadataResponseTopic(
+                        error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic.topic_id
+                    )
+                )
+                continue
+            error = _topic_name_error(name) or Errors.UNKNOWN_TOPIC_OR_PARTITION
+            topics.append(MetadataResponseTopic(error_code=error, name=name))
+        return MetadataResponse(
+            brokers=brokers,
+            cluster_id=self._cluster_id,
+            controller_id=self._node_id,
+            topics=tuple(topics),
+        )
+
+    def _metadata_error(self, error: Errors) -> MetadataResponse:
+        return MetadataResponse(error_code=error)
+
+    # ------------------------------------------------------------------ 71 / 72
+    def get_telemetry_subscriptions(
+        self, request: GetTelemetrySubscriptionsRequest, ctx: RequestContext
+    ) -> GetTelemetrySubscriptionsResponse:
+        return self._manager.get_telemetry_subscriptions(
+            request.client_instance_id, ctx.connection, ctx.frame.client_id, ctx.now_ms
+        )
+
+    def push_telemetry(self, request: PushTelemetryRequest, ctx: RequestContext) -> PushTelemetryResponse:
+        return self._manager.push_telemetry(
+            request, ctx.connection, ctx.frame.client_id, ctx.frame.correlation_id, ctx.now_ms
+        )
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKeys(api_key).name
+    except ValueError:
+        return str(api_key)
+
+
+ApiNameFn = Callable[[int], str]

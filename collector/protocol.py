@@ -1,0 +1,278 @@
+"""The asyncio side of one Kafka connection: a thin ``asyncio.Protocol`` over
+``proto.ServerConnection``.
+
+Bytes arrive in ``data_received``; the sans-IO codec cuts them into request frames; each
+frame goes to the :class:`~collector.dispatch.Dispatcher`, which answers synchronously
+with the response bytes (or ``None`` when the request has no response).  What this class
+adds is transport policy:
+
+* **Order.** Responses leave in request order.  All responses produced from one read are
+  joined and written with a single ``transport.write`` (per-request Python overhead, not
+  I/O, dominates; see field-notes.md).  When the server asks for a durability barrier
+  (the landing log's fsync policy ``always``), the batch waits for it, and later batches
+  queue behind it, so order still holds.
+* **Backpressure.** Reading pauses while the transport's write buffer is above its high
+  water mark, while more than ``max_inflight_requests`` responses wait for a barrier, and
+  while the connection is muted.  Reasons are tracked separately so one resuming does not
+  undo another.
+* **Throttling.** :meth:`mute_for` pauses reading for ``throttle_ms`` after the response
+  carrying ``throttle_time_ms`` is sent, as Kafka mutes a throttled channel (KIP-219);
+  frames already buffered are held until the channel unmutes.
+* **Malformed input.** A framing error or a request the dispatcher cannot parse closes
+  this connection with one log line; earlier responses are still flushed; other
+  connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from proto import FramingError, ServerConnection
+from subscriptions.matching import java_host_address
+
+if TYPE_CHECKING:
+    from collector.dispatch import Dispatcher
+
+__all__ = ["KafkaProtocol", "ConnectionHost", "CloseConnection"]
+
+log = logging.getLogger(__name__)
+
+# "unknown" is Kafka's ClientInformation.UNKNOWN_NAME_OR_VERSION, used until the client
+# sends ApiVersions v3+.
+UNKNOWN_SOFTWARE = "unknown"
+ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
+
+# Pause-reading reasons.
+_WRITE_BUFFER_FULL = 1
+_TOO_MANY_INFLIGHT = 2
+_MUTED = 4
+
+
+class CloseConnection(Exception):
+    """The peer broke the protocol; close its connection (no response)."""
+
+
+class ConnectionHost(Protocol):
+    """What a connection needs from the server that owns it."""
+
+    dispatcher: "Dispatcher"
+    max_request_size: int
+    max_inflight_requests: int
+
+    def connection_opened(self, protocol: "KafkaProtocol") -> bool: ...
+
+    def connection_closed(self, protocol: "KafkaProtocol") -> None: ...
+
+    def durability_barrier(self) -> "asyncio.Future[None] | None": ...
+
+
+class KafkaProtocol(asyncio.Protocol):
+    # Also the ``ConnectionContext`` the ClientMetricsManager reads.
+    __slots__ = (
+        "connection_id",
+        "listener_name",
+        "security_protocol",
+        "principal",
+        "client_source_address",
+        "client_source_port",
+        "client_software_name",
+        "client_software_version",
+        "_host",
+        "_codec",
+        "_transport",
+        "_loop",
+        "_paused",
+        "_reading_paused",
+        "_waiting",
+        "_waiting_requests",
+        "_closing",
+        "_unmute_handle",
+    )
+
+    def __init__(
+        self,
+        host: ConnectionHost,
+        connection_id: int,
+        listener_name: str,
+        security_protocol: str,
+    ) -> None:
+        self.connection_id = connection_id
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal = ANONYMOUS_PRINCIPAL
+        self.client_source_address = ""
+        self.client_source_port = 0
+        self.client_software_name = UNKNOWN_SOFTWARE
+        self.client_software_version = UNKNOWN_SOFTWARE
+        self._host = host
+        self._codec = ServerConnection(max_request_size=host.max_request_size)
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_event_loop()
+        self._paused = 0  # bit set of pause reasons
+        self._reading_paused = False
+        # Batches of response bytes waiting for a durability barrier, oldest first.
+        self._waiting: collections.deque[tuple[asyncio.Future[None], list[bytes]]] = (
+            collections.deque()
+        )
+        self._waiting_requests = 0
+        self._closing = False
+        self._unmute_handle: asyncio.TimerHandle | None = None
+
+    # ------------------------------------------------------------------ asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            # Java's InetAddress.getHostAddress() form ("0:0:0:0:0:0:0:1" for ::1): what
+            # Kafka matches client_source_address selectors against and hands plugins.
+            self.client_source_address = java_host_address(str(peer[0]))
+            self.client_source_port = int(peer[1])
+        if not self._host.connection_opened(self):
+            self._closing = True
+            transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+        self._host.connection_closed(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            self._codec.receive_data(data)
+        except FramingError as exc:
+            self.close_for(f"framing error: {exc}")
+            return
+        self._process()
+
+    def pause_writing(self) -> None:
+        self._pause(_WRITE_BUFFER_FULL)
+
+    def resume_writing(self) -> None:
+        self._resume(_WRITE_BUFFER_FULL)
+
+    # ------------------------------------------------------------------ control
+    def mute_for(self, throttle_ms: int) -> None:
+        """Stop reading for ``throttle_ms`` (the quota engine's channel mute)."""
+        if throttle_ms <= 0 or self._closing:
+            return
+        self._pause(_MUTED)
+        if self._unmute_handle is not None:
+            self._unmute_handle.cancel()
+        self._unmute_handle = self._loop.call_later(throttle_ms / 1000.0, self._unmute)
+
+    def close_for(self, reason: str) -> None:
+        """Close the connection after flushing what is already answered."""
+        if self._closing:
+            return
+        log.info(
+            "closing connection %d from %s:%d on %s: %s",
+            self.connection_id,
+            self.client_source_address,
+            self.client_source_port,
+            self.listener_name,
+            reason,
+        )
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def close_when_idle(self) -> None:
+        """Graceful shutdown: stop reading; close once waiting responses are written."""
+        self._pause(_MUTED)
+        if not self._waiting:
+            self._closing = True
+            if self._transport is not None:
+                self._transport.close()
+        else:
+            self._closing = True  # _write_ready closes when the queue drains
+
+    @property
+    def idle(self) -> bool:
+        return not self._waiting
+
+    # ------------------------------------------------------------------ internals
+    def _process(self) -> None:
+        dispatcher = self._host.dispatcher
+        responses: list[bytes] = []
+        codec = self._codec
+        try:
+            while not self._paused & _MUTED and not self._closing:
+                frame = codec.next_request()
+                if frame is None:
+                    break
+                response = dispatcher.handle(frame, self)
+                if response is not None:
+                    responses.append(response)
+        except FramingError as exc:
+            self._send(responses)
+            self.close_for(f"framing error: {exc}")
+            return
+        except CloseConnection as exc:
+            self._send(responses)
+            self.close_for(str(exc))
+            return
+        if responses:
+            self._send(responses)
+
+    def _send(self, responses: list[bytes]) -> None:
+        if not responses or self._transport is None:
+            return
+        barrier = self._host.durability_barrier()
+        if barrier is None and not self._waiting:
+            self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
+            return
+        if barrier is None:
+            barrier = self._loop.create_future()
+            barrier.set_result(None)
+        self._waiting.append((barrier, responses))
+        self._waiting_requests += len(responses)
+        if self._waiting_requests >= self._host.max_inflight_requests:
+            self._pause(_TOO_MANY_INFLIGHT)
+        barrier.add_done_callback(self._write_ready)
+
+    def _write_ready(self, _: "asyncio.Future[None]") -> None:
+        # Write every leading batch whose barrier is done, preserving order.
+        while self._waiting and self._waiting[0][0].done():
+            future, responses = self._waiting.popleft()
+            self._waiting_requests -= len(responses)
+            if self._transport is None or self._transport.is_closing():
+                continue
+            if future.exception() is not None:
+                # The landing log could not be made durable: answering "ok" would lie.
+                self.close_for(f"durability barrier failed: {future.exception()}")
+                continue
+            self._transport.write(b"".join(responses))
+        if self._closing and not self._waiting and self._transport is not None:
+            self._transport.close()
+            return
+        if self._waiting_requests < self._host.max_inflight_requests:
+            self._resume(_TOO_MANY_INFLIGHT)
+
+    def _unmute(self) -> None:
+        self._unmute_handle = None
+        self._resume(_MUTED)
+
+    def _pause(self, reason: int) -> None:
+        self._paused |= reason
+        if not self._reading_paused and self._transport is not None and not self._closing:
+            self._reading_paused = True
+            self._transport.pause_reading()
+
+    def _resume(self, reason: int) -> None:
+        if not self._paused & reason:
+            return
+        self._paused &= ~reason
+        if self._paused or self._closing:
+            return
+        if self._reading_paused and self._transport is not None:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        # Frames may have been buffered while paused (muted mid-batch).
+        self._process()

@@ -1,0 +1,475 @@
+"""The collector process: listeners, the dispatch table, the telemetry manager, the
+landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that ties them.
+
+Start-up order: data directory and cluster id; subscription store; landing log; manager
+and dispatch table; Kafka listeners (port 0 -> the bound port is what Metadata
+advertises); HTTP endpoints; background tasks (instance expiry, store watch, forwarder).
+Only then is ``/readyz`` green.
+
+Shutdown (SIGTERM/SIGINT, or :meth:`CollectorServer.stop`): readiness off first, so load
+balancers stop routing; listeners stop accepting; every connection finishes writing what
+it already answered and closes; the landing log is flushed, fsynced and closed; the
+forwarder drains and stops; the HTTP endpoint goes last.  SIGHUP reloads the
+subscription store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from exporters.base import Exporter
+from proto import compression
+from subscriptions import effective as subscriptions_effective
+from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
+from subscriptions.matching import ClientMetadata
+
+from collector.client_metrics import ClientMetricsManager
+from collector.config import CollectorConfig
+from collector.dispatch import Dispatcher, RequestQuota
+from collector.http import HealthEndpoints
+from collector.kafka_apis import KafkaApis, api_name
+from collector.listeners import (
+    SUPPORTED_SECURITY_PROTOCOLS,
+    EndPoint,
+    advertised_endpoint,
+    parse_listeners,
+    parse_security_protocol_map,
+)
+from collector.metrics import CollectorMetrics
+from collector.protocol import KafkaProtocol
+
+__all__ = ["CollectorServer", "monotonic_ms", "StartupError"]
+
+log = logging.getLogger(__name__)
+
+EXPIRY_TICK_S = 1.0
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class StartupError(RuntimeError):
+    """The server cannot start with this configuration (message says why)."""
+
+
+class StoreSubscriptions:
+    """Adapts the subscription store to the manager's ``SubscriptionSource``."""
+
+    def __init__(self, store: Any, *, honour_long_intervals: bool) -> None:
+        self._store = store
+        self._honour_long_intervals = honour_long_intervals
+
+    @property
+    def version(self) -> int:
+        return int(self._store.snapshot().version)
+
+    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> Any:
+        snapshot = self._store.snapshot()
+        return subscriptions_effective.resolve(
+            snapshot.subscriptions,
+            metadata,
+            client_instance_id,
+            honour_long_intervals=self._honour_long_intervals,
+        )
+
+
+class ConnectionLimits:
+    """The acceptor's connection-quota seam: ``max.connections`` and
+    ``max.connections.per.ip`` counted here; phase 2 replaces this with the quota engine's
+    ConnectionQuotas (creation rates, per-listener limits)."""
+
+    def __init__(self, max_connections: int, max_connections_per_ip: int) -> None:
+        self._max = max_connections
+        self._max_per_ip = max_connections_per_ip
+        self._total = 0
+        self._per_ip: dict[str, int] = {}
+
+    def accept(self, listener_name: str, address: str) -> bool:
+        if self._total >= self._max or self._per_ip.get(address, 0) >= self._max_per_ip:
+            return False
+        self._total += 1
+        self._per_ip[address] = self._per_ip.get(address, 0) + 1
+        return True
+
+    def release(self, listener_name: str, address: str) -> None:
+        self._total -= 1
+        left = self._per_ip.get(address, 1) - 1
+        if left:
+            self._per_ip[address] = left
+        else:
+            self._per_ip.pop(address, None)
+
+
+def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | None) -> str:
+    """Like a KRaft broker's ``meta.properties``: the cluster id survives restarts."""
+    meta = data_dir / "meta.properties"
+    stored: dict[str, str] = {}
+    if meta.exists():
+        for line in meta.read_text(encoding="utf-8").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and not line.startswith("#"):
+                stored[key.strip()] = value.strip()
+    cluster_id = configured or stored.get("cluster.id") or kafka_uuid_to_str(random_instance_id())
+    if stored.get("cluster.id") not in (None, cluster_id):
+        log.warning(
+            "cluster.id %s differs from %s in %s; using the configured one",
+            cluster_id,
+            stored.get("cluster.id"),
+            meta,
+        )
+    if stored.get("cluster.id") != cluster_id or stored.get("node.id") != str(node_id):
+        tmp = meta.with_suffix(".tmp")
+        tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n", encoding="utf-8")
+        tmp.replace(meta)
+    return cluster_id
+
+
+class CollectorServer:
+    """One collector node.  ``await start()``, then ``await wait_stopped()`` or ``stop()``."""
+
+    def __init__(
+        self,
+        config: CollectorConfig,
+        *,
+        exporter: Exporter | None = None,
+        store: Any | None = None,
+        clock_ms: Callable[[], int] = monotonic_ms,
+        request_quota: RequestQuota | None = None,
+        connection_limits: ConnectionLimits | None = None,
+    ) -> None:
+        self.config = config
+        self._clock_ms = clock_ms
+        self._exporter = exporter
+        self._owns_exporter = exporter is None
+        self._store = store
+        self._request_quota = request_quota
+        self._limits = connection_limits or ConnectionLimits(
+            config.max_connections, config.max_connections_per_ip
+        )
+        self.metrics = CollectorMetrics(
+            instance_labels=config.telemetry_metrics_instance_labels, api_names=api_name
+        )
+        self.health = HealthEndpoints(self.metrics.registry)
+        self.max_request_size = config.socket_request_max_bytes
+        self.max_inflight_requests = config.connection_max_inflight_requests
+        self.cluster_id = ""
+        self.manager: ClientMetricsManager | None = None
+        self.dispatcher: Dispatcher  # set in start()
+        self._apis: KafkaApis | None = None
+        self._servers: list[tuple[EndPoint, asyncio.base_events.Server]] = []
+        self.bound: dict[str, EndPoint] = {}
+        self.advertised: dict[str, EndPoint] = {}
+        self._connections: dict[int, KafkaProtocol] = {}
+        self._next_connection_id = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stop_event: asyncio.Event | None = None
+        self._stopped = asyncio.Event()
+        self._forwarder: Any = None
+        self._forwarder_stop = asyncio.Event()
+        self._started = False
+        self._stopping = False
+
+    # ------------------------------------------------------------------ ports
+    def port(self, listener_name: str | None = None) -> int:
+        """The bound port of a listener (the first one by default)."""
+        if listener_name is None:
+            return next(iter(self.bound.values())).port
+        return self.bound[listener_name.upper()].port
+
+    @property
+    def http_port(self) -> int | None:
+        return self.health.port
+
+    @property
+    def landing_directory(self) -> Path:
+        from exporters.landing.layout import landing_directory
+
+        return landing_directory(self.config.data_dir, self.config.node_id)
+
+    # ------------------------------------------------------------------ start
+    async def start(self) -> None:
+        config = self.config
+        protocol_map = parse_security_protocol_map(config.listener_security_protocol_map)
+        listeners = parse_listeners(config.listeners, protocol_map)
+        advertised_by_name: dict[str, EndPoint] = {}
+        if config.advertised_listeners:
+            for endpoint in parse_listeners(
+                config.advertised_listeners, protocol_map, key="advertised.listeners"
+            ):
+                advertised_by_name[endpoint.listener_name] = endpoint
+        unknown = set(advertised_by_name) - {e.listener_name for e in listeners}
+        if unknown:
+            raise StartupError(
+                f"advertised.listeners names {', '.join(sorted(unknown))} not in listeners"
+            )
+        for endpoint in listeners:
+            if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
+                raise StartupError(
+                    f"listeners: {endpoint}: security protocol {endpoint.security_protocol} "
+                    "is not supported yet (PLAINTEXT only)"
+                )
+
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self.cluster_id = _read_or_create_cluster_id(
+            config.data_dir, config.node_id, config.cluster_id
+        )
+        store = self._store
+        if store is None:
+            from subscriptions.store import ConfigStore
+
+            store = self._store = ConfigStore(config.data_dir)
+        if self._exporter is None:
+            from exporters.landing import LandingLog
+
+            self._exporter = LandingLog(self.landing_directory, **config.landing)
+
+        self.manager = ClientMetricsManager(
+            subscriptions=StoreSubscriptions(
+                store, honour_long_intervals=config.telemetry_honour_long_intervals
+            ),
+            exporter=self._exporter,
+            decompress=compression.decompress,
+            instance_id_to_str=kafka_uuid_to_str,
+            new_instance_id=random_instance_id,
+            telemetry_max_bytes=config.telemetry_max_bytes,
+            node_id=config.node_id,
+            cluster_id=self.cluster_id,
+            cache_max_size=config.telemetry_instance_cache_max_size,
+            cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
+            stats=self.metrics,
+        )
+        self.metrics.instance_count.set_function(lambda: self.manager.instance_count if self.manager else 0)
+        self._apis = KafkaApis(
+            manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
+        )
+        table = self._apis.table()
+        table.update(self._admin_table(store))
+        self.dispatcher = Dispatcher(
+            table, clock_ms=self._clock_ms, quota=self._request_quota, observer=self.metrics
+        )
+        self._apis.set_served_apis(self.dispatcher.api_keys)
+
+        loop = asyncio.get_running_loop()
+        try:
+            for endpoint in listeners:
+                server = await loop.create_server(
+                    lambda e=endpoint: self._new_connection(e),
+                    host=endpoint.host or None,
+                    port=endpoint.port,
+                    reuse_address=True,
+                    backlog=1024,
+                )
+                port = int(server.sockets[0].getsockname()[1])
+                bound = endpoint.with_port(port)
+                self._servers.append((bound, server))
+                self.bound[bound.listener_name] = bound
+                self.advertised[bound.listener_name] = advertised_endpoint(
+                    bound, advertised_by_name.get(bound.listener_name)
+                )
+                log.info(
+                    "listening on %s (advertised as %s)",
+                    bound,
+                    self.advertised[bound.listener_name],
+                )
+        except OSError as exc:
+            await self._close_listeners()
+            raise StartupError(f"listeners: cannot bind: {exc}") from exc
+        self._apis.set_advertised(self.advertised)
+
+        self.health.add_readiness_check("listeners", self._listeners_ready)
+        self.health.add_readiness_check("landing", self._landing_ready)
+        if config.http_host_port is not None:
+            host, port = config.http_host_port
+            await self.health.start(host, port)
+
+        self._tasks.append(asyncio.create_task(self._expiry_loop(), name="instance-expiry"))
+        watch = getattr(store, "watch", None)
+        if watch is not None:
+            self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
+        if config.exporters_otlp is not None:
+            self._start_forwarder(config.exporters_otlp)
+        self._started = True
+        log.info(
+            "collector node %d of cluster %s started (data dir %s)",
+            config.node_id,
+            self.cluster_id,
+            config.data_dir,
+        )
+
+    def _admin_table(self, store: Any) -> dict[int, Any]:
+        try:
+            from collector.admin_apis import AdminApis
+        except ImportError:  # admin APIs not available in this build
+            return {}
+        return AdminApis(store).table()
+
+    def _start_forwarder(self, otlp: dict[str, Any]) -> None:
+        from exporters.otlp import OtlpExporterConfig, OtlpForwarder
+
+        self._forwarder = OtlpForwarder(
+            [self.landing_directory],
+            OtlpExporterConfig.model_validate(otlp),
+            registry=self.metrics.registry,
+        )
+        self._tasks.append(
+            asyncio.create_task(self._forwarder.run(self._forwarder_stop), name="otlp-forwarder")
+        )
+
+    # ------------------------------------------------------------------ connections
+    def _new_connection(self, endpoint: EndPoint) -> KafkaProtocol:
+        self._next_connection_id += 1
+        return KafkaProtocol(
+            self, self._next_connection_id, endpoint.listener_name, endpoint.security_protocol
+        )
+
+    def connection_opened(self, protocol: KafkaProtocol) -> bool:
+        if self._stopping or not self._limits.accept(
+            protocol.listener_name, protocol.client_source_address
+        ):
+            self.metrics.connections_rejected.inc()
+            return False
+        self._connections[protocol.connection_id] = protocol
+        self.metrics.connections.labels(protocol.listener_name).inc()
+        return True
+
+    def connection_closed(self, protocol: KafkaProtocol) -> None:
+        if self._connections.pop(protocol.connection_id, None) is None:
+            return
+        self._limits.release(protocol.listener_name, protocol.client_source_address)
+        self.metrics.connections.labels(protocol.listener_name).dec()
+        if self.manager is not None:
+            self.manager.connection_closed(protocol.connection_id)
+
+    def durability_barrier(self) -> "asyncio.Future[None] | None":
+        # LandingLog.append has handed the bytes to the OS before it returns (and fsynced
+        # them under fsync=always), so an answered push is already durable: no barrier.
+        return None
+
+    # ------------------------------------------------------------------ readiness
+    def _listeners_ready(self) -> str | None:
+        if not self._servers or not all(s.is_serving() for _, s in self._servers):
+            return "listeners not bound"
+        return None
+
+    def _landing_ready(self) -> str | None:
+        if self._owns_exporter and self._exporter is not None:
+            directory = self.landing_directory
+            if not directory.is_dir():
+                return f"{directory} missing"
+            import os
+
+            if not os.access(directory, os.W_OK):
+                return f"{directory} not writable"
+        return None
+
+    # ------------------------------------------------------------------ background
+    async def _expiry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(EXPIRY_TICK_S)
+            if self.manager is not None:
+                self.manager.expire(self._clock_ms())
+
+    async def _watch_store(self, watch: Callable[..., Any]) -> None:
+        def changed(*_: Any) -> None:
+            log.info("subscriptions changed (store version %s)", self._store.snapshot().version)
+
+        try:
+            await watch(changed)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a broken watcher must not stop the server
+            log.exception("subscription store watcher stopped; SIGHUP still reloads")
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the subscription store (last good set stays on error)."""
+        store = self._store
+        if store is None:
+            return
+        try:
+            store.reload()
+            log.info("subscriptions reloaded (store version %s)", store.snapshot().version)
+        except Exception as exc:  # noqa: BLE001
+            log.error("reload failed, keeping the last good subscriptions: %s", exc)
+
+    # ------------------------------------------------------------------ lifecycle
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, lambda s=sig: self._signalled(s))
+        loop.add_signal_handler(signal.SIGHUP, self.reload)
+
+    def _signalled(self, sig: signal.Signals) -> None:
+        log.info("received %s, shutting down", sig.name)
+        asyncio.get_running_loop().create_task(self.stop())
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            await self._stopped.wait()
+            return
+        self._stopping = True
+        try:
+            await asyncio.wait_for(self._shutdown(), self.config.shutdown_timeout_seconds)
+        except TimeoutError:
+            log.error("shutdown did not finish in %.0f s", self.config.shutdown_timeout_seconds)
+        finally:
+            self._stopped.set()
+
+    async def _shutdown(self) -> None:
+        self.health.begin_shutdown()  # readiness off before anything closes
+        for _, server in self._servers:
+            server.close()
+        for protocol in list(self._connections.values()):
+            protocol.close_when_idle()
+        deadline = time.monotonic() + 5.0
+        while self._connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await self._close_listeners()
+        for task in self._tasks:
+            if task.get_name() != "otlp-forwarder":
+                task.cancel()
+        exporter = self._exporter
+        if exporter is not None and self._owns_exporter:
+            flush = getattr(exporter, "flush", None)
+            sync = getattr(exporter, "sync", None)
+            with contextlib.suppress(Exception):
+                if flush:
+                    flush()
+                if sync:
+                    sync()
+            exporter.close()
+        if self._forwarder is not None:
+            self._forwarder_stop.set()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._forwarder is not None:
+            self._forwarder.close()
+        await self.health.stop()
+        log.info("collector stopped")
+
+    async def _close_listeners(self) -> None:
+        for _, server in self._servers:
+            server.close()
+        for _, server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 1.0)
+
+
+def install_uvloop() -> bool:
+    """Use uvloop's event loop policy when it is installed (faster I/O callbacks)."""
+    try:
+        import uvloop
+    except ImportError:
+        return False
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
