@@ -1,0 +1,303 @@
+"""Transform: OTLP ``MetricsData`` + the push's context -> rows of the five point tables.
+
+Pure Python and pyarrow, no Spark.  Rows are accumulated column by column (one list
+per column) and handed over as Arrow tables, which Spark takes without converting row
+by row.  Values that are the same for every point of a metric (context, resource,
+scope, metric) are appended once per metric as ``[value] * n``, which is what keeps
+this from being the bottleneck of the ingest.
+
+Lossless: :mod:`exporters.lakehouse.rebuild` turns the rows back into the same
+``MetricsData`` (see its docstring for the exact equivalence).  A metric without data
+points, and a resource or scope without such metrics, carries no data and yields no
+row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+from google.protobuf import json_format
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from exporters.context import TelemetryContext
+from exporters.lakehouse.anyvalue import encode_attributes
+from exporters.lakehouse.schema import TABLE_BY_POINT_TYPE
+
+__all__ = ["PointRowsBuilder", "flatten", "to_signed64", "to_unsigned64"]
+
+_2_63 = 1 << 63
+_2_64 = 1 << 64
+_NANOS_PER_MICRO = 1_000
+_NANOS_PER_HOUR = 3_600 * 1_000_000_000
+_HOURS_PER_DAY = 24
+
+
+def to_signed64(value: int) -> int:
+    """The BIGINT holding the same 64 bits as an OTLP unsigned 64-bit value."""
+    return value - _2_64 if value >= _2_63 else value
+
+
+def to_unsigned64(value: int) -> int:
+    """Inverse of :func:`to_signed64`."""
+    return value + _2_64 if value < 0 else value
+
+
+def _signed_list(values: Sequence[int]) -> list[int]:
+    # Bucket counts are almost never >= 2**63; check once instead of per element.
+    if not values or max(values) < _2_63:
+        return list(values)
+    return [to_signed64(v) for v in values]
+
+
+def _micros_or_none(time_unix_nano: int) -> int | None:
+    """TIMESTAMP value (microseconds) of an OTLP time; None for 0, OTLP's "unset"."""
+    return time_unix_nano // _NANOS_PER_MICRO if time_unix_nano else None
+
+
+def _context_columns(context: TelemetryContext) -> dict[str, Any]:
+    received = context.received_time_unix_nano
+    hours_since_epoch = received // _NANOS_PER_HOUR
+    return {
+        "client_instance_id": context.client_instance_id,
+        "client_id": context.client_id,
+        "client_software_name": context.client_software_name,
+        "client_software_version": context.client_software_version,
+        "client_source_address": context.client_source_address,
+        "client_source_port": context.client_source_port,
+        "principal": context.principal,
+        "listener": context.listener_name,
+        "security_protocol": context.security_protocol,
+        "node_id": context.node_id,
+        "cluster_id": context.cluster_id,
+        "subscription_id": context.subscription_id,
+        "push_interval_ms": context.push_interval_ms,
+        "compression_type": context.compression_type,
+        "terminating": context.terminating,
+        "received_time_unix_nano": received,
+        "received_time": received // _NANOS_PER_MICRO,
+        # Partitions follow the collector's clock (UTC), see schema.py.
+        "dt": hours_since_epoch // _HOURS_PER_DAY,  # date32 = days since the epoch
+        "hour": hours_since_epoch % _HOURS_PER_DAY,
+    }
+
+
+def _exemplars(exemplars: Sequence[Any]) -> list[dict[str, Any]]:
+    out = []
+    for ex in exemplars:
+        values, types = encode_attributes(ex.filtered_attributes)
+        which = ex.WhichOneof("value")
+        out.append(
+            {
+                "filtered_attributes": values,
+                "filtered_attributes_types": types,
+                "time_unix_nano": to_signed64(ex.time_unix_nano),
+                "time": _micros_or_none(ex.time_unix_nano),
+                "as_double": ex.as_double if which == "as_double" else None,
+                "as_int": ex.as_int if which == "as_int" else None,
+                "span_id": ex.span_id.hex(),
+                "trace_id": ex.trace_id.hex(),
+            }
+        )
+    return out
+
+
+def _append_point_common(cols: dict[str, list[Any]], point: Any) -> None:
+    values, types = encode_attributes(point.attributes)
+    cols["attributes"].append(values)
+    cols["attributes_types"].append(types)
+    cols["start_time_unix_nano"].append(to_signed64(point.start_time_unix_nano))
+    cols["start_time"].append(_micros_or_none(point.start_time_unix_nano))
+    cols["time_unix_nano"].append(to_signed64(point.time_unix_nano))
+    cols["time"].append(_micros_or_none(point.time_unix_nano))
+    cols["flags"].append(point.flags)
+
+
+def _append_number(cols: dict[str, list[Any]], point: Any) -> None:
+    _append_point_common(cols, point)
+    which = point.WhichOneof("value")
+    cols["as_double"].append(point.as_double if which == "as_double" else None)
+    cols["as_int"].append(point.as_int if which == "as_int" else None)
+    cols["exemplars"].append(_exemplars(point.exemplars))
+
+
+def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+    for point in points:
+        _append_number(cols, point)
+
+
+def _append_sum(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+    for point in points:
+        _append_number(cols, point)
+    n = len(points)
+    cols["aggregation_temporality"].extend([data.aggregation_temporality] * n)
+    cols["is_monotonic"].extend([data.is_monotonic] * n)
+
+
+def _append_histogram(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+    for point in points:
+        _append_point_common(cols, point)
+        cols["count"].append(to_signed64(point.count))
+        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        cols["bucket_counts"].append(_signed_list(point.bucket_counts))
+        cols["explicit_bounds"].append(list(point.explicit_bounds))
+        cols["min"].append(point.min if point.HasField("min") else None)
+        cols["max"].append(point.max if point.HasField("max") else None)
+        cols["exemplars"].append(_exemplars(point.exemplars))
+    cols["aggregation_temporality"].extend([data.aggregation_temporality] * len(points))
+
+
+def _append_exponential_histogram(
+    cols: dict[str, list[Any]], points: Sequence[Any], data: Any
+) -> None:
+    for point in points:
+        _append_point_common(cols, point)
+        cols["count"].append(to_signed64(point.count))
+        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        cols["scale"].append(point.scale)
+        cols["zero_count"].append(to_signed64(point.zero_count))
+        cols["zero_threshold"].append(point.zero_threshold)
+        cols["positive_offset"].append(point.positive.offset)
+        cols["positive_bucket_counts"].append(_signed_list(point.positive.bucket_counts))
+        cols["negative_offset"].append(point.negative.offset)
+        cols["negative_bucket_counts"].append(_signed_list(point.negative.bucket_counts))
+        cols["min"].append(point.min if point.HasField("min") else None)
+        cols["max"].append(point.max if point.HasField("max") else None)
+        cols["exemplars"].append(_exemplars(point.exemplars))
+    cols["aggregation_temporality"].extend([data.aggregation_temporality] * len(points))
+
+
+def _append_summary(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+    for point in points:
+        _append_point_common(cols, point)
+        cols["count"].append(to_signed64(point.count))
+        cols["sum"].append(point.sum)
+        cols["quantile_values"].append(
+            [{"quantile": q.quantile, "value": q.value} for q in point.quantile_values]
+        )
+
+
+# Metric.data oneof field -> appender of that point type's columns.
+_APPENDERS: dict[str, Callable[[dict[str, list[Any]], Sequence[Any], Any], None]] = {
+    "gauge": _append_gauge,
+    "sum": _append_sum,
+    "histogram": _append_histogram,
+    "exponential_histogram": _append_exponential_histogram,
+    "summary": _append_summary,
+}
+
+
+class PointRowsBuilder:
+    """Accumulates the rows of many pushes; :meth:`finish` returns one Arrow table per type."""
+
+    def __init__(self) -> None:
+        self._columns: dict[str, dict[str, list[Any]]] = {}
+        self.points = 0  # points added since the last finish()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._columns = {
+            point_type: {name: [] for name in spec.data_schema.names}
+            for point_type, spec in TABLE_BY_POINT_TYPE.items()
+        }
+        self.points = 0
+
+    def add_payload(
+        self, payload: bytes, context: TelemetryContext, landing_node: str, landing_offset: int
+    ) -> int:
+        """Parse a ``MetricsData`` protobuf and add its points; returns how many."""
+        metrics_data = MetricsData()
+        metrics_data.ParseFromString(payload)
+        return self.add(metrics_data, context, landing_node, landing_offset)
+
+    def add(
+        self,
+        metrics_data: MetricsData,
+        context: TelemetryContext,
+        landing_node: str,
+        landing_offset: int,
+    ) -> int:
+        """Add every data point of one push; returns how many points were added."""
+        push_values = _context_columns(context)
+        push_values["landing_node"] = landing_node
+        push_values["landing_offset"] = landing_offset
+        added = 0
+        for resource_index, rm in enumerate(metrics_data.resource_metrics):
+            resource_attributes, resource_types = encode_attributes(rm.resource.attributes)
+            resource_values = {
+                "resource_index": resource_index,
+                "resource_attributes": resource_attributes,
+                "resource_attributes_types": resource_types,
+                "resource_dropped_attributes_count": rm.resource.dropped_attributes_count,
+                "resource_schema_url": rm.schema_url,
+                "resource_entity_refs": _entity_refs_json(rm.resource.entity_refs),
+            }
+            for scope_index, sm in enumerate(rm.scope_metrics):
+                scope_attributes, scope_types = encode_attributes(sm.scope.attributes)
+                scope_values = {
+                    "scope_index": scope_index,
+                    "scope_name": sm.scope.name,
+                    "scope_version": sm.scope.version,
+                    "scope_attributes": scope_attributes,
+                    "scope_attributes_types": scope_types,
+                    "scope_dropped_attributes_count": sm.scope.dropped_attributes_count,
+                    "scope_schema_url": sm.schema_url,
+                }
+                for metric_index, metric in enumerate(sm.metrics):
+                    point_type = metric.WhichOneof("data")
+                    if point_type is None:
+                        continue
+                    data = getattr(metric, point_type)
+                    points = data.data_points
+                    n = len(points)
+                    if n == 0:
+                        continue
+                    metadata, metadata_types = encode_attributes(metric.metadata)
+                    cols = self._columns[point_type]
+                    shared = (
+                        push_values
+                        | resource_values
+                        | scope_values
+                        | {
+                            "metric_index": metric_index,
+                            "metric_name": metric.name,
+                            "metric_description": metric.description,
+                            "metric_unit": metric.unit,
+                            "metric_metadata": metadata,
+                            "metric_metadata_types": metadata_types,
+                        }
+                    )
+                    for name, value in shared.items():
+                        cols[name].extend([value] * n)
+                    cols["point_index"].extend(range(n))
+                    _APPENDERS[point_type](cols, points, data)
+                    added += n
+        self.points += added
+        return added
+
+    def finish(self) -> dict[str, pa.Table]:
+        """One Arrow table per point type (all five, possibly empty); resets the builder."""
+        tables = {
+            point_type: pa.Table.from_pydict(cols, schema=TABLE_BY_POINT_TYPE[point_type].data_schema)
+            for point_type, cols in self._columns.items()
+        }
+        self._reset()
+        return tables
+
+
+def _entity_refs_json(entity_refs: Sequence[Any]) -> str | None:
+    """Resource entity refs (development status in OTLP) as a JSON array, kept verbatim."""
+    if not entity_refs:
+        return None
+    parts = [json_format.MessageToJson(ref, indent=None) for ref in entity_refs]
+    return "[" + ",".join(parts) + "]"
+
+
+def flatten(
+    metrics_data: MetricsData, context: TelemetryContext, landing_node: str, landing_offset: int
+) -> dict[str, pa.Table]:
+    """Rows of one push, one Arrow table per point type."""
+    builder = PointRowsBuilder()
+    builder.add(metrics_data, context, landing_node, landing_offset)
+    return builder.finish()
