@@ -1,0 +1,67 @@
+"""``Rate``: a windowed total divided by the elapsed time it was observed over.
+
+Follows ``clients/.../common/metrics/stats/Rate.java``.
+
+The denominator is padded.  With N samples of W each, a fresh sensor that saw 50 bytes
+100 ms ago did not really run at 500 B/s; Kafka assumes the N − 1 windows before the
+oldest sample existed and were empty.  So the window is "elapsed since the oldest sample,
+but at least N − 1 whole windows":
+
+    N = 11, W = 1000 ms, 50 B recorded at t = 0, measured at t = 999:
+        elapsed = 999 ms -> 0 full windows < N − 1 = 10 -> window = 999 + 10·1000 = 10 999 ms
+        rate    = 50 / 10.999 s = 4.55 B/s
+
+Once N − 1 windows have really elapsed the padding stops and the window is the true
+elapsed time, which can exceed N·W when the oldest kept sample overlaps the span's start.
+"""
+
+from __future__ import annotations
+
+from quota.metric_config import MetricConfig
+from quota.sampled_stat import SampledStat, WindowedSum
+
+__all__ = ["MS_PER_SECOND", "Rate"]
+
+MS_PER_SECOND = 1000.0
+
+
+class Rate:
+    """Per-``unit`` rate of a sampled stat (a ``WindowedSum`` of values by default)."""
+
+    __slots__ = ("_unit_ms", "stat")
+
+    def __init__(self, stat: SampledStat | None = None, unit_ms: float = MS_PER_SECOND) -> None:
+        self.stat: SampledStat = stat if stat is not None else WindowedSum()
+        # Milliseconds per rate unit: 1000 for "per second" (Kafka's TimeUnit.SECONDS).
+        self._unit_ms = unit_ms
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        self.stat.record(config, value, now_ms)
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        # Kafka purges inside stat.measure() and again inside windowSize(); the second purge
+        # at the same instant is a no-op (purged samples restart at now_ms), so purge once.
+        stat = self.stat
+        stat.purge_obsolete_samples(config, now_ms)
+        total = stat.combine(stat.samples, config, now_ms)
+        return total / (self._window_size_after_purge(config, now_ms) / self._unit_ms)
+
+    def window_size(self, config: MetricConfig, now_ms: int) -> int:
+        """The padded elapsed time in ms the rate is computed over (see the module doc)."""
+        self.stat.purge_obsolete_samples(config, now_ms)
+        return self._window_size_after_purge(config, now_ms)
+
+    def _window_size_after_purge(self, config: MetricConfig, now_ms: int) -> int:
+        window_ms = config.time_window_ms
+        total_elapsed_ms = now_ms - self.stat.oldest(now_ms).start_time_ms
+        # Java's int division truncates toward zero; elapsed time is never negative here
+        # unless the caller's clock went backwards, and then truncation is what Kafka does.
+        if total_elapsed_ms >= 0:
+            num_full_windows = total_elapsed_ms // window_ms
+        else:
+            num_full_windows = -(-total_elapsed_ms // window_ms)
+        min_full_windows = config.samples - 1
+        if num_full_windows < min_full_windows:
+            total_elapsed_ms += (min_full_windows - num_full_windows) * window_ms
+        # A measurement at the very start of an empty first window would divide by zero.
+        return max(total_elapsed_ms, 1)

@@ -1,0 +1,190 @@
+"""Windowed statistics: a ring of samples, each covering one time (or event-count) window.
+
+Follows ``clients/.../common/metrics/stats/{SampledStat,WindowedSum,WindowedCount,Avg,Max}.java``.
+
+How the ring behaves (``samples`` = N, window = W):
+
+* ``record`` adds to the current sample; once the current sample is W old (or holds
+  ``event_window`` events) the ring advances and the next slot is reset and reused.
+* The ring holds N + 1 slots, one more than configured: the extra one is the sample that
+  *overlaps* the start of the monitored N·W span.  It started before the span but still has
+  events inside it, so dropping it would under-count (Kafka's "overlapping sample").
+* ``purge_obsolete_samples`` resets every sample whose *last event* is N·W or more in the
+  past.  Example, N = 2, W = 1000 ms: a sample with events at 0 and 999 survives a
+  measurement at 2998 (2998 − 999 < 2000) and is purged at 2999.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+from quota.metric_config import MetricConfig
+
+__all__ = ["Avg", "Max", "Sample", "SampledStat", "WindowedCount", "WindowedSum"]
+
+
+class Sample:
+    """One window of a sampled stat (mutable: samples are recycled, never reallocated)."""
+
+    __slots__ = ("event_count", "initial_value", "last_event_ms", "start_time_ms", "value")
+
+    def __init__(self, initial_value: float, now_ms: int) -> None:
+        self.initial_value = initial_value
+        self.event_count = 0
+        self.start_time_ms = now_ms
+        self.last_event_ms = now_ms
+        self.value = initial_value
+
+    def reset(self, now_ms: int) -> None:
+        self.event_count = 0
+        self.start_time_ms = now_ms
+        self.last_event_ms = now_ms
+        self.value = self.initial_value
+
+    def is_complete(self, now_ms: int, config: MetricConfig) -> bool:
+        return (
+            now_ms - self.start_time_ms >= config.time_window_ms
+            or self.event_count >= config.event_window
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Sample(value={self.value}, event_count={self.event_count}, "
+            f"start_time_ms={self.start_time_ms}, last_event_ms={self.last_event_ms})"
+        )
+
+
+class SampledStat(ABC):
+    """A scalar measured over a ring of samples; subclasses say how to update and combine."""
+
+    __slots__ = ("_current", "_initial_value", "samples")
+
+    def __init__(self, initial_value: float) -> None:
+        self._initial_value = initial_value
+        self._current = 0
+        self.samples: list[Sample] = []
+
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        sample = self.current(now_ms)
+        if sample.is_complete(now_ms, config):
+            sample = self._advance(config, now_ms)
+        self.update(sample, config, value, now_ms)
+        sample.event_count += 1
+        sample.last_event_ms = now_ms
+
+    def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
+        # N + 1 slots: the extra one keeps the sample overlapping the monitored span.
+        max_samples = config.samples + 1
+        self._current = (self._current + 1) % max_samples
+        if self._current >= len(self.samples):
+            sample = Sample(self._initial_value, now_ms)
+            self.samples.append(sample)
+            return sample
+        sample = self.samples[self._current]
+        sample.reset(now_ms)
+        return sample
+
+    def measure(self, config: MetricConfig, now_ms: int) -> float:
+        self.purge_obsolete_samples(config, now_ms)
+        return self.combine(self.samples, config, now_ms)
+
+    def current(self, now_ms: int) -> Sample:
+        if not self.samples:
+            self.samples.append(Sample(self._initial_value, now_ms))
+        return self.samples[self._current]
+
+    def oldest(self, now_ms: int) -> Sample:
+        """The sample with the earliest start (the first one on ties, as Kafka)."""
+        if not self.samples:
+            self.samples.append(Sample(self._initial_value, now_ms))
+        oldest = self.samples[0]
+        for sample in self.samples:
+            if sample.start_time_ms < oldest.start_time_ms:
+                oldest = sample
+        return oldest
+
+    def purge_obsolete_samples(self, config: MetricConfig, now_ms: int) -> None:
+        """Reset samples with no event inside the monitored ``samples × window`` span.
+
+        A sample that started before the span but has events inside it is kept.
+        """
+        expire_age_ms = config.samples * config.time_window_ms
+        for sample in self.samples:
+            if now_ms - sample.last_event_ms >= expire_age_ms:
+                sample.reset(now_ms)
+
+    @abstractmethod
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None: ...
+
+    @abstractmethod
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float: ...
+
+
+class WindowedSum(SampledStat):
+    """The sum of the values recorded inside the monitored span."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+        sample.value += value
+
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+        total = 0.0
+        for sample in samples:
+            total += sample.value
+        return total
+
+
+class WindowedCount(WindowedSum):
+    """The number of ``record`` calls inside the span (each counts as 1, whatever its value)."""
+
+    __slots__ = ()
+
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+        sample.value += 1.0
+
+
+class Avg(SampledStat):
+    """The mean of the values recorded inside the span; NaN when there are none."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+        sample.value += value
+
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+        total = 0.0
+        count = 0
+        for sample in samples:
+            total += sample.value
+            count += sample.event_count
+        return math.nan if count == 0 else total / count
+
+
+class Max(SampledStat):
+    """The largest value recorded inside the span; NaN when there are none."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(-math.inf)
+
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+        if value > sample.value:
+            sample.value = value
+
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+        largest = -math.inf
+        count = 0
+        for sample in samples:
+            if sample.value > largest:
+                largest = sample.value
+            count += sample.event_count
+        return math.nan if count == 0 else largest

@@ -1,0 +1,118 @@
+"""``Sensor``: records a value into every stat it owns, then (optionally) checks quotas.
+
+Follows ``clients/.../common/metrics/Sensor.java``.  Left out: parent sensors, recording
+levels and compound stats, which no quota path uses.  Kafka guards ``record`` +
+``checkQuotas`` with locks; this package is driven from one event loop and takes none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from quota.errors import QuotaViolationError
+from quota.metric import KafkaMetric, MetricName
+from quota.metric_config import MetricConfig
+from quota.stat import MeasurableStat
+
+if TYPE_CHECKING:
+    from quota.metrics import Metrics
+
+__all__ = ["Sensor"]
+
+
+class Sensor:
+    __slots__ = (
+        "_metrics",
+        "_registry",
+        "config",
+        "inactive_expiration_ms",
+        "last_record_time_ms",
+        "name",
+    )
+
+    def __init__(
+        self,
+        registry: Metrics | None,
+        name: str,
+        config: MetricConfig,
+        now_ms: int,
+        inactive_expiration_ms: int | None = None,
+    ) -> None:
+        self._registry = registry
+        self.name = name
+        self.config = config
+        # None: never expires (Kafka passes Long.MAX_VALUE seconds for such sensors).
+        self.inactive_expiration_ms = inactive_expiration_ms
+        self.last_record_time_ms = now_ms
+        self._metrics: dict[MetricName, KafkaMetric] = {}
+
+    def record(self, value: float, now_ms: int, check_quotas: bool = True) -> None:
+        """Add ``value`` to every stat; with ``check_quotas`` raise on a violated bound.
+
+        The value stays recorded even when this raises: a violation is a throttle, not a
+        rollback (a caller that wants it gone records ``-value``, see ``unrecord``).
+        """
+        self.last_record_time_ms = now_ms
+        for metric in self._metrics.values():
+            metric.stat.record(metric.config, value, now_ms)
+        if check_quotas:
+            self.check_quotas(now_ms)
+
+    def unrecord(self, value: float, now_ms: int) -> None:
+        """Take back a recorded ``value`` by recording its negative, without a quota check.
+
+        Windowed sums are additive, so this restores the previous total (Kafka does it for
+        throttled fetches and for rejected connections).
+        """
+        self.record(-value, now_ms, check_quotas=False)
+
+    def check_quotas(self, now_ms: int) -> None:
+        for metric in self._metrics.values():
+            config = metric.config
+            quota = config.quota
+            if quota is None:
+                continue
+            value = metric.stat.measure(config, now_ms)
+            if metric.is_token_bucket:
+                if value < 0:
+                    raise QuotaViolationError(metric, value, quota.bound)
+            elif not quota.acceptable(value):
+                raise QuotaViolationError(metric, value, quota.bound)
+
+    def add(
+        self,
+        metric_name: MetricName,
+        stat: MeasurableStat,
+        config: MetricConfig | None = None,
+        now_ms: int | None = None,
+    ) -> bool:
+        """Register ``stat`` under ``metric_name``; False if the sensor expired by ``now_ms``.
+
+        Adding a name this sensor already has is a no-op (the first stat stays); a name that
+        another sensor registered is an error.
+        """
+        if now_ms is not None and self.has_expired(now_ms):
+            return False
+        if metric_name in self._metrics:
+            return True
+        metric = KafkaMetric(metric_name, stat, config if config is not None else self.config)
+        if self._registry is not None:
+            self._registry.register_metric(metric)
+        self._metrics[metric_name] = metric
+        return True
+
+    def has_expired(self, now_ms: int) -> bool:
+        if self.inactive_expiration_ms is None:
+            return False
+        return now_ms - self.last_record_time_ms > self.inactive_expiration_ms
+
+    @property
+    def has_metrics(self) -> bool:
+        return bool(self._metrics)
+
+    @property
+    def metrics(self) -> list[KafkaMetric]:
+        return list(self._metrics.values())
+
+    def __repr__(self) -> str:
+        return f"Sensor({self.name!r}, metrics={list(self._metrics)!r})"
