@@ -21,18 +21,17 @@ from typing import Any
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.errors import Errors
 from proto.messages import (
-    ApiVersion,
     ApiVersionsRequest,
     ApiVersionsResponse,
     GetTelemetrySubscriptionsRequest,
     GetTelemetrySubscriptionsResponse,
     MetadataRequest,
     MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponseTopic,
     PushTelemetryRequest,
     PushTelemetryResponse,
 )
+from proto.messages.api_versions_response import ApiVersion
+from proto.messages.metadata_response import MetadataResponseBroker, MetadataResponseTopic
 
 from collector.client_metrics import ClientMetricsManager
 from collector.dispatch import Api, RequestContext

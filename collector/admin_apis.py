@@ -1,0 +1,269 @@
+"""Kafka's admin APIs for CLIENT_METRICS resources, so Kafka's own tools
+(``kafka-client-metrics.sh``, ``kafka-configs.sh``) and any AdminClient manage the
+collector's subscriptions over the wire.
+
+Semantics follow the broker (kip714.md §1.7-§1.8; ``ConfigHelper``,
+``ConfigurationControlManager``, ``KafkaApis.handleListConfigResources``):
+
+| API                           | CLIENT_METRICS behaviour                                        |
+|-------------------------------|-----------------------------------------------------------------|
+| DescribeConfigs (32) v1-4     | all three keys; set ones source 7 (CLIENT_METRICS_CONFIG), unset|
+|                               | ones their default with source 5 (DEFAULT_CONFIG) (Kafka 4.1+); |
+|                               | empty name -> INVALID_REQUEST; unknown name -> the defaults     |
+| IncrementalAlterConfigs (44)  | SET / DELETE merged into the full map, validated as a whole;    |
+|                               | APPEND / SUBTRACT -> INVALID_CONFIG; null SET -> INVALID_CONFIG;|
+|                               | an empty result removes the subscription; validate_only honoured|
+| ListConfigResources (74) v0-1 | names of subscriptions that exist; v1 types outside TOPIC,      |
+|                               | BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP -> UNSUPPORTED_VERSION |
+
+Other resource types answer INVALID_REQUEST naming the type: the collector has no topics,
+groups or broker configs to manage.  There is no authorizer: like a Kafka broker without
+``authorizer.class.name``, every principal may alter subscriptions; expose the listener
+only to trusted networks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from proto import ApiKeys
+from proto.errors import Errors, KafkaError
+from proto.messages.describe_configs_request import DescribeConfigsRequest
+from proto.messages.describe_configs_response import (
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+    DescribeConfigsSynonym,
+)
+from proto.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from proto.messages.incremental_alter_configs_response import (
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+)
+from proto.messages.list_config_resources_request import ListConfigResourcesRequest
+from proto.messages.list_config_resources_response import (
+    ConfigResource,
+    ListConfigResourcesResponse,
+)
+from subscriptions.model import Subscription
+
+from collector.dispatch import Api, RequestContext
+
+__all__ = ["AdminApis", "CLIENT_METRICS"]
+
+log = logging.getLogger(__name__)
+
+# ConfigResource.Type ids
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+LISTABLE_TYPES = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
+
+# AlterConfigOp.OpType
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# DescribeConfigsResponse.ConfigSource / ConfigType
+SOURCE_DEFAULT_CONFIG = 5
+SOURCE_CLIENT_METRICS_CONFIG = 7
+TYPE_INT, TYPE_LIST = 3, 7
+
+
+# ClientMetricsConfigs.CONFIG: key -> (type, default as ConfigDef.convertToString renders
+# it, documentation).
+CLIENT_METRICS_KEYS: Mapping[str, tuple[int, str, str]] = {
+    "metrics": (TYPE_LIST, "", "Telemetry metric name prefixes; '*' = all metrics."),
+    "interval.ms": (TYPE_INT, "300000", "Client push interval in milliseconds (100..3600000)."),
+    "match": (
+        TYPE_LIST,
+        "",
+        "Client matching selectors, name=regex: client_instance_id, client_id, "
+        "client_software_name, client_software_version, client_source_address, "
+        "client_source_port.",
+    ),
+}
+
+
+def _unsupported(resource_type: int) -> str:
+    return (
+        f"resource type {resource_type} is not supported by the collector "
+        f"(only CLIENT_METRICS, type {CLIENT_METRICS})"
+    )
+
+
+class AdminApis:
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def table(self) -> dict[int, Api]:
+        return {
+            ApiKeys.DESCRIBE_CONFIGS: Api(
+                "DescribeConfigs",
+                self.describe_configs,
+                lambda req, err: DescribeConfigsResponse(
+                    results=tuple(
+                        DescribeConfigsResult(
+                            error_code=err, error_message=None,
+                            resource_type=r.resource_type, resource_name=r.resource_name,
+                        )
+                        for r in req.resources
+                    )
+                ),
+            ),
+            ApiKeys.INCREMENTAL_ALTER_CONFIGS: Api(
+                "IncrementalAlterConfigs",
+                self.incremental_alter_configs,
+                lambda req, err: IncrementalAlterConfigsResponse(
+                    responses=tuple(
+                        AlterConfigsResourceResponse(
+                            error_code=err, error_message=None,
+                            resource_type=r.resource_type, resource_name=r.resource_name,
+                        )
+                        for r in req.resources
+                    )
+                ),
+            ),
+            ApiKeys.LIST_CONFIG_RESOURCES: Api(
+                "ListConfigResources",
+                self.list_config_resources,
+                lambda _, err: ListConfigResourcesResponse(error_code=err),
+            ),
+        }
+
+    # ------------------------------------------------------------------ 32
+    def describe_configs(self, request: DescribeConfigsRequest, ctx: RequestContext) -> DescribeConfigsResponse:
+        results = []
+        for resource in request.resources:
+            if resource.resource_type != CLIENT_METRICS:
+                results.append(_describe_error(resource, Errors.INVALID_REQUEST, _unsupported(resource.resource_type)))
+                continue
+            if not resource.resource_name:
+                results.append(_describe_error(resource, Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"))
+                continue
+            set_keys: Mapping[str, str] = self._store.describe(resource.resource_name) or {}
+            wanted = resource.configuration_keys
+            configs = []
+            for key, (config_type, default, doc) in CLIENT_METRICS_KEYS.items():
+                if wanted is not None and len(wanted) > 0 and key not in wanted:
+                    continue
+                is_set = key in set_keys
+                value = set_keys[key] if is_set else default
+                source = SOURCE_CLIENT_METRICS_CONFIG if is_set else SOURCE_DEFAULT_CONFIG
+                synonyms = (
+                    (DescribeConfigsSynonym(name=key, value=value, source=source),)
+                    if request.include_synonyms and is_set
+                    else ()
+                )
+                configs.append(
+                    DescribeConfigsResourceResult(
+                        name=key,
+                        value=value,
+                        read_only=False,
+                        config_source=source,
+                        is_sensitive=False,
+                        synonyms=synonyms,
+                        config_type=config_type,
+                        documentation=doc if request.include_documentation else None,
+                    )
+                )
+            results.append(
+                DescribeConfigsResult(
+                    error_code=Errors.NONE,
+                    error_message=None,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                    configs=tuple(configs),
+                )
+            )
+        return DescribeConfigsResponse(results=tuple(results))
+
+    # ------------------------------------------------------------------ 44
+    def incremental_alter_configs(
+        self, request: IncrementalAlterConfigsRequest, ctx: RequestContext
+    ) -> IncrementalAlterConfigsResponse:
+        responses = []
+        seen: set[tuple[int, str]] = set()
+        for resource in request.resources:
+            key = (resource.resource_type, resource.resource_name)
+            if key in seen:
+                error: tuple[Errors, str | None] = (Errors.INVALID_REQUEST, "Duplicate resource in request")
+            else:
+                seen.add(key)
+                error = self._alter_one(resource, request.validate_only)
+            responses.append(
+                AlterConfigsResourceResponse(
+                    error_code=error[0],
+                    error_message=error[1],
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return IncrementalAlterConfigsResponse(responses=tuple(responses))
+
+    def _alter_one(self, resource: Any, validate_only: bool) -> tuple[Errors, str | None]:
+        if resource.resource_type != CLIENT_METRICS:
+            return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
+        name = resource.resource_name
+        if not name:
+            return Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"
+        to_set: dict[str, str] = {}
+        to_delete: list[str] = []
+        seen_keys: set[str] = set()
+        for config in resource.configs:
+            if config.name in seen_keys:
+                return Errors.INVALID_REQUEST, f"Duplicate key {config.name} in the request"
+            seen_keys.add(config.name)
+            if config.config_operation in (APPEND, SUBTRACT):
+                return (
+                    Errors.INVALID_CONFIG,
+                    f"Can't {_OP_NAMES[config.config_operation]} to key {config.name} because "
+                    "its type is not LIST.",
+                )
+            if config.config_operation == SET:
+                if config.value is None:
+                    return Errors.INVALID_CONFIG, "Null value not supported for client metrics configs"
+                to_set[config.name] = config.value
+            elif config.config_operation == DELETE:
+                to_delete.append(config.name)
+            else:
+                return Errors.INVALID_REQUEST, f"Unknown config operation {config.config_operation}"
+        try:
+            merged = dict(self._store.describe(name) or {})
+            merged.update(to_set)
+            for key in to_delete:
+                merged.pop(key, None)
+            if merged:
+                Subscription.from_configs(name, merged)  # validates the whole map
+            if not validate_only:
+                self._store.alter_subscription(name, to_set, to_delete)
+        except KafkaError as exc:
+            return Errors(exc.error_code), str(exc)
+        log.info("client metrics subscription %s altered over the wire: set %s, delete %s",
+                 name, to_set, to_delete)
+        return Errors.NONE, None
+
+    # ------------------------------------------------------------------ 74
+    def list_config_resources(
+        self, request: ListConfigResourcesRequest, ctx: RequestContext
+    ) -> ListConfigResourcesResponse:
+        types = set(request.resource_types) if ctx.frame.api_version >= 1 else {CLIENT_METRICS}
+        if types - LISTABLE_TYPES:
+            return ListConfigResourcesResponse(error_code=Errors.UNSUPPORTED_VERSION)
+        names: list[str] = []
+        if not types or CLIENT_METRICS in types:
+            names = list(self._store.list_names())
+        return ListConfigResourcesResponse(
+            error_code=Errors.NONE,
+            config_resources=tuple(
+                ConfigResource(resource_name=n, resource_type=CLIENT_METRICS) for n in names
+            ),
+        )
+
+
+def _describe_error(resource: Any, error: Errors, message: str) -> DescribeConfigsResult:
+    return DescribeConfigsResult(
+        error_code=error,
+        error_message=message,
+        resource_type=resource.resource_type,
+        resource_name=resource.resource_name,
+    )
