@@ -1,0 +1,398 @@
+"""Sans-IO Kafka connections: bytes in, request frames and messages out; messages in, bytes out.
+
+No sockets, no asyncio, no clock: the collector's protocol adapter feeds ``receive_data`` with
+whatever the transport read and writes what ``encode_response`` returns (the h11 model).
+
+Framing (Kafka's ``NetworkReceive``): every request is an int32 size, then that many bytes of
+header + body. A size prefix is validated as soon as its 4 bytes are buffered, before any of
+its body is: negative, or over ``max_request_size`` (the broker's ``socket.request.max.bytes``,
+default 104857600) -> ``FramingError``, and the connection must be closed.
+
+What Kafka does with a bad request, and what this module raises (the collector decides):
+
+=====================================================  ======================================
+input                                                  here / Kafka (SocketServer, Processor)
+=====================================================  ======================================
+bad size prefix                                        FramingError / close
+header that cannot be parsed                           FramingError / close
+unknown API key                                        UnknownApiKey (INVALID_REQUEST) / close
+known API this server does not serve                   InvalidRequestError / close
+served API, unsupported version (not ApiVersions)      UnsupportedVersionError / close
+ApiVersions, unsupported version                       UnsupportedVersionError / answer with
+                                                       ``api_versions_unsupported_response``
+body that does not follow the schema                   InvalidRequestError / close
+bytes left over after the body                         ignored, as Kafka does (no remaining
+                                                       check in ``AbstractRequest.parseRequest``)
+=====================================================  ======================================
+
+Header versions (``ApiMessageTypeGenerator``): a request header is v2 (with a tagged-field
+section) when the API version is flexible, else v1; a response header is v1 when flexible,
+else v0, except ApiVersionsResponse, which always uses v0 (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from proto.api_keys import ApiKeys
+from proto.errors import (
+    Errors,
+    FramingError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownApiKey,
+    UnsupportedVersionError,
+)
+from proto.messages import REQUEST_MODULES, RESPONSE_MODULES
+from proto.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from proto.primitives import (
+    INT32,
+    MalformedError,
+    read_nullable_string,
+    skip_tagged_fields,
+    write_nullable_string,
+)
+
+__all__ = [
+    "ApiKeys",
+    "SUPPORTED_VERSIONS",
+    "DEFAULT_MAX_REQUEST_SIZE",
+    "RequestFrame",
+    "ResponseFrame",
+    "ServerConnection",
+    "ClientConnection",
+    "decode_request",
+    "encode_request",
+    "encode_response",
+    "decode_response",
+    "api_versions_unsupported_response",
+    "request_is_flexible",
+    "response_is_flexible",
+]
+
+# What this server speaks: api_key -> (min, max) version. ApiVersions and Metadata stop one
+# version short of Kafka trunk (v5 ClusterId/NodeId checks, v13 top-level error code).
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKeys.METADATA: (0, 12),
+    ApiKeys.API_VERSIONS: (0, 4),
+    ApiKeys.DESCRIBE_CONFIGS: (1, 4),
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKeys.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKeys.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKeys.PUSH_TELEMETRY: (0, 0),
+    ApiKeys.LIST_CONFIG_RESOURCES: (0, 1),
+}
+
+DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes
+_KNOWN_API_KEYS = frozenset(int(k) for k in ApiKeys)
+_FIXED_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
+_REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
+_SIZE_PREFIX_BYTES = 4
+
+
+def _is_flexible(module: ModuleType | None, api_version: int) -> bool:
+    if module is None:
+        return False
+    first: int | None = module.FIRST_FLEXIBLE_VERSION
+    return first is not None and api_version >= first
+
+
+def request_is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether the request header is v2; False for API keys we have no schema for."""
+    return _is_flexible(REQUEST_MODULES.get(api_key), api_version)
+
+
+def response_is_flexible(api_key: int, api_version: int) -> bool:
+    """Whether the response header is v1 (never for ApiVersions, KIP-511)."""
+    if api_key == ApiKeys.API_VERSIONS:
+        return False
+    return _is_flexible(RESPONSE_MODULES.get(api_key), api_version)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    """One request as framed on the wire, its header parsed, its body still bytes.
+
+    ``raw`` is the frame without its 4-byte size prefix (header + body, exactly what a gateway
+    forwards after a fresh prefix); ``body`` is a zero-copy view of ``raw[header_size:]``.
+    The header's tagged fields are consumed only when the (api_key, version) is one we have a
+    schema for and is flexible; otherwise they stay at the start of ``body``.
+    """
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+    """Kafka's RequestHeader.parse turns a null client id into "" and so does this."""
+    header_size: int
+    raw: bytes
+    body: memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFrame:
+    correlation_id: int
+    api_key: int
+    api_version: int
+    message: Any
+
+
+def _parse_request_frame(raw: bytes) -> RequestFrame:
+    try:
+        api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(raw, 0)
+        client_id, pos = read_nullable_string(raw, _FIXED_HEADER.size)
+        if request_is_flexible(api_key, api_version):
+            pos = skip_tagged_fields(raw, pos)
+    except (struct.error, MalformedError) as exc:
+        raise FramingError(f"Malformed request header: {exc}") from None
+    return RequestFrame(
+        api_key=api_key,
+        api_version=api_version,
+        correlation_id=correlation_id,
+        client_id=client_id if client_id is not None else "",
+        header_size=pos,
+        raw=raw,
+        body=memoryview(raw)[pos:],
+    )
+
+
+class _FrameBuffer:
+    """Accumulates bytes and cuts size-prefixed frames, checking each prefix on arrival."""
+
+    def __init__(self, max_frame_size: int, what: str) -> None:
+        if max_frame_size < 0:
+            raise ValueError(f"max frame size must be >= 0, got {max_frame_size}")
+        self._max_frame_size = max_frame_size
+        self._what = what
+        self._buffer = bytearray()
+        self._next_prefix_at = 0  # offset of the first size prefix not validated yet
+        self._broken: FramingError | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def receive(self, data: bytes | bytearray | memoryview) -> None:
+        if self._broken is not None:
+            raise self._broken
+        self._buffer += data
+        self._validate_prefixes()
+
+    def _validate_prefixes(self) -> None:
+        buffer = self._buffer
+        at = self._next_prefix_at
+        while len(buffer) - at >= _SIZE_PREFIX_BYTES:
+            (size,) = INT32.unpack_from(buffer, at)
+            if size < 0 or size > self._max_frame_size:
+                self._broken = FramingError(
+                    f"Invalid {self._what} size {size} (must be 0..{self._max_frame_size})"
+                )
+                raise self._broken
+            at += _SIZE_PREFIX_BYTES + size
+        self._next_prefix_at = at
+
+    def next_frame(self) -> bytes | None:
+        if self._broken is not None:
+            raise self._broken
+        buffer = self._buffer
+        if len(buffer) < _SIZE_PREFIX_BYTES:
+            return None
+        (size,) = INT32.unpack_from(buffer, 0)
+        end = _SIZE_PREFIX_BYTES + size
+        if len(buffer) < end:
+            return None
+        with memoryview(buffer) as view:
+            raw = bytes(view[_SIZE_PREFIX_BYTES:end])  # the one copy of the frame
+        del buffer[:end]  # O(1) for a bytearray: CPython moves its start offset
+        self._next_prefix_at -= end
+        return raw
+
+
+class ServerConnection:
+    """The broker side of one Kafka connection.
+
+    >>> conn = ServerConnection()
+    >>> conn.receive_data(b"\\x00\\x00\\x00\\x0a\\x00\\x12\\x00\\x00")
+    >>> conn.next_request() is None  # needs the rest of the frame
+    True
+    """
+
+    def __init__(self, max_request_size: int = DEFAULT_MAX_REQUEST_SIZE) -> None:
+        self.max_request_size = max_request_size
+        self._frames = _FrameBuffer(max_request_size, "request")
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet returned as a request (for flow control)."""
+        return self._frames.buffered_bytes
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer ``data``; raises FramingError on a bad size prefix (close the connection)."""
+        self._frames.receive(data)
+
+    def next_request(self) -> RequestFrame | None:
+        """The next complete request, or None when more bytes are needed."""
+        raw = self._frames.next_frame()
+        if raw is None:
+            return None
+        return _parse_request_frame(raw)
+
+
+def _request_module(frame_api_key: int, api_version: int) -> ModuleType:
+    if frame_api_key not in _KNOWN_API_KEYS:
+        raise UnknownApiKey(frame_api_key)
+    name = ApiKeys(frame_api_key).name
+    supported = SUPPORTED_VERSIONS.get(frame_api_key)
+    if supported is None:
+        raise InvalidRequestError(
+            f"Received request for disabled api with key {frame_api_key} ({name}) "
+            f"and version {api_version}"
+        )
+    low, high = supported
+    if not low <= api_version <= high:
+        raise UnsupportedVersionError(
+            f"Received request for api with key {frame_api_key} ({name}) and unsupported "
+            f"version {api_version} (supported {low}-{high})"
+        )
+    return REQUEST_MODULES[frame_api_key]
+
+
+def decode_request(frame: RequestFrame) -> Any:
+    """Parse the body of ``frame`` into its generated message dataclass.
+
+    Raises UnknownApiKey, InvalidRequestError (disabled API or malformed body) or
+    UnsupportedVersionError; see the module docstring for what Kafka does with each.
+    """
+    module = _request_module(frame.api_key, frame.api_version)
+    reader = module.READERS[frame.api_version]
+    try:
+        message, _ = reader(frame.body, 0)
+    except KafkaError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
+        raise MalformedError(
+            f"Malformed {ApiKeys(frame.api_key).name} v{frame.api_version} request: {exc}"
+        ) from None
+    return message
+
+
+def _writer(modules: dict[int, ModuleType], api_key: int, api_version: int) -> Any:
+    module = modules.get(api_key)
+    if module is None:
+        raise UnknownApiKey(api_key)
+    writer = module.WRITERS.get(api_version)
+    if writer is None:
+        raise UnsupportedVersionError(f"No schema for {ApiKeys(api_key).name} v{api_version}")
+    return writer
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, message: Any) -> bytes:
+    """The response frame, size prefix included, with the header version Kafka would use."""
+    writer = _writer(RESPONSE_MODULES, api_key, api_version)
+    out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
+    if response_is_flexible(api_key, api_version):
+        out.append(0)  # response header v1: empty tagged-field section
+    writer(message, out)
+    INT32.pack_into(out, 0, len(out) - _SIZE_PREFIX_BYTES)
+    return bytes(out)
+
+
+def api_versions_unsupported_response(correlation_id: int) -> bytes:
+    """ApiVersionsResponse v0: UNSUPPORTED_VERSION and only the ApiVersions entry (KIP-511).
+
+    Kafka's ``RequestContext`` treats an ApiVersions request of a version it does not know as
+    v0 without parsing its body and ``ApiVersionsRequest.getErrorResponse`` lists only its own
+    ApiVersions range, so the client can retry with a version both sides speak.
+    """
+    low, high = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
+    message = ApiVersionsResponse(
+        error_code=Errors.UNSUPPORTED_VERSION,
+        api_keys=(ApiVersion(api_key=ApiKeys.API_VERSIONS, min_version=low, max_version=high),),
+    )
+    return encode_response(ApiKeys.API_VERSIONS, 0, correlation_id, message)
+
+
+# ---- client side (tests, load generator, future gateway) -------------------------------------
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, message: Any
+) -> bytes:
+    """A request frame, size prefix included (header v2 when flexible, else v1)."""
+    writer = _writer(REQUEST_MODULES, api_key, api_version)
+    out = bytearray(_REQUEST_FIXED.pack(0, api_key, api_version, correlation_id))
+    write_nullable_string(out, client_id)
+    if request_is_flexible(api_key, api_version):
+        out.append(0)  # request header v2: empty tagged-field section
+    writer(message, out)
+    INT32.pack_into(out, 0, len(out) - _SIZE_PREFIX_BYTES)
+    return bytes(out)
+
+
+def decode_response(api_key: int, api_version: int, payload: bytes | memoryview) -> ResponseFrame:
+    """Parse a response frame's payload (size prefix already removed)."""
+    module = RESPONSE_MODULES.get(api_key)
+    if module is None:
+        raise UnknownApiKey(api_key)
+    reader = module.READERS.get(api_version)
+    if reader is None:
+        raise UnsupportedVersionError(f"No schema for {ApiKeys(api_key).name} v{api_version}")
+    try:
+        (correlation_id,) = INT32.unpack_from(payload, 0)
+        pos = INT32.size
+        if response_is_flexible(api_key, api_version):
+            pos = skip_tagged_fields(payload, pos)
+        message, _ = reader(payload, pos)
+    except KafkaError:
+        raise
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
+        raise MalformedError(f"Malformed {ApiKeys(api_key).name} response: {exc}") from None
+    return ResponseFrame(correlation_id, api_key, api_version, message)
+
+
+class ClientConnection:
+    """The client side: numbers requests, matches responses to them in order.
+
+    >>> client = ClientConnection(client_id="app-1")
+    >>> wire = client.send_request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, message)  # doctest: +SKIP
+    >>> client.receive_data(server_bytes); client.next_response()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self, client_id: str | None = "ktc-client", max_response_size: int = 1 << 30
+    ) -> None:
+        self.client_id = client_id
+        self._next_correlation_id = 0
+        self._in_flight: dict[int, tuple[int, int]] = {}
+        self._frames = _FrameBuffer(max_response_size, "response")
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def send_request(self, api_key: int, api_version: int, message: Any) -> bytes:
+        correlation_id = self._next_correlation_id
+        self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
+        wire = encode_request(api_key, api_version, correlation_id, self.client_id, message)
+        self._in_flight[correlation_id] = (api_key, api_version)
+        return wire
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        self._frames.receive(data)
+
+    def next_response(self) -> ResponseFrame | None:
+        payload = self._frames.next_frame()
+        if payload is None:
+            return None
+        if len(payload) < INT32.size:
+            raise FramingError(f"Response of {len(payload)} bytes has no correlation id")
+        (correlation_id,) = INT32.unpack_from(payload, 0)
+        request = self._in_flight.pop(correlation_id, None)
+        if request is None:
+            raise FramingError(f"Response for unknown correlation id {correlation_id}")
+        return decode_response(request[0], request[1], payload)
