@@ -40,7 +40,8 @@ def record_to_json_dict(record: LandingRecord) -> dict[str, Any]:
         metrics.ParseFromString(record.payload)
     except DecodeError as error:
         document["metrics"] = None
-        document["error"] = f"payload is not OTLP MetricsData ({len(record.payload)} bytes): {error}"
+        size = len(record.payload)
+        document["error"] = f"payload is not OTLP MetricsData ({size} bytes): {error}"
     else:
         document["metrics"] = MessageToDict(metrics)
     return document

@@ -26,7 +26,7 @@ class FsyncPolicy(enum.Enum):
     NEVER = "never"
 
     @classmethod
-    def parse(cls, value: "str | FsyncPolicy") -> "FsyncPolicy":
+    def parse(cls, value: str | FsyncPolicy) -> FsyncPolicy:
         if isinstance(value, FsyncPolicy):
             return value
         try:

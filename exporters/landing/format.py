@@ -62,20 +62,20 @@ RECORD_HEADER_BYTES: Final = RECORD_PREFIX.size + RECORD_FIXED_BODY.size  # 45
 DEFAULT_MAX_RECORD_BYTES: Final = 64 * 1024 * 1024
 
 __all__ = [
-    "SEGMENT_MAGIC",
-    "SEGMENT_FORMAT_VERSION",
-    "RECORD_MAGIC_V1",
-    "SEGMENT_HEADER_BYTES",
-    "RECORD_HEADER_BYTES",
     "DEFAULT_MAX_RECORD_BYTES",
+    "RECORD_HEADER_BYTES",
+    "RECORD_MAGIC_V1",
+    "SEGMENT_FORMAT_VERSION",
+    "SEGMENT_HEADER_BYTES",
+    "SEGMENT_MAGIC",
     "SegmentHeader",
     "SegmentHeaderError",
-    "new_sync_marker",
-    "encode_segment_header",
-    "decode_segment_header",
-    "encode_record_head",
-    "encode_context",
     "decode_context",
+    "decode_segment_header",
+    "encode_context",
+    "encode_record_head",
+    "encode_segment_header",
+    "new_sync_marker",
 ]
 
 
@@ -102,7 +102,9 @@ def encode_segment_header(header: SegmentHeader) -> bytes:
 
 def decode_segment_header(raw: bytes) -> SegmentHeader:
     if len(raw) < SEGMENT_HEADER_BYTES:
-        raise SegmentHeaderError(f"segment header truncated: {len(raw)} of {SEGMENT_HEADER_BYTES} bytes")
+        raise SegmentHeaderError(
+            f"segment header truncated: {len(raw)} of {SEGMENT_HEADER_BYTES} bytes"
+        )
     body = raw[: _SEGMENT_HEADER_BODY.size]
     magic, version, base_offset, marker = _SEGMENT_HEADER_BODY.unpack(body)
     if magic != SEGMENT_MAGIC:
@@ -116,7 +118,11 @@ def decode_segment_header(raw: bytes) -> SegmentHeader:
 
 
 def encode_record_head(
-    sync_marker: bytes, offset: int, appended_time_unix_nano: int, context_json: bytes, payload: bytes
+    sync_marker: bytes,
+    offset: int,
+    appended_time_unix_nano: int,
+    context_json: bytes,
+    payload: bytes,
 ) -> bytes:
     """The 45 bytes before context and payload; the CRC is chained over the three parts so
     the payload is never copied (the writer hands all three to one writev)."""

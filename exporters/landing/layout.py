@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Final
 
 __all__ = [
-    "SegmentInfo",
-    "landing_directory",
-    "node_directories",
-    "segment_path",
-    "list_segments",
     "SEGMENT_SUFFIX",
     "TEMP_SUFFIX",
+    "SegmentInfo",
+    "landing_directory",
+    "list_segments",
+    "node_directories",
+    "segment_path",
 ]
 
 SEGMENT_SUFFIX: Final = ".log"

@@ -51,11 +51,11 @@ from exporters.landing.retention import RetentionPolicy, segments_to_delete
 from exporters.landing.scan import CorruptRegion, ScannedRecord, Tail, open_for_scan, scan_records
 
 __all__ = [
-    "LandingLog",
-    "LandingStats",
     "LandingError",
-    "LandingLogLocked",
+    "LandingLog",
     "LandingLogClosed",
+    "LandingLogLocked",
+    "LandingStats",
     "RecordTooLarge",
 ]
 
@@ -130,8 +130,10 @@ class LandingLog:
         if segment_max_bytes <= SEGMENT_HEADER_BYTES:
             raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
         if segment_max_age_ms <= 0 or fsync_interval_ms <= 0 or retention_check_interval_ms <= 0:
-            raise ValueError("segment_max_age_ms, fsync_interval_ms and "
-                             "retention_check_interval_ms must be positive")
+            raise ValueError(
+                "segment_max_age_ms, fsync_interval_ms and "
+                "retention_check_interval_ms must be positive"
+            )
         if not 0 < max_record_bytes <= 2**31:
             raise ValueError("max_record_bytes must be in 1..2**31")
         self.directory = Path(directory)
@@ -139,9 +141,10 @@ class LandingLog:
         self._segment_max_age_ns = segment_max_age_ms * _NS_PER_MS
         self._policy = FsyncPolicy.parse(fsync)
         self._fsync_interval_ms = fsync_interval_ms
+        # None or a negative value (Kafka's -1) means no limit.
         self._retention = RetentionPolicy(
-            retention_ms=None if retention_ms is None or retention_ms < 0 else retention_ms,
-            retention_bytes=None if retention_bytes is None or retention_bytes < 0 else retention_bytes,
+            retention_ms=_limit_or_none(retention_ms),
+            retention_bytes=_limit_or_none(retention_bytes),
             respect_consumers=retention_respect_consumers,
         )
         self._required_consumers = tuple(retention_required_consumers)
@@ -180,7 +183,8 @@ class LandingLog:
         self._housekeeper: threading.Thread | None = None
         if housekeeping:
             self._housekeeper = threading.Thread(
-                target=self._housekeeping_loop, name=f"landing-housekeeper:{self.directory.name}",
+                target=self._housekeeping_loop,
+                name=f"landing-housekeeper:{self.directory.name}",
                 daemon=True,
             )
             self._housekeeper.start()
@@ -260,7 +264,7 @@ class LandingLog:
                 os.close(self._fd)
                 os.close(self._lock_fd)
 
-    def __enter__(self) -> "LandingLog":
+    def __enter__(self) -> LandingLog:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -300,8 +304,12 @@ class LandingLog:
                 except FileNotFoundError:
                     continue
                 self._counters["segments_deleted"] += 1
-                _log.info("landing log %s: retention deleted segment %s (%d bytes)",
-                          self.directory, segment.path.name, segment.size_bytes)
+                _log.info(
+                    "landing log %s: retention deleted segment %s (%d bytes)",
+                    self.directory,
+                    segment.path.name,
+                    segment.size_bytes,
+                )
             if doomed and self._policy is not FsyncPolicy.NEVER:
                 fsync_directory(self.directory)
             return doomed
@@ -345,8 +353,9 @@ class LandingLog:
     def _check_writable(self) -> None:
         self._check_open()
         if self._broken is not None:
-            raise LandingError(f"landing log {self.directory} is unusable until reopened: "
-                               f"{self._broken}")
+            raise LandingError(
+                f"landing log {self.directory} is unusable until reopened: {self._broken}"
+            )
 
     def _aged(self, now_ns: int) -> bool:
         return now_ns - self._active_first_append_ns >= self._segment_max_age_ns
@@ -453,8 +462,9 @@ class LandingLog:
         temp_path = final_path.with_name(final_path.name + TEMP_SUFFIX)
         marker = new_sync_marker()
         header = encode_segment_header(SegmentHeader(base_offset, marker))
-        fd = os.open(temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(
+            temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644
+        )
         try:
             if os.write(fd, header) != len(header):
                 raise LandingError(f"short write of segment header {temp_path.name}")
@@ -524,7 +534,10 @@ class LandingLog:
                     _log.warning(
                         "landing log %s: segment %s damaged at bytes %d..%d (%s); "
                         "keeping the valid records after it",
-                        self.directory, active.path.name, item.position, item.end_position,
+                        self.directory,
+                        active.path.name,
+                        item.position,
+                        item.end_position,
                         item.reason,
                     )
                 else:
@@ -535,7 +548,11 @@ class LandingLog:
             torn_bytes = tail.file_size - tail.position
             _log.warning(
                 "landing log %s: truncating a torn tail of %d bytes in %s at byte %d (%s)",
-                self.directory, torn_bytes, active.path.name, tail.position, tail.reason,
+                self.directory,
+                torn_bytes,
+                active.path.name,
+                tail.position,
+                tail.reason,
             )
             os.ftruncate(fd, tail.position)
             if self._policy is not FsyncPolicy.NEVER:
@@ -561,7 +578,10 @@ class LandingLog:
         _log.error(
             "landing log %s: newest segment %s has a damaged header (%s); continuing at "
             "offset %d in a new segment",
-            self.directory, active.path.name, error, fresh_base,
+            self.directory,
+            active.path.name,
+            error,
+            fresh_base,
         )
         self._create_segment_locked(fresh_base)
 
@@ -589,7 +609,8 @@ class LandingLog:
 
     def _housekeeping_loop(self) -> None:
         period_ms = (
-            self._fsync_interval_ms if self._policy is FsyncPolicy.INTERVAL
+            self._fsync_interval_ms
+            if self._policy is FsyncPolicy.INTERVAL
             else min(self._fsync_interval_ms, 1000)
         )
         next_retention_ms = 0
@@ -604,7 +625,7 @@ class LandingLog:
                     self.apply_retention(now_ms)
             except LandingLogClosed:
                 return
-            except Exception:  # noqa: BLE001 - the thread must outlive one bad tick
+            except Exception:
                 _log.exception("landing log %s: housekeeping failed", self.directory)
 
     def _interval_sync(self) -> None:
@@ -640,3 +661,7 @@ class LandingLog:
                 os.close(active)
             with self._lock:
                 self._counters["fsyncs"] += fsyncs
+
+
+def _limit_or_none(limit: int | None) -> int | None:
+    return None if limit is None or limit < 0 else limit

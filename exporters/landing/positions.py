@@ -8,6 +8,7 @@ new position, never a mix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from typing import Final
 
 from exporters.landing.durability import fsync_directory
 
-__all__ = ["ConsumerPositions", "PositionsError", "committed_offsets", "CONSUMERS_DIRECTORY"]
+__all__ = ["CONSUMERS_DIRECTORY", "ConsumerPositions", "PositionsError", "committed_offsets"]
 
 CONSUMERS_DIRECTORY: Final = "consumers"
 _CONSUMER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -65,10 +66,8 @@ class ConsumerPositions:
                 os.fsync(temp.fileno())
             os.replace(temp_name, self.path)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp_name)
-            except FileNotFoundError:
-                pass
             raise
         fsync_directory(self._directory)
 

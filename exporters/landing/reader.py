@@ -73,12 +73,12 @@ class _SegmentState:
         return self.index_positions[slot], self.index_offsets[slot] - 1
 
     def note(self, record: ScannedRecord) -> None:
-        if not self.index_positions or (
-            record.position - self.index_positions[-1] >= _INDEX_INTERVAL_BYTES
+        if (
+            not self.index_positions
+            or record.position - self.index_positions[-1] >= _INDEX_INTERVAL_BYTES
         ):
-            if not self.index_positions or record.position > self.index_positions[-1]:
-                self.index_offsets.append(record.offset)
-                self.index_positions.append(record.position)
+            self.index_offsets.append(record.offset)
+            self.index_positions.append(record.position)
         if record.end_position > self.valid_end_position:
             self.valid_end_position = record.end_position
             self.valid_end_next_offset = record.offset + 1
@@ -144,8 +144,11 @@ class LandingReader:
                 return newest.base_offset
             position, previous = state.start_for(state.valid_end_next_offset)
             for item in scan_records(
-                file, sync_marker=state.sync_marker, start_position=position,
-                previous_offset=previous, file_size=file_size,
+                file,
+                sync_marker=state.sync_marker,
+                start_position=position,
+                previous_offset=previous,
+                file_size=file_size,
                 max_record_bytes=self._max_record_bytes,
             ):
                 if isinstance(item, ScannedRecord):
@@ -170,8 +173,11 @@ class LandingReader:
                 return
             position, previous = state.start_for(from_offset)
             for item in scan_records(
-                file, sync_marker=state.sync_marker, start_position=position,
-                previous_offset=previous, file_size=file_size,
+                file,
+                sync_marker=state.sync_marker,
+                start_position=position,
+                previous_offset=previous,
+                file_size=file_size,
                 max_record_bytes=self._max_record_bytes,
             ):
                 if isinstance(item, ScannedRecord):
@@ -181,21 +187,34 @@ class LandingReader:
                     try:
                         context = decode_context(item.context_json)
                     except (ValueError, TypeError) as error:
-                        self._report(state, segment, item.position,
-                                     f"unreadable context of offset {item.offset}: {error}")
+                        self._report(
+                            state,
+                            segment,
+                            item.position,
+                            f"unreadable context of offset {item.offset}: {error}",
+                        )
                         continue
-                    yield LandingRecord(item.offset, context, item.payload,
-                                        item.appended_time_unix_nano)
+                    yield LandingRecord(
+                        item.offset, context, item.payload, item.appended_time_unix_nano
+                    )
                 elif isinstance(item, CorruptRegion):
-                    self._report(state, segment, item.position,
-                                 f"{item.reason}; skipped to byte {item.end_position}")
+                    self._report(
+                        state,
+                        segment,
+                        item.position,
+                        f"{item.reason}; skipped to byte {item.end_position}",
+                    )
                 elif not item.clean and segment.sealed:
                     # The newest segment may have a record in flight; a sealed one is done.
-                    self._report(state, segment, item.position,
-                                 f"{item.reason}; {item.file_size - item.position} bytes "
-                                 "unreadable at the end of a sealed segment")
+                    self._report(
+                        state,
+                        segment,
+                        item.position,
+                        f"{item.reason}; {item.file_size - item.position} bytes "
+                        "unreadable at the end of a sealed segment",
+                    )
 
-    def _open(self, segment: SegmentInfo) -> "_OpenSegment":
+    def _open(self, segment: SegmentInfo) -> _OpenSegment:
         return _OpenSegment(self, segment)
 
     def _state_for(self, segment: SegmentInfo, file: BinaryIO) -> _SegmentState:
@@ -204,29 +223,35 @@ class LandingReader:
         state = self._states.get(segment.base_offset)
         if state is not None and state.inode == inode:
             return state
-        state = _SegmentState(inode, segment.base_offset, None,
-                              valid_end_next_offset=segment.base_offset)
+        state = _SegmentState(
+            inode, segment.base_offset, None, valid_end_next_offset=segment.base_offset
+        )
         file.seek(0)
         try:
             header = decode_segment_header(file.read(SEGMENT_HEADER_BYTES))
             if header.base_offset != segment.base_offset:
-                raise SegmentHeaderError(f"header base offset {header.base_offset} does not "
-                                         "match the file name")
+                raise SegmentHeaderError(
+                    f"header base offset {header.base_offset} does not match the file name"
+                )
             state.sync_marker = header.sync_marker
         except SegmentHeaderError as error:
             self._report(state, segment, _HEADER_DAMAGE, f"segment skipped: {error}")
         self._states[segment.base_offset] = state
         return state
 
-    def _report(self, state: _SegmentState, segment: SegmentInfo, position: int,
-                what: str) -> None:
+    def _report(self, state: _SegmentState, segment: SegmentInfo, position: int, what: str) -> None:
         if position in state.reported:
             return
         state.reported.add(position)
         self._damaged_places += 1
         where = "header" if position == _HEADER_DAMAGE else f"byte {position}"
-        _log.warning("landing log %s: damage in segment %s at %s: %s",
-                     self.directory, segment.path.name, where, what)
+        _log.warning(
+            "landing log %s: damage in segment %s at %s: %s",
+            self.directory,
+            segment.path.name,
+            where,
+            what,
+        )
 
 
 class _OpenSegment:

@@ -16,7 +16,6 @@ reports what it saw as one of three items.
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 from collections.abc import Iterator
 from typing import BinaryIO, Final
@@ -30,7 +29,7 @@ from exporters.landing.format import (
     RECORD_PREFIX,
 )
 
-__all__ = ["ScannedRecord", "CorruptRegion", "Tail", "ScanItem", "scan_records", "open_for_scan"]
+__all__ = ["CorruptRegion", "ScanItem", "ScannedRecord", "Tail", "open_for_scan", "scan_records"]
 
 _SEARCH_CHUNK_BYTES: Final = 1024 * 1024
 
@@ -90,7 +89,9 @@ def scan_records(
                 file, position, file_size, sync_marker, previous_offset, max_record_bytes
             )
         except _Invalid as invalid:
-            found = _resync(file, position + 1, file_size, sync_marker, previous_offset, max_record_bytes)
+            found = _resync(
+                file, position + 1, file_size, sync_marker, previous_offset, max_record_bytes
+            )
             if found is None:
                 yield Tail(position, file_size, str(invalid))
                 return
@@ -182,6 +183,6 @@ def _resync(
     return None
 
 
-def open_for_scan(path: str | bytes | os.PathLike[str]) -> io.BufferedReader:
+def open_for_scan(path: str | os.PathLike[str]) -> BinaryIO:
     # A large buffer turns the two small reads per record into one read per megabyte.
-    return open(path, "rb", buffering=_SEARCH_CHUNK_BYTES)  # noqa: SIM115 (caller closes)
+    return open(path, "rb", buffering=_SEARCH_CHUNK_BYTES)

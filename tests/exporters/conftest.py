@@ -48,13 +48,16 @@ def metrics_data(index: int = 0, *, points: int = 3) -> MetricsData:
     time_unix_nano = 1_763_700_000_000_000_000 + index * 1_000_000
     gauge = Metric(
         name="org.apache.kafka.producer.node.request.latency.avg",
-        gauge=Gauge(data_points=[
-            NumberDataPoint(
-                time_unix_nano=time_unix_nano, as_double=float(index) + p / 10,
-                attributes=[KeyValue(key="node.id", value=AnyValue(string_value=str(p)))],
-            )
-            for p in range(points)
-        ]),
+        gauge=Gauge(
+            data_points=[
+                NumberDataPoint(
+                    time_unix_nano=time_unix_nano,
+                    as_double=float(index) + p / 10,
+                    attributes=[KeyValue(key="node.id", value=AnyValue(string_value=str(p)))],
+                )
+                for p in range(points)
+            ]
+        ),
     )
     total = Metric(
         name="org.apache.kafka.producer.record.queue.time.total",
@@ -64,7 +67,8 @@ def metrics_data(index: int = 0, *, points: int = 3) -> MetricsData:
             is_monotonic=True,
         ),
     )
-    return MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=[gauge, total])])])
+    scope = ScopeMetrics(metrics=[gauge, total])
+    return MetricsData(resource_metrics=[ResourceMetrics(scope_metrics=[scope])])
 
 
 @pytest.fixture

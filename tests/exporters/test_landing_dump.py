@@ -31,7 +31,11 @@ def test_dump_decodes_real_otlp_metrics(
 
     dumped = list(dump_records(node_directories(tmp_path)))
     assert [(d["context"]["node_id"], d["offset"]) for d in dumped] == [
-        (1, 0), (1, 1), (1, 2), (2, 0), (2, 1)
+        (1, 0),
+        (1, 1),
+        (1, 2),
+        (2, 0),
+        (2, 1),
     ]
     first = dumped[0]
     assert first["context"] == make_context(0).to_json_dict()

@@ -84,8 +84,9 @@ def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeCo
 
 
 def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, fsync="interval", fsync_interval_ms=10,
-                    segment_max_bytes=2000) as log:
+    with LandingLog(
+        tmp_path, fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000
+    ) as log:
         assert log.fsync_policy is FsyncPolicy.INTERVAL
         for i in range(20):
             log.append(make_context(i), b"i" * 100)
@@ -96,8 +97,9 @@ def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeCon
 
 def test_housekeeping_rolls_an_idle_aged_segment(tmp_path: Path, make_context: MakeContext) -> None:
     now_ns = [1_763_700_000_000 * 1_000_000]
-    with LandingLog(tmp_path, fsync_interval_ms=10, segment_max_age_ms=1000,
-                    clock=lambda: now_ns[0]) as log:
+    with LandingLog(
+        tmp_path, fsync_interval_ms=10, segment_max_age_ms=1000, clock=lambda: now_ns[0]
+    ) as log:
         log.append(make_context(0), b"a")
         now_ns[0] += 1000 * 1_000_000
         wait_until(lambda: log.stats().segments_rolled == 1)
@@ -165,7 +167,10 @@ FULL_DISK_WRITER = textwrap.dedent(
 def test_a_failing_write_loses_nothing_accepted(tmp_path: Path) -> None:
     output = subprocess.run(
         [sys.executable, "-c", FULL_DISK_WRITER, str(tmp_path)],
-        capture_output=True, check=True, text=True, timeout=60,
+        capture_output=True,
+        check=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     ).stdout.splitlines()
     accepted = [int(line.split()[0]) for line in output if line.split()[1] == "True"]

@@ -16,18 +16,20 @@ from exporters.landing.format import (
     RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
     SegmentHeader,
+    decode_segment_header,
     encode_context,
     encode_record_head,
     encode_segment_header,
 )
 from exporters.landing.layout import segment_path
 from exporters.landing.scan import ScannedRecord, open_for_scan, scan_records
-from exporters.landing.format import decode_segment_header
 
 MakeContext = Callable[..., TelemetryContext]
 
 
-def write_records(directory: Path, make_context: MakeContext, count: int, **options: object) -> None:
+def write_records(
+    directory: Path, make_context: MakeContext, count: int, **options: object
+) -> None:
     with LandingLog(directory, housekeeping=False, **options) as log:  # type: ignore[arg-type]
         for i in range(count):
             log.append(make_context(i), payload_for(i))
@@ -44,8 +46,11 @@ def record_spans(path: Path) -> list[tuple[int, int]]:
         return [
             (item.position, item.end_position)
             for item in scan_records(
-                file, sync_marker=header.sync_marker, start_position=SEGMENT_HEADER_BYTES,
-                previous_offset=header.base_offset - 1, file_size=path.stat().st_size,
+                file,
+                sync_marker=header.sync_marker,
+                start_position=SEGMENT_HEADER_BYTES,
+                previous_offset=header.base_offset - 1,
+                file_size=path.stat().st_size,
                 max_record_bytes=1 << 20,
             )
             if isinstance(item, ScannedRecord)
@@ -88,7 +93,9 @@ def test_a_partial_last_record_is_truncated_on_open(
     assert_intact(tmp_path, list(range(10)))
 
 
-def test_garbage_after_the_last_record_is_truncated(tmp_path: Path, make_context: MakeContext) -> None:
+def test_garbage_after_the_last_record_is_truncated(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     write_records(tmp_path, make_context, 5)
     path = segment_path(tmp_path, 0)
     size = path.stat().st_size

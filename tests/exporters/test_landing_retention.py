@@ -20,8 +20,12 @@ NOW_MS = 1_763_700_000_000
 
 def segment(base: int, next_base: int | None, size: int, last_append_ms: int) -> SegmentInfo:
     return SegmentInfo(
-        base_offset=base, path=Path(f"{base:020d}.log"), sealed=next_base is not None,
-        size_bytes=size, modified_time_unix_nano=last_append_ms * MS, next_base_offset=next_base,
+        base_offset=base,
+        path=Path(f"{base:020d}.log"),
+        sealed=next_base is not None,
+        size_bytes=size,
+        modified_time_unix_nano=last_append_ms * MS,
+        next_base_offset=next_base,
     )
 
 
@@ -51,7 +55,10 @@ CASES = [
 
 @pytest.mark.parametrize(("retention_ms", "retention_bytes", "respect", "floor", "deleted"), CASES)
 def test_which_segments_retention_deletes(
-    retention_ms: int | None, retention_bytes: int | None, respect: bool, floor: int | None,
+    retention_ms: int | None,
+    retention_bytes: int | None,
+    respect: bool,
+    floor: int | None,
     deleted: list[int],
 ) -> None:
     policy = RetentionPolicy(retention_ms, retention_bytes, respect)
@@ -109,8 +116,13 @@ def test_a_required_consumer_that_never_committed_protects_everything(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     clock = FakeClock()
-    with LandingLog(tmp_path, retention_ms=0, clock=clock, housekeeping=False,
-                    retention_required_consumers=("lakehouse-ingest",)) as log:
+    with LandingLog(
+        tmp_path,
+        retention_ms=0,
+        clock=clock,
+        housekeeping=False,
+        retention_required_consumers=("lakehouse-ingest",),
+    ) as log:
         fill(log, clock, make_context, 3)
         ConsumerPositions(tmp_path, "otlp-forwarder").commit(3)
         assert log.apply_retention(clock.now_ns // MS) == []
@@ -120,8 +132,14 @@ def test_a_required_consumer_that_never_committed_protects_everything(
 
 def test_retention_by_bytes_on_a_real_log(tmp_path: Path, make_context: MakeContext) -> None:
     clock = FakeClock()
-    with LandingLog(tmp_path, retention_ms=None, retention_bytes=1, clock=clock,
-                    retention_respect_consumers=False, housekeeping=False) as log:
+    with LandingLog(
+        tmp_path,
+        retention_ms=None,
+        retention_bytes=1,
+        clock=clock,
+        retention_respect_consumers=False,
+        housekeeping=False,
+    ) as log:
         fill(log, clock, make_context, 4)
         deleted = log.apply_retention(clock.now_ns // MS)
     assert [s.base_offset for s in deleted] == [0, 1, 2, 3]
@@ -132,8 +150,9 @@ def test_a_reader_survives_segments_deleted_under_it(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     clock = FakeClock()
-    with LandingLog(tmp_path, retention_ms=0, clock=clock, housekeeping=False,
-                    retention_respect_consumers=False) as log:
+    with LandingLog(
+        tmp_path, retention_ms=0, clock=clock, housekeeping=False, retention_respect_consumers=False
+    ) as log:
         fill(log, clock, make_context, 5)
         reader = LandingReader(tmp_path)
         records = reader.read(0)
@@ -149,7 +168,7 @@ def test_a_damaged_positions_file_is_an_error_not_a_guess(tmp_path: Path) -> Non
     positions = ConsumerPositions(tmp_path, "otlp-forwarder")
     positions.commit(3)
     positions.path.write_text("{not json")
-    with pytest.raises(PositionsError, match="otlp-forwarder.json"):
+    with pytest.raises(PositionsError, match=r"otlp-forwarder\.json"):
         positions.load()
     with LandingLog(tmp_path, housekeeping=False) as log, pytest.raises(PositionsError):
         log.apply_retention(NOW_MS)
