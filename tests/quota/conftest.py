@@ -1,0 +1,23 @@
+"""Fixtures of the quota tests: a manual clock and a fresh metrics registry.
+
+The clock starts far from zero (Kafka's MockTime starts at the wall clock), so nothing may
+silently depend on "time zero".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from quota import ManualClock, Metrics
+
+START_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START_MS)
+
+
+@pytest.fixture
+def metrics() -> Metrics:
+    return Metrics()
