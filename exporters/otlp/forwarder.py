@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import logging
 import random
@@ -137,11 +138,6 @@ class _LogTail:
         self.pending: collections.deque[_Prepared] = collections.deque()
         self.end_offset = self.committed
 
-    def close(self) -> None:
-        for part in (self.reader, self.positions):
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
 
 
 class OtlpForwarder:
@@ -245,8 +241,6 @@ class OtlpForwarder:
             return
         self._closed = True
         self._transport.close()
-        for tail in self._tails:
-            tail.close()
 
     # ------------------------------------------------------------------ consumer loop
 
@@ -316,14 +310,14 @@ class OtlpForwarder:
         """Read records into the window until it is full or the log is exhausted."""
         if tail.read_offset >= tail.end_offset:
             return
-        for record in tail.reader.read(tail.read_offset):
-            if record.offset >= tail.end_offset:
-                break
-            prepared = self._prepare(record)
-            if not self._window.take(prepared.size, force=not tail.pending):
-                break
-            tail.pending.append(prepared)
-            tail.read_offset = record.offset + 1
+        records = tail.reader.read(tail.read_offset, max_records=tail.end_offset - tail.read_offset)
+        with contextlib.closing(records):  # release the segment file when we stop early
+            for record in records:
+                prepared = self._prepare(record)
+                if not self._window.take(prepared.size, force=not tail.pending):
+                    break
+                tail.pending.append(prepared)
+                tail.read_offset = record.offset + 1
 
     def _prepare(self, record: LandingRecord) -> _Prepared:
         try:

@@ -106,6 +106,7 @@ class ReceivedExport:
     request: metrics_service_pb2.ExportMetricsServiceRequest
     metadata: dict[str, str]
     outcome: str  # "accepted", "partial", "slow-accepted", or the failure code's name
+    arrived_monotonic_s: float = dataclasses.field(default_factory=time.monotonic)
 
 
 def points_in(resource_metrics: "collections.abc.Iterable[ResourceMetrics]") -> int:

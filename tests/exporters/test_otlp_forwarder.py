@@ -1,0 +1,494 @@
+"""The forwarder end to end: a real landing log, a real gRPC receiver, real retries.
+
+Backoff waits go through an injected clock (``StepClock``) wherever the test is about the
+*length* of a wait; the tests about outages and shutdown use the real clock with
+millisecond intervals and bound their waits, never sleeping for seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client import CollectorRegistry
+
+from exporters.context import TelemetryContext
+from exporters.landing import ConsumerPositions, LandingLog
+from exporters.otlp import CONSUMER_NAME, ForwardStats, OtlpExporterConfig, OtlpForwarder
+from otlp_receiver import (
+    Fail,
+    OtlpReceiver,
+    PartialSuccess,
+    point_values,
+    resource_attributes,
+    sample_context,
+    sample_metrics_data,
+)
+
+POINTS_PER_PUSH = 3  # sample_metrics_data(gauges=2): two gauge points and one sum point
+
+
+class StepClock:
+    """A clock whose waits take no time: each wait is recorded, then time jumps ahead."""
+
+    def __init__(self) -> None:
+        self.now_s = 1_000.0
+        self.waits_s: list[float] = []
+        self.on_wait: Callable[[float], None] | None = None
+
+    def monotonic_s(self) -> float:
+        return self.now_s
+
+    def time_ns(self) -> int:
+        return time.time_ns()  # compared with the landing log's wall-clock append times
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> bool:
+        self.waits_s.append(timeout_s)
+        if self.on_wait is not None:
+            self.on_wait(timeout_s)
+        self.now_s += timeout_s
+        return stop.is_set()
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as running:
+        yield running
+
+
+@pytest.fixture
+def landing_dir(tmp_path: Path) -> Path:
+    return tmp_path / "landing" / "node-1"
+
+
+def land(directory: Path, pushes: list[tuple[TelemetryContext, bytes]]) -> None:
+    with LandingLog(directory, fsync="never", housekeeping=False) as log:
+        for context, payload in pushes:
+            log.append(context, payload)
+
+
+def push(client: int, seq: int) -> tuple[TelemetryContext, bytes]:
+    """Client ``client``'s push number ``seq``: its points are seq*3 .. seq*3+2."""
+    context = sample_context(client_instance_id=f"client-{client:016d}", client_id=f"c{client}")
+    return context, sample_metrics_data(start_value=seq * POINTS_PER_PUSH).SerializeToString()
+
+
+def config(target: str, **overrides: object) -> OtlpExporterConfig:
+    settings: dict[str, object] = {
+        "endpoint": target,
+        "tls": {"insecure": True},
+        "retry_on_failure": {"initial_interval": "1s", "max_interval": "4s", "max_elapsed_time": "60s"},
+    }
+    settings.update(overrides)
+    return OtlpExporterConfig.model_validate(settings)
+
+
+def forwarder(dirs: list[Path], cfg: OtlpExporterConfig, **kwargs: object) -> OtlpForwarder:
+    return OtlpForwarder(dirs, cfg, rng=random.Random(7), **kwargs)  # type: ignore[arg-type]
+
+
+def per_client_values(receiver: OtlpReceiver) -> dict[str, list[int]]:
+    seen: dict[str, list[int]] = {}
+    for rm in receiver.resource_metrics():
+        seen.setdefault(resource_attributes(rm)["client_instance_id"], []).extend(point_values([rm]))
+    return seen
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, {"exporter": "otlp", **labels})
+    return 0.0 if value is None else value
+
+
+# ---------------------------------------------------------------------- the happy path
+
+
+def test_everything_landed_arrives_enriched_in_order_and_is_committed(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(client=seq % 2, seq=seq) for seq in range(6)])
+    registry = CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target), registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats == ForwardStats(records_committed=6, points_sent=18)
+    assert len(receiver.received) == 6  # no batching configured: one request per push
+    assert per_client_values(receiver) == {
+        "client-0000000000000000": [0, 1, 2, 6, 7, 8, 12, 13, 14],
+        "client-0000000000000001": [3, 4, 5, 9, 10, 11, 15, 16, 17],
+    }
+    first = receiver.received[0].request.resource_metrics[0]
+    assert resource_attributes(first)["client_id"] == "c0"
+    assert resource_attributes(first)["kafka.broker.id"] == "1"
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 6
+    assert sample(registry, "otelcol_exporter_sent_metric_points_total") == 18
+    assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 0
+    assert sample(registry, "ktc_forwarder_lag_records") == 0
+    assert sample(registry, "otelcol_exporter_queue_size") == 0
+    assert sample(registry, "otelcol_exporter_queue_capacity") == 1000
+
+
+def test_configured_headers_reach_the_receiver(receiver: OtlpReceiver, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, 0)])
+    fwd = forwarder([landing_dir], config(receiver.target, headers={"Authorization": "Bearer t"}))
+    try:
+        fwd.run_once()
+    finally:
+        fwd.close()
+    assert receiver.received[0].metadata["authorization"] == "Bearer t"
+
+
+def test_batching_joins_pushes_up_to_max_size(receiver: OtlpReceiver, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, seq) for seq in range(7)])
+    cfg = config(receiver.target, sending_queue={"batch": {"min_size": 6, "max_size": 9}})
+    fwd = forwarder([landing_dir], cfg)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    # 3 points a push, at most 9 a request: 3 + 3 + 1 pushes.
+    assert [len(e.request.resource_metrics) for e in receiver.received] == [3, 3, 1]
+    assert per_client_values(receiver)["client-0000000000000000"] == list(range(21))
+    assert stats.records_committed == 7
+
+
+def test_a_push_that_is_not_otlp_is_skipped_and_counted(receiver: OtlpReceiver, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, 0), (sample_context(), b"\xff\xff\xff not protobuf"), push(0, 1)])
+    registry = CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target), registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert per_client_values(receiver)["client-0000000000000000"] == [0, 1, 2, 3, 4, 5]
+    assert stats == ForwardStats(records_committed=3, points_sent=6, records_dropped=1)
+    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="undecodable") == 1
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 3
+
+
+# ---------------------------------------------------------------------- retries
+
+
+def test_unavailable_is_retried_with_jittered_exponential_backoff(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=4))
+    clock, registry = StepClock(), CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target), clock=clock, registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats.points_sent == 3
+    assert len(receiver.attempts) == 5 and len(receiver.received) == 1
+    # initial 1s, x1.5, capped at 4s, each +-50%: nominal 1, 1.5, 2.25, 3.375.
+    nominal = [1.0, 1.5, 2.25, 3.375]
+    assert len(clock.waits_s) == 4
+    for wait, expected in zip(clock.waits_s, nominal):
+        assert expected * 0.5 <= wait <= expected * 1.5
+    assert sample(registry, "ktc_forwarder_retries_total") == 4
+
+
+def test_resource_exhausted_with_retry_info_waits_as_long_as_the_server_asks(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.RESOURCE_EXHAUSTED, retry_delay_s=42.0))
+    clock = StepClock()
+    fwd = forwarder([landing_dir], config(receiver.target), clock=clock)
+    try:
+        fwd.run_once()
+    finally:
+        fwd.close()
+    assert clock.waits_s == [42.0]  # the server's delay beats the 0.5-1.5 s backoff
+    assert len(receiver.received) == 1
+
+
+def test_resource_exhausted_without_retry_info_is_permanent(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0), push(0, 1)])
+    receiver.script(Fail(grpc.StatusCode.RESOURCE_EXHAUSTED))
+    clock = StepClock()
+    fwd = forwarder([landing_dir], config(receiver.target), clock=clock)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert clock.waits_s == []
+    assert stats == ForwardStats(records_committed=2, points_sent=3, points_failed=3, records_dropped=1)
+
+
+def test_invalid_argument_is_dropped_counted_and_never_retried(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0), push(0, 1)])
+    receiver.script(Fail(grpc.StatusCode.INVALID_ARGUMENT))
+    clock, registry = StepClock(), CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target), clock=clock, registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert [a.outcome for a in receiver.attempts] == ["INVALID_ARGUMENT", "accepted"]
+    assert clock.waits_s == []
+    assert per_client_values(receiver)["client-0000000000000000"] == [3, 4, 5]
+    assert stats == ForwardStats(records_committed=2, points_sent=3, points_failed=3, records_dropped=1)
+    assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 3
+    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="rejected") == 1
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 2  # moved past the rejected one
+
+
+def test_partial_success_counts_the_rejected_points(receiver: OtlpReceiver, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(PartialSuccess(rejected_data_points=2))
+    registry = CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target), registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats == ForwardStats(records_committed=1, points_sent=1, points_failed=2)
+    assert sample(registry, "otelcol_exporter_sent_metric_points_total") == 1
+    assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 2
+
+
+def test_past_max_elapsed_time_nothing_is_dropped_and_retries_go_on_at_max_interval(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    """Where the Collector would drop the batch, the forwarder keeps it: the log is durable."""
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=20))
+    clock, registry = StepClock(), CollectorRegistry()
+    gauge_during_waits: list[float] = []
+    clock.on_wait = lambda _: gauge_during_waits.append(
+        sample(registry, "ktc_forwarder_batches_past_max_elapsed_time"))
+    cfg = config(receiver.target, retry_on_failure={
+        "initial_interval": "1s", "max_interval": "2s", "max_elapsed_time": "5s"})
+    fwd = forwarder([landing_dir], cfg, clock=clock, registry=registry)
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats == ForwardStats(records_committed=1, points_sent=3)
+    assert len(receiver.attempts) == 21 and len(receiver.received) == 1
+    assert sum(clock.waits_s) > 5 * 5  # far beyond max_elapsed_time
+    past = [w for w, flag in zip(clock.waits_s, gauge_during_waits) if flag == 1]
+    assert len(past) >= 15
+    assert all(1.0 <= w <= 3.0 for w in past)  # max_interval 2s, +-50%
+    assert sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 0  # cleared
+    assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 0
+
+
+def test_with_retry_disabled_a_retryable_failure_drops_as_the_collector_does(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE))
+    registry = CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target, retry_on_failure={"enabled": False}),
+                    registry=registry, clock=StepClock())
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats == ForwardStats(records_committed=1, points_failed=3, records_dropped=1)
+    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="retry_disabled") == 1
+
+
+# ---------------------------------------------------------------------- outages, restarts
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _serve_in_thread(fwd: OtlpForwarder) -> tuple[threading.Event, threading.Thread]:
+    stop = threading.Event()
+    thread = threading.Thread(target=fwd.serve, args=(stop,), daemon=True)
+    thread.start()
+    return stop, thread
+
+
+def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    cfg = config(receiver.target, retry_on_failure={
+        "initial_interval": "20ms", "max_interval": "100ms", "max_elapsed_time": "200ms"})
+    log = LandingLog(landing_dir, fsync="never", housekeeping=False)
+    registry = CollectorRegistry()
+    fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry)
+    stop, thread = _serve_in_thread(fwd)
+    sequence = {client: 0 for client in range(3)}
+
+    def land_round() -> None:
+        for client in sequence:
+            log.append(*push(client, sequence[client]))
+            sequence[client] += 1
+
+    try:
+        for _ in range(2):
+            land_round()
+        assert receiver.wait_for_points(2 * 3 * POINTS_PER_PUSH)
+        # Let the last acknowledgement reach the forwarder first: cutting the server while
+        # a response is on its way makes the forwarder resend that batch (at-least-once),
+        # which is not the outage this test is about.
+        assert wait_until(lambda: ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 6)
+        receiver.stop()  # the outage: pushes keep landing
+        for _ in range(5):
+            land_round()
+        time.sleep(0.4)  # outlast max_elapsed_time while down
+        receiver.start()  # same port
+        land_round()
+        assert receiver.wait_for_points(8 * 3 * POINTS_PER_PUSH)
+    finally:
+        stop.set()
+        thread.join(5)
+        fwd.close()
+        log.close()
+    assert not thread.is_alive()
+    seen = per_client_values(receiver)
+    # Every client's points, exactly once, in the order the client pushed them.
+    assert {client: values for client, values in seen.items()} == {
+        f"client-{client:016d}": [seq * 3 + i for seq in range(8) for i in range(3)]
+        for client in range(3)
+    }
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 24
+    assert sample(registry, "ktc_forwarder_retries_total") >= 3  # the outage was felt
+    assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 0
+
+
+def test_a_restarted_forwarder_resumes_from_its_committed_position(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, seq) for seq in range(3)])
+    first = forwarder([landing_dir], config(receiver.target))
+    try:
+        assert first.run_once().records_committed == 3
+    finally:
+        first.close()
+    land(landing_dir, [push(0, seq) for seq in range(3, 5)])
+    second = forwarder([landing_dir], config(receiver.target))
+    try:
+        assert second.run_once().records_committed == 2
+    finally:
+        second.close()
+    assert per_client_values(receiver)["client-0000000000000000"] == list(range(15))
+
+
+def test_a_batch_interrupted_in_backoff_is_not_committed_and_is_sent_after_restart(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0), push(0, 1)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=3))
+    stop = threading.Event()
+    clock = StepClock()
+    clock.on_wait = lambda _: stop.set()  # shut down during the first backoff
+    first = forwarder([landing_dir], config(receiver.target), clock=clock)
+    try:
+        assert first.run_once(stop) == ForwardStats()
+    finally:
+        first.close()
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 0
+    second = forwarder([landing_dir], config(receiver.target), clock=StepClock())
+    try:
+        assert second.run_once().records_committed == 2
+    finally:
+        second.close()
+    assert per_client_values(receiver)["client-0000000000000000"] == list(range(6))
+
+
+def test_each_node_log_is_forwarded_in_its_own_order(receiver: OtlpReceiver, tmp_path: Path) -> None:
+    dirs = [tmp_path / "landing" / f"node-{n}" for n in (1, 2)]
+    for node, directory in enumerate(dirs, start=1):
+        land(directory, [(sample_context(client_instance_id=f"client-{node}", node_id=node),
+                          sample_metrics_data(start_value=seq * 3).SerializeToString())
+                         for seq in range(4)])
+    fwd = forwarder(dirs, config(receiver.target, sending_queue={"num_consumers": 2}), poll_interval_s=0.01)
+    stop, thread = _serve_in_thread(fwd)
+    try:
+        assert receiver.wait_for_points(2 * 4 * POINTS_PER_PUSH)
+    finally:
+        stop.set()
+        thread.join(5)
+        fwd.close()
+    assert per_client_values(receiver) == {"client-1": list(range(12)), "client-2": list(range(12))}
+    brokers = {resource_attributes(rm)["client_instance_id"]: resource_attributes(rm)["kafka.broker.id"]
+               for rm in receiver.resource_metrics()}
+    assert brokers == {"client-1": "1", "client-2": "2"}
+
+
+def test_tailing_holds_a_small_batch_for_flush_timeout_then_sends_it_whole(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    landed_at_s = time.monotonic()
+    land(landing_dir, [push(0, seq) for seq in range(3)])  # 9 points < min_size 8192
+    cfg = config(receiver.target, sending_queue={"batch": {"flush_timeout": "150ms"}})
+    fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01)
+    stop, thread = _serve_in_thread(fwd)
+    try:
+        assert receiver.wait_for_points(9)
+    finally:
+        stop.set()
+        thread.join(5)
+        fwd.close()
+    (export,) = receiver.received
+    assert len(export.request.resource_metrics) == 3
+    assert export.arrived_monotonic_s - landed_at_s >= 0.15
+
+
+# ---------------------------------------------------------------------- shutdown
+
+
+def test_shutdown_interrupts_a_pending_backoff_at_once(receiver: OtlpReceiver, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=100))
+    cfg = config(receiver.target, retry_on_failure={
+        "initial_interval": "30s", "max_interval": "30s", "max_elapsed_time": "300s"})
+    fwd = forwarder([landing_dir], cfg)
+    stop, thread = _serve_in_thread(fwd)
+    try:
+        assert receiver.wait_for_attempts(1)
+        time.sleep(0.05)  # let it enter the 15-45 s backoff
+        stopped_at = time.monotonic()
+        stop.set()
+        thread.join(5)
+        took_s = time.monotonic() - stopped_at
+    finally:
+        fwd.close()
+    assert not thread.is_alive()
+    assert took_s < 1.0
+    assert len(receiver.attempts) == 1
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 0  # still owed
+
+
+async def test_async_run_stops_promptly_when_the_event_is_set(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=100))
+    cfg = config(receiver.target, retry_on_failure={
+        "initial_interval": "30s", "max_interval": "30s", "max_elapsed_time": "300s"})
+    fwd = forwarder([landing_dir], cfg)
+    stop_event = asyncio.Event()
+    task = asyncio.create_task(fwd.run(stop_event))
+    try:
+        assert await asyncio.to_thread(receiver.wait_for_attempts, 1)
+        stop_event.set()
+        await asyncio.wait_for(task, timeout=1.0)
+    finally:
+        fwd.close()
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 0
