@@ -1,0 +1,56 @@
+{{/*
+The collector's config.yaml: the operator's `config` plus the keys the chart owns.
+
+Owned by the chart (derived, so the Services, probes and volumes always agree with
+what the process binds):
+  listeners      <listenerName>://0.0.0.0:<ports.kafka.containerPort>
+  http.listener  0.0.0.0:<ports.metrics.containerPort>, or null when ports.metrics is off
+  data.dir       dataDir
+Per pod, through the environment (the file is shared by all pods, the environment is
+not; KTC_<KEY> overrides the file, see collector/config.py):
+  node.id               KTC_NODE_ID from the apps.kubernetes.io/pod-index label
+  advertised.listeners  KTC_ADVERTISED_LISTENERS = the pod's own DNS name
+Defaults the operator may override:
+  cluster.id                ktc.clusterId (the same on every pod, stable across upgrades)
+  shutdown.timeout.seconds  terminationGracePeriodSeconds - 5: the drain must end before
+                            the kubelet's SIGKILL (30 s grace -> 25 s drain).
+*/}}
+{{- define "ktc.configData" -}}
+{{- $owned := dict
+  "listeners" (printf "%s://0.0.0.0:%d" .Values.listenerName (int .Values.ports.kafka.containerPort))
+  "data.dir" .Values.dataDir
+  "http.listener" nil
+-}}
+{{- if .Values.ports.metrics.enabled }}
+{{- $_ := set $owned "http.listener" (printf "0.0.0.0:%d" (int .Values.ports.metrics.containerPort)) }}
+{{- end }}
+{{- $defaults := dict
+  "cluster.id" (include "ktc.clusterId" .)
+  "shutdown.timeout.seconds" (sub (int .Values.terminationGracePeriodSeconds) 5)
+-}}
+{{- $merged := merge (deepCopy $owned) (deepCopy (.Values.config | default dict)) $defaults }}
+{{- if le (float64 (index $merged "shutdown.timeout.seconds")) 0.0 }}
+{{- fail "terminationGracePeriodSeconds must be above 5: the collector needs a positive shutdown.timeout.seconds below it" }}
+{{- end }}
+{{- if ge (float64 (index $merged "shutdown.timeout.seconds")) (float64 .Values.terminationGracePeriodSeconds) }}
+{{- fail (printf "config.\"shutdown.timeout.seconds\" (%v) must be below terminationGracePeriodSeconds (%v), or the kubelet kills the collector mid-drain" (index $merged "shutdown.timeout.seconds") .Values.terminationGracePeriodSeconds) }}
+{{- end }}
+{{- toYaml $merged }}
+{{- end }}
+
+{{/* client-metrics.yaml and quotas.yaml for the config store (hot-reloaded). */}}
+{{- define "ktc.subscriptionsData" -}}
+{{- if .Values.subscriptions }}
+{{- toYaml .Values.subscriptions }}
+{{- else -}}
+{}
+{{- end }}
+{{- end }}
+
+{{- define "ktc.quotasData" -}}
+{{- if .Values.quotas }}
+{{- toYaml .Values.quotas }}
+{{- else -}}
+{}
+{{- end }}
+{{- end }}

@@ -1,0 +1,116 @@
+{{/*
+Names.  Kubernetes names are DNS labels: at most 63 characters.  The StatefulSet's pods
+are named <fullname>-<ordinal> and its controller-revision-hash label adds 11 more
+characters, so the fullname is cut to 52 to leave room for both.
+*/}}
+{{- define "ktc.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ktc.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ktc.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride }}
+{{- end }}
+
+{{- define "ktc.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The headless Service that gives every pod a stable DNS name. */}}
+{{- define "ktc.headlessServiceName" -}}
+{{- printf "%s-headless" (include "ktc.fullname" .) }}
+{{- end }}
+
+{{- define "ktc.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "ktc.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "ktc.configMapName" -}}
+{{- if .Values.configMap.create }}
+{{- include "ktc.fullname" . }}
+{{- else }}
+{{- required "configMap.existingName is required when configMap.create is false" .Values.configMap.existingName }}
+{{- end }}
+{{- end }}
+
+{{- define "ktc.landingClaimName" -}}
+{{- default (printf "%s-landing" (include "ktc.fullname" .)) .Values.persistence.landing.existingClaim }}
+{{- end }}
+
+{{- define "ktc.lakeClaimName" -}}
+{{- default (printf "%s-lake" (include "ktc.fullname" .)) .Values.ingest.lake.existingClaim }}
+{{- end }}
+
+{{/* Labels.  component tells the collector pods from the ingest pod. */}}
+{{- define "ktc.labels" -}}
+helm.sh/chart: {{ include "ktc.chart" . }}
+{{ include "ktc.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: {{ include "ktc.name" . }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{- define "ktc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ktc.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "ktc.collectorSelectorLabels" -}}
+{{ include "ktc.selectorLabels" . }}
+app.kubernetes.io/component: collector
+{{- end }}
+
+{{- define "ktc.ingestSelectorLabels" -}}
+{{ include "ktc.selectorLabels" . }}
+app.kubernetes.io/component: ingest
+{{- end }}
+
+{{- define "ktc.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The advertised host of a pod: <pod>.<headless service>.<namespace>.svc[.<clusterDomain>].
+$(POD_NAME) is expanded by the kubelet from the POD_NAME variable defined before it.
+*/}}
+{{- define "ktc.advertisedListener" -}}
+{{- $host := printf "$(POD_NAME).%s.%s.svc" (include "ktc.headlessServiceName" .) (include "ktc.namespace" .) }}
+{{- if .Values.clusterDomain }}
+{{- $host = printf "%s.%s" $host .Values.clusterDomain }}
+{{- end }}
+{{- printf "%s://%s:%d" .Values.listenerName $host (int .Values.ports.kafka.containerPort) }}
+{{- end }}
+
+{{/*
+A stable Kafka cluster id derived from namespace and release: 16 bytes (the first 16
+hex digits of a SHA-256) in Kafka's URL-safe unpadded base64, the 22-character shape
+of `kafka-storage.sh random-uuid`.  Every pod reports the same id, and it survives
+upgrades; set config."cluster.id" to choose another.
+*/}}
+{{- define "ktc.clusterId" -}}
+{{- $seed := printf "%s/%s" (include "ktc.namespace" .) (include "ktc.fullname" .) }}
+{{- sha256sum $seed | trunc 16 | b64enc | trimSuffix "=" | trimSuffix "=" | replace "+" "-" | replace "/" "_" }}
+{{- end }}
