@@ -2,24 +2,30 @@
 
 from exporters.otlp.clock import Clock, SystemClock
 from exporters.otlp.config import OtlpExporterConfig, parse_go_duration
-from exporters.otlp.forwarder import CONSUMER_NAME, ForwardStats, OtlpForwarder
 from exporters.otlp.enrich import RESOURCE_ATTRIBUTES, count_data_points, enrich
+from exporters.otlp.forwarder import (
+    CONSUMER_NAME,
+    ForwardStats,
+    OtlpForwarder,
+    consumer_name_for,
+)
 from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES, ExponentialBackoff, RpcFailure
 from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
 __all__ = [
-    "CONSUMER_NAME",
-    "ForwardStats",
-    "OtlpForwarder",
     "ALWAYS_RETRYABLE_CODES",
-    "Clock",
-    "ExportAccepted",
-    "ExponentialBackoff",
-    "OtlpExporterConfig",
-    "OtlpGrpcTransport",
+    "CONSUMER_NAME",
     "RESOURCE_ATTRIBUTES",
+    "Clock",
+    "ExponentialBackoff",
+    "ExportAccepted",
+    "ForwardStats",
+    "OtlpExporterConfig",
+    "OtlpForwarder",
+    "OtlpGrpcTransport",
     "RpcFailure",
     "SystemClock",
+    "consumer_name_for",
     "count_data_points",
     "enrich",
     "parse_go_duration",

@@ -52,7 +52,8 @@ def parse_go_duration(value: object) -> dt.timedelta:
     if isinstance(value, dt.timedelta):
         return value
     if not isinstance(value, str):
-        raise ValueError(
+        # ValueError, not TypeError: pydantic turns only ValueError into a ValidationError.
+        raise ValueError(  # noqa: TRY004
             f"duration must be a string with a unit such as '5s' or '300ms', got {value!r}"
         )
     text = value.strip()
@@ -89,7 +90,7 @@ class TlsClientConfig(_Section):
     server_name_override: str | None = None
 
     @model_validator(mode="after")
-    def _check(self) -> "TlsClientConfig":
+    def _check(self) -> TlsClientConfig:
         if self.insecure_skip_verify:
             # grpcio exposes no way to turn off server certificate verification; pretending to
             # honour the key would leave the operator with a failing or a silently verifying
@@ -119,7 +120,7 @@ class RetryConfig(_Section):
     max_elapsed_time: Duration = dt.timedelta(seconds=300)
 
     @model_validator(mode="after")
-    def _check(self) -> "RetryConfig":
+    def _check(self) -> RetryConfig:
         if self.initial_interval <= dt.timedelta(0) or self.max_interval <= dt.timedelta(0):
             raise ValueError("retry_on_failure intervals must be positive")
         if self.max_interval < self.initial_interval:
@@ -152,7 +153,7 @@ class BatchConfig(_Section):
     sizer: Literal["items", "bytes"] = "items"
 
     @model_validator(mode="after")
-    def _check(self) -> "BatchConfig":
+    def _check(self) -> BatchConfig:
         if self.flush_timeout <= dt.timedelta(0):
             raise ValueError("`flush_timeout` must be positive")
         if self.max_size and self.max_size < self.min_size:
@@ -191,10 +192,10 @@ class SendingQueueConfig(_Section):
         return data
 
     @model_validator(mode="after")
-    def _check(self) -> "SendingQueueConfig":
-        if self.batch is not None and self.batch.sizer == self.sizer:
-            if self.batch.min_size > self.queue_size:
-                raise ValueError("`min_size` must be less than or equal to `queue_size`")
+    def _check(self) -> SendingQueueConfig:
+        batch = self.batch
+        if batch is not None and batch.sizer == self.sizer and batch.min_size > self.queue_size:
+            raise ValueError("`min_size` must be less than or equal to `queue_size`")
         return self
 
 
@@ -217,7 +218,7 @@ class OtlpExporterConfig(_Section):
     sending_queue: SendingQueueConfig = SendingQueueConfig()
 
     @model_validator(mode="after")
-    def _check(self) -> "OtlpExporterConfig":
+    def _check(self) -> OtlpExporterConfig:
         if not self.target:
             raise ValueError("endpoint must be 'host:port'")
         if self.timeout <= dt.timedelta(0):

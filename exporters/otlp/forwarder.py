@@ -30,9 +30,9 @@ import dataclasses
 import logging
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
@@ -46,11 +46,22 @@ from exporters.otlp.metrics import ForwarderMetrics
 from exporters.otlp.retry import ExponentialBackoff
 from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
-__all__ = ["CONSUMER_NAME", "ForwardStats", "OtlpForwarder"]
+__all__ = ["CONSUMER_NAME", "ForwardStats", "OtlpForwarder", "consumer_name_for"]
 
 log = logging.getLogger(__name__)
 
 CONSUMER_NAME = "otlp-forwarder"
+
+
+def consumer_name_for(exporter_name: str) -> str:
+    """The landing-log consumer name of one configured exporter: ``otlp`` ->
+    ``otlp-forwarder``, ``otlp/backup`` -> ``otlp-forwarder.backup``.  Each exporter keeps
+    its own position, so two backends never share (and so lose) each other's progress.
+    ``otlp_grpc`` is the Collector's newer name for the same exporter."""
+    kind, _, name = exporter_name.partition("/")
+    if kind not in {"otlp", "otlp_grpc"}:
+        raise ValueError(f"exporter name {exporter_name!r} must be 'otlp' or 'otlp/<name>'")
+    return f"{CONSUMER_NAME}.{name}" if name else CONSUMER_NAME
 
 # gRPC servers refuse messages over 4 MiB unless configured otherwise (grpc-go's and the
 # Collector's otlp receiver default).  A batch stops short of that; a single record larger
@@ -74,8 +85,9 @@ class ForwardStats:
     points_failed: int = 0
     records_dropped: int = 0
 
-    def __add__(self, other: "ForwardStats") -> "ForwardStats":
-        return ForwardStats(*(a + b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
+    def __add__(self, other: ForwardStats) -> ForwardStats:
+        pairs = zip(dataclasses.astuple(self), dataclasses.astuple(other), strict=True)
+        return ForwardStats(*(a + b for a, b in pairs))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,10 +141,10 @@ class _Window:
 class _LogTail:
     """One landing directory: its reader, its committed position, its read-ahead."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, consumer_name: str) -> None:
         self.directory = directory
         self.reader = LandingReader(directory)
-        self.positions = ConsumerPositions(directory, CONSUMER_NAME)
+        self.positions = ConsumerPositions(directory, consumer_name)
         self.committed = self.positions.load()
         self.read_offset = self.committed
         self.pending: collections.deque[_Prepared] = collections.deque()
@@ -172,7 +184,8 @@ class OtlpForwarder:
         self._batch = queue.batch if queue.enabled else None
         self._num_consumers = queue.num_consumers if queue.enabled else 1
         self._window = _Window(queue.queue_size if queue.enabled else 1, self.metrics)
-        self._tails = [_LogTail(Path(d)) for d in landing_dirs]
+        self.consumer_name = consumer_name_for(exporter_name)
+        self._tails = [_LogTail(Path(d), self.consumer_name) for d in landing_dirs]
         self._transport = OtlpGrpcTransport(config)
         self._closed = False
 
@@ -220,15 +233,15 @@ class OtlpForwarder:
         def serve() -> None:
             try:
                 self.serve(stop)
-            except BaseException as error:  # hand any crash to the awaiting task
+            except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
                 loop.call_soon_threadsafe(_settle, done, error)
             else:
                 loop.call_soon_threadsafe(_settle, done, None)
 
         threading.Thread(target=serve, name="otlp-forwarder", daemon=True).start()
-        stop_waiter = asyncio.ensure_future(stop_event.wait())
+        stop_waiter: asyncio.Future[Any] = asyncio.ensure_future(stop_event.wait())
         try:
-            await asyncio.wait({stop_waiter, done}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((stop_waiter, done), return_when=asyncio.FIRST_COMPLETED)
         finally:
             # Cancellation of run() is a stop too; in every case wait for the threads, so
             # no send is left running behind the caller's back.
@@ -310,8 +323,12 @@ class OtlpForwarder:
         """Read records into the window until it is full or the log is exhausted."""
         if tail.read_offset >= tail.end_offset:
             return
-        records = tail.reader.read(tail.read_offset, max_records=tail.end_offset - tail.read_offset)
-        with contextlib.closing(records):  # release the segment file when we stop early
+        # read() is a generator: close it when we stop early, releasing its segment file.
+        records = cast(
+            "Generator[LandingRecord, None, None]",
+            tail.reader.read(tail.read_offset, max_records=tail.end_offset - tail.read_offset),
+        )
+        with contextlib.closing(records):
             for record in records:
                 prepared = self._prepare(record)
                 if not self._window.take(prepared.size, force=not tail.pending):
@@ -432,7 +449,7 @@ class OtlpForwarder:
                 self.metrics.batches_past_max_elapsed.dec()
 
 
-def _settle(future: "asyncio.Future[None]", error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
     if future.done():
         return
     if error is None:

@@ -26,8 +26,8 @@ from exporters.otlp.config import RetryConfig
 __all__ = [
     "ALWAYS_RETRYABLE_CODES",
     "ExponentialBackoff",
-    "classify_rpc_error",
     "RpcFailure",
+    "classify_rpc_error",
 ]
 
 ALWAYS_RETRYABLE_CODES: frozenset[grpc.StatusCode] = frozenset(

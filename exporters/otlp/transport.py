@@ -25,7 +25,7 @@ from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from exporters.otlp.config import OtlpExporterConfig
 from exporters.otlp.retry import RpcFailure, classify_rpc_error
 
-__all__ = ["ExportAccepted", "OtlpGrpcTransport", "EXPORT_METHOD"]
+__all__ = ["EXPORT_METHOD", "ExportAccepted", "OtlpGrpcTransport"]
 
 _SERVICE = metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"]
 # "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"

@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
+from typing import Self
 
 import grpc
 from google.protobuf import any_pb2, duration_pb2
@@ -109,7 +110,7 @@ class ReceivedExport:
     arrived_monotonic_s: float = dataclasses.field(default_factory=time.monotonic)
 
 
-def points_in(resource_metrics: "collections.abc.Iterable[ResourceMetrics]") -> int:
+def points_in(resource_metrics: collections.abc.Iterable[ResourceMetrics]) -> int:
     total = 0
     for rm in resource_metrics:
         for sm in rm.scope_metrics:
@@ -159,29 +160,29 @@ def sample_metrics_data(
 
 def sample_context(**overrides: object) -> TelemetryContext:
     """A TelemetryContext as the collector builds it for a librdkafka producer."""
-    fields: dict[str, object] = dict(
-        client_instance_id="AAAAAAAAAAAAAAAAAAAAAQ",
-        client_id="producer-1",
-        client_software_name="confluent-kafka-python",
-        client_software_version="2.16.1-rdkafka-2.16.0",
-        client_source_address="127.0.0.1",
-        client_source_port=50123,
-        listener_name="PLAINTEXT",
-        security_protocol="PLAINTEXT",
-        principal="User:ANONYMOUS",
-        push_interval_ms=1000,
-        terminating=False,
-        received_time_unix_nano=1_700_000_000_000_000_000,
-        node_id=1,
-        cluster_id="ktc-cluster-0001",
-        subscription_id=12345,
-        compression_type=4,
-    )
+    fields: dict[str, object] = {
+        "client_instance_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+        "client_id": "producer-1",
+        "client_software_name": "confluent-kafka-python",
+        "client_software_version": "2.16.1-rdkafka-2.16.0",
+        "client_source_address": "127.0.0.1",
+        "client_source_port": 50123,
+        "listener_name": "PLAINTEXT",
+        "security_protocol": "PLAINTEXT",
+        "principal": "User:ANONYMOUS",
+        "push_interval_ms": 1000,
+        "terminating": False,
+        "received_time_unix_nano": 1_700_000_000_000_000_000,
+        "node_id": 1,
+        "cluster_id": "ktc-cluster-0001",
+        "subscription_id": 12345,
+        "compression_type": 4,
+    }
     fields.update(overrides)
     return TelemetryContext(**fields)  # type: ignore[arg-type]
 
 
-def point_values(resource_metrics: "collections.abc.Iterable[ResourceMetrics]") -> list[int]:
+def point_values(resource_metrics: collections.abc.Iterable[ResourceMetrics]) -> list[int]:
     """Every NumberDataPoint's int value, in wire order."""
     values: list[int] = []
     for rm in resource_metrics:
@@ -200,7 +201,7 @@ def resource_attributes(rm: ResourceMetrics) -> dict[str, str]:
 def _status_with_retry_info(code: grpc.StatusCode, message: str, delay_s: float) -> grpc.Status:
     retry_info = error_details_pb2.RetryInfo(
         retry_delay=duration_pb2.Duration(
-            seconds=int(delay_s), nanos=int(round((delay_s - int(delay_s)) * 1e9))
+            seconds=int(delay_s), nanos=round((delay_s - int(delay_s)) * 1e9)
         )
     )
     detail = any_pb2.Any()
@@ -212,7 +213,7 @@ def _status_with_retry_info(code: grpc.StatusCode, message: str, delay_s: float)
 
 
 class _Servicer(metrics_service_pb2_grpc.MetricsServiceServicer):
-    def __init__(self, receiver: "OtlpReceiver") -> None:
+    def __init__(self, receiver: OtlpReceiver) -> None:
         self._receiver = receiver
 
     def Export(self, request: ExportRequest, context: grpc.ServicerContext) -> ExportResponse:
@@ -261,7 +262,7 @@ class OtlpReceiver:
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "OtlpReceiver":
+    def __enter__(self) -> Self:
         self.start()
         return self
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
+from otlp_receiver import resource_attributes, sample_context, sample_metrics_data
 
 from exporters.otlp.enrich import RESOURCE_ATTRIBUTES, count_data_points, enrich
-from otlp_receiver import resource_attributes, sample_context, sample_metrics_data
 
 EXPECTED = {
     "client_instance_id": "AAAAAAAAAAAAAAAAAAAAAQ",

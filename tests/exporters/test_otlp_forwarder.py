@@ -16,11 +16,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from prometheus_client import CollectorRegistry
-
-from exporters.context import TelemetryContext
-from exporters.landing import ConsumerPositions, LandingLog
-from exporters.otlp import CONSUMER_NAME, ForwardStats, OtlpExporterConfig, OtlpForwarder
 from otlp_receiver import (
     Fail,
     OtlpReceiver,
@@ -29,6 +24,17 @@ from otlp_receiver import (
     resource_attributes,
     sample_context,
     sample_metrics_data,
+)
+from prometheus_client import CollectorRegistry
+
+from exporters.context import TelemetryContext
+from exporters.landing import ConsumerPositions, LandingLog
+from exporters.otlp import (
+    CONSUMER_NAME,
+    ForwardStats,
+    OtlpExporterConfig,
+    OtlpForwarder,
+    consumer_name_for,
 )
 
 POINTS_PER_PUSH = 3  # sample_metrics_data(gauges=2): two gauge points and one sum point
@@ -171,6 +177,35 @@ def test_a_push_that_is_not_otlp_is_skipped_and_counted(receiver: OtlpReceiver, 
     assert stats == ForwardStats(records_committed=3, points_sent=6, records_dropped=1)
     assert sample(registry, "ktc_forwarder_dropped_records_total", reason="undecodable") == 1
     assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 3
+
+
+def test_two_named_exporters_keep_separate_positions(tmp_path: Path, landing_dir: Path) -> None:
+    land(landing_dir, [push(0, seq) for seq in range(2)])
+    with OtlpReceiver() as primary, OtlpReceiver() as backup:
+        first = OtlpForwarder([landing_dir], config(primary.target))
+        second = OtlpForwarder([landing_dir], config(backup.target), exporter_name="otlp/backup")
+        try:
+            assert first.run_once().records_committed == 2
+            assert second.run_once().records_committed == 2  # not skipped by the first's commit
+        finally:
+            first.close()
+            second.close()
+    assert ConsumerPositions(landing_dir, "otlp-forwarder").load() == 2
+    assert ConsumerPositions(landing_dir, "otlp-forwarder.backup").load() == 2
+    assert len(backup.received) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "consumer"),
+    [("otlp", "otlp-forwarder"), ("otlp/eu", "otlp-forwarder.eu"), ("otlp_grpc", "otlp-forwarder")],
+)
+def test_consumer_names_follow_exporter_names(name: str, consumer: str) -> None:
+    assert consumer_name_for(name) == consumer
+
+
+def test_a_non_otlp_exporter_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be 'otlp' or 'otlp/<name>'"):
+        consumer_name_for("lakehouse")
 
 
 # ---------------------------------------------------------------------- retries
@@ -335,9 +370,9 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
     sequence = {client: 0 for client in range(3)}
 
     def land_round() -> None:
-        for client in sequence:
-            log.append(*push(client, sequence[client]))
-            sequence[client] += 1
+        for client, seq in sequence.items():
+            log.append(*push(client, seq))
+            sequence[client] = seq + 1
 
     try:
         for _ in range(2):

@@ -8,10 +8,6 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-
-from exporters.otlp.config import OtlpExporterConfig
-from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
-from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 from otlp_receiver import (
     ByteCountingProxy,
     Fail,
@@ -21,6 +17,10 @@ from otlp_receiver import (
     point_values,
     sample_metrics_data,
 )
+
+from exporters.otlp.config import OtlpExporterConfig
+from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
+from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
 
 @pytest.fixture
