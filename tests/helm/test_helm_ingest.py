@@ -1,0 +1,76 @@
+"""The optional Spark ingest Deployment reads exactly what the collectors write."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ktc_chart import CHART_DIR, container, find, load_values
+
+Docs = list[dict[str, Any]]
+
+
+def _mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
+    return {m["name"]: m["mountPath"] for m in container(workload, name)["volumeMounts"]}
+
+
+def _claims(workload: dict[str, Any]) -> dict[str, str]:
+    return {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for v in workload["spec"]["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+
+
+def test_ingest_is_off_by_default(rendered: Callable[..., Docs]) -> None:
+    assert not [d for d in rendered() if d["kind"] == "Deployment"]
+
+
+def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
+    rendered: Callable[..., Docs],
+) -> None:
+    docs = rendered(load_values(CHART_DIR / "ci" / "ingest-values.yaml"))
+    statefulset = find(docs, "StatefulSet")
+    ingest = find(docs, "Deployment", "ktc-ingest")
+    assert _claims(ingest)["landing"] == _claims(statefulset)["landing"] == "telemetry-landing-nfs"
+    assert _mounts(ingest, "ingest")["landing"] == _mounts(statefulset, "collector")["landing"]
+
+    args = container(ingest, "ingest")["args"]
+    assert args[0] == "ingest"
+    # `--data-dir D` finds every node's D/landing/node-<id>/ on the shared mount.
+    data_dir = args[args.index("--data-dir") + 1]
+    assert _mounts(ingest, "ingest")["landing"] == f"{data_dir}/landing"
+    assert args[args.index("--trigger-interval") + 1] == "30s"
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
+    assert confs == ["spark.driver.memory=2g", "spark.sql.shuffle.partitions=4"]
+    assert "--master" not in args
+
+
+def test_one_ingest_at_a_time(rendered: Callable[..., Docs]) -> None:
+    """Exactly-once needs a single writer: never two pods, not even during a rollout."""
+    ingest = find(rendered({"ingest": {"enabled": True}}), "Deployment")
+    assert ingest["spec"]["replicas"] == 1
+    assert ingest["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_lake_claim_and_working_dir(rendered: Callable[..., Docs]) -> None:
+    docs = rendered({"ingest": {"enabled": True, "master": "spark://spark-master:7077"}})
+    ingest = find(docs, "Deployment")
+    claim = find(docs, "PersistentVolumeClaim", "ktc-lake")
+    assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert _claims(ingest)["lake"] == "ktc-lake"
+    spec = container(ingest, "ingest")
+    # Spark's relative defaults (spark-warehouse/, metastore_db/) must land on the claim.
+    assert spec["workingDir"] == _mounts(ingest, "ingest")["lake"]
+    assert spec["args"][spec["args"].index("--master") + 1] == "spark://spark-master:7077"
+    assert spec["securityContext"]["readOnlyRootFilesystem"] is True
+    assert _mounts(ingest, "ingest")["tmp"] == "/tmp"
+
+
+def test_ingest_pods_are_not_collector_endpoints(rendered: Callable[..., Docs]) -> None:
+    docs = rendered({"ingest": {"enabled": True}})
+    ingest_labels = find(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    for service in (d for d in docs if d["kind"] == "Service"):
+        assert not service["spec"]["selector"].items() <= ingest_labels.items()
+    pdb = find(docs, "PodDisruptionBudget")
+    assert not pdb["spec"]["selector"]["matchLabels"].items() <= ingest_labels.items()
