@@ -37,6 +37,7 @@ from exporters.landing.format import (
     DEFAULT_MAX_RECORD_BYTES,
     RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
+    ContextEncodingError,
     SegmentHeader,
     SegmentHeaderError,
     decode_segment_header,
@@ -203,7 +204,7 @@ class LandingLog:
     def append(self, context: TelemetryContext, payload: bytes) -> int:
         """Appends one record and returns its offset. Under ``fsync="always"`` it is on disk
         when this returns; otherwise it is with the kernel (survives a process kill)."""
-        context_json = encode_context(context)
+        context_json = self._encode_context(context)
         self._check_record_size(context_json, payload)
         with self._lock:
             self._check_writable()
@@ -217,7 +218,7 @@ class LandingLog:
         ``fsync="always"``, one fsync for the whole batch. Sizes are checked before anything
         is written. If writing fails part-way, the records before the failure stay in the
         log (they may be delivered although the caller reports an error: at least once)."""
-        encoded = [(encode_context(context), payload) for context, payload in items]
+        encoded = [(self._encode_context(context), payload) for context, payload in items]
         for context_json, payload in encoded:
             self._check_record_size(context_json, payload)
         if not encoded:
@@ -338,6 +339,13 @@ class LandingLog:
         return f"LandingLog({str(self.directory)!r}, fsync={self._policy.value!r})"
 
     # ------------------------------------------------------------------ internals: writing
+
+    @staticmethod
+    def _encode_context(context: TelemetryContext) -> bytes:
+        try:
+            return encode_context(context)
+        except ContextEncodingError as error:
+            raise LandingError(str(error)) from error
 
     def _check_record_size(self, context_json: bytes, payload: bytes) -> None:
         size = len(context_json) + len(payload)
