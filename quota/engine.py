@@ -25,10 +25,11 @@ Broker settings (``QuotaEngineConfig.from_mapping``; values may be ints or strin
     listener.name.<name>.max.connection.creation.rate
 
 Entity quotas (``apply_entity_quotas``): a mapping from entity to ``{key: value}``.  The
-entity is the config store's path (``users/alice``, ``clients/app``,
+entity (a dict key, so hashable) is the config store's path (``users/alice``, ``clients/app``,
 ``users/alice/clients/app``, ``users/<default>``, ``clients/<default>``,
 ``users/<default>/clients/<default>``, ``ips/10.0.0.7``, ``ips/<default>``) or Kafka's
-entity map (``{"user": "alice", "client-id": None}``, None = default).  Keys:
+entity as pairs (``(("user", "alice"), ("client-id", None))``, None = default;
+``alter_entity_quota`` also takes the dict form ``{"user": "alice", "client-id": None}``).  Keys:
 ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
 ``controller_mutation_rate`` for user/client-id entities; ``connection_creation_rate`` for
 IP entities.  The mapping is the complete desired state: entities or keys missing from it
@@ -48,8 +49,13 @@ from quota.connection_quotas import (
     ConnectionQuotaConfig,
     ConnectionQuotas,
 )
-from quota.entity import DEFAULT, ClientQuotaEntity, IpQuotaEntity
-from quota.entity_quotas import EntitySpec, validate_entity_quotas, validate_quota_value
+from quota.entity import DEFAULT, ClientQuotaEntity, IpQuotaEntity, canonical_ip, parse_entity
+from quota.entity_quotas import (
+    EntitySpec,
+    InvalidQuotaError,
+    validate_entity_quotas,
+    validate_quota_value,
+)
 from quota.errors import QuotaConfigError
 from quota.metric_config import Quota
 from quota.metrics import Metrics, MetricValue
@@ -139,7 +145,17 @@ def _overrides(raw: object) -> dict[str, int]:
                 raise QuotaConfigError(f"Invalid value {raw!r} for configuration {key}: "
                                        f"{entry!r} is not <ip>:<count>")
             items.append((ip.strip().strip("[]"), count))
-    return {ip: _int({key: count}, key, 0, minimum=0) for ip, count in items}
+    overrides: dict[str, int] = {}
+    for ip, count in items:
+        try:
+            address = canonical_ip(ip)
+        except ValueError:
+            raise QuotaConfigError(
+                f"Invalid value {raw!r} for configuration {key}: {ip!r} is not an IP address "
+                "(host names are not resolved by the quota engine)"
+            ) from None
+        overrides[address] = _int({key: count}, key, 0, minimum=0)
+    return overrides
 
 
 def _listeners(settings: Mapping[str, object]) -> dict[str, ListenerLimits]:
@@ -321,8 +337,10 @@ class QuotaEngine:
 
     def alter_entity_quota(self, entity: EntitySpec, key: str, value: object | None) -> None:
         """Set one quota (or remove it with ``None``), as one AlterClientQuotas op does."""
-        parsed = validate_entity_quotas({entity: {}})
-        (target,) = parsed
+        try:
+            target = parse_entity(entity)
+        except ValueError as exc:
+            raise InvalidQuotaError(str(exc)) from None
         new_value = (
             None if value is None
             else validate_quota_value(key, value, isinstance(target, IpQuotaEntity))
