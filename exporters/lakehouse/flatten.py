@@ -23,7 +23,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.context import TelemetryContext
 from exporters.lakehouse.anyvalue import encode_attributes
-from exporters.lakehouse.schema import TABLE_BY_POINT_TYPE
+from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 
 __all__ = ["PointRowsBuilder", "flatten", "to_signed64", "to_unsigned64"]
 
@@ -189,7 +189,8 @@ _APPENDERS: dict[str, Callable[[dict[str, list[Any]], Sequence[Any], Any], None]
 
 
 class PointRowsBuilder:
-    """Accumulates the rows of many pushes; :meth:`finish` returns one Arrow table per type."""
+    """Accumulates the rows of many pushes; :meth:`finish` returns one Arrow table per
+    point type plus ``"pushes"`` (one row per push)."""
 
     def __init__(self) -> None:
         self._columns: dict[str, dict[str, list[Any]]] = {}
@@ -198,18 +199,27 @@ class PointRowsBuilder:
 
     def _reset(self) -> None:
         self._columns = {
-            point_type: {name: [] for name in spec.data_schema.names}
-            for point_type, spec in TABLE_BY_POINT_TYPE.items()
+            kind: {name: [] for name in spec.data_schema.names}
+            for kind, spec in (TABLE_BY_POINT_TYPE | {"pushes": PUSHES_TABLE}).items()
         }
         self.points = 0
+        self.pushes = 0
 
     def add_payload(
-        self, payload: bytes, context: TelemetryContext, landing_node: str, landing_offset: int
+        self,
+        payload: bytes,
+        context: TelemetryContext,
+        landing_node: str,
+        landing_offset: int,
+        appended_time_unix_nano: int = 0,
     ) -> int:
         """Parse a ``MetricsData`` protobuf and add its points; returns how many."""
         metrics_data = MetricsData()
         metrics_data.ParseFromString(payload)
-        return self.add(metrics_data, context, landing_node, landing_offset)
+        return self.add(
+            metrics_data, context, landing_node, landing_offset,
+            appended_time_unix_nano=appended_time_unix_nano, payload_bytes=len(payload),
+        )
 
     def add(
         self,
@@ -217,12 +227,16 @@ class PointRowsBuilder:
         context: TelemetryContext,
         landing_node: str,
         landing_offset: int,
+        *,
+        appended_time_unix_nano: int = 0,
+        payload_bytes: int | None = None,
     ) -> int:
-        """Add every data point of one push; returns how many points were added."""
+        """Add every data point of one push, and the push; returns how many points."""
         push_values = _context_columns(context)
         push_values["landing_node"] = landing_node
         push_values["landing_offset"] = landing_offset
         added = 0
+        metric_count = 0
         for resource_index, rm in enumerate(metrics_data.resource_metrics):
             resource_attributes, resource_types = encode_attributes(rm.resource.attributes)
             resource_values = {
@@ -273,14 +287,26 @@ class PointRowsBuilder:
                     cols["point_index"].extend(range(n))
                     _APPENDERS[point_type](cols, points, data)
                     added += n
+                    metric_count += 1
+        push_cols = self._columns["pushes"]
+        for name, value in push_values.items():
+            push_cols[name].append(value)
+        push_cols["appended_time_unix_nano"].append(appended_time_unix_nano)
+        push_cols["payload_bytes"].append(
+            metrics_data.ByteSize() if payload_bytes is None else payload_bytes
+        )
+        push_cols["metric_count"].append(metric_count)
+        push_cols["point_count"].append(added)
         self.points += added
+        self.pushes += 1
         return added
 
     def finish(self) -> dict[str, pa.Table]:
-        """One Arrow table per point type (all five, possibly empty); resets the builder."""
+        """Arrow tables by kind (five point types and "pushes", possibly empty); resets."""
+        specs = TABLE_BY_POINT_TYPE | {"pushes": PUSHES_TABLE}
         tables = {
-            point_type: pa.Table.from_pydict(cols, schema=TABLE_BY_POINT_TYPE[point_type].data_schema)
-            for point_type, cols in self._columns.items()
+            kind: pa.Table.from_pydict(cols, schema=specs[kind].data_schema)
+            for kind, cols in self._columns.items()
         }
         self._reset()
         return tables

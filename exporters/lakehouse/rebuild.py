@@ -171,9 +171,14 @@ def _new_metric(sm: ScopeMetrics, point_type: str, row: Row) -> Metric:
 
 
 def rebuild(rows_by_type: Mapping[str, Iterable[Row]]) -> dict[PushKey, MetricsData]:
-    """Group rows (keyed by point type, e.g. ``{"gauge": [...]}``) back into pushes."""
+    """Group rows (keyed by point type, e.g. ``{"gauge": [...]}``) back into pushes.
+
+    A ``"pushes"`` entry is ignored: it has no points.
+    """
     keyed: list[tuple[tuple[Any, ...], str, Row]] = []
     for point_type, rows in rows_by_type.items():
+        if point_type == "pushes":
+            continue
         if point_type not in _POINT_SETTERS:
             raise ValueError(f"unknown point type {point_type!r}")
         keyed.extend((tuple(row[k] for k in LINEAGE_KEY), point_type, row) for row in rows)

@@ -35,6 +35,8 @@ __all__ = [
     "DEFAULT_DATABASE",
     "TableSpec",
     "TABLES",
+    "POINT_TABLES",
+    "PUSHES_TABLE",
     "TABLE_BY_POINT_TYPE",
     "PARTITION_COLUMNS",
     "LINEAGE_KEY",
@@ -186,9 +188,9 @@ _PARTITION_FIELDS: tuple[pa.Field, ...] = (
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TableSpec:
-    """One point table: its OTLP point type, its name and its full column list."""
+    """One table: what its rows are, its name and its full column list."""
 
-    point_type: str  # "gauge", "sum", "histogram", "exponential_histogram", "summary"
+    kind: str  # OTLP point type ("gauge", "sum", ...) or "pushes"
     name: str  # table name inside the database, e.g. "metrics_gauge"
     arrow_schema: pa.Schema  # every column, partition columns last (insertInto order)
 
@@ -214,10 +216,31 @@ def _table(point_type: str) -> TableSpec:
     return TableSpec(point_type, f"metrics_{point_type}", pa.schema(list(fields)))
 
 
-TABLES: tuple[TableSpec, ...] = tuple(
+POINT_TABLES: tuple[TableSpec, ...] = tuple(
     _table(t) for t in ("gauge", "sum", "histogram", "exponential_histogram", "summary")
 )
-TABLE_BY_POINT_TYPE: dict[str, TableSpec] = {t.point_type: t for t in TABLES}
+TABLE_BY_POINT_TYPE: dict[str, TableSpec] = {t.kind: t for t in POINT_TABLES}
+
+# One row per push (landing record), points or not: what the `clients` view counts.
+PUSHES_TABLE = TableSpec(
+    "pushes",
+    "pushes",
+    pa.schema(
+        list(
+            _CONTEXT_COLUMNS
+            + (
+                pa.field("landing_node", pa.string()),
+                pa.field("landing_offset", pa.int64()),
+                pa.field("appended_time_unix_nano", pa.int64()),
+                pa.field("payload_bytes", pa.int32()),
+                pa.field("metric_count", pa.int32()),
+                pa.field("point_count", pa.int32()),
+            )
+            + _PARTITION_FIELDS
+        )
+    ),
+)
+TABLES: tuple[TableSpec, ...] = POINT_TABLES + (PUSHES_TABLE,)
 
 _SCALAR_SQL: dict[pa.DataType, str] = {
     pa.string(): "STRING",

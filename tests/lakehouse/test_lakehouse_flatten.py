@@ -32,11 +32,13 @@ def _points(md: MetricsData) -> int:
     return total
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(md=metrics_data(), context=CONTEXTS, offset=st.integers(0, 1 << 40))
 def test_round_trip_through_arrow_rows(md: MetricsData, context, offset: int) -> None:
     tables = flatten(md, context, "node-1", offset)
+    pushes = tables.pop("pushes").to_pylist()
     assert sum(t.num_rows for t in tables.values()) == _points(md)
+    assert [(p["landing_offset"], p["point_count"]) for p in pushes] == [(offset, _points(md))]
     rebuilt = rebuild(_rows(tables))
     assert list(rebuilt) == [("node-1", offset)]
     assert canonical(rebuilt[("node-1", offset)]) == canonical(md)
@@ -129,11 +131,13 @@ def test_builder_accumulates_many_pushes_and_resets() -> None:
     assert builder.points == 6
     tables = builder.finish()
     assert tables["sum"].num_rows == 6 and tables["gauge"].num_rows == 0
+    assert tables["pushes"].column("point_count").to_pylist() == [2, 2, 2]
     assert set(rebuild(_rows(tables))) == {("node-1", 0), ("node-1", 1), ("node-1", 2)}
     assert builder.points == 0 and builder.finish()["sum"].num_rows == 0
 
 
 def test_table_ddl_names_every_column_with_partitions_last() -> None:
+    assert {t.name for t in TABLES} >= {"pushes", "metrics_gauge", "metrics_summary"}
     for table in TABLES:
         ddl = create_table_sql("ktc", table)
         assert f"`ktc`.`{table.name}`" in ddl
