@@ -4,10 +4,12 @@ Delivery contract
 -----------------
 * Per landing directory, records go out in offset order, one request in flight at a time,
   so every client's points reach the receiver in the order the client pushed them.
-* The consumer position (``ConsumerPositions(dir, "otlp-forwarder")``) is committed only
-  after the receiver accepted the batch, or after a *permanent* rejection that is counted
-  as dropped.  A crash between the two repeats that one batch: delivery is at-least-once,
-  and exactly-once whenever the process is not killed mid-send.
+* The consumer position (``ConsumerPositions(dir, "otlp-forwarder")``) only ever covers
+  batches the receiver accepted, or *permanently* rejected (counted as dropped).  It is
+  written at most every ``commit_interval_s`` (a commit is an fsync: ~150/s on this
+  machine's disk, far below the push rate), when ``run_once`` finishes and on shutdown.
+  A crash therefore resends at most the last ``commit_interval_s`` of batches: delivery is
+  at-least-once, and exactly-once whenever the process is not killed.
 * Retryable failures are retried with the Collector's jittered exponential backoff.  When
   ``max_elapsed_time`` is exceeded the Collector would drop the batch; here the data is
   still in the durable landing log, so the forwarder keeps retrying every
@@ -70,6 +72,9 @@ DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024 - 64 * 1024
 
 # How often an idle consumer looks for new records in its landing logs.
 DEFAULT_POLL_INTERVAL_S = 0.1
+
+# How often delivered progress is written to the positions file (see the module doc).
+DEFAULT_COMMIT_INTERVAL_S = 1.0
 
 # After an unexpected error (a corrupt log, a full disk on commit) a consumer pauses this
 # long before trying the same directory again, instead of spinning.
@@ -145,7 +150,9 @@ class _LogTail:
         self.directory = directory
         self.reader = LandingReader(directory)
         self.positions = ConsumerPositions(directory, consumer_name)
-        self.committed = self.positions.load()
+        self.committed = self.positions.load()  # durable: in the positions file
+        self.acked = self.committed  # delivered (or dropped); committed lazily
+        self.last_commit_s = float("-inf")
         self.read_offset = self.committed
         self.pending: collections.deque[_Prepared] = collections.deque()
         self.end_offset = self.committed
@@ -170,12 +177,14 @@ class OtlpForwarder:
         rng: random.Random | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
     ) -> None:
         self._config = config
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._rng = rng if rng is not None else random.Random()
         self._poll_interval_s = poll_interval_s
         self._max_request_bytes = max_request_bytes
+        self._commit_interval_s = commit_interval_s
         self.metrics = ForwarderMetrics(
             registry if registry is not None else CollectorRegistry(), exporter_name
         )
@@ -202,11 +211,14 @@ class OtlpForwarder:
         for tail in self._tails:
             tail.end_offset = tail.reader.end_offset()
             target = tail.end_offset
-            while tail.committed < target and not stop.is_set():
-                moved = self._step(tail, stop, draining=True)
-                if moved is None:  # the reader had nothing after all, or we were stopped
-                    break
-                total += moved
+            try:
+                while tail.acked < target and not stop.is_set():
+                    moved = self._step(tail, stop, draining=True)
+                    if moved is None:  # the reader had nothing after all, or we were stopped
+                        break
+                    total += moved
+            finally:
+                self._commit(tail, force=True)
         return total
 
     def serve(self, stop: threading.Event) -> None:
@@ -258,32 +270,50 @@ class OtlpForwarder:
     # ------------------------------------------------------------------ consumer loop
 
     def _consume(self, tails: list[_LogTail], stop: threading.Event) -> None:
-        while not stop.is_set():
-            wake_in_s = self._poll_interval_s
-            for tail in tails:
-                if stop.is_set():
+        try:
+            while not stop.is_set():
+                wake_in_s = self._poll_interval_s
+                for tail in tails:
+                    if stop.is_set():
+                        return
+                    try:
+                        tail.end_offset = tail.reader.end_offset()
+                        if tail.acked < tail.end_offset:
+                            if self._step(tail, stop, draining=False) is not None:
+                                wake_in_s = 0.0
+                            else:  # holding a small batch back for flush_timeout
+                                wake_in_s = min(wake_in_s, self._flush_wait_s(tail))
+                        self._commit(tail, force=False)
+                    except Exception:
+                        log.exception("otlp forwarder: error on %s; pausing", tail.directory)
+                        wake_in_s = max(wake_in_s, _ERROR_PAUSE_S)
+                if wake_in_s > 0 and self._clock.wait(stop, wake_in_s):
                     return
+        finally:
+            for tail in tails:
                 try:
-                    tail.end_offset = tail.reader.end_offset()
-                    self.metrics.set_lag(str(tail.directory), tail.end_offset - tail.committed)
-                    if tail.committed < tail.end_offset:
-                        if self._step(tail, stop, draining=False) is not None:
-                            wake_in_s = 0.0
-                        else:  # holding a small batch back for flush_timeout
-                            wake_in_s = min(wake_in_s, self._flush_wait_s(tail))
+                    self._commit(tail, force=True)
                 except Exception:
-                    log.exception("otlp forwarder: error on %s; pausing", tail.directory)
-                    wake_in_s = max(wake_in_s, _ERROR_PAUSE_S)
-            if wake_in_s > 0 and self._clock.wait(stop, wake_in_s):
-                return
+                    log.exception("otlp forwarder: final commit failed on %s", tail.directory)
+
+    def _commit(self, tail: _LogTail, *, force: bool) -> None:
+        """Write the delivered position if it moved and the interval passed (or ``force``)."""
+        now_s = self._clock.monotonic_s()
+        if tail.acked > tail.committed and (
+            force or now_s - tail.last_commit_s >= self._commit_interval_s
+        ):
+            tail.positions.commit(tail.acked)
+            tail.committed = tail.acked
+            tail.last_commit_s = now_s
+        self.metrics.set_lag(str(tail.directory), tail.end_offset - tail.committed)
 
     # ------------------------------------------------------------------ one batch
 
     def _step(
         self, tail: _LogTail, stop: threading.Event, *, draining: bool
     ) -> ForwardStats | None:
-        """Read ahead, cut one batch, deliver it, commit.  Returns what it moved, or None
-        when nothing was committed (no batch ready yet, or stopped mid-backoff)."""
+        """Read ahead, cut one batch, deliver it, mark it acked.  Returns what it moved, or
+        None when nothing moved (no batch ready yet, or stopped mid-backoff)."""
         self._fill(tail)
         batch = self._cut_batch(tail, draining=draining)
         if not batch:
@@ -296,14 +326,11 @@ class OtlpForwarder:
             if points == 0
             else self._deliver(b"".join(p.body for p in batch), points, stop)
         )
-        if outcome is None:  # stopped mid-backoff: nothing committed, the batch stays landed
+        if outcome is None:  # stopped mid-backoff: not acked, the batch stays landed
             return None
         for _ in batch:
             self._window.give_back(tail.pending.popleft().size)
-        next_offset = batch[-1].offset + 1
-        tail.positions.commit(next_offset)
-        tail.committed = next_offset
-        self.metrics.set_lag(str(tail.directory), tail.end_offset - tail.committed)
+        tail.acked = batch[-1].offset + 1
 
         if outcome.sent_points:
             self.metrics.sent_metric_points.inc(outcome.sent_points)

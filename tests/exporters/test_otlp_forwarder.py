@@ -365,7 +365,8 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
         "initial_interval": "20ms", "max_interval": "100ms", "max_elapsed_time": "200ms"})
     log = LandingLog(landing_dir, fsync="never", housekeeping=False)
     registry = CollectorRegistry()
-    fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry)
+    fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry,
+                    commit_interval_s=0.01)
     stop, thread = _serve_in_thread(fwd)
     sequence = {client: 0 for client in range(3)}
 
@@ -422,6 +423,25 @@ def test_a_restarted_forwarder_resumes_from_its_committed_position(
     finally:
         second.close()
     assert per_client_values(receiver)["client-0000000000000000"] == list(range(15))
+
+
+def test_positions_are_written_once_per_commit_interval_and_on_shutdown(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, seq) for seq in range(4)])
+    fwd = forwarder([landing_dir], config(receiver.target), poll_interval_s=0.01,
+                    commit_interval_s=3600)
+    stop, thread = _serve_in_thread(fwd)
+    try:
+        assert receiver.wait_for_points(4 * POINTS_PER_PUSH)
+        # The first delivery is committed at once, the rest wait for the interval ...
+        assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 1
+    finally:
+        stop.set()
+        thread.join(5)
+        fwd.close()
+    # ... or for shutdown, which commits everything delivered.
+    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 4
 
 
 def test_a_batch_interrupted_in_backoff_is_not_committed_and_is_sent_after_restart(
