@@ -281,8 +281,9 @@ def test_subscriptions_and_quotas_are_mounted_for_the_store(rendered: Callable[.
     values = load_values(CI / "subscriptions-quotas-values.yaml")
     docs = rendered(values)
     data = find(docs, "ConfigMap")["data"]
-    assert yaml.safe_load(data["client-metrics.yaml"]) == values["subscriptions"]
-    assert yaml.safe_load(data["quotas.yaml"]) == values["quotas"]
+    # The store's file format: one top-level key per file (subscriptions/store.py).
+    assert yaml.safe_load(data["client-metrics.yaml"]) == {"subscriptions": values["subscriptions"]}
+    assert yaml.safe_load(data["quotas.yaml"]) == {"quotas": values["quotas"]}
 
     statefulset = find(docs, "StatefulSet")
     mounts = {m["name"]: m for m in container(statefulset, "collector")["volumeMounts"]}

@@ -38,19 +38,14 @@ Defaults the operator may override:
 {{- toYaml $merged }}
 {{- end }}
 
-{{/* client-metrics.yaml and quotas.yaml for the config store (hot-reloaded). */}}
+{{/*
+client-metrics.yaml and quotas.yaml in the config store's format (subscriptions/store.py):
+one top-level key each, `subscriptions:` and `quotas:`.  Hot-reloaded by the collector.
+*/}}
 {{- define "ktc.subscriptionsData" -}}
-{{- if .Values.subscriptions }}
-{{- toYaml .Values.subscriptions }}
-{{- else -}}
-{}
-{{- end }}
+{{- toYaml (dict "subscriptions" (.Values.subscriptions | default dict)) }}
 {{- end }}
 
 {{- define "ktc.quotasData" -}}
-{{- if .Values.quotas }}
-{{- toYaml .Values.quotas }}
-{{- else -}}
-{}
-{{- end }}
+{{- toYaml (dict "quotas" (.Values.quotas | default dict)) }}
 {{- end }}
