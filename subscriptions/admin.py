@@ -1,0 +1,77 @@
+"""Admin operations mirroring Apache Kafka's ``kafka-client-metrics.sh`` (kip714 §5.1).
+
+Follows ``tools/.../ClientMetricsCommand.java``: ``--alter`` sends SET for each option
+given and DELETE for an option given as the empty string (``--interval ""`` resets the
+interval to its default); options not given are left alone; ``--generate-name`` names
+the subscription with a random Kafka Uuid string. The CLI (``ktc subscriptions ...``)
+prints what these return; the messages are the Kafka tool's.
+"""
+
+from __future__ import annotations
+
+from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
+from subscriptions.model import CONFIG_INTERVAL_MS, CONFIG_MATCH, CONFIG_METRICS
+from subscriptions.store import ConfigStore
+
+__all__ = [
+    "AdminUsageError",
+    "alter",
+    "delete",
+    "describe",
+    "format_describe",
+    "list_subscriptions",
+]
+
+
+class AdminUsageError(ValueError):
+    """The operation was asked for wrongly (missing or conflicting options, unknown name)."""
+
+
+def alter(store: ConfigStore, name: str | None = None, generate_name: bool = False,
+          metrics: str | None = None, interval: str | None = None, match: str | None = None
+          ) -> str:
+    """Create or change a subscription; returns its name.
+
+    Each of ``metrics``/``interval``/``match``: ``None`` = untouched, ``""`` = delete the
+    key (back to its default), anything else = set. Raises ``AdminUsageError`` for bad
+    options and ``proto.errors.KafkaError`` (Kafka's code and message) for bad values.
+    """
+    if (name is not None) == generate_name:
+        raise AdminUsageError("One of --name or --generate-name must be specified with --alter.")
+    subscription_name = kafka_uuid_to_str(random_instance_id()) if generate_name else name
+    assert subscription_name is not None
+    options = {CONFIG_METRICS: metrics, CONFIG_INTERVAL_MS: interval, CONFIG_MATCH: match}
+    to_set = {key: value for key, value in options.items() if value}
+    to_delete = [key for key, value in options.items() if value == ""]
+    store.alter_subscription(subscription_name, to_set, to_delete)
+    return subscription_name
+
+
+def delete(store: ConfigStore, name: str) -> None:
+    """Remove a subscription (every key deleted)."""
+    if not name:
+        raise AdminUsageError("A client metrics resource name must be specified with --delete.")
+    if not store.delete_subscription(name):
+        raise AdminUsageError(f"Client metrics subscription {name} does not exist.")
+
+
+def describe(store: ConfigStore, name: str | None = None) -> list[tuple[str, dict[str, str]]]:
+    """``(name, configs)`` for one subscription or all, configs with defaults (Kafka 4.1+)."""
+    if name is not None and name not in store.list_names():
+        raise AdminUsageError(f"Client metrics subscription {name} does not exist.")
+    names = [name] if name is not None else store.list_names()
+    return [(each, store.describe(each, include_defaults=True)) for each in names]
+
+
+def format_describe(described: list[tuple[str, dict[str, str]]]) -> str:
+    """The Kafka tool's output: a header line per subscription, then ``  key=value``."""
+    lines: list[str] = []
+    for name, configs in described:
+        lines.append(f"Client metrics configs for {name} are:")
+        lines.extend(f"  {key}={value}" for key, value in configs.items())
+    return "\n".join(lines)
+
+
+def list_subscriptions(store: ConfigStore) -> list[str]:
+    """Subscription names, in creation order."""
+    return store.list_names()
