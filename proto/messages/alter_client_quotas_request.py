@@ -79,6 +79,18 @@ class AlterClientQuotasRequest:
     """Whether the alteration should be validated, but not performed."""
 
 
+_new = object.__new__
+_set_AlterClientQuotasRequest_entries = AlterClientQuotasRequest.entries.__set__
+_set_AlterClientQuotasRequest_validate_only = AlterClientQuotasRequest.validate_only.__set__
+_set_EntityData_entity_name = EntityData.entity_name.__set__
+_set_EntityData_entity_type = EntityData.entity_type.__set__
+_set_EntryData_entity = EntryData.entity.__set__
+_set_EntryData_ops = EntryData.ops.__set__
+_set_OpData_key = OpData.key.__set__
+_set_OpData_remove = OpData.remove.__set__
+_set_OpData_value = OpData.value.__set__
+
+
 _S0 = struct.Struct(">d?")
 _S1 = struct.Struct(">?")
 
@@ -86,21 +98,21 @@ _S1 = struct.Struct(">?")
 def _read_EntityData_v0(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_string(buf, pos)
     _entity_name, pos = read_nullable_string(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_OpData_v0(buf: BytesLike, pos: int) -> tuple[OpData, int]:
     _key, pos = read_string(buf, pos)
     (_value, _remove) = _S0.unpack_from(buf, pos)
     pos += 9
-    return OpData(
-        key=_key,
-        value=_value,
-        remove=_remove,
-    ), pos
+    _message = _new(OpData)
+    _set_OpData_key(_message, _key)
+    _set_OpData_value(_message, _value)
+    _set_OpData_remove(_message, _remove)
+    return _message, pos
 
 
 def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -122,10 +134,10 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _item, pos = _read_OpData_v0(buf, pos)
             _items.append(_item)
         _ops = tuple(_items)
-    return EntryData(
-        entity=_entity,
-        ops=_ops,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_entity(_message, _entity)
+    _set_EntryData_ops(_message, _ops)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
@@ -140,10 +152,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
         _entries = tuple(_items)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
-    return AlterClientQuotasRequest(
-        entries=_entries,
-        validate_only=_validate_only,
-    ), pos
+    _message = _new(AlterClientQuotasRequest)
+    _set_AlterClientQuotasRequest_entries(_message, _entries)
+    _set_AlterClientQuotasRequest_validate_only(_message, _validate_only)
+    return _message, pos
 
 
 def _write_EntityData_v0(msg: EntityData, out: bytearray) -> None:
@@ -188,10 +200,10 @@ def _read_EntityData_v1(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_compact_string(buf, pos)
     _entity_name, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_OpData_v1(buf: BytesLike, pos: int) -> tuple[OpData, int]:
@@ -199,11 +211,11 @@ def _read_OpData_v1(buf: BytesLike, pos: int) -> tuple[OpData, int]:
     (_value, _remove) = _S0.unpack_from(buf, pos)
     pos += 9
     pos = skip_tagged_fields(buf, pos)
-    return OpData(
-        key=_key,
-        value=_value,
-        remove=_remove,
-    ), pos
+    _message = _new(OpData)
+    _set_OpData_key(_message, _key)
+    _set_OpData_value(_message, _value)
+    _set_OpData_remove(_message, _remove)
+    return _message, pos
 
 
 def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -226,10 +238,10 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _items.append(_item)
         _ops = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return EntryData(
-        entity=_entity,
-        ops=_ops,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_entity(_message, _entity)
+    _set_EntryData_ops(_message, _ops)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
@@ -245,10 +257,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
-    return AlterClientQuotasRequest(
-        entries=_entries,
-        validate_only=_validate_only,
-    ), pos
+    _message = _new(AlterClientQuotasRequest)
+    _set_AlterClientQuotasRequest_entries(_message, _entries)
+    _set_AlterClientQuotasRequest_validate_only(_message, _validate_only)
+    return _message, pos
 
 
 def _write_EntityData_v1(msg: EntityData, out: bytearray) -> None:

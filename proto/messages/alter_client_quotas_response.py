@@ -72,6 +72,16 @@ class AlterClientQuotasResponse:
     """The quota configuration entries to alter."""
 
 
+_new = object.__new__
+_set_AlterClientQuotasResponse_entries = AlterClientQuotasResponse.entries.__set__
+_set_AlterClientQuotasResponse_throttle_time_ms = AlterClientQuotasResponse.throttle_time_ms.__set__
+_set_EntityData_entity_name = EntityData.entity_name.__set__
+_set_EntityData_entity_type = EntityData.entity_type.__set__
+_set_EntryData_entity = EntryData.entity.__set__
+_set_EntryData_error_code = EntryData.error_code.__set__
+_set_EntryData_error_message = EntryData.error_message.__set__
+
+
 _S0 = struct.Struct(">i")
 _S1 = struct.Struct(">h")
 
@@ -79,10 +89,10 @@ _S1 = struct.Struct(">h")
 def _read_EntityData_v0(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_string(buf, pos)
     _entity_name, pos = read_nullable_string(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -98,11 +108,11 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _item, pos = _read_EntityData_v0(buf, pos)
             _items.append(_item)
         _entity = tuple(_items)
-    return EntryData(
-        error_code=_error_code,
-        error_message=_error_message,
-        entity=_entity,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_error_code(_message, _error_code)
+    _set_EntryData_error_message(_message, _error_message)
+    _set_EntryData_entity(_message, _entity)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
@@ -117,10 +127,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
             _item, pos = _read_EntryData_v0(buf, pos)
             _items.append(_item)
         _entries = tuple(_items)
-    return AlterClientQuotasResponse(
-        throttle_time_ms=_throttle_time_ms,
-        entries=_entries,
-    ), pos
+    _message = _new(AlterClientQuotasResponse)
+    _set_AlterClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_AlterClientQuotasResponse_entries(_message, _entries)
+    return _message, pos
 
 
 def _write_EntityData_v0(msg: EntityData, out: bytearray) -> None:
@@ -155,10 +165,10 @@ def _read_EntityData_v1(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_compact_string(buf, pos)
     _entity_name, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -175,11 +185,11 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _items.append(_item)
         _entity = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return EntryData(
-        error_code=_error_code,
-        error_message=_error_message,
-        entity=_entity,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_error_code(_message, _error_code)
+    _set_EntryData_error_message(_message, _error_message)
+    _set_EntryData_entity(_message, _entity)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
@@ -195,10 +205,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
             _items.append(_item)
         _entries = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return AlterClientQuotasResponse(
-        throttle_time_ms=_throttle_time_ms,
-        entries=_entries,
-    ), pos
+    _message = _new(AlterClientQuotasResponse)
+    _set_AlterClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_AlterClientQuotasResponse_entries(_message, _entries)
+    return _message, pos
 
 
 def _write_EntityData_v1(msg: EntityData, out: bytearray) -> None:

@@ -46,11 +46,23 @@ class ApiVersionsRequest:
     """The node ID the client intends to connect to. Provide both ClusterId and NodeId, if known."""
 
 
+_new = object.__new__
+_set_ApiVersionsRequest_client_software_name = ApiVersionsRequest.client_software_name.__set__
+_set_ApiVersionsRequest_client_software_version = ApiVersionsRequest.client_software_version.__set__
+_set_ApiVersionsRequest_cluster_id = ApiVersionsRequest.cluster_id.__set__
+_set_ApiVersionsRequest_node_id = ApiVersionsRequest.node_id.__set__
+
+
 _S0 = struct.Struct(">i")
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[ApiVersionsRequest, int]:
-    return ApiVersionsRequest(), pos
+    _message = _new(ApiVersionsRequest)
+    _set_ApiVersionsRequest_client_software_name(_message, "")
+    _set_ApiVersionsRequest_client_software_version(_message, "")
+    _set_ApiVersionsRequest_cluster_id(_message, None)
+    _set_ApiVersionsRequest_node_id(_message, -1)
+    return _message, pos
 
 
 def write_v0(msg: ApiVersionsRequest, out: bytearray) -> None:
@@ -61,10 +73,12 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ApiVersionsRequest, int]:
     _client_software_name, pos = read_compact_string(buf, pos)
     _client_software_version, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return ApiVersionsRequest(
-        client_software_name=_client_software_name,
-        client_software_version=_client_software_version,
-    ), pos
+    _message = _new(ApiVersionsRequest)
+    _set_ApiVersionsRequest_client_software_name(_message, _client_software_name)
+    _set_ApiVersionsRequest_client_software_version(_message, _client_software_version)
+    _set_ApiVersionsRequest_cluster_id(_message, None)
+    _set_ApiVersionsRequest_node_id(_message, -1)
+    return _message, pos
 
 
 def write_v3(msg: ApiVersionsRequest, out: bytearray) -> None:
@@ -80,12 +94,12 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[ApiVersionsRequest, int]:
     (_node_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return ApiVersionsRequest(
-        client_software_name=_client_software_name,
-        client_software_version=_client_software_version,
-        cluster_id=_cluster_id,
-        node_id=_node_id,
-    ), pos
+    _message = _new(ApiVersionsRequest)
+    _set_ApiVersionsRequest_client_software_name(_message, _client_software_name)
+    _set_ApiVersionsRequest_client_software_version(_message, _client_software_version)
+    _set_ApiVersionsRequest_cluster_id(_message, _cluster_id)
+    _set_ApiVersionsRequest_node_id(_message, _node_id)
+    return _message, pos
 
 
 def write_v5(msg: ApiVersionsRequest, out: bytearray) -> None:

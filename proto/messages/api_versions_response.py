@@ -98,6 +98,25 @@ class ApiVersionsResponse:
     """Set by a KRaft controller if the required configurations for ZK migration are present."""
 
 
+_new = object.__new__
+_set_ApiVersion_api_key = ApiVersion.api_key.__set__
+_set_ApiVersion_max_version = ApiVersion.max_version.__set__
+_set_ApiVersion_min_version = ApiVersion.min_version.__set__
+_set_ApiVersionsResponse_api_keys = ApiVersionsResponse.api_keys.__set__
+_set_ApiVersionsResponse_error_code = ApiVersionsResponse.error_code.__set__
+_set_ApiVersionsResponse_finalized_features = ApiVersionsResponse.finalized_features.__set__
+_set_ApiVersionsResponse_finalized_features_epoch = ApiVersionsResponse.finalized_features_epoch.__set__
+_set_ApiVersionsResponse_supported_features = ApiVersionsResponse.supported_features.__set__
+_set_ApiVersionsResponse_throttle_time_ms = ApiVersionsResponse.throttle_time_ms.__set__
+_set_ApiVersionsResponse_zk_migration_ready = ApiVersionsResponse.zk_migration_ready.__set__
+_set_FinalizedFeatureKey_max_version_level = FinalizedFeatureKey.max_version_level.__set__
+_set_FinalizedFeatureKey_min_version_level = FinalizedFeatureKey.min_version_level.__set__
+_set_FinalizedFeatureKey_name = FinalizedFeatureKey.name.__set__
+_set_SupportedFeatureKey_max_version = SupportedFeatureKey.max_version.__set__
+_set_SupportedFeatureKey_min_version = SupportedFeatureKey.min_version.__set__
+_set_SupportedFeatureKey_name = SupportedFeatureKey.name.__set__
+
+
 _S0 = struct.Struct(">h")
 _S1 = struct.Struct(">hhh")
 _S2 = struct.Struct(">i")
@@ -109,11 +128,11 @@ _S5 = struct.Struct(">?")
 def _read_ApiVersion_v0(buf: BytesLike, pos: int) -> tuple[ApiVersion, int]:
     (_api_key, _min_version, _max_version) = _S1.unpack_from(buf, pos)
     pos += 6
-    return ApiVersion(
-        api_key=_api_key,
-        min_version=_min_version,
-        max_version=_max_version,
-    ), pos
+    _message = _new(ApiVersion)
+    _set_ApiVersion_api_key(_message, _api_key)
+    _set_ApiVersion_min_version(_message, _min_version)
+    _set_ApiVersion_max_version(_message, _max_version)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
@@ -128,10 +147,15 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
             _item, pos = _read_ApiVersion_v0(buf, pos)
             _items.append(_item)
         _api_keys = tuple(_items)
-    return ApiVersionsResponse(
-        error_code=_error_code,
-        api_keys=_api_keys,
-    ), pos
+    _message = _new(ApiVersionsResponse)
+    _set_ApiVersionsResponse_error_code(_message, _error_code)
+    _set_ApiVersionsResponse_api_keys(_message, _api_keys)
+    _set_ApiVersionsResponse_throttle_time_ms(_message, 0)
+    _set_ApiVersionsResponse_supported_features(_message, ())
+    _set_ApiVersionsResponse_finalized_features_epoch(_message, -1)
+    _set_ApiVersionsResponse_finalized_features(_message, ())
+    _set_ApiVersionsResponse_zk_migration_ready(_message, False)
+    return _message, pos
 
 
 def _write_ApiVersion_v0(msg: ApiVersion, out: bytearray) -> None:
@@ -163,11 +187,15 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
         _api_keys = tuple(_items)
     (_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
-    return ApiVersionsResponse(
-        error_code=_error_code,
-        api_keys=_api_keys,
-        throttle_time_ms=_throttle_time_ms,
-    ), pos
+    _message = _new(ApiVersionsResponse)
+    _set_ApiVersionsResponse_error_code(_message, _error_code)
+    _set_ApiVersionsResponse_api_keys(_message, _api_keys)
+    _set_ApiVersionsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_ApiVersionsResponse_supported_features(_message, ())
+    _set_ApiVersionsResponse_finalized_features_epoch(_message, -1)
+    _set_ApiVersionsResponse_finalized_features(_message, ())
+    _set_ApiVersionsResponse_zk_migration_ready(_message, False)
+    return _message, pos
 
 
 def write_v1(msg: ApiVersionsResponse, out: bytearray) -> None:
@@ -186,11 +214,11 @@ def _read_ApiVersion_v3(buf: BytesLike, pos: int) -> tuple[ApiVersion, int]:
     (_api_key, _min_version, _max_version) = _S1.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
-    return ApiVersion(
-        api_key=_api_key,
-        min_version=_min_version,
-        max_version=_max_version,
-    ), pos
+    _message = _new(ApiVersion)
+    _set_ApiVersion_api_key(_message, _api_key)
+    _set_ApiVersion_min_version(_message, _min_version)
+    _set_ApiVersion_max_version(_message, _max_version)
+    return _message, pos
 
 
 def _read_SupportedFeatureKey_v3(buf: BytesLike, pos: int) -> tuple[SupportedFeatureKey, int]:
@@ -198,11 +226,11 @@ def _read_SupportedFeatureKey_v3(buf: BytesLike, pos: int) -> tuple[SupportedFea
     (_min_version, _max_version) = _S3.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return SupportedFeatureKey(
-        name=_name,
-        min_version=_min_version,
-        max_version=_max_version,
-    ), pos
+    _message = _new(SupportedFeatureKey)
+    _set_SupportedFeatureKey_name(_message, _name)
+    _set_SupportedFeatureKey_min_version(_message, _min_version)
+    _set_SupportedFeatureKey_max_version(_message, _max_version)
+    return _message, pos
 
 
 def _read_ApiVersionsResponse_supported_features_v3(
@@ -233,11 +261,11 @@ def _read_FinalizedFeatureKey_v3(buf: BytesLike, pos: int) -> tuple[FinalizedFea
     (_max_version_level, _min_version_level) = _S3.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return FinalizedFeatureKey(
-        name=_name,
-        max_version_level=_max_version_level,
-        min_version_level=_min_version_level,
-    ), pos
+    _message = _new(FinalizedFeatureKey)
+    _set_FinalizedFeatureKey_name(_message, _name)
+    _set_FinalizedFeatureKey_max_version_level(_message, _max_version_level)
+    _set_FinalizedFeatureKey_min_version_level(_message, _min_version_level)
+    return _message, pos
 
 
 def _read_ApiVersionsResponse_finalized_features_v3(
@@ -309,15 +337,15 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
                 _read_ApiVersionsResponse_zk_migration_ready_v3,
                 3,
             )
-    return ApiVersionsResponse(
-        error_code=_error_code,
-        api_keys=_api_keys,
-        throttle_time_ms=_throttle_time_ms,
-        supported_features=_supported_features,
-        finalized_features_epoch=_finalized_features_epoch,
-        finalized_features=_finalized_features,
-        zk_migration_ready=_zk_migration_ready,
-    ), pos
+    _message = _new(ApiVersionsResponse)
+    _set_ApiVersionsResponse_error_code(_message, _error_code)
+    _set_ApiVersionsResponse_api_keys(_message, _api_keys)
+    _set_ApiVersionsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_ApiVersionsResponse_supported_features(_message, _supported_features)
+    _set_ApiVersionsResponse_finalized_features_epoch(_message, _finalized_features_epoch)
+    _set_ApiVersionsResponse_finalized_features(_message, _finalized_features)
+    _set_ApiVersionsResponse_zk_migration_ready(_message, _zk_migration_ready)
+    return _message, pos
 
 
 def _write_ApiVersion_v3(msg: ApiVersion, out: bytearray) -> None:

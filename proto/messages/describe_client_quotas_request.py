@@ -61,6 +61,14 @@ class DescribeClientQuotasRequest:
     """Whether the match is strict, i.e. should exclude entities with unspecified entity types."""
 
 
+_new = object.__new__
+_set_ComponentData_entity_type = ComponentData.entity_type.__set__
+_set_ComponentData_match = ComponentData.match.__set__
+_set_ComponentData_match_type = ComponentData.match_type.__set__
+_set_DescribeClientQuotasRequest_components = DescribeClientQuotasRequest.components.__set__
+_set_DescribeClientQuotasRequest_strict = DescribeClientQuotasRequest.strict.__set__
+
+
 _S0 = struct.Struct(">b")
 _S1 = struct.Struct(">?")
 
@@ -70,11 +78,11 @@ def _read_ComponentData_v0(buf: BytesLike, pos: int) -> tuple[ComponentData, int
     (_match_type,) = _S0.unpack_from(buf, pos)
     pos += 1
     _match, pos = read_nullable_string(buf, pos)
-    return ComponentData(
-        entity_type=_entity_type,
-        match_type=_match_type,
-        match=_match,
-    ), pos
+    _message = _new(ComponentData)
+    _set_ComponentData_entity_type(_message, _entity_type)
+    _set_ComponentData_match_type(_message, _match_type)
+    _set_ComponentData_match(_message, _match)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
@@ -89,10 +97,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]
         _components = tuple(_items)
     (_strict,) = _S1.unpack_from(buf, pos)
     pos += 1
-    return DescribeClientQuotasRequest(
-        components=_components,
-        strict=_strict,
-    ), pos
+    _message = _new(DescribeClientQuotasRequest)
+    _set_DescribeClientQuotasRequest_components(_message, _components)
+    _set_DescribeClientQuotasRequest_strict(_message, _strict)
+    return _message, pos
 
 
 def _write_ComponentData_v0(msg: ComponentData, out: bytearray) -> None:
@@ -118,11 +126,11 @@ def _read_ComponentData_v1(buf: BytesLike, pos: int) -> tuple[ComponentData, int
     pos += 1
     _match, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return ComponentData(
-        entity_type=_entity_type,
-        match_type=_match_type,
-        match=_match,
-    ), pos
+    _message = _new(ComponentData)
+    _set_ComponentData_entity_type(_message, _entity_type)
+    _set_ComponentData_match_type(_message, _match_type)
+    _set_ComponentData_match(_message, _match)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
@@ -138,10 +146,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]
     (_strict,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
-    return DescribeClientQuotasRequest(
-        components=_components,
-        strict=_strict,
-    ), pos
+    _message = _new(DescribeClientQuotasRequest)
+    _set_DescribeClientQuotasRequest_components(_message, _components)
+    _set_DescribeClientQuotasRequest_strict(_message, _strict)
+    return _message, pos
 
 
 def _write_ComponentData_v1(msg: ComponentData, out: bytearray) -> None:

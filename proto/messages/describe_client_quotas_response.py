@@ -83,6 +83,19 @@ class DescribeClientQuotasResponse:
     """A result entry."""
 
 
+_new = object.__new__
+_set_DescribeClientQuotasResponse_entries = DescribeClientQuotasResponse.entries.__set__
+_set_DescribeClientQuotasResponse_error_code = DescribeClientQuotasResponse.error_code.__set__
+_set_DescribeClientQuotasResponse_error_message = DescribeClientQuotasResponse.error_message.__set__
+_set_DescribeClientQuotasResponse_throttle_time_ms = DescribeClientQuotasResponse.throttle_time_ms.__set__
+_set_EntityData_entity_name = EntityData.entity_name.__set__
+_set_EntityData_entity_type = EntityData.entity_type.__set__
+_set_EntryData_entity = EntryData.entity.__set__
+_set_EntryData_values = EntryData.values.__set__
+_set_ValueData_key = ValueData.key.__set__
+_set_ValueData_value = ValueData.value.__set__
+
+
 _S0 = struct.Struct(">ih")
 _S1 = struct.Struct(">d")
 
@@ -90,20 +103,20 @@ _S1 = struct.Struct(">d")
 def _read_EntityData_v0(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_string(buf, pos)
     _entity_name, pos = read_nullable_string(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_ValueData_v0(buf: BytesLike, pos: int) -> tuple[ValueData, int]:
     _key, pos = read_string(buf, pos)
     (_value,) = _S1.unpack_from(buf, pos)
     pos += 8
-    return ValueData(
-        key=_key,
-        value=_value,
-    ), pos
+    _message = _new(ValueData)
+    _set_ValueData_key(_message, _key)
+    _set_ValueData_value(_message, _value)
+    return _message, pos
 
 
 def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -125,10 +138,10 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _item, pos = _read_ValueData_v0(buf, pos)
             _items.append(_item)
         _values = tuple(_items)
-    return EntryData(
-        entity=_entity,
-        values=_values,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_entity(_message, _entity)
+    _set_EntryData_values(_message, _values)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
@@ -144,12 +157,12 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int
             _item, pos = _read_EntryData_v0(buf, pos)
             _items.append(_item)
         _entries = tuple(_items)
-    return DescribeClientQuotasResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-        error_message=_error_message,
-        entries=_entries,
-    ), pos
+    _message = _new(DescribeClientQuotasResponse)
+    _set_DescribeClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_DescribeClientQuotasResponse_error_code(_message, _error_code)
+    _set_DescribeClientQuotasResponse_error_message(_message, _error_message)
+    _set_DescribeClientQuotasResponse_entries(_message, _entries)
+    return _message, pos
 
 
 def _write_EntityData_v0(msg: EntityData, out: bytearray) -> None:
@@ -195,10 +208,10 @@ def _read_EntityData_v1(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
     _entity_type, pos = read_compact_string(buf, pos)
     _entity_name, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return EntityData(
-        entity_type=_entity_type,
-        entity_name=_entity_name,
-    ), pos
+    _message = _new(EntityData)
+    _set_EntityData_entity_type(_message, _entity_type)
+    _set_EntityData_entity_name(_message, _entity_name)
+    return _message, pos
 
 
 def _read_ValueData_v1(buf: BytesLike, pos: int) -> tuple[ValueData, int]:
@@ -206,10 +219,10 @@ def _read_ValueData_v1(buf: BytesLike, pos: int) -> tuple[ValueData, int]:
     (_value,) = _S1.unpack_from(buf, pos)
     pos += 8
     pos = skip_tagged_fields(buf, pos)
-    return ValueData(
-        key=_key,
-        value=_value,
-    ), pos
+    _message = _new(ValueData)
+    _set_ValueData_key(_message, _key)
+    _set_ValueData_value(_message, _value)
+    return _message, pos
 
 
 def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
@@ -232,10 +245,10 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
             _items.append(_item)
         _values = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return EntryData(
-        entity=_entity,
-        values=_values,
-    ), pos
+    _message = _new(EntryData)
+    _set_EntryData_entity(_message, _entity)
+    _set_EntryData_values(_message, _values)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int]:
@@ -252,12 +265,12 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int
             _items.append(_item)
         _entries = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return DescribeClientQuotasResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-        error_message=_error_message,
-        entries=_entries,
-    ), pos
+    _message = _new(DescribeClientQuotasResponse)
+    _set_DescribeClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_DescribeClientQuotasResponse_error_code(_message, _error_code)
+    _set_DescribeClientQuotasResponse_error_message(_message, _error_message)
+    _set_DescribeClientQuotasResponse_entries(_message, _entries)
+    return _message, pos
 
 
 def _write_EntityData_v1(msg: EntityData, out: bytearray) -> None:

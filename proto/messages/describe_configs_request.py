@@ -60,6 +60,15 @@ class DescribeConfigsRequest:
     """True if we should include configuration documentation."""
 
 
+_new = object.__new__
+_set_DescribeConfigsRequest_include_documentation = DescribeConfigsRequest.include_documentation.__set__
+_set_DescribeConfigsRequest_include_synonyms = DescribeConfigsRequest.include_synonyms.__set__
+_set_DescribeConfigsRequest_resources = DescribeConfigsRequest.resources.__set__
+_set_DescribeConfigsResource_configuration_keys = DescribeConfigsResource.configuration_keys.__set__
+_set_DescribeConfigsResource_resource_name = DescribeConfigsResource.resource_name.__set__
+_set_DescribeConfigsResource_resource_type = DescribeConfigsResource.resource_type.__set__
+
+
 _S0 = struct.Struct(">b")
 _S1 = struct.Struct(">?")
 _S2 = struct.Struct(">??")
@@ -80,11 +89,11 @@ def _read_DescribeConfigsResource_v1(
             _item, pos = read_string(buf, pos)
             _items.append(_item)
         _configuration_keys = tuple(_items)
-    return DescribeConfigsResource(
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configuration_keys=_configuration_keys,
-    ), pos
+    _message = _new(DescribeConfigsResource)
+    _set_DescribeConfigsResource_resource_type(_message, _resource_type)
+    _set_DescribeConfigsResource_resource_name(_message, _resource_name)
+    _set_DescribeConfigsResource_configuration_keys(_message, _configuration_keys)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -99,10 +108,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
         _resources = tuple(_items)
     (_include_synonyms,) = _S1.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsRequest(
-        resources=_resources,
-        include_synonyms=_include_synonyms,
-    ), pos
+    _message = _new(DescribeConfigsRequest)
+    _set_DescribeConfigsRequest_resources(_message, _resources)
+    _set_DescribeConfigsRequest_include_synonyms(_message, _include_synonyms)
+    _set_DescribeConfigsRequest_include_documentation(_message, False)
+    return _message, pos
 
 
 def _write_DescribeConfigsResource_v1(msg: DescribeConfigsResource, out: bytearray) -> None:
@@ -159,11 +169,11 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
         _resources = tuple(_items)
     (_include_synonyms, _include_documentation) = _S2.unpack_from(buf, pos)
     pos += 2
-    return DescribeConfigsRequest(
-        resources=_resources,
-        include_synonyms=_include_synonyms,
-        include_documentation=_include_documentation,
-    ), pos
+    _message = _new(DescribeConfigsRequest)
+    _set_DescribeConfigsRequest_resources(_message, _resources)
+    _set_DescribeConfigsRequest_include_synonyms(_message, _include_synonyms)
+    _set_DescribeConfigsRequest_include_documentation(_message, _include_documentation)
+    return _message, pos
 
 
 def write_v3(msg: DescribeConfigsRequest, out: bytearray) -> None:
@@ -193,11 +203,11 @@ def _read_DescribeConfigsResource_v4(
             _items.append(_item)
         _configuration_keys = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsResource(
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configuration_keys=_configuration_keys,
-    ), pos
+    _message = _new(DescribeConfigsResource)
+    _set_DescribeConfigsResource_resource_type(_message, _resource_type)
+    _set_DescribeConfigsResource_resource_name(_message, _resource_name)
+    _set_DescribeConfigsResource_configuration_keys(_message, _configuration_keys)
+    return _message, pos
 
 
 def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
@@ -213,11 +223,11 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     (_include_synonyms, _include_documentation) = _S2.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsRequest(
-        resources=_resources,
-        include_synonyms=_include_synonyms,
-        include_documentation=_include_documentation,
-    ), pos
+    _message = _new(DescribeConfigsRequest)
+    _set_DescribeConfigsRequest_resources(_message, _resources)
+    _set_DescribeConfigsRequest_include_synonyms(_message, _include_synonyms)
+    _set_DescribeConfigsRequest_include_documentation(_message, _include_documentation)
+    return _message, pos
 
 
 def _write_DescribeConfigsResource_v4(msg: DescribeConfigsResource, out: bytearray) -> None:

@@ -101,6 +101,27 @@ class DescribeConfigsResponse:
     """The results for each resource."""
 
 
+_new = object.__new__
+_set_DescribeConfigsResourceResult_config_source = DescribeConfigsResourceResult.config_source.__set__
+_set_DescribeConfigsResourceResult_config_type = DescribeConfigsResourceResult.config_type.__set__
+_set_DescribeConfigsResourceResult_documentation = DescribeConfigsResourceResult.documentation.__set__
+_set_DescribeConfigsResourceResult_is_sensitive = DescribeConfigsResourceResult.is_sensitive.__set__
+_set_DescribeConfigsResourceResult_name = DescribeConfigsResourceResult.name.__set__
+_set_DescribeConfigsResourceResult_read_only = DescribeConfigsResourceResult.read_only.__set__
+_set_DescribeConfigsResourceResult_synonyms = DescribeConfigsResourceResult.synonyms.__set__
+_set_DescribeConfigsResourceResult_value = DescribeConfigsResourceResult.value.__set__
+_set_DescribeConfigsResponse_results = DescribeConfigsResponse.results.__set__
+_set_DescribeConfigsResponse_throttle_time_ms = DescribeConfigsResponse.throttle_time_ms.__set__
+_set_DescribeConfigsResult_configs = DescribeConfigsResult.configs.__set__
+_set_DescribeConfigsResult_error_code = DescribeConfigsResult.error_code.__set__
+_set_DescribeConfigsResult_error_message = DescribeConfigsResult.error_message.__set__
+_set_DescribeConfigsResult_resource_name = DescribeConfigsResult.resource_name.__set__
+_set_DescribeConfigsResult_resource_type = DescribeConfigsResult.resource_type.__set__
+_set_DescribeConfigsSynonym_name = DescribeConfigsSynonym.name.__set__
+_set_DescribeConfigsSynonym_source = DescribeConfigsSynonym.source.__set__
+_set_DescribeConfigsSynonym_value = DescribeConfigsSynonym.value.__set__
+
+
 _S0 = struct.Struct(">i")
 _S1 = struct.Struct(">h")
 _S2 = struct.Struct(">b")
@@ -112,11 +133,11 @@ def _read_DescribeConfigsSynonym_v1(buf: BytesLike, pos: int) -> tuple[DescribeC
     _value, pos = read_nullable_string(buf, pos)
     (_source,) = _S2.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsSynonym(
-        name=_name,
-        value=_value,
-        source=_source,
-    ), pos
+    _message = _new(DescribeConfigsSynonym)
+    _set_DescribeConfigsSynonym_name(_message, _name)
+    _set_DescribeConfigsSynonym_value(_message, _value)
+    _set_DescribeConfigsSynonym_source(_message, _source)
+    return _message, pos
 
 
 def _read_DescribeConfigsResourceResult_v1(
@@ -135,14 +156,16 @@ def _read_DescribeConfigsResourceResult_v1(
             _item, pos = _read_DescribeConfigsSynonym_v1(buf, pos)
             _items.append(_item)
         _synonyms = tuple(_items)
-    return DescribeConfigsResourceResult(
-        name=_name,
-        value=_value,
-        read_only=_read_only,
-        config_source=_config_source,
-        is_sensitive=_is_sensitive,
-        synonyms=_synonyms,
-    ), pos
+    _message = _new(DescribeConfigsResourceResult)
+    _set_DescribeConfigsResourceResult_name(_message, _name)
+    _set_DescribeConfigsResourceResult_value(_message, _value)
+    _set_DescribeConfigsResourceResult_read_only(_message, _read_only)
+    _set_DescribeConfigsResourceResult_config_source(_message, _config_source)
+    _set_DescribeConfigsResourceResult_is_sensitive(_message, _is_sensitive)
+    _set_DescribeConfigsResourceResult_synonyms(_message, _synonyms)
+    _set_DescribeConfigsResourceResult_config_type(_message, 0)
+    _set_DescribeConfigsResourceResult_documentation(_message, "")
+    return _message, pos
 
 
 def _read_DescribeConfigsResult_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
@@ -161,13 +184,13 @@ def _read_DescribeConfigsResult_v1(buf: BytesLike, pos: int) -> tuple[DescribeCo
             _item, pos = _read_DescribeConfigsResourceResult_v1(buf, pos)
             _items.append(_item)
         _configs = tuple(_items)
-    return DescribeConfigsResult(
-        error_code=_error_code,
-        error_message=_error_message,
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configs=_configs,
-    ), pos
+    _message = _new(DescribeConfigsResult)
+    _set_DescribeConfigsResult_error_code(_message, _error_code)
+    _set_DescribeConfigsResult_error_message(_message, _error_message)
+    _set_DescribeConfigsResult_resource_type(_message, _resource_type)
+    _set_DescribeConfigsResult_resource_name(_message, _resource_name)
+    _set_DescribeConfigsResult_configs(_message, _configs)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -182,10 +205,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
             _item, pos = _read_DescribeConfigsResult_v1(buf, pos)
             _items.append(_item)
         _results = tuple(_items)
-    return DescribeConfigsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        results=_results,
-    ), pos
+    _message = _new(DescribeConfigsResponse)
+    _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_DescribeConfigsResponse_results(_message, _results)
+    return _message, pos
 
 
 def _write_DescribeConfigsSynonym_v1(msg: DescribeConfigsSynonym, out: bytearray) -> None:
@@ -253,16 +276,16 @@ def _read_DescribeConfigsResourceResult_v3(
     (_config_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     _documentation, pos = read_nullable_string(buf, pos)
-    return DescribeConfigsResourceResult(
-        name=_name,
-        value=_value,
-        read_only=_read_only,
-        config_source=_config_source,
-        is_sensitive=_is_sensitive,
-        synonyms=_synonyms,
-        config_type=_config_type,
-        documentation=_documentation,
-    ), pos
+    _message = _new(DescribeConfigsResourceResult)
+    _set_DescribeConfigsResourceResult_name(_message, _name)
+    _set_DescribeConfigsResourceResult_value(_message, _value)
+    _set_DescribeConfigsResourceResult_read_only(_message, _read_only)
+    _set_DescribeConfigsResourceResult_config_source(_message, _config_source)
+    _set_DescribeConfigsResourceResult_is_sensitive(_message, _is_sensitive)
+    _set_DescribeConfigsResourceResult_synonyms(_message, _synonyms)
+    _set_DescribeConfigsResourceResult_config_type(_message, _config_type)
+    _set_DescribeConfigsResourceResult_documentation(_message, _documentation)
+    return _message, pos
 
 
 def _read_DescribeConfigsResult_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
@@ -281,13 +304,13 @@ def _read_DescribeConfigsResult_v3(buf: BytesLike, pos: int) -> tuple[DescribeCo
             _item, pos = _read_DescribeConfigsResourceResult_v3(buf, pos)
             _items.append(_item)
         _configs = tuple(_items)
-    return DescribeConfigsResult(
-        error_code=_error_code,
-        error_message=_error_message,
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configs=_configs,
-    ), pos
+    _message = _new(DescribeConfigsResult)
+    _set_DescribeConfigsResult_error_code(_message, _error_code)
+    _set_DescribeConfigsResult_error_message(_message, _error_message)
+    _set_DescribeConfigsResult_resource_type(_message, _resource_type)
+    _set_DescribeConfigsResult_resource_name(_message, _resource_name)
+    _set_DescribeConfigsResult_configs(_message, _configs)
+    return _message, pos
 
 
 def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -302,10 +325,10 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
             _item, pos = _read_DescribeConfigsResult_v3(buf, pos)
             _items.append(_item)
         _results = tuple(_items)
-    return DescribeConfigsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        results=_results,
-    ), pos
+    _message = _new(DescribeConfigsResponse)
+    _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_DescribeConfigsResponse_results(_message, _results)
+    return _message, pos
 
 
 def _write_DescribeConfigsResourceResult_v3(
@@ -356,11 +379,11 @@ def _read_DescribeConfigsSynonym_v4(buf: BytesLike, pos: int) -> tuple[DescribeC
     (_source,) = _S2.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsSynonym(
-        name=_name,
-        value=_value,
-        source=_source,
-    ), pos
+    _message = _new(DescribeConfigsSynonym)
+    _set_DescribeConfigsSynonym_name(_message, _name)
+    _set_DescribeConfigsSynonym_value(_message, _value)
+    _set_DescribeConfigsSynonym_source(_message, _source)
+    return _message, pos
 
 
 def _read_DescribeConfigsResourceResult_v4(
@@ -383,16 +406,16 @@ def _read_DescribeConfigsResourceResult_v4(
     pos += 1
     _documentation, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsResourceResult(
-        name=_name,
-        value=_value,
-        read_only=_read_only,
-        config_source=_config_source,
-        is_sensitive=_is_sensitive,
-        synonyms=_synonyms,
-        config_type=_config_type,
-        documentation=_documentation,
-    ), pos
+    _message = _new(DescribeConfigsResourceResult)
+    _set_DescribeConfigsResourceResult_name(_message, _name)
+    _set_DescribeConfigsResourceResult_value(_message, _value)
+    _set_DescribeConfigsResourceResult_read_only(_message, _read_only)
+    _set_DescribeConfigsResourceResult_config_source(_message, _config_source)
+    _set_DescribeConfigsResourceResult_is_sensitive(_message, _is_sensitive)
+    _set_DescribeConfigsResourceResult_synonyms(_message, _synonyms)
+    _set_DescribeConfigsResourceResult_config_type(_message, _config_type)
+    _set_DescribeConfigsResourceResult_documentation(_message, _documentation)
+    return _message, pos
 
 
 def _read_DescribeConfigsResult_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
@@ -412,13 +435,13 @@ def _read_DescribeConfigsResult_v4(buf: BytesLike, pos: int) -> tuple[DescribeCo
             _items.append(_item)
         _configs = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsResult(
-        error_code=_error_code,
-        error_message=_error_message,
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configs=_configs,
-    ), pos
+    _message = _new(DescribeConfigsResult)
+    _set_DescribeConfigsResult_error_code(_message, _error_code)
+    _set_DescribeConfigsResult_error_message(_message, _error_message)
+    _set_DescribeConfigsResult_resource_type(_message, _resource_type)
+    _set_DescribeConfigsResult_resource_name(_message, _resource_name)
+    _set_DescribeConfigsResult_configs(_message, _configs)
+    return _message, pos
 
 
 def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
@@ -434,10 +457,10 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
             _items.append(_item)
         _results = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return DescribeConfigsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        results=_results,
-    ), pos
+    _message = _new(DescribeConfigsResponse)
+    _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_DescribeConfigsResponse_results(_message, _results)
+    return _message, pos
 
 
 def _write_DescribeConfigsSynonym_v4(msg: DescribeConfigsSynonym, out: bytearray) -> None:

@@ -13,6 +13,7 @@ from proto.primitives import (
     BytesLike,
     ZERO_UUID,
     skip_tagged_fields,
+    uuid_from_bytes,
 )
 
 
@@ -37,17 +38,21 @@ class GetTelemetrySubscriptionsRequest:
     """Unique id for this client instance, must be set to 0 on the first request."""
 
 
+_new = object.__new__
+_set_GetTelemetrySubscriptionsRequest_client_instance_id = GetTelemetrySubscriptionsRequest.client_instance_id.__set__
+
+
 _S0 = struct.Struct(">16s")
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsRequest, int]:
     (_client_instance_id,) = _S0.unpack_from(buf, pos)
     pos += 16
-    _client_instance_id = uuid.UUID(bytes=_client_instance_id)
+    _client_instance_id = uuid_from_bytes(_client_instance_id)
     pos = skip_tagged_fields(buf, pos)
-    return GetTelemetrySubscriptionsRequest(
-        client_instance_id=_client_instance_id,
-    ), pos
+    _message = _new(GetTelemetrySubscriptionsRequest)
+    _set_GetTelemetrySubscriptionsRequest_client_instance_id(_message, _client_instance_id)
+    return _message, pos
 
 
 def write_v0(msg: GetTelemetrySubscriptionsRequest, out: bytearray) -> None:

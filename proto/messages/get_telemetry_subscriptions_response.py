@@ -16,6 +16,7 @@ from proto.primitives import (
     read_compact_array_length,
     read_compact_string,
     skip_tagged_fields,
+    uuid_from_bytes,
     write_compact_array_length,
     write_compact_string,
 )
@@ -65,6 +66,18 @@ class GetTelemetrySubscriptionsResponse:
     """
 
 
+_new = object.__new__
+_set_GetTelemetrySubscriptionsResponse_accepted_compression_types = GetTelemetrySubscriptionsResponse.accepted_compression_types.__set__
+_set_GetTelemetrySubscriptionsResponse_client_instance_id = GetTelemetrySubscriptionsResponse.client_instance_id.__set__
+_set_GetTelemetrySubscriptionsResponse_delta_temporality = GetTelemetrySubscriptionsResponse.delta_temporality.__set__
+_set_GetTelemetrySubscriptionsResponse_error_code = GetTelemetrySubscriptionsResponse.error_code.__set__
+_set_GetTelemetrySubscriptionsResponse_push_interval_ms = GetTelemetrySubscriptionsResponse.push_interval_ms.__set__
+_set_GetTelemetrySubscriptionsResponse_requested_metrics = GetTelemetrySubscriptionsResponse.requested_metrics.__set__
+_set_GetTelemetrySubscriptionsResponse_subscription_id = GetTelemetrySubscriptionsResponse.subscription_id.__set__
+_set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes = GetTelemetrySubscriptionsResponse.telemetry_max_bytes.__set__
+_set_GetTelemetrySubscriptionsResponse_throttle_time_ms = GetTelemetrySubscriptionsResponse.throttle_time_ms.__set__
+
+
 _S0 = struct.Struct(">ih16si")
 _S1 = struct.Struct(">ii?")
 
@@ -77,7 +90,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
         _subscription_id,
     ) = _S0.unpack_from(buf, pos)
     pos += 26
-    _client_instance_id = uuid.UUID(bytes=_client_instance_id)
+    _client_instance_id = uuid_from_bytes(_client_instance_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         raise MalformedError('Non-nullable array AcceptedCompressionTypes was null')
@@ -96,17 +109,17 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
             _items.append(_item)
         _requested_metrics = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return GetTelemetrySubscriptionsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-        client_instance_id=_client_instance_id,
-        subscription_id=_subscription_id,
-        accepted_compression_types=_accepted_compression_types,
-        push_interval_ms=_push_interval_ms,
-        telemetry_max_bytes=_telemetry_max_bytes,
-        delta_temporality=_delta_temporality,
-        requested_metrics=_requested_metrics,
-    ), pos
+    _message = _new(GetTelemetrySubscriptionsResponse)
+    _set_GetTelemetrySubscriptionsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_GetTelemetrySubscriptionsResponse_error_code(_message, _error_code)
+    _set_GetTelemetrySubscriptionsResponse_client_instance_id(_message, _client_instance_id)
+    _set_GetTelemetrySubscriptionsResponse_subscription_id(_message, _subscription_id)
+    _set_GetTelemetrySubscriptionsResponse_accepted_compression_types(_message, _accepted_compression_types)
+    _set_GetTelemetrySubscriptionsResponse_push_interval_ms(_message, _push_interval_ms)
+    _set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes(_message, _telemetry_max_bytes)
+    _set_GetTelemetrySubscriptionsResponse_delta_temporality(_message, _delta_temporality)
+    _set_GetTelemetrySubscriptionsResponse_requested_metrics(_message, _requested_metrics)
+    return _message, pos
 
 
 def write_v0(msg: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:

@@ -72,6 +72,17 @@ class IncrementalAlterConfigsRequest:
     """True if we should validate the request, but not change the configurations."""
 
 
+_new = object.__new__
+_set_AlterConfigsResource_configs = AlterConfigsResource.configs.__set__
+_set_AlterConfigsResource_resource_name = AlterConfigsResource.resource_name.__set__
+_set_AlterConfigsResource_resource_type = AlterConfigsResource.resource_type.__set__
+_set_AlterableConfig_config_operation = AlterableConfig.config_operation.__set__
+_set_AlterableConfig_name = AlterableConfig.name.__set__
+_set_AlterableConfig_value = AlterableConfig.value.__set__
+_set_IncrementalAlterConfigsRequest_resources = IncrementalAlterConfigsRequest.resources.__set__
+_set_IncrementalAlterConfigsRequest_validate_only = IncrementalAlterConfigsRequest.validate_only.__set__
+
+
 _S0 = struct.Struct(">b")
 _S1 = struct.Struct(">?")
 
@@ -81,11 +92,11 @@ def _read_AlterableConfig_v0(buf: BytesLike, pos: int) -> tuple[AlterableConfig,
     (_config_operation,) = _S0.unpack_from(buf, pos)
     pos += 1
     _value, pos = read_nullable_string(buf, pos)
-    return AlterableConfig(
-        name=_name,
-        config_operation=_config_operation,
-        value=_value,
-    ), pos
+    _message = _new(AlterableConfig)
+    _set_AlterableConfig_name(_message, _name)
+    _set_AlterableConfig_config_operation(_message, _config_operation)
+    _set_AlterableConfig_value(_message, _value)
+    return _message, pos
 
 
 def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfigsResource, int]:
@@ -101,11 +112,11 @@ def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfig
             _item, pos = _read_AlterableConfig_v0(buf, pos)
             _items.append(_item)
         _configs = tuple(_items)
-    return AlterConfigsResource(
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configs=_configs,
-    ), pos
+    _message = _new(AlterConfigsResource)
+    _set_AlterConfigsResource_resource_type(_message, _resource_type)
+    _set_AlterConfigsResource_resource_name(_message, _resource_name)
+    _set_AlterConfigsResource_configs(_message, _configs)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
@@ -120,10 +131,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, i
         _resources = tuple(_items)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
-    return IncrementalAlterConfigsRequest(
-        resources=_resources,
-        validate_only=_validate_only,
-    ), pos
+    _message = _new(IncrementalAlterConfigsRequest)
+    _set_IncrementalAlterConfigsRequest_resources(_message, _resources)
+    _set_IncrementalAlterConfigsRequest_validate_only(_message, _validate_only)
+    return _message, pos
 
 
 def _write_AlterableConfig_v0(msg: AlterableConfig, out: bytearray) -> None:
@@ -161,11 +172,11 @@ def _read_AlterableConfig_v1(buf: BytesLike, pos: int) -> tuple[AlterableConfig,
     pos += 1
     _value, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return AlterableConfig(
-        name=_name,
-        config_operation=_config_operation,
-        value=_value,
-    ), pos
+    _message = _new(AlterableConfig)
+    _set_AlterableConfig_name(_message, _name)
+    _set_AlterableConfig_config_operation(_message, _config_operation)
+    _set_AlterableConfig_value(_message, _value)
+    return _message, pos
 
 
 def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfigsResource, int]:
@@ -182,11 +193,11 @@ def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfig
             _items.append(_item)
         _configs = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return AlterConfigsResource(
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-        configs=_configs,
-    ), pos
+    _message = _new(AlterConfigsResource)
+    _set_AlterConfigsResource_resource_type(_message, _resource_type)
+    _set_AlterConfigsResource_resource_name(_message, _resource_name)
+    _set_AlterConfigsResource_configs(_message, _configs)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
@@ -202,10 +213,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, i
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
-    return IncrementalAlterConfigsRequest(
-        resources=_resources,
-        validate_only=_validate_only,
-    ), pos
+    _message = _new(IncrementalAlterConfigsRequest)
+    _set_IncrementalAlterConfigsRequest_resources(_message, _resources)
+    _set_IncrementalAlterConfigsRequest_validate_only(_message, _validate_only)
+    return _message, pos
 
 
 def _write_AlterableConfig_v1(msg: AlterableConfig, out: bytearray) -> None:

@@ -65,6 +65,15 @@ class IncrementalAlterConfigsResponse:
     """The responses for each resource."""
 
 
+_new = object.__new__
+_set_AlterConfigsResourceResponse_error_code = AlterConfigsResourceResponse.error_code.__set__
+_set_AlterConfigsResourceResponse_error_message = AlterConfigsResourceResponse.error_message.__set__
+_set_AlterConfigsResourceResponse_resource_name = AlterConfigsResourceResponse.resource_name.__set__
+_set_AlterConfigsResourceResponse_resource_type = AlterConfigsResourceResponse.resource_type.__set__
+_set_IncrementalAlterConfigsResponse_responses = IncrementalAlterConfigsResponse.responses.__set__
+_set_IncrementalAlterConfigsResponse_throttle_time_ms = IncrementalAlterConfigsResponse.throttle_time_ms.__set__
+
+
 _S0 = struct.Struct(">i")
 _S1 = struct.Struct(">h")
 _S2 = struct.Struct(">b")
@@ -79,12 +88,12 @@ def _read_AlterConfigsResourceResponse_v0(
     (_resource_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     _resource_name, pos = read_string(buf, pos)
-    return AlterConfigsResourceResponse(
-        error_code=_error_code,
-        error_message=_error_message,
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-    ), pos
+    _message = _new(AlterConfigsResourceResponse)
+    _set_AlterConfigsResourceResponse_error_code(_message, _error_code)
+    _set_AlterConfigsResourceResponse_error_message(_message, _error_message)
+    _set_AlterConfigsResourceResponse_resource_type(_message, _resource_type)
+    _set_AlterConfigsResourceResponse_resource_name(_message, _resource_name)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
@@ -99,10 +108,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
             _item, pos = _read_AlterConfigsResourceResponse_v0(buf, pos)
             _items.append(_item)
         _responses = tuple(_items)
-    return IncrementalAlterConfigsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        responses=_responses,
-    ), pos
+    _message = _new(IncrementalAlterConfigsResponse)
+    _set_IncrementalAlterConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_IncrementalAlterConfigsResponse_responses(_message, _responses)
+    return _message, pos
 
 
 def _write_AlterConfigsResourceResponse_v0(
@@ -135,12 +144,12 @@ def _read_AlterConfigsResourceResponse_v1(
     pos += 1
     _resource_name, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return AlterConfigsResourceResponse(
-        error_code=_error_code,
-        error_message=_error_message,
-        resource_type=_resource_type,
-        resource_name=_resource_name,
-    ), pos
+    _message = _new(AlterConfigsResourceResponse)
+    _set_AlterConfigsResourceResponse_error_code(_message, _error_code)
+    _set_AlterConfigsResourceResponse_error_message(_message, _error_message)
+    _set_AlterConfigsResourceResponse_resource_type(_message, _resource_type)
+    _set_AlterConfigsResourceResponse_resource_name(_message, _resource_name)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, int]:
@@ -156,10 +165,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
             _items.append(_item)
         _responses = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return IncrementalAlterConfigsResponse(
-        throttle_time_ms=_throttle_time_ms,
-        responses=_responses,
-    ), pos
+    _message = _new(IncrementalAlterConfigsResponse)
+    _set_IncrementalAlterConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_IncrementalAlterConfigsResponse_responses(_message, _responses)
+    return _message, pos
 
 
 def _write_AlterConfigsResourceResponse_v1(

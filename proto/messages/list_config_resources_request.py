@@ -41,9 +41,15 @@ class ListConfigResourcesRequest:
     """
 
 
+_new = object.__new__
+_set_ListConfigResourcesRequest_resource_types = ListConfigResourcesRequest.resource_types.__set__
+
+
 def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     pos = skip_tagged_fields(buf, pos)
-    return ListConfigResourcesRequest(), pos
+    _message = _new(ListConfigResourcesRequest)
+    _set_ListConfigResourcesRequest_resource_types(_message, ())
+    return _message, pos
 
 
 def write_v0(msg: ListConfigResourcesRequest, out: bytearray) -> None:
@@ -62,9 +68,9 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
         _resource_types = struct.unpack_from(f'>{_n}b', buf, pos)
         pos += _n * 1
     pos = skip_tagged_fields(buf, pos)
-    return ListConfigResourcesRequest(
-        resource_types=_resource_types,
-    ), pos
+    _message = _new(ListConfigResourcesRequest)
+    _set_ListConfigResourcesRequest_resource_types(_message, _resource_types)
+    return _message, pos
 
 
 def write_v1(msg: ListConfigResourcesRequest, out: bytearray) -> None:

@@ -55,6 +55,14 @@ class ListConfigResourcesResponse:
     """Each config resource in the response."""
 
 
+_new = object.__new__
+_set_ConfigResource_resource_name = ConfigResource.resource_name.__set__
+_set_ConfigResource_resource_type = ConfigResource.resource_type.__set__
+_set_ListConfigResourcesResponse_config_resources = ListConfigResourcesResponse.config_resources.__set__
+_set_ListConfigResourcesResponse_error_code = ListConfigResourcesResponse.error_code.__set__
+_set_ListConfigResourcesResponse_throttle_time_ms = ListConfigResourcesResponse.throttle_time_ms.__set__
+
+
 _S0 = struct.Struct(">ih")
 _S1 = struct.Struct(">b")
 
@@ -62,9 +70,10 @@ _S1 = struct.Struct(">b")
 def _read_ConfigResource_v0(buf: BytesLike, pos: int) -> tuple[ConfigResource, int]:
     _resource_name, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return ConfigResource(
-        resource_name=_resource_name,
-    ), pos
+    _message = _new(ConfigResource)
+    _set_ConfigResource_resource_name(_message, _resource_name)
+    _set_ConfigResource_resource_type(_message, 16)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]:
@@ -80,11 +89,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
             _items.append(_item)
         _config_resources = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return ListConfigResourcesResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-        config_resources=_config_resources,
-    ), pos
+    _message = _new(ListConfigResourcesResponse)
+    _set_ListConfigResourcesResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_ListConfigResourcesResponse_error_code(_message, _error_code)
+    _set_ListConfigResourcesResponse_config_resources(_message, _config_resources)
+    return _message, pos
 
 
 def _write_ConfigResource_v0(msg: ConfigResource, out: bytearray) -> None:
@@ -109,10 +118,10 @@ def _read_ConfigResource_v1(buf: BytesLike, pos: int) -> tuple[ConfigResource, i
     (_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
-    return ConfigResource(
-        resource_name=_resource_name,
-        resource_type=_resource_type,
-    ), pos
+    _message = _new(ConfigResource)
+    _set_ConfigResource_resource_name(_message, _resource_name)
+    _set_ConfigResource_resource_type(_message, _resource_type)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]:
@@ -128,11 +137,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
             _items.append(_item)
         _config_resources = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return ListConfigResourcesResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-        config_resources=_config_resources,
-    ), pos
+    _message = _new(ListConfigResourcesResponse)
+    _set_ListConfigResourcesResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_ListConfigResourcesResponse_error_code(_message, _error_code)
+    _set_ListConfigResourcesResponse_config_resources(_message, _config_resources)
+    return _message, pos
 
 
 def _write_ConfigResource_v1(msg: ConfigResource, out: bytearray) -> None:

@@ -20,6 +20,7 @@ from proto.primitives import (
     read_nullable_compact_string,
     read_string,
     skip_tagged_fields,
+    uuid_from_bytes,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -66,6 +67,15 @@ class MetadataRequest:
     """Whether to include topic authorized operations."""
 
 
+_new = object.__new__
+_set_MetadataRequestTopic_name = MetadataRequestTopic.name.__set__
+_set_MetadataRequestTopic_topic_id = MetadataRequestTopic.topic_id.__set__
+_set_MetadataRequest_allow_auto_topic_creation = MetadataRequest.allow_auto_topic_creation.__set__
+_set_MetadataRequest_include_cluster_authorized_operations = MetadataRequest.include_cluster_authorized_operations.__set__
+_set_MetadataRequest_include_topic_authorized_operations = MetadataRequest.include_topic_authorized_operations.__set__
+_set_MetadataRequest_topics = MetadataRequest.topics.__set__
+
+
 _S0 = struct.Struct(">?")
 _S1 = struct.Struct(">???")
 _S2 = struct.Struct(">16s")
@@ -74,9 +84,10 @@ _S3 = struct.Struct(">??")
 
 def _read_MetadataRequestTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     _name, pos = read_string(buf, pos)
-    return MetadataRequestTopic(
-        name=_name,
-    ), pos
+    _message = _new(MetadataRequestTopic)
+    _set_MetadataRequestTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataRequestTopic_name(_message, _name)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
@@ -89,9 +100,12 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
             _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataRequest(
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, True)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, False)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, False)
+    return _message, pos
 
 
 def _write_MetadataRequestTopic_v0(msg: MetadataRequestTopic, out: bytearray) -> None:
@@ -130,9 +144,12 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
             _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataRequest(
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, True)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, False)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, False)
+    return _message, pos
 
 
 def write_v1(msg: MetadataRequest, out: bytearray) -> None:
@@ -213,10 +230,12 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
         _topics = tuple(_items)
     (_allow_auto_topic_creation,) = _S0.unpack_from(buf, pos)
     pos += 1
-    return MetadataRequest(
-        topics=_topics,
-        allow_auto_topic_creation=_allow_auto_topic_creation,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, False)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, False)
+    return _message, pos
 
 
 def write_v4(msg: MetadataRequest, out: bytearray) -> None:
@@ -311,12 +330,12 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
         _include_topic_authorized_operations,
     ) = _S1.unpack_from(buf, pos)
     pos += 3
-    return MetadataRequest(
-        topics=_topics,
-        allow_auto_topic_creation=_allow_auto_topic_creation,
-        include_cluster_authorized_operations=_include_cluster_authorized_operations,
-        include_topic_authorized_operations=_include_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    return _message, pos
 
 
 def write_v8(msg: MetadataRequest, out: bytearray) -> None:
@@ -337,9 +356,10 @@ def write_v8(msg: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequestTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     _name, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return MetadataRequestTopic(
-        name=_name,
-    ), pos
+    _message = _new(MetadataRequestTopic)
+    _set_MetadataRequestTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataRequestTopic_name(_message, _name)
+    return _message, pos
 
 
 def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
@@ -359,12 +379,12 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     ) = _S1.unpack_from(buf, pos)
     pos += 3
     pos = skip_tagged_fields(buf, pos)
-    return MetadataRequest(
-        topics=_topics,
-        allow_auto_topic_creation=_allow_auto_topic_creation,
-        include_cluster_authorized_operations=_include_cluster_authorized_operations,
-        include_topic_authorized_operations=_include_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    return _message, pos
 
 
 def _write_MetadataRequestTopic_v9(msg: MetadataRequestTopic, out: bytearray) -> None:
@@ -391,13 +411,13 @@ def write_v9(msg: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequestTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     (_topic_id,) = _S2.unpack_from(buf, pos)
     pos += 16
-    _topic_id = uuid.UUID(bytes=_topic_id)
+    _topic_id = uuid_from_bytes(_topic_id)
     _name, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return MetadataRequestTopic(
-        topic_id=_topic_id,
-        name=_name,
-    ), pos
+    _message = _new(MetadataRequestTopic)
+    _set_MetadataRequestTopic_topic_id(_message, _topic_id)
+    _set_MetadataRequestTopic_name(_message, _name)
+    return _message, pos
 
 
 def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
@@ -417,12 +437,12 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     ) = _S1.unpack_from(buf, pos)
     pos += 3
     pos = skip_tagged_fields(buf, pos)
-    return MetadataRequest(
-        topics=_topics,
-        allow_auto_topic_creation=_allow_auto_topic_creation,
-        include_cluster_authorized_operations=_include_cluster_authorized_operations,
-        include_topic_authorized_operations=_include_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    return _message, pos
 
 
 def _write_MetadataRequestTopic_v10(msg: MetadataRequestTopic, out: bytearray) -> None:
@@ -460,11 +480,12 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     (_allow_auto_topic_creation, _include_topic_authorized_operations) = _S3.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
-    return MetadataRequest(
-        topics=_topics,
-        allow_auto_topic_creation=_allow_auto_topic_creation,
-        include_topic_authorized_operations=_include_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataRequest)
+    _set_MetadataRequest_topics(_message, _topics)
+    _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
+    _set_MetadataRequest_include_cluster_authorized_operations(_message, False)
+    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    return _message, pos
 
 
 def write_v11(msg: MetadataRequest, out: bytearray) -> None:

@@ -21,6 +21,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    uuid_from_bytes,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -118,6 +119,33 @@ class MetadataResponse:
     """The top-level error code, or 0 if there was no error."""
 
 
+_new = object.__new__
+_set_MetadataResponseBroker_host = MetadataResponseBroker.host.__set__
+_set_MetadataResponseBroker_node_id = MetadataResponseBroker.node_id.__set__
+_set_MetadataResponseBroker_port = MetadataResponseBroker.port.__set__
+_set_MetadataResponseBroker_rack = MetadataResponseBroker.rack.__set__
+_set_MetadataResponsePartition_error_code = MetadataResponsePartition.error_code.__set__
+_set_MetadataResponsePartition_isr_nodes = MetadataResponsePartition.isr_nodes.__set__
+_set_MetadataResponsePartition_leader_epoch = MetadataResponsePartition.leader_epoch.__set__
+_set_MetadataResponsePartition_leader_id = MetadataResponsePartition.leader_id.__set__
+_set_MetadataResponsePartition_offline_replicas = MetadataResponsePartition.offline_replicas.__set__
+_set_MetadataResponsePartition_partition_index = MetadataResponsePartition.partition_index.__set__
+_set_MetadataResponsePartition_replica_nodes = MetadataResponsePartition.replica_nodes.__set__
+_set_MetadataResponseTopic_error_code = MetadataResponseTopic.error_code.__set__
+_set_MetadataResponseTopic_is_internal = MetadataResponseTopic.is_internal.__set__
+_set_MetadataResponseTopic_name = MetadataResponseTopic.name.__set__
+_set_MetadataResponseTopic_partitions = MetadataResponseTopic.partitions.__set__
+_set_MetadataResponseTopic_topic_authorized_operations = MetadataResponseTopic.topic_authorized_operations.__set__
+_set_MetadataResponseTopic_topic_id = MetadataResponseTopic.topic_id.__set__
+_set_MetadataResponse_brokers = MetadataResponse.brokers.__set__
+_set_MetadataResponse_cluster_authorized_operations = MetadataResponse.cluster_authorized_operations.__set__
+_set_MetadataResponse_cluster_id = MetadataResponse.cluster_id.__set__
+_set_MetadataResponse_controller_id = MetadataResponse.controller_id.__set__
+_set_MetadataResponse_error_code = MetadataResponse.error_code.__set__
+_set_MetadataResponse_throttle_time_ms = MetadataResponse.throttle_time_ms.__set__
+_set_MetadataResponse_topics = MetadataResponse.topics.__set__
+
+
 _S0 = struct.Struct(">i")
 _S1 = struct.Struct(">h")
 _S2 = struct.Struct(">hii")
@@ -132,11 +160,12 @@ def _read_MetadataResponseBroker_v0(buf: BytesLike, pos: int) -> tuple[MetadataR
     _host, pos = read_string(buf, pos)
     (_port,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseBroker(
-        node_id=_node_id,
-        host=_host,
-        port=_port,
-    ), pos
+    _message = _new(MetadataResponseBroker)
+    _set_MetadataResponseBroker_node_id(_message, _node_id)
+    _set_MetadataResponseBroker_host(_message, _host)
+    _set_MetadataResponseBroker_port(_message, _port)
+    _set_MetadataResponseBroker_rack(_message, None)
+    return _message, pos
 
 
 def _read_MetadataResponsePartition_v0(
@@ -156,13 +185,15 @@ def _read_MetadataResponsePartition_v0(
     else:
         _isr_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
         pos += _n * 4
-    return MetadataResponsePartition(
-        error_code=_error_code,
-        partition_index=_partition_index,
-        leader_id=_leader_id,
-        replica_nodes=_replica_nodes,
-        isr_nodes=_isr_nodes,
-    ), pos
+    _message = _new(MetadataResponsePartition)
+    _set_MetadataResponsePartition_error_code(_message, _error_code)
+    _set_MetadataResponsePartition_partition_index(_message, _partition_index)
+    _set_MetadataResponsePartition_leader_id(_message, _leader_id)
+    _set_MetadataResponsePartition_leader_epoch(_message, -1)
+    _set_MetadataResponsePartition_replica_nodes(_message, _replica_nodes)
+    _set_MetadataResponsePartition_isr_nodes(_message, _isr_nodes)
+    _set_MetadataResponsePartition_offline_replicas(_message, ())
+    return _message, pos
 
 
 def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -178,11 +209,14 @@ def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRe
             _item, pos = _read_MetadataResponsePartition_v0(buf, pos)
             _items.append(_item)
         _partitions = tuple(_items)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        partitions=_partitions,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, False)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, -2147483648)
+    return _message, pos
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -204,10 +238,15 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v0(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        brokers=_brokers,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, 0)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, None)
+    _set_MetadataResponse_controller_id(_message, -1)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseBroker_v0(msg: MetadataResponseBroker, out: bytearray) -> None:
@@ -276,12 +315,12 @@ def _read_MetadataResponseBroker_v1(buf: BytesLike, pos: int) -> tuple[MetadataR
     (_port,) = _S0.unpack_from(buf, pos)
     pos += 4
     _rack, pos = read_nullable_string(buf, pos)
-    return MetadataResponseBroker(
-        node_id=_node_id,
-        host=_host,
-        port=_port,
-        rack=_rack,
-    ), pos
+    _message = _new(MetadataResponseBroker)
+    _set_MetadataResponseBroker_node_id(_message, _node_id)
+    _set_MetadataResponseBroker_host(_message, _host)
+    _set_MetadataResponseBroker_port(_message, _port)
+    _set_MetadataResponseBroker_rack(_message, _rack)
+    return _message, pos
 
 
 def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -299,12 +338,14 @@ def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataRe
             _item, pos = _read_MetadataResponsePartition_v0(buf, pos)
             _items.append(_item)
         _partitions = tuple(_items)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        is_internal=_is_internal,
-        partitions=_partitions,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, -2147483648)
+    return _message, pos
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -328,11 +369,15 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        brokers=_brokers,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, 0)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, None)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseBroker_v1(msg: MetadataResponseBroker, out: bytearray) -> None:
@@ -403,12 +448,15 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, 0)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -475,13 +523,15 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -589,14 +639,15 @@ def _read_MetadataResponsePartition_v5(
     else:
         _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
         pos += _n * 4
-    return MetadataResponsePartition(
-        error_code=_error_code,
-        partition_index=_partition_index,
-        leader_id=_leader_id,
-        replica_nodes=_replica_nodes,
-        isr_nodes=_isr_nodes,
-        offline_replicas=_offline_replicas,
-    ), pos
+    _message = _new(MetadataResponsePartition)
+    _set_MetadataResponsePartition_error_code(_message, _error_code)
+    _set_MetadataResponsePartition_partition_index(_message, _partition_index)
+    _set_MetadataResponsePartition_leader_id(_message, _leader_id)
+    _set_MetadataResponsePartition_leader_epoch(_message, -1)
+    _set_MetadataResponsePartition_replica_nodes(_message, _replica_nodes)
+    _set_MetadataResponsePartition_isr_nodes(_message, _isr_nodes)
+    _set_MetadataResponsePartition_offline_replicas(_message, _offline_replicas)
+    return _message, pos
 
 
 def _read_MetadataResponseTopic_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -614,12 +665,14 @@ def _read_MetadataResponseTopic_v5(buf: BytesLike, pos: int) -> tuple[MetadataRe
             _item, pos = _read_MetadataResponsePartition_v5(buf, pos)
             _items.append(_item)
         _partitions = tuple(_items)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        is_internal=_is_internal,
-        partitions=_partitions,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, -2147483648)
+    return _message, pos
 
 
 def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -646,13 +699,15 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v5(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponsePartition_v5(msg: MetadataResponsePartition, out: bytearray) -> None:
@@ -782,15 +837,15 @@ def _read_MetadataResponsePartition_v7(
     else:
         _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
         pos += _n * 4
-    return MetadataResponsePartition(
-        error_code=_error_code,
-        partition_index=_partition_index,
-        leader_id=_leader_id,
-        leader_epoch=_leader_epoch,
-        replica_nodes=_replica_nodes,
-        isr_nodes=_isr_nodes,
-        offline_replicas=_offline_replicas,
-    ), pos
+    _message = _new(MetadataResponsePartition)
+    _set_MetadataResponsePartition_error_code(_message, _error_code)
+    _set_MetadataResponsePartition_partition_index(_message, _partition_index)
+    _set_MetadataResponsePartition_leader_id(_message, _leader_id)
+    _set_MetadataResponsePartition_leader_epoch(_message, _leader_epoch)
+    _set_MetadataResponsePartition_replica_nodes(_message, _replica_nodes)
+    _set_MetadataResponsePartition_isr_nodes(_message, _isr_nodes)
+    _set_MetadataResponsePartition_offline_replicas(_message, _offline_replicas)
+    return _message, pos
 
 
 def _read_MetadataResponseTopic_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -808,12 +863,14 @@ def _read_MetadataResponseTopic_v7(buf: BytesLike, pos: int) -> tuple[MetadataRe
             _item, pos = _read_MetadataResponsePartition_v7(buf, pos)
             _items.append(_item)
         _partitions = tuple(_items)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        is_internal=_is_internal,
-        partitions=_partitions,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, -2147483648)
+    return _message, pos
 
 
 def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -840,13 +897,15 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _item, pos = _read_MetadataResponseTopic_v7(buf, pos)
             _items.append(_item)
         _topics = tuple(_items)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponsePartition_v7(msg: MetadataResponsePartition, out: bytearray) -> None:
@@ -929,13 +988,14 @@ def _read_MetadataResponseTopic_v8(buf: BytesLike, pos: int) -> tuple[MetadataRe
         _partitions = tuple(_items)
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        is_internal=_is_internal,
-        partitions=_partitions,
-        topic_authorized_operations=_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
+    return _message, pos
 
 
 def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -964,14 +1024,15 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
         _topics = tuple(_items)
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-        cluster_authorized_operations=_cluster_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseTopic_v8(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -1017,12 +1078,12 @@ def _read_MetadataResponseBroker_v9(buf: BytesLike, pos: int) -> tuple[MetadataR
     pos += 4
     _rack, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponseBroker(
-        node_id=_node_id,
-        host=_host,
-        port=_port,
-        rack=_rack,
-    ), pos
+    _message = _new(MetadataResponseBroker)
+    _set_MetadataResponseBroker_node_id(_message, _node_id)
+    _set_MetadataResponseBroker_host(_message, _host)
+    _set_MetadataResponseBroker_port(_message, _port)
+    _set_MetadataResponseBroker_rack(_message, _rack)
+    return _message, pos
 
 
 def _read_MetadataResponsePartition_v9(
@@ -1049,15 +1110,15 @@ def _read_MetadataResponsePartition_v9(
         _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
         pos += _n * 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponsePartition(
-        error_code=_error_code,
-        partition_index=_partition_index,
-        leader_id=_leader_id,
-        leader_epoch=_leader_epoch,
-        replica_nodes=_replica_nodes,
-        isr_nodes=_isr_nodes,
-        offline_replicas=_offline_replicas,
-    ), pos
+    _message = _new(MetadataResponsePartition)
+    _set_MetadataResponsePartition_error_code(_message, _error_code)
+    _set_MetadataResponsePartition_partition_index(_message, _partition_index)
+    _set_MetadataResponsePartition_leader_id(_message, _leader_id)
+    _set_MetadataResponsePartition_leader_epoch(_message, _leader_epoch)
+    _set_MetadataResponsePartition_replica_nodes(_message, _replica_nodes)
+    _set_MetadataResponsePartition_isr_nodes(_message, _isr_nodes)
+    _set_MetadataResponsePartition_offline_replicas(_message, _offline_replicas)
+    return _message, pos
 
 
 def _read_MetadataResponseTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -1078,13 +1139,14 @@ def _read_MetadataResponseTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataRe
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        is_internal=_is_internal,
-        partitions=_partitions,
-        topic_authorized_operations=_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
+    return _message, pos
 
 
 def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -1114,14 +1176,15 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-        cluster_authorized_operations=_cluster_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseBroker_v9(msg: MetadataResponseBroker, out: bytearray) -> None:
@@ -1198,7 +1261,7 @@ def _read_MetadataResponseTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataR
     _name, pos = read_compact_string(buf, pos)
     (_topic_id, _is_internal) = _S5.unpack_from(buf, pos)
     pos += 17
-    _topic_id = uuid.UUID(bytes=_topic_id)
+    _topic_id = uuid_from_bytes(_topic_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         raise MalformedError('Non-nullable array Partitions was null')
@@ -1211,14 +1274,14 @@ def _read_MetadataResponseTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataR
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        topic_id=_topic_id,
-        is_internal=_is_internal,
-        partitions=_partitions,
-        topic_authorized_operations=_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, _topic_id)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
+    return _message, pos
 
 
 def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -1248,14 +1311,15 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-        cluster_authorized_operations=_cluster_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseTopic_v10(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -1320,13 +1384,15 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _items.append(_item)
         _topics = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def write_v11(msg: MetadataResponse, out: bytearray) -> None:
@@ -1360,7 +1426,7 @@ def _read_MetadataResponseTopic_v12(buf: BytesLike, pos: int) -> tuple[MetadataR
     _name, pos = read_nullable_compact_string(buf, pos)
     (_topic_id, _is_internal) = _S5.unpack_from(buf, pos)
     pos += 17
-    _topic_id = uuid.UUID(bytes=_topic_id)
+    _topic_id = uuid_from_bytes(_topic_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         raise MalformedError('Non-nullable array Partitions was null')
@@ -1373,14 +1439,14 @@ def _read_MetadataResponseTopic_v12(buf: BytesLike, pos: int) -> tuple[MetadataR
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponseTopic(
-        error_code=_error_code,
-        name=_name,
-        topic_id=_topic_id,
-        is_internal=_is_internal,
-        partitions=_partitions,
-        topic_authorized_operations=_topic_authorized_operations,
-    ), pos
+    _message = _new(MetadataResponseTopic)
+    _set_MetadataResponseTopic_error_code(_message, _error_code)
+    _set_MetadataResponseTopic_name(_message, _name)
+    _set_MetadataResponseTopic_topic_id(_message, _topic_id)
+    _set_MetadataResponseTopic_is_internal(_message, _is_internal)
+    _set_MetadataResponseTopic_partitions(_message, _partitions)
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
+    return _message, pos
 
 
 def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -1408,13 +1474,15 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
             _items.append(_item)
         _topics = tuple(_items)
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, 0)
+    return _message, pos
 
 
 def _write_MetadataResponseTopic_v12(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -1484,14 +1552,15 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
-    return MetadataResponse(
-        throttle_time_ms=_throttle_time_ms,
-        brokers=_brokers,
-        cluster_id=_cluster_id,
-        controller_id=_controller_id,
-        topics=_topics,
-        error_code=_error_code,
-    ), pos
+    _message = _new(MetadataResponse)
+    _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_MetadataResponse_brokers(_message, _brokers)
+    _set_MetadataResponse_cluster_id(_message, _cluster_id)
+    _set_MetadataResponse_controller_id(_message, _controller_id)
+    _set_MetadataResponse_topics(_message, _topics)
+    _set_MetadataResponse_cluster_authorized_operations(_message, -2147483648)
+    _set_MetadataResponse_error_code(_message, _error_code)
+    return _message, pos
 
 
 def write_v13(msg: MetadataResponse, out: bytearray) -> None:

@@ -14,6 +14,7 @@ from proto.primitives import (
     ZERO_UUID,
     read_compact_bytes,
     skip_tagged_fields,
+    uuid_from_bytes,
     write_compact_bytes,
 )
 
@@ -47,6 +48,14 @@ class PushTelemetryRequest:
     """Metrics encoded in OpenTelemetry MetricsData v1 protobuf format."""
 
 
+_new = object.__new__
+_set_PushTelemetryRequest_client_instance_id = PushTelemetryRequest.client_instance_id.__set__
+_set_PushTelemetryRequest_compression_type = PushTelemetryRequest.compression_type.__set__
+_set_PushTelemetryRequest_metrics = PushTelemetryRequest.metrics.__set__
+_set_PushTelemetryRequest_subscription_id = PushTelemetryRequest.subscription_id.__set__
+_set_PushTelemetryRequest_terminating = PushTelemetryRequest.terminating.__set__
+
+
 _S0 = struct.Struct(">16si?b")
 
 
@@ -58,16 +67,16 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[PushTelemetryRequest, int]:
         _compression_type,
     ) = _S0.unpack_from(buf, pos)
     pos += 22
-    _client_instance_id = uuid.UUID(bytes=_client_instance_id)
+    _client_instance_id = uuid_from_bytes(_client_instance_id)
     _metrics, pos = read_compact_bytes(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return PushTelemetryRequest(
-        client_instance_id=_client_instance_id,
-        subscription_id=_subscription_id,
-        terminating=_terminating,
-        compression_type=_compression_type,
-        metrics=_metrics,
-    ), pos
+    _message = _new(PushTelemetryRequest)
+    _set_PushTelemetryRequest_client_instance_id(_message, _client_instance_id)
+    _set_PushTelemetryRequest_subscription_id(_message, _subscription_id)
+    _set_PushTelemetryRequest_terminating(_message, _terminating)
+    _set_PushTelemetryRequest_compression_type(_message, _compression_type)
+    _set_PushTelemetryRequest_metrics(_message, _metrics)
+    return _message, pos
 
 
 def write_v0(msg: PushTelemetryRequest, out: bytearray) -> None:

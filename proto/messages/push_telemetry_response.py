@@ -39,6 +39,11 @@ class PushTelemetryResponse:
     """The error code, or 0 if there was no error."""
 
 
+_new = object.__new__
+_set_PushTelemetryResponse_error_code = PushTelemetryResponse.error_code.__set__
+_set_PushTelemetryResponse_throttle_time_ms = PushTelemetryResponse.throttle_time_ms.__set__
+
+
 _S0 = struct.Struct(">ih")
 
 
@@ -46,10 +51,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[PushTelemetryResponse, int]:
     (_throttle_time_ms, _error_code) = _S0.unpack_from(buf, pos)
     pos += 6
     pos = skip_tagged_fields(buf, pos)
-    return PushTelemetryResponse(
-        throttle_time_ms=_throttle_time_ms,
-        error_code=_error_code,
-    ), pos
+    _message = _new(PushTelemetryResponse)
+    _set_PushTelemetryResponse_throttle_time_ms(_message, _throttle_time_ms)
+    _set_PushTelemetryResponse_error_code(_message, _error_code)
+    return _message, pos
 
 
 def write_v0(msg: PushTelemetryResponse, out: bytearray) -> None:

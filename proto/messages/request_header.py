@@ -43,6 +43,13 @@ class RequestHeader:
     """The client ID string."""
 
 
+_new = object.__new__
+_set_RequestHeader_client_id = RequestHeader.client_id.__set__
+_set_RequestHeader_correlation_id = RequestHeader.correlation_id.__set__
+_set_RequestHeader_request_api_key = RequestHeader.request_api_key.__set__
+_set_RequestHeader_request_api_version = RequestHeader.request_api_version.__set__
+
+
 _S0 = struct.Struct(">hhi")
 
 
@@ -50,12 +57,12 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[RequestHeader, int]:
     (_request_api_key, _request_api_version, _correlation_id) = _S0.unpack_from(buf, pos)
     pos += 8
     _client_id, pos = read_nullable_string(buf, pos)
-    return RequestHeader(
-        request_api_key=_request_api_key,
-        request_api_version=_request_api_version,
-        correlation_id=_correlation_id,
-        client_id=_client_id,
-    ), pos
+    _message = _new(RequestHeader)
+    _set_RequestHeader_request_api_key(_message, _request_api_key)
+    _set_RequestHeader_request_api_version(_message, _request_api_version)
+    _set_RequestHeader_correlation_id(_message, _correlation_id)
+    _set_RequestHeader_client_id(_message, _client_id)
+    return _message, pos
 
 
 def write_v1(msg: RequestHeader, out: bytearray) -> None:
@@ -68,12 +75,12 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[RequestHeader, int]:
     pos += 8
     _client_id, pos = read_nullable_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
-    return RequestHeader(
-        request_api_key=_request_api_key,
-        request_api_version=_request_api_version,
-        correlation_id=_correlation_id,
-        client_id=_client_id,
-    ), pos
+    _message = _new(RequestHeader)
+    _set_RequestHeader_request_api_key(_message, _request_api_key)
+    _set_RequestHeader_request_api_version(_message, _request_api_version)
+    _set_RequestHeader_correlation_id(_message, _correlation_id)
+    _set_RequestHeader_client_id(_message, _client_id)
+    return _message, pos
 
 
 def write_v2(msg: RequestHeader, out: bytearray) -> None:

@@ -35,15 +35,19 @@ class ResponseHeader:
     """The correlation ID of this response."""
 
 
+_new = object.__new__
+_set_ResponseHeader_correlation_id = ResponseHeader.correlation_id.__set__
+
+
 _S0 = struct.Struct(">i")
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[ResponseHeader, int]:
     (_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
-    return ResponseHeader(
-        correlation_id=_correlation_id,
-    ), pos
+    _message = _new(ResponseHeader)
+    _set_ResponseHeader_correlation_id(_message, _correlation_id)
+    return _message, pos
 
 
 def write_v0(msg: ResponseHeader, out: bytearray) -> None:
@@ -54,9 +58,9 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ResponseHeader, int]:
     (_correlation_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
-    return ResponseHeader(
-        correlation_id=_correlation_id,
-    ), pos
+    _message = _new(ResponseHeader)
+    _set_ResponseHeader_correlation_id(_message, _correlation_id)
+    return _message, pos
 
 
 def write_v1(msg: ResponseHeader, out: bytearray) -> None:
