@@ -105,6 +105,9 @@ def read_uvarint(buf: BytesLike, pos: int) -> tuple[int, int]:
         byte = buf[pos]
         if byte < 0x80:  # fast path: one byte, the common case for lengths and counts
             return byte, pos + 1
+        second = buf[pos + 1]
+        if second < 0x80:  # two bytes: lengths 128..16383, e.g. a typical Metrics payload
+            return (byte & 0x7F) | (second << 7), pos + 2
         value = byte & 0x7F
         shift = 7
         for index in range(1, _UVARINT_MAX_BYTES):
@@ -259,10 +262,17 @@ def read_nullable_compact_bytes(buf: BytesLike, pos: int) -> tuple[BytesLike | N
 
 
 def read_compact_bytes(buf: BytesLike, pos: int) -> tuple[BytesLike, int]:
-    value, pos = read_nullable_compact_bytes(buf, pos)
-    if value is None:
+    # Hot path (PushTelemetry Metrics): one varint read, one bounds check, one slice.
+    length_plus_one, pos = read_uvarint(buf, pos)
+    if length_plus_one == 0:
         raise _null("compact bytes")
-    return value, pos
+    end = pos + length_plus_one - 1
+    if end > len(buf):
+        raise MalformedError(
+            f"compact bytes of {length_plus_one - 1} bytes at offset {pos} runs past the end "
+            f"({len(buf)} bytes)"
+        )
+    return buf[pos:end], end
 
 
 def write_nullable_bytes(out: bytearray, value: BytesLike | None) -> None:
