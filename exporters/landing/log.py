@@ -127,6 +127,7 @@ class LandingLog:
         max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
         clock: Callable[[], int] = time.time_ns,
         housekeeping: bool = True,
+        group_commit: bool = False,
     ) -> None:
         if segment_max_bytes <= SEGMENT_HEADER_BYTES:
             raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
@@ -141,6 +142,11 @@ class LandingLog:
         self._segment_max_bytes = segment_max_bytes
         self._segment_max_age_ns = segment_max_age_ms * _NS_PER_MS
         self._policy = FsyncPolicy.parse(fsync)
+        if group_commit and self._policy is not FsyncPolicy.ALWAYS:
+            raise ValueError("group_commit only applies to fsync='always'")
+        # fsync inside append (and at a roll) only for plain "always"; with group commit the
+        # owner calls sync(), typically from a worker thread, before acknowledging.
+        self._fsync_inline = self._policy is FsyncPolicy.ALWAYS and not group_commit
         self._fsync_interval_ms = fsync_interval_ms
         # None or a negative value (Kafka's -1) means no limit.
         self._retention = RetentionPolicy(
@@ -153,13 +159,19 @@ class LandingLog:
         self._max_record_bytes = max_record_bytes
         self._clock = clock
 
-        # Guards every field below; held for a write, never for an fsync of the interval
-        # policy (the housekeeper fsyncs a dup of the descriptor outside it).
+        # _lock guards every field below and is held for a write. A sync round (sync(), the
+        # interval housekeeper, close) holds _fsync_lock instead while it fsyncs dup'ed
+        # descriptors, so appends go on during an fsync: that is what makes group commit.
+        # Order: _fsync_lock before _lock, never the other way round.
         self._lock = threading.Lock()
-        self._closed = False
+        self._fsync_lock = threading.Lock()
+        self._closed = False  # close() started: no more appends
+        self._descriptors_closed = False
         self._broken: str | None = None  # a failed write could not be undone
-        self._pending_sealed_fds: list[int] = []  # sealed, awaiting the interval fsync
-        self._dirty = False
+        # Base offset of the oldest sealed segment not fsynced yet (policies that do not
+        # fsync inline); the next sync round fsyncs it and every later sealed one by path.
+        self._unsynced_sealed_base: int | None = None
+        self._durable_offset = 0  # every offset below this is fsynced
         self._directory_dirty = False
         self._counters = {
             "records_appended": 0,
@@ -176,7 +188,13 @@ class LandingLog:
         try:
             self._fd = -1
             self._open_active_segment()
+            if self._policy is not FsyncPolicy.NEVER:
+                # What a previous run left in the page cache becomes durable too.
+                os.fsync(self._fd)
+                self._durable_offset = self._next_offset
         except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
             os.close(self._lock_fd)
             raise
 
@@ -209,8 +227,8 @@ class LandingLog:
         with self._lock:
             self._check_writable()
             offset = self._append_locked(((context_json, payload),))[0]
-            if self._policy is FsyncPolicy.ALWAYS:
-                self._fsync_locked(self._fd)
+            if self._fsync_inline:
+                self._fsync_active_locked()
         return offset
 
     def append_many(self, items: Iterable[tuple[TelemetryContext, bytes]]) -> list[int]:
@@ -226,8 +244,8 @@ class LandingLog:
         with self._lock:
             self._check_writable()
             offsets = self._append_locked(encoded)
-            if self._policy is FsyncPolicy.ALWAYS:
-                self._fsync_locked(self._fd)
+            if self._fsync_inline:
+                self._fsync_active_locked()
         return offsets
 
     def flush(self) -> None:
@@ -237,12 +255,20 @@ class LandingLog:
             self._check_open()
 
     def sync(self) -> None:
-        """fsync everything appended so far (and new or deleted segment names), whatever
-        the policy. The collector can batch appends under ``never``/``interval`` and call
-        this once before answering, for group commit."""
+        """Returns once everything appended before the call is fsynced (with new and
+        deleted segment names), whatever the policy. Safe from any thread while appends go
+        on; concurrent calls share fsyncs, and a call finds nothing to do when an earlier
+        round already covered it. This is the group-commit half of ``group_commit=True``."""
         with self._lock:
             self._check_open()
-            self._sync_all_locked()
+            target = self._next_offset
+        self._sync_round(target)
+
+    @property
+    def durable_offset(self) -> int:
+        """Every offset below this is fsynced (under ``never`` only what sync() covered)."""
+        with self._lock:
+            return self._durable_offset
 
     def close(self) -> None:
         """Stops the housekeeper, fsyncs (unless the policy is ``never``), releases the
@@ -254,16 +280,14 @@ class LandingLog:
         self._stop.set()
         if self._housekeeper is not None and self._housekeeper is not threading.current_thread():
             self._housekeeper.join()
-        with self._lock:
-            try:
-                if self._policy is not FsyncPolicy.NEVER and self._broken is None:
-                    self._sync_all_locked()
-            finally:
-                for fd in self._pending_sealed_fds:
-                    os.close(fd)
-                self._pending_sealed_fds.clear()
+        try:
+            if self._policy is not FsyncPolicy.NEVER and self._broken is None:
+                self._sync_round(self._next_offset)
+        finally:
+            with self._fsync_lock, self._lock:
                 os.close(self._fd)
                 os.close(self._lock_fd)
+                self._descriptors_closed = True
 
     def __enter__(self) -> LandingLog:
         return self
@@ -417,7 +441,6 @@ class LandingLog:
         self._active_size += total_bytes
         self._next_offset += records
         self._last_append_ns = now_ns
-        self._dirty = True
         self._counters["records_appended"] += records
         self._counters["bytes_appended"] += total_bytes
 
@@ -432,33 +455,82 @@ class LandingLog:
             _log.error("landing log %s: %s", self.directory, self._broken)
 
     def _fsync_locked(self, fd: int) -> None:
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        except OSError as error:
+            self._fsync_failed_locked(error)
+            raise
         self._counters["fsyncs"] += 1
 
-    def _sync_all_locked(self) -> None:
-        for fd in self._pending_sealed_fds:
-            self._fsync_locked(fd)
-            os.close(fd)
-        self._pending_sealed_fds.clear()
+    def _fsync_active_locked(self) -> None:
         self._fsync_locked(self._fd)
-        self._dirty = False
-        fsync_directory(self.directory)
-        self._directory_dirty = False
+        self._durable_offset = self._next_offset
+
+    def _fsync_failed_locked(self, error: OSError) -> None:
+        # After a failed fsync the kernel may have dropped the dirty pages, and a retry
+        # would "succeed" without them (PostgreSQL's fsyncgate): stop acknowledging.
+        self._broken = f"fsync failed: {error}"
+        _log.error("landing log %s: %s", self.directory, self._broken)
+
+    def _sync_round(self, target_offset: int) -> None:
+        """fsync whatever holds offsets below ``target_offset``: sealed segments not synced
+        yet (opened by path), the active segment (through a dup, so a concurrent roll cannot
+        close it under us) and the directory. One round at a time; a round that finds the
+        target already covered by an earlier one returns at once."""
+        with self._fsync_lock:
+            with self._lock:
+                if self._descriptors_closed:
+                    raise LandingLogClosed(f"landing log {self.directory} is closed")
+                if self._broken is not None:
+                    raise LandingError(f"landing log {self.directory} is unusable: {self._broken}")
+                if (
+                    self._durable_offset >= target_offset
+                    and self._unsynced_sealed_base is None
+                    and not self._directory_dirty
+                ):
+                    return
+                covered = self._next_offset
+                active_base = self._active_base_offset
+                sealed_from, self._unsynced_sealed_base = self._unsynced_sealed_base, None
+                directory_dirty, self._directory_dirty = self._directory_dirty, False
+                # A new segment's header must be durable before its name is.
+                needs_active = covered > self._durable_offset or directory_dirty
+                active = os.dup(self._fd) if needs_active else None
+            fsyncs = 0
+            try:
+                if sealed_from is not None:
+                    fsyncs += _fsync_segments(self.directory, sealed_from, active_base)
+                if active is not None:
+                    os.fsync(active)
+                    fsyncs += 1
+                if directory_dirty:
+                    fsync_directory(self.directory)
+            except OSError as error:
+                with self._lock:
+                    self._fsync_failed_locked(error)
+                raise
+            finally:
+                if active is not None:
+                    os.close(active)
+            with self._lock:
+                self._durable_offset = max(self._durable_offset, covered)
+                self._counters["fsyncs"] += fsyncs
 
     # ------------------------------------------------------------------ internals: segments
 
     def _roll_locked(self) -> None:
-        old_fd = self._fd
+        old_fd, old_base = self._fd, self._active_base_offset
         # A sealed segment's mtime is its last record's appended time: retention compares
         # it with now_ms, so an injected clock and a restart agree with what was written.
         os.utime(old_fd, ns=(self._last_append_ns, self._last_append_ns))
         self._create_segment_locked(self._next_offset)
         self._counters["segments_rolled"] += 1
-        if self._policy is FsyncPolicy.INTERVAL:
-            self._pending_sealed_fds.append(old_fd)
-        else:
-            if self._policy is FsyncPolicy.ALWAYS:
+        try:
+            if self._fsync_inline:
                 self._fsync_locked(old_fd)  # its data is synced; this persists the mtime
+            elif self._unsynced_sealed_base is None:
+                self._unsynced_sealed_base = old_base  # the next sync round fsyncs it
+        finally:
             os.close(old_fd)
 
     def _create_segment_locked(self, base_offset: int) -> None:
@@ -476,15 +548,16 @@ class LandingLog:
         try:
             if os.write(fd, header) != len(header):
                 raise LandingError(f"short write of segment header {temp_path.name}")
-            if self._policy is not FsyncPolicy.NEVER:
+            if self._fsync_inline:
                 self._fsync_locked(fd)
+            # Otherwise the next sync round fsyncs the new file before its directory entry.
             os.rename(temp_path, final_path)
         except BaseException:
             os.close(fd)
             raise
-        if self._policy is FsyncPolicy.ALWAYS:
+        if self._fsync_inline:
             fsync_directory(self.directory)
-        else:
+        elif self._policy is not FsyncPolicy.NEVER:
             self._directory_dirty = True
         self._fd = fd
         self._sync_marker = marker
@@ -625,7 +698,9 @@ class LandingLog:
         while not self._stop.wait(period_ms / 1000):
             try:
                 if self._policy is FsyncPolicy.INTERVAL:
-                    self._interval_sync()
+                    with self._lock:
+                        target = self._next_offset
+                    self._sync_round(target)
                 now_ms = self._clock() // _NS_PER_MS
                 self.maybe_roll(now_ms)
                 if now_ms >= next_retention_ms:
@@ -636,40 +711,24 @@ class LandingLog:
             except Exception:
                 _log.exception("landing log %s: housekeeping failed", self.directory)
 
-    def _interval_sync(self) -> None:
-        """fsync without holding the lock during the fsync: appends go on meanwhile. The
-        descriptor is dup'ed under the lock so a concurrent roll cannot close it under us."""
-        with self._lock:
-            if self._closed:
-                raise LandingLogClosed(str(self.directory))
-            sealed, self._pending_sealed_fds = self._pending_sealed_fds, []
-            active = os.dup(self._fd) if self._dirty else None
-            self._dirty = False  # a write after this point sets it again for the next tick
-            directory_dirty, self._directory_dirty = self._directory_dirty, False
-        fsyncs = 0
-        try:
-            for fd in sealed:
-                os.fsync(fd)
-                fsyncs += 1
-            if active is not None:
-                os.fsync(active)
-                fsyncs += 1
-            if directory_dirty:
-                fsync_directory(self.directory)
-        except OSError as error:
-            # After a failed fsync the kernel may have dropped the dirty pages and a retry
-            # would "succeed" without them (PostgreSQL's fsyncgate): stop acknowledging.
-            with self._lock:
-                self._broken = f"fsync failed: {error}"
-            raise
-        finally:
-            for fd in sealed:
-                os.close(fd)
-            if active is not None:
-                os.close(active)
-            with self._lock:
-                self._counters["fsyncs"] += fsyncs
-
 
 def _limit_or_none(limit: int | None) -> int | None:
     return None if limit is None or limit < 0 else limit
+
+
+def _fsync_segments(directory: Path, from_base: int, below_base: int) -> int:
+    """fsyncs the segment files with base offsets in [from_base, below_base) by path (an
+    fsync flushes the file, whichever descriptor asks). Returns how many."""
+    synced = 0
+    for segment in list_segments(directory):
+        if from_base <= segment.base_offset < below_base:
+            try:
+                fd = os.open(segment.path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # retention deleted it meanwhile
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            synced += 1
+    return synced

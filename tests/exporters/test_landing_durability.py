@@ -184,3 +184,76 @@ def test_a_failing_write_loses_nothing_accepted(tmp_path: Path) -> None:
     with LandingLog(tmp_path, housekeeping=False) as log:
         assert log.stats().recovered_truncated_bytes == 0
         assert log.next_offset == len(accepted)
+
+
+def test_group_commit_leaves_the_fsync_to_sync(tmp_path: Path, make_context: MakeContext) -> None:
+    with LandingLog(
+        tmp_path, fsync="always", group_commit=True, segment_max_bytes=2000, housekeeping=False
+    ) as log:
+        assert log.durable_offset == 0
+        before = log.stats().fsyncs
+        for i in range(10):
+            log.append(make_context(i), b"g" * 100)
+        assert log.stats().segments_rolled >= 2
+        assert log.stats().fsyncs == before  # nothing fsynced on the append path
+        assert log.durable_offset == 0
+        log.sync()
+        assert log.durable_offset == 10
+        # The sealed segments and the active one each got one fsync.
+        assert log.stats().fsyncs == before + log.stats().segments_rolled + 1
+        after = log.stats().fsyncs
+        log.sync()  # already covered: no fsync
+        assert log.stats().fsyncs == after
+
+
+def test_group_commit_only_with_always(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="group_commit"):
+        LandingLog(tmp_path, fsync="interval", group_commit=True)
+
+
+def test_sync_from_another_thread_while_appending(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
+    """Group commit as the collector uses it: the event loop appends, a worker thread
+    fsyncs; every sync() returns with at least what was appended before it durable."""
+    import threading
+
+    log = LandingLog(
+        tmp_path, fsync="always", group_commit=True, segment_max_bytes=20_000, housekeeping=False
+    )
+    stop = threading.Event()
+    violations: list[tuple[int, int]] = []
+
+    def syncer() -> None:
+        while not stop.is_set():
+            target = log.next_offset
+            log.sync()
+            if log.durable_offset < target:
+                violations.append((target, log.durable_offset))
+
+    worker = threading.Thread(target=syncer)
+    worker.start()
+    try:
+        for i in range(2000):
+            log.append(make_context(i % 10), b"c" * 200)
+    finally:
+        stop.set()
+        worker.join()
+    log.sync()
+    assert log.durable_offset == 2000
+    assert violations == []
+    assert log.stats().fsyncs < 2000 + log.stats().segments_rolled  # fsyncs were shared
+    log.close()
+    assert [r.offset for r in LandingReader(tmp_path).read(0)] == list(range(2000))
+
+
+def test_sync_under_never_covers_sealed_segments_too(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
+    with LandingLog(tmp_path, fsync="never", segment_max_bytes=2000, housekeeping=False) as log:
+        for i in range(10):
+            log.append(make_context(i), b"n" * 100)
+        rolled = log.stats().segments_rolled
+        log.sync()
+        assert log.stats().fsyncs == rolled + 1
+        assert log.durable_offset == 10
