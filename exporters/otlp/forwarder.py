@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import logging
 import random
@@ -155,6 +154,13 @@ class _LogTail:
         self.last_commit_s = float("-inf")
         self.read_offset = self.committed
         self.pending: collections.deque[_Prepared] = collections.deque()
+        self.held: _Prepared | None = None  # read and prepared, waiting for window room
+        self.cursor: Generator[LandingRecord, None, None] | None = None  # an open read()
+
+    def close(self) -> None:
+        if self.cursor is not None:
+            self.cursor.close()  # releases the segment file it holds open
+            self.cursor = None
         self.end_offset = self.committed
 
 
@@ -266,6 +272,8 @@ class OtlpForwarder:
             return
         self._closed = True
         self._transport.close()
+        for tail in self._tails:
+            tail.close()
 
     # ------------------------------------------------------------------ consumer loop
 
@@ -348,20 +356,35 @@ class OtlpForwarder:
 
     def _fill(self, tail: _LogTail) -> None:
         """Read records into the window until it is full or the log is exhausted."""
-        if tail.read_offset >= tail.end_offset:
-            return
-        # read() is a generator: close it when we stop early, releasing its segment file.
-        records = cast(
-            "Generator[LandingRecord, None, None]",
-            tail.reader.read(tail.read_offset, max_records=tail.end_offset - tail.read_offset),
-        )
-        with contextlib.closing(records):
-            for record in records:
-                prepared = self._prepare(record)
-                if not self._window.take(prepared.size, force=not tail.pending):
-                    break
-                tail.pending.append(prepared)
-                tail.read_offset = record.offset + 1
+        if tail.held is not None:  # prepared last time, did not fit then
+            if not self._admit(tail, tail.held):
+                return
+            tail.held = None
+        while True:
+            if tail.cursor is None:
+                if tail.read_offset >= tail.end_offset:
+                    return
+                # One read() is kept open across batches: starting a read mid-segment makes
+                # the reader scan forward from its nearest index point (up to 1 MiB), which
+                # per small batch would cost more than the sending.
+                tail.cursor = cast(
+                    "Generator[LandingRecord, None, None]", tail.reader.read(tail.read_offset)
+                )
+            record = next(tail.cursor, None)
+            if record is None:  # the end of what was on disk when this read began
+                tail.cursor = None
+                return
+            prepared = self._prepare(record)
+            tail.read_offset = record.offset + 1
+            if not self._admit(tail, prepared):
+                tail.held = prepared  # keep the work; admit it when the window drains
+                return
+
+    def _admit(self, tail: _LogTail, prepared: _Prepared) -> bool:
+        if not self._window.take(prepared.size, force=not tail.pending):
+            return False
+        tail.pending.append(prepared)
+        return True
 
     def _prepare(self, record: LandingRecord) -> _Prepared:
         try:
