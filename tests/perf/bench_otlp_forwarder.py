@@ -25,11 +25,11 @@ import grpc
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
 
-from otlp_receiver import OtlpReceiver, sample_context, sample_metrics_data  # noqa: E402
+from otlp_receiver import OtlpReceiver, sample_context, sample_metrics_data
 
-from exporters.landing import LandingLog  # noqa: E402
-from exporters.otlp import OtlpExporterConfig, OtlpForwarder  # noqa: E402
-from exporters.otlp.transport import EXPORT_METHOD  # noqa: E402
+from exporters.landing import LandingLog
+from exporters.otlp import OtlpExporterConfig, OtlpForwarder
+from exporters.otlp.transport import EXPORT_METHOD
 
 # A librdkafka producer pushes 10 metrics with one point each (field-notes.md).
 PUSH = sample_metrics_data(gauges=9).SerializeToString()
