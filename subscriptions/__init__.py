@@ -5,6 +5,7 @@ Bit-compatible with Apache Kafka's broker (``ClientMetricsConfigs``,
 the same matching, the same merged ``RequestedMetrics`` order and the same SubscriptionId.
 """
 
+from subscriptions.config_file import ConfigFileError
 from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import (
     ONE_UUID,
@@ -24,10 +25,13 @@ from subscriptions.model import (
     SELECTORS,
     Subscription,
 )
+from subscriptions.quotas import ANY, QuotaEntity, QuotaFilterComponent
+from subscriptions.store import ConfigSnapshot, ConfigStore
 from subscriptions.subscription_id import compute_subscription_id
 
 __all__ = [
     "ALL_METRICS",
+    "ANY",
     "CONFIG_INTERVAL_MS",
     "CONFIG_MATCH",
     "CONFIG_METRICS",
@@ -36,7 +40,12 @@ __all__ = [
     "SELECTORS",
     "ZERO_UUID",
     "ClientMetadata",
+    "ConfigFileError",
+    "ConfigSnapshot",
+    "ConfigStore",
     "EffectiveSubscription",
+    "QuotaEntity",
+    "QuotaFilterComponent",
     "Subscription",
     "compute_subscription_id",
     "java_host_address",

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from proto.errors import KafkaError
 
-__all__ = ["ConfigDocument", "ConfigFileError", "Located", "atomic_write_text", "TMP_MARKER"]
+__all__ = ["TMP_MARKER", "ConfigDocument", "ConfigFileError", "Located", "atomic_write_text"]
 
 StateT = TypeVar("StateT")
 TMP_MARKER = ".tmp-"
@@ -82,7 +82,6 @@ def remove_stale_tmp_files(directory: Path, name: str) -> None:
 
 def _located(node: yaml.Node, path: Path) -> Any:
     """Turn a composed YAML node into plain data, mappings as ``{key: Located(value)}``."""
-    line = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Located] = {}
         for key_node, value_node in node.value:

@@ -57,7 +57,7 @@ class _Bin:
 class ConcurrentHashMapOrder:
     """Iteration order of the keys of a ``new ConcurrentHashMap<>()`` after ``put``s."""
 
-    __slots__ = ("_table", "_count", "_size_ctl")
+    __slots__ = ("_count", "_size_ctl", "_table")
 
     def __init__(self, keys: Iterable[str] = ()) -> None:
         self._table: list[_Bin | None] | None = None

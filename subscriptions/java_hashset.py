@@ -71,7 +71,7 @@ def _copy_constructor_capacity(size: int, jdk: int) -> int:
 class _TreeNode:
     """``HashMap.TreeNode``: red-black tree links plus the key and its spread hash."""
 
-    __slots__ = ("hash", "key", "parent", "left", "right", "red")
+    __slots__ = ("hash", "key", "left", "parent", "red", "right")
 
     def __init__(self, hash_: int, key: str) -> None:
         self.hash = hash_
@@ -267,7 +267,7 @@ class JavaHashSet:
     these sets except ``clear()``, which keeps the capacity).
     """
 
-    __slots__ = ("_table", "_size", "_threshold", "_members")
+    __slots__ = ("_members", "_size", "_table", "_threshold")
 
     def __init__(self, initial_capacity: int | None = None) -> None:
         self._table: list[_Bin | None] | None = None

@@ -237,7 +237,7 @@ def filter_quotas(
         if component.match is ANY:
             of_type.add(entity_type)
         else:
-            exact[entity_type] = component.match  # type: ignore[assignment]
+            exact[entity_type] = component.match
     wanted = set(exact) | of_type
     if IP in wanted and (USER in wanted or CLIENT_ID in wanted):
         raise _invalid("Invalid entity filter component combination. IP filter component should "

@@ -28,7 +28,8 @@ the error is logged (and kept in ``last_error``).
 
 Changes through the API (``alter_subscription``, ``alter_quotas``...) rewrite the file
 atomically; hand edits are picked up by ``watch()`` (filesystem events, including the
-symlink swap of a Kubernetes ConfigMap) or ``reload()`` (what SIGHUP calls).
+symlink swap of a Kubernetes ConfigMap) or ``reload()`` (what SIGHUP calls); each file
+is applied whole or not at all, independently of the other.
 Every change of the effective state bumps ``snapshot().version``.
 """
 
@@ -222,26 +223,32 @@ class ConfigStore:
             return self._snapshot
 
     def reload(self) -> bool:
-        """Re-read both files (SIGHUP); True if the state changed.
+        """Re-read both files (SIGHUP); True if the effective state changed.
 
-        Invalid content is logged and ignored: the last good state stays in force.
+        Each file is taken as a whole or not at all: a file with invalid content is
+        logged and ignored (its last good content stays in force), the other file is
+        still applied. ``last_error`` holds the problems of the latest reload, or None.
         """
-        try:
-            with self._lock:
+        with self._lock:
+            errors: list[str] = []
+            configs, quotas = self._configs, self._quota_values
+            try:
                 configs = self._client_metrics.load()
+            except ConfigFileError as exc:
+                errors.append(str(exc))
+            try:
                 quotas = self._quotas.load()
-                changed = configs != self._configs or quotas != self._quota_values
-                if changed:
-                    self._install(configs, quotas)
-                    log.info("config reloaded: %d subscriptions, %d quota entities (version %d)",
-                             len(configs), len(quotas), self._snapshot.version)
-                self.last_error = None
-                return changed
-        except ConfigFileError as exc:
-            self.last_error = str(exc)
-            log.error("config not reloaded, keeping the last good version %d: %s",
-                      self._snapshot.version, exc)
-            return False
+            except ConfigFileError as exc:
+                errors.append(str(exc))
+            for error in errors:
+                log.error("config file not reloaded, its last good content stays in force: %s", error)
+            self.last_error = "; ".join(errors) or None
+            if configs == self._configs and quotas == self._quota_values:
+                return False
+            self._install(configs, quotas)
+            log.info("config reloaded: %d subscriptions, %d quota entities (version %d)",
+                     len(configs), len(quotas), self._snapshot.version)
+            return True
 
     def snapshot(self) -> ConfigSnapshot:
         return self._snapshot
@@ -279,7 +286,7 @@ class ConfigStore:
             return {key.name: stored[key.name] for key in CONFIG_KEYS if key.name in stored}
         return {key.name: stored.get(key.name, key.default) for key in CONFIG_KEYS}
 
-    def alter_subscription(self, name: str, set: Mapping[str, str | None],  # noqa: A002
+    def alter_subscription(self, name: str, set: Mapping[str, str | None],
                            delete: Iterable[str] = (), validate_only: bool = False
                            ) -> Subscription | None:
         """IncrementalAlterConfigs on one CLIENT_METRICS resource (SET / DELETE ops).
@@ -321,7 +328,7 @@ class ConfigStore:
 
     # -- quotas -----------------------------------------------------------------------
 
-    def alter_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, float],  # noqa: A002
+    def alter_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, float],
                      delete: Iterable[str] = (), validate_only: bool = False) -> None:
         """AlterClientQuotas for one entity (``None`` name = ``<default>``)."""
         quota_entity, values, removed = validate_quota_alteration(entity, set, delete)

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from subscriptions.effective import resolve
-from subscriptions.java_lang import to_int32
 from subscriptions.matching import ClientMetadata
 from subscriptions.model import Subscription
 

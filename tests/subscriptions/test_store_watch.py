@@ -1,0 +1,121 @@
+"""Hot reload with real filesystem events: a change takes effect within 2 s.
+
+These wait for the operating system's file events, not for a quota window, so they poll
+the store's snapshot against a 2 s deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from subscriptions.store import ConfigSnapshot, ConfigStore
+
+DEADLINE_S = 2.0
+
+
+async def _until(condition, deadline_s: float = DEADLINE_S) -> float:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not condition():
+        if loop.time() - start > deadline_s:
+            raise AssertionError(f"not within {deadline_s} s")
+        await asyncio.sleep(0.02)
+    return loop.time() - start
+
+
+async def _watching(store: ConfigStore, seen: list[ConfigSnapshot]) -> tuple[asyncio.Task[None], asyncio.Event]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(store.watch(seen.append, stop_event=stop))
+    await asyncio.sleep(0.3)  # let the watcher register before the first change
+    return task, stop
+
+
+async def test_a_hand_edit_takes_effect_within_two_seconds(tmp_path: Path) -> None:
+    store = ConfigStore(tmp_path)
+    store.load()
+    seen: list[ConfigSnapshot] = []
+    task, stop = await _watching(store, seen)
+    try:
+        (store.config_dir / "client-metrics.yaml").write_text(
+            "subscriptions:\n  edited:\n    metrics: org.apache.kafka.producer.\n")
+        await _until(lambda: store.list_names() == ["edited"])
+        await _until(lambda: len(seen) == 1)
+        assert seen[0].subscriptions[0].name == "edited"
+
+        # an invalid edit is ignored, the last good state stays
+        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  edited: {interval.ms: 1}\n")
+        await _until(lambda: store.last_error is not None)
+        assert store.list_names() == ["edited"] and len(seen) == 1
+
+        (store.config_dir / "quotas.yaml").write_text("quotas:\n  users/alice: {producer_byte_rate: 1000}\n")
+        await _until(lambda: len(store.snapshot().quotas) == 1)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_a_configmap_style_symlink_swap_is_seen(tmp_path: Path) -> None:
+    """Kubernetes mounts a ConfigMap as files that link through ``..data`` to a
+    timestamped directory, and updates it by re-pointing ``..data`` atomically."""
+    data_dir = tmp_path / "data"
+    config_dir = data_dir / "config"
+    config_dir.mkdir(parents=True)
+    first = config_dir / "..2026_11_21_10_00_00.1"
+    first.mkdir()
+    (first / "client-metrics.yaml").write_text("subscriptions:\n  v1: {metrics: a.}\n")
+    os.symlink(first.name, config_dir / "..data")
+    os.symlink("..data/client-metrics.yaml", config_dir / "client-metrics.yaml")
+
+    store = ConfigStore(data_dir)
+    assert [s.name for s in store.load().subscriptions] == ["v1"]
+    seen: list[ConfigSnapshot] = []
+    task, stop = await _watching(store, seen)
+    try:
+        second = config_dir / "..2026_11_21_10_05_00.2"
+        second.mkdir()
+        (second / "client-metrics.yaml").write_text("subscriptions:\n  v2: {metrics: b.}\n")
+        os.symlink(second.name, config_dir / "..data_tmp")
+        os.replace(config_dir / "..data_tmp", config_dir / "..data")  # the atomic swap
+        await _until(lambda: store.list_names() == ["v2"])
+        assert seen and seen[-1].subscriptions[0].name == "v2"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_api_writes_do_not_count_as_outside_changes(tmp_path: Path) -> None:
+    store = ConfigStore(tmp_path)
+    store.load()
+    seen: list[ConfigSnapshot] = []
+    task, stop = await _watching(store, seen)
+    try:
+        store.alter_subscription("s", {"metrics": "a."})
+        version = store.snapshot().version
+        await asyncio.sleep(0.8)  # give the watcher time to see our own write
+        assert store.snapshot().version == version
+        assert seen == []
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+
+async def test_an_async_callback_is_awaited(tmp_path: Path) -> None:
+    store = ConfigStore(tmp_path)
+    store.load()
+    applied: list[int] = []
+
+    async def on_change(snapshot: ConfigSnapshot) -> None:
+        await asyncio.sleep(0)
+        applied.append(snapshot.version)
+
+    stop = asyncio.Event()
+    task = asyncio.create_task(store.watch(on_change, stop_event=stop))
+    await asyncio.sleep(0.3)
+    try:
+        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  s: {metrics: a.}\n")
+        await _until(lambda: applied == [store.snapshot().version])
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 5)
