@@ -184,10 +184,17 @@ class SendingQueueConfig(_Section):
 
     @model_validator(mode="before")
     @classmethod
-    def _bare_batch_key_enables_batching(cls, data: object) -> object:
+    def _collector_spellings(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        if "storage" in data:
+            raise ValueError(
+                "sending_queue.storage is not supported: the landing log already is the "
+                "forwarder's persistent queue"
+            )
         # ``batch:`` with no value turns batching on with defaults, as in the Collector
         # (exporter/otlpexporter/testdata/default-batch.yaml).
-        if isinstance(data, dict) and "batch" in data and data["batch"] is None:
+        if "batch" in data and data["batch"] is None:
             return {**data, "batch": {}}
         return data
 

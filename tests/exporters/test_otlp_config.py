@@ -100,6 +100,7 @@ def test_scheme_overrides_insecure(endpoint: str, insecure: bool, tls: bool) -> 
         ({"headers": {"grpc-timeout": "1"}}, "reserved"),
         ({"headers": {"bad key": "1"}}, "not a valid gRPC metadata key"),
         ({"timeout": "0s"}, "timeout must be positive"),
+        ({"sending_queue": {"storage": "file_storage"}}, "landing log already is"),
     ],
 )
 def test_invalid_settings_name_the_problem(overrides: dict[str, object], message: str) -> None:
