@@ -98,6 +98,7 @@ class LandingStats:
     fsyncs: int
     recovered_truncated_bytes: int  # torn tail removed when opening
     recovered_corrupt_regions: int  # damage kept in the active segment when opening
+    export_failures: int  # export() calls answered with a failure
 
 
 class LandingLog:
@@ -181,7 +182,9 @@ class LandingLog:
             "fsyncs": 0,
             "recovered_truncated_bytes": 0,
             "recovered_corrupt_regions": 0,
+            "export_failures": 0,
         }
+        self._last_failure_log_s = -1e9
 
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = self._acquire_directory_lock()
@@ -215,9 +218,20 @@ class LandingLog:
         try:
             self.append(context, payload)
         except (LandingError, OSError) as error:
-            _log.error("landing log %s: append failed: %s", self.directory, error)
+            self._note_export_failure(error)
             return ExportResult.failure(f"landing log: {error}")
         return ExportResult.success()
+
+    def _note_export_failure(self, error: Exception) -> None:
+        # A full disk fails every push: count each, log at most one line per second.
+        with self._lock:
+            self._counters["export_failures"] += 1
+            now = time.monotonic()
+            if now - self._last_failure_log_s < 1.0:
+                return
+            self._last_failure_log_s = now
+            failures = self._counters["export_failures"]
+        _log.error("landing log %s: append failed (%d so far): %s", self.directory, failures, error)
 
     def append(self, context: TelemetryContext, payload: bytes) -> int:
         """Appends one record and returns its offset. Under ``fsync="always"`` it is on disk
@@ -696,6 +710,8 @@ class LandingLog:
         )
         next_retention_ms = 0
         while not self._stop.wait(period_ms / 1000):
+            if self._broken is not None:
+                continue  # appends already fail with the reason; no log line every tick
             try:
                 if self._policy is FsyncPolicy.INTERVAL:
                     with self._lock:

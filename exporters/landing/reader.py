@@ -6,6 +6,8 @@ written, or a torn tail the next writer will truncate. Damage inside a segment i
 (the reader searches for the segment's sync marker to find the next record), logged once
 per place and counted; it never raises.
 
+One LandingReader per thread (it caches what it learnt about segments, unlocked).
+
 Reading from an offset does not rescan a segment from its start each time: the reader
 remembers, per segment, where its valid data ends and one record position per
 ``_INDEX_INTERVAL_BYTES``, so a consumer tailing the log reads only new bytes.

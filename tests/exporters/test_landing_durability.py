@@ -134,6 +134,7 @@ def test_an_oversized_record_is_refused_with_a_clear_error(
         result = log.export(make_context(0), b"x" * 4096)
         assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
         assert log.next_offset == 0
+        assert log.stats().export_failures == 1
 
 
 def test_invalid_options_are_rejected(tmp_path: Path) -> None:
