@@ -187,7 +187,9 @@ class ClientQuotaManager:
     def record_and_get_throttle_time_ms(
         self, user: str, client_id: str, value: float, now_ms: int
     ) -> int:
-        sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
+        sensors = self._sensors_by_client.get((user, client_id))
+        if sensors is None:
+            sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
         try:
             sensors.quota_sensor.record(value, now_ms, True)
         except QuotaViolationError as violation:

@@ -61,7 +61,7 @@ from quota.metric_config import Quota
 from quota.metrics import Metrics, MetricValue
 from quota.mutation_quota import ControllerMutationQuota, ControllerMutationQuotaManager
 from quota.quota_type import QUOTA_TYPE_BY_CONFIG_KEY, QuotaType
-from quota.request_quota import ClientRequestQuotaManager
+from quota.request_quota import NANOS_TO_PERCENTAGE_PER_SECOND, ClientRequestQuotaManager
 from quota.throttled_channel import ThrottledChannel, ThrottledChannelQueue
 
 __all__ = ["EntityQuotaChange", "ListenerLimits", "QuotaEngine", "QuotaEngineConfig"]
@@ -255,7 +255,9 @@ class QuotaEngine:
         request = self.request
         if not request.quota_types_enabled:
             return 0
-        return request.maybe_record_request_time_ns(user, client_id, request_time_ns, now_ms)
+        return request.record_and_get_throttle_time_ms(
+            user, client_id, request_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
+        )
 
     def record_network_time(
         self, user: str, client_id: str, network_time_ns: int, now_ms: int

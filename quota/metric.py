@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collections.abc import Callable
+
 from quota.metric_config import MetricConfig
+from quota.rate import Rate
 from quota.stat import MeasurableStat
 from quota.token_bucket import TokenBucket
 
@@ -36,14 +39,17 @@ class MetricName:
 
 
 class KafkaMetric:
-    __slots__ = ("config", "is_token_bucket", "metric_name", "stat")
+    __slots__ = ("config", "is_token_bucket", "metric_name", "record", "stat")
 
     def __init__(self, metric_name: MetricName, stat: MeasurableStat, config: MetricConfig) -> None:
         self.metric_name = metric_name
         self.stat = stat
         self.config = config
+        self.record: Callable[[MetricConfig, float, int], None]
         # Sensor.checkQuotas judges a token bucket by sign, everything else by its bound.
         self.is_token_bucket = isinstance(stat, TokenBucket)
+        # What Sensor.record calls: a Rate only forwards to its sampled stat, so skip it.
+        self.record = stat.stat.record if isinstance(stat, Rate) else stat.record
 
     def measurable_value(self, now_ms: int) -> float:
         return self.stat.measure(self.config, now_ms)

@@ -28,10 +28,12 @@ MS_PER_SECOND = 1000.0
 class Rate:
     """Per-``unit`` rate of a sampled stat (a ``WindowedSum`` of values by default)."""
 
-    __slots__ = ("_unit_ms", "stat")
+    __slots__ = ("_sums", "_unit_ms", "stat")
 
     def __init__(self, stat: SampledStat | None = None, unit_ms: float = MS_PER_SECOND) -> None:
         self.stat: SampledStat = stat if stat is not None else WindowedSum()
+        # A sum (WindowedSum/WindowedCount) gets the one-pass measurement below.
+        self._sums = isinstance(self.stat, WindowedSum)
         # Milliseconds per rate unit: 1000 for "per second" (Kafka's TimeUnit.SECONDS).
         self._unit_ms = unit_ms
 
@@ -42,26 +44,54 @@ class Rate:
         # Kafka purges inside stat.measure() and again inside windowSize(); the second purge
         # at the same instant is a no-op (purged samples restart at now_ms), so purge once.
         stat = self.stat
-        stat.purge_obsolete_samples(config, now_ms)
-        total = stat.combine(stat.samples, config, now_ms)
-        return total / (self._window_size_after_purge(config, now_ms) / self._unit_ms)
+        if not self._sums:
+            stat.purge_obsolete_samples(config, now_ms)
+            total = stat.combine(stat.samples, config, now_ms)
+            oldest_start_ms = stat.oldest(now_ms).start_time_ms
+        else:
+            # The same three steps (purge, sum, find the oldest start) in one pass: this
+            # runs on every request that has a byte-rate or request quota.
+            # (Starting the search for the oldest start at now_ms assumes time never runs
+            # backwards, which the monotonic clock guarantees.)
+            samples = stat.samples
+            if not samples:
+                stat.current(now_ms)
+            obsolete_at_or_before_ms = now_ms - config.samples * config.time_window_ms
+            total = 0.0
+            oldest_start_ms = now_ms
+            for sample in samples:
+                if sample.last_event_ms <= obsolete_at_or_before_ms:
+                    sample.reset(now_ms)
+                total += sample.value
+                start_ms = sample.start_time_ms
+                if start_ms < oldest_start_ms:
+                    oldest_start_ms = start_ms
+            # _padded_window_ms, inlined (elapsed is not negative here)
+            window_ms = config.time_window_ms
+            elapsed_ms = now_ms - oldest_start_ms
+            missing_windows = config.samples - 1 - elapsed_ms // window_ms
+            if missing_windows > 0:
+                elapsed_ms += missing_windows * window_ms
+            return total / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
+        return total / (_padded_window_ms(config, now_ms - oldest_start_ms) / self._unit_ms)
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         """The padded elapsed time in ms the rate is computed over (see the module doc)."""
         self.stat.purge_obsolete_samples(config, now_ms)
-        return self._window_size_after_purge(config, now_ms)
+        return _padded_window_ms(config, now_ms - self.stat.oldest(now_ms).start_time_ms)
 
-    def _window_size_after_purge(self, config: MetricConfig, now_ms: int) -> int:
-        window_ms = config.time_window_ms
-        total_elapsed_ms = now_ms - self.stat.oldest(now_ms).start_time_ms
-        # Java's int division truncates toward zero; elapsed time is never negative here
-        # unless the caller's clock went backwards, and then truncation is what Kafka does.
-        if total_elapsed_ms >= 0:
-            num_full_windows = total_elapsed_ms // window_ms
-        else:
-            num_full_windows = -(-total_elapsed_ms // window_ms)
-        min_full_windows = config.samples - 1
-        if num_full_windows < min_full_windows:
-            total_elapsed_ms += (min_full_windows - num_full_windows) * window_ms
-        # A measurement at the very start of an empty first window would divide by zero.
-        return max(total_elapsed_ms, 1)
+
+def _padded_window_ms(config: MetricConfig, total_elapsed_ms: int) -> int:
+    """Elapsed time since the oldest sample, but at least N − 1 whole windows (and >= 1 ms)."""
+    window_ms = config.time_window_ms
+    # Java's int division truncates toward zero; elapsed time is never negative here
+    # unless the caller's clock went backwards, and then truncation is what Kafka does.
+    if total_elapsed_ms >= 0:
+        num_full_windows = total_elapsed_ms // window_ms
+    else:
+        num_full_windows = -(-total_elapsed_ms // window_ms)
+    min_full_windows = config.samples - 1
+    if num_full_windows < min_full_windows:
+        total_elapsed_ms += (min_full_windows - num_full_windows) * window_ms
+    # A measurement at the very start of an empty first window would divide by zero.
+    return max(total_elapsed_ms, 1)

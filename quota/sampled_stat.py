@@ -73,6 +73,21 @@ class SampledStat(ABC):
         sample.event_count += 1
         sample.last_event_ms = now_ms
 
+    def _record_sum(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        """``record`` with ``update`` = add and everything inlined: the quota hot path."""
+        samples = self.samples
+        if not samples:
+            samples.append(Sample(self._initial_value, now_ms))
+        sample = samples[self._current]
+        if (
+            now_ms - sample.start_time_ms >= config.time_window_ms
+            or sample.event_count >= config.event_window
+        ):
+            sample = self._advance(config, now_ms)
+        sample.value += value
+        sample.event_count += 1
+        sample.last_event_ms = now_ms
+
     def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
         # N + 1 slots: the extra one keeps the sample overlapping the monitored span.
         max_samples = config.samples + 1
@@ -129,6 +144,8 @@ class WindowedSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
+    record = SampledStat._record_sum
+
     def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
         sample.value += value
 
@@ -143,6 +160,8 @@ class WindowedCount(WindowedSum):
     """The number of ``record`` calls inside the span (each counts as 1, whatever its value)."""
 
     __slots__ = ()
+
+    record = SampledStat.record  # not the inlined sum: update() counts instead of adding
 
     def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
         sample.value += 1.0
