@@ -19,6 +19,7 @@ __all__ = [
     "delete",
     "describe",
     "format_describe",
+    "list",
     "list_subscriptions",
 ]
 
@@ -75,3 +76,6 @@ def format_describe(described: list[tuple[str, dict[str, str]]]) -> str:
 def list_subscriptions(store: ConfigStore) -> list[str]:
     """Subscription names, in creation order."""
     return store.list_names()
+
+
+list = list_subscriptions  # noqa: A001 - the tool's verb; defined last so nothing here sees it

@@ -196,7 +196,7 @@ OnChange = Callable[[ConfigSnapshot], Awaitable[None] | None]
 class ConfigStore:
     """Subscriptions and quotas under ``<data_dir>/config``, durable and hot-reloaded.
 
-    Thread-safe; every public method is synchronous and cheap (files are small) except
+    The constructor loads both files (raising ConfigFileError if one is invalid). Thread-safe; every public method is synchronous and cheap (files are small) except
     ``watch``, a coroutine to run as a task.
     """
 
@@ -210,6 +210,9 @@ class ConfigStore:
         self._quota_values: Quotas = {}
         self._snapshot = _freeze(0, {}, {})
         self.last_error: str | None = None
+        # Loaded now, so an invalid file fails start-up (or the CLI) with a clear error and
+        # no write can ever replace a file that was never read.
+        self.load()
 
     # -- loading ---------------------------------------------------------------------
 

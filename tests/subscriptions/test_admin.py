@@ -39,7 +39,7 @@ def test_generate_name_is_a_kafka_uuid(store: ConfigStore) -> None:
     name = admin.alter(store, generate_name=True, metrics="*")
     assert "-" not in name
     kafka_uuid_from_str(name)
-    assert admin.list_subscriptions(store) == [name]
+    assert admin.list_subscriptions(store) == admin.list(store) == [name]
 
 
 @pytest.mark.parametrize(("name", "generate"), [(None, False), ("x", True)])

@@ -247,3 +247,10 @@ def test_a_failed_write_is_a_clear_error_and_changes_nothing(store: ConfigStore)
     assert str(raised.value).startswith(f"cannot write {_metrics_file(store)}")
     assert store.snapshot() is before
     assert list(store.config_dir.glob(".client-metrics.yaml.tmp-*")) == []
+
+
+def test_a_new_store_never_overwrites_what_it_has_not_read(tmp_path: Path) -> None:
+    """The CLI builds a fresh store per command: its first write must keep the others."""
+    ConfigStore(tmp_path).alter_subscription("first", {"metrics": "a."})
+    ConfigStore(tmp_path).alter_subscription("second", {"metrics": "b."})
+    assert ConfigStore(tmp_path).list_names() == ["first", "second"]
