@@ -9,6 +9,9 @@ prints what these return; the messages are the Kafka tool's.
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Callable
+
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
 from subscriptions.model import CONFIG_INTERVAL_MS, CONFIG_MATCH, CONFIG_METRICS
 from subscriptions.store import ConfigStore
@@ -78,4 +81,8 @@ def list_subscriptions(store: ConfigStore) -> list[str]:
     return store.list_names()
 
 
-list = list_subscriptions  # noqa: A001 - the tool's verb; defined last so nothing here sees it
+def __getattr__(name: str) -> Callable[[ConfigStore], builtins.list[str]]:
+    """``admin.list(store)``, the tool's verb, without shadowing the builtin in this module."""
+    if name == "list":
+        return list_subscriptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
