@@ -24,9 +24,9 @@ import yaml
 
 __all__ = [
     "CHART_DIR",
-    "RELEASE",
-    "NAMESPACE",
     "KUBE_VERSIONS",
+    "NAMESPACE",
+    "RELEASE",
     "ci_values_files",
     "container",
     "env_value",

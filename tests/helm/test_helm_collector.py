@@ -20,6 +20,8 @@ from ktc_chart import CHART_DIR, NAMESPACE, RELEASE, container, env_value, find,
 from collector.config import CollectorConfig, load_config
 from collector.listeners import EndPoint, parse_listeners, parse_security_protocol_map
 from exporters.otlp.config import OtlpExporterConfig
+from subscriptions.quotas import QuotaEntity
+from subscriptions.store import ConfigStore
 
 Docs = list[dict[str, Any]]
 CI = CHART_DIR / "ci"
@@ -222,11 +224,17 @@ def test_moving_the_http_port_moves_listener_probes_and_service(
     assert config.http_host_port == ("0.0.0.0", 9100)
     collector = container(find(docs, "StatefulSet"), "collector")
     assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in collector["ports"]
-    service_port = [p for p in find(docs, "Service", RELEASE)["spec"]["ports"]
-                    if p["name"] == "metrics"]
+    service_port = [
+        p for p in find(docs, "Service", RELEASE)["spec"]["ports"] if p["name"] == "metrics"
+    ]
     assert service_port == [
-        {"name": "metrics", "port": 80, "targetPort": "metrics", "protocol": "TCP",
-         "appProtocol": "http"}
+        {
+            "name": "metrics",
+            "port": 80,
+            "targetPort": "metrics",
+            "protocol": "TCP",
+            "appProtocol": "http",
+        }
     ]
 
 
@@ -289,11 +297,33 @@ def test_subscriptions_and_quotas_are_mounted_for_the_store(rendered: Callable[.
     mounts = {m["name"]: m for m in container(statefulset, "collector")["volumeMounts"]}
     # A directory mount, never subPath: only then do ConfigMap updates reach the pod.
     assert mounts["client-config"] == {
-        "name": "client-config", "mountPath": "/var/lib/ktc/config", "readOnly": True,
+        "name": "client-config",
+        "mountPath": "/var/lib/ktc/config",
+        "readOnly": True,
     }
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
     items = {i["key"] for i in volumes["client-config"]["configMap"]["items"]}
     assert items == {"client-metrics.yaml", "quotas.yaml"}
+
+
+@pytest.mark.parametrize("values_file", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name)
+def test_scenario_store_files_load_in_the_collectors_store(
+    rendered: Callable[..., Docs], values_file: Path, tmp_path: Path
+) -> None:
+    """The config store (which validates like Kafka's controller) accepts what the chart
+    mounts at <dataDir>/config, and sees exactly the values' subscriptions and quotas."""
+    values = load_values(values_file)
+    data = find(rendered(values), "ConfigMap")["data"]
+    if "client-metrics.yaml" not in data:  # configStore.source: dataVolume
+        return
+    config_dir = tmp_path / "config"
+    config_dir.mkdir()
+    for name in ("client-metrics.yaml", "quotas.yaml"):
+        (config_dir / name).write_text(data[name], encoding="utf-8")
+    snapshot = ConfigStore(tmp_path).load()
+    assert sorted(s.name for s in snapshot.subscriptions) == sorted(values.get("subscriptions", {}))
+    quota_paths = {entity.path for entity in snapshot.quotas}
+    assert quota_paths == {QuotaEntity.from_path(p).path for p in values.get("quotas", {})}
 
 
 def test_data_volume_store_is_writable_and_not_from_the_configmap(
@@ -320,7 +350,9 @@ def test_landing_is_one_shared_claim_under_the_data_dir(rendered: Callable[..., 
     statefulset = find(docs, "StatefulSet")
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
     assert volumes["landing"]["persistentVolumeClaim"]["claimName"] == "ktc-landing"
-    mounts = {m["name"]: m["mountPath"] for m in container(statefulset, "collector")["volumeMounts"]}
+    mounts = {
+        m["name"]: m["mountPath"] for m in container(statefulset, "collector")["volumeMounts"]
+    }
     # <data.dir>/landing/node-<node.id>/ is where each node writes: on the shared claim.
     assert mounts["landing"] == mounts["data"] + "/landing"
     (template,) = statefulset["spec"]["volumeClaimTemplates"]
@@ -363,18 +395,30 @@ def test_drain_ends_before_the_kill(rendered: Callable[..., Docs], tmp_path: Pat
 @pytest.mark.parametrize(
     ("values", "message"),
     [
-        ({"terminationGracePeriodSeconds": 20, "config": {"shutdown.timeout.seconds": 20}},
-         "must be below terminationGracePeriodSeconds"),
+        (
+            {"terminationGracePeriodSeconds": 20, "config": {"shutdown.timeout.seconds": 20}},
+            "must be below terminationGracePeriodSeconds",
+        ),
         ({"terminationGracePeriodSeconds": 5}, "terminationGracePeriodSeconds must be above 5"),
         ({"ports": {"kafka": {"enabled": False}}}, "ports.kafka.enabled must be true"),
-        ({"ingest": {"enabled": True}, "persistence": {"landing": {"enabled": False}}},
-         "ingest.enabled needs persistence.landing.enabled"),
-        ({"serviceMonitor": {"enabled": True}, "ports": {"metrics": {"enabled": False}}},
-         "serviceMonitor.enabled needs ports.metrics.enabled"),
+        (
+            {"ingest": {"enabled": True}, "persistence": {"landing": {"enabled": False}}},
+            "ingest.enabled needs persistence.landing.enabled",
+        ),
+        (
+            {"serviceMonitor": {"enabled": True}, "ports": {"metrics": {"enabled": False}}},
+            "serviceMonitor.enabled needs ports.metrics.enabled",
+        ),
         ({"configMap": {"create": False}}, "configMap.existingName is required"),
     ],
-    ids=["drain-too-long", "grace-too-short", "no-kafka-port", "ingest-without-landing",
-         "monitor-without-metrics", "no-configmap-name"],
+    ids=[
+        "drain-too-long",
+        "grace-too-short",
+        "no-kafka-port",
+        "ingest-without-landing",
+        "monitor-without-metrics",
+        "no-configmap-name",
+    ],
 )
 def test_inconsistent_values_fail_with_a_clear_message(
     values: dict[str, Any], message: str
@@ -391,10 +435,17 @@ def test_long_release_names_stay_within_kubernetes_limits(rendered: Callable[...
     release = "telemetry-" * 5 + "abc"  # 53 characters: Helm's maximum
     assert len(release) == 53
     helm.validate_release_name(release)
-    docs = [d for d in yaml.safe_load_all(
-        "\n---\n".join(t for n, t in render({"ingest": {"enabled": True}}, release=release).items()
-                       if not n.endswith("NOTES.txt"))
-    ) if d]
+    docs = [
+        d
+        for d in yaml.safe_load_all(
+            "\n---\n".join(
+                t
+                for n, t in render({"ingest": {"enabled": True}}, release=release).items()
+                if not n.endswith("NOTES.txt")
+            )
+        )
+        if d
+    ]
     for doc in docs:
         assert len(doc["metadata"]["name"]) <= 63, doc["metadata"]["name"]
     statefulset = find(docs, "StatefulSet")

@@ -33,9 +33,7 @@ FREE_FORM_VALUES = {
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
 @pytest.mark.parametrize("values_file", ci_values_files(), ids=lambda p: p.name)
 def test_helm_lint_strict(values_file: Path, kube_version: str) -> None:
-    report = helm.lint(
-        CHART_DIR, load_values(values_file), strict=True, kube_version=kube_version
-    )
+    report = helm.lint(CHART_DIR, load_values(values_file), strict=True, kube_version=kube_version)
     assert report["errors"] == []
     problems = [m for m in report["messages"] if m["severity"] >= WARNING]
     assert problems == []

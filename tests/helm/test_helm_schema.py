@@ -44,7 +44,11 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("unknown log level", {"config": {"log.level": "TRACE"}}, "log.level"),
     ("otlp without endpoint", {"config": {"exporters.otlp": {"compression": "gzip"}}}, "endpoint"),
     ("otlp unknown key", {"config": {"exporters.otlp": {**OTLP, "endpoints": "x"}}}, "endpoints"),
-    ("otlp bare-number duration", {"config": {"exporters.otlp": {**OTLP, "timeout": 5}}}, "timeout"),
+    (
+        "otlp bare-number duration",
+        {"config": {"exporters.otlp": {**OTLP, "timeout": 5}}},
+        "timeout",
+    ),
     (
         "otlp bad duration",
         {"config": {"exporters.otlp": {**OTLP, "timeout": "5 seconds"}}},
@@ -61,11 +65,19 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("duplicate metric prefix", {"subscriptions": {"s": {"metrics": ["a.", "a."]}}}, "metrics"),
     ("quota unknown entity", {"quotas": {"groups/g": {"producer_byte_rate": 1}}}, "groups/g"),
     ("quota unknown key", {"quotas": {"users/a": {"producer_rate": 1}}}, "producer_rate"),
-    ("quota not positive", {"quotas": {"users/a": {"producer_byte_rate": 0}}}, "producer_byte_rate"),
+    (
+        "quota not positive",
+        {"quotas": {"users/a": {"producer_byte_rate": 0}}},
+        "producer_byte_rate",
+    ),
     ("fractional byte rate", {"quotas": {"users/a": {"producer_byte_rate": 1.5}}}, "integer"),
     ("ip quota on a user", {"quotas": {"users/a": {"connection_creation_rate": 5}}}, "connection"),
     ("user quota on an ip", {"quotas": {"ips/10.0.0.1": {"request_percentage": 5}}}, "request_"),
-    ("ip combined with user", {"quotas": {"users/a/ips/1.2.3.4": {"request_percentage": 5}}}, "ips"),
+    (
+        "ip combined with user",
+        {"quotas": {"users/a/ips/1.2.3.4": {"request_percentage": 5}}},
+        "ips",
+    ),
     ("unknown config store", {"configStore": {"source": "etcd"}}, "source"),
     ("bad access mode", {"persistence": {"landing": {"accessModes": ["RWX"]}}}, "accessModes"),
     ("bad size", {"persistence": {"data": {"size": "lots"}}}, "size"),
@@ -88,9 +100,15 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("otlp block", {"config": {"exporters.otlp": {**OTLP, "timeout": "1m30s"}}}),
     ("otlp disabled", {"config": {"exporters.otlp": None}}),
     ("subscription as lists", {"subscriptions": {"s": {"metrics": ["a.", "b."], "match": []}}}),
-    ("match list", {"subscriptions": {"s": {"match": ["client_id=app-.*", " client_source_port = 1"]}}}),
+    (
+        "match list",
+        {"subscriptions": {"s": {"match": ["client_id=app-.*", " client_source_port = 1"]}}},
+    ),
     ("interval as Kafka string", {"subscriptions": {"s": {"interval.ms": "60000"}}}),
-    ("default entities", {"quotas": {"users/<default>/clients/<default>": {"request_percentage": 5}}}),
+    (
+        "default entities",
+        {"quotas": {"users/<default>/clients/<default>": {"request_percentage": 5}}},
+    ),
     ("pdb percentage", {"podDisruptionBudget": {"maxUnavailable": "25%"}}),
     ("quantities", {"persistence": {"landing": {"size": "1.5Ti"}, "data": {"size": "500Mi"}}}),
 ]
