@@ -5,13 +5,13 @@ Follows ``ConnectionQuotas`` in core ``kafka/network/SocketServer.scala`` and
 
 Limits, and what hitting them does:
 
-    limit                                         scope          on hitting it
-    max.connections                               broker         hold the accept until a slot frees
-    listener.name.X.max.connections               listener X     hold the accept until a slot frees
-    max.connection.creation.rate                  broker         hold the accept for the throttle time
-    listener.name.X.max.connection.creation.rate  listener X     hold the accept for the throttle time
-    connection_creation_rate (ips/<ip> entity)    one IP         reject; close after the throttle time
-    max.connections.per.ip (+ .overrides)         one IP         reject; close now
+    limit                                         scope       on hitting it
+    max.connections                               broker      hold the accept until a slot frees
+    listener.name.X.max.connections               listener X  hold the accept until a slot frees
+    max.connection.creation.rate                  broker      hold the accept for the throttle
+    listener.name.X.max.connection.creation.rate  listener X  hold the accept for the throttle
+    connection_creation_rate (ips/<ip> entity)    one IP      reject, close after the throttle
+    max.connections.per.ip (+ .overrides)         one IP      reject, close now
 
 Broker- and listener-wide limits *block the acceptor* (back-pressure on everyone arriving
 at that listener); per-IP limits only turn that IP away.  Throttle times are capped at one
@@ -173,8 +173,13 @@ def _ip_entity(ip: str) -> _RateEntity:
 class _ListenerQuota:
     __slots__ = ("ip_throttle_sensor", "listener_throttle_sensor", "max_connections", "rate_sensor")
 
-    def __init__(self, max_connections: int, rate_sensor: Sensor, listener_throttle_sensor: Sensor,
-                 ip_throttle_sensor: Sensor) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        rate_sensor: Sensor,
+        listener_throttle_sensor: Sensor,
+        ip_throttle_sensor: Sensor,
+    ) -> None:
         self.max_connections = max_connections
         self.rate_sensor = rate_sensor
         self.listener_throttle_sensor = listener_throttle_sensor
@@ -317,7 +322,10 @@ class ConnectionQuotas:
         self._update_connection_rate_quota(max_connection_creation_rate, _listener_entity(listener))
 
     def reconfigure_listener(
-        self, listener: str, max_connections: int = INT_MAX, max_connection_creation_rate: int = INT_MAX
+        self,
+        listener: str,
+        max_connections: int = INT_MAX,
+        max_connection_creation_rate: int = INT_MAX,
     ) -> None:
         _check_listener_limits(listener, max_connections, max_connection_creation_rate)
         self._listeners[listener].max_connections = max_connections
@@ -483,9 +491,13 @@ class ConnectionQuotas:
 
 def _check_listener_limits(listener: str, max_connections: int, rate: int) -> None:
     if max_connections <= 0:
-        raise QuotaConfigError(f"Invalid listener.name.{listener}.max.connections {max_connections}")
+        raise QuotaConfigError(
+            f"Invalid listener.name.{listener}.max.connections {max_connections}"
+        )
     if rate <= 0:
-        raise QuotaConfigError(f"Invalid listener.name.{listener}.max.connection.creation.rate {rate}")
+        raise QuotaConfigError(
+            f"Invalid listener.name.{listener}.max.connection.creation.rate {rate}"
+        )
 
 
 def _canonical_overrides(overrides: Mapping[str, int]) -> dict[str, int]:

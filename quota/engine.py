@@ -51,6 +51,7 @@ from quota.connection_quotas import (
 )
 from quota.entity import DEFAULT, ClientQuotaEntity, IpQuotaEntity, canonical_ip, parse_entity
 from quota.entity_quotas import (
+    EntityKeyT,
     EntitySpec,
     InvalidQuotaError,
     validate_entity_quotas,
@@ -142,8 +143,9 @@ def _overrides(raw: object) -> dict[str, int]:
                 continue
             ip, sep, count = entry.strip().rpartition(":")
             if not sep:
-                raise QuotaConfigError(f"Invalid value {raw!r} for configuration {key}: "
-                                       f"{entry!r} is not <ip>:<count>")
+                raise QuotaConfigError(
+                    f"Invalid value {raw!r} for configuration {key}: {entry!r} is not <ip>:<count>"
+                )
             items.append((ip.strip().strip("[]"), count))
     overrides: dict[str, int] = {}
     for ip, count in items:
@@ -168,12 +170,12 @@ def _listeners(settings: Mapping[str, object]) -> dict[str, ListenerLimits]:
         if key.startswith(_LISTENER_PREFIX):
             for suffix in _LISTENER_KEYS:
                 if key.endswith("." + suffix):
-                    names.append(key[len(_LISTENER_PREFIX): -len(suffix) - 1].upper())
+                    names.append(key[len(_LISTENER_PREFIX) : -len(suffix) - 1].upper())
     limits: dict[str, ListenerLimits] = {}
     for name in dict.fromkeys(names):
         # Kafka's listener config prefix is the lower-cased name: listener.name.plaintext.
         prefix = f"{_LISTENER_PREFIX}{name.lower()}."
-        scoped = {k[len(prefix):]: v for k, v in settings.items() if k.lower().startswith(prefix)}
+        scoped = {k[len(prefix) :]: v for k, v in settings.items() if k.lower().startswith(prefix)}
         limits[name] = ListenerLimits(
             _int(scoped, "max.connections", INT_MAX, minimum=1),
             _int(scoped, "max.connection.creation.rate", INT_MAX, minimum=1),
@@ -248,9 +250,7 @@ class QuotaEngine:
         """Clamp for fetch.max.bytes: larger is throttled even on an idle sensor (or +inf)."""
         return self.fetch.max_value_in_quota_window(user, client_id, now_ms)
 
-    def record_request(
-        self, user: str, client_id: str, request_time_ns: int, now_ms: int
-    ) -> int:
+    def record_request(self, user: str, client_id: str, request_time_ns: int, now_ms: int) -> int:
         """Handler time of one request; the throttle in ms, never more than one window."""
         request = self.request
         if not request.quota_types_enabled:
@@ -315,7 +315,7 @@ class QuotaEngine:
     # -- configuration ---------------------------------------------------------------------
 
     def apply_entity_quotas(
-        self, entity_quotas: Mapping[EntitySpec, Mapping[str, object]]
+        self, entity_quotas: Mapping[EntityKeyT, Mapping[str, object]]
     ) -> list[EntityQuotaChange]:
         """Make the configured entity quotas exactly ``entity_quotas`` (see the module doc).
 
@@ -344,7 +344,8 @@ class QuotaEngine:
         except ValueError as exc:
             raise InvalidQuotaError(str(exc)) from None
         new_value = (
-            None if value is None
+            None
+            if value is None
             else validate_quota_value(key, value, isinstance(target, IpQuotaEntity))
         )
         self._apply(target, key, new_value)
@@ -360,7 +361,9 @@ class QuotaEngine:
         """The configured quotas by entity path (for DescribeClientQuotas and the CLI)."""
         return {entity.path: dict(settings) for entity, settings in self._entity_quotas.items()}
 
-    def _apply(self, entity: ClientQuotaEntity | IpQuotaEntity, key: str, value: float | None) -> None:
+    def _apply(
+        self, entity: ClientQuotaEntity | IpQuotaEntity, key: str, value: float | None
+    ) -> None:
         if isinstance(entity, IpQuotaEntity):
             ip = None if entity.ip is DEFAULT else str(entity.ip)
             self.connections.update_ip_connection_rate_quota(

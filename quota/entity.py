@@ -176,12 +176,19 @@ QUOTA_PRECEDENCE: tuple[PrecedenceLevel, ...] = (
 )
 
 # Entity type names as Kafka's ClientQuotaEntity uses them (and DescribeClientQuotas sends).
-_ENTITY_TYPES = {"user": "user", "users": "user", "client-id": "client-id", "clients": "client-id",
-                 "ip": "ip", "ips": "ip"}
+_ENTITY_TYPES = {
+    "user": "user",
+    "users": "user",
+    "client-id": "client-id",
+    "clients": "client-id",
+    "ip": "ip",
+    "ips": "ip",
+}
 
 
-def parse_entity(spec: str | Mapping[str, str | None] | Iterable[tuple[str, str | None]]
-                 ) -> ClientQuotaEntity | IpQuotaEntity:
+def parse_entity(
+    spec: str | Mapping[str, str | None] | Iterable[tuple[str, str | None]],
+) -> ClientQuotaEntity | IpQuotaEntity:
     """Read an entity from the config store's path form or Kafka's entity-map form.
 
     Accepted shapes (a ``None`` name, or the string ``<default>``, means the default entity):
@@ -230,10 +237,10 @@ def _pairs_from_path(path: str) -> list[tuple[str, str | None]]:
     rest = path.strip()
     for prefix in ("/config/", "config/", "/"):
         if rest.startswith(prefix):
-            rest = rest[len(prefix):]
+            rest = rest[len(prefix) :]
             break
     if rest.startswith("users/") and "/clients/" in rest:
-        user, client_id = rest[len("users/"):].split("/clients/", 1)
+        user, client_id = rest[len("users/") :].split("/clients/", 1)
         return [("user", user), ("client-id", client_id)]
     entity_type, sep, name = rest.partition("/")
     if not sep or not name:

@@ -12,7 +12,7 @@ import enum
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from quota.entity import ClientQuotaEntity, IpQuotaEntity, parse_entity
 from quota.errors import QuotaConfigError
@@ -20,6 +20,7 @@ from quota.errors import QuotaConfigError
 __all__ = [
     "INVALID_REQUEST",
     "QUOTA_KEYS",
+    "EntityKeyT",
     "EntitySpec",
     "InvalidQuotaError",
     "QuotaKey",
@@ -32,6 +33,8 @@ __all__ = [
 INVALID_REQUEST: Final = 42
 
 EntitySpec = str | Mapping[str, str | None] | Iterable[tuple[str, str | None]]
+# The key type of an entity-quotas mapping: a path string or a tuple of (type, name) pairs.
+EntityKeyT = TypeVar("EntityKeyT", bound=EntitySpec)
 
 
 class InvalidQuotaError(QuotaConfigError):
@@ -91,7 +94,7 @@ def validate_quota_value(key: str, raw: object, for_ip: bool) -> float:
 
 
 def validate_entity_quotas(
-    entity_quotas: Mapping[EntitySpec, Mapping[str, object]],
+    entity_quotas: Mapping[EntityKeyT, Mapping[str, object]],
 ) -> dict[ClientQuotaEntity | IpQuotaEntity, dict[str, float]]:
     """Parse and check a whole set of entity quotas; nothing is applied on error."""
     validated: dict[ClientQuotaEntity | IpQuotaEntity, dict[str, float]] = {}

@@ -6,9 +6,8 @@ limit replaces ``KafkaMetric.config``; the stat, and so the usage recorded so fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from quota.metric_config import MetricConfig
 from quota.rate import Rate

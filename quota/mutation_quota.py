@@ -164,7 +164,9 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             ),
             Rate(),
         )
-        sensor.add(self._quota_metric_name(tags), TokenBucket(), self._quota_metric_config_for(tags))
+        sensor.add(
+            self._quota_metric_name(tags), TokenBucket(), self._quota_metric_config_for(tags)
+        )
 
     def record_and_get_throttle_time_ms(
         self, user: str, client_id: str, value: float, now_ms: int

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from quota import QuotaEngine  # noqa: E402
+from quota import QuotaEngine
 
 START_MS = 1_700_000_000_000
 CLIENTS = 1000
@@ -87,7 +87,9 @@ def main() -> int:
         ("produce quota, throttled", over.record_produce_bytes, None),
         ("request quota, under", record_request, TARGET_CONFIGURED_US),
     ]
-    results = [(name, per_call_us(call, args.calls, args.repeats), target) for name, call, target in cases]
+    results = [
+        (name, per_call_us(call, args.calls, args.repeats), target) for name, call, target in cases
+    ]
     baseline_us = results[0][1]
     missed = []
     print(f"{'case':<28}{'us/call':>10}{'x empty':>10}  target")

@@ -24,14 +24,21 @@ CONFIG = ClientQuotaManagerConfig()  # 11 samples of 1 s
 SECOND_MS = 1000
 
 
-def make_manager(metrics: Metrics, clock: ManualClock, config: ClientQuotaManagerConfig = CONFIG,
-                 quota_type: QuotaType = QuotaType.PRODUCE) -> ClientQuotaManager:
+def make_manager(
+    metrics: Metrics,
+    clock: ManualClock,
+    config: ClientQuotaManagerConfig = CONFIG,
+    quota_type: QuotaType = QuotaType.PRODUCE,
+) -> ClientQuotaManager:
     return ClientQuotaManager(config, metrics, quota_type, clock.milliseconds())
 
 
-def maybe_record(manager: ClientQuotaManager, clock: ManualClock, user: str, client_id: str,
-                 value: float) -> int:
-    return manager.maybe_record_and_get_throttle_time_ms(user, client_id, value, clock.milliseconds())
+def maybe_record(
+    manager: ClientQuotaManager, clock: ManualClock, user: str, client_id: str, value: float
+) -> int:
+    return manager.maybe_record_and_get_throttle_time_ms(
+        user, client_id, value, clock.milliseconds()
+    )
 
 
 def queue_size(metrics: Metrics, group: str) -> float:
@@ -43,21 +50,30 @@ def queue_size(metrics: Metrics, group: str) -> float:
 # -- testQuotaParsing for client-id, user and (user, client-id) entities ----------------------
 
 PARSING_CASES = {
-    # name: (client1 entity, client1 (user, client-id), client2 entity, client2, random, default entity)
+    # case: entity1, client1 (user, client-id), entity2, client2, a random client, default entity
     "client-id": (
-        ClientQuotaEntity(None, "p1"), ("ANONYMOUS", "p1"),
-        ClientQuotaEntity(None, "p2"), ("ANONYMOUS", "p2"),
-        ("ANONYMOUS", "random-client-id"), ClientQuotaEntity(None, DEFAULT),
+        ClientQuotaEntity(None, "p1"),
+        ("ANONYMOUS", "p1"),
+        ClientQuotaEntity(None, "p2"),
+        ("ANONYMOUS", "p2"),
+        ("ANONYMOUS", "random-client-id"),
+        ClientQuotaEntity(None, DEFAULT),
     ),
     "user": (
-        ClientQuotaEntity("User1", None), ("User1", "p1"),
-        ClientQuotaEntity("User2", None), ("User2", "p2"),
-        ("RandomUser", "random-client-id"), ClientQuotaEntity(DEFAULT, None),
+        ClientQuotaEntity("User1", None),
+        ("User1", "p1"),
+        ClientQuotaEntity("User2", None),
+        ("User2", "p2"),
+        ("RandomUser", "random-client-id"),
+        ClientQuotaEntity(DEFAULT, None),
     ),
     "user-client-id": (
-        ClientQuotaEntity("User1", "p1"), ("User1", "p1"),
-        ClientQuotaEntity("User2", "p2"), ("User2", "p2"),
-        ("RandomUser", "random-client-id"), ClientQuotaEntity(DEFAULT, DEFAULT),
+        ClientQuotaEntity("User1", "p1"),
+        ("User1", "p1"),
+        ClientQuotaEntity("User2", "p2"),
+        ("User2", "p2"),
+        ("RandomUser", "random-client-id"),
+        ClientQuotaEntity(DEFAULT, DEFAULT),
     ),
 }
 
@@ -97,12 +113,21 @@ def test_quota_parsing(metrics: Metrics, clock: ManualClock, case: str) -> None:
 # -- testQuotaConfigPrecedence ----------------------------------------------------------------
 
 
-def check_quota(manager: ClientQuotaManager, clock: ManualClock, user: str, client_id: str,
-                expected_bound: float, value: float, expect_throttle: bool) -> None:
+def check_quota(
+    manager: ClientQuotaManager,
+    clock: ManualClock,
+    user: str,
+    client_id: str,
+    expected_bound: float,
+    value: float,
+    expect_throttle: bool,
+) -> None:
     assert manager.quota(user, client_id).bound == expected_bound
     max_value = manager.max_value_in_quota_window(user, client_id, clock.milliseconds())
     if expected_bound < UNLIMITED:
-        expected_max = CONFIG.quota_window_size_seconds * (CONFIG.num_quota_samples - 1) * expected_bound
+        expected_max = (
+            CONFIG.quota_window_size_seconds * (CONFIG.num_quota_samples - 1) * expected_bound
+        )
         assert max_value == pytest.approx(expected_max)
     else:
         assert max_value == float("inf")
@@ -117,8 +142,10 @@ def test_quota_config_precedence(metrics: Metrics, clock: ManualClock) -> None:
     m = make_manager(metrics, clock)
 
     def q(user: object, client_id: object, bound: float | None) -> None:
-        m.update_quota(ClientQuotaEntity(user, client_id),  # type: ignore[arg-type]
-                       None if bound is None else Quota.upper_bound(bound))
+        m.update_quota(
+            ClientQuotaEntity(user, client_id),  # type: ignore[arg-type]
+            None if bound is None else Quota.upper_bound(bound),
+        )
 
     q(DEFAULT, None, 1000)
     q(None, DEFAULT, 2000)
@@ -176,10 +203,16 @@ def test_quota_config_precedence(metrics: Metrics, clock: ManualClock) -> None:
 
 @pytest.mark.parametrize(
     "entity",
-    [ClientQuotaEntity(DEFAULT, None), ClientQuotaEntity("userA", None), ClientQuotaEntity("userA", "client1")],
+    [
+        ClientQuotaEntity(DEFAULT, None),
+        ClientQuotaEntity("userA", None),
+        ClientQuotaEntity("userA", "client1"),
+    ],
     ids=["default-user", "user", "user-client"],
 )
-def test_set_and_remove_quota(metrics: Metrics, clock: ManualClock, entity: ClientQuotaEntity) -> None:
+def test_set_and_remove_quota(
+    metrics: Metrics, clock: ManualClock, entity: ClientQuotaEntity
+) -> None:
     manager = make_manager(metrics, clock)
     check_quota(manager, clock, "userA", "client1", UNLIMITED, 1000, False)
     manager.update_quota(entity, Quota.upper_bound(10))
@@ -189,13 +222,24 @@ def test_set_and_remove_quota(metrics: Metrics, clock: ManualClock, entity: Clie
     assert not manager.quotas_enabled  # the last quota of its kind turns the fast path back on
 
 
-def test_max_value_in_quota_window_with_non_default_window(metrics: Metrics, clock: ManualClock) -> None:
+def test_max_value_in_quota_window_with_non_default_window(
+    metrics: Metrics, clock: ManualClock
+) -> None:
     full_windows = 3
-    manager = make_manager(metrics, clock, ClientQuotaManagerConfig(num_quota_samples=full_windows + 1),
-                           QuotaType.FETCH)
-    assert manager.max_value_in_quota_window("userA", "client1", clock.milliseconds()) == float("inf")
+    manager = make_manager(
+        metrics,
+        clock,
+        ClientQuotaManagerConfig(num_quota_samples=full_windows + 1),
+        QuotaType.FETCH,
+    )
+    assert manager.max_value_in_quota_window("userA", "client1", clock.milliseconds()) == float(
+        "inf"
+    )
     manager.update_quota(ClientQuotaEntity(DEFAULT, None), Quota.upper_bound(10))
-    assert manager.max_value_in_quota_window("userA", "client1", clock.milliseconds()) == 10 * full_windows
+    assert (
+        manager.max_value_in_quota_window("userA", "client1", clock.milliseconds())
+        == 10 * full_windows
+    )
 
 
 # -- testQuotaViolation -----------------------------------------------------------------------
@@ -240,7 +284,9 @@ def test_throttle_records_the_throttle_time_sensor(metrics: Metrics, clock: Manu
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     for throttle_ms in (100, 300):
         manager.throttle("ANONYMOUS", "c1", object(), throttle_ms, clock.milliseconds())
-    metric = metrics.metric(MetricName("throttle-time", "Produce", (("user", ""), ("client-id", "c1"))))
+    metric = metrics.metric(
+        MetricName("throttle-time", "Produce", (("user", ""), ("client-id", "c1")))
+    )
     assert metric is not None
     assert metric.measurable_value(clock.milliseconds()) == 200  # Avg of 100 and 300
 
@@ -255,8 +301,13 @@ def test_no_quota_means_no_sensor_work(metrics: Metrics, clock: ManualClock) -> 
     assert set(metrics.sensors) == sensors_before
 
 
-@pytest.mark.parametrize("removed", [("ProduceThrottleTime-:client1",), ("ProduceThrottleTime-:client1", "Produce-:client1")])
-def test_removed_sensors_are_recreated(metrics: Metrics, clock: ManualClock, removed: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "removed",
+    [("ProduceThrottleTime-:client1",), ("ProduceThrottleTime-:client1", "Produce-:client1")],
+)
+def test_removed_sensors_are_recreated(
+    metrics: Metrics, clock: ManualClock, removed: tuple[str, ...]
+) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     maybe_record(manager, clock, "ANONYMOUS", "client1", 100)
@@ -276,7 +327,8 @@ def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: Man
     assert metrics.expire_inactive_sensors(clock.milliseconds()) == []  # exactly an hour: kept
     clock.sleep(1)
     assert set(metrics.expire_inactive_sensors(clock.milliseconds())) == {
-        "Produce-:idle", "ProduceThrottleTime-:idle"
+        "Produce-:idle",
+        "ProduceThrottleTime-:idle",
     }
     # A returning client starts a fresh window.
     assert maybe_record(manager, clock, "ANONYMOUS", "idle", 100) == 0
@@ -299,7 +351,9 @@ def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: M
     assert rate.measurable_value(clock.milliseconds()) == pytest.approx(recorded / 10.4)
     # The usage recorded before the change now violates the lower limit:
     # X = (5000 / 10.4 - 250) / 250 · 10.4 s = 9600 ms.
-    assert maybe_record(manager, clock, "u", "app", 0) == round((recorded / 10.4 - 250) / 250 * 10_400)
+    assert maybe_record(manager, clock, "u", "app", 0) == round(
+        (recorded / 10.4 - 250) / 250 * 10_400
+    )
 
 
 def test_unrecord_takes_a_throttled_fetch_back(metrics: Metrics, clock: ManualClock) -> None:
@@ -319,7 +373,9 @@ def millis_to_percent(millis: float) -> float:
 
 def test_request_percentage_quota_violation(metrics: Metrics, clock: ManualClock) -> None:
     manager = ClientRequestQuotaManager(CONFIG, metrics, clock.milliseconds())
-    manager.update_quota(ClientQuotaEntity("ANONYMOUS", "test-client"), Quota.upper_bound(1))  # 10 ms/s
+    manager.update_quota(
+        ClientQuotaEntity("ANONYMOUS", "test-client"), Quota.upper_bound(1)
+    )  # 10 ms/s
 
     def record(millis: float) -> int:
         return maybe_record(manager, clock, "ANONYMOUS", "test-client", millis_to_percent(millis))

@@ -31,7 +31,7 @@ KNOWN_HOST, UNKNOWN_HOST = "192.168.10.0", "192.168.2.0"
 NUM_QUOTA_SAMPLES, WINDOW_S = 2, 1
 
 
-def make_quotas(metrics: Metrics, clock: ManualClock, **limits: int) -> ConnectionQuotas:
+def make_quotas(metrics: Metrics, clock: ManualClock, **limits: object) -> ConnectionQuotas:
     config = ConnectionQuotaConfig(
         protected_listener=REPLICATION,
         num_quota_samples=NUM_QUOTA_SAMPLES,
@@ -44,8 +44,9 @@ def make_quotas(metrics: Metrics, clock: ManualClock, **limits: int) -> Connecti
     return quotas
 
 
-def accept(quotas: ConnectionQuotas, clock: ManualClock, listener: str, count: int,
-           ip: str | None = None) -> None:
+def accept(
+    quotas: ConnectionQuotas, clock: ManualClock, listener: str, count: int, ip: str | None = None
+) -> None:
     """``count`` connections that must each be accepted immediately."""
     for _ in range(count):
         assert quotas.inc(listener, ip or LISTENER_IPS[listener], clock.milliseconds()) == ACCEPT
@@ -58,8 +59,14 @@ class Outcome:
     delayed_ms: int = 0
 
 
-def accept_at_interval(quotas: ConnectionQuotas, clock: ManualClock, listener: str, count: int,
-                       interval_ms: int, ip: str | None = None) -> Outcome:
+def accept_at_interval(
+    quotas: ConnectionQuotas,
+    clock: ManualClock,
+    listener: str,
+    count: int,
+    interval_ms: int,
+    ip: str | None = None,
+) -> Outcome:
     """Offer ``count`` connections ``interval_ms`` apart, as a blocked acceptor would: a Delay
     holds the listener (the clock moves on) and the same connection is retried."""
     outcome = Outcome()
@@ -135,7 +142,9 @@ def test_max_connections_per_ip(metrics: Metrics, clock: ManualClock) -> None:
 
 def test_max_connections_per_ip_overrides(metrics: Metrics, clock: ManualClock) -> None:
     quotas = make_quotas(
-        metrics, clock, max_connections_per_ip=2,
+        metrics,
+        clock,
+        max_connections_per_ip=2,
         max_connections_per_ip_overrides={KNOWN_HOST: 5, "0:0:0:0:0:0:0:1": 0},
     )
     accept(quotas, clock, EXTERNAL, 5, ip=KNOWN_HOST)
@@ -151,7 +160,8 @@ def test_overrides_must_be_ip_addresses() -> None:
     with pytest.raises(QuotaConfigError, match="not an IP address"):
         ConnectionQuotas(
             ConnectionQuotaConfig(max_connections_per_ip_overrides={"broker.example.com": 3}),
-            Metrics(), 0,
+            Metrics(),
+            0,
         )
 
 
@@ -200,13 +210,15 @@ def test_max_listener_connection_limits(metrics: Metrics, clock: ManualClock) ->
 
 
 @pytest.mark.parametrize(
-    ("max_connections", "rate"), [(0, 10), (10, 0), (-1, 10)], ids=["connections", "rate", "negative"]
+    ("max_connections", "rate"),
+    [(0, 10), (10, 0), (-1, 10)],
+    ids=["connections", "rate", "negative"],
 )
 def test_listener_limits_must_be_above_zero(
     metrics: Metrics, clock: ManualClock, max_connections: int, rate: int
 ) -> None:
     quotas = make_quotas(metrics, clock)
-    with pytest.raises(QuotaConfigError, match="Invalid listener.name.EXTERNAL"):
+    with pytest.raises(QuotaConfigError, match=r"Invalid listener\.name\.EXTERNAL"):
         quotas.reconfigure_listener(EXTERNAL, max_connections, rate)
 
 
@@ -233,21 +245,29 @@ def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: Ma
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=broker_rate)
     start_ms = clock.milliseconds()
     connections = 400
-    outcome = accept_at_interval(quotas, clock, EXTERNAL, connections, interval_ms=10)  # 100/s offered
+    outcome = accept_at_interval(
+        quotas, clock, EXTERNAL, connections, interval_ms=10
+    )  # 100/s offered
     assert outcome.accepted == connections and outcome.delayed_ms > 0
     actual_rate = connections / ((clock.milliseconds() - start_ms) / 1000)
     assert actual_rate == pytest.approx(broker_rate, rel=0.1)
-    throttle = metric_value(metrics, clock, "connection-accept-throttle-time", ("listener", EXTERNAL))
+    throttle = metric_value(
+        metrics, clock, "connection-accept-throttle-time", ("listener", EXTERNAL)
+    )
     assert 0 < throttle <= WINDOW_S * 1000  # delays are capped at one quota window
 
 
-def test_listener_connection_rate_when_above_the_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_listener_connection_rate_when_above_the_limit(
+    metrics: Metrics, clock: ManualClock
+) -> None:
     listener_rate = 30
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=125)
     quotas.reconfigure_listener(EXTERNAL, max_connection_creation_rate=listener_rate)
     start_ms = clock.milliseconds()
     connections = 600
-    outcome = accept_at_interval(quotas, clock, EXTERNAL, connections, interval_ms=25)  # 40/s offered
+    outcome = accept_at_interval(
+        quotas, clock, EXTERNAL, connections, interval_ms=25
+    )  # 40/s offered
     actual_rate = outcome.accepted / ((clock.milliseconds() - start_ms) / 1000)
     assert actual_rate == pytest.approx(listener_rate, rel=0.1)
     # the other listeners are not slowed by EXTERNAL's limit
@@ -261,7 +281,9 @@ def test_a_delayed_connection_is_recorded_once(metrics: Metrics, clock: ManualCl
     held = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds())
     assert isinstance(held, Delay) and held.delay_ms == WINDOW_S * 1000  # 2/s -> capped at 1 s
     clock.sleep(held.delay_ms // 2)
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds()) == Delay(held.delay_ms // 2)
+    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds()) == Delay(
+        held.delay_ms // 2
+    )
     clock.sleep(held.delay_ms // 2)
     assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds()) == ACCEPT
     # two connections recorded in the broker rate, not one per retry
@@ -297,16 +319,23 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: Manual
     assert outcome.delayed_ms == 0  # IP limits never block the acceptor
     assert outcome.ip_rejected > 0
     assert outcome.accepted / elapsed_s == pytest.approx(ip_rate, abs=1)
-    assert metric_value(metrics, clock, "ip-connection-accept-throttle-time", ("listener", EXTERNAL)) > 0
+    assert (
+        metric_value(metrics, clock, "ip-connection-accept-throttle-time", ("listener", EXTERNAL))
+        > 0
+    )
 
     # the default IP quota applies to IPs without their own
     quotas.update_ip_connection_rate_quota(None, ip_rate)
     start_ms = clock.milliseconds()
     outcome = accept_at_interval(quotas, clock, ADMIN, connections, interval_ms)
-    assert outcome.accepted / ((clock.milliseconds() - start_ms) / 1000) == pytest.approx(ip_rate, abs=1)
+    assert outcome.accepted / ((clock.milliseconds() - start_ms) / 1000) == pytest.approx(
+        ip_rate, abs=1
+    )
     # nothing was refused on the replication listener: no IP throttle time there at all
     assert math.isnan(
-        metric_value(metrics, clock, "ip-connection-accept-throttle-time", ("listener", REPLICATION))
+        metric_value(
+            metrics, clock, "ip-connection-accept-throttle-time", ("listener", REPLICATION)
+        )
     )
 
 
@@ -338,7 +367,9 @@ def test_ip_quota_updates_reach_existing_sensors(metrics: Metrics, clock: Manual
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(None, 5)
     accept(quotas, clock, EXTERNAL, 1, ip=KNOWN_HOST)
-    sensor_metric = metrics.metric(MetricName("connection-accept-rate", METRICS_GROUP, (("ip", KNOWN_HOST),)))
+    sensor_metric = metrics.metric(
+        MetricName("connection-accept-rate", METRICS_GROUP, (("ip", KNOWN_HOST),))
+    )
     assert sensor_metric is not None and sensor_metric.config.quota is not None
     assert sensor_metric.config.quota.bound == 5
     quotas.update_ip_connection_rate_quota(None, 50)

@@ -35,7 +35,10 @@ def make_engine(clock: ManualClock, **settings: object) -> QuotaEngine:
 def test_defaults_are_kafkas() -> None:
     config = QuotaEngineConfig.from_mapping({})
     assert (config.client.num_quota_samples, config.client.quota_window_size_seconds) == (11, 1)
-    assert (config.controller.num_quota_samples, config.controller.quota_window_size_seconds) == (11, 1)
+    assert (config.controller.num_quota_samples, config.controller.quota_window_size_seconds) == (
+        11,
+        1,
+    )
     assert config.connections.max_connections == INT_MAX
     assert config.connections.max_connections_per_ip == INT_MAX
     assert config.connections.max_connection_creation_rate == INT_MAX
@@ -43,20 +46,22 @@ def test_defaults_are_kafkas() -> None:
 
 
 def test_settings_are_read_from_kafka_keys() -> None:
-    config = QuotaEngineConfig.from_mapping({
-        "quota.window.num": "21",
-        "quota.window.size.seconds": 2,
-        "controller.quota.window.num": 5,
-        "max.connections": "1000",
-        "max.connections.per.ip": 50,
-        "max.connections.per.ip.overrides": "10.0.0.1:200, [::1]:3",
-        "max.connection.creation.rate": 40,
-        "listeners": "PLAINTEXT://0.0.0.0:9092,internal://127.0.0.1:9093",
-        "inter.broker.listener.name": "internal",
-        "listener.name.plaintext.max.connections": "300",
-        "listener.name.internal.max.connection.creation.rate": 7,
-        "socket.request.max.bytes": 104857600,  # not a quota key: ignored
-    })
+    config = QuotaEngineConfig.from_mapping(
+        {
+            "quota.window.num": "21",
+            "quota.window.size.seconds": 2,
+            "controller.quota.window.num": 5,
+            "max.connections": "1000",
+            "max.connections.per.ip": 50,
+            "max.connections.per.ip.overrides": "10.0.0.1:200, [::1]:3",
+            "max.connection.creation.rate": 40,
+            "listeners": "PLAINTEXT://0.0.0.0:9092,internal://127.0.0.1:9093",
+            "inter.broker.listener.name": "internal",
+            "listener.name.plaintext.max.connections": "300",
+            "listener.name.internal.max.connection.creation.rate": 7,
+            "socket.request.max.bytes": 104857600,  # not a quota key: ignored
+        }
+    )
     assert (config.client.num_quota_samples, config.client.quota_window_size_seconds) == (21, 2)
     assert config.controller.num_quota_samples == 5
     assert config.connections.max_connections == 1000
@@ -91,31 +96,40 @@ def test_bad_settings_name_the_key(settings: dict[str, object], message: str) ->
 
 def test_apply_entity_quotas_from_the_store_shape(clock: ManualClock) -> None:
     engine = make_engine(clock)
-    changes = engine.apply_entity_quotas({
-        "users/alice": {"producer_byte_rate": 1024, "request_percentage": 25.5},
-        "clients/<default>": {"consumer_byte_rate": "2048"},
-        "users/<default>/clients/<default>": {"controller_mutation_rate": 5},
-        "ips/10.0.0.7": {"connection_creation_rate": 3},
-    })
+    changes = engine.apply_entity_quotas(
+        {
+            "users/alice": {"producer_byte_rate": 1024, "request_percentage": 25.5},
+            "clients/<default>": {"consumer_byte_rate": "2048"},
+            "users/<default>/clients/<default>": {"controller_mutation_rate": 5},
+            "ips/10.0.0.7": {"connection_creation_rate": 3},
+        }
+    )
     assert len(changes) == 5
     assert engine.produce.quota("alice", "any").bound == 1024
     assert engine.request.quota("alice", "any").bound == 25.5
     assert engine.fetch.quota("bob", "app").bound == 2048
     assert engine.controller_mutation.quota("bob", "app").bound == 5
     assert engine.connections.connection_rate_for_ip("10.0.0.7") == 3
-    assert engine.entity_quotas()["users/alice"] == {"producer_byte_rate": 1024, "request_percentage": 25.5}
+    assert engine.entity_quotas()["users/alice"] == {
+        "producer_byte_rate": 1024,
+        "request_percentage": 25.5,
+    }
 
 
 def test_apply_entity_quotas_is_the_complete_desired_state(clock: ManualClock) -> None:
     engine = make_engine(clock)
-    engine.apply_entity_quotas({
-        "users/alice": {"producer_byte_rate": 1024, "request_percentage": 25},
-        "ips/<default>": {"connection_creation_rate": 10},
-    })
-    changes = engine.apply_entity_quotas({
-        "users/alice": {"producer_byte_rate": 4096},  # changed; request_percentage dropped
-        "clients/app": {"producer_byte_rate": 10},  # new
-    })
+    engine.apply_entity_quotas(
+        {
+            "users/alice": {"producer_byte_rate": 1024, "request_percentage": 25},
+            "ips/<default>": {"connection_creation_rate": 10},
+        }
+    )
+    changes = engine.apply_entity_quotas(
+        {
+            "users/alice": {"producer_byte_rate": 4096},  # changed; request_percentage dropped
+            "clients/app": {"producer_byte_rate": 10},  # new
+        }
+    )
     assert set(changes) == {
         EntityQuotaChange("users/alice", "request_percentage", None),
         EntityQuotaChange("ips/<default>", "connection_creation_rate", None),
@@ -130,11 +144,26 @@ def test_apply_entity_quotas_is_the_complete_desired_state(clock: ManualClock) -
 @pytest.mark.parametrize(
     ("entity_quotas", "message"),
     [
-        ({"users/alice": {"bytes_per_fortnight": 1}}, "Invalid configuration key bytes_per_fortnight"),
-        ({"users/alice": {"connection_creation_rate": 1}}, "Invalid configuration key connection_creation_rate"),
-        ({"ips/10.0.0.1": {"producer_byte_rate": 1}}, "Invalid configuration key producer_byte_rate"),
-        ({"users/alice": {"producer_byte_rate": 0}}, "Quota producer_byte_rate must be greater than 0"),
-        ({"users/alice": {"producer_byte_rate": 1.5}}, "producer_byte_rate cannot be a fractional value"),
+        (
+            {"users/alice": {"bytes_per_fortnight": 1}},
+            "Invalid configuration key bytes_per_fortnight",
+        ),
+        (
+            {"users/alice": {"connection_creation_rate": 1}},
+            "Invalid configuration key connection_creation_rate",
+        ),
+        (
+            {"ips/10.0.0.1": {"producer_byte_rate": 1}},
+            "Invalid configuration key producer_byte_rate",
+        ),
+        (
+            {"users/alice": {"producer_byte_rate": 0}},
+            "Quota producer_byte_rate must be greater than 0",
+        ),
+        (
+            {"users/alice": {"producer_byte_rate": 1.5}},
+            "producer_byte_rate cannot be a fractional value",
+        ),
         ({"ips/10.0.0.1": {"connection_creation_rate": 2**31}}, "too large for an INT"),
         ({"users/alice": {"request_percentage": "lots"}}, "must be a number"),
         ({"groups/g": {"producer_byte_rate": 1}}, "unknown quota entity type"),
@@ -245,10 +274,17 @@ def test_metrics_snapshot_has_entity_level_labels(clock: ManualClock) -> None:
     engine = make_engine(clock, listeners="PLAINTEXT://:9092")
     engine.apply_entity_quotas({"users/alice": {"producer_byte_rate": 1000}})
     engine.record_produce_bytes("alice", "instance-specific-client-id", 5000, clock.milliseconds())
-    values = {(v.name.group, v.name.name, v.name.tags): v.value for v in engine.metrics_snapshot(clock.milliseconds())}
+    values = {
+        (v.name.group, v.name.name, v.name.tags): v.value
+        for v in engine.metrics_snapshot(clock.milliseconds())
+    }
     # a user-level quota: every client of alice shares the sensor, whatever its client-id
     assert values[("Produce", "byte-rate", (("user", "alice"), ("client-id", "")))] == 500
-    assert ("socket-server-metrics", "connection-accept-rate", (("listener", "PLAINTEXT"),)) in values
+    assert (
+        "socket-server-metrics",
+        "connection-accept-rate",
+        (("listener", "PLAINTEXT"),),
+    ) in values
     assert values[("Produce", "queue-size", ())] == 0
     tag_keys = {key for (_g, _n, tags) in values for key, _ in tags}
     assert tag_keys <= {"user", "client-id", "listener", "ip"}
@@ -260,7 +296,8 @@ def test_expire_inactive_sensors_after_an_hour(clock: ManualClock) -> None:
     engine.record_produce_bytes("u", "c", 1, clock.milliseconds())
     clock.sleep(3600 * SECOND_MS + 1)
     assert sorted(engine.expire_inactive_sensors(clock.milliseconds())) == [
-        "Produce-:c", "ProduceThrottleTime-:c"
+        "Produce-:c",
+        "ProduceThrottleTime-:c",
     ]
 
 

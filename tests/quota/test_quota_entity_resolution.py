@@ -54,10 +54,14 @@ def test_the_table_is_kafkas_documented_order() -> None:
 
 
 def make_manager(metrics: Metrics, clock: ManualClock) -> ClientQuotaManager:
-    return ClientQuotaManager(ClientQuotaManagerConfig(), metrics, QuotaType.PRODUCE, clock.milliseconds())
+    return ClientQuotaManager(
+        ClientQuotaManagerConfig(), metrics, QuotaType.PRODUCE, clock.milliseconds()
+    )
 
 
-def test_most_specific_level_wins_walking_down_all_eight(metrics: Metrics, clock: ManualClock) -> None:
+def test_most_specific_level_wins_walking_down_all_eight(
+    metrics: Metrics, clock: ManualClock
+) -> None:
     manager = make_manager(metrics, clock)
     for _rank, entity, limit, _tags in LEVELS:
         manager.update_quota(entity, Quota.upper_bound(limit))
@@ -72,9 +76,15 @@ def test_most_specific_level_wins_walking_down_all_eight(metrics: Metrics, clock
     assert not manager.quotas_enabled
 
 
-@pytest.mark.parametrize(("rank", "entity", "limit", "tags"), LEVELS, ids=[f"rank{r[0]}" for r in LEVELS])
+@pytest.mark.parametrize(
+    ("rank", "entity", "limit", "tags"), LEVELS, ids=[f"rank{r[0]}" for r in LEVELS]
+)
 def test_each_level_alone_applies_to_the_client(
-    metrics: Metrics, clock: ManualClock, rank: int, entity: ClientQuotaEntity, limit: float,
+    metrics: Metrics,
+    clock: ManualClock,
+    rank: int,
+    entity: ClientQuotaEntity,
+    limit: float,
     tags: tuple[str, str],
 ) -> None:
     manager = make_manager(metrics, clock)
@@ -83,7 +93,10 @@ def test_each_level_alone_applies_to_the_client(
     # With one kind of entity configured Kafka takes a fast path for the tags: the user tag
     # when users are configured, the client-id tag when client-ids are, both for pairs.
     sensors = manager.get_or_create_quota_sensors(USER, CLIENT, clock.milliseconds())
-    expected_tags = (USER if entity.user is not None else "", CLIENT if entity.client_id is not None else "")
+    expected_tags = (
+        USER if entity.user is not None else "",
+        CLIENT if entity.client_id is not None else "",
+    )
     assert sensors.metric_tags == expected_tags
 
 
@@ -97,14 +110,21 @@ def test_each_level_alone_applies_to_the_client(
     ],
 )
 def test_defaults_apply_to_other_users_and_clients(
-    metrics: Metrics, clock: ManualClock, user: str, client_id: str, expected_limit: float,
+    metrics: Metrics,
+    clock: ManualClock,
+    user: str,
+    client_id: str,
+    expected_limit: float,
     expected_tags: tuple[str, str],
 ) -> None:
     manager = make_manager(metrics, clock)
     for _rank, entity, limit, _tags in LEVELS:
         manager.update_quota(entity, Quota.upper_bound(limit))
     assert manager.quota(user, client_id).bound == expected_limit
-    assert manager.get_or_create_quota_sensors(user, client_id, clock.milliseconds()).metric_tags == expected_tags
+    assert (
+        manager.get_or_create_quota_sensors(user, client_id, clock.milliseconds()).metric_tags
+        == expected_tags
+    )
 
 
 def test_user_names_are_sanitized_in_tags_and_keys_client_ids_are_not(

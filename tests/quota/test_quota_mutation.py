@@ -90,7 +90,9 @@ def test_throttle_time_needs_a_token_bucket(metrics: Metrics, clock: ManualClock
 
 
 def make_manager(metrics: Metrics, clock: ManualClock) -> ControllerMutationQuotaManager:
-    return ControllerMutationQuotaManager(ClientQuotaManagerConfig(SAMPLES, 1), metrics, clock.milliseconds())
+    return ControllerMutationQuotaManager(
+        ClientQuotaManagerConfig(SAMPLES, 1), metrics, clock.milliseconds()
+    )
 
 
 def test_manager_strict_accounting(metrics: Metrics, clock: ManualClock) -> None:
@@ -98,7 +100,9 @@ def test_manager_strict_accounting(metrics: Metrics, clock: ManualClock) -> None
     manager.update_quota(ClientQuotaEntity(USER, CLIENT), Quota.upper_bound(RATE_PER_S))
 
     def record(value: float) -> int:
-        return manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, value, clock.milliseconds())
+        return manager.maybe_record_and_get_throttle_time_ms(
+            USER, CLIENT, value, clock.milliseconds()
+        )
 
     for _ in range(10):  # exactly the refill rate: the bucket stays full
         assert record(RATE_PER_S) == 0
@@ -118,17 +122,28 @@ def test_manager_returns_unbounded_quota_while_none_is_configured(
 ) -> None:
     manager = make_manager(metrics, clock)
     now = clock.milliseconds()
-    assert isinstance(manager.new_strict_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota)
-    assert isinstance(manager.new_permissive_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota)
+    assert isinstance(
+        manager.new_strict_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota
+    )
+    assert isinstance(
+        manager.new_permissive_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota
+    )
     manager.update_quota(ClientQuotaEntity(USER, CLIENT), Quota.upper_bound(RATE_PER_S))
-    assert isinstance(manager.new_strict_quota_for(USER, CLIENT, now), StrictControllerMutationQuota)
-    assert isinstance(manager.new_permissive_quota_for(USER, CLIENT, now), PermissiveControllerMutationQuota)
+    assert isinstance(
+        manager.new_strict_quota_for(USER, CLIENT, now), StrictControllerMutationQuota
+    )
+    assert isinstance(
+        manager.new_permissive_quota_for(USER, CLIENT, now), PermissiveControllerMutationQuota
+    )
 
 
 @pytest.mark.parametrize(
     ("api_version", "strict_since", "expected"),
-    [(6, 6, StrictControllerMutationQuota), (7, 6, StrictControllerMutationQuota),
-     (5, 6, PermissiveControllerMutationQuota)],
+    [
+        (6, 6, StrictControllerMutationQuota),
+        (7, 6, StrictControllerMutationQuota),
+        (5, 6, PermissiveControllerMutationQuota),
+    ],
 )
 def test_new_quota_for_picks_strictness_by_version(
     metrics: Metrics, clock: ManualClock, api_version: int, strict_since: int, expected: type
@@ -139,7 +154,9 @@ def test_new_quota_for_picks_strictness_by_version(
     assert isinstance(quota, expected)
 
 
-def test_manager_sensor_has_a_rate_and_the_token_bucket(metrics: Metrics, clock: ManualClock) -> None:
+def test_manager_sensor_has_a_rate_and_the_token_bucket(
+    metrics: Metrics, clock: ManualClock
+) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, CLIENT), Quota.upper_bound(RATE_PER_S))
     manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, 30, clock.milliseconds())

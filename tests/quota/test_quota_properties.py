@@ -50,7 +50,12 @@ class KafkaRateModel:
                 self.samples.append(sample)
             else:
                 sample = self.samples[self.current]
-                sample.start_ms, sample.last_event_ms, sample.value, sample.count = now_ms, now_ms, 0.0, 0
+                sample.start_ms, sample.last_event_ms, sample.value, sample.count = (
+                    now_ms,
+                    now_ms,
+                    0.0,
+                    0,
+                )
         sample.value += value
         sample.count += 1
         sample.last_event_ms = now_ms
@@ -58,7 +63,12 @@ class KafkaRateModel:
     def purge(self, config: MetricConfig, now_ms: int) -> None:
         for sample in self.samples:
             if now_ms - sample.last_event_ms >= config.samples * config.time_window_ms:
-                sample.start_ms, sample.last_event_ms, sample.value, sample.count = now_ms, now_ms, 0.0, 0
+                sample.start_ms, sample.last_event_ms, sample.value, sample.count = (
+                    now_ms,
+                    now_ms,
+                    0.0,
+                    0,
+                )
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         self.purge(config, now_ms)
@@ -98,7 +108,9 @@ steps = st.lists(
 
 @settings(max_examples=300, deadline=None)
 @given(config=configs, steps=steps)
-def test_rate_matches_kafkas_algorithm(config: MetricConfig, steps: list[tuple[int, float | None]]) -> None:
+def test_rate_matches_kafkas_algorithm(
+    config: MetricConfig, steps: list[tuple[int, float | None]]
+) -> None:
     rate, model = Rate(), KafkaRateModel()
     now_ms = 1_700_000_000_000
     for elapsed_ms, value in steps:
@@ -122,7 +134,9 @@ class PlainSum(SampledStat):
 
 @settings(max_examples=200, deadline=None)
 @given(config=configs, steps=steps)
-def test_fused_and_generic_rate_paths_agree(config: MetricConfig, steps: list[tuple[int, float | None]]) -> None:
+def test_fused_and_generic_rate_paths_agree(
+    config: MetricConfig, steps: list[tuple[int, float | None]]
+) -> None:
     fused, generic = Rate(), Rate(PlainSum())
     now_ms = 1_700_000_000_000
     for elapsed_ms, value in steps:
@@ -145,7 +159,9 @@ def test_a_violated_rate_never_throttles_negatively(
     metrics = Metrics()
     now_ms = 1_700_000_000_000
     sensor = metrics.sensor(
-        "s", now_ms, MetricConfig(quota=Quota.upper_bound(quota), samples=samples, time_window_ms=1000)
+        "s",
+        now_ms,
+        MetricConfig(quota=Quota.upper_bound(quota), samples=samples, time_window_ms=1000),
     )
     sensor.add(MetricName("rate", "g"), Rate())
     for elapsed_ms, value in records:

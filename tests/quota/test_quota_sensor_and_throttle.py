@@ -72,7 +72,9 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: ManualClock
     sensor = metrics.sensor(
         "sensor",
         clock.milliseconds(),
-        MetricConfig(quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples),
+        MetricConfig(
+            quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples
+        ),
     )
     name = MetricName("rate", "test-group")
     sensor.add(name, Rate())
@@ -81,7 +83,9 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: ManualClock
     burst = 30
     strict_record(sensor, burst, clock.milliseconds())
     padded_window_s = samples - 1
-    assert rate_metric.measurable_value(clock.milliseconds()) == pytest.approx(burst / padded_window_s)
+    assert rate_metric.measurable_value(clock.milliseconds()) == pytest.approx(
+        burst / padded_window_s
+    )
     # In theory ((30 / 10) - 2) / 2 * 10 = 5 s brings the rate back to 2; but 5 s later the
     # padded window is still 10 s, the rate still 3, and the next record is refused.
     clock.sleep(5000)
@@ -95,7 +99,9 @@ def test_strict_quota_enforcement_with_token_bucket(metrics: Metrics, clock: Man
     sensor = metrics.sensor(
         "sensor",
         clock.milliseconds(),
-        MetricConfig(quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples),
+        MetricConfig(
+            quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples
+        ),
     )
     name = MetricName("credits", "test-group")
     sensor.add(name, TokenBucket())
@@ -142,7 +148,9 @@ def test_updating_the_metric_config_is_reflected_in_the_sensor(
 def test_violation_keeps_the_recorded_value_and_unrecord_takes_it_back(
     metrics: Metrics, clock: ManualClock
 ) -> None:
-    sensor = metrics.sensor("sensor", clock.milliseconds(), MetricConfig(quota=Quota.upper_bound(5)))
+    sensor = metrics.sensor(
+        "sensor", clock.milliseconds(), MetricConfig(quota=Quota.upper_bound(5))
+    )
     name = MetricName("total", "g")
     sensor.add(name, CumulativeSum())
     with pytest.raises(QuotaViolationError):
@@ -176,9 +184,13 @@ def test_expire_inactive_sensors_removes_sensor_and_metrics(
 MAX_THROTTLE_TIME_MS = 500
 
 
-def violation_on_rate(observed: float, quota: float, num_samples: int, now_ms: int) -> QuotaViolationError:
+def violation_on_rate(
+    observed: float, quota: float, num_samples: int, now_ms: int
+) -> QuotaViolationError:
     """A violation on a fresh 1 s-window Rate: its window is (num_samples - 1) s."""
-    config = MetricConfig(quota=Quota.upper_bound(quota), samples=num_samples, time_window_ms=SECOND_MS)
+    config = MetricConfig(
+        quota=Quota.upper_bound(quota), samples=num_samples, time_window_ms=SECOND_MS
+    )
     metric = KafkaMetric(MetricName("test-metric", "groupA"), Rate(), config)
     return QuotaViolationError(metric, observed, quota)
 
@@ -216,7 +228,10 @@ def test_throttle_time_above_the_quota(
 def test_bounded_throttle_time_is_capped(clock: ManualClock) -> None:
     violation = violation_on_rate(100.0, 50.0, 10, clock.milliseconds())  # unbounded: 9000 ms
     assert throttle_time_ms(violation, clock.milliseconds()) == 9000
-    assert bounded_throttle_time_ms(violation, MAX_THROTTLE_TIME_MS, clock.milliseconds()) == MAX_THROTTLE_TIME_MS
+    assert (
+        bounded_throttle_time_ms(violation, MAX_THROTTLE_TIME_MS, clock.milliseconds())
+        == MAX_THROTTLE_TIME_MS
+    )
 
 
 def test_throttle_time_needs_a_rate_metric(clock: ManualClock) -> None:
@@ -239,7 +254,9 @@ def test_throttle_time_needs_a_rate_metric(clock: ManualClock) -> None:
         (0.0, 0.0, 1000, 0),  # 0/0 is NaN; Math.round(NaN) is 0
     ],
 )
-def test_rate_throttle_formula(observed: float, target: float, window_ms: int, expected_ms: int) -> None:
+def test_rate_throttle_formula(
+    observed: float, target: float, window_ms: int, expected_ms: int
+) -> None:
     assert rate_throttle_time_ms(observed, target, window_ms) == expected_ms
 
 
@@ -270,7 +287,9 @@ def test_kip13_burst_after_nine_seconds_at_quota_gives_two_seconds(
     sensor = metrics.sensor(
         "Produce-:client",
         clock.milliseconds(),
-        MetricConfig(quota=Quota.upper_bound(quota_bytes_per_s), samples=samples, time_window_ms=SECOND_MS),
+        MetricConfig(
+            quota=Quota.upper_bound(quota_bytes_per_s), samples=samples, time_window_ms=SECOND_MS
+        ),
     )
     sensor.add(MetricName("byte-rate", "Produce"), Rate())
     for _ in range(9):  # nine seconds exactly at the quota: never throttled
@@ -291,7 +310,9 @@ KIP599_BURST_MUTATIONS = 560
 
 
 def test_kip599_token_bucket_throttles_twelve_seconds(metrics: Metrics, clock: ManualClock) -> None:
-    config = MetricConfig(quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS)
+    config = MetricConfig(
+        quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS
+    )
     sensor = metrics.sensor("mutations", clock.milliseconds(), config)
     name = MetricName("tokens", "ControllerMutation")
     sensor.add(name, TokenBucket())
@@ -311,7 +332,9 @@ def test_kip599_token_bucket_throttles_twelve_seconds(metrics: Metrics, clock: M
 def test_kip599_sampled_rate_holds_the_client_for_the_whole_window(
     metrics: Metrics, clock: ManualClock
 ) -> None:
-    config = MetricConfig(quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS)
+    config = MetricConfig(
+        quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS
+    )
     sensor = metrics.sensor("mutations", clock.milliseconds(), config)
     sensor.add(MetricName("rate", "ControllerMutation"), Rate())
     start_ms = clock.milliseconds()

@@ -120,9 +120,7 @@ def test_avg_and_max_of_nothing_is_nan(clock: ManualClock, stat: SampledStat) ->
 # -- RateTest ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("num_samples", "window_s"), [(1, 1), (1, 11), (11, 1), (11, 11)]
-)
+@pytest.mark.parametrize(("num_samples", "window_s"), [(1, 1), (1, 11), (11, 1), (11, 11)])
 def test_rate_with_no_prior_available_samples(
     clock: ManualClock, num_samples: int, window_s: int
 ) -> None:
@@ -180,7 +178,9 @@ def test_rate_window_is_padded_to_n_minus_1_windows(
 
 # Rate 5 units/s, 10 samples of 2 s: burst = 10 · 2 · 5 = 100 units.
 BUCKET_RATE = 5
-BUCKET_CONFIG = MetricConfig(quota=Quota.upper_bound(BUCKET_RATE), time_window_ms=2 * SECOND_MS, samples=10)
+BUCKET_CONFIG = MetricConfig(
+    quota=Quota.upper_bound(BUCKET_RATE), time_window_ms=2 * SECOND_MS, samples=10
+)
 BURST = BUCKET_CONFIG.samples * 2 * BUCKET_RATE
 
 
