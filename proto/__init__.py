@@ -19,16 +19,16 @@ from proto.connection import (
 from proto.errors import Errors, FramingError, KafkaError, error_for
 
 __all__ = [
+    "DEFAULT_MAX_REQUEST_SIZE",
+    "SUPPORTED_VERSIONS",
     "ApiKeys",
     "ClientConnection",
     "CompressionType",
-    "DEFAULT_MAX_REQUEST_SIZE",
     "Errors",
     "FramingError",
     "KafkaError",
     "RequestFrame",
     "ResponseFrame",
-    "SUPPORTED_VERSIONS",
     "ServerConnection",
     "api_versions_unsupported_response",
     "compress",

@@ -32,7 +32,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["main", "render_all", "stale_files", "SPEC_DIR", "OUT_DIR"]
+__all__ = ["OUT_DIR", "SPEC_DIR", "main", "render_all", "stale_files"]
 
 SPEC_DIR = Path(__file__).resolve().parent / "specs"
 OUT_DIR = Path(__file__).resolve().parent / "messages"
@@ -143,6 +143,15 @@ class MessageSpec:
         return list(range(self.valid_versions.low, self.valid_versions.high + 1))
 
 
+def isort_key(name: str) -> tuple[int, str]:
+    """isort's order-by-type (what ruff's I001 and RUF022 expect): CONSTANTS, Classes, rest."""
+    if name.isupper():
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
 def snake_case(name: str) -> str:
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name)
     return spaced.lower()
@@ -175,9 +184,11 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _field_from_json(raw: dict[str, object], common: dict[str, list[dict[str, object]]]) -> FieldSpec:
+def _field_from_json(
+    raw: dict[str, object], common: dict[str, list[dict[str, object]]]
+) -> FieldSpec:
     type_name = str(raw["type"])
-    element = type_name[2:] if type_name.startswith("[]") else type_name
+    element = type_name.removeprefix("[]")
     children = raw.get("fields")
     if children is None and element in common:
         children = common[element]
@@ -265,7 +276,9 @@ def default_source(f: FieldSpec) -> str:
 LINE_LIMIT = 100
 
 
-def wrap_items(opening: str, items: list[str], closing: str, *, tuple_target: bool = False) -> list[str]:
+def wrap_items(
+    opening: str, items: list[str], closing: str, *, tuple_target: bool = False
+) -> list[str]:
     """``opening + items + closing`` on one line if it fits, else one item per line."""
     joined = ", ".join(items) + ("," if tuple_target and len(items) == 1 else "")
     one_line = opening + joined + closing
@@ -343,7 +356,9 @@ class ReaderGen:
         self.e = emitter
         self.message = message
 
-    def struct_reader(self, class_name: str, fields: list[FieldSpec], version: int, name: str) -> str:
+    def struct_reader(
+        self, class_name: str, fields: list[FieldSpec], version: int, name: str
+    ) -> str:
         flexible = version in self.message.flexible_versions
         body: list[str] = []
         for group in _group_fixed(fields, version):
@@ -352,14 +367,17 @@ class ReaderGen:
                 size = sum(FIXED_TYPES[f.type][1] for f in group)
                 s = self.e.struct(fmt)
                 body.extend(
-                    wrap_items("    (", [f"_{f.attr}" for f in group], f") = {s}.unpack_from(buf, pos)", tuple_target=True)
+                    wrap_items(
+                        "    (",
+                        [f"_{f.attr}" for f in group],
+                        f") = {s}.unpack_from(buf, pos)",
+                        tuple_target=True,
+                    )
                 )
                 body.append(f"    pos += {size}")
                 for f in group:
                     if f.type == "uuid":
-                        body.append(
-                            f"    _{f.attr} = {self.e.prim('uuid_from_bytes')}(_{f.attr})"
-                        )
+                        body.append(f"    _{f.attr} = {self.e.prim('uuid_from_bytes')}(_{f.attr})")
             else:
                 body.extend(self.field_read(group, version, flexible, f"_{group.attr}", "    "))
         tagged = [f for f in fields if f.present(version) and f.tagged(version)]
@@ -388,7 +406,9 @@ class ReaderGen:
         body.append(f"    _message = _new({class_name})")
         for f in fields:
             value = f"_{f.attr}" if f.present(version) else default_source(f)
-            body.append(f"    {self.e.setter(class_name, f.attr)}(_message, {value})")
+            body.extend(
+                wrap_items(f"    {self.e.setter(class_name, f.attr)}(", ["_message", value], ")")
+            )
         body.append("    return _message, pos")
         signature = f"(buf: BytesLike, pos: int) -> tuple[{class_name}, int]:"
         return self.e.function(name, signature, body)
@@ -407,9 +427,7 @@ class ReaderGen:
         if f.is_array:
             return self.array_read(f, version, flexible, compact, nullable, target, ind)
         if f.is_struct:
-            reader = self.struct_reader(
-                f.type, f.fields, version, f"_read_{f.type}_v{version}"
-            )
+            reader = self.struct_reader(f.type, f.fields, version, f"_read_{f.type}_v{version}")
             return [f"{ind}{target}, pos = {reader}(buf, pos)"]
         if f.type in FIXED_TYPES:
             fmt, size, _, _ = FIXED_TYPES[f.type]
@@ -439,14 +457,14 @@ class ReaderGen:
             lines.append(f"{ind}    {target} = None")
         else:
             err = self.e.prim("MalformedError")
-            lines.append(f"{ind}    raise {err}('Non-nullable array {f.name} was null')")
+            lines.append(f'{ind}    raise {err}("Non-nullable array {f.name} was null")')
         element = f.element_type
         lines.append(f"{ind}else:")
         inner = ind + "    "
         if element in FIXED_TYPES and element != "uuid":
             fmt, size, _, _ = FIXED_TYPES[element]
             self.e.needs_struct_module = True
-            lines.append(f"{inner}{target} = struct.unpack_from(f'>{{_n}}{fmt}', buf, pos)")
+            lines.append(f'{inner}{target} = struct.unpack_from(f">{{_n}}{fmt}", buf, pos)')
             lines.append(f"{inner}pos += _n * {size}")
             return lines
         if f.is_struct:
@@ -470,7 +488,9 @@ class WriterGen:
         self.e = emitter
         self.message = message
 
-    def struct_writer(self, class_name: str, fields: list[FieldSpec], version: int, name: str) -> str:
+    def struct_writer(
+        self, class_name: str, fields: list[FieldSpec], version: int, name: str
+    ) -> str:
         flexible = version in self.message.flexible_versions
         body: list[str] = []
         for f in fields:
@@ -479,9 +499,13 @@ class WriterGen:
                 # error unless the field is ignorable.
                 self.e.needs_unsupported = True
                 body.append(f"    if msg.{f.attr} != {default_source(f)}:")
-                body.append("        raise UnsupportedVersionError(")
-                body.append(f"            '{f.name} cannot be written at version {version}'")
-                body.append("        )")
+                body.extend(
+                    wrap_items(
+                        "        raise UnsupportedVersionError(",
+                        [f'"{f.name} cannot be written at version {version}"'],
+                        ")",
+                    )
+                )
         for group in _group_fixed(fields, version):
             if isinstance(group, list):
                 fmt = ">" + "".join(FIXED_TYPES[f.type][0] for f in group)
@@ -499,7 +523,9 @@ class WriterGen:
                 for f in sorted(tagged, key=lambda t: t.tag or 0):
                     body.append(f"    if msg.{f.attr} != {default_source(f)}:")
                     body.append("        _buf = bytearray()")
-                    body.extend(self.field_write(f, version, flexible, f"msg.{f.attr}", "        ", "_buf"))
+                    body.extend(
+                        self.field_write(f, version, flexible, f"msg.{f.attr}", "        ", "_buf")
+                    )
                     body.append(f"        _tags.append(({f.tag}, _buf))")
                 body.append(f"    {self.e.prim('write_tagged_fields')}(out, _tags)")
             else:
@@ -546,7 +572,7 @@ class WriterGen:
         if nullable:
             lines.append(f"{ind}    {length_writer}({out}, -1)")
         else:
-            lines.append(f"{ind}    raise ValueError('Non-nullable array {f.name} was None')")
+            lines.append(f'{ind}    raise ValueError("Non-nullable array {f.name} was None")')
         lines.append(f"{ind}else:")
         inner = ind + "    "
         lines.append(f"{inner}{length_writer}({out}, len(_array))")
@@ -554,7 +580,7 @@ class WriterGen:
         if element in FIXED_TYPES and element != "uuid":
             fmt = FIXED_TYPES[element][0]
             self.e.needs_struct_module = True
-            lines.append(f"{inner}{out} += struct.pack(f'>{{len(_array)}}{fmt}', *_array)")
+            lines.append(f'{inner}{out} += struct.pack(f">{{len(_array)}}{fmt}", *_array)')
             return lines
         if f.is_struct:
             writer = self.struct_writer(element, f.fields, version, f"_write_{element}_v{version}")
@@ -663,18 +689,29 @@ def render_module(spec: MessageSpec) -> str:
     imports.append("")
     if emitter.needs_unsupported:
         imports.append("from proto.errors import UnsupportedVersionError")
-    prims = sorted(emitter.primitives | {"BytesLike"} | ({"ZERO_UUID"} if uses_uuid else set()))
+    prims = sorted(
+        emitter.primitives | {"BytesLike"} | ({"ZERO_UUID"} if uses_uuid else set()),
+        key=isort_key,
+    )
     imports.append("from proto.primitives import (")
     imports.extend(f"    {p}," for p in prims)
     imports.append(")")
     parts = [header[0] + "\n".join(imports) + "\n"]
 
-    exported = [spec.name, *structs]
-    parts.append(
-        "__all__ = [\n"
-        + "".join(f'    "{n}",\n' for n in exported)
-        + '    "API_KEY",\n    "VALID_VERSIONS",\n    "FIRST_FLEXIBLE_VERSION",\n'
-        + '    "READERS",\n    "WRITERS",\n]\n'
+    exported = [
+        spec.name,
+        *structs,
+        "API_KEY",
+        "VALID_VERSIONS",
+        "FIRST_FLEXIBLE_VERSION",
+        "READERS",
+        "WRITERS",
+    ]
+    # one blank line between the imports and __all__ (isort's lines-after-imports)
+    parts[0] += (
+        "\n__all__ = [\n"
+        + "".join(f'    "{n}",\n' for n in sorted(exported, key=isort_key))
+        + "]\n"
     )
     first_flexible = spec.flexible_versions.low if flex != "never" else None
     parts.append(
@@ -687,7 +724,12 @@ def render_module(spec: MessageSpec) -> str:
     parts.append(dataclass_source(spec.name, spec.fields, ""))
     parts.append(
         "_new = object.__new__\n"
-        + "".join(f"{name} = {target}\n" for name, target in sorted(emitter.setters.items()))
+        + "".join(
+            f"{name} = {target}\n"
+            if len(name) + len(target) + 3 <= LINE_LIMIT
+            else f"{name} = (\n    {target}\n)\n"
+            for name, target in sorted(emitter.setters.items())
+        )
     )
     parts.append(
         "\n".join(f'{name} = struct.Struct("{fmt}")' for fmt, name in emitter.structs.items())
@@ -756,7 +798,7 @@ RESPONSE_MODULES: dict[int, ModuleType] = {{
 
 
 def render_init(specs: list[MessageSpec]) -> str:
-    modules = sorted(s.module for s in specs)
+    modules = sorted(s.module for s in specs if s.kind in ("request", "response"))
     class_imports = "\n".join(
         f"from proto.messages.{s.module} import {s.name}"
         for s in sorted(specs, key=lambda s: s.module)
@@ -772,7 +814,7 @@ def render_init(specs: list[MessageSpec]) -> str:
     return INIT_TEMPLATE.format(
         imports="\n".join(f"    {m}," for m in modules),
         class_imports=class_imports,
-        exported="\n".join(f'    "{s.name}",' for s in sorted(specs, key=lambda s: s.name)),
+        exported="\n".join(f'    "{n}",' for n in sorted((s.name for s in specs), key=isort_key)),
         requests=by_kind["request"],
         responses=by_kind["response"],
     )

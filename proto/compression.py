@@ -45,7 +45,7 @@ from proto.errors import (
     UnsupportedCompressionTypeError,
 )
 
-__all__ = ["CompressionType", "compress", "decompress", "XERIAL_SNAPPY_MAGIC"]
+__all__ = ["XERIAL_SNAPPY_MAGIC", "CompressionType", "compress", "decompress"]
 
 
 class CompressionType(enum.IntEnum):

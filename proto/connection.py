@@ -57,18 +57,18 @@ from proto.primitives import (
 )
 
 __all__ = [
-    "ApiKeys",
-    "SUPPORTED_VERSIONS",
     "DEFAULT_MAX_REQUEST_SIZE",
+    "SUPPORTED_VERSIONS",
+    "ApiKeys",
+    "ClientConnection",
     "RequestFrame",
     "ResponseFrame",
     "ServerConnection",
-    "ClientConnection",
+    "api_versions_unsupported_response",
     "decode_request",
+    "decode_response",
     "encode_request",
     "encode_response",
-    "decode_response",
-    "api_versions_unsupported_response",
     "request_is_flexible",
     "response_is_flexible",
 ]

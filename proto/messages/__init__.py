@@ -28,8 +28,6 @@ from proto.messages import (
     metadata_response,
     push_telemetry_request,
     push_telemetry_response,
-    request_header,
-    response_header,
 )
 from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from proto.messages.alter_client_quotas_response import AlterClientQuotasResponse

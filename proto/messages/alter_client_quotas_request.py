@@ -26,17 +26,16 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "AlterClientQuotasRequest",
-    "EntityData",
-    "OpData",
-    "EntryData",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "AlterClientQuotasRequest",
+    "EntityData",
+    "EntryData",
+    "OpData",
 ]
 
 
@@ -118,7 +117,7 @@ def _read_OpData_v0(buf: BytesLike, pos: int) -> tuple[OpData, int]:
 def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -127,7 +126,7 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
         _entity = tuple(_items)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Ops was null')
+        raise MalformedError("Non-nullable array Ops was null")
     else:
         _items = []
         for _ in range(_n):
@@ -143,7 +142,7 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
 def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entries was null')
+        raise MalformedError("Non-nullable array Entries was null")
     else:
         _items = []
         for _ in range(_n):
@@ -171,14 +170,14 @@ def _write_OpData_v0(msg: OpData, out: bytearray) -> None:
 def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
             _write_EntityData_v0(_item, out)
     _array = msg.ops
     if _array is None:
-        raise ValueError('Non-nullable array Ops was None')
+        raise ValueError("Non-nullable array Ops was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -188,7 +187,7 @@ def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
 def write_v0(msg: AlterClientQuotasRequest, out: bytearray) -> None:
     _array = msg.entries
     if _array is None:
-        raise ValueError('Non-nullable array Entries was None')
+        raise ValueError("Non-nullable array Entries was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -221,7 +220,7 @@ def _read_OpData_v1(buf: BytesLike, pos: int) -> tuple[OpData, int]:
 def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -230,7 +229,7 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
         _entity = tuple(_items)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Ops was null')
+        raise MalformedError("Non-nullable array Ops was null")
     else:
         _items = []
         for _ in range(_n):
@@ -247,7 +246,7 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
 def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entries was null')
+        raise MalformedError("Non-nullable array Entries was null")
     else:
         _items = []
         for _ in range(_n):
@@ -278,14 +277,14 @@ def _write_OpData_v1(msg: OpData, out: bytearray) -> None:
 def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
             _write_EntityData_v1(_item, out)
     _array = msg.ops
     if _array is None:
-        raise ValueError('Non-nullable array Ops was None')
+        raise ValueError("Non-nullable array Ops was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -296,7 +295,7 @@ def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
 def write_v1(msg: AlterClientQuotasRequest, out: bytearray) -> None:
     _array = msg.entries
     if _array is None:
-        raise ValueError('Non-nullable array Entries was None')
+        raise ValueError("Non-nullable array Entries was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

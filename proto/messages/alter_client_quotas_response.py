@@ -26,16 +26,15 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
+    "API_KEY",
+    "FIRST_FLEXIBLE_VERSION",
+    "READERS",
+    "VALID_VERSIONS",
+    "WRITERS",
     "AlterClientQuotasResponse",
     "EntityData",
     "EntryData",
-    "API_KEY",
-    "VALID_VERSIONS",
-    "FIRST_FLEXIBLE_VERSION",
-    "READERS",
-    "WRITERS",
 ]
 
 
@@ -101,7 +100,7 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _error_message, pos = read_nullable_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -120,7 +119,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entries was null')
+        raise MalformedError("Non-nullable array Entries was null")
     else:
         _items = []
         for _ in range(_n):
@@ -143,7 +142,7 @@ def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
     write_nullable_string(out, msg.error_message)
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -154,7 +153,7 @@ def write_v0(msg: AlterClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.entries
     if _array is None:
-        raise ValueError('Non-nullable array Entries was None')
+        raise ValueError("Non-nullable array Entries was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -177,7 +176,7 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _error_message, pos = read_nullable_compact_string(buf, pos)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -197,7 +196,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entries was null')
+        raise MalformedError("Non-nullable array Entries was null")
     else:
         _items = []
         for _ in range(_n):
@@ -222,7 +221,7 @@ def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
     write_nullable_compact_string(out, msg.error_message)
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -234,7 +233,7 @@ def write_v1(msg: AlterClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.entries
     if _array is None:
-        raise ValueError('Non-nullable array Entries was None')
+        raise ValueError("Non-nullable array Entries was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

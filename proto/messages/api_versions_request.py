@@ -17,14 +17,13 @@ from proto.primitives import (
     write_nullable_compact_string,
 )
 
-
 __all__ = [
-    "ApiVersionsRequest",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ApiVersionsRequest",
 ]
 
 

@@ -23,17 +23,16 @@ from proto.primitives import (
     write_tagged_fields,
 )
 
-
 __all__ = [
-    "ApiVersionsResponse",
-    "ApiVersion",
-    "SupportedFeatureKey",
-    "FinalizedFeatureKey",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ApiVersion",
+    "ApiVersionsResponse",
+    "FinalizedFeatureKey",
+    "SupportedFeatureKey",
 ]
 
 
@@ -105,7 +104,9 @@ _set_ApiVersion_min_version = ApiVersion.min_version.__set__
 _set_ApiVersionsResponse_api_keys = ApiVersionsResponse.api_keys.__set__
 _set_ApiVersionsResponse_error_code = ApiVersionsResponse.error_code.__set__
 _set_ApiVersionsResponse_finalized_features = ApiVersionsResponse.finalized_features.__set__
-_set_ApiVersionsResponse_finalized_features_epoch = ApiVersionsResponse.finalized_features_epoch.__set__
+_set_ApiVersionsResponse_finalized_features_epoch = (
+    ApiVersionsResponse.finalized_features_epoch.__set__
+)
 _set_ApiVersionsResponse_supported_features = ApiVersionsResponse.supported_features.__set__
 _set_ApiVersionsResponse_throttle_time_ms = ApiVersionsResponse.throttle_time_ms.__set__
 _set_ApiVersionsResponse_zk_migration_ready = ApiVersionsResponse.zk_migration_ready.__set__
@@ -140,7 +141,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     pos += 2
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ApiKeys was null')
+        raise MalformedError("Non-nullable array ApiKeys was null")
     else:
         _items = []
         for _ in range(_n):
@@ -166,7 +167,7 @@ def write_v0(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
     _array = msg.api_keys
     if _array is None:
-        raise ValueError('Non-nullable array ApiKeys was None')
+        raise ValueError("Non-nullable array ApiKeys was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -178,7 +179,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     pos += 2
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ApiKeys was null')
+        raise MalformedError("Non-nullable array ApiKeys was null")
     else:
         _items = []
         for _ in range(_n):
@@ -202,7 +203,7 @@ def write_v1(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
     _array = msg.api_keys
     if _array is None:
-        raise ValueError('Non-nullable array ApiKeys was None')
+        raise ValueError("Non-nullable array ApiKeys was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -238,7 +239,7 @@ def _read_ApiVersionsResponse_supported_features_v3(
 ) -> tuple[tuple[SupportedFeatureKey, ...], int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array SupportedFeatures was null')
+        raise MalformedError("Non-nullable array SupportedFeatures was null")
     else:
         _items = []
         for _ in range(_n):
@@ -273,7 +274,7 @@ def _read_ApiVersionsResponse_finalized_features_v3(
 ) -> tuple[tuple[FinalizedFeatureKey, ...], int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array FinalizedFeatures was null')
+        raise MalformedError("Non-nullable array FinalizedFeatures was null")
     else:
         _items = []
         for _ in range(_n):
@@ -294,7 +295,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     pos += 2
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ApiKeys was null')
+        raise MalformedError("Non-nullable array ApiKeys was null")
     else:
         _items = []
         for _ in range(_n):
@@ -369,7 +370,7 @@ def write_v3(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
     _array = msg.api_keys
     if _array is None:
-        raise ValueError('Non-nullable array ApiKeys was None')
+        raise ValueError("Non-nullable array ApiKeys was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -380,7 +381,7 @@ def write_v3(msg: ApiVersionsResponse, out: bytearray) -> None:
         _buf = bytearray()
         _array = msg.supported_features
         if _array is None:
-            raise ValueError('Non-nullable array SupportedFeatures was None')
+            raise ValueError("Non-nullable array SupportedFeatures was None")
         else:
             write_compact_array_length(_buf, len(_array))
             for _item in _array:
@@ -394,7 +395,7 @@ def write_v3(msg: ApiVersionsResponse, out: bytearray) -> None:
         _buf = bytearray()
         _array = msg.finalized_features
         if _array is None:
-            raise ValueError('Non-nullable array FinalizedFeatures was None')
+            raise ValueError("Non-nullable array FinalizedFeatures was None")
         else:
             write_compact_array_length(_buf, len(_array))
             for _item in _array:

@@ -26,15 +26,14 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "DescribeClientQuotasRequest",
-    "ComponentData",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ComponentData",
+    "DescribeClientQuotasRequest",
 ]
 
 
@@ -88,7 +87,7 @@ def _read_ComponentData_v0(buf: BytesLike, pos: int) -> tuple[ComponentData, int
 def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Components was null')
+        raise MalformedError("Non-nullable array Components was null")
     else:
         _items = []
         for _ in range(_n):
@@ -112,7 +111,7 @@ def _write_ComponentData_v0(msg: ComponentData, out: bytearray) -> None:
 def write_v0(msg: DescribeClientQuotasRequest, out: bytearray) -> None:
     _array = msg.components
     if _array is None:
-        raise ValueError('Non-nullable array Components was None')
+        raise ValueError("Non-nullable array Components was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -136,7 +135,7 @@ def _read_ComponentData_v1(buf: BytesLike, pos: int) -> tuple[ComponentData, int
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Components was null')
+        raise MalformedError("Non-nullable array Components was null")
     else:
         _items = []
         for _ in range(_n):
@@ -162,7 +161,7 @@ def _write_ComponentData_v1(msg: ComponentData, out: bytearray) -> None:
 def write_v1(msg: DescribeClientQuotasRequest, out: bytearray) -> None:
     _array = msg.components
     if _array is None:
-        raise ValueError('Non-nullable array Components was None')
+        raise ValueError("Non-nullable array Components was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

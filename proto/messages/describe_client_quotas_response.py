@@ -26,17 +26,16 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "DescribeClientQuotasResponse",
-    "EntityData",
-    "ValueData",
-    "EntryData",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "DescribeClientQuotasResponse",
+    "EntityData",
+    "EntryData",
+    "ValueData",
 ]
 
 
@@ -87,7 +86,9 @@ _new = object.__new__
 _set_DescribeClientQuotasResponse_entries = DescribeClientQuotasResponse.entries.__set__
 _set_DescribeClientQuotasResponse_error_code = DescribeClientQuotasResponse.error_code.__set__
 _set_DescribeClientQuotasResponse_error_message = DescribeClientQuotasResponse.error_message.__set__
-_set_DescribeClientQuotasResponse_throttle_time_ms = DescribeClientQuotasResponse.throttle_time_ms.__set__
+_set_DescribeClientQuotasResponse_throttle_time_ms = (
+    DescribeClientQuotasResponse.throttle_time_ms.__set__
+)
 _set_EntityData_entity_name = EntityData.entity_name.__set__
 _set_EntityData_entity_type = EntityData.entity_type.__set__
 _set_EntryData_entity = EntryData.entity.__set__
@@ -122,7 +123,7 @@ def _read_ValueData_v0(buf: BytesLike, pos: int) -> tuple[ValueData, int]:
 def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -131,7 +132,7 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
         _entity = tuple(_items)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Values was null')
+        raise MalformedError("Non-nullable array Values was null")
     else:
         _items = []
         for _ in range(_n):
@@ -178,14 +179,14 @@ def _write_ValueData_v0(msg: ValueData, out: bytearray) -> None:
 def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
             _write_EntityData_v0(_item, out)
     _array = msg.values
     if _array is None:
-        raise ValueError('Non-nullable array Values was None')
+        raise ValueError("Non-nullable array Values was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -228,7 +229,7 @@ def _read_ValueData_v1(buf: BytesLike, pos: int) -> tuple[ValueData, int]:
 def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Entity was null')
+        raise MalformedError("Non-nullable array Entity was null")
     else:
         _items = []
         for _ in range(_n):
@@ -237,7 +238,7 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
         _entity = tuple(_items)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Values was null')
+        raise MalformedError("Non-nullable array Values was null")
     else:
         _items = []
         for _ in range(_n):
@@ -288,14 +289,14 @@ def _write_ValueData_v1(msg: ValueData, out: bytearray) -> None:
 def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
     _array = msg.entity
     if _array is None:
-        raise ValueError('Non-nullable array Entity was None')
+        raise ValueError("Non-nullable array Entity was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
             _write_EntityData_v1(_item, out)
     _array = msg.values
     if _array is None:
-        raise ValueError('Non-nullable array Values was None')
+        raise ValueError("Non-nullable array Values was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

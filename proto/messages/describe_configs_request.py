@@ -23,15 +23,14 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "DescribeConfigsRequest",
-    "DescribeConfigsResource",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "DescribeConfigsRequest",
+    "DescribeConfigsResource",
 ]
 
 
@@ -61,7 +60,9 @@ class DescribeConfigsRequest:
 
 
 _new = object.__new__
-_set_DescribeConfigsRequest_include_documentation = DescribeConfigsRequest.include_documentation.__set__
+_set_DescribeConfigsRequest_include_documentation = (
+    DescribeConfigsRequest.include_documentation.__set__
+)
 _set_DescribeConfigsRequest_include_synonyms = DescribeConfigsRequest.include_synonyms.__set__
 _set_DescribeConfigsRequest_resources = DescribeConfigsRequest.resources.__set__
 _set_DescribeConfigsResource_configuration_keys = DescribeConfigsResource.configuration_keys.__set__
@@ -99,7 +100,7 @@ def _read_DescribeConfigsResource_v1(
 def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Resources was null')
+        raise MalformedError("Non-nullable array Resources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -129,12 +130,10 @@ def _write_DescribeConfigsResource_v1(msg: DescribeConfigsResource, out: bytearr
 
 def write_v1(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
-        raise UnsupportedVersionError(
-            'IncludeDocumentation cannot be written at version 1'
-        )
+        raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 1")
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -144,12 +143,10 @@ def write_v1(msg: DescribeConfigsRequest, out: bytearray) -> None:
 
 def write_v2(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
-        raise UnsupportedVersionError(
-            'IncludeDocumentation cannot be written at version 2'
-        )
+        raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 2")
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -160,7 +157,7 @@ def write_v2(msg: DescribeConfigsRequest, out: bytearray) -> None:
 def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Resources was null')
+        raise MalformedError("Non-nullable array Resources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -179,7 +176,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
 def write_v3(msg: DescribeConfigsRequest, out: bytearray) -> None:
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -213,7 +210,7 @@ def _read_DescribeConfigsResource_v4(
 def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Resources was null')
+        raise MalformedError("Non-nullable array Resources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -246,7 +243,7 @@ def _write_DescribeConfigsResource_v4(msg: DescribeConfigsResource, out: bytearr
 def write_v4(msg: DescribeConfigsRequest, out: bytearray) -> None:
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

@@ -26,17 +26,16 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "DescribeConfigsResponse",
-    "DescribeConfigsSynonym",
-    "DescribeConfigsResourceResult",
-    "DescribeConfigsResult",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "DescribeConfigsResourceResult",
+    "DescribeConfigsResponse",
+    "DescribeConfigsResult",
+    "DescribeConfigsSynonym",
 ]
 
 
@@ -102,9 +101,13 @@ class DescribeConfigsResponse:
 
 
 _new = object.__new__
-_set_DescribeConfigsResourceResult_config_source = DescribeConfigsResourceResult.config_source.__set__
+_set_DescribeConfigsResourceResult_config_source = (
+    DescribeConfigsResourceResult.config_source.__set__
+)
 _set_DescribeConfigsResourceResult_config_type = DescribeConfigsResourceResult.config_type.__set__
-_set_DescribeConfigsResourceResult_documentation = DescribeConfigsResourceResult.documentation.__set__
+_set_DescribeConfigsResourceResult_documentation = (
+    DescribeConfigsResourceResult.documentation.__set__
+)
 _set_DescribeConfigsResourceResult_is_sensitive = DescribeConfigsResourceResult.is_sensitive.__set__
 _set_DescribeConfigsResourceResult_name = DescribeConfigsResourceResult.name.__set__
 _set_DescribeConfigsResourceResult_read_only = DescribeConfigsResourceResult.read_only.__set__
@@ -149,7 +152,7 @@ def _read_DescribeConfigsResourceResult_v1(
     pos += 3
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Synonyms was null')
+        raise MalformedError("Non-nullable array Synonyms was null")
     else:
         _items = []
         for _ in range(_n):
@@ -177,7 +180,7 @@ def _read_DescribeConfigsResult_v1(buf: BytesLike, pos: int) -> tuple[DescribeCo
     _resource_name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Configs was null')
+        raise MalformedError("Non-nullable array Configs was null")
     else:
         _items = []
         for _ in range(_n):
@@ -198,7 +201,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Results was null')
+        raise MalformedError("Non-nullable array Results was null")
     else:
         _items = []
         for _ in range(_n):
@@ -225,7 +228,7 @@ def _write_DescribeConfigsResourceResult_v1(
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
     _array = msg.synonyms
     if _array is None:
-        raise ValueError('Non-nullable array Synonyms was None')
+        raise ValueError("Non-nullable array Synonyms was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -239,7 +242,7 @@ def _write_DescribeConfigsResult_v1(msg: DescribeConfigsResult, out: bytearray) 
     write_string(out, msg.resource_name)
     _array = msg.configs
     if _array is None:
-        raise ValueError('Non-nullable array Configs was None')
+        raise ValueError("Non-nullable array Configs was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -250,7 +253,7 @@ def write_v1(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.results
     if _array is None:
-        raise ValueError('Non-nullable array Results was None')
+        raise ValueError("Non-nullable array Results was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -266,7 +269,7 @@ def _read_DescribeConfigsResourceResult_v3(
     pos += 3
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Synonyms was null')
+        raise MalformedError("Non-nullable array Synonyms was null")
     else:
         _items = []
         for _ in range(_n):
@@ -297,7 +300,7 @@ def _read_DescribeConfigsResult_v3(buf: BytesLike, pos: int) -> tuple[DescribeCo
     _resource_name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Configs was null')
+        raise MalformedError("Non-nullable array Configs was null")
     else:
         _items = []
         for _ in range(_n):
@@ -318,7 +321,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Results was null')
+        raise MalformedError("Non-nullable array Results was null")
     else:
         _items = []
         for _ in range(_n):
@@ -339,7 +342,7 @@ def _write_DescribeConfigsResourceResult_v3(
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
     _array = msg.synonyms
     if _array is None:
-        raise ValueError('Non-nullable array Synonyms was None')
+        raise ValueError("Non-nullable array Synonyms was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -355,7 +358,7 @@ def _write_DescribeConfigsResult_v3(msg: DescribeConfigsResult, out: bytearray) 
     write_string(out, msg.resource_name)
     _array = msg.configs
     if _array is None:
-        raise ValueError('Non-nullable array Configs was None')
+        raise ValueError("Non-nullable array Configs was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -366,7 +369,7 @@ def write_v3(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.results
     if _array is None:
-        raise ValueError('Non-nullable array Results was None')
+        raise ValueError("Non-nullable array Results was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -395,7 +398,7 @@ def _read_DescribeConfigsResourceResult_v4(
     pos += 3
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Synonyms was null')
+        raise MalformedError("Non-nullable array Synonyms was null")
     else:
         _items = []
         for _ in range(_n):
@@ -427,7 +430,7 @@ def _read_DescribeConfigsResult_v4(buf: BytesLike, pos: int) -> tuple[DescribeCo
     _resource_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Configs was null')
+        raise MalformedError("Non-nullable array Configs was null")
     else:
         _items = []
         for _ in range(_n):
@@ -449,7 +452,7 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Results was null')
+        raise MalformedError("Non-nullable array Results was null")
     else:
         _items = []
         for _ in range(_n):
@@ -478,7 +481,7 @@ def _write_DescribeConfigsResourceResult_v4(
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
     _array = msg.synonyms
     if _array is None:
-        raise ValueError('Non-nullable array Synonyms was None')
+        raise ValueError("Non-nullable array Synonyms was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -495,7 +498,7 @@ def _write_DescribeConfigsResult_v4(msg: DescribeConfigsResult, out: bytearray) 
     write_compact_string(out, msg.resource_name)
     _array = msg.configs
     if _array is None:
-        raise ValueError('Non-nullable array Configs was None')
+        raise ValueError("Non-nullable array Configs was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -507,7 +510,7 @@ def write_v4(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.results
     if _array is None:
-        raise ValueError('Non-nullable array Results was None')
+        raise ValueError("Non-nullable array Results was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

@@ -10,20 +10,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proto.primitives import (
-    BytesLike,
     ZERO_UUID,
+    BytesLike,
     skip_tagged_fields,
     uuid_from_bytes,
 )
 
-
 __all__ = [
-    "GetTelemetrySubscriptionsRequest",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "GetTelemetrySubscriptionsRequest",
 ]
 
 
@@ -39,7 +38,9 @@ class GetTelemetrySubscriptionsRequest:
 
 
 _new = object.__new__
-_set_GetTelemetrySubscriptionsRequest_client_instance_id = GetTelemetrySubscriptionsRequest.client_instance_id.__set__
+_set_GetTelemetrySubscriptionsRequest_client_instance_id = (
+    GetTelemetrySubscriptionsRequest.client_instance_id.__set__
+)
 
 
 _S0 = struct.Struct(">16s")

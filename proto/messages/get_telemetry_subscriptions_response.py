@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proto.primitives import (
+    ZERO_UUID,
     BytesLike,
     MalformedError,
-    ZERO_UUID,
     read_compact_array_length,
     read_compact_string,
     skip_tagged_fields,
@@ -21,14 +21,13 @@ from proto.primitives import (
     write_compact_string,
 )
 
-
 __all__ = [
-    "GetTelemetrySubscriptionsResponse",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "GetTelemetrySubscriptionsResponse",
 ]
 
 
@@ -67,15 +66,33 @@ class GetTelemetrySubscriptionsResponse:
 
 
 _new = object.__new__
-_set_GetTelemetrySubscriptionsResponse_accepted_compression_types = GetTelemetrySubscriptionsResponse.accepted_compression_types.__set__
-_set_GetTelemetrySubscriptionsResponse_client_instance_id = GetTelemetrySubscriptionsResponse.client_instance_id.__set__
-_set_GetTelemetrySubscriptionsResponse_delta_temporality = GetTelemetrySubscriptionsResponse.delta_temporality.__set__
-_set_GetTelemetrySubscriptionsResponse_error_code = GetTelemetrySubscriptionsResponse.error_code.__set__
-_set_GetTelemetrySubscriptionsResponse_push_interval_ms = GetTelemetrySubscriptionsResponse.push_interval_ms.__set__
-_set_GetTelemetrySubscriptionsResponse_requested_metrics = GetTelemetrySubscriptionsResponse.requested_metrics.__set__
-_set_GetTelemetrySubscriptionsResponse_subscription_id = GetTelemetrySubscriptionsResponse.subscription_id.__set__
-_set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes = GetTelemetrySubscriptionsResponse.telemetry_max_bytes.__set__
-_set_GetTelemetrySubscriptionsResponse_throttle_time_ms = GetTelemetrySubscriptionsResponse.throttle_time_ms.__set__
+_set_GetTelemetrySubscriptionsResponse_accepted_compression_types = (
+    GetTelemetrySubscriptionsResponse.accepted_compression_types.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_client_instance_id = (
+    GetTelemetrySubscriptionsResponse.client_instance_id.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_delta_temporality = (
+    GetTelemetrySubscriptionsResponse.delta_temporality.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_error_code = (
+    GetTelemetrySubscriptionsResponse.error_code.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_push_interval_ms = (
+    GetTelemetrySubscriptionsResponse.push_interval_ms.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_requested_metrics = (
+    GetTelemetrySubscriptionsResponse.requested_metrics.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_subscription_id = (
+    GetTelemetrySubscriptionsResponse.subscription_id.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes = (
+    GetTelemetrySubscriptionsResponse.telemetry_max_bytes.__set__
+)
+_set_GetTelemetrySubscriptionsResponse_throttle_time_ms = (
+    GetTelemetrySubscriptionsResponse.throttle_time_ms.__set__
+)
 
 
 _S0 = struct.Struct(">ih16si")
@@ -93,15 +110,15 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
     _client_instance_id = uuid_from_bytes(_client_instance_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array AcceptedCompressionTypes was null')
+        raise MalformedError("Non-nullable array AcceptedCompressionTypes was null")
     else:
-        _accepted_compression_types = struct.unpack_from(f'>{_n}b', buf, pos)
+        _accepted_compression_types = struct.unpack_from(f">{_n}b", buf, pos)
         pos += _n * 1
     (_push_interval_ms, _telemetry_max_bytes, _delta_temporality) = _S1.unpack_from(buf, pos)
     pos += 9
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array RequestedMetrics was null')
+        raise MalformedError("Non-nullable array RequestedMetrics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -114,7 +131,10 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
     _set_GetTelemetrySubscriptionsResponse_error_code(_message, _error_code)
     _set_GetTelemetrySubscriptionsResponse_client_instance_id(_message, _client_instance_id)
     _set_GetTelemetrySubscriptionsResponse_subscription_id(_message, _subscription_id)
-    _set_GetTelemetrySubscriptionsResponse_accepted_compression_types(_message, _accepted_compression_types)
+    _set_GetTelemetrySubscriptionsResponse_accepted_compression_types(
+        _message,
+        _accepted_compression_types,
+    )
     _set_GetTelemetrySubscriptionsResponse_push_interval_ms(_message, _push_interval_ms)
     _set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes(_message, _telemetry_max_bytes)
     _set_GetTelemetrySubscriptionsResponse_delta_temporality(_message, _delta_temporality)
@@ -131,14 +151,14 @@ def write_v0(msg: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
     )
     _array = msg.accepted_compression_types
     if _array is None:
-        raise ValueError('Non-nullable array AcceptedCompressionTypes was None')
+        raise ValueError("Non-nullable array AcceptedCompressionTypes was None")
     else:
         write_compact_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}b', *_array)
+        out += struct.pack(f">{len(_array)}b", *_array)
     out += _S1.pack(msg.push_interval_ms, msg.telemetry_max_bytes, msg.delta_temporality)
     _array = msg.requested_metrics
     if _array is None:
-        raise ValueError('Non-nullable array RequestedMetrics was None')
+        raise ValueError("Non-nullable array RequestedMetrics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

@@ -26,16 +26,15 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "IncrementalAlterConfigsRequest",
-    "AlterableConfig",
-    "AlterConfigsResource",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "AlterConfigsResource",
+    "AlterableConfig",
+    "IncrementalAlterConfigsRequest",
 ]
 
 
@@ -80,7 +79,9 @@ _set_AlterableConfig_config_operation = AlterableConfig.config_operation.__set__
 _set_AlterableConfig_name = AlterableConfig.name.__set__
 _set_AlterableConfig_value = AlterableConfig.value.__set__
 _set_IncrementalAlterConfigsRequest_resources = IncrementalAlterConfigsRequest.resources.__set__
-_set_IncrementalAlterConfigsRequest_validate_only = IncrementalAlterConfigsRequest.validate_only.__set__
+_set_IncrementalAlterConfigsRequest_validate_only = (
+    IncrementalAlterConfigsRequest.validate_only.__set__
+)
 
 
 _S0 = struct.Struct(">b")
@@ -105,7 +106,7 @@ def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfig
     _resource_name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Configs was null')
+        raise MalformedError("Non-nullable array Configs was null")
     else:
         _items = []
         for _ in range(_n):
@@ -122,7 +123,7 @@ def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfig
 def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Resources was null')
+        raise MalformedError("Non-nullable array Resources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -148,7 +149,7 @@ def _write_AlterConfigsResource_v0(msg: AlterConfigsResource, out: bytearray) ->
     write_string(out, msg.resource_name)
     _array = msg.configs
     if _array is None:
-        raise ValueError('Non-nullable array Configs was None')
+        raise ValueError("Non-nullable array Configs was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -158,7 +159,7 @@ def _write_AlterConfigsResource_v0(msg: AlterConfigsResource, out: bytearray) ->
 def write_v0(msg: IncrementalAlterConfigsRequest, out: bytearray) -> None:
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -185,7 +186,7 @@ def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfig
     _resource_name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Configs was null')
+        raise MalformedError("Non-nullable array Configs was null")
     else:
         _items = []
         for _ in range(_n):
@@ -203,7 +204,7 @@ def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfig
 def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Resources was null')
+        raise MalformedError("Non-nullable array Resources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -231,7 +232,7 @@ def _write_AlterConfigsResource_v1(msg: AlterConfigsResource, out: bytearray) ->
     write_compact_string(out, msg.resource_name)
     _array = msg.configs
     if _array is None:
-        raise ValueError('Non-nullable array Configs was None')
+        raise ValueError("Non-nullable array Configs was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -242,7 +243,7 @@ def _write_AlterConfigsResource_v1(msg: AlterConfigsResource, out: bytearray) ->
 def write_v1(msg: IncrementalAlterConfigsRequest, out: bytearray) -> None:
     _array = msg.resources
     if _array is None:
-        raise ValueError('Non-nullable array Resources was None')
+        raise ValueError("Non-nullable array Resources was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

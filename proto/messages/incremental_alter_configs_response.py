@@ -26,15 +26,14 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "IncrementalAlterConfigsResponse",
-    "AlterConfigsResourceResponse",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "AlterConfigsResourceResponse",
+    "IncrementalAlterConfigsResponse",
 ]
 
 
@@ -71,7 +70,9 @@ _set_AlterConfigsResourceResponse_error_message = AlterConfigsResourceResponse.e
 _set_AlterConfigsResourceResponse_resource_name = AlterConfigsResourceResponse.resource_name.__set__
 _set_AlterConfigsResourceResponse_resource_type = AlterConfigsResourceResponse.resource_type.__set__
 _set_IncrementalAlterConfigsResponse_responses = IncrementalAlterConfigsResponse.responses.__set__
-_set_IncrementalAlterConfigsResponse_throttle_time_ms = IncrementalAlterConfigsResponse.throttle_time_ms.__set__
+_set_IncrementalAlterConfigsResponse_throttle_time_ms = (
+    IncrementalAlterConfigsResponse.throttle_time_ms.__set__
+)
 
 
 _S0 = struct.Struct(">i")
@@ -101,7 +102,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Responses was null')
+        raise MalformedError("Non-nullable array Responses was null")
     else:
         _items = []
         for _ in range(_n):
@@ -127,7 +128,7 @@ def write_v0(msg: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.responses
     if _array is None:
-        raise ValueError('Non-nullable array Responses was None')
+        raise ValueError("Non-nullable array Responses was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -157,7 +158,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Responses was null')
+        raise MalformedError("Non-nullable array Responses was null")
     else:
         _items = []
         for _ in range(_n):
@@ -185,7 +186,7 @@ def write_v1(msg: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.responses
     if _array is None:
-        raise ValueError('Non-nullable array Responses was None')
+        raise ValueError("Non-nullable array Responses was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

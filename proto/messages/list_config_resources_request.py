@@ -17,14 +17,13 @@ from proto.primitives import (
     write_compact_array_length,
 )
 
-
 __all__ = [
-    "ListConfigResourcesRequest",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ListConfigResourcesRequest",
 ]
 
 
@@ -54,18 +53,16 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
 
 def write_v0(msg: ListConfigResourcesRequest, out: bytearray) -> None:
     if msg.resource_types != ():
-        raise UnsupportedVersionError(
-            'ResourceTypes cannot be written at version 0'
-        )
+        raise UnsupportedVersionError("ResourceTypes cannot be written at version 0")
     out.append(0)
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ResourceTypes was null')
+        raise MalformedError("Non-nullable array ResourceTypes was null")
     else:
-        _resource_types = struct.unpack_from(f'>{_n}b', buf, pos)
+        _resource_types = struct.unpack_from(f">{_n}b", buf, pos)
         pos += _n * 1
     pos = skip_tagged_fields(buf, pos)
     _message = _new(ListConfigResourcesRequest)
@@ -76,10 +73,10 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
 def write_v1(msg: ListConfigResourcesRequest, out: bytearray) -> None:
     _array = msg.resource_types
     if _array is None:
-        raise ValueError('Non-nullable array ResourceTypes was None')
+        raise ValueError("Non-nullable array ResourceTypes was None")
     else:
         write_compact_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}b', *_array)
+        out += struct.pack(f">{len(_array)}b", *_array)
     out.append(0)
 
 

@@ -18,15 +18,14 @@ from proto.primitives import (
     write_compact_string,
 )
 
-
 __all__ = [
-    "ListConfigResourcesResponse",
-    "ConfigResource",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ConfigResource",
+    "ListConfigResourcesResponse",
 ]
 
 
@@ -58,9 +57,13 @@ class ListConfigResourcesResponse:
 _new = object.__new__
 _set_ConfigResource_resource_name = ConfigResource.resource_name.__set__
 _set_ConfigResource_resource_type = ConfigResource.resource_type.__set__
-_set_ListConfigResourcesResponse_config_resources = ListConfigResourcesResponse.config_resources.__set__
+_set_ListConfigResourcesResponse_config_resources = (
+    ListConfigResourcesResponse.config_resources.__set__
+)
 _set_ListConfigResourcesResponse_error_code = ListConfigResourcesResponse.error_code.__set__
-_set_ListConfigResourcesResponse_throttle_time_ms = ListConfigResourcesResponse.throttle_time_ms.__set__
+_set_ListConfigResourcesResponse_throttle_time_ms = (
+    ListConfigResourcesResponse.throttle_time_ms.__set__
+)
 
 
 _S0 = struct.Struct(">ih")
@@ -81,7 +84,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
     pos += 6
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ConfigResources was null')
+        raise MalformedError("Non-nullable array ConfigResources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -105,7 +108,7 @@ def write_v0(msg: ListConfigResourcesResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
     _array = msg.config_resources
     if _array is None:
-        raise ValueError('Non-nullable array ConfigResources was None')
+        raise ValueError("Non-nullable array ConfigResources was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -129,7 +132,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
     pos += 6
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ConfigResources was null')
+        raise MalformedError("Non-nullable array ConfigResources was null")
     else:
         _items = []
         for _ in range(_n):
@@ -154,7 +157,7 @@ def write_v1(msg: ListConfigResourcesResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
     _array = msg.config_resources
     if _array is None:
-        raise ValueError('Non-nullable array ConfigResources was None')
+        raise ValueError("Non-nullable array ConfigResources was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

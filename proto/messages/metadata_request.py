@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
+    ZERO_UUID,
     BytesLike,
     MalformedError,
-    ZERO_UUID,
     read_array_length,
     read_compact_array_length,
     read_compact_string,
@@ -28,15 +28,14 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
-    "MetadataRequest",
-    "MetadataRequestTopic",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "MetadataRequest",
+    "MetadataRequestTopic",
 ]
 
 
@@ -71,8 +70,12 @@ _new = object.__new__
 _set_MetadataRequestTopic_name = MetadataRequestTopic.name.__set__
 _set_MetadataRequestTopic_topic_id = MetadataRequestTopic.topic_id.__set__
 _set_MetadataRequest_allow_auto_topic_creation = MetadataRequest.allow_auto_topic_creation.__set__
-_set_MetadataRequest_include_cluster_authorized_operations = MetadataRequest.include_cluster_authorized_operations.__set__
-_set_MetadataRequest_include_topic_authorized_operations = MetadataRequest.include_topic_authorized_operations.__set__
+_set_MetadataRequest_include_cluster_authorized_operations = (
+    MetadataRequest.include_cluster_authorized_operations.__set__
+)
+_set_MetadataRequest_include_topic_authorized_operations = (
+    MetadataRequest.include_topic_authorized_operations.__set__
+)
 _set_MetadataRequest_topics = MetadataRequest.topics.__set__
 
 
@@ -93,7 +96,7 @@ def _read_MetadataRequestTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataReq
 def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -114,20 +117,18 @@ def _write_MetadataRequestTopic_v0(msg: MetadataRequestTopic, out: bytearray) ->
 
 def write_v0(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            'AllowAutoTopicCreation cannot be written at version 0'
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 0")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 0'
+            "IncludeClusterAuthorizedOperations cannot be written at version 0",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 0'
+            "IncludeTopicAuthorizedOperations cannot be written at version 0",
         )
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -154,16 +155,14 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
 
 def write_v1(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            'AllowAutoTopicCreation cannot be written at version 1'
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 1")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 1'
+            "IncludeClusterAuthorizedOperations cannot be written at version 1",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 1'
+            "IncludeTopicAuthorizedOperations cannot be written at version 1",
         )
     _array = msg.topics
     if _array is None:
@@ -176,16 +175,14 @@ def write_v1(msg: MetadataRequest, out: bytearray) -> None:
 
 def write_v2(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            'AllowAutoTopicCreation cannot be written at version 2'
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 2")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 2'
+            "IncludeClusterAuthorizedOperations cannot be written at version 2",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 2'
+            "IncludeTopicAuthorizedOperations cannot be written at version 2",
         )
     _array = msg.topics
     if _array is None:
@@ -198,16 +195,14 @@ def write_v2(msg: MetadataRequest, out: bytearray) -> None:
 
 def write_v3(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            'AllowAutoTopicCreation cannot be written at version 3'
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 3")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 3'
+            "IncludeClusterAuthorizedOperations cannot be written at version 3",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 3'
+            "IncludeTopicAuthorizedOperations cannot be written at version 3",
         )
     _array = msg.topics
     if _array is None:
@@ -241,11 +236,11 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
 def write_v4(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 4'
+            "IncludeClusterAuthorizedOperations cannot be written at version 4",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 4'
+            "IncludeTopicAuthorizedOperations cannot be written at version 4",
         )
     _array = msg.topics
     if _array is None:
@@ -260,11 +255,11 @@ def write_v4(msg: MetadataRequest, out: bytearray) -> None:
 def write_v5(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 5'
+            "IncludeClusterAuthorizedOperations cannot be written at version 5",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 5'
+            "IncludeTopicAuthorizedOperations cannot be written at version 5",
         )
     _array = msg.topics
     if _array is None:
@@ -279,11 +274,11 @@ def write_v5(msg: MetadataRequest, out: bytearray) -> None:
 def write_v6(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 6'
+            "IncludeClusterAuthorizedOperations cannot be written at version 6",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 6'
+            "IncludeTopicAuthorizedOperations cannot be written at version 6",
         )
     _array = msg.topics
     if _array is None:
@@ -298,11 +293,11 @@ def write_v6(msg: MetadataRequest, out: bytearray) -> None:
 def write_v7(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 7'
+            "IncludeClusterAuthorizedOperations cannot be written at version 7",
         )
     if msg.include_topic_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeTopicAuthorizedOperations cannot be written at version 7'
+            "IncludeTopicAuthorizedOperations cannot be written at version 7",
         )
     _array = msg.topics
     if _array is None:
@@ -333,8 +328,14 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     _message = _new(MetadataRequest)
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
-    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    _set_MetadataRequest_include_cluster_authorized_operations(
+        _message,
+        _include_cluster_authorized_operations,
+    )
+    _set_MetadataRequest_include_topic_authorized_operations(
+        _message,
+        _include_topic_authorized_operations,
+    )
     return _message, pos
 
 
@@ -382,8 +383,14 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     _message = _new(MetadataRequest)
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
-    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    _set_MetadataRequest_include_cluster_authorized_operations(
+        _message,
+        _include_cluster_authorized_operations,
+    )
+    _set_MetadataRequest_include_topic_authorized_operations(
+        _message,
+        _include_topic_authorized_operations,
+    )
     return _message, pos
 
 
@@ -440,8 +447,14 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     _message = _new(MetadataRequest)
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(_message, _include_cluster_authorized_operations)
-    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    _set_MetadataRequest_include_cluster_authorized_operations(
+        _message,
+        _include_cluster_authorized_operations,
+    )
+    _set_MetadataRequest_include_topic_authorized_operations(
+        _message,
+        _include_topic_authorized_operations,
+    )
     return _message, pos
 
 
@@ -484,14 +497,17 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, _allow_auto_topic_creation)
     _set_MetadataRequest_include_cluster_authorized_operations(_message, False)
-    _set_MetadataRequest_include_topic_authorized_operations(_message, _include_topic_authorized_operations)
+    _set_MetadataRequest_include_topic_authorized_operations(
+        _message,
+        _include_topic_authorized_operations,
+    )
     return _message, pos
 
 
 def write_v11(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 11'
+            "IncludeClusterAuthorizedOperations cannot be written at version 11",
         )
     _array = msg.topics
     if _array is None:
@@ -507,7 +523,7 @@ def write_v11(msg: MetadataRequest, out: bytearray) -> None:
 def write_v12(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 12'
+            "IncludeClusterAuthorizedOperations cannot be written at version 12",
         )
     _array = msg.topics
     if _array is None:
@@ -523,7 +539,7 @@ def write_v12(msg: MetadataRequest, out: bytearray) -> None:
 def write_v13(msg: MetadataRequest, out: bytearray) -> None:
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
-            'IncludeClusterAuthorizedOperations cannot be written at version 13'
+            "IncludeClusterAuthorizedOperations cannot be written at version 13",
         )
     _array = msg.topics
     if _array is None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
+    ZERO_UUID,
     BytesLike,
     MalformedError,
-    ZERO_UUID,
     read_array_length,
     read_compact_array_length,
     read_compact_string,
@@ -30,17 +30,16 @@ from proto.primitives import (
     write_string,
 )
 
-
 __all__ = [
+    "API_KEY",
+    "FIRST_FLEXIBLE_VERSION",
+    "READERS",
+    "VALID_VERSIONS",
+    "WRITERS",
     "MetadataResponse",
     "MetadataResponseBroker",
     "MetadataResponsePartition",
     "MetadataResponseTopic",
-    "API_KEY",
-    "VALID_VERSIONS",
-    "FIRST_FLEXIBLE_VERSION",
-    "READERS",
-    "WRITERS",
 ]
 
 
@@ -135,10 +134,14 @@ _set_MetadataResponseTopic_error_code = MetadataResponseTopic.error_code.__set__
 _set_MetadataResponseTopic_is_internal = MetadataResponseTopic.is_internal.__set__
 _set_MetadataResponseTopic_name = MetadataResponseTopic.name.__set__
 _set_MetadataResponseTopic_partitions = MetadataResponseTopic.partitions.__set__
-_set_MetadataResponseTopic_topic_authorized_operations = MetadataResponseTopic.topic_authorized_operations.__set__
+_set_MetadataResponseTopic_topic_authorized_operations = (
+    MetadataResponseTopic.topic_authorized_operations.__set__
+)
 _set_MetadataResponseTopic_topic_id = MetadataResponseTopic.topic_id.__set__
 _set_MetadataResponse_brokers = MetadataResponse.brokers.__set__
-_set_MetadataResponse_cluster_authorized_operations = MetadataResponse.cluster_authorized_operations.__set__
+_set_MetadataResponse_cluster_authorized_operations = (
+    MetadataResponse.cluster_authorized_operations.__set__
+)
 _set_MetadataResponse_cluster_id = MetadataResponse.cluster_id.__set__
 _set_MetadataResponse_controller_id = MetadataResponse.controller_id.__set__
 _set_MetadataResponse_error_code = MetadataResponse.error_code.__set__
@@ -175,15 +178,15 @@ def _read_MetadataResponsePartition_v0(
     pos += 10
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ReplicaNodes was null')
+        raise MalformedError("Non-nullable array ReplicaNodes was null")
     else:
-        _replica_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _replica_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array IsrNodes was null')
+        raise MalformedError("Non-nullable array IsrNodes was null")
     else:
-        _isr_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _isr_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _message = _new(MetadataResponsePartition)
     _set_MetadataResponsePartition_error_code(_message, _error_code)
@@ -202,7 +205,7 @@ def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRe
     _name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -222,7 +225,7 @@ def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRe
 def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -231,7 +234,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
         _brokers = tuple(_items)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -259,28 +262,26 @@ def _write_MetadataResponsePartition_v0(msg: MetadataResponsePartition, out: byt
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
     _array = msg.replica_nodes
     if _array is None:
-        raise ValueError('Non-nullable array ReplicaNodes was None')
+        raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.isr_nodes
     if _array is None:
-        raise ValueError('Non-nullable array IsrNodes was None')
+        raise ValueError("Non-nullable array IsrNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
 
 
 def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 0'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 0")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -289,19 +290,17 @@ def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v0(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 0'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 0")
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
             _write_MetadataResponseBroker_v0(_item, out)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -331,7 +330,7 @@ def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataRe
     pos += 1
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -351,7 +350,7 @@ def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataRe
 def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -362,7 +361,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -389,15 +388,13 @@ def _write_MetadataResponseBroker_v1(msg: MetadataResponseBroker, out: bytearray
 
 def _write_MetadataResponseTopic_v1(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 1'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 1")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -406,12 +403,10 @@ def _write_MetadataResponseTopic_v1(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v1(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 1'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 1")
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -419,7 +414,7 @@ def write_v1(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -429,7 +424,7 @@ def write_v1(msg: MetadataResponse, out: bytearray) -> None:
 def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -441,7 +436,7 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -461,15 +456,13 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 2'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 2")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -478,12 +471,10 @@ def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v2(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 2'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 2")
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -492,7 +483,7 @@ def write_v2(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -504,7 +495,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -516,7 +507,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -536,15 +527,13 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 3'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 3")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -553,13 +542,11 @@ def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v3(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 3'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 3")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -568,7 +555,7 @@ def write_v3(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -577,15 +564,13 @@ def write_v3(msg: MetadataResponse, out: bytearray) -> None:
 
 def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 4'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 4")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -594,13 +579,11 @@ def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v4(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 4'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 4")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -609,7 +592,7 @@ def write_v4(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -623,21 +606,21 @@ def _read_MetadataResponsePartition_v5(
     pos += 10
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ReplicaNodes was null')
+        raise MalformedError("Non-nullable array ReplicaNodes was null")
     else:
-        _replica_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _replica_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array IsrNodes was null')
+        raise MalformedError("Non-nullable array IsrNodes was null")
     else:
-        _isr_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _isr_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array OfflineReplicas was null')
+        raise MalformedError("Non-nullable array OfflineReplicas was null")
     else:
-        _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
+        _offline_replicas = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _message = _new(MetadataResponsePartition)
     _set_MetadataResponsePartition_error_code(_message, _error_code)
@@ -658,7 +641,7 @@ def _read_MetadataResponseTopic_v5(buf: BytesLike, pos: int) -> tuple[MetadataRe
     pos += 1
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -680,7 +663,7 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -692,7 +675,7 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -714,35 +697,33 @@ def _write_MetadataResponsePartition_v5(msg: MetadataResponsePartition, out: byt
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
     _array = msg.replica_nodes
     if _array is None:
-        raise ValueError('Non-nullable array ReplicaNodes was None')
+        raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.isr_nodes
     if _array is None:
-        raise ValueError('Non-nullable array IsrNodes was None')
+        raise ValueError("Non-nullable array IsrNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.offline_replicas
     if _array is None:
-        raise ValueError('Non-nullable array OfflineReplicas was None')
+        raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
 
 
 def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 5'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 5")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -751,13 +732,11 @@ def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v5(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 5'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 5")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -766,7 +745,7 @@ def write_v5(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -775,15 +754,13 @@ def write_v5(msg: MetadataResponse, out: bytearray) -> None:
 
 def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 6'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 6")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -792,13 +769,11 @@ def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v6(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 6'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 6")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -807,7 +782,7 @@ def write_v6(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -821,21 +796,21 @@ def _read_MetadataResponsePartition_v7(
     pos += 14
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ReplicaNodes was null')
+        raise MalformedError("Non-nullable array ReplicaNodes was null")
     else:
-        _replica_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _replica_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array IsrNodes was null')
+        raise MalformedError("Non-nullable array IsrNodes was null")
     else:
-        _isr_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _isr_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array OfflineReplicas was null')
+        raise MalformedError("Non-nullable array OfflineReplicas was null")
     else:
-        _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
+        _offline_replicas = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _message = _new(MetadataResponsePartition)
     _set_MetadataResponsePartition_error_code(_message, _error_code)
@@ -856,7 +831,7 @@ def _read_MetadataResponseTopic_v7(buf: BytesLike, pos: int) -> tuple[MetadataRe
     pos += 1
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -878,7 +853,7 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -890,7 +865,7 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -912,35 +887,33 @@ def _write_MetadataResponsePartition_v7(msg: MetadataResponsePartition, out: byt
     out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
     _array = msg.replica_nodes
     if _array is None:
-        raise ValueError('Non-nullable array ReplicaNodes was None')
+        raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.isr_nodes
     if _array is None:
-        raise ValueError('Non-nullable array IsrNodes was None')
+        raise ValueError("Non-nullable array IsrNodes was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.offline_replicas
     if _array is None:
-        raise ValueError('Non-nullable array OfflineReplicas was None')
+        raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
 
 
 def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'TopicAuthorizedOperations cannot be written at version 7'
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 7")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -949,13 +922,11 @@ def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v7(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 7'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 7")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -964,7 +935,7 @@ def write_v7(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -979,7 +950,7 @@ def _read_MetadataResponseTopic_v8(buf: BytesLike, pos: int) -> tuple[MetadataRe
     pos += 1
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1003,7 +974,7 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1015,7 +986,7 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1041,7 +1012,7 @@ def _write_MetadataResponseTopic_v8(msg: MetadataResponseTopic, out: bytearray) 
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -1053,7 +1024,7 @@ def write_v8(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -1062,7 +1033,7 @@ def write_v8(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_array_length(out, len(_array))
         for _item in _array:
@@ -1093,21 +1064,21 @@ def _read_MetadataResponsePartition_v9(
     pos += 14
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array ReplicaNodes was null')
+        raise MalformedError("Non-nullable array ReplicaNodes was null")
     else:
-        _replica_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _replica_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array IsrNodes was null')
+        raise MalformedError("Non-nullable array IsrNodes was null")
     else:
-        _isr_nodes = struct.unpack_from(f'>{_n}i', buf, pos)
+        _isr_nodes = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array OfflineReplicas was null')
+        raise MalformedError("Non-nullable array OfflineReplicas was null")
     else:
-        _offline_replicas = struct.unpack_from(f'>{_n}i', buf, pos)
+        _offline_replicas = struct.unpack_from(f">{_n}i", buf, pos)
         pos += _n * 4
     pos = skip_tagged_fields(buf, pos)
     _message = _new(MetadataResponsePartition)
@@ -1129,7 +1100,7 @@ def _read_MetadataResponseTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataRe
     pos += 1
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1154,7 +1125,7 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1166,7 +1137,7 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1199,22 +1170,22 @@ def _write_MetadataResponsePartition_v9(msg: MetadataResponsePartition, out: byt
     out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
     _array = msg.replica_nodes
     if _array is None:
-        raise ValueError('Non-nullable array ReplicaNodes was None')
+        raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
         write_compact_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.isr_nodes
     if _array is None:
-        raise ValueError('Non-nullable array IsrNodes was None')
+        raise ValueError("Non-nullable array IsrNodes was None")
     else:
         write_compact_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     _array = msg.offline_replicas
     if _array is None:
-        raise ValueError('Non-nullable array OfflineReplicas was None')
+        raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_compact_array_length(out, len(_array))
-        out += struct.pack(f'>{len(_array)}i', *_array)
+        out += struct.pack(f">{len(_array)}i", *_array)
     out.append(0)
 
 
@@ -1224,7 +1195,7 @@ def _write_MetadataResponseTopic_v9(msg: MetadataResponseTopic, out: bytearray) 
     out += _S3.pack(msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1237,7 +1208,7 @@ def write_v9(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1246,7 +1217,7 @@ def write_v9(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1264,7 +1235,7 @@ def _read_MetadataResponseTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataR
     _topic_id = uuid_from_bytes(_topic_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1289,7 +1260,7 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1301,7 +1272,7 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1328,7 +1299,7 @@ def _write_MetadataResponseTopic_v10(msg: MetadataResponseTopic, out: bytearray)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1341,7 +1312,7 @@ def write_v10(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1350,7 +1321,7 @@ def write_v10(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1364,7 +1335,7 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1376,7 +1347,7 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1397,13 +1368,11 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def write_v11(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 11'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 11")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1412,7 +1381,7 @@ def write_v11(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1429,7 +1398,7 @@ def _read_MetadataResponseTopic_v12(buf: BytesLike, pos: int) -> tuple[MetadataR
     _topic_id = uuid_from_bytes(_topic_id)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Partitions was null')
+        raise MalformedError("Non-nullable array Partitions was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1454,7 +1423,7 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1466,7 +1435,7 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1491,7 +1460,7 @@ def _write_MetadataResponseTopic_v12(msg: MetadataResponseTopic, out: bytearray)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
     _array = msg.partitions
     if _array is None:
-        raise ValueError('Non-nullable array Partitions was None')
+        raise ValueError("Non-nullable array Partitions was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1502,13 +1471,11 @@ def _write_MetadataResponseTopic_v12(msg: MetadataResponseTopic, out: bytearray)
 
 def write_v12(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 12'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 12")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1517,7 +1484,7 @@ def write_v12(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1530,7 +1497,7 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Brokers was null')
+        raise MalformedError("Non-nullable array Brokers was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1542,7 +1509,7 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     pos += 4
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
-        raise MalformedError('Non-nullable array Topics was null')
+        raise MalformedError("Non-nullable array Topics was null")
     else:
         _items = []
         for _ in range(_n):
@@ -1565,13 +1532,11 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def write_v13(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            'ClusterAuthorizedOperations cannot be written at version 13'
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 13")
     out += _S0.pack(msg.throttle_time_ms)
     _array = msg.brokers
     if _array is None:
-        raise ValueError('Non-nullable array Brokers was None')
+        raise ValueError("Non-nullable array Brokers was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:
@@ -1580,7 +1545,7 @@ def write_v13(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.controller_id)
     _array = msg.topics
     if _array is None:
-        raise ValueError('Non-nullable array Topics was None')
+        raise ValueError("Non-nullable array Topics was None")
     else:
         write_compact_array_length(out, len(_array))
         for _item in _array:

@@ -10,22 +10,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from proto.primitives import (
-    BytesLike,
     ZERO_UUID,
+    BytesLike,
     read_compact_bytes,
     skip_tagged_fields,
     uuid_from_bytes,
     write_compact_bytes,
 )
 
-
 __all__ = [
-    "PushTelemetryRequest",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "PushTelemetryRequest",
 ]
 
 

@@ -15,14 +15,13 @@ from proto.primitives import (
     write_nullable_string,
 )
 
-
 __all__ = [
-    "RequestHeader",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "RequestHeader",
 ]
 
 

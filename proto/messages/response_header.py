@@ -13,14 +13,13 @@ from proto.primitives import (
     skip_tagged_fields,
 )
 
-
 __all__ = [
-    "ResponseHeader",
     "API_KEY",
-    "VALID_VERSIONS",
     "FIRST_FLEXIBLE_VERSION",
     "READERS",
+    "VALID_VERSIONS",
     "WRITERS",
+    "ResponseHeader",
 ]
 
 

@@ -92,7 +92,7 @@ def server_path(wire: bytes) -> Callable[[], bytes]:
         conn.receive_data(wire)
         frame = conn.next_request()
         assert frame is not None
-        request = decode_request(frame)
+        assert decode_request(frame).subscription_id == 123456
         return encode_response(72, 0, frame.correlation_id, response)
 
     return step

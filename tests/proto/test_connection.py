@@ -200,9 +200,7 @@ def header_by_hand(api_key: int, version: int, correlation_id: int, client_id: s
     return header + (b"\x00" if request_is_flexible(api_key, version) else b"")
 
 
-@pytest.mark.parametrize(
-    ("spec", "version"), REQUESTS, ids=[f"{s.name}-v{v}" for s, v in REQUESTS]
-)
+@pytest.mark.parametrize(("spec", "version"), REQUESTS, ids=[f"{s.name}-v{v}" for s, v in REQUESTS])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), correlation_id=st.integers(0, 2**31 - 1))
 def test_every_served_request_version(
@@ -233,7 +231,9 @@ def test_every_served_request_version(
 )
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_every_served_response_version(spec: MessageSpec, version: int, data: st.DataObject) -> None:
+def test_every_served_response_version(
+    spec: MessageSpec, version: int, data: st.DataObject
+) -> None:
     kio_cls = kio_class(spec, version)
     assert kio_cls is not None
     message = data.draw(message_strategy(spec, version))

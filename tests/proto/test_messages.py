@@ -12,8 +12,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_strategies import api_messages, kio_class, kio_decode, kio_encode, message_strategy
-from message_strategies import module_of, to_kio
+from message_strategies import (
+    api_messages,
+    kio_class,
+    kio_decode,
+    kio_encode,
+    message_strategy,
+    module_of,
+    to_kio,
+)
 
 from proto.codegen import MessageSpec
 
