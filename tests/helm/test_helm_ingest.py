@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ktc_chart import CHART_DIR, container, find, load_values
+
+from exporters.lakehouse.session import LakehouseConfig
 
 Docs = list[dict[str, Any]]
 
@@ -53,16 +56,19 @@ def test_one_ingest_at_a_time(rendered: Callable[..., Docs]) -> None:
     assert ingest["spec"]["strategy"] == {"type": "Recreate"}
 
 
-def test_lake_claim_and_working_dir(rendered: Callable[..., Docs]) -> None:
+def test_lake_claim_is_where_the_ingest_keeps_the_lakehouse(rendered: Callable[..., Docs]) -> None:
     docs = rendered({"ingest": {"enabled": True, "master": "spark://spark-master:7077"}})
     ingest = find(docs, "Deployment")
     claim = find(docs, "PersistentVolumeClaim", "ktc-lake")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
     assert _claims(ingest)["lake"] == "ktc-lake"
     spec = container(ingest, "ingest")
-    # Spark's relative defaults (spark-warehouse/, metastore_db/) must land on the claim.
-    assert spec["workingDir"] == _mounts(ingest, "ingest")["lake"]
-    assert spec["args"][spec["args"].index("--master") + 1] == "spark://spark-master:7077"
+    args = spec["args"]
+    # The ingest's own layout: warehouse, metastore and state under <data-dir>/lakehouse.
+    lake = LakehouseConfig.for_data_dir(Path(args[args.index("--data-dir") + 1]))
+    assert _mounts(ingest, "ingest")["lake"] == str(lake.lake_dir)
+    assert spec["workingDir"] == str(lake.lake_dir)
+    assert args[args.index("--master") + 1] == "spark://spark-master:7077"
     assert spec["securityContext"]["readOnlyRootFilesystem"] is True
     assert _mounts(ingest, "ingest")["tmp"] == "/tmp"
 
