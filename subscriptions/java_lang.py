@@ -109,8 +109,10 @@ def java_utf8(text: str) -> bytes:
     character, so pairs are joined first; a surrogate left unpaired becomes ``?`` as in
     Java's encoder. Text without surrogates (the normal case) is encoded directly.
     """
-    if not any("\ud800" <= char <= "\udfff" for char in text):
-        return text.encode("utf-8")
+    try:
+        return text.encode("utf-8")  # fails only if text holds surrogate code points
+    except UnicodeEncodeError:
+        pass
     out: list[str] = []
     units = utf16_code_units(text)
     i = 0

@@ -155,3 +155,12 @@ def test_random_instance_ids_are_kafka_safe() -> None:
         assert value not in (ZERO_UUID, ONE_UUID)
         assert "-" not in kafka_uuid_to_str(value)
         assert value.version == 4
+
+
+def test_java_utf8_joins_surrogate_pairs_and_replaces_lone_surrogates() -> None:
+    from subscriptions.java_lang import java_utf8
+
+    assert java_utf8("a😀") == "a😀".encode()
+    assert java_utf8("a\ud83d\ude00") == "a😀".encode()  # a pair held as two code points
+    assert java_utf8("x\ud800y") == b"x?y"  # Java's encoder writes '?' for a lone surrogate
+    assert java_utf8("\ude00\ud83d") == b"??"
