@@ -201,8 +201,9 @@ class ClientQuotaManager:
         sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
         sensors.quota_sensor.record(value, now_ms, False)
 
-    def unrecord_quota_sensor(self, user: str, client_id: str, value: float, now_ms: int) -> None:
-        """Take back a recorded value (a throttled fetch returns no data, so it didn't use any)."""
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back a recorded value (Kafka: unrecordQuotaSensor; a throttled fetch returns
+        no data, so it used none)."""
         sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
         sensors.quota_sensor.unrecord(value, now_ms)
 

@@ -244,7 +244,7 @@ class QuotaEngine:
     def unrecord_fetch_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> None:
         """A throttled fetch is answered empty: take its bytes back."""
         if self.fetch.quota_types_enabled:
-            self.fetch.unrecord_quota_sensor(user, client_id, nbytes, now_ms)
+            self.fetch.unrecord(user, client_id, nbytes, now_ms)
 
     def max_fetch_bytes(self, user: str, client_id: str, now_ms: int) -> float:
         """Clamp for fetch.max.bytes: larger is throttled even on an idle sensor (or +inf)."""

@@ -360,7 +360,7 @@ def test_unrecord_takes_a_throttled_fetch_back(metrics: Metrics, clock: ManualCl
     manager = make_manager(metrics, clock, quota_type=QuotaType.FETCH)
     manager.update_quota(ClientQuotaEntity(None, "c"), Quota.upper_bound(100))
     assert maybe_record(manager, clock, "u", "c", 5000) > 0
-    manager.unrecord_quota_sensor("u", "c", 5000, clock.milliseconds())
+    manager.unrecord("u", "c", 5000, clock.milliseconds())
     assert maybe_record(manager, clock, "u", "c", 0) == 0
 
 

@@ -319,3 +319,32 @@ def test_delay_queue_orders_by_deadline_then_insertion(clock: ManualClock) -> No
     assert queue.next_deadline_ms() is None
     with pytest.raises(ValueError, match="must not be negative"):
         queue.add("bad", -1, now)
+
+
+# -- Prometheus rendering ---------------------------------------------------------------------
+
+
+def test_prometheus_collector_renders_kafka_style_series(clock: ManualClock) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from quota.prometheus import QuotaMetricsCollector, prometheus_name
+
+    engine = make_engine(clock, listeners="PLAINTEXT://:9092")
+    engine.apply_entity_quotas({"users/alice": {"producer_byte_rate": 1000}})
+    engine.record_produce_bytes("alice", "app", 5000, clock.milliseconds())
+    engine.apply_entity_quotas(
+        {
+            "users/alice": {"producer_byte_rate": 1000},
+            "ips/<default>": {"connection_creation_rate": 50},
+        }
+    )
+    engine.on_accept("PLAINTEXT", "10.0.0.1", clock.milliseconds())
+    registry = CollectorRegistry()
+    registry.register(QuotaMetricsCollector(engine.metrics_snapshot, clock.milliseconds))
+    text = generate_latest(registry).decode()
+    assert prometheus_name("Produce", "byte-rate") == "kafka_server_produce_byte_rate"
+    assert 'kafka_server_produce_byte_rate{client_id="",user="alice"} 500.0' in text
+    rate = "kafka_server_socket_server_metrics_connection_accept_rate"
+    assert f'{rate}{{ip="",listener="PLAINTEXT"}} 0.1' in text
+    assert f'{rate}{{ip="10.0.0.1",listener=""}} 0.1' in text
+    assert "kafka_server_produce_queue_size 0.0" in text
