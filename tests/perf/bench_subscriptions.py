@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import crc32c  # noqa: E402
+import crc32c
 
-from subscriptions import effective  # noqa: E402
-from subscriptions.matching import ClientMetadata, matches  # noqa: E402
-from subscriptions.model import Subscription  # noqa: E402
+from subscriptions import effective
+from subscriptions.matching import ClientMetadata, matches
+from subscriptions.model import Subscription
 
 TARGET_WARM_US = 20.0
 TARGET_COLD_US = 1000.0
@@ -62,8 +62,8 @@ def warm(instance_id: uuid.UUID) -> int:
 
 def cold(instance_id: uuid.UUID) -> int:
     effective.merge.cache_clear()
-    effective._set_order.cache_clear()  # noqa: SLF001 - measuring the uncached path
-    effective._name_order.cache_clear()  # noqa: SLF001
+    effective._set_order.cache_clear()
+    effective._name_order.cache_clear()
     return effective.resolve(SUBSCRIPTIONS, CLIENT, instance_id).subscription_id
 
 
