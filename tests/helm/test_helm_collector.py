@@ -19,6 +19,7 @@ from ktc_chart import CHART_DIR, NAMESPACE, RELEASE, container, env_value, find,
 
 from collector.config import CollectorConfig, load_config
 from collector.listeners import EndPoint, parse_listeners, parse_security_protocol_map
+from exporters.landing import LandingLog
 from exporters.otlp.config import OtlpExporterConfig
 from subscriptions.quotas import QuotaEntity
 from subscriptions.store import ConfigStore
@@ -176,6 +177,8 @@ def test_scenario_config_loads_in_the_collector(
         assert str(config.data_dir) == "/var/lib/ktc"
         if config.exporters_otlp is not None:
             OtlpExporterConfig.model_validate(config.exporters_otlp)
+    # `landing` becomes LandingLog keyword arguments at start-up: they must be accepted.
+    LandingLog(tmp_path / "landing", housekeeping=False, **config.landing).close()
     for entry in values.get("extraEnvs", []):
         # Extra KTC_ variables are config overrides too; they must load as well.
         assert entry["name"] in pod_environment(find(docs, "StatefulSet"), 0)

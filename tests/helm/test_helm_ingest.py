@@ -6,11 +6,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from ktc_chart import CHART_DIR, container, find, load_values
 
 from exporters.lakehouse.session import LakehouseConfig
 
 Docs = list[dict[str, Any]]
+
+# exporters/lakehouse/ingest.py CONSUMER_NAME: the ingest's committed position in each
+# landing directory (consumers/lakehouse-ingest.json).
+INGEST_CONSUMER = "lakehouse-ingest"
 
 
 def _mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
@@ -47,6 +52,25 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
     confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
     assert confs == ["spark.driver.memory=2g", "spark.sql.shuffle.partitions=4"]
     assert "--master" not in args
+
+
+def test_collectors_keep_landed_data_until_the_ingest_has_it(
+    rendered: Callable[..., Docs],
+) -> None:
+    """Landing retention must not delete segments the ingest has not read yet, even
+    before its first commit: the chart names its consumer as required."""
+
+    def required(values: dict[str, Any]) -> list[str]:
+        config = yaml.safe_load(find(rendered(values), "ConfigMap")["data"]["config.yaml"])
+        return list(config.get("landing", {}).get("retention_required_consumers", []))
+
+    assert required({}) == []
+    assert required({"ingest": {"enabled": True}}) == [INGEST_CONSUMER]
+    keep_mine = {"enabled": True}, {"landing": {"retention_required_consumers": ["audit"]}}
+    assert required({"ingest": keep_mine[0], "config": keep_mine[1]}) == ["audit", INGEST_CONSUMER]
+    # Given explicitly, it is not added twice.
+    twice = {"landing": {"retention_required_consumers": [INGEST_CONSUMER]}}
+    assert required({"ingest": {"enabled": True}, "config": twice}) == [INGEST_CONSUMER]
 
 
 def test_one_ingest_at_a_time(rendered: Callable[..., Docs]) -> None:

@@ -3,6 +3,7 @@ and stays in step with the collector's own configuration models."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from ktc_chart import CHART_DIR, render
 
 from collector.config import CollectorConfig
+from exporters.landing import LandingLog
 from exporters.otlp.config import OtlpExporterConfig
 
 SCHEMA: dict[str, Any] = json.loads((CHART_DIR / "values.schema.json").read_text("utf-8"))
@@ -59,6 +61,8 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
         {"config": {"exporters.otlp": {**OTLP, "retry_on_failure": {"max_elapsed_tme": "1m"}}}},
         "max_elapsed_tme",
     ),
+    ("landing typo", {"config": {"landing": {"retention_hours": 5}}}, "retention_hours"),
+    ("landing fsync", {"config": {"landing": {"fsync": "sometimes"}}}, "fsync"),
     ("subscription unknown key", {"subscriptions": {"s": {"metric": "a."}}}, "metric"),
     ("subscription interval too short", {"subscriptions": {"s": {"interval.ms": 50}}}, "interval"),
     ("unknown match selector", {"subscriptions": {"s": {"match": ["client=x"]}}}, "match"),
@@ -99,6 +103,7 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("defaults", {}),
     ("otlp block", {"config": {"exporters.otlp": {**OTLP, "timeout": "1m30s"}}}),
     ("otlp disabled", {"config": {"exporters.otlp": None}}),
+    ("landing options", {"config": {"landing": {"fsync": "always", "retention_ms": -1}}}),
     ("subscription as lists", {"subscriptions": {"s": {"metrics": ["a.", "b."], "match": []}}}),
     (
         "match list",
@@ -138,6 +143,14 @@ def test_otlp_schema_matches_the_exporter_model() -> None:
         assert set(otlp_schema["properties"][section]["properties"]) == set(
             model.model_fields  # type: ignore[union-attr]
         ), section
+
+
+def test_landing_schema_matches_the_landing_log_options() -> None:
+    """`landing` is passed to LandingLog(directory, **landing): the schema offers exactly
+    its keyword options (minus the ones only tests inject)."""
+    landing_schema = SCHEMA["properties"]["config"]["properties"]["landing"]
+    options = set(inspect.signature(LandingLog).parameters) - {"directory", "clock", "housekeeping"}
+    assert set(landing_schema["properties"]) == options
 
 
 def test_every_object_in_the_schema_is_closed() -> None:

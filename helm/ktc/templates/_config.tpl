@@ -14,6 +14,8 @@ Defaults the operator may override:
   cluster.id                ktc.clusterId (the same on every pod, stable across upgrades)
   shutdown.timeout.seconds  terminationGracePeriodSeconds - 5: the drain must end before
                             the kubelet's SIGKILL (30 s grace -> 25 s drain).
+Added when ingest.enabled:
+  landing.retention_required_consumers  + lakehouse-ingest (the ingest's consumer name)
 */}}
 {{- define "ktc.configData" -}}
 {{- $owned := dict
@@ -29,6 +31,17 @@ Defaults the operator may override:
   "shutdown.timeout.seconds" (sub (int .Values.terminationGracePeriodSeconds) 5)
 -}}
 {{- $merged := merge (deepCopy $owned) (deepCopy (.Values.config | default dict)) $defaults }}
+{{- if .Values.ingest.enabled }}
+{{- /* The ingest is a consumer the collector cannot know about: until it has committed
+       a position, landing retention must keep every segment for it. */}}
+{{- $landing := index $merged "landing" | default dict }}
+{{- $required := get $landing "retention_required_consumers" | default list }}
+{{- if not (has "lakehouse-ingest" $required) }}
+{{- $required = append $required "lakehouse-ingest" }}
+{{- end }}
+{{- $_ := set $landing "retention_required_consumers" $required }}
+{{- $_ := set $merged "landing" $landing }}
+{{- end }}
 {{- if le (float64 (index $merged "shutdown.timeout.seconds")) 0.0 }}
 {{- fail "terminationGracePeriodSeconds must be above 5: the collector needs a positive shutdown.timeout.seconds below it" }}
 {{- end }}
