@@ -306,6 +306,18 @@ class QuotaEngine:
 
     # -- connections -----------------------------------------------------------------------
 
+    def add_listener(
+        self,
+        listener: str,
+        now_ms: int,
+        max_connections: int = INT_MAX,
+        max_connection_creation_rate: int = INT_MAX,
+    ) -> None:
+        """Register a listener not named in the settings (no-op if already known)."""
+        self.connections.add_listener(
+            listener.upper(), now_ms, max_connections, max_connection_creation_rate
+        )
+
     def on_accept(self, listener: str, ip: str, now_ms: int) -> ConnectionDecision:
         return self.connections.inc(listener.upper(), ip, now_ms)
 

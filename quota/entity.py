@@ -214,6 +214,8 @@ def parse_entity(
             raise ValueError(f"unknown quota entity type {raw_type!r} in {spec!r}")
         if entity_type in components:
             raise ValueError(f"entity type {entity_type!r} given twice in {spec!r}")
+        if raw_name == "":
+            raise ValueError(f"Empty {entity_type} not supported")
         if raw_name is None or raw_name == DEFAULT_NAME:
             components[entity_type] = DEFAULT
         else:

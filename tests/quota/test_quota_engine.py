@@ -248,6 +248,15 @@ def test_strict_mutation_quota_carries_error_code_89(clock: ManualClock) -> None
     assert permissive.throttle_time_ms(clock.milliseconds()) == (560 + 1 - burst) * 1000 // 5
 
 
+def test_listeners_can_be_added_later(clock: ManualClock) -> None:
+    engine = make_engine(clock)
+    with pytest.raises(KeyError, match="unknown listener"):
+        engine.on_accept("SSL", "10.0.0.1", clock.milliseconds())
+    engine.add_listener("ssl", clock.milliseconds(), max_connections=1)
+    assert engine.on_accept("SSL", "10.0.0.1", clock.milliseconds()) == ACCEPT
+    assert engine.on_accept("SSL", "10.0.0.2", clock.milliseconds()) == WAIT_FOR_SLOT
+
+
 def test_connections_through_the_engine(clock: ManualClock) -> None:
     engine = make_engine(
         clock, listeners="PLAINTEXT://:9092", **{"max.connections": 1, "max.connections.per.ip": 5}

@@ -169,6 +169,8 @@ def test_parse_entity(spec: object, expected: object) -> None:
         ("ips/not-an-ip", "not a valid IP"),
         ({"ip": "10.0.0.1", "user": "alice"}, "can't be combined"),
         ({}, "empty quota entity"),
+        ({"user": ""}, "Empty user not supported"),
+        ("users/alice/clients/", "Empty client-id not supported"),
     ],
 )
 def test_parse_entity_rejects_bad_specs(spec: object, message: str) -> None:
