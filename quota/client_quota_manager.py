@@ -13,6 +13,10 @@ record calls return 0 before touching any sensor.  When exactly one level kind i
 it; only with several kinds is the eight-rank table walked.  Kafka keeps a reference count
 per kind so that removing the last quota of a kind turns its bit off again.
 
+With quotas, a (user, client-id) -> sensors cache makes the lookup one dict probe per
+request (Kafka computes the tags and looks the sensors up by name every time); the cache is
+dropped whenever a quota changes (the resolution may change) or a sensor is removed.
+
 Not thread-safe: drive it from one event loop (Kafka's read/write lock guards what the
 event loop serialises for us).
 """
