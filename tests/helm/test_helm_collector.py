@@ -128,15 +128,17 @@ def test_advertised_name_resolves_through_the_headless_service(
 def test_a_listener_name_flows_into_bind_and_advertise(
     rendered: Callable[..., Docs], tmp_path: Path
 ) -> None:
-    config = collector_config(
-        rendered({"listenerName": "SASL_PLAINTEXT", "ports": {"kafka": {"containerPort": 9094}}}),
-        0,
-        tmp_path,
-    )
-    assert config.listeners == "SASL_PLAINTEXT://0.0.0.0:9094"
-    assert config.advertised_listeners is not None
-    assert config.advertised_listeners.startswith("SASL_PLAINTEXT://ktc-0.")
-    assert config.advertised_listeners.endswith(":9094")
+    values = {
+        "listenerName": "CLIENT",
+        "ports": {"kafka": {"containerPort": 9094}},
+        "config": {"listener.security.protocol.map": "CLIENT:PLAINTEXT"},
+    }
+    config = collector_config(rendered(values), 0, tmp_path)
+    assert config.listeners == "CLIENT://0.0.0.0:9094"
+    (bound,) = endpoints(config, config.listeners)
+    (advertised,) = endpoints(config, config.advertised_listeners)
+    assert bound.security_protocol == advertised.security_protocol == "PLAINTEXT"
+    assert str(advertised) == "CLIENT://ktc-0.ktc-headless.telemetry.svc:9094"
 
 
 def test_cluster_id_is_shared_stable_and_a_kafka_uuid(
@@ -413,6 +415,7 @@ def test_drain_ends_before_the_kill(rendered: Callable[..., Docs], tmp_path: Pat
             "serviceMonitor.enabled needs ports.metrics.enabled",
         ),
         ({"configMap": {"create": False}}, "configMap.existingName is required"),
+        ({"listenerName": "CLIENT"}, "listenerName CLIENT has no entry"),
     ],
     ids=[
         "drain-too-long",
@@ -421,6 +424,7 @@ def test_drain_ends_before_the_kill(rendered: Callable[..., Docs], tmp_path: Pat
         "ingest-without-landing",
         "monitor-without-metrics",
         "no-configmap-name",
+        "unmapped-listener",
     ],
 )
 def test_inconsistent_values_fail_with_a_clear_message(

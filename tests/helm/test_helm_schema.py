@@ -35,7 +35,7 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("unknown nested key", {"image": {"repository": "ktc", "tagg": "1"}}, "tagg"),
     ("string for an integer", {"replicaCount": "two"}, "replicaCount"),
     ("negative replicas", {"replicaCount": -1}, "replicaCount"),
-    ("unknown listener", {"listenerName": "HTTP"}, "listenerName"),
+    ("bad listener name", {"listenerName": "PLAIN-TEXT"}, "listenerName"),
     ("relative data dir", {"dataDir": "data"}, "dataDir"),
     ("port out of range", {"ports": {"kafka": {"containerPort": 70000}}}, "containerPort"),
     ("misspelt config key", {"config": {"telemetry.max.byte": 10}}, "telemetry.max.byte"),

@@ -31,6 +31,15 @@ Added when ingest.enabled:
   "shutdown.timeout.seconds" (sub (int .Values.terminationGracePeriodSeconds) 5)
 -}}
 {{- $merged := merge (deepCopy $owned) (deepCopy (.Values.config | default dict)) $defaults }}
+{{- /* Kafka's rule: every listener name needs a security protocol in the map. */}}
+{{- $protocolMap := index $merged "listener.security.protocol.map" | default "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL" }}
+{{- $mapped := list }}
+{{- range $entry := splitList "," $protocolMap }}
+{{- $mapped = append $mapped (splitList ":" $entry | first | trim | upper) }}
+{{- end }}
+{{- if not (has (upper .Values.listenerName) $mapped) }}
+{{- fail (printf "listenerName %s has no entry in config.\"listener.security.protocol.map\" (%s); add %s:PLAINTEXT" .Values.listenerName $protocolMap .Values.listenerName) }}
+{{- end }}
 {{- if .Values.ingest.enabled }}
 {{- /* The ingest is a consumer the collector cannot know about: until it has committed
        a position, landing retention must keep every segment for it. */}}
