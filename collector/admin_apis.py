@@ -47,7 +47,6 @@ from proto.messages.list_config_resources_response import (
     ConfigResource,
     ListConfigResourcesResponse,
 )
-from subscriptions.model import Subscription
 
 from collector.dispatch import Api, RequestContext
 
@@ -228,16 +227,13 @@ class AdminApis:
             else:
                 return Errors.INVALID_REQUEST, f"Unknown config operation {config.config_operation}"
         try:
-            merged = dict(self._store.describe(name) or {})
-            merged.update(to_set)
-            for key in to_delete:
-                merged.pop(key, None)
-            if merged:
-                Subscription.from_configs(name, merged)  # validates the whole map
-            if not validate_only:
-                self._store.alter_subscription(name, to_set, to_delete)
+            # The store merges into the full map and validates it as a whole, like
+            # Kafka's controller (ClientMetricsConfigs.validate on all configs).
+            self._store.alter_subscription(name, to_set, to_delete, validate_only=validate_only)
         except KafkaError as exc:
             return Errors(exc.error_code), str(exc)
+        if validate_only:
+            return Errors.NONE, None
         log.info("client metrics subscription %s altered over the wire: set %s, delete %s",
                  name, to_set, to_delete)
         return Errors.NONE, None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Protocol
+from typing import cast, TYPE_CHECKING, Protocol
 
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
@@ -123,8 +123,8 @@ class KafkaProtocol(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # uvloop's transports implement the interface without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             # Java's InetAddress.getHostAddress() form ("0:0:0:0:0:0:0:1" for ::1): what

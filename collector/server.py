@@ -226,7 +226,10 @@ class CollectorServer:
         if store is None:
             from subscriptions.store import ConfigStore
 
-            store = self._store = ConfigStore(config.data_dir)
+            try:
+                store = self._store = ConfigStore(config.data_dir)
+            except Exception as exc:  # noqa: BLE001 - an invalid file names itself
+                raise StartupError(f"subscription store: {exc}") from exc
         if self._exporter is None:
             from exporters.landing import LandingLog
 

@@ -1,0 +1,111 @@
+"""Helpers for the collector's unit tests: real subscriptions, real OTLP payloads."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    Gauge,
+    Metric,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+
+from collector.client_metrics import ClientMetricsManager
+from exporters.landing import LandingLog
+from proto import compression
+from subscriptions.effective import EffectiveSubscription, resolve
+from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
+from subscriptions.matching import ClientMetadata
+from subscriptions.model import Subscription
+
+
+class MemorySubscriptions:
+    """The SubscriptionSource contract over a plain list of real ``Subscription``s."""
+
+    def __init__(self, *subscriptions: Subscription) -> None:
+        self.subscriptions = list(subscriptions)
+        self._version = 1
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def set(self, *subscriptions: Subscription) -> None:
+        self.subscriptions = list(subscriptions)
+        self._version += 1
+
+    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> EffectiveSubscription:
+        return resolve(self.subscriptions, metadata, client_instance_id)
+
+
+@dataclasses.dataclass
+class Conn:
+    """A connection's identity as the manager reads it (ConnectionContext)."""
+
+    connection_id: int = 1
+    client_software_name: str = "confluent-kafka-python"
+    client_software_version: str = "2.16.1-rdkafka-2.16.0"
+    client_source_address: str = "127.0.0.1"
+    client_source_port: int = 50000
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: str = "User:ANONYMOUS"
+
+
+def subscription(name: str, metrics: str, interval_ms: int = 1000, match: str = "") -> Subscription:
+    configs = {"metrics": metrics, "interval.ms": str(interval_ms)}
+    if match:
+        configs["match"] = match
+    return Subscription.from_configs(name, configs)
+
+
+def otlp_payload(*names: str, attrs: int = 1) -> bytes:
+    """A real OTLP MetricsData with one gauge per name."""
+    metrics = [
+        Metric(
+            name=name,
+            gauge=Gauge(
+                data_points=[
+                    NumberDataPoint(
+                        as_double=1.5,
+                        time_unix_nano=1_700_000_000_000_000_000,
+                        attributes=[KeyValue(key=f"k{i}") for i in range(attrs)],
+                    )
+                ]
+            ),
+        )
+        for name in names
+    ]
+    return MetricsData(
+        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])]
+    ).SerializeToString()
+
+
+def zstd(data: bytes) -> bytes:
+    return compression.compress(compression.CompressionType.ZSTD, data)
+
+
+
+def make_manager(subs: MemorySubscriptions, exporter: object, **kwargs: object) -> ClientMetricsManager:
+    defaults: dict[str, object] = dict(
+        subscriptions=subs,
+        exporter=exporter,
+        decompress=compression.decompress,
+        instance_id_to_str=kafka_uuid_to_str,
+        new_instance_id=random_instance_id,
+        telemetry_max_bytes=1_048_576,
+        node_id=7,
+        cluster_id="test-cluster",
+    )
+    defaults.update(kwargs)
+    return ClientMetricsManager(**defaults)  # type: ignore[arg-type]
+
+
