@@ -83,6 +83,13 @@ def test_no_service_monitor_by_default(rendered: Callable[..., Docs]) -> None:
     assert not [d for d in rendered() if d["kind"] == "ServiceMonitor"]
 
 
+def test_extra_manifests_are_templated(rendered: Callable[..., Docs]) -> None:
+    docs = rendered(load_values(Path(ci_values_files()[0]).parent / "ephemeral-values.yaml"))
+    policy = find(docs, "NetworkPolicy", "ktc-clients")
+    pod_labels = find(docs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+
+
 def test_golden_examples_match_a_fresh_render() -> None:
     """Regenerate with `.venv/bin/python tests/helm/ktc_chart.py --update`, then review."""
     stale = [f"{example.name}: {reason}" for example, reason in stale_examples()]
