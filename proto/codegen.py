@@ -31,6 +31,7 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["OUT_DIR", "SPEC_DIR", "main", "render_all", "stale_files"]
 
@@ -184,28 +185,24 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _field_from_json(
-    raw: dict[str, object], common: dict[str, list[dict[str, object]]]
-) -> FieldSpec:
+def _field_from_json(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> FieldSpec:
     type_name = str(raw["type"])
     element = type_name.removeprefix("[]")
-    children = raw.get("fields")
-    if children is None and element in common:
-        children = common[element]
+    children: list[dict[str, Any]] = raw.get("fields") or common.get(element) or []
     flexible = raw.get("flexibleVersions")
     tag = raw.get("tag")
     return FieldSpec(
         name=str(raw["name"]),
         type=type_name,
         versions=Versions.parse(str(raw["versions"])),
-        nullable_versions=Versions.parse(raw.get("nullableVersions")),  # type: ignore[arg-type]
-        tagged_versions=Versions.parse(raw.get("taggedVersions")),  # type: ignore[arg-type]
-        tag=int(tag) if tag is not None else None,  # type: ignore[call-overload]
+        nullable_versions=Versions.parse(raw.get("nullableVersions")),
+        tagged_versions=Versions.parse(raw.get("taggedVersions")),
+        tag=int(tag) if tag is not None else None,
         default=raw.get("default"),
         ignorable=bool(raw.get("ignorable", False)),
         flexible_override=Versions.parse(str(flexible)) if flexible is not None else None,
         about=str(raw.get("about", "")),
-        fields=[_field_from_json(c, common) for c in children or []],  # type: ignore[union-attr]
+        fields=[_field_from_json(child, common) for child in children],
     )
 
 
@@ -308,7 +305,8 @@ class Emitter:
 
     def setter(self, class_name: str, attr: str) -> str:
         name = f"_set_{class_name}_{attr}"
-        self.setters[name] = f"{class_name}.{attr}.__set__"
+        self.setters[name] = f'{class_name}, "{attr}"'
+        self.prim("slot_setter")
         return name
 
     def prim(self, name: str) -> str:
@@ -384,7 +382,7 @@ class ReaderGen:
         if flexible:
             if tagged:
                 for f in tagged:
-                    body.append(f"    _{f.attr} = {default_source(f)}")
+                    body.append(f"    _{f.attr}: {python_type(f)} = {default_source(f)}")
                 body.append(f"    _tagged, pos = {self.e.prim('read_tagged_fields')}(buf, pos)")
                 body.append("    if _tagged:")
                 for f in sorted(tagged, key=lambda t: t.tag or 0):
@@ -475,11 +473,13 @@ class ReaderGen:
         else:
             name = "read_" + ("compact_" if compact else "") + element
             call = f"{self.e.prim(name)}(buf, pos)"
-        lines.append(f"{inner}_items = []")
+        # per-field names: one local name never holds two types (mypy --strict)
+        items, item = f"_items_{f.attr}", f"_item_{f.attr}"
+        lines.append(f"{inner}{items} = []")
         lines.append(f"{inner}for _ in range(_n):")
-        lines.append(f"{inner}    _item, pos = {call}")
-        lines.append(f"{inner}    _items.append(_item)")
-        lines.append(f"{inner}{target} = tuple(_items)")
+        lines.append(f"{inner}    {item}, pos = {call}")
+        lines.append(f"{inner}    {items}.append({item})")
+        lines.append(f"{inner}{target} = tuple({items})")
         return lines
 
 
@@ -568,32 +568,34 @@ class WriterGen:
         length_writer = self.e.prim(
             "write_compact_array_length" if compact else "write_array_length"
         )
-        lines = [f"{ind}_array = {value}", f"{ind}if _array is None:"]
+        array, item = f"_array_{f.attr}", f"_item_{f.attr}"
+        lines = [f"{ind}{array} = {value}", f"{ind}if {array} is None:"]
         if nullable:
             lines.append(f"{ind}    {length_writer}({out}, -1)")
         else:
             lines.append(f'{ind}    raise ValueError("Non-nullable array {f.name} was None")')
         lines.append(f"{ind}else:")
         inner = ind + "    "
-        lines.append(f"{inner}{length_writer}({out}, len(_array))")
+        lines.append(f"{inner}{length_writer}({out}, len({array}))")
         element = f.element_type
         if element in FIXED_TYPES and element != "uuid":
             fmt = FIXED_TYPES[element][0]
             self.e.needs_struct_module = True
-            lines.append(f'{inner}{out} += struct.pack(f">{{len(_array)}}{fmt}", *_array)')
+            fmt_arg = f'f">{{len({array})}}{fmt}"'
+            lines.extend(wrap_items(f"{inner}{out} += struct.pack(", [fmt_arg, f"*{array}"], ")"))
             return lines
         if f.is_struct:
             writer = self.struct_writer(element, f.fields, version, f"_write_{element}_v{version}")
-            lines.append(f"{inner}for _item in _array:")
-            lines.append(f"{inner}    {writer}(_item, {out})")
+            lines.append(f"{inner}for {item} in {array}:")
+            lines.append(f"{inner}    {writer}({item}, {out})")
             return lines
         if element == "uuid":
-            lines.append(f"{inner}for _item in _array:")
-            lines.append(f"{inner}    {out} += _item.bytes")
+            lines.append(f"{inner}for {item} in {array}:")
+            lines.append(f"{inner}    {out} += {item}.bytes")
             return lines
         name = "write_" + ("compact_" if compact else "") + element
-        lines.append(f"{inner}for _item in _array:")
-        lines.append(f"{inner}    {self.e.prim(name)}({out}, _item)")
+        lines.append(f"{inner}for {item} in {array}:")
+        lines.append(f"{inner}    {self.e.prim(name)}({out}, {item})")
         return lines
 
 
@@ -725,9 +727,9 @@ def render_module(spec: MessageSpec) -> str:
     parts.append(
         "_new = object.__new__\n"
         + "".join(
-            f"{name} = {target}\n"
-            if len(name) + len(target) + 3 <= LINE_LIMIT
-            else f"{name} = (\n    {target}\n)\n"
+            f"{name} = slot_setter({target})\n"
+            if len(name) + len(target) + 16 <= LINE_LIMIT
+            else f"{name} = slot_setter(\n    {target}\n)\n"
             for name, target in sorted(emitter.setters.items())
         )
     )

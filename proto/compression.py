@@ -36,6 +36,8 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Callable
+from types import ModuleType
 
 import cramjam
 
@@ -138,8 +140,8 @@ def _gzip(data: Payload, max_bytes: int) -> bytes:
             return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
-def _streaming_codec(codec: object, name: str):  # type: ignore[no-untyped-def]
-    decompress_into = codec.decompress_into  # type: ignore[attr-defined]
+def _streaming_codec(codec: ModuleType, name: str) -> Callable[[Payload, int], bytes]:
+    decompress_into = codec.decompress_into
 
     def decode(data: Payload, max_bytes: int) -> bytes:
         cap = max_bytes + 1
@@ -210,7 +212,7 @@ def _xerial_compress(data: Payload) -> bytes:
     return b"".join(parts)
 
 
-_DECODERS = {
+_DECODERS: dict[int, Callable[[Payload, int], bytes]] = {
     CompressionType.NONE: _none,
     CompressionType.GZIP: _gzip,
     CompressionType.SNAPPY: _snappy,

@@ -53,6 +53,7 @@ from proto.primitives import (
     MalformedError,
     read_nullable_string,
     skip_tagged_fields,
+    slot_setter,
     write_nullable_string,
 )
 
@@ -148,13 +149,13 @@ class ResponseFrame:
 
 
 _new_object = object.__new__
-_set_api_key = RequestFrame.api_key.__set__  # type: ignore[attr-defined]
-_set_api_version = RequestFrame.api_version.__set__  # type: ignore[attr-defined]
-_set_correlation_id = RequestFrame.correlation_id.__set__  # type: ignore[attr-defined]
-_set_client_id = RequestFrame.client_id.__set__  # type: ignore[attr-defined]
-_set_header_size = RequestFrame.header_size.__set__  # type: ignore[attr-defined]
-_set_raw = RequestFrame.raw.__set__  # type: ignore[attr-defined]
-_set_body = RequestFrame.body.__set__  # type: ignore[attr-defined]
+_set_api_key = slot_setter(RequestFrame, "api_key")
+_set_api_version = slot_setter(RequestFrame, "api_version")
+_set_correlation_id = slot_setter(RequestFrame, "correlation_id")
+_set_client_id = slot_setter(RequestFrame, "client_id")
+_set_header_size = slot_setter(RequestFrame, "header_size")
+_set_raw = slot_setter(RequestFrame, "raw")
+_set_body = slot_setter(RequestFrame, "body")
 
 
 def _parse_request_frame(raw: bytes) -> RequestFrame:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from proto.errors import InvalidRequestError
 
@@ -51,6 +51,7 @@ __all__ = [
     "read_uuid",
     "read_uvarint",
     "skip_tagged_fields",
+    "slot_setter",
     "uuid_from_bytes",
     "uvarint_size",
     "write_array_length",
@@ -213,7 +214,8 @@ def write_nullable_string(out: bytearray, value: str | None) -> None:
     out += encoded
 
 
-def write_string(out: bytearray, value: str) -> None:
+def write_string(out: bytearray, value: str | None) -> None:
+    """Raises ValueError on None: the field is not nullable in this version."""
     if value is None:
         raise ValueError("Non-nullable string was None")
     write_nullable_string(out, value)
@@ -228,7 +230,8 @@ def write_nullable_compact_string(out: bytearray, value: str | None) -> None:
     out += encoded
 
 
-def write_compact_string(out: bytearray, value: str) -> None:
+def write_compact_string(out: bytearray, value: str | None) -> None:
+    """Raises ValueError on None: the field is not nullable in this version."""
     if value is None:
         raise ValueError("Non-nullable string was None")
     write_nullable_compact_string(out, value)
@@ -283,7 +286,8 @@ def write_nullable_bytes(out: bytearray, value: BytesLike | None) -> None:
     out += value
 
 
-def write_bytes(out: bytearray, value: BytesLike) -> None:
+def write_bytes(out: bytearray, value: BytesLike | None) -> None:
+    """Raises ValueError on None: the field is not nullable in this version."""
     if value is None:
         raise ValueError("Non-nullable bytes was None")
     write_nullable_bytes(out, value)
@@ -297,7 +301,8 @@ def write_nullable_compact_bytes(out: bytearray, value: BytesLike | None) -> Non
     out += value
 
 
-def write_compact_bytes(out: bytearray, value: BytesLike) -> None:
+def write_compact_bytes(out: bytearray, value: BytesLike | None) -> None:
+    """Raises ValueError on None: the field is not nullable in this version."""
     if value is None:
         raise ValueError("Non-nullable bytes was None")
     write_nullable_compact_bytes(out, value)
@@ -338,9 +343,20 @@ def write_compact_array_length(out: bytearray, count: int) -> None:
 # ---- uuid --------------------------------------------------------------------------------------
 
 
+def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The raw setter of slot ``name``: stores a value without ``__setattr__``.
+
+    Generated readers build frozen dataclasses with it (allocate with ``object.__new__``, then
+    set every slot): about 3x faster than the frozen ``__init__``, which goes through
+    ``object.__setattr__`` once per field. Only for code that sets every slot exactly once.
+    """
+    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
+    return setter
+
+
 _new_object = object.__new__
-_set_uuid_int = uuid.UUID.int.__set__  # type: ignore[attr-defined]
-_set_uuid_is_safe = uuid.UUID.is_safe.__set__  # type: ignore[attr-defined]
+_set_uuid_int = slot_setter(uuid.UUID, "int")
+_set_uuid_is_safe = slot_setter(uuid.UUID, "is_safe")
 _UUID_SAFETY_UNKNOWN = uuid.SafeUUID.unknown
 
 
@@ -399,7 +415,7 @@ def skip_tagged_fields(buf: BytesLike, pos: int) -> int:
     return read_tagged_fields(buf, pos)[1]
 
 
-def write_tagged_fields(out: bytearray, fields: list[tuple[int, bytes | bytearray]]) -> None:
+def write_tagged_fields(out: bytearray, fields: Sequence[tuple[int, bytes | bytearray]]) -> None:
     """Write ``(tag, encoded value)`` pairs, which must already be in ascending tag order."""
     write_uvarint(out, len(fields))
     for tag, encoded in fields:

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -79,15 +80,15 @@ class AlterClientQuotasRequest:
 
 
 _new = object.__new__
-_set_AlterClientQuotasRequest_entries = AlterClientQuotasRequest.entries.__set__
-_set_AlterClientQuotasRequest_validate_only = AlterClientQuotasRequest.validate_only.__set__
-_set_EntityData_entity_name = EntityData.entity_name.__set__
-_set_EntityData_entity_type = EntityData.entity_type.__set__
-_set_EntryData_entity = EntryData.entity.__set__
-_set_EntryData_ops = EntryData.ops.__set__
-_set_OpData_key = OpData.key.__set__
-_set_OpData_remove = OpData.remove.__set__
-_set_OpData_value = OpData.value.__set__
+_set_AlterClientQuotasRequest_entries = slot_setter(AlterClientQuotasRequest, "entries")
+_set_AlterClientQuotasRequest_validate_only = slot_setter(AlterClientQuotasRequest, "validate_only")
+_set_EntityData_entity_name = slot_setter(EntityData, "entity_name")
+_set_EntityData_entity_type = slot_setter(EntityData, "entity_type")
+_set_EntryData_entity = slot_setter(EntryData, "entity")
+_set_EntryData_ops = slot_setter(EntryData, "ops")
+_set_OpData_key = slot_setter(OpData, "key")
+_set_OpData_remove = slot_setter(OpData, "remove")
+_set_OpData_value = slot_setter(OpData, "value")
 
 
 _S0 = struct.Struct(">d?")
@@ -119,20 +120,20 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v0(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v0(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Ops was null")
     else:
-        _items = []
+        _items_ops = []
         for _ in range(_n):
-            _item, pos = _read_OpData_v0(buf, pos)
-            _items.append(_item)
-        _ops = tuple(_items)
+            _item_ops, pos = _read_OpData_v0(buf, pos)
+            _items_ops.append(_item_ops)
+        _ops = tuple(_items_ops)
     _message = _new(EntryData)
     _set_EntryData_entity(_message, _entity)
     _set_EntryData_ops(_message, _ops)
@@ -144,11 +145,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entries was null")
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v0(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v0(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     _message = _new(AlterClientQuotasRequest)
@@ -168,30 +169,30 @@ def _write_OpData_v0(msg: OpData, out: bytearray) -> None:
 
 
 def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v0(_item, out)
-    _array = msg.ops
-    if _array is None:
+        write_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v0(_item_entity, out)
+    _array_ops = msg.ops
+    if _array_ops is None:
         raise ValueError("Non-nullable array Ops was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_OpData_v0(_item, out)
+        write_array_length(out, len(_array_ops))
+        for _item_ops in _array_ops:
+            _write_OpData_v0(_item_ops, out)
 
 
 def write_v0(msg: AlterClientQuotasRequest, out: bytearray) -> None:
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         raise ValueError("Non-nullable array Entries was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v0(_item, out)
+        write_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v0(_item_entries, out)
     out += _S1.pack(msg.validate_only)
 
 
@@ -222,20 +223,20 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v1(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v1(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Ops was null")
     else:
-        _items = []
+        _items_ops = []
         for _ in range(_n):
-            _item, pos = _read_OpData_v1(buf, pos)
-            _items.append(_item)
-        _ops = tuple(_items)
+            _item_ops, pos = _read_OpData_v1(buf, pos)
+            _items_ops.append(_item_ops)
+        _ops = tuple(_items_ops)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(EntryData)
     _set_EntryData_entity(_message, _entity)
@@ -248,11 +249,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entries was null")
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v1(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v1(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
@@ -275,31 +276,31 @@ def _write_OpData_v1(msg: OpData, out: bytearray) -> None:
 
 
 def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v1(_item, out)
-    _array = msg.ops
-    if _array is None:
+        write_compact_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v1(_item_entity, out)
+    _array_ops = msg.ops
+    if _array_ops is None:
         raise ValueError("Non-nullable array Ops was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_OpData_v1(_item, out)
+        write_compact_array_length(out, len(_array_ops))
+        for _item_ops in _array_ops:
+            _write_OpData_v1(_item_ops, out)
     out.append(0)
 
 
 def write_v1(msg: AlterClientQuotasRequest, out: bytearray) -> None:
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         raise ValueError("Non-nullable array Entries was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v1(_item, out)
+        write_compact_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v1(_item_entries, out)
     out += _S1.pack(msg.validate_only)
     out.append(0)
 

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -72,13 +73,15 @@ class AlterClientQuotasResponse:
 
 
 _new = object.__new__
-_set_AlterClientQuotasResponse_entries = AlterClientQuotasResponse.entries.__set__
-_set_AlterClientQuotasResponse_throttle_time_ms = AlterClientQuotasResponse.throttle_time_ms.__set__
-_set_EntityData_entity_name = EntityData.entity_name.__set__
-_set_EntityData_entity_type = EntityData.entity_type.__set__
-_set_EntryData_entity = EntryData.entity.__set__
-_set_EntryData_error_code = EntryData.error_code.__set__
-_set_EntryData_error_message = EntryData.error_message.__set__
+_set_AlterClientQuotasResponse_entries = slot_setter(AlterClientQuotasResponse, "entries")
+_set_AlterClientQuotasResponse_throttle_time_ms = slot_setter(
+    AlterClientQuotasResponse, "throttle_time_ms"
+)
+_set_EntityData_entity_name = slot_setter(EntityData, "entity_name")
+_set_EntityData_entity_type = slot_setter(EntityData, "entity_type")
+_set_EntryData_entity = slot_setter(EntryData, "entity")
+_set_EntryData_error_code = slot_setter(EntryData, "error_code")
+_set_EntryData_error_message = slot_setter(EntryData, "error_message")
 
 
 _S0 = struct.Struct(">i")
@@ -102,11 +105,11 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v0(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v0(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     _message = _new(EntryData)
     _set_EntryData_error_code(_message, _error_code)
     _set_EntryData_error_message(_message, _error_message)
@@ -121,11 +124,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entries was null")
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v0(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v0(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     _message = _new(AlterClientQuotasResponse)
     _set_AlterClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_AlterClientQuotasResponse_entries(_message, _entries)
@@ -140,24 +143,24 @@ def _write_EntityData_v0(msg: EntityData, out: bytearray) -> None:
 def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_nullable_string(out, msg.error_message)
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v0(_item, out)
+        write_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v0(_item_entity, out)
 
 
 def write_v0(msg: AlterClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         raise ValueError("Non-nullable array Entries was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v0(_item, out)
+        write_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v0(_item_entries, out)
 
 
 def _read_EntityData_v1(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
@@ -178,11 +181,11 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v1(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v1(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(EntryData)
     _set_EntryData_error_code(_message, _error_code)
@@ -198,11 +201,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[AlterClientQuotasResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entries was null")
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v1(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v1(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(AlterClientQuotasResponse)
     _set_AlterClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -219,25 +222,25 @@ def _write_EntityData_v1(msg: EntityData, out: bytearray) -> None:
 def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_nullable_compact_string(out, msg.error_message)
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v1(_item, out)
+        write_compact_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v1(_item_entity, out)
     out.append(0)
 
 
 def write_v1(msg: AlterClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         raise ValueError("Non-nullable array Entries was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v1(_item, out)
+        write_compact_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v1(_item_entries, out)
     out.append(0)
 
 

@@ -13,6 +13,7 @@ from proto.primitives import (
     read_compact_string,
     read_nullable_compact_string,
     skip_tagged_fields,
+    slot_setter,
     write_compact_string,
     write_nullable_compact_string,
 )
@@ -46,10 +47,14 @@ class ApiVersionsRequest:
 
 
 _new = object.__new__
-_set_ApiVersionsRequest_client_software_name = ApiVersionsRequest.client_software_name.__set__
-_set_ApiVersionsRequest_client_software_version = ApiVersionsRequest.client_software_version.__set__
-_set_ApiVersionsRequest_cluster_id = ApiVersionsRequest.cluster_id.__set__
-_set_ApiVersionsRequest_node_id = ApiVersionsRequest.node_id.__set__
+_set_ApiVersionsRequest_client_software_name = slot_setter(
+    ApiVersionsRequest, "client_software_name"
+)
+_set_ApiVersionsRequest_client_software_version = slot_setter(
+    ApiVersionsRequest, "client_software_version"
+)
+_set_ApiVersionsRequest_cluster_id = slot_setter(ApiVersionsRequest, "cluster_id")
+_set_ApiVersionsRequest_node_id = slot_setter(ApiVersionsRequest, "node_id")
 
 
 _S0 = struct.Struct(">i")

@@ -17,6 +17,7 @@ from proto.primitives import (
     read_compact_string,
     read_tagged_fields,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -98,24 +99,24 @@ class ApiVersionsResponse:
 
 
 _new = object.__new__
-_set_ApiVersion_api_key = ApiVersion.api_key.__set__
-_set_ApiVersion_max_version = ApiVersion.max_version.__set__
-_set_ApiVersion_min_version = ApiVersion.min_version.__set__
-_set_ApiVersionsResponse_api_keys = ApiVersionsResponse.api_keys.__set__
-_set_ApiVersionsResponse_error_code = ApiVersionsResponse.error_code.__set__
-_set_ApiVersionsResponse_finalized_features = ApiVersionsResponse.finalized_features.__set__
-_set_ApiVersionsResponse_finalized_features_epoch = (
-    ApiVersionsResponse.finalized_features_epoch.__set__
+_set_ApiVersion_api_key = slot_setter(ApiVersion, "api_key")
+_set_ApiVersion_max_version = slot_setter(ApiVersion, "max_version")
+_set_ApiVersion_min_version = slot_setter(ApiVersion, "min_version")
+_set_ApiVersionsResponse_api_keys = slot_setter(ApiVersionsResponse, "api_keys")
+_set_ApiVersionsResponse_error_code = slot_setter(ApiVersionsResponse, "error_code")
+_set_ApiVersionsResponse_finalized_features = slot_setter(ApiVersionsResponse, "finalized_features")
+_set_ApiVersionsResponse_finalized_features_epoch = slot_setter(
+    ApiVersionsResponse, "finalized_features_epoch"
 )
-_set_ApiVersionsResponse_supported_features = ApiVersionsResponse.supported_features.__set__
-_set_ApiVersionsResponse_throttle_time_ms = ApiVersionsResponse.throttle_time_ms.__set__
-_set_ApiVersionsResponse_zk_migration_ready = ApiVersionsResponse.zk_migration_ready.__set__
-_set_FinalizedFeatureKey_max_version_level = FinalizedFeatureKey.max_version_level.__set__
-_set_FinalizedFeatureKey_min_version_level = FinalizedFeatureKey.min_version_level.__set__
-_set_FinalizedFeatureKey_name = FinalizedFeatureKey.name.__set__
-_set_SupportedFeatureKey_max_version = SupportedFeatureKey.max_version.__set__
-_set_SupportedFeatureKey_min_version = SupportedFeatureKey.min_version.__set__
-_set_SupportedFeatureKey_name = SupportedFeatureKey.name.__set__
+_set_ApiVersionsResponse_supported_features = slot_setter(ApiVersionsResponse, "supported_features")
+_set_ApiVersionsResponse_throttle_time_ms = slot_setter(ApiVersionsResponse, "throttle_time_ms")
+_set_ApiVersionsResponse_zk_migration_ready = slot_setter(ApiVersionsResponse, "zk_migration_ready")
+_set_FinalizedFeatureKey_max_version_level = slot_setter(FinalizedFeatureKey, "max_version_level")
+_set_FinalizedFeatureKey_min_version_level = slot_setter(FinalizedFeatureKey, "min_version_level")
+_set_FinalizedFeatureKey_name = slot_setter(FinalizedFeatureKey, "name")
+_set_SupportedFeatureKey_max_version = slot_setter(SupportedFeatureKey, "max_version")
+_set_SupportedFeatureKey_min_version = slot_setter(SupportedFeatureKey, "min_version")
+_set_SupportedFeatureKey_name = slot_setter(SupportedFeatureKey, "name")
 
 
 _S0 = struct.Struct(">h")
@@ -143,11 +144,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array ApiKeys was null")
     else:
-        _items = []
+        _items_api_keys = []
         for _ in range(_n):
-            _item, pos = _read_ApiVersion_v0(buf, pos)
-            _items.append(_item)
-        _api_keys = tuple(_items)
+            _item_api_keys, pos = _read_ApiVersion_v0(buf, pos)
+            _items_api_keys.append(_item_api_keys)
+        _api_keys = tuple(_items_api_keys)
     _message = _new(ApiVersionsResponse)
     _set_ApiVersionsResponse_error_code(_message, _error_code)
     _set_ApiVersionsResponse_api_keys(_message, _api_keys)
@@ -165,13 +166,13 @@ def _write_ApiVersion_v0(msg: ApiVersion, out: bytearray) -> None:
 
 def write_v0(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
-    _array = msg.api_keys
-    if _array is None:
+    _array_api_keys = msg.api_keys
+    if _array_api_keys is None:
         raise ValueError("Non-nullable array ApiKeys was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_ApiVersion_v0(_item, out)
+        write_array_length(out, len(_array_api_keys))
+        for _item_api_keys in _array_api_keys:
+            _write_ApiVersion_v0(_item_api_keys, out)
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
@@ -181,11 +182,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array ApiKeys was null")
     else:
-        _items = []
+        _items_api_keys = []
         for _ in range(_n):
-            _item, pos = _read_ApiVersion_v0(buf, pos)
-            _items.append(_item)
-        _api_keys = tuple(_items)
+            _item_api_keys, pos = _read_ApiVersion_v0(buf, pos)
+            _items_api_keys.append(_item_api_keys)
+        _api_keys = tuple(_items_api_keys)
     (_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
     _message = _new(ApiVersionsResponse)
@@ -201,13 +202,13 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
 
 def write_v1(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
-    _array = msg.api_keys
-    if _array is None:
+    _array_api_keys = msg.api_keys
+    if _array_api_keys is None:
         raise ValueError("Non-nullable array ApiKeys was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_ApiVersion_v0(_item, out)
+        write_array_length(out, len(_array_api_keys))
+        for _item_api_keys in _array_api_keys:
+            _write_ApiVersion_v0(_item_api_keys, out)
     out += _S2.pack(msg.throttle_time_ms)
 
 
@@ -241,11 +242,11 @@ def _read_ApiVersionsResponse_supported_features_v3(
     if _n < 0:
         raise MalformedError("Non-nullable array SupportedFeatures was null")
     else:
-        _items = []
+        _items_supported_features = []
         for _ in range(_n):
-            _item, pos = _read_SupportedFeatureKey_v3(buf, pos)
-            _items.append(_item)
-        value = tuple(_items)
+            _item_supported_features, pos = _read_SupportedFeatureKey_v3(buf, pos)
+            _items_supported_features.append(_item_supported_features)
+        value = tuple(_items_supported_features)
     return value, pos
 
 
@@ -276,11 +277,11 @@ def _read_ApiVersionsResponse_finalized_features_v3(
     if _n < 0:
         raise MalformedError("Non-nullable array FinalizedFeatures was null")
     else:
-        _items = []
+        _items_finalized_features = []
         for _ in range(_n):
-            _item, pos = _read_FinalizedFeatureKey_v3(buf, pos)
-            _items.append(_item)
-        value = tuple(_items)
+            _item_finalized_features, pos = _read_FinalizedFeatureKey_v3(buf, pos)
+            _items_finalized_features.append(_item_finalized_features)
+        value = tuple(_items_finalized_features)
     return value, pos
 
 
@@ -297,17 +298,17 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array ApiKeys was null")
     else:
-        _items = []
+        _items_api_keys = []
         for _ in range(_n):
-            _item, pos = _read_ApiVersion_v3(buf, pos)
-            _items.append(_item)
-        _api_keys = tuple(_items)
+            _item_api_keys, pos = _read_ApiVersion_v3(buf, pos)
+            _items_api_keys.append(_item_api_keys)
+        _api_keys = tuple(_items_api_keys)
     (_throttle_time_ms,) = _S2.unpack_from(buf, pos)
     pos += 4
-    _supported_features = ()
-    _finalized_features_epoch = -1
-    _finalized_features = ()
-    _zk_migration_ready = False
+    _supported_features: tuple[SupportedFeatureKey, ...] = ()
+    _finalized_features_epoch: int = -1
+    _finalized_features: tuple[FinalizedFeatureKey, ...] = ()
+    _zk_migration_ready: bool = False
     _tagged, pos = read_tagged_fields(buf, pos)
     if _tagged:
         _raw = _tagged.get(0)
@@ -368,24 +369,24 @@ def _write_FinalizedFeatureKey_v3(msg: FinalizedFeatureKey, out: bytearray) -> N
 
 def write_v3(msg: ApiVersionsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.error_code)
-    _array = msg.api_keys
-    if _array is None:
+    _array_api_keys = msg.api_keys
+    if _array_api_keys is None:
         raise ValueError("Non-nullable array ApiKeys was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_ApiVersion_v3(_item, out)
+        write_compact_array_length(out, len(_array_api_keys))
+        for _item_api_keys in _array_api_keys:
+            _write_ApiVersion_v3(_item_api_keys, out)
     out += _S2.pack(msg.throttle_time_ms)
     _tags: list[tuple[int, bytearray]] = []
     if msg.supported_features != ():
         _buf = bytearray()
-        _array = msg.supported_features
-        if _array is None:
+        _array_supported_features = msg.supported_features
+        if _array_supported_features is None:
             raise ValueError("Non-nullable array SupportedFeatures was None")
         else:
-            write_compact_array_length(_buf, len(_array))
-            for _item in _array:
-                _write_SupportedFeatureKey_v3(_item, _buf)
+            write_compact_array_length(_buf, len(_array_supported_features))
+            for _item_supported_features in _array_supported_features:
+                _write_SupportedFeatureKey_v3(_item_supported_features, _buf)
         _tags.append((0, _buf))
     if msg.finalized_features_epoch != -1:
         _buf = bytearray()
@@ -393,13 +394,13 @@ def write_v3(msg: ApiVersionsResponse, out: bytearray) -> None:
         _tags.append((1, _buf))
     if msg.finalized_features != ():
         _buf = bytearray()
-        _array = msg.finalized_features
-        if _array is None:
+        _array_finalized_features = msg.finalized_features
+        if _array_finalized_features is None:
             raise ValueError("Non-nullable array FinalizedFeatures was None")
         else:
-            write_compact_array_length(_buf, len(_array))
-            for _item in _array:
-                _write_FinalizedFeatureKey_v3(_item, _buf)
+            write_compact_array_length(_buf, len(_array_finalized_features))
+            for _item_finalized_features in _array_finalized_features:
+                _write_FinalizedFeatureKey_v3(_item_finalized_features, _buf)
         _tags.append((2, _buf))
     if msg.zk_migration_ready != False:
         _buf = bytearray()

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -61,11 +62,11 @@ class DescribeClientQuotasRequest:
 
 
 _new = object.__new__
-_set_ComponentData_entity_type = ComponentData.entity_type.__set__
-_set_ComponentData_match = ComponentData.match.__set__
-_set_ComponentData_match_type = ComponentData.match_type.__set__
-_set_DescribeClientQuotasRequest_components = DescribeClientQuotasRequest.components.__set__
-_set_DescribeClientQuotasRequest_strict = DescribeClientQuotasRequest.strict.__set__
+_set_ComponentData_entity_type = slot_setter(ComponentData, "entity_type")
+_set_ComponentData_match = slot_setter(ComponentData, "match")
+_set_ComponentData_match_type = slot_setter(ComponentData, "match_type")
+_set_DescribeClientQuotasRequest_components = slot_setter(DescribeClientQuotasRequest, "components")
+_set_DescribeClientQuotasRequest_strict = slot_setter(DescribeClientQuotasRequest, "strict")
 
 
 _S0 = struct.Struct(">b")
@@ -89,11 +90,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]
     if _n < 0:
         raise MalformedError("Non-nullable array Components was null")
     else:
-        _items = []
+        _items_components = []
         for _ in range(_n):
-            _item, pos = _read_ComponentData_v0(buf, pos)
-            _items.append(_item)
-        _components = tuple(_items)
+            _item_components, pos = _read_ComponentData_v0(buf, pos)
+            _items_components.append(_item_components)
+        _components = tuple(_items_components)
     (_strict,) = _S1.unpack_from(buf, pos)
     pos += 1
     _message = _new(DescribeClientQuotasRequest)
@@ -109,13 +110,13 @@ def _write_ComponentData_v0(msg: ComponentData, out: bytearray) -> None:
 
 
 def write_v0(msg: DescribeClientQuotasRequest, out: bytearray) -> None:
-    _array = msg.components
-    if _array is None:
+    _array_components = msg.components
+    if _array_components is None:
         raise ValueError("Non-nullable array Components was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_ComponentData_v0(_item, out)
+        write_array_length(out, len(_array_components))
+        for _item_components in _array_components:
+            _write_ComponentData_v0(_item_components, out)
     out += _S1.pack(msg.strict)
 
 
@@ -137,11 +138,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasRequest, int]
     if _n < 0:
         raise MalformedError("Non-nullable array Components was null")
     else:
-        _items = []
+        _items_components = []
         for _ in range(_n):
-            _item, pos = _read_ComponentData_v1(buf, pos)
-            _items.append(_item)
-        _components = tuple(_items)
+            _item_components, pos = _read_ComponentData_v1(buf, pos)
+            _items_components.append(_item_components)
+        _components = tuple(_items_components)
     (_strict,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
@@ -159,13 +160,13 @@ def _write_ComponentData_v1(msg: ComponentData, out: bytearray) -> None:
 
 
 def write_v1(msg: DescribeClientQuotasRequest, out: bytearray) -> None:
-    _array = msg.components
-    if _array is None:
+    _array_components = msg.components
+    if _array_components is None:
         raise ValueError("Non-nullable array Components was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_ComponentData_v1(_item, out)
+        write_compact_array_length(out, len(_array_components))
+        for _item_components in _array_components:
+            _write_ComponentData_v1(_item_components, out)
     out += _S1.pack(msg.strict)
     out.append(0)
 

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -83,18 +84,22 @@ class DescribeClientQuotasResponse:
 
 
 _new = object.__new__
-_set_DescribeClientQuotasResponse_entries = DescribeClientQuotasResponse.entries.__set__
-_set_DescribeClientQuotasResponse_error_code = DescribeClientQuotasResponse.error_code.__set__
-_set_DescribeClientQuotasResponse_error_message = DescribeClientQuotasResponse.error_message.__set__
-_set_DescribeClientQuotasResponse_throttle_time_ms = (
-    DescribeClientQuotasResponse.throttle_time_ms.__set__
+_set_DescribeClientQuotasResponse_entries = slot_setter(DescribeClientQuotasResponse, "entries")
+_set_DescribeClientQuotasResponse_error_code = slot_setter(
+    DescribeClientQuotasResponse, "error_code"
 )
-_set_EntityData_entity_name = EntityData.entity_name.__set__
-_set_EntityData_entity_type = EntityData.entity_type.__set__
-_set_EntryData_entity = EntryData.entity.__set__
-_set_EntryData_values = EntryData.values.__set__
-_set_ValueData_key = ValueData.key.__set__
-_set_ValueData_value = ValueData.value.__set__
+_set_DescribeClientQuotasResponse_error_message = slot_setter(
+    DescribeClientQuotasResponse, "error_message"
+)
+_set_DescribeClientQuotasResponse_throttle_time_ms = slot_setter(
+    DescribeClientQuotasResponse, "throttle_time_ms"
+)
+_set_EntityData_entity_name = slot_setter(EntityData, "entity_name")
+_set_EntityData_entity_type = slot_setter(EntityData, "entity_type")
+_set_EntryData_entity = slot_setter(EntryData, "entity")
+_set_EntryData_values = slot_setter(EntryData, "values")
+_set_ValueData_key = slot_setter(ValueData, "key")
+_set_ValueData_value = slot_setter(ValueData, "value")
 
 
 _S0 = struct.Struct(">ih")
@@ -125,20 +130,20 @@ def _read_EntryData_v0(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v0(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v0(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Values was null")
     else:
-        _items = []
+        _items_values = []
         for _ in range(_n):
-            _item, pos = _read_ValueData_v0(buf, pos)
-            _items.append(_item)
-        _values = tuple(_items)
+            _item_values, pos = _read_ValueData_v0(buf, pos)
+            _items_values.append(_item_values)
+        _values = tuple(_items_values)
     _message = _new(EntryData)
     _set_EntryData_entity(_message, _entity)
     _set_EntryData_values(_message, _values)
@@ -153,11 +158,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int
     if _n < 0:
         _entries = None
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v0(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v0(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     _message = _new(DescribeClientQuotasResponse)
     _set_DescribeClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_DescribeClientQuotasResponse_error_code(_message, _error_code)
@@ -177,32 +182,32 @@ def _write_ValueData_v0(msg: ValueData, out: bytearray) -> None:
 
 
 def _write_EntryData_v0(msg: EntryData, out: bytearray) -> None:
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v0(_item, out)
-    _array = msg.values
-    if _array is None:
+        write_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v0(_item_entity, out)
+    _array_values = msg.values
+    if _array_values is None:
         raise ValueError("Non-nullable array Values was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_ValueData_v0(_item, out)
+        write_array_length(out, len(_array_values))
+        for _item_values in _array_values:
+            _write_ValueData_v0(_item_values, out)
 
 
 def write_v0(msg: DescribeClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
     write_nullable_string(out, msg.error_message)
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v0(_item, out)
+        write_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v0(_item_entries, out)
 
 
 def _read_EntityData_v1(buf: BytesLike, pos: int) -> tuple[EntityData, int]:
@@ -231,20 +236,20 @@ def _read_EntryData_v1(buf: BytesLike, pos: int) -> tuple[EntryData, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Entity was null")
     else:
-        _items = []
+        _items_entity = []
         for _ in range(_n):
-            _item, pos = _read_EntityData_v1(buf, pos)
-            _items.append(_item)
-        _entity = tuple(_items)
+            _item_entity, pos = _read_EntityData_v1(buf, pos)
+            _items_entity.append(_item_entity)
+        _entity = tuple(_items_entity)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Values was null")
     else:
-        _items = []
+        _items_values = []
         for _ in range(_n):
-            _item, pos = _read_ValueData_v1(buf, pos)
-            _items.append(_item)
-        _values = tuple(_items)
+            _item_values, pos = _read_ValueData_v1(buf, pos)
+            _items_values.append(_item_values)
+        _values = tuple(_items_values)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(EntryData)
     _set_EntryData_entity(_message, _entity)
@@ -260,11 +265,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeClientQuotasResponse, int
     if _n < 0:
         _entries = None
     else:
-        _items = []
+        _items_entries = []
         for _ in range(_n):
-            _item, pos = _read_EntryData_v1(buf, pos)
-            _items.append(_item)
-        _entries = tuple(_items)
+            _item_entries, pos = _read_EntryData_v1(buf, pos)
+            _items_entries.append(_item_entries)
+        _entries = tuple(_items_entries)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(DescribeClientQuotasResponse)
     _set_DescribeClientQuotasResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -287,33 +292,33 @@ def _write_ValueData_v1(msg: ValueData, out: bytearray) -> None:
 
 
 def _write_EntryData_v1(msg: EntryData, out: bytearray) -> None:
-    _array = msg.entity
-    if _array is None:
+    _array_entity = msg.entity
+    if _array_entity is None:
         raise ValueError("Non-nullable array Entity was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntityData_v1(_item, out)
-    _array = msg.values
-    if _array is None:
+        write_compact_array_length(out, len(_array_entity))
+        for _item_entity in _array_entity:
+            _write_EntityData_v1(_item_entity, out)
+    _array_values = msg.values
+    if _array_values is None:
         raise ValueError("Non-nullable array Values was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_ValueData_v1(_item, out)
+        write_compact_array_length(out, len(_array_values))
+        for _item_values in _array_values:
+            _write_ValueData_v1(_item_values, out)
     out.append(0)
 
 
 def write_v1(msg: DescribeClientQuotasResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
     write_nullable_compact_string(out, msg.error_message)
-    _array = msg.entries
-    if _array is None:
+    _array_entries = msg.entries
+    if _array_entries is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_EntryData_v1(_item, out)
+        write_compact_array_length(out, len(_array_entries))
+        for _item_entries in _array_entries:
+            _write_EntryData_v1(_item_entries, out)
     out.append(0)
 
 

@@ -17,6 +17,7 @@ from proto.primitives import (
     read_compact_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -60,14 +61,18 @@ class DescribeConfigsRequest:
 
 
 _new = object.__new__
-_set_DescribeConfigsRequest_include_documentation = (
-    DescribeConfigsRequest.include_documentation.__set__
+_set_DescribeConfigsRequest_include_documentation = slot_setter(
+    DescribeConfigsRequest, "include_documentation"
 )
-_set_DescribeConfigsRequest_include_synonyms = DescribeConfigsRequest.include_synonyms.__set__
-_set_DescribeConfigsRequest_resources = DescribeConfigsRequest.resources.__set__
-_set_DescribeConfigsResource_configuration_keys = DescribeConfigsResource.configuration_keys.__set__
-_set_DescribeConfigsResource_resource_name = DescribeConfigsResource.resource_name.__set__
-_set_DescribeConfigsResource_resource_type = DescribeConfigsResource.resource_type.__set__
+_set_DescribeConfigsRequest_include_synonyms = slot_setter(
+    DescribeConfigsRequest, "include_synonyms"
+)
+_set_DescribeConfigsRequest_resources = slot_setter(DescribeConfigsRequest, "resources")
+_set_DescribeConfigsResource_configuration_keys = slot_setter(
+    DescribeConfigsResource, "configuration_keys"
+)
+_set_DescribeConfigsResource_resource_name = slot_setter(DescribeConfigsResource, "resource_name")
+_set_DescribeConfigsResource_resource_type = slot_setter(DescribeConfigsResource, "resource_type")
 
 
 _S0 = struct.Struct(">b")
@@ -85,11 +90,11 @@ def _read_DescribeConfigsResource_v1(
     if _n < 0:
         _configuration_keys = None
     else:
-        _items = []
+        _items_configuration_keys = []
         for _ in range(_n):
-            _item, pos = read_string(buf, pos)
-            _items.append(_item)
-        _configuration_keys = tuple(_items)
+            _item_configuration_keys, pos = read_string(buf, pos)
+            _items_configuration_keys.append(_item_configuration_keys)
+        _configuration_keys = tuple(_items_configuration_keys)
     _message = _new(DescribeConfigsResource)
     _set_DescribeConfigsResource_resource_type(_message, _resource_type)
     _set_DescribeConfigsResource_resource_name(_message, _resource_name)
@@ -102,11 +107,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Resources was null")
     else:
-        _items = []
+        _items_resources = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResource_v1(buf, pos)
-            _items.append(_item)
-        _resources = tuple(_items)
+            _item_resources, pos = _read_DescribeConfigsResource_v1(buf, pos)
+            _items_resources.append(_item_resources)
+        _resources = tuple(_items_resources)
     (_include_synonyms,) = _S1.unpack_from(buf, pos)
     pos += 1
     _message = _new(DescribeConfigsRequest)
@@ -119,38 +124,38 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
 def _write_DescribeConfigsResource_v1(msg: DescribeConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_string(out, msg.resource_name)
-    _array = msg.configuration_keys
-    if _array is None:
+    _array_configuration_keys = msg.configuration_keys
+    if _array_configuration_keys is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            write_string(out, _item)
+        write_array_length(out, len(_array_configuration_keys))
+        for _item_configuration_keys in _array_configuration_keys:
+            write_string(out, _item_configuration_keys)
 
 
 def write_v1(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
         raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 1")
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResource_v1(_item, out)
+        write_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_DescribeConfigsResource_v1(_item_resources, out)
     out += _S1.pack(msg.include_synonyms)
 
 
 def write_v2(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
         raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 2")
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResource_v1(_item, out)
+        write_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_DescribeConfigsResource_v1(_item_resources, out)
     out += _S1.pack(msg.include_synonyms)
 
 
@@ -159,11 +164,11 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Resources was null")
     else:
-        _items = []
+        _items_resources = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResource_v1(buf, pos)
-            _items.append(_item)
-        _resources = tuple(_items)
+            _item_resources, pos = _read_DescribeConfigsResource_v1(buf, pos)
+            _items_resources.append(_item_resources)
+        _resources = tuple(_items_resources)
     (_include_synonyms, _include_documentation) = _S2.unpack_from(buf, pos)
     pos += 2
     _message = _new(DescribeConfigsRequest)
@@ -174,13 +179,13 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
 
 
 def write_v3(msg: DescribeConfigsRequest, out: bytearray) -> None:
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResource_v1(_item, out)
+        write_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_DescribeConfigsResource_v1(_item_resources, out)
     out += _S2.pack(msg.include_synonyms, msg.include_documentation)
 
 
@@ -194,11 +199,11 @@ def _read_DescribeConfigsResource_v4(
     if _n < 0:
         _configuration_keys = None
     else:
-        _items = []
+        _items_configuration_keys = []
         for _ in range(_n):
-            _item, pos = read_compact_string(buf, pos)
-            _items.append(_item)
-        _configuration_keys = tuple(_items)
+            _item_configuration_keys, pos = read_compact_string(buf, pos)
+            _items_configuration_keys.append(_item_configuration_keys)
+        _configuration_keys = tuple(_items_configuration_keys)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(DescribeConfigsResource)
     _set_DescribeConfigsResource_resource_type(_message, _resource_type)
@@ -212,11 +217,11 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Resources was null")
     else:
-        _items = []
+        _items_resources = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResource_v4(buf, pos)
-            _items.append(_item)
-        _resources = tuple(_items)
+            _item_resources, pos = _read_DescribeConfigsResource_v4(buf, pos)
+            _items_resources.append(_item_resources)
+        _resources = tuple(_items_resources)
     (_include_synonyms, _include_documentation) = _S2.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
@@ -230,24 +235,24 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
 def _write_DescribeConfigsResource_v4(msg: DescribeConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_compact_string(out, msg.resource_name)
-    _array = msg.configuration_keys
-    if _array is None:
+    _array_configuration_keys = msg.configuration_keys
+    if _array_configuration_keys is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            write_compact_string(out, _item)
+        write_compact_array_length(out, len(_array_configuration_keys))
+        for _item_configuration_keys in _array_configuration_keys:
+            write_compact_string(out, _item_configuration_keys)
     out.append(0)
 
 
 def write_v4(msg: DescribeConfigsRequest, out: bytearray) -> None:
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResource_v4(_item, out)
+        write_compact_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_DescribeConfigsResource_v4(_item_resources, out)
     out += _S2.pack(msg.include_synonyms, msg.include_documentation)
     out.append(0)
 

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -101,28 +102,36 @@ class DescribeConfigsResponse:
 
 
 _new = object.__new__
-_set_DescribeConfigsResourceResult_config_source = (
-    DescribeConfigsResourceResult.config_source.__set__
+_set_DescribeConfigsResourceResult_config_source = slot_setter(
+    DescribeConfigsResourceResult, "config_source"
 )
-_set_DescribeConfigsResourceResult_config_type = DescribeConfigsResourceResult.config_type.__set__
-_set_DescribeConfigsResourceResult_documentation = (
-    DescribeConfigsResourceResult.documentation.__set__
+_set_DescribeConfigsResourceResult_config_type = slot_setter(
+    DescribeConfigsResourceResult, "config_type"
 )
-_set_DescribeConfigsResourceResult_is_sensitive = DescribeConfigsResourceResult.is_sensitive.__set__
-_set_DescribeConfigsResourceResult_name = DescribeConfigsResourceResult.name.__set__
-_set_DescribeConfigsResourceResult_read_only = DescribeConfigsResourceResult.read_only.__set__
-_set_DescribeConfigsResourceResult_synonyms = DescribeConfigsResourceResult.synonyms.__set__
-_set_DescribeConfigsResourceResult_value = DescribeConfigsResourceResult.value.__set__
-_set_DescribeConfigsResponse_results = DescribeConfigsResponse.results.__set__
-_set_DescribeConfigsResponse_throttle_time_ms = DescribeConfigsResponse.throttle_time_ms.__set__
-_set_DescribeConfigsResult_configs = DescribeConfigsResult.configs.__set__
-_set_DescribeConfigsResult_error_code = DescribeConfigsResult.error_code.__set__
-_set_DescribeConfigsResult_error_message = DescribeConfigsResult.error_message.__set__
-_set_DescribeConfigsResult_resource_name = DescribeConfigsResult.resource_name.__set__
-_set_DescribeConfigsResult_resource_type = DescribeConfigsResult.resource_type.__set__
-_set_DescribeConfigsSynonym_name = DescribeConfigsSynonym.name.__set__
-_set_DescribeConfigsSynonym_source = DescribeConfigsSynonym.source.__set__
-_set_DescribeConfigsSynonym_value = DescribeConfigsSynonym.value.__set__
+_set_DescribeConfigsResourceResult_documentation = slot_setter(
+    DescribeConfigsResourceResult, "documentation"
+)
+_set_DescribeConfigsResourceResult_is_sensitive = slot_setter(
+    DescribeConfigsResourceResult, "is_sensitive"
+)
+_set_DescribeConfigsResourceResult_name = slot_setter(DescribeConfigsResourceResult, "name")
+_set_DescribeConfigsResourceResult_read_only = slot_setter(
+    DescribeConfigsResourceResult, "read_only"
+)
+_set_DescribeConfigsResourceResult_synonyms = slot_setter(DescribeConfigsResourceResult, "synonyms")
+_set_DescribeConfigsResourceResult_value = slot_setter(DescribeConfigsResourceResult, "value")
+_set_DescribeConfigsResponse_results = slot_setter(DescribeConfigsResponse, "results")
+_set_DescribeConfigsResponse_throttle_time_ms = slot_setter(
+    DescribeConfigsResponse, "throttle_time_ms"
+)
+_set_DescribeConfigsResult_configs = slot_setter(DescribeConfigsResult, "configs")
+_set_DescribeConfigsResult_error_code = slot_setter(DescribeConfigsResult, "error_code")
+_set_DescribeConfigsResult_error_message = slot_setter(DescribeConfigsResult, "error_message")
+_set_DescribeConfigsResult_resource_name = slot_setter(DescribeConfigsResult, "resource_name")
+_set_DescribeConfigsResult_resource_type = slot_setter(DescribeConfigsResult, "resource_type")
+_set_DescribeConfigsSynonym_name = slot_setter(DescribeConfigsSynonym, "name")
+_set_DescribeConfigsSynonym_source = slot_setter(DescribeConfigsSynonym, "source")
+_set_DescribeConfigsSynonym_value = slot_setter(DescribeConfigsSynonym, "value")
 
 
 _S0 = struct.Struct(">i")
@@ -154,11 +163,11 @@ def _read_DescribeConfigsResourceResult_v1(
     if _n < 0:
         raise MalformedError("Non-nullable array Synonyms was null")
     else:
-        _items = []
+        _items_synonyms = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsSynonym_v1(buf, pos)
-            _items.append(_item)
-        _synonyms = tuple(_items)
+            _item_synonyms, pos = _read_DescribeConfigsSynonym_v1(buf, pos)
+            _items_synonyms.append(_item_synonyms)
+        _synonyms = tuple(_items_synonyms)
     _message = _new(DescribeConfigsResourceResult)
     _set_DescribeConfigsResourceResult_name(_message, _name)
     _set_DescribeConfigsResourceResult_value(_message, _value)
@@ -182,11 +191,11 @@ def _read_DescribeConfigsResult_v1(buf: BytesLike, pos: int) -> tuple[DescribeCo
     if _n < 0:
         raise MalformedError("Non-nullable array Configs was null")
     else:
-        _items = []
+        _items_configs = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResourceResult_v1(buf, pos)
-            _items.append(_item)
-        _configs = tuple(_items)
+            _item_configs, pos = _read_DescribeConfigsResourceResult_v1(buf, pos)
+            _items_configs.append(_item_configs)
+        _configs = tuple(_items_configs)
     _message = _new(DescribeConfigsResult)
     _set_DescribeConfigsResult_error_code(_message, _error_code)
     _set_DescribeConfigsResult_error_message(_message, _error_message)
@@ -203,11 +212,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Results was null")
     else:
-        _items = []
+        _items_results = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResult_v1(buf, pos)
-            _items.append(_item)
-        _results = tuple(_items)
+            _item_results, pos = _read_DescribeConfigsResult_v1(buf, pos)
+            _items_results.append(_item_results)
+        _results = tuple(_items_results)
     _message = _new(DescribeConfigsResponse)
     _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_DescribeConfigsResponse_results(_message, _results)
@@ -226,13 +235,13 @@ def _write_DescribeConfigsResourceResult_v1(
     write_string(out, msg.name)
     write_nullable_string(out, msg.value)
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
-    _array = msg.synonyms
-    if _array is None:
+    _array_synonyms = msg.synonyms
+    if _array_synonyms is None:
         raise ValueError("Non-nullable array Synonyms was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsSynonym_v1(_item, out)
+        write_array_length(out, len(_array_synonyms))
+        for _item_synonyms in _array_synonyms:
+            _write_DescribeConfigsSynonym_v1(_item_synonyms, out)
 
 
 def _write_DescribeConfigsResult_v1(msg: DescribeConfigsResult, out: bytearray) -> None:
@@ -240,24 +249,24 @@ def _write_DescribeConfigsResult_v1(msg: DescribeConfigsResult, out: bytearray) 
     write_nullable_string(out, msg.error_message)
     out += _S2.pack(msg.resource_type)
     write_string(out, msg.resource_name)
-    _array = msg.configs
-    if _array is None:
+    _array_configs = msg.configs
+    if _array_configs is None:
         raise ValueError("Non-nullable array Configs was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResourceResult_v1(_item, out)
+        write_array_length(out, len(_array_configs))
+        for _item_configs in _array_configs:
+            _write_DescribeConfigsResourceResult_v1(_item_configs, out)
 
 
 def write_v1(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.results
-    if _array is None:
+    _array_results = msg.results
+    if _array_results is None:
         raise ValueError("Non-nullable array Results was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResult_v1(_item, out)
+        write_array_length(out, len(_array_results))
+        for _item_results in _array_results:
+            _write_DescribeConfigsResult_v1(_item_results, out)
 
 
 def _read_DescribeConfigsResourceResult_v3(
@@ -271,11 +280,11 @@ def _read_DescribeConfigsResourceResult_v3(
     if _n < 0:
         raise MalformedError("Non-nullable array Synonyms was null")
     else:
-        _items = []
+        _items_synonyms = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsSynonym_v1(buf, pos)
-            _items.append(_item)
-        _synonyms = tuple(_items)
+            _item_synonyms, pos = _read_DescribeConfigsSynonym_v1(buf, pos)
+            _items_synonyms.append(_item_synonyms)
+        _synonyms = tuple(_items_synonyms)
     (_config_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     _documentation, pos = read_nullable_string(buf, pos)
@@ -302,11 +311,11 @@ def _read_DescribeConfigsResult_v3(buf: BytesLike, pos: int) -> tuple[DescribeCo
     if _n < 0:
         raise MalformedError("Non-nullable array Configs was null")
     else:
-        _items = []
+        _items_configs = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResourceResult_v3(buf, pos)
-            _items.append(_item)
-        _configs = tuple(_items)
+            _item_configs, pos = _read_DescribeConfigsResourceResult_v3(buf, pos)
+            _items_configs.append(_item_configs)
+        _configs = tuple(_items_configs)
     _message = _new(DescribeConfigsResult)
     _set_DescribeConfigsResult_error_code(_message, _error_code)
     _set_DescribeConfigsResult_error_message(_message, _error_message)
@@ -323,11 +332,11 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Results was null")
     else:
-        _items = []
+        _items_results = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResult_v3(buf, pos)
-            _items.append(_item)
-        _results = tuple(_items)
+            _item_results, pos = _read_DescribeConfigsResult_v3(buf, pos)
+            _items_results.append(_item_results)
+        _results = tuple(_items_results)
     _message = _new(DescribeConfigsResponse)
     _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_DescribeConfigsResponse_results(_message, _results)
@@ -340,13 +349,13 @@ def _write_DescribeConfigsResourceResult_v3(
     write_string(out, msg.name)
     write_nullable_string(out, msg.value)
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
-    _array = msg.synonyms
-    if _array is None:
+    _array_synonyms = msg.synonyms
+    if _array_synonyms is None:
         raise ValueError("Non-nullable array Synonyms was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsSynonym_v1(_item, out)
+        write_array_length(out, len(_array_synonyms))
+        for _item_synonyms in _array_synonyms:
+            _write_DescribeConfigsSynonym_v1(_item_synonyms, out)
     out += _S2.pack(msg.config_type)
     write_nullable_string(out, msg.documentation)
 
@@ -356,24 +365,24 @@ def _write_DescribeConfigsResult_v3(msg: DescribeConfigsResult, out: bytearray) 
     write_nullable_string(out, msg.error_message)
     out += _S2.pack(msg.resource_type)
     write_string(out, msg.resource_name)
-    _array = msg.configs
-    if _array is None:
+    _array_configs = msg.configs
+    if _array_configs is None:
         raise ValueError("Non-nullable array Configs was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResourceResult_v3(_item, out)
+        write_array_length(out, len(_array_configs))
+        for _item_configs in _array_configs:
+            _write_DescribeConfigsResourceResult_v3(_item_configs, out)
 
 
 def write_v3(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.results
-    if _array is None:
+    _array_results = msg.results
+    if _array_results is None:
         raise ValueError("Non-nullable array Results was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResult_v3(_item, out)
+        write_array_length(out, len(_array_results))
+        for _item_results in _array_results:
+            _write_DescribeConfigsResult_v3(_item_results, out)
 
 
 def _read_DescribeConfigsSynonym_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsSynonym, int]:
@@ -400,11 +409,11 @@ def _read_DescribeConfigsResourceResult_v4(
     if _n < 0:
         raise MalformedError("Non-nullable array Synonyms was null")
     else:
-        _items = []
+        _items_synonyms = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsSynonym_v4(buf, pos)
-            _items.append(_item)
-        _synonyms = tuple(_items)
+            _item_synonyms, pos = _read_DescribeConfigsSynonym_v4(buf, pos)
+            _items_synonyms.append(_item_synonyms)
+        _synonyms = tuple(_items_synonyms)
     (_config_type,) = _S2.unpack_from(buf, pos)
     pos += 1
     _documentation, pos = read_nullable_compact_string(buf, pos)
@@ -432,11 +441,11 @@ def _read_DescribeConfigsResult_v4(buf: BytesLike, pos: int) -> tuple[DescribeCo
     if _n < 0:
         raise MalformedError("Non-nullable array Configs was null")
     else:
-        _items = []
+        _items_configs = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResourceResult_v4(buf, pos)
-            _items.append(_item)
-        _configs = tuple(_items)
+            _item_configs, pos = _read_DescribeConfigsResourceResult_v4(buf, pos)
+            _items_configs.append(_item_configs)
+        _configs = tuple(_items_configs)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(DescribeConfigsResult)
     _set_DescribeConfigsResult_error_code(_message, _error_code)
@@ -454,11 +463,11 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Results was null")
     else:
-        _items = []
+        _items_results = []
         for _ in range(_n):
-            _item, pos = _read_DescribeConfigsResult_v4(buf, pos)
-            _items.append(_item)
-        _results = tuple(_items)
+            _item_results, pos = _read_DescribeConfigsResult_v4(buf, pos)
+            _items_results.append(_item_results)
+        _results = tuple(_items_results)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(DescribeConfigsResponse)
     _set_DescribeConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -479,13 +488,13 @@ def _write_DescribeConfigsResourceResult_v4(
     write_compact_string(out, msg.name)
     write_nullable_compact_string(out, msg.value)
     out += _S3.pack(msg.read_only, msg.config_source, msg.is_sensitive)
-    _array = msg.synonyms
-    if _array is None:
+    _array_synonyms = msg.synonyms
+    if _array_synonyms is None:
         raise ValueError("Non-nullable array Synonyms was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsSynonym_v4(_item, out)
+        write_compact_array_length(out, len(_array_synonyms))
+        for _item_synonyms in _array_synonyms:
+            _write_DescribeConfigsSynonym_v4(_item_synonyms, out)
     out += _S2.pack(msg.config_type)
     write_nullable_compact_string(out, msg.documentation)
     out.append(0)
@@ -496,25 +505,25 @@ def _write_DescribeConfigsResult_v4(msg: DescribeConfigsResult, out: bytearray) 
     write_nullable_compact_string(out, msg.error_message)
     out += _S2.pack(msg.resource_type)
     write_compact_string(out, msg.resource_name)
-    _array = msg.configs
-    if _array is None:
+    _array_configs = msg.configs
+    if _array_configs is None:
         raise ValueError("Non-nullable array Configs was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResourceResult_v4(_item, out)
+        write_compact_array_length(out, len(_array_configs))
+        for _item_configs in _array_configs:
+            _write_DescribeConfigsResourceResult_v4(_item_configs, out)
     out.append(0)
 
 
 def write_v4(msg: DescribeConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.results
-    if _array is None:
+    _array_results = msg.results
+    if _array_results is None:
         raise ValueError("Non-nullable array Results was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_DescribeConfigsResult_v4(_item, out)
+        write_compact_array_length(out, len(_array_results))
+        for _item_results in _array_results:
+            _write_DescribeConfigsResult_v4(_item_results, out)
     out.append(0)
 
 

@@ -13,6 +13,7 @@ from proto.primitives import (
     ZERO_UUID,
     BytesLike,
     skip_tagged_fields,
+    slot_setter,
     uuid_from_bytes,
 )
 
@@ -38,8 +39,8 @@ class GetTelemetrySubscriptionsRequest:
 
 
 _new = object.__new__
-_set_GetTelemetrySubscriptionsRequest_client_instance_id = (
-    GetTelemetrySubscriptionsRequest.client_instance_id.__set__
+_set_GetTelemetrySubscriptionsRequest_client_instance_id = slot_setter(
+    GetTelemetrySubscriptionsRequest, "client_instance_id"
 )
 
 

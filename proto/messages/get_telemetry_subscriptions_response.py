@@ -16,6 +16,7 @@ from proto.primitives import (
     read_compact_array_length,
     read_compact_string,
     skip_tagged_fields,
+    slot_setter,
     uuid_from_bytes,
     write_compact_array_length,
     write_compact_string,
@@ -66,32 +67,32 @@ class GetTelemetrySubscriptionsResponse:
 
 
 _new = object.__new__
-_set_GetTelemetrySubscriptionsResponse_accepted_compression_types = (
-    GetTelemetrySubscriptionsResponse.accepted_compression_types.__set__
+_set_GetTelemetrySubscriptionsResponse_accepted_compression_types = slot_setter(
+    GetTelemetrySubscriptionsResponse, "accepted_compression_types"
 )
-_set_GetTelemetrySubscriptionsResponse_client_instance_id = (
-    GetTelemetrySubscriptionsResponse.client_instance_id.__set__
+_set_GetTelemetrySubscriptionsResponse_client_instance_id = slot_setter(
+    GetTelemetrySubscriptionsResponse, "client_instance_id"
 )
-_set_GetTelemetrySubscriptionsResponse_delta_temporality = (
-    GetTelemetrySubscriptionsResponse.delta_temporality.__set__
+_set_GetTelemetrySubscriptionsResponse_delta_temporality = slot_setter(
+    GetTelemetrySubscriptionsResponse, "delta_temporality"
 )
-_set_GetTelemetrySubscriptionsResponse_error_code = (
-    GetTelemetrySubscriptionsResponse.error_code.__set__
+_set_GetTelemetrySubscriptionsResponse_error_code = slot_setter(
+    GetTelemetrySubscriptionsResponse, "error_code"
 )
-_set_GetTelemetrySubscriptionsResponse_push_interval_ms = (
-    GetTelemetrySubscriptionsResponse.push_interval_ms.__set__
+_set_GetTelemetrySubscriptionsResponse_push_interval_ms = slot_setter(
+    GetTelemetrySubscriptionsResponse, "push_interval_ms"
 )
-_set_GetTelemetrySubscriptionsResponse_requested_metrics = (
-    GetTelemetrySubscriptionsResponse.requested_metrics.__set__
+_set_GetTelemetrySubscriptionsResponse_requested_metrics = slot_setter(
+    GetTelemetrySubscriptionsResponse, "requested_metrics"
 )
-_set_GetTelemetrySubscriptionsResponse_subscription_id = (
-    GetTelemetrySubscriptionsResponse.subscription_id.__set__
+_set_GetTelemetrySubscriptionsResponse_subscription_id = slot_setter(
+    GetTelemetrySubscriptionsResponse, "subscription_id"
 )
-_set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes = (
-    GetTelemetrySubscriptionsResponse.telemetry_max_bytes.__set__
+_set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes = slot_setter(
+    GetTelemetrySubscriptionsResponse, "telemetry_max_bytes"
 )
-_set_GetTelemetrySubscriptionsResponse_throttle_time_ms = (
-    GetTelemetrySubscriptionsResponse.throttle_time_ms.__set__
+_set_GetTelemetrySubscriptionsResponse_throttle_time_ms = slot_setter(
+    GetTelemetrySubscriptionsResponse, "throttle_time_ms"
 )
 
 
@@ -120,11 +121,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
     if _n < 0:
         raise MalformedError("Non-nullable array RequestedMetrics was null")
     else:
-        _items = []
+        _items_requested_metrics = []
         for _ in range(_n):
-            _item, pos = read_compact_string(buf, pos)
-            _items.append(_item)
-        _requested_metrics = tuple(_items)
+            _item_requested_metrics, pos = read_compact_string(buf, pos)
+            _items_requested_metrics.append(_item_requested_metrics)
+        _requested_metrics = tuple(_items_requested_metrics)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(GetTelemetrySubscriptionsResponse)
     _set_GetTelemetrySubscriptionsResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -149,20 +150,23 @@ def write_v0(msg: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
         msg.client_instance_id.bytes,
         msg.subscription_id,
     )
-    _array = msg.accepted_compression_types
-    if _array is None:
+    _array_accepted_compression_types = msg.accepted_compression_types
+    if _array_accepted_compression_types is None:
         raise ValueError("Non-nullable array AcceptedCompressionTypes was None")
     else:
-        write_compact_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}b", *_array)
+        write_compact_array_length(out, len(_array_accepted_compression_types))
+        out += struct.pack(
+            f">{len(_array_accepted_compression_types)}b",
+            *_array_accepted_compression_types,
+        )
     out += _S1.pack(msg.push_interval_ms, msg.telemetry_max_bytes, msg.delta_temporality)
-    _array = msg.requested_metrics
-    if _array is None:
+    _array_requested_metrics = msg.requested_metrics
+    if _array_requested_metrics is None:
         raise ValueError("Non-nullable array RequestedMetrics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            write_compact_string(out, _item)
+        write_compact_array_length(out, len(_array_requested_metrics))
+        for _item_requested_metrics in _array_requested_metrics:
+            write_compact_string(out, _item_requested_metrics)
     out.append(0)
 
 

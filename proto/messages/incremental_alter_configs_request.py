@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -72,15 +73,17 @@ class IncrementalAlterConfigsRequest:
 
 
 _new = object.__new__
-_set_AlterConfigsResource_configs = AlterConfigsResource.configs.__set__
-_set_AlterConfigsResource_resource_name = AlterConfigsResource.resource_name.__set__
-_set_AlterConfigsResource_resource_type = AlterConfigsResource.resource_type.__set__
-_set_AlterableConfig_config_operation = AlterableConfig.config_operation.__set__
-_set_AlterableConfig_name = AlterableConfig.name.__set__
-_set_AlterableConfig_value = AlterableConfig.value.__set__
-_set_IncrementalAlterConfigsRequest_resources = IncrementalAlterConfigsRequest.resources.__set__
-_set_IncrementalAlterConfigsRequest_validate_only = (
-    IncrementalAlterConfigsRequest.validate_only.__set__
+_set_AlterConfigsResource_configs = slot_setter(AlterConfigsResource, "configs")
+_set_AlterConfigsResource_resource_name = slot_setter(AlterConfigsResource, "resource_name")
+_set_AlterConfigsResource_resource_type = slot_setter(AlterConfigsResource, "resource_type")
+_set_AlterableConfig_config_operation = slot_setter(AlterableConfig, "config_operation")
+_set_AlterableConfig_name = slot_setter(AlterableConfig, "name")
+_set_AlterableConfig_value = slot_setter(AlterableConfig, "value")
+_set_IncrementalAlterConfigsRequest_resources = slot_setter(
+    IncrementalAlterConfigsRequest, "resources"
+)
+_set_IncrementalAlterConfigsRequest_validate_only = slot_setter(
+    IncrementalAlterConfigsRequest, "validate_only"
 )
 
 
@@ -108,11 +111,11 @@ def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfig
     if _n < 0:
         raise MalformedError("Non-nullable array Configs was null")
     else:
-        _items = []
+        _items_configs = []
         for _ in range(_n):
-            _item, pos = _read_AlterableConfig_v0(buf, pos)
-            _items.append(_item)
-        _configs = tuple(_items)
+            _item_configs, pos = _read_AlterableConfig_v0(buf, pos)
+            _items_configs.append(_item_configs)
+        _configs = tuple(_items_configs)
     _message = _new(AlterConfigsResource)
     _set_AlterConfigsResource_resource_type(_message, _resource_type)
     _set_AlterConfigsResource_resource_name(_message, _resource_name)
@@ -125,11 +128,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, i
     if _n < 0:
         raise MalformedError("Non-nullable array Resources was null")
     else:
-        _items = []
+        _items_resources = []
         for _ in range(_n):
-            _item, pos = _read_AlterConfigsResource_v0(buf, pos)
-            _items.append(_item)
-        _resources = tuple(_items)
+            _item_resources, pos = _read_AlterConfigsResource_v0(buf, pos)
+            _items_resources.append(_item_resources)
+        _resources = tuple(_items_resources)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     _message = _new(IncrementalAlterConfigsRequest)
@@ -147,23 +150,23 @@ def _write_AlterableConfig_v0(msg: AlterableConfig, out: bytearray) -> None:
 def _write_AlterConfigsResource_v0(msg: AlterConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_string(out, msg.resource_name)
-    _array = msg.configs
-    if _array is None:
+    _array_configs = msg.configs
+    if _array_configs is None:
         raise ValueError("Non-nullable array Configs was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterableConfig_v0(_item, out)
+        write_array_length(out, len(_array_configs))
+        for _item_configs in _array_configs:
+            _write_AlterableConfig_v0(_item_configs, out)
 
 
 def write_v0(msg: IncrementalAlterConfigsRequest, out: bytearray) -> None:
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterConfigsResource_v0(_item, out)
+        write_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_AlterConfigsResource_v0(_item_resources, out)
     out += _S1.pack(msg.validate_only)
 
 
@@ -188,11 +191,11 @@ def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfig
     if _n < 0:
         raise MalformedError("Non-nullable array Configs was null")
     else:
-        _items = []
+        _items_configs = []
         for _ in range(_n):
-            _item, pos = _read_AlterableConfig_v1(buf, pos)
-            _items.append(_item)
-        _configs = tuple(_items)
+            _item_configs, pos = _read_AlterableConfig_v1(buf, pos)
+            _items_configs.append(_item_configs)
+        _configs = tuple(_items_configs)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(AlterConfigsResource)
     _set_AlterConfigsResource_resource_type(_message, _resource_type)
@@ -206,11 +209,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsRequest, i
     if _n < 0:
         raise MalformedError("Non-nullable array Resources was null")
     else:
-        _items = []
+        _items_resources = []
         for _ in range(_n):
-            _item, pos = _read_AlterConfigsResource_v1(buf, pos)
-            _items.append(_item)
-        _resources = tuple(_items)
+            _item_resources, pos = _read_AlterConfigsResource_v1(buf, pos)
+            _items_resources.append(_item_resources)
+        _resources = tuple(_items_resources)
     (_validate_only,) = _S1.unpack_from(buf, pos)
     pos += 1
     pos = skip_tagged_fields(buf, pos)
@@ -230,24 +233,24 @@ def _write_AlterableConfig_v1(msg: AlterableConfig, out: bytearray) -> None:
 def _write_AlterConfigsResource_v1(msg: AlterConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_compact_string(out, msg.resource_name)
-    _array = msg.configs
-    if _array is None:
+    _array_configs = msg.configs
+    if _array_configs is None:
         raise ValueError("Non-nullable array Configs was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterableConfig_v1(_item, out)
+        write_compact_array_length(out, len(_array_configs))
+        for _item_configs in _array_configs:
+            _write_AlterableConfig_v1(_item_configs, out)
     out.append(0)
 
 
 def write_v1(msg: IncrementalAlterConfigsRequest, out: bytearray) -> None:
-    _array = msg.resources
-    if _array is None:
+    _array_resources = msg.resources
+    if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterConfigsResource_v1(_item, out)
+        write_compact_array_length(out, len(_array_resources))
+        for _item_resources in _array_resources:
+            _write_AlterConfigsResource_v1(_item_resources, out)
     out += _S1.pack(msg.validate_only)
     out.append(0)
 

@@ -18,6 +18,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     write_array_length,
     write_compact_array_length,
     write_compact_string,
@@ -65,13 +66,23 @@ class IncrementalAlterConfigsResponse:
 
 
 _new = object.__new__
-_set_AlterConfigsResourceResponse_error_code = AlterConfigsResourceResponse.error_code.__set__
-_set_AlterConfigsResourceResponse_error_message = AlterConfigsResourceResponse.error_message.__set__
-_set_AlterConfigsResourceResponse_resource_name = AlterConfigsResourceResponse.resource_name.__set__
-_set_AlterConfigsResourceResponse_resource_type = AlterConfigsResourceResponse.resource_type.__set__
-_set_IncrementalAlterConfigsResponse_responses = IncrementalAlterConfigsResponse.responses.__set__
-_set_IncrementalAlterConfigsResponse_throttle_time_ms = (
-    IncrementalAlterConfigsResponse.throttle_time_ms.__set__
+_set_AlterConfigsResourceResponse_error_code = slot_setter(
+    AlterConfigsResourceResponse, "error_code"
+)
+_set_AlterConfigsResourceResponse_error_message = slot_setter(
+    AlterConfigsResourceResponse, "error_message"
+)
+_set_AlterConfigsResourceResponse_resource_name = slot_setter(
+    AlterConfigsResourceResponse, "resource_name"
+)
+_set_AlterConfigsResourceResponse_resource_type = slot_setter(
+    AlterConfigsResourceResponse, "resource_type"
+)
+_set_IncrementalAlterConfigsResponse_responses = slot_setter(
+    IncrementalAlterConfigsResponse, "responses"
+)
+_set_IncrementalAlterConfigsResponse_throttle_time_ms = slot_setter(
+    IncrementalAlterConfigsResponse, "throttle_time_ms"
 )
 
 
@@ -104,11 +115,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
     if _n < 0:
         raise MalformedError("Non-nullable array Responses was null")
     else:
-        _items = []
+        _items_responses = []
         for _ in range(_n):
-            _item, pos = _read_AlterConfigsResourceResponse_v0(buf, pos)
-            _items.append(_item)
-        _responses = tuple(_items)
+            _item_responses, pos = _read_AlterConfigsResourceResponse_v0(buf, pos)
+            _items_responses.append(_item_responses)
+        _responses = tuple(_items_responses)
     _message = _new(IncrementalAlterConfigsResponse)
     _set_IncrementalAlterConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_IncrementalAlterConfigsResponse_responses(_message, _responses)
@@ -126,13 +137,13 @@ def _write_AlterConfigsResourceResponse_v0(
 
 def write_v0(msg: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.responses
-    if _array is None:
+    _array_responses = msg.responses
+    if _array_responses is None:
         raise ValueError("Non-nullable array Responses was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterConfigsResourceResponse_v0(_item, out)
+        write_array_length(out, len(_array_responses))
+        for _item_responses in _array_responses:
+            _write_AlterConfigsResourceResponse_v0(_item_responses, out)
 
 
 def _read_AlterConfigsResourceResponse_v1(
@@ -160,11 +171,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[IncrementalAlterConfigsResponse, 
     if _n < 0:
         raise MalformedError("Non-nullable array Responses was null")
     else:
-        _items = []
+        _items_responses = []
         for _ in range(_n):
-            _item, pos = _read_AlterConfigsResourceResponse_v1(buf, pos)
-            _items.append(_item)
-        _responses = tuple(_items)
+            _item_responses, pos = _read_AlterConfigsResourceResponse_v1(buf, pos)
+            _items_responses.append(_item_responses)
+        _responses = tuple(_items_responses)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(IncrementalAlterConfigsResponse)
     _set_IncrementalAlterConfigsResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -184,13 +195,13 @@ def _write_AlterConfigsResourceResponse_v1(
 
 def write_v1(msg: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.responses
-    if _array is None:
+    _array_responses = msg.responses
+    if _array_responses is None:
         raise ValueError("Non-nullable array Responses was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_AlterConfigsResourceResponse_v1(_item, out)
+        write_compact_array_length(out, len(_array_responses))
+        for _item_responses in _array_responses:
+            _write_AlterConfigsResourceResponse_v1(_item_responses, out)
     out.append(0)
 
 

@@ -14,6 +14,7 @@ from proto.primitives import (
     MalformedError,
     read_compact_array_length,
     skip_tagged_fields,
+    slot_setter,
     write_compact_array_length,
 )
 
@@ -41,7 +42,9 @@ class ListConfigResourcesRequest:
 
 
 _new = object.__new__
-_set_ListConfigResourcesRequest_resource_types = ListConfigResourcesRequest.resource_types.__set__
+_set_ListConfigResourcesRequest_resource_types = slot_setter(
+    ListConfigResourcesRequest, "resource_types"
+)
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
@@ -71,12 +74,12 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesRequest, int]:
 
 
 def write_v1(msg: ListConfigResourcesRequest, out: bytearray) -> None:
-    _array = msg.resource_types
-    if _array is None:
+    _array_resource_types = msg.resource_types
+    if _array_resource_types is None:
         raise ValueError("Non-nullable array ResourceTypes was None")
     else:
-        write_compact_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}b", *_array)
+        write_compact_array_length(out, len(_array_resource_types))
+        out += struct.pack(f">{len(_array_resource_types)}b", *_array_resource_types)
     out.append(0)
 
 

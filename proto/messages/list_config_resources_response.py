@@ -14,6 +14,7 @@ from proto.primitives import (
     read_compact_array_length,
     read_compact_string,
     skip_tagged_fields,
+    slot_setter,
     write_compact_array_length,
     write_compact_string,
 )
@@ -55,14 +56,14 @@ class ListConfigResourcesResponse:
 
 
 _new = object.__new__
-_set_ConfigResource_resource_name = ConfigResource.resource_name.__set__
-_set_ConfigResource_resource_type = ConfigResource.resource_type.__set__
-_set_ListConfigResourcesResponse_config_resources = (
-    ListConfigResourcesResponse.config_resources.__set__
+_set_ConfigResource_resource_name = slot_setter(ConfigResource, "resource_name")
+_set_ConfigResource_resource_type = slot_setter(ConfigResource, "resource_type")
+_set_ListConfigResourcesResponse_config_resources = slot_setter(
+    ListConfigResourcesResponse, "config_resources"
 )
-_set_ListConfigResourcesResponse_error_code = ListConfigResourcesResponse.error_code.__set__
-_set_ListConfigResourcesResponse_throttle_time_ms = (
-    ListConfigResourcesResponse.throttle_time_ms.__set__
+_set_ListConfigResourcesResponse_error_code = slot_setter(ListConfigResourcesResponse, "error_code")
+_set_ListConfigResourcesResponse_throttle_time_ms = slot_setter(
+    ListConfigResourcesResponse, "throttle_time_ms"
 )
 
 
@@ -86,11 +87,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
     if _n < 0:
         raise MalformedError("Non-nullable array ConfigResources was null")
     else:
-        _items = []
+        _items_config_resources = []
         for _ in range(_n):
-            _item, pos = _read_ConfigResource_v0(buf, pos)
-            _items.append(_item)
-        _config_resources = tuple(_items)
+            _item_config_resources, pos = _read_ConfigResource_v0(buf, pos)
+            _items_config_resources.append(_item_config_resources)
+        _config_resources = tuple(_items_config_resources)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(ListConfigResourcesResponse)
     _set_ListConfigResourcesResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -106,13 +107,13 @@ def _write_ConfigResource_v0(msg: ConfigResource, out: bytearray) -> None:
 
 def write_v0(msg: ListConfigResourcesResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
-    _array = msg.config_resources
-    if _array is None:
+    _array_config_resources = msg.config_resources
+    if _array_config_resources is None:
         raise ValueError("Non-nullable array ConfigResources was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_ConfigResource_v0(_item, out)
+        write_compact_array_length(out, len(_array_config_resources))
+        for _item_config_resources in _array_config_resources:
+            _write_ConfigResource_v0(_item_config_resources, out)
     out.append(0)
 
 
@@ -134,11 +135,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ListConfigResourcesResponse, int]
     if _n < 0:
         raise MalformedError("Non-nullable array ConfigResources was null")
     else:
-        _items = []
+        _items_config_resources = []
         for _ in range(_n):
-            _item, pos = _read_ConfigResource_v1(buf, pos)
-            _items.append(_item)
-        _config_resources = tuple(_items)
+            _item_config_resources, pos = _read_ConfigResource_v1(buf, pos)
+            _items_config_resources.append(_item_config_resources)
+        _config_resources = tuple(_items_config_resources)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(ListConfigResourcesResponse)
     _set_ListConfigResourcesResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -155,13 +156,13 @@ def _write_ConfigResource_v1(msg: ConfigResource, out: bytearray) -> None:
 
 def write_v1(msg: ListConfigResourcesResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms, msg.error_code)
-    _array = msg.config_resources
-    if _array is None:
+    _array_config_resources = msg.config_resources
+    if _array_config_resources is None:
         raise ValueError("Non-nullable array ConfigResources was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_ConfigResource_v1(_item, out)
+        write_compact_array_length(out, len(_array_config_resources))
+        for _item_config_resources in _array_config_resources:
+            _write_ConfigResource_v1(_item_config_resources, out)
     out.append(0)
 
 

@@ -20,6 +20,7 @@ from proto.primitives import (
     read_nullable_compact_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     uuid_from_bytes,
     write_array_length,
     write_compact_array_length,
@@ -67,16 +68,18 @@ class MetadataRequest:
 
 
 _new = object.__new__
-_set_MetadataRequestTopic_name = MetadataRequestTopic.name.__set__
-_set_MetadataRequestTopic_topic_id = MetadataRequestTopic.topic_id.__set__
-_set_MetadataRequest_allow_auto_topic_creation = MetadataRequest.allow_auto_topic_creation.__set__
-_set_MetadataRequest_include_cluster_authorized_operations = (
-    MetadataRequest.include_cluster_authorized_operations.__set__
+_set_MetadataRequestTopic_name = slot_setter(MetadataRequestTopic, "name")
+_set_MetadataRequestTopic_topic_id = slot_setter(MetadataRequestTopic, "topic_id")
+_set_MetadataRequest_allow_auto_topic_creation = slot_setter(
+    MetadataRequest, "allow_auto_topic_creation"
 )
-_set_MetadataRequest_include_topic_authorized_operations = (
-    MetadataRequest.include_topic_authorized_operations.__set__
+_set_MetadataRequest_include_cluster_authorized_operations = slot_setter(
+    MetadataRequest, "include_cluster_authorized_operations"
 )
-_set_MetadataRequest_topics = MetadataRequest.topics.__set__
+_set_MetadataRequest_include_topic_authorized_operations = slot_setter(
+    MetadataRequest, "include_topic_authorized_operations"
+)
+_set_MetadataRequest_topics = slot_setter(MetadataRequest, "topics")
 
 
 _S0 = struct.Struct(">?")
@@ -98,11 +101,11 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v0(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataRequest)
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, True)
@@ -126,13 +129,13 @@ def write_v0(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 0",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
@@ -140,11 +143,11 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v0(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataRequest)
     _set_MetadataRequest_topics(_message, _topics)
     _set_MetadataRequest_allow_auto_topic_creation(_message, True)
@@ -164,13 +167,13 @@ def write_v1(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 1",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
 
 
 def write_v2(msg: MetadataRequest, out: bytearray) -> None:
@@ -184,13 +187,13 @@ def write_v2(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 2",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
 
 
 def write_v3(msg: MetadataRequest, out: bytearray) -> None:
@@ -204,13 +207,13 @@ def write_v3(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 3",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
 
 
 def read_v4(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
@@ -218,11 +221,11 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v0(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_allow_auto_topic_creation,) = _S0.unpack_from(buf, pos)
     pos += 1
     _message = _new(MetadataRequest)
@@ -242,13 +245,13 @@ def write_v4(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 4",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
     out += _S0.pack(msg.allow_auto_topic_creation)
 
 
@@ -261,13 +264,13 @@ def write_v5(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 5",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
     out += _S0.pack(msg.allow_auto_topic_creation)
 
 
@@ -280,13 +283,13 @@ def write_v6(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 6",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
     out += _S0.pack(msg.allow_auto_topic_creation)
 
 
@@ -299,13 +302,13 @@ def write_v7(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeTopicAuthorizedOperations cannot be written at version 7",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
     out += _S0.pack(msg.allow_auto_topic_creation)
 
 
@@ -314,11 +317,11 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v0(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v0(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (
         _allow_auto_topic_creation,
         _include_cluster_authorized_operations,
@@ -340,13 +343,13 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
 
 
 def write_v8(msg: MetadataRequest, out: bytearray) -> None:
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_array_length(out, -1)
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v0(_item_topics, out)
     out += _S1.pack(
         msg.allow_auto_topic_creation,
         msg.include_cluster_authorized_operations,
@@ -368,11 +371,11 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v9(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v9(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (
         _allow_auto_topic_creation,
         _include_cluster_authorized_operations,
@@ -400,13 +403,13 @@ def _write_MetadataRequestTopic_v9(msg: MetadataRequestTopic, out: bytearray) ->
 
 
 def write_v9(msg: MetadataRequest, out: bytearray) -> None:
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v9(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v9(_item_topics, out)
     out += _S1.pack(
         msg.allow_auto_topic_creation,
         msg.include_cluster_authorized_operations,
@@ -432,11 +435,11 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v10(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v10(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (
         _allow_auto_topic_creation,
         _include_cluster_authorized_operations,
@@ -465,13 +468,13 @@ def _write_MetadataRequestTopic_v10(msg: MetadataRequestTopic, out: bytearray) -
 
 
 def write_v10(msg: MetadataRequest, out: bytearray) -> None:
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v10(_item_topics, out)
     out += _S1.pack(
         msg.allow_auto_topic_creation,
         msg.include_cluster_authorized_operations,
@@ -485,11 +488,11 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
     if _n < 0:
         _topics = None
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataRequestTopic_v10(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataRequestTopic_v10(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_allow_auto_topic_creation, _include_topic_authorized_operations) = _S3.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
@@ -509,13 +512,13 @@ def write_v11(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 11",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v10(_item_topics, out)
     out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 
@@ -525,13 +528,13 @@ def write_v12(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 12",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v10(_item_topics, out)
     out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 
@@ -541,13 +544,13 @@ def write_v13(msg: MetadataRequest, out: bytearray) -> None:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 13",
         )
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         write_compact_array_length(out, -1)
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataRequestTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataRequestTopic_v10(_item_topics, out)
     out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 

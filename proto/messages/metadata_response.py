@@ -21,6 +21,7 @@ from proto.primitives import (
     read_nullable_string,
     read_string,
     skip_tagged_fields,
+    slot_setter,
     uuid_from_bytes,
     write_array_length,
     write_compact_array_length,
@@ -119,34 +120,40 @@ class MetadataResponse:
 
 
 _new = object.__new__
-_set_MetadataResponseBroker_host = MetadataResponseBroker.host.__set__
-_set_MetadataResponseBroker_node_id = MetadataResponseBroker.node_id.__set__
-_set_MetadataResponseBroker_port = MetadataResponseBroker.port.__set__
-_set_MetadataResponseBroker_rack = MetadataResponseBroker.rack.__set__
-_set_MetadataResponsePartition_error_code = MetadataResponsePartition.error_code.__set__
-_set_MetadataResponsePartition_isr_nodes = MetadataResponsePartition.isr_nodes.__set__
-_set_MetadataResponsePartition_leader_epoch = MetadataResponsePartition.leader_epoch.__set__
-_set_MetadataResponsePartition_leader_id = MetadataResponsePartition.leader_id.__set__
-_set_MetadataResponsePartition_offline_replicas = MetadataResponsePartition.offline_replicas.__set__
-_set_MetadataResponsePartition_partition_index = MetadataResponsePartition.partition_index.__set__
-_set_MetadataResponsePartition_replica_nodes = MetadataResponsePartition.replica_nodes.__set__
-_set_MetadataResponseTopic_error_code = MetadataResponseTopic.error_code.__set__
-_set_MetadataResponseTopic_is_internal = MetadataResponseTopic.is_internal.__set__
-_set_MetadataResponseTopic_name = MetadataResponseTopic.name.__set__
-_set_MetadataResponseTopic_partitions = MetadataResponseTopic.partitions.__set__
-_set_MetadataResponseTopic_topic_authorized_operations = (
-    MetadataResponseTopic.topic_authorized_operations.__set__
+_set_MetadataResponseBroker_host = slot_setter(MetadataResponseBroker, "host")
+_set_MetadataResponseBroker_node_id = slot_setter(MetadataResponseBroker, "node_id")
+_set_MetadataResponseBroker_port = slot_setter(MetadataResponseBroker, "port")
+_set_MetadataResponseBroker_rack = slot_setter(MetadataResponseBroker, "rack")
+_set_MetadataResponsePartition_error_code = slot_setter(MetadataResponsePartition, "error_code")
+_set_MetadataResponsePartition_isr_nodes = slot_setter(MetadataResponsePartition, "isr_nodes")
+_set_MetadataResponsePartition_leader_epoch = slot_setter(MetadataResponsePartition, "leader_epoch")
+_set_MetadataResponsePartition_leader_id = slot_setter(MetadataResponsePartition, "leader_id")
+_set_MetadataResponsePartition_offline_replicas = slot_setter(
+    MetadataResponsePartition, "offline_replicas"
 )
-_set_MetadataResponseTopic_topic_id = MetadataResponseTopic.topic_id.__set__
-_set_MetadataResponse_brokers = MetadataResponse.brokers.__set__
-_set_MetadataResponse_cluster_authorized_operations = (
-    MetadataResponse.cluster_authorized_operations.__set__
+_set_MetadataResponsePartition_partition_index = slot_setter(
+    MetadataResponsePartition, "partition_index"
 )
-_set_MetadataResponse_cluster_id = MetadataResponse.cluster_id.__set__
-_set_MetadataResponse_controller_id = MetadataResponse.controller_id.__set__
-_set_MetadataResponse_error_code = MetadataResponse.error_code.__set__
-_set_MetadataResponse_throttle_time_ms = MetadataResponse.throttle_time_ms.__set__
-_set_MetadataResponse_topics = MetadataResponse.topics.__set__
+_set_MetadataResponsePartition_replica_nodes = slot_setter(
+    MetadataResponsePartition, "replica_nodes"
+)
+_set_MetadataResponseTopic_error_code = slot_setter(MetadataResponseTopic, "error_code")
+_set_MetadataResponseTopic_is_internal = slot_setter(MetadataResponseTopic, "is_internal")
+_set_MetadataResponseTopic_name = slot_setter(MetadataResponseTopic, "name")
+_set_MetadataResponseTopic_partitions = slot_setter(MetadataResponseTopic, "partitions")
+_set_MetadataResponseTopic_topic_authorized_operations = slot_setter(
+    MetadataResponseTopic, "topic_authorized_operations"
+)
+_set_MetadataResponseTopic_topic_id = slot_setter(MetadataResponseTopic, "topic_id")
+_set_MetadataResponse_brokers = slot_setter(MetadataResponse, "brokers")
+_set_MetadataResponse_cluster_authorized_operations = slot_setter(
+    MetadataResponse, "cluster_authorized_operations"
+)
+_set_MetadataResponse_cluster_id = slot_setter(MetadataResponse, "cluster_id")
+_set_MetadataResponse_controller_id = slot_setter(MetadataResponse, "controller_id")
+_set_MetadataResponse_error_code = slot_setter(MetadataResponse, "error_code")
+_set_MetadataResponse_throttle_time_ms = slot_setter(MetadataResponse, "throttle_time_ms")
+_set_MetadataResponse_topics = slot_setter(MetadataResponse, "topics")
 
 
 _S0 = struct.Struct(">i")
@@ -207,11 +214,11 @@ def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v0(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v0(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     _message = _new(MetadataResponseTopic)
     _set_MetadataResponseTopic_error_code(_message, _error_code)
     _set_MetadataResponseTopic_name(_message, _name)
@@ -227,20 +234,20 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v0(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v0(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v0(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v0(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, 0)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -260,18 +267,18 @@ def _write_MetadataResponseBroker_v0(msg: MetadataResponseBroker, out: bytearray
 
 def _write_MetadataResponsePartition_v0(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
-    _array = msg.replica_nodes
-    if _array is None:
+    _array_replica_nodes = msg.replica_nodes
+    if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.isr_nodes
-    if _array is None:
+        write_array_length(out, len(_array_replica_nodes))
+        out += struct.pack(f">{len(_array_replica_nodes)}i", *_array_replica_nodes)
+    _array_isr_nodes = msg.isr_nodes
+    if _array_isr_nodes is None:
         raise ValueError("Non-nullable array IsrNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
+        write_array_length(out, len(_array_isr_nodes))
+        out += struct.pack(f">{len(_array_isr_nodes)}i", *_array_isr_nodes)
 
 
 def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -279,32 +286,32 @@ def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) 
         raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 0")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v0(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v0(_item_partitions, out)
 
 
 def write_v0(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 0")
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v0(_item, out)
-    _array = msg.topics
-    if _array is None:
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v0(_item_brokers, out)
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v0(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v0(_item_topics, out)
 
 
 def _read_MetadataResponseBroker_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponseBroker, int]:
@@ -332,11 +339,11 @@ def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v0(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v0(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     _message = _new(MetadataResponseTopic)
     _set_MetadataResponseTopic_error_code(_message, _error_code)
     _set_MetadataResponseTopic_name(_message, _name)
@@ -352,22 +359,22 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v1(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, 0)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -392,33 +399,33 @@ def _write_MetadataResponseTopic_v1(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v0(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v0(_item_partitions, out)
 
 
 def write_v1(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 1")
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v1(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v1(_item_topics, out)
 
 
 def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -426,11 +433,11 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -438,11 +445,11 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v1(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, 0)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -460,34 +467,34 @@ def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v0(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v0(_item_partitions, out)
 
 
 def write_v2(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 2")
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v2(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v2(_item_topics, out)
 
 
 def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
@@ -497,11 +504,11 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -509,11 +516,11 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v1(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v1(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -531,35 +538,35 @@ def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v0(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v0(_item_partitions, out)
 
 
 def write_v3(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 3")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v3(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v3(_item_topics, out)
 
 
 def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -568,35 +575,35 @@ def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v0(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v0(_item_partitions, out)
 
 
 def write_v4(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 4")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v4(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v4(_item_topics, out)
 
 
 def _read_MetadataResponsePartition_v5(
@@ -643,11 +650,11 @@ def _read_MetadataResponseTopic_v5(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v5(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v5(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     _message = _new(MetadataResponseTopic)
     _set_MetadataResponseTopic_error_code(_message, _error_code)
     _set_MetadataResponseTopic_name(_message, _name)
@@ -665,11 +672,11 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -677,11 +684,11 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v5(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v5(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -695,24 +702,24 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponsePartition_v5(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
-    _array = msg.replica_nodes
-    if _array is None:
+    _array_replica_nodes = msg.replica_nodes
+    if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.isr_nodes
-    if _array is None:
+        write_array_length(out, len(_array_replica_nodes))
+        out += struct.pack(f">{len(_array_replica_nodes)}i", *_array_replica_nodes)
+    _array_isr_nodes = msg.isr_nodes
+    if _array_isr_nodes is None:
         raise ValueError("Non-nullable array IsrNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.offline_replicas
-    if _array is None:
+        write_array_length(out, len(_array_isr_nodes))
+        out += struct.pack(f">{len(_array_isr_nodes)}i", *_array_isr_nodes)
+    _array_offline_replicas = msg.offline_replicas
+    if _array_offline_replicas is None:
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
+        write_array_length(out, len(_array_offline_replicas))
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
 
 
 def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -721,35 +728,35 @@ def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v5(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v5(_item_partitions, out)
 
 
 def write_v5(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 5")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v5(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v5(_item_topics, out)
 
 
 def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -758,35 +765,35 @@ def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v5(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v5(_item_partitions, out)
 
 
 def write_v6(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 6")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v6(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v6(_item_topics, out)
 
 
 def _read_MetadataResponsePartition_v7(
@@ -833,11 +840,11 @@ def _read_MetadataResponseTopic_v7(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v7(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v7(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     _message = _new(MetadataResponseTopic)
     _set_MetadataResponseTopic_error_code(_message, _error_code)
     _set_MetadataResponseTopic_name(_message, _name)
@@ -855,11 +862,11 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -867,11 +874,11 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v7(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v7(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_MetadataResponse_brokers(_message, _brokers)
@@ -885,24 +892,24 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponsePartition_v7(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
-    _array = msg.replica_nodes
-    if _array is None:
+    _array_replica_nodes = msg.replica_nodes
+    if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.isr_nodes
-    if _array is None:
+        write_array_length(out, len(_array_replica_nodes))
+        out += struct.pack(f">{len(_array_replica_nodes)}i", *_array_replica_nodes)
+    _array_isr_nodes = msg.isr_nodes
+    if _array_isr_nodes is None:
         raise ValueError("Non-nullable array IsrNodes was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.offline_replicas
-    if _array is None:
+        write_array_length(out, len(_array_isr_nodes))
+        out += struct.pack(f">{len(_array_isr_nodes)}i", *_array_isr_nodes)
+    _array_offline_replicas = msg.offline_replicas
+    if _array_offline_replicas is None:
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
-        write_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
+        write_array_length(out, len(_array_offline_replicas))
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
 
 
 def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) -> None:
@@ -911,35 +918,35 @@ def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v7(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v7(_item_partitions, out)
 
 
 def write_v7(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 7")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v7(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v7(_item_topics, out)
 
 
 def _read_MetadataResponseTopic_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
@@ -952,11 +959,11 @@ def _read_MetadataResponseTopic_v8(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v7(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v7(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     _message = _new(MetadataResponseTopic)
@@ -976,11 +983,11 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v1(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v1(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -988,11 +995,11 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v8(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v8(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     _message = _new(MetadataResponse)
@@ -1010,34 +1017,34 @@ def _write_MetadataResponseTopic_v8(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v7(_item, out)
+        write_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v7(_item_partitions, out)
     out += _S0.pack(msg.topic_authorized_operations)
 
 
 def write_v8(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v1(_item, out)
+        write_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v1(_item_brokers, out)
     write_nullable_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v8(_item, out)
+        write_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v8(_item_topics, out)
     out += _S0.pack(msg.cluster_authorized_operations)
 
 
@@ -1102,11 +1109,11 @@ def _read_MetadataResponseTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataRe
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v9(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v9(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
@@ -1127,11 +1134,11 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v9(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v9(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_compact_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -1139,11 +1146,11 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v9(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v9(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
@@ -1168,24 +1175,24 @@ def _write_MetadataResponseBroker_v9(msg: MetadataResponseBroker, out: bytearray
 
 def _write_MetadataResponsePartition_v9(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
-    _array = msg.replica_nodes
-    if _array is None:
+    _array_replica_nodes = msg.replica_nodes
+    if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
     else:
-        write_compact_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.isr_nodes
-    if _array is None:
+        write_compact_array_length(out, len(_array_replica_nodes))
+        out += struct.pack(f">{len(_array_replica_nodes)}i", *_array_replica_nodes)
+    _array_isr_nodes = msg.isr_nodes
+    if _array_isr_nodes is None:
         raise ValueError("Non-nullable array IsrNodes was None")
     else:
-        write_compact_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
-    _array = msg.offline_replicas
-    if _array is None:
+        write_compact_array_length(out, len(_array_isr_nodes))
+        out += struct.pack(f">{len(_array_isr_nodes)}i", *_array_isr_nodes)
+    _array_offline_replicas = msg.offline_replicas
+    if _array_offline_replicas is None:
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
-        write_compact_array_length(out, len(_array))
-        out += struct.pack(f">{len(_array)}i", *_array)
+        write_compact_array_length(out, len(_array_offline_replicas))
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
     out.append(0)
 
 
@@ -1193,35 +1200,35 @@ def _write_MetadataResponseTopic_v9(msg: MetadataResponseTopic, out: bytearray) 
     out += _S1.pack(msg.error_code)
     write_compact_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v9(_item, out)
+        write_compact_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v9(_item_partitions, out)
     out += _S0.pack(msg.topic_authorized_operations)
     out.append(0)
 
 
 def write_v9(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v9(_item, out)
+        write_compact_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v9(_item_brokers, out)
     write_nullable_compact_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v9(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v9(_item_topics, out)
     out += _S0.pack(msg.cluster_authorized_operations)
     out.append(0)
 
@@ -1237,11 +1244,11 @@ def _read_MetadataResponseTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataR
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v9(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v9(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
@@ -1262,11 +1269,11 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v9(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v9(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_compact_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -1274,11 +1281,11 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v10(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v10(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_cluster_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
@@ -1297,35 +1304,35 @@ def _write_MetadataResponseTopic_v10(msg: MetadataResponseTopic, out: bytearray)
     out += _S1.pack(msg.error_code)
     write_compact_string(out, msg.name)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v9(_item, out)
+        write_compact_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v9(_item_partitions, out)
     out += _S0.pack(msg.topic_authorized_operations)
     out.append(0)
 
 
 def write_v10(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v9(_item, out)
+        write_compact_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v9(_item_brokers, out)
     write_nullable_compact_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v10(_item_topics, out)
     out += _S0.pack(msg.cluster_authorized_operations)
     out.append(0)
 
@@ -1337,11 +1344,11 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v9(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v9(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_compact_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -1349,11 +1356,11 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v10(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v10(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -1370,22 +1377,22 @@ def write_v11(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 11")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v9(_item, out)
+        write_compact_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v9(_item_brokers, out)
     write_nullable_compact_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v10(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v10(_item_topics, out)
     out.append(0)
 
 
@@ -1400,11 +1407,11 @@ def _read_MetadataResponseTopic_v12(buf: BytesLike, pos: int) -> tuple[MetadataR
     if _n < 0:
         raise MalformedError("Non-nullable array Partitions was null")
     else:
-        _items = []
+        _items_partitions = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponsePartition_v9(buf, pos)
-            _items.append(_item)
-        _partitions = tuple(_items)
+            _item_partitions, pos = _read_MetadataResponsePartition_v9(buf, pos)
+            _items_partitions.append(_item_partitions)
+        _partitions = tuple(_items_partitions)
     (_topic_authorized_operations,) = _S0.unpack_from(buf, pos)
     pos += 4
     pos = skip_tagged_fields(buf, pos)
@@ -1425,11 +1432,11 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v9(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v9(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_compact_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -1437,11 +1444,11 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v12(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v12(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(MetadataResponse)
     _set_MetadataResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -1458,13 +1465,13 @@ def _write_MetadataResponseTopic_v12(msg: MetadataResponseTopic, out: bytearray)
     out += _S1.pack(msg.error_code)
     write_nullable_compact_string(out, msg.name)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
-    _array = msg.partitions
-    if _array is None:
+    _array_partitions = msg.partitions
+    if _array_partitions is None:
         raise ValueError("Non-nullable array Partitions was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponsePartition_v9(_item, out)
+        write_compact_array_length(out, len(_array_partitions))
+        for _item_partitions in _array_partitions:
+            _write_MetadataResponsePartition_v9(_item_partitions, out)
     out += _S0.pack(msg.topic_authorized_operations)
     out.append(0)
 
@@ -1473,22 +1480,22 @@ def write_v12(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 12")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v9(_item, out)
+        write_compact_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v9(_item_brokers, out)
     write_nullable_compact_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v12(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v12(_item_topics, out)
     out.append(0)
 
 
@@ -1499,11 +1506,11 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Brokers was null")
     else:
-        _items = []
+        _items_brokers = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseBroker_v9(buf, pos)
-            _items.append(_item)
-        _brokers = tuple(_items)
+            _item_brokers, pos = _read_MetadataResponseBroker_v9(buf, pos)
+            _items_brokers.append(_item_brokers)
+        _brokers = tuple(_items_brokers)
     _cluster_id, pos = read_nullable_compact_string(buf, pos)
     (_controller_id,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -1511,11 +1518,11 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     if _n < 0:
         raise MalformedError("Non-nullable array Topics was null")
     else:
-        _items = []
+        _items_topics = []
         for _ in range(_n):
-            _item, pos = _read_MetadataResponseTopic_v12(buf, pos)
-            _items.append(_item)
-        _topics = tuple(_items)
+            _item_topics, pos = _read_MetadataResponseTopic_v12(buf, pos)
+            _items_topics.append(_item_topics)
+        _topics = tuple(_items_topics)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
@@ -1534,22 +1541,22 @@ def write_v13(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
         raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 13")
     out += _S0.pack(msg.throttle_time_ms)
-    _array = msg.brokers
-    if _array is None:
+    _array_brokers = msg.brokers
+    if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseBroker_v9(_item, out)
+        write_compact_array_length(out, len(_array_brokers))
+        for _item_brokers in _array_brokers:
+            _write_MetadataResponseBroker_v9(_item_brokers, out)
     write_nullable_compact_string(out, msg.cluster_id)
     out += _S0.pack(msg.controller_id)
-    _array = msg.topics
-    if _array is None:
+    _array_topics = msg.topics
+    if _array_topics is None:
         raise ValueError("Non-nullable array Topics was None")
     else:
-        write_compact_array_length(out, len(_array))
-        for _item in _array:
-            _write_MetadataResponseTopic_v12(_item, out)
+        write_compact_array_length(out, len(_array_topics))
+        for _item_topics in _array_topics:
+            _write_MetadataResponseTopic_v12(_item_topics, out)
     out += _S1.pack(msg.error_code)
     out.append(0)
 

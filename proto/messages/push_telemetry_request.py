@@ -14,6 +14,7 @@ from proto.primitives import (
     BytesLike,
     read_compact_bytes,
     skip_tagged_fields,
+    slot_setter,
     uuid_from_bytes,
     write_compact_bytes,
 )
@@ -48,11 +49,13 @@ class PushTelemetryRequest:
 
 
 _new = object.__new__
-_set_PushTelemetryRequest_client_instance_id = PushTelemetryRequest.client_instance_id.__set__
-_set_PushTelemetryRequest_compression_type = PushTelemetryRequest.compression_type.__set__
-_set_PushTelemetryRequest_metrics = PushTelemetryRequest.metrics.__set__
-_set_PushTelemetryRequest_subscription_id = PushTelemetryRequest.subscription_id.__set__
-_set_PushTelemetryRequest_terminating = PushTelemetryRequest.terminating.__set__
+_set_PushTelemetryRequest_client_instance_id = slot_setter(
+    PushTelemetryRequest, "client_instance_id"
+)
+_set_PushTelemetryRequest_compression_type = slot_setter(PushTelemetryRequest, "compression_type")
+_set_PushTelemetryRequest_metrics = slot_setter(PushTelemetryRequest, "metrics")
+_set_PushTelemetryRequest_subscription_id = slot_setter(PushTelemetryRequest, "subscription_id")
+_set_PushTelemetryRequest_terminating = slot_setter(PushTelemetryRequest, "terminating")
 
 
 _S0 = struct.Struct(">16si?b")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from proto.primitives import (
     BytesLike,
     skip_tagged_fields,
+    slot_setter,
 )
 
 __all__ = [
@@ -39,8 +40,8 @@ class PushTelemetryResponse:
 
 
 _new = object.__new__
-_set_PushTelemetryResponse_error_code = PushTelemetryResponse.error_code.__set__
-_set_PushTelemetryResponse_throttle_time_ms = PushTelemetryResponse.throttle_time_ms.__set__
+_set_PushTelemetryResponse_error_code = slot_setter(PushTelemetryResponse, "error_code")
+_set_PushTelemetryResponse_throttle_time_ms = slot_setter(PushTelemetryResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">ih")

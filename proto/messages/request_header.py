@@ -12,6 +12,7 @@ from proto.primitives import (
     BytesLike,
     read_nullable_string,
     skip_tagged_fields,
+    slot_setter,
     write_nullable_string,
 )
 
@@ -43,10 +44,10 @@ class RequestHeader:
 
 
 _new = object.__new__
-_set_RequestHeader_client_id = RequestHeader.client_id.__set__
-_set_RequestHeader_correlation_id = RequestHeader.correlation_id.__set__
-_set_RequestHeader_request_api_key = RequestHeader.request_api_key.__set__
-_set_RequestHeader_request_api_version = RequestHeader.request_api_version.__set__
+_set_RequestHeader_client_id = slot_setter(RequestHeader, "client_id")
+_set_RequestHeader_correlation_id = slot_setter(RequestHeader, "correlation_id")
+_set_RequestHeader_request_api_key = slot_setter(RequestHeader, "request_api_key")
+_set_RequestHeader_request_api_version = slot_setter(RequestHeader, "request_api_version")
 
 
 _S0 = struct.Struct(">hhi")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from proto.primitives import (
     BytesLike,
     skip_tagged_fields,
+    slot_setter,
 )
 
 __all__ = [
@@ -35,7 +36,7 @@ class ResponseHeader:
 
 
 _new = object.__new__
-_set_ResponseHeader_correlation_id = ResponseHeader.correlation_id.__set__
+_set_ResponseHeader_correlation_id = slot_setter(ResponseHeader, "correlation_id")
 
 
 _S0 = struct.Struct(">i")
