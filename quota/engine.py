@@ -24,12 +24,14 @@ Broker settings (``QuotaEngineConfig.from_mapping``; values may be ints or strin
     listener.name.<name>.max.connections
     listener.name.<name>.max.connection.creation.rate
 
-Entity quotas (``apply_entity_quotas``): a mapping from entity to ``{key: value}``.  The
-entity (a dict key, so hashable) is the config store's path (``users/alice``, ``clients/app``,
+Entity quotas (``apply_entity_quotas``): a mapping from entity to ``{key: value}``, e.g.
+the config store's ``snapshot().quotas`` as it is.  The entity (a dict key, so hashable) is
+the store's ``QuotaEntity``, or its path (``users/alice``, ``clients/app``,
 ``users/alice/clients/app``, ``users/<default>``, ``clients/<default>``,
-``users/<default>/clients/<default>``, ``ips/10.0.0.7``, ``ips/<default>``) or Kafka's
-entity as pairs (``(("user", "alice"), ("client-id", None))``, None = default;
-``alter_entity_quota`` also takes the dict form ``{"user": "alice", "client-id": None}``).  Keys:
+``users/<default>/clients/<default>``, ``ips/10.0.0.7``, ``ips/<default>``; names
+URL-encoded as in Kafka's config paths) or Kafka's entity as pairs
+(``(("user", "alice"), ("client-id", None))``, None = default; ``alter_entity_quota`` also
+takes the dict form ``{"user": "alice", "client-id": None}``).  Keys:
 ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage``,
 ``controller_mutation_rate`` for user/client-id entities; ``connection_creation_rate`` for
 IP entities.  The mapping is the complete desired state: entities or keys missing from it

@@ -33,7 +33,7 @@ import enum
 import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 __all__ = [
     "DEFAULT",
@@ -122,7 +122,8 @@ class IpQuotaEntity:
 
 
 def _name(name: str | Default) -> str:
-    return DEFAULT_NAME if name is DEFAULT else str(name)
+    """A path segment: ``<default>``, or the name URL-encoded (Kafka's ``Sanitizer``)."""
+    return DEFAULT_NAME if isinstance(name, Default) else sanitize_user(name)
 
 
 class Part(enum.Enum):
@@ -186,52 +187,59 @@ _ENTITY_TYPES = {
 }
 
 
-def parse_entity(
-    spec: str | Mapping[str, str | None] | Iterable[tuple[str, str | None]],
-) -> ClientQuotaEntity | IpQuotaEntity:
+def parse_entity(spec: object) -> ClientQuotaEntity | IpQuotaEntity:
     """Read an entity from the config store's path form or Kafka's entity-map form.
 
-    Accepted shapes (a ``None`` name, or the string ``<default>``, means the default entity):
+    Accepted shapes:
 
-    * ``"users/alice"``, ``"clients/app-1"``, ``"users/alice/clients/app-1"``,
-      ``"users/<default>"``, ``"ips/10.0.0.7"``, ``"ips/<default>"``
-      (an optional leading ``/config/`` is ignored);
-    * ``{"user": "alice", "client-id": None}`` (``ClientQuotaEntity.entries()``);
-    * ``(("user", "alice"), ("client-id", None))``.
+    * a path: ``"users/alice"``, ``"clients/app-1"``, ``"users/alice/clients/app-1"``,
+      ``"users/<default>"``, ``"ips/10.0.0.7"``, ``"ips/<default>"`` (an optional leading
+      ``/config/`` is ignored).  Names are URL-encoded as Kafka's ``Sanitizer`` writes them
+      in config paths (``users/CN%3Dalice``), so a user literally called ``<default>`` is
+      ``users/%3Cdefault%3E``;
+    * Kafka's entity map, ``None`` meaning the default: ``{"user": "alice", "client-id":
+      None}``, or the same as ``(type, name)`` pairs, or any object whose ``entries`` holds
+      those pairs (the config store's ``QuotaEntity``).  Names here are plain, not encoded.
 
-    Raises ValueError naming the problem.
+    Raises ValueError naming the problem (Kafka's messages where it has one).
     """
+    pairs: list[tuple[str, str | None]]
+    entries = getattr(spec, "entries", None)
     if isinstance(spec, str):
         pairs = _pairs_from_path(spec)
     elif isinstance(spec, Mapping):
         pairs = list(spec.items())
-    else:
+    elif isinstance(entries, tuple):
+        pairs = list(entries)
+    elif isinstance(spec, Iterable):
         pairs = list(spec)
+    else:
+        raise ValueError(f"not a quota entity: {spec!r}")
     components: dict[str, str | Default] = {}
     for raw_type, raw_name in pairs:
         entity_type = _ENTITY_TYPES.get(raw_type)
         if entity_type is None:
-            raise ValueError(f"unknown quota entity type {raw_type!r} in {spec!r}")
+            raise ValueError(f"Unhandled client quota entity type: {raw_type} (in {spec!r})")
         if entity_type in components:
-            raise ValueError(f"entity type {entity_type!r} given twice in {spec!r}")
+            raise ValueError(f"Invalid client quota entity, duplicate entity entry {entity_type}")
         if raw_name == "":
             raise ValueError(f"Empty {entity_type} not supported")
-        if raw_name is None or raw_name == DEFAULT_NAME:
-            components[entity_type] = DEFAULT
-        else:
-            components[entity_type] = raw_name
+        components[entity_type] = DEFAULT if raw_name is None else raw_name
     if "ip" in components:
         if len(components) != 1:
-            raise ValueError(f"an ip entity can't be combined with user or client-id: {spec!r}")
+            raise ValueError(
+                "Invalid quota entity combination, IP entity should not be combined with "
+                f"User or ClientId: {spec!r}"
+            )
         ip = components["ip"]
         if isinstance(ip, str):
             try:
                 ip = canonical_ip(ip)
             except ValueError:
-                raise ValueError(f"{ip!r} is not a valid IP address in {spec!r}") from None
+                raise ValueError(f"{ip} is not a valid IP address") from None
         return IpQuotaEntity(ip)
     if not components:
-        raise ValueError(f"empty quota entity {spec!r}")
+        raise ValueError(f"Invalid empty client quota entity {spec!r}")
     return ClientQuotaEntity(components.get("user"), components.get("client-id"))
 
 
@@ -243,11 +251,18 @@ def _pairs_from_path(path: str) -> list[tuple[str, str | None]]:
             break
     if rest.startswith("users/") and "/clients/" in rest:
         user, client_id = rest[len("users/") :].split("/clients/", 1)
-        return [("user", user), ("client-id", client_id)]
+        return [("user", _decode(user)), ("client-id", _decode(client_id))]
     entity_type, sep, name = rest.partition("/")
-    if not sep or not name:
-        raise ValueError(
-            f"quota entity {path!r} is not one of users/<u>, clients/<c>, "
-            "users/<u>/clients/<c>, ips/<ip> (use <default> for a default)"
-        )
-    return [(entity_type, name)]
+    if sep and name:
+        return [(entity_type, _decode(name))]
+    if sep and not name and entity_type in _ENTITY_TYPES:
+        return [(entity_type, "")]  # "users/": Kafka's "Empty user not supported"
+    raise ValueError(
+        f"quota entity {path!r} is not one of users/<u>, clients/<c>, "
+        "users/<u>/clients/<c>, ips/<ip> (use <default> for a default)"
+    )
+
+
+def _decode(segment: str) -> str | None:
+    """A path segment: ``<default>`` is the default (None), anything else URL-decoded."""
+    return None if segment == DEFAULT_NAME else unquote(segment)

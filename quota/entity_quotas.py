@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
@@ -32,9 +32,11 @@ __all__ = [
 # Errors.INVALID_REQUEST in clients/.../common/protocol/Errors.java.
 INVALID_REQUEST: Final = 42
 
-EntitySpec = str | Mapping[str, str | None] | Iterable[tuple[str, str | None]]
-# The key type of an entity-quotas mapping: a path string or a tuple of (type, name) pairs.
-EntityKeyT = TypeVar("EntityKeyT", bound=EntitySpec)
+# What parse_entity reads: a path, an entity map, (type, name) pairs, or an object with
+# such pairs in ``entries`` (the config store's QuotaEntity).
+EntitySpec = object
+# The key type of an entity-quotas mapping (any of the hashable shapes above).
+EntityKeyT = TypeVar("EntityKeyT", bound=Hashable)
 
 
 class InvalidQuotaError(QuotaConfigError):

@@ -166,7 +166,7 @@ def test_apply_entity_quotas_is_the_complete_desired_state(clock: ManualClock) -
         ),
         ({"ips/10.0.0.1": {"connection_creation_rate": 2**31}}, "too large for an INT"),
         ({"users/alice": {"request_percentage": "lots"}}, "must be a number"),
-        ({"groups/g": {"producer_byte_rate": 1}}, "unknown quota entity type"),
+        ({"groups/g": {"producer_byte_rate": 1}}, "Unhandled client quota entity type"),
         ({"users/alice": {}, "/config/users/alice": {}}, "duplicate entity"),
     ],
 )

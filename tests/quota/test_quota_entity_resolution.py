@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
 from quota import (
@@ -20,6 +22,14 @@ from quota import (
 from quota.client_quota_manager import UNLIMITED
 
 USER, CLIENT = "alice", "app-1"
+
+
+@dataclass(frozen=True)
+class StoreEntity:
+    """The shape of the config store's QuotaEntity: (type, name or None) pairs."""
+
+    entries: tuple[tuple[str, str | None], ...]
+
 
 # Every level configured for (alice, app-1), each with its own limit; the metric tags the
 # client's sensor gets at that level (Kafka's quotaMetricTags).
@@ -155,29 +165,40 @@ def test_user_names_are_sanitized_in_tags_and_keys_client_ids_are_not(
         ({"user": "alice", "client-id": None}, ClientQuotaEntity("alice", DEFAULT)),
         ((("client-id", "app-1"),), ClientQuotaEntity(None, "app-1")),
         ({"ip": None}, IpQuotaEntity(DEFAULT)),
+        # paths carry names URL-encoded (Kafka's Sanitizer); maps carry them plain
+        ("users/CN%3Dalice%2CO%3Dacme", ClientQuotaEntity("CN=alice,O=acme", None)),
+        ("users/%3Cdefault%3E", ClientQuotaEntity("<default>", None)),
+        ({"user": "<default>"}, ClientQuotaEntity("<default>", None)),
+        (
+            StoreEntity((("user", None), ("client-id", "app-1"))),
+            ClientQuotaEntity(DEFAULT, "app-1"),
+        ),
     ],
 )
 def test_parse_entity(spec: object, expected: object) -> None:
-    assert parse_entity(spec) == expected  # type: ignore[arg-type]
+    assert parse_entity(spec) == expected
 
 
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("topics/t", "unknown quota entity type"),
+        ("topics/t", "Unhandled client quota entity type: topics"),
         ("users", "is not one of"),
         ("ips/not-an-ip", "not a valid IP"),
-        ({"ip": "10.0.0.1", "user": "alice"}, "can't be combined"),
-        ({}, "empty quota entity"),
+        ({"ip": "10.0.0.1", "user": "alice"}, "Invalid quota entity combination"),
+        ({}, "Invalid empty client quota entity"),
+        ({"user": "a", "users": "b"}, "duplicate entity entry user"),
+        (42, "not a quota entity"),
         ({"user": ""}, "Empty user not supported"),
         ("users/alice/clients/", "Empty client-id not supported"),
     ],
 )
 def test_parse_entity_rejects_bad_specs(spec: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        parse_entity(spec)  # type: ignore[arg-type]
+        parse_entity(spec)
 
 
 def test_entity_paths_round_trip() -> None:
-    for _rank, entity, _limit, _tags in LEVELS:
+    odd_names = [ClientQuotaEntity("a/b", "c/clients/d"), ClientQuotaEntity("<default>", "50%")]
+    for entity in [level[1] for level in LEVELS] + odd_names:
         assert parse_entity(entity.path) == entity
