@@ -177,13 +177,6 @@ def test_rendered_pod_starts_answers_its_probes_and_drains_on_sigterm(
     assert process.wait(timeout=25) == 0, pod["log"].read_text(errors="replace")
 
 
-@pytest.mark.xfail(
-    reason="collector bugs, reported: `ktc serve` installs uvloop and "
-    "collector/protocol.py asserts isinstance(transport, asyncio.Transport), which uvloop's "
-    "TCPTransport is not (every connection is dropped); and CollectorServer.start() never "
-    "calls ConfigStore.load(), so subscriptions present at start-up are ignored",
-    strict=False,
-)
 def test_a_client_subscribed_through_values_pushes_to_its_node(pod: dict[str, Any]) -> None:
     process: subprocess.Popen[bytes] = pod["process"]
     # The store reads the ConfigMap files where the volume put them.
