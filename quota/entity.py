@@ -122,8 +122,11 @@ class IpQuotaEntity:
 
 
 def _name(name: str | Default) -> str:
-    """A path segment: ``<default>``, or the name URL-encoded (Kafka's ``Sanitizer``)."""
-    return DEFAULT_NAME if isinstance(name, Default) else sanitize_user(name)
+    """A path segment: ``<default>``, or the name with the characters that would make the
+    path ambiguous (``%``, ``/``, ``<``) percent-encoded; ``parse_entity`` decodes any."""
+    if isinstance(name, Default):
+        return DEFAULT_NAME
+    return name.replace("%", "%25").replace("/", "%2F").replace("<", "%3C")
 
 
 class Part(enum.Enum):
