@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from ktc_chart import CHART_DIR, container, find, load_values
 
@@ -52,6 +53,30 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
     confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
     assert confs == ["spark.driver.memory=2g", "spark.sql.shuffle.partitions=4"]
     assert "--master" not in args
+    assert args[args.index("--compact-interval") + 1] == "1h"
+    assert "--retention-days" not in args
+
+
+def test_ingest_arguments_are_accepted_by_ktc_ingest(rendered: Callable[..., Docs]) -> None:
+    """Parse the rendered args with the real `ktc ingest` command (without running it)."""
+    cli = pytest.importorskip("exporters.lakehouse.cli")
+    values = {
+        "ingest": {
+            "enabled": True,
+            "master": "local[2]",
+            "retentionDays": 30,
+            "sparkConf": {"spark.sql.shuffle.partitions": 2},
+        }
+    }
+    args = container(find(rendered(values), "Deployment"), "ingest")["args"]
+    assert args[0] == "ingest"
+    with cli.ingest_command.make_context("ingest", list(args[1:])) as ctx:
+        params: dict[str, Any] = ctx.params
+    assert params["data_dir"] == Path("/var/lib/ktc")
+    assert params["trigger_interval"] == "10s"
+    assert params["master"] == "local[2]"
+    assert params["retention_days"] == 30
+    assert list(params["conf"]) == ["spark.sql.shuffle.partitions=2"]
 
 
 def test_collectors_keep_landed_data_until_the_ingest_has_it(
