@@ -20,6 +20,7 @@ from otlp_receiver import (
     Fail,
     OtlpReceiver,
     PartialSuccess,
+    Slow,
     point_values,
     resource_attributes,
     sample_context,
@@ -230,6 +231,26 @@ def test_unavailable_is_retried_with_jittered_exponential_backoff(
     for wait, expected in zip(clock.waits_s, nominal):
         assert expected * 0.5 <= wait <= expected * 1.5
     assert sample(registry, "ktc_forwarder_retries_total") == 4
+
+
+def test_a_slow_receiver_times_out_per_attempt_and_the_push_is_retried(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Slow(30.0))  # released when the fixture stops the receiver
+    clock, registry = StepClock(), CollectorRegistry()
+    fwd = forwarder([landing_dir], config(receiver.target, timeout="100ms"), clock=clock,
+                    registry=registry)
+    started = time.monotonic()
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert time.monotonic() - started < 5  # the 30 s answer was not waited for
+    assert stats == ForwardStats(records_committed=1, points_sent=3)
+    assert len(clock.waits_s) == 1
+    assert sample(registry, "ktc_forwarder_retries_total") == 1
+    assert len(receiver.received) == 1
 
 
 def test_resource_exhausted_with_retry_info_waits_as_long_as_the_server_asks(
