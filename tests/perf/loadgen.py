@@ -6,10 +6,12 @@ every push interval, with a real zstd-compressed OTLP payload (a producer's ten 
 like librdkafka sends).  Requests on a connection are pipelined; responses come back in
 order, so latency is measured per push from write to response.
 
-An instance never has more than one push in flight: its next push is due at
-``max(last send + interval, last response)``.  The offered rate is therefore
-``instances / interval`` until the server saturates, then whatever the server sustains
-(closed loop), which is how peak throughput is measured without unbounded queues.
+An instance never has more than one push in flight: like the Java client, it schedules
+its next push one interval after the response (and so never trips the server's
+too-early gate).  The offered rate is therefore about ``instances / interval`` until
+the server saturates, then whatever the server sustains (closed loop), which is how peak
+throughput is measured without unbounded queues.  Times come from
+``time.perf_counter`` (uvloop's ``loop.time()`` has millisecond resolution).
 
 Usage: ``python tests/perf/loadgen.py --bootstrap 127.0.0.1:9092 --instances 6000
 --connections 60 --interval-ms 100 --duration-s 10``.  The server must have a
@@ -184,7 +186,7 @@ class _LoadConnection(asyncio.Protocol):
         buf += data
         pos = 0
         end = len(buf)
-        now = self._loop.time()
+        now = time.perf_counter()
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if end - pos - 4 < size:
@@ -211,8 +213,7 @@ class _LoadConnection(asyncio.Protocol):
                     self._stats.latencies.append((now - sent) * 1000.0)
                 else:
                     self._stats.errors[error] = self._stats.errors.get(error, 0) + 1
-            due = max(sent + self._interval_s, now)
-            self._ready.append((due, instance))
+            self._ready.append((now + self._interval_s, instance))
         del buf[:pos]
         if self._ready and self._timer is None and not self.stopped:
             self._arm()
@@ -226,21 +227,21 @@ class _LoadConnection(asyncio.Protocol):
         ]
 
     def start_pushing(self, offset_s: float) -> None:
-        first = self._loop.time() + offset_s
+        first = time.perf_counter() + offset_s
         # Spread this connection's instances over one interval, as real clients are.
         step = self._interval_s / max(1, self._count)
         self._ready.extend((first + i * step, i) for i in range(self._count))
         self._arm()
 
     def _arm(self) -> None:
-        delay = max(0.0, self._ready[0][0] - self._loop.time())
+        delay = max(0.0, self._ready[0][0] - time.perf_counter())
         self._timer = self._loop.call_later(delay, self._send_due)
 
     def _send_due(self) -> None:
         self._timer = None
         if self.stopped or self._transport is None or self._transport.is_closing():
             return
-        now = self._loop.time()
+        now = time.perf_counter()
         out = []
         ready = self._ready
         frames = self._frames
