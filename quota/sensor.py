@@ -68,7 +68,8 @@ class Sensor:
             if metric.is_token_bucket:
                 if measured < 0:
                     raise QuotaViolationError(metric, measured, quota.bound)
-            elif (measured > quota.bound) if quota.upper else (measured < quota.bound):
+            # Quota.acceptable, inlined; written as "not acceptable" so NaN violates, as in Java
+            elif not ((measured <= quota.bound) if quota.upper else (measured >= quota.bound)):
                 raise QuotaViolationError(metric, measured, quota.bound)
 
     def unrecord(self, value: float, now_ms: int) -> None:

@@ -344,3 +344,17 @@ def test_kip599_sampled_rate_holds_the_client_for_the_whole_window(
         with pytest.raises(QuotaViolationError):
             sensor.check_quotas(start_ms + waited_ms)
     sensor.check_quotas(start_ms + whole_span_ms)  # only once the burst's sample expires
+
+
+@pytest.mark.parametrize("check", ["record", "check_quotas"])
+def test_a_nan_measurement_violates_as_in_java(
+    metrics: Metrics, clock: ManualClock, check: str
+) -> None:
+    """Quota.acceptable(NaN) is false in Java (every comparison with NaN is)."""
+    sensor = metrics.sensor("s", clock.milliseconds(), MetricConfig(quota=Quota.upper_bound(5)))
+    sensor.add(MetricName("avg", "g"), Avg())  # an Avg of nothing is NaN
+    with pytest.raises(QuotaViolationError):
+        if check == "record":
+            sensor.record(float("nan"), clock.milliseconds())
+        else:
+            sensor.check_quotas(clock.milliseconds())
