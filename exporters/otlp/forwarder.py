@@ -429,7 +429,7 @@ class OtlpForwarder:
             body_bytes += len(prepared.body)
         if draining or size >= batch_config.min_size or self._flush_wait_s(tail) <= 0:
             return batch
-        if tail.read_offset < tail.end_offset:
+        if tail.held is not None or tail.read_offset < tail.end_offset:
             return batch  # the window is full: waiting for min_size could never finish
         return []
 
