@@ -261,9 +261,8 @@ def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
         directories = [landing_directory(Path(data_dir), node_id)]
     else:
         directories = node_directories(Path(data_dir))
-    out = click.get_text_stream("stdout")
     for record in dump_records(directories, from_offset=from_offset):
-        out.write(json.dumps(record, separators=(",", ":")) + "\n")
+        click.echo(json.dumps(record, separators=(",", ":")))
 
 
 def _add_optional_commands() -> None:
