@@ -435,6 +435,27 @@ def test_inconsistent_values_fail_with_a_clear_message(
     assert message in str(caught.value)
 
 
+# --- defaults and NOTES ------------------------------------------------------------------
+
+
+def test_chart_defaults_are_the_collectors_defaults() -> None:
+    """The values.yaml `config` examples restate the collector's defaults: installing the
+    chart with no values behaves like `ktc serve` with no config (listeners aside)."""
+    config_defaults = load_values(CHART_DIR / "values.yaml")["config"]
+    fields = {f.alias: f for f in CollectorConfig.model_fields.values()}
+    for key, value in config_defaults.items():
+        assert fields[key].default == value, key
+
+
+def test_notes_tell_clients_where_to_connect() -> None:
+    notes = render({"replicaCount": 3})[f"{CHART_DIR.name}/templates/NOTES.txt"]
+    assert "bootstrap.servers=ktc.telemetry.svc:9092" in notes
+    assert "PLAINTEXT://ktc-<ordinal>.ktc-headless.telemetry.svc:9092" in notes
+    assert "OTLP forwarding is off" in notes
+    with_otlp = render({"config": {"exporters.otlp": {"endpoint": "otel:4317"}}})
+    assert "OTLP forwarding is off" not in with_otlp[f"{CHART_DIR.name}/templates/NOTES.txt"]
+
+
 # --- names --------------------------------------------------------------------------------
 
 
