@@ -166,6 +166,33 @@ def test_batching_joins_pushes_up_to_max_size(receiver: OtlpReceiver, landing_di
     assert stats.records_committed == 7
 
 
+@pytest.mark.parametrize(
+    ("queue", "held"),
+    [
+        ({"queue_size": 2}, 2),  # sizer requests: two pushes
+        ({"queue_size": 7, "sizer": "items"}, 6),  # two 3-point pushes; a third would be 9
+        ({"queue_size": 1, "sizer": "items"}, 3),  # one push always fits, however large
+    ],
+)
+def test_read_ahead_is_bounded_by_queue_size(
+    receiver: OtlpReceiver, landing_dir: Path, queue: dict[str, object], held: int
+) -> None:
+    land(landing_dir, [push(0, seq) for seq in range(5)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE))
+    clock, registry = StepClock(), CollectorRegistry()
+    seen: list[float] = []
+    clock.on_wait = lambda _: seen.append(sample(registry, "otelcol_exporter_queue_size"))
+    fwd = forwarder([landing_dir], config(receiver.target, sending_queue=queue), clock=clock,
+                    registry=registry)
+    try:
+        assert fwd.run_once().records_committed == 5
+    finally:
+        fwd.close()
+    assert seen == [held]  # what was in memory while the first push waited for its retry
+    assert sample(registry, "otelcol_exporter_queue_capacity") == queue["queue_size"]
+    assert sample(registry, "otelcol_exporter_queue_size") == 0
+
+
 def test_a_push_that_is_not_otlp_is_skipped_and_counted(receiver: OtlpReceiver, landing_dir: Path) -> None:
     land(landing_dir, [push(0, 0), (sample_context(), b"\xff\xff\xff not protobuf"), push(0, 1)])
     registry = CollectorRegistry()
