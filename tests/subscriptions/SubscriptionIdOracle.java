@@ -33,18 +33,19 @@ public class SubscriptionIdOracle {
     }
 
     static String decode(String token) {
-        String hex = token.substring(1);
-        byte[] bytes = new byte[hex.length() / 2];
+        byte[] bytes = new byte[(token.length() - 1) / 2];
         for (int i = 0; i < bytes.length; i++) {
-            bytes[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+            bytes[i] = (byte) ((Character.digit(token.charAt(1 + 2 * i), 16) << 4)
+                | Character.digit(token.charAt(2 + 2 * i), 16));
         }
         return new String(bytes, StandardCharsets.UTF_8);
     }
 
     static String encode(String text) {
-        StringBuilder out = new StringBuilder("x");
-        for (byte b : text.getBytes(StandardCharsets.UTF_8)) {
-            out.append(String.format("%02x", b & 0xff));
+        byte[] bytes = text.getBytes(StandardCharsets.UTF_8);
+        StringBuilder out = new StringBuilder(1 + 2 * bytes.length).append('x');
+        for (byte b : bytes) {
+            out.append(Character.forDigit((b >> 4) & 0xf, 16)).append(Character.forDigit(b & 0xf, 16));
         }
         return out.toString();
     }

@@ -63,6 +63,8 @@ class Case:
 
 
 def _generate(rng: random.Random) -> Case:
+    if rng.random() < 0.2:
+        return _generate_map_order_probe(rng)
     pool = _metric_pool(rng)
     many = rng.random() < 0.15  # enough subscriptions to resize (and treeify) the map
     count = rng.randint(20, 80) if many else rng.randint(0, 6)
@@ -74,6 +76,10 @@ def _generate(rng: random.Random) -> Case:
     for name in names:
         size = rng.choice([0, 1, 2, 3, 5, 8, 13, 20, 40, 70, 100])
         metrics = rng.sample(pool, min(size, len(pool)))
+        if many:
+            # colliding names spread over many subscriptions: their order in the merged
+            # set is the order of the subscriptions in the ConcurrentHashMap
+            metrics += rng.sample(COLLIDING, 2)
         if rng.random() < 0.05:
             metrics.append("*")
         is_matched = rng.random() < 0.8
@@ -85,6 +91,22 @@ def _generate(rng: random.Random) -> Case:
         ))
         matched.append(is_matched)
     return Case(uuid.UUID(int=rng.getrandbits(128)), tuple(subscriptions), tuple(matched))
+
+
+def _generate_map_order_probe(rng: random.Random) -> Case:
+    """Up to 8 subscriptions each add one name of a colliding family, so those names share
+    one bucket of the merged set (a list, below the treeify threshold) and come out in
+    exactly the ConcurrentHashMap order of their subscriptions."""
+    names = list(dict.fromkeys(
+        rng.sample(COLLIDING, rng.randint(0, 16)) + [_random_name(rng) for _ in range(rng.randint(9, 80))]))
+    carriers = set(rng.sample(range(len(names)), min(8, len(names))))
+    family = iter(rng.sample(COLLIDING, len(COLLIDING)))
+    subscriptions = tuple(
+        Subscription(name=name, metrics=(next(family),) if i in carriers else (_random_name(rng),),
+                     interval_ms=rng.choice(INTERVALS))
+        for i, name in enumerate(names)
+    )
+    return Case(uuid.UUID(int=rng.getrandbits(128)), subscriptions, (True,) * len(subscriptions))
 
 
 def _encode(text: str) -> str:
