@@ -14,6 +14,7 @@ Without ``--update`` it checks them and exits 1 when one is stale.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "example_dirs",
     "find",
     "load_values",
+    "pod_environment",
     "render",
     "render_documents",
     "rendered_example_files",
@@ -107,6 +109,34 @@ def env_value(container_spec: dict[str, Any], name: str) -> dict[str, Any]:
     hits = [e for e in container_spec.get("env", []) if e["name"] == name]
     assert len(hits) == 1, f"expected one env var {name}"
     return hits[0]
+
+
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def pod_environment(statefulset: dict[str, Any], ordinal: int) -> dict[str, str]:
+    """The collector container's environment in pod <name>-<ordinal>, as the kubelet builds it.
+
+    fieldRefs resolve against the pod's metadata (the StatefulSet controller sets the
+    pod-index label); `$(VAR)` expands only variables defined *earlier* in the list, and
+    an unknown reference stays literal (Kubernetes' rule), so order mistakes show up.
+    Secret and ConfigMap references have no value outside a cluster and are left out.
+    """
+    pod_metadata = {
+        "metadata.name": f"{statefulset['metadata']['name']}-{ordinal}",
+        "metadata.namespace": statefulset["metadata"]["namespace"],
+        f"metadata.labels['{POD_INDEX_LABEL}']": str(ordinal),
+    }
+    env: dict[str, str] = {}
+    for entry in container(statefulset, "collector").get("env", []):
+        source = entry.get("valueFrom")
+        if source is None:
+            value = entry.get("value", "")
+            env[entry["name"]] = _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), value)
+        elif "fieldRef" in source:
+            env[entry["name"]] = pod_metadata[source["fieldRef"]["fieldPath"]]
+    return env
 
 
 def ci_values_files() -> list[Path]:

@@ -15,7 +15,18 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, NAMESPACE, RELEASE, container, env_value, find, load_values, render
+from ktc_chart import (
+    CHART_DIR,
+    NAMESPACE,
+    POD_INDEX_LABEL,
+    RELEASE,
+    container,
+    env_value,
+    find,
+    load_values,
+    pod_environment,
+    render,
+)
 
 from collector.config import CollectorConfig, load_config
 from collector.listeners import EndPoint, parse_listeners, parse_security_protocol_map
@@ -26,33 +37,6 @@ from subscriptions.store import ConfigStore
 
 Docs = list[dict[str, Any]]
 CI = CHART_DIR / "ci"
-
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
-_VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-
-
-def pod_environment(statefulset: dict[str, Any], ordinal: int) -> dict[str, str]:
-    """The collector container's environment in pod <name>-<ordinal>, as the kubelet builds it.
-
-    fieldRefs resolve against the pod's metadata (the StatefulSet controller sets the
-    pod-index label); `$(VAR)` expands only variables defined *earlier* in the list, and
-    an unknown reference stays literal (Kubernetes' rule), so order mistakes show up.
-    """
-    pod_name = f"{statefulset['metadata']['name']}-{ordinal}"
-    pod_metadata = {
-        "metadata.name": pod_name,
-        "metadata.namespace": statefulset["metadata"]["namespace"],
-        f"metadata.labels['{POD_INDEX_LABEL}']": str(ordinal),
-    }
-    env: dict[str, str] = {}
-    for entry in container(statefulset, "collector").get("env", []):
-        if "valueFrom" in entry:
-            field_path = entry["valueFrom"]["fieldRef"]["fieldPath"]
-            env[entry["name"]] = pod_metadata[field_path]
-        else:
-            value = entry.get("value", "")
-            env[entry["name"]] = _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), value)
-    return env
 
 
 def config_yaml(docs: Docs) -> str:

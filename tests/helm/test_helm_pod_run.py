@@ -33,8 +33,7 @@ from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Producer
-from ktc_chart import container, find
-from test_helm_collector import pod_environment
+from ktc_chart import container, find, pod_environment
 
 from exporters.landing import LandingReader, LandingRecord
 from subscriptions.store import ConfigStore
