@@ -1,5 +1,6 @@
-"""Property tests: the optimised Rate against a line-by-line model of Kafka's algorithm, and
-throttle-time invariants (never negative once violated; waiting it out clears a bucket)."""
+"""Property tests: the optimised Rate against a line-by-line model of Kafka's algorithm, the
+precedence table against Kafka's nested ifs, and throttle-time invariants (never negative
+once violated; waiting it out clears a bucket)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota import (
+    DEFAULT,
+    ClientQuotaEntity,
+    ClientQuotaManager,
+    ClientQuotaManagerConfig,
     MetricConfig,
     MetricName,
     Metrics,
     Quota,
+    QuotaType,
     QuotaViolationError,
     Rate,
     TokenBucket,
@@ -21,6 +27,7 @@ from quota import (
     throttle_time_ms,
     token_bucket_throttle_time_ms,
 )
+from quota.client_quota_manager import UNLIMITED
 from quota.sampled_stat import SampledStat
 
 
@@ -195,3 +202,87 @@ def test_waiting_out_a_bucket_throttle_makes_it_non_negative(
             # Math.round may round the wait half a millisecond short: allow that one ms.
             # (Measured on a copy: measuring refills, and the sequence goes on from now_ms.)
             assert copy.deepcopy(bucket).measure(config, now_ms + wait_ms + 1) >= 0
+
+
+# -- entity resolution: the table against Kafka's nested ifs ---------------------------------
+
+_D = "<default>"
+
+
+def kafka_quota_metric_tags(
+    overridden: dict[tuple[str | None, str | None], float],
+    enabled: int,
+    user: str,
+    client_id: str,
+) -> tuple[str, str]:
+    """DefaultQuotaCallback.quotaMetricTags, transcribed (entities keyed by (user, client))."""
+    if enabled in (0, 1):
+        return ("", client_id)
+    if enabled == 2:
+        return (user, "")
+    if enabled == 4:
+        return (user, client_id)
+    if (user, client_id) in overridden:
+        return (user, client_id)
+    if (user, _D) in overridden:
+        return (user, client_id)
+    if (user, None) in overridden:
+        return (user, "")
+    if (_D, client_id) in overridden:
+        return (user, client_id)
+    if (_D, _D) in overridden:
+        return (user, client_id)
+    if (_D, None) in overridden:
+        return (user, "")
+    return ("", client_id)
+
+
+def kafka_quota_limit(
+    overridden: dict[tuple[str | None, str | None], float], user: str, client_id: str
+) -> float | None:
+    """DefaultQuotaCallback.quotaLimit / findQuota, transcribed."""
+    candidates: tuple[tuple[str | None, str | None], ...] = ()
+    if user and client_id:
+        candidates = ((user, client_id), (user, _D), (_D, client_id), (_D, _D))
+    elif user:
+        candidates = ((user, None), (_D, None))
+    elif client_id:
+        candidates = ((None, client_id), (None, _D))
+    for key in candidates:
+        if key in overridden:
+            return overridden[key]
+    return None
+
+
+NAMES = st.sampled_from(["alice", "bob", "app-1", "app-2"])
+ENTITY_SIDES = st.one_of(st.none(), st.just(_D), NAMES)
+ENTITIES = st.tuples(ENTITY_SIDES, ENTITY_SIDES).filter(lambda e: e != (None, None))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    configured=st.dictionaries(ENTITIES, st.integers(1, 10_000), max_size=8),
+    clients=st.lists(st.tuples(NAMES, NAMES), min_size=1, max_size=5),
+)
+def test_precedence_table_matches_kafkas_nested_ifs(
+    configured: dict[tuple[str | None, str | None], int], clients: list[tuple[str, str]]
+) -> None:
+    def side(name: str | None) -> object:
+        return DEFAULT if name == _D else name
+
+    manager = ClientQuotaManager(ClientQuotaManagerConfig(), Metrics(), QuotaType.PRODUCE, 0)
+    for (user, client_id), limit in configured.items():
+        entity = ClientQuotaEntity(side(user), side(client_id))  # type: ignore[arg-type]
+        manager.update_quota(entity, Quota.upper_bound(limit))
+    kinds = {(u is not None) * 2 + (c is not None) for u, c in configured}  # 1 c, 2 u, 3 u+c
+    enabled = 0
+    for kind in kinds:
+        enabled |= {1: 1, 2: 2, 3: 4}[kind]
+    assert manager.quota_types_enabled == enabled
+    overridden = {key: float(limit) for key, limit in configured.items()}
+    for user, client_id in clients:
+        tags = kafka_quota_metric_tags(overridden, enabled, user, client_id)
+        expected = kafka_quota_limit(overridden, *tags)
+        sensors = manager.get_or_create_quota_sensors(user, client_id, 0)
+        assert sensors.metric_tags == tags
+        assert manager.quota(user, client_id).bound == (UNLIMITED if expected is None else expected)
