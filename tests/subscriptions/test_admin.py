@@ -58,16 +58,16 @@ def test_bad_values_carry_kafka_errors(store: ConfigStore) -> None:
 def test_describe_prints_like_the_kafka_tool(store: ConfigStore) -> None:
     admin.alter(store, "a", metrics="m1,m2")
     admin.alter(store, "b", interval="5000", match="client_id=x")
-    assert admin.format_describe(admin.describe(store)) == "\n".join([
-        "Client metrics configs for a are:",
-        "  metrics=m1,m2",
-        "  interval.ms=300000",
-        "  match=",
-        "Client metrics configs for b are:",
-        "  metrics=",
-        "  interval.ms=5000",
-        "  match=client_id=x",
-    ])
+    assert admin.format_describe(admin.describe(store)) == (
+        "Client metrics configs for a are:\n"
+        "  metrics=m1,m2\n"
+        "  interval.ms=300000\n"
+        "  match=\n"
+        "Client metrics configs for b are:\n"
+        "  metrics=\n"
+        "  interval.ms=5000\n"
+        "  match=client_id=x"
+    )
     assert admin.describe(store, "b") == [("b", {"metrics": "", "interval.ms": "5000", "match": "client_id=x"})]
     with pytest.raises(admin.AdminUsageError, match="does not exist"):
         admin.describe(store, "missing")

@@ -107,8 +107,9 @@ def test_chm_grows_when_count_reaches_three_quarters(keys: list[str]) -> None:
         capacity *= 2
     order = ConcurrentHashMapOrder(keys)
     assert order.capacity == (capacity if keys else 0)
-    assert sorted(order.keys()) == sorted(keys)
-    buckets = [chm_spread(key) & (capacity - 1) for key in order.keys()]
+    ordered = order.keys()
+    assert sorted(ordered) == sorted(keys)
+    buckets = [chm_spread(key) & (capacity - 1) for key in ordered]
     assert buckets == sorted(buckets)
 
 
