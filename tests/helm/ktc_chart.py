@@ -27,6 +27,7 @@ __all__ = [
     "CHART_DIR",
     "KUBE_VERSIONS",
     "NAMESPACE",
+    "POD_INDEX_LABEL",
     "RELEASE",
     "ci_values_files",
     "container",

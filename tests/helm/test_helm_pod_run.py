@@ -1,16 +1,18 @@
-"""The rendered pod, run for real.
+"""The rendered pods, run for real.
 
-The collector process is started the way the StatefulSet starts it: the container's
-command and args, every ConfigMap item written where its volume is mounted, and the
-environment resolved as the kubelet resolves it for pod `ktc-1`.  Then the probes'
-own paths are fetched, a real Kafka client (librdkafka) subscribed only through the
-chart's `subscriptions` value pushes telemetry, and SIGTERM must end the process cleanly
-within the drain time the chart configured.
+Each collector process is started the way the StatefulSet starts pod `ktc-<n>`: the
+container's command and args, every ConfigMap item written where its volume is mounted,
+per-pod volumes (the data claim template, emptyDirs) private to the pod, the shared
+landing claim shared by all pods, and the environment resolved as the kubelet resolves it.
+Then the probes' own paths are fetched, real Kafka clients (librdkafka) subscribed only
+through the chart's `subscriptions` value push telemetry, and SIGTERM must end the process
+cleanly within the drain time the chart configured.
 
 Three things cannot be as in the cluster, and are overridden through the environment
 (which the collector reads over the file, exactly as KTC_NODE_ID is):
   * the filesystem root: mount paths are placed under a temporary directory
-    (KTC_DATA_DIR, and the --config path);
+    (KTC_DATA_DIR, and the --config path); a shared claim is one directory that each
+    pod's mount path links to;
   * the ports: 127.0.0.1 port 0 instead of 0.0.0.0:9092/8888 (KTC_LISTENERS,
     KTC_HTTP_LISTENER), so tests never collide;
   * the advertised name: `ktc-1.ktc-headless.telemetry.svc` resolves only inside the
@@ -20,6 +22,7 @@ Three things cannot be as in the cluster, and are overridden through the environ
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -35,7 +38,7 @@ import pytest
 from confluent_kafka import Producer
 from ktc_chart import container, find, pod_environment
 
-from exporters.landing import LandingReader, LandingRecord
+from exporters.landing import LandingReader, LandingRecord, node_directories
 from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.integration
@@ -43,15 +46,15 @@ pytestmark = pytest.mark.integration
 T = TypeVar("T")
 Docs = list[dict[str, Any]]
 
-ORDINAL = 1
-CLIENT_ID = "helm-pod-test"
+DATA_DIR = "/var/lib/ktc"  # values.yaml dataDir
+CLIENT_PREFIX = "helm-pod-test"
 VALUES: dict[str, Any] = {
     "replicaCount": 2,
     "subscriptions": {
         "helm-producers": {
             "metrics": "org.apache.kafka.producer.",
             "interval.ms": 500,
-            "match": f"client_id={CLIENT_ID}",
+            "match": f"client_id={CLIENT_PREFIX}-.*",
         },
     },
     "quotas": {"clients/<default>": {"request_percentage": 200}},
@@ -70,9 +73,32 @@ def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str) -> T:
         time.sleep(0.05)
 
 
-def materialize_volumes(docs: Docs, root: Path) -> dict[str, Path]:
-    """Create every mount of the collector container under ``root``; ConfigMap volumes
-    get their items as files.  Returns mount path -> local directory."""
+@dataclasses.dataclass
+class RunningPod:
+    ordinal: int
+    process: subprocess.Popen[bytes]
+    ready: dict[str, Any]  # what `ktc serve --ready-file` wrote: bound ports, cluster id
+    mounts: dict[str, Path]  # mount path in the container -> local directory
+    log: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.mounts[DATA_DIR]
+
+    @property
+    def kafka_port(self) -> int:
+        return int(self.ready["listeners"]["PLAINTEXT"])
+
+    def check_alive(self) -> None:
+        log = self.log.read_text(errors="replace")
+        if "Traceback" in log or self.process.poll() is not None:
+            raise AssertionError(f"collector ktc-{self.ordinal} failed:\n{log[-3000:]}")
+
+
+def materialize_volumes(docs: Docs, pod_root: Path, claims_root: Path) -> dict[str, Path]:
+    """Create every mount of the collector container.  Per-pod volumes live under
+    ``pod_root``; a persistentVolumeClaim volume is one directory under ``claims_root``
+    shared by every pod (linked at the mount path); ConfigMap items become files."""
     statefulset = find(docs, "StatefulSet")
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
     claim_templates = {
@@ -80,17 +106,23 @@ def materialize_volumes(docs: Docs, root: Path) -> dict[str, Path]:
     }
     mounts: dict[str, Path] = {}
     for mount in container(statefulset, "collector")["volumeMounts"]:
-        local = root / mount["mountPath"].lstrip("/")
-        local.mkdir(parents=True, exist_ok=True)
+        local = pod_root / mount["mountPath"].lstrip("/")
+        local.parent.mkdir(parents=True, exist_ok=True)
         mounts[mount["mountPath"]] = local
         volume = volumes.get(mount["name"])
         if volume is None:
             assert mount["name"] in claim_templates, f"volume {mount['name']} is not defined"
-            continue
-        if "configMap" in volume:
-            configmap = find(docs, "ConfigMap", volume["configMap"]["name"])
-            for item in volume["configMap"]["items"]:
-                (local / item["path"]).write_text(configmap["data"][item["key"]], "utf-8")
+            local.mkdir(exist_ok=True)
+        elif "persistentVolumeClaim" in volume:
+            shared = claims_root / volume["persistentVolumeClaim"]["claimName"]
+            shared.mkdir(parents=True, exist_ok=True)
+            local.symlink_to(shared, target_is_directory=True)
+        else:
+            local.mkdir(exist_ok=True)
+            if "configMap" in volume:
+                configmap = find(docs, "ConfigMap", volume["configMap"]["name"])
+                for item in volume["configMap"]["items"]:
+                    (local / item["path"]).write_text(configmap["data"][item["key"]], "utf-8")
     return mounts
 
 
@@ -101,52 +133,59 @@ def rerooted(arg: str, mounts: dict[str, Path]) -> str:
     return arg
 
 
-@pytest.fixture
-def pod(rendered: Callable[..., Docs], tmp_path: Path) -> Iterator[dict[str, Any]]:
-    docs = rendered(VALUES)
+def start_pod(docs: Docs, ordinal: int, root: Path) -> RunningPod:
     statefulset = find(docs, "StatefulSet")
     spec = container(statefulset, "collector")
-    mounts = materialize_volumes(docs, tmp_path / "root")
-    data_dir = mounts["/var/lib/ktc"]
-
+    pod_root = root / f"ktc-{ordinal}"
+    mounts = materialize_volumes(docs, pod_root, root / "claims")
+    ready_file = pod_root / "ready.json"
     executable = Path(sys.executable).parent / spec["command"][0]
-    ready_file = tmp_path / "ready.json"
     argv = [str(executable), *(rerooted(a, mounts) for a in spec["args"])]
     argv += ["--ready-file", str(ready_file)]
     environment = {
         "PATH": os.environ.get("PATH", ""),
-        **pod_environment(statefulset, ORDINAL),
-        "KTC_DATA_DIR": str(data_dir),
+        **pod_environment(statefulset, ordinal),
+        "KTC_DATA_DIR": str(mounts[DATA_DIR]),
         "KTC_LISTENERS": "PLAINTEXT://127.0.0.1:0",
         "KTC_HTTP_LISTENER": "127.0.0.1:0",
         "KTC_ADVERTISED_LISTENERS": "PLAINTEXT://127.0.0.1:0",
     }
-    log_path = tmp_path / "collector.log"
+    log_path = pod_root / "collector.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(argv, env=environment, stdout=log, stderr=subprocess.STDOUT)
+
+    def started() -> dict[str, Any] | None:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"collector exited {process.returncode}:\n" + log_path.read_text(errors="replace")
+            )
+        return json.loads(ready_file.read_text()) if ready_file.exists() else None
+
     try:
+        ready = wait_for(started, timeout_s=30, what=f"ktc-{ordinal} to start")
+    except BaseException:
+        process.kill()
+        process.wait(10)
+        raise
+    return RunningPod(ordinal, process, ready, mounts, log_path)
 
-        def started() -> dict[str, Any] | None:
-            if process.poll() is not None:
-                raise AssertionError(
-                    f"collector exited {process.returncode}:\n"
-                    + log_path.read_text(errors="replace")
-                )
-            return json.loads(ready_file.read_text()) if ready_file.exists() else None
 
-        ready = wait_for(started, timeout_s=30, what="the collector to start")
-        yield {
-            "docs": docs,
-            "process": process,
-            "ready": ready,
-            "data_dir": data_dir,
-            "spec": spec,
-            "log": log_path,
-        }
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
+@pytest.fixture
+def start(rendered: Callable[..., Docs], tmp_path: Path) -> Iterator[Callable[[int], RunningPod]]:
+    """start(ordinal) -> a running pod of the VALUES release; all are killed at the end."""
+    docs = rendered(VALUES)
+    pods: list[RunningPod] = []
+
+    def _start(ordinal: int) -> RunningPod:
+        pod = start_pod(docs, ordinal, tmp_path)
+        pods.append(pod)
+        return pod
+
+    yield _start
+    for pod in pods:
+        if pod.process.poll() is None:
+            pod.process.kill()
+            pod.process.wait(10)
 
 
 def http_status(port: int, path: str) -> int:
@@ -155,60 +194,76 @@ def http_status(port: int, path: str) -> int:
 
 
 def test_rendered_pod_starts_answers_its_probes_and_drains_on_sigterm(
-    pod: dict[str, Any],
+    rendered: Callable[..., Docs], start: Callable[[int], RunningPod]
 ) -> None:
-    process: subprocess.Popen[bytes] = pod["process"]
-    http_port = pod["ready"]["http_port"]
+    docs = rendered(VALUES)
+    spec = container(find(docs, "StatefulSet"), "collector")
+    pod = start(1)
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
-        assert http_status(http_port, pod["spec"][probe]["httpGet"]["path"]) == 200, probe
+        path = spec[probe]["httpGet"]["path"]
+        assert http_status(pod.ready["http_port"], path) == 200, probe
 
     # The node reports the cluster id the chart derived, and keeps node.id = ordinal.
-    config_map = find(pod["docs"], "ConfigMap")["data"]["config.yaml"]
-    assert f"cluster.id: {pod['ready']['cluster_id']}" in config_map
-    meta = (pod["data_dir"] / "meta.properties").read_text()
-    assert f"node.id={ORDINAL}" in meta.splitlines()
+    config_map = find(docs, "ConfigMap")["data"]["config.yaml"]
+    assert f"cluster.id: {pod.ready['cluster_id']}" in config_map
+    meta = (pod.data_dir / "meta.properties").read_text()
+    assert "node.id=1" in meta.splitlines()
 
-    # Its landing log is node-<ordinal>/ under the landing mount.
-    assert (pod["data_dir"] / "landing" / f"node-{ORDINAL}").is_dir()
+    # Its landing log is node-<ordinal>/ on the landing claim.
+    assert (pod.data_dir / "landing" / "node-1").is_dir()
+    assert (pod.data_dir / "landing").resolve().parent.name == "claims"
+
+    # The store reads the ConfigMap files where the volume put them.
+    assert ConfigStore(pod.data_dir).snapshot().subscription("helm-producers") is not None
 
     # SIGTERM: a clean exit within the drain time the chart derived (grace - 5 s).
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=25) == 0, pod["log"].read_text(errors="replace")
+    pod.process.send_signal(signal.SIGTERM)
+    assert pod.process.wait(timeout=25) == 0, pod.log.read_text(errors="replace")
 
 
-def test_a_client_subscribed_through_values_pushes_to_its_node(pod: dict[str, Any]) -> None:
-    process: subprocess.Popen[bytes] = pod["process"]
-    # The store reads the ConfigMap files where the volume put them.
-    snapshot = ConfigStore(pod["data_dir"]).load()
-    assert snapshot.subscription("helm-producers") is not None
+def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
+    start: Callable[[int], RunningPod],
+) -> None:
+    """Scale-out as deployed: one client per node, each subscribed only through the
+    chart's values; each node lands its client's pushes in node-<ordinal>/ of the one
+    shared claim, where the ingest (`--data-dir`) finds both."""
+    pods = [start(0), start(1)]
+    clients = {
+        pod.ordinal: Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{pod.kafka_port}",
+                "client.id": f"{CLIENT_PREFIX}-{pod.ordinal}",
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
+        for pod in pods
+    }
+    shared_landing = pods[0].data_dir / "landing"
 
-    # A real client, matched only by the chart's subscription, pushes to node 1 and the
-    # pushes land in node-1/ on the landing mount.
-    kafka_port = pod["ready"]["listeners"]["PLAINTEXT"]
-    landing = pod["data_dir"] / "landing" / f"node-{ORDINAL}"
-    client = Producer(
-        {
-            "bootstrap.servers": f"127.0.0.1:{kafka_port}",
-            "client.id": CLIENT_ID,
-            "enable.metrics.push": True,
-            "log_level": 3,
-        }
-    )
-
-    def pushes() -> list[LandingRecord]:
-        client.poll(0.05)
-        log = pod["log"].read_text(errors="replace")
-        if "Traceback" in log or process.poll() is not None:
-            raise AssertionError(f"the collector failed while serving the client:\n{log[-3000:]}")
-        if not landing.is_dir():
-            return []
-        return [r for r in LandingReader(landing).read(0) if r.context.client_id == CLIENT_ID]
+    def landed() -> dict[int, list[LandingRecord]] | None:
+        for pod in pods:
+            pod.check_alive()
+        for client in clients.values():
+            client.poll(0.05)
+        by_node: dict[int, list[LandingRecord]] = {}
+        for directory in node_directories(pods[0].data_dir):
+            by_node[int(directory.name.removeprefix("node-"))] = list(
+                LandingReader(directory).read(0)
+            )
+        return by_node if all(by_node.get(p.ordinal) for p in pods) else None
 
     try:
-        records = wait_for(pushes, timeout_s=20, what="a push from the subscribed client")
+        by_node = wait_for(landed, timeout_s=30, what="a push landed by each node")
     finally:
-        client.close()
-    context = records[0].context
-    assert context.node_id == ORDINAL
-    assert context.push_interval_ms == 500
-    assert context.cluster_id == pod["ready"]["cluster_id"]
+        for client in clients.values():
+            client.close()
+
+    assert sorted(p.name for p in shared_landing.iterdir()) == ["node-0", "node-1"]
+    for ordinal, records in by_node.items():
+        contexts = {(r.context.client_id, r.context.node_id) for r in records}
+        # Node n landed only its own client's pushes, stamped with its own node id.
+        assert contexts == {(f"{CLIENT_PREFIX}-{ordinal}", ordinal)}, contexts
+        assert all(r.context.push_interval_ms == 500 for r in records)
+    cluster_ids = {pod.ready["cluster_id"] for pod in pods}
+    assert len(cluster_ids) == 1
