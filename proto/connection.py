@@ -33,6 +33,7 @@ else v0, except ApiVersionsResponse, which always uses v0 (KIP-511).
 from __future__ import annotations
 
 import struct
+from collections import deque
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -51,7 +52,6 @@ from proto.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from proto.primitives import (
     INT32,
     MalformedError,
-    read_nullable_string,
     skip_tagged_fields,
     slot_setter,
     write_nullable_string,
@@ -90,7 +90,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes
 _KNOWN_API_KEYS = frozenset(int(k) for k in ApiKeys)
-_FIXED_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+# api key, api version, correlation id, client id length
+_HEADER_FIXED = struct.Struct(">hhih")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _SIZE_PREFIX_BYTES = 4
@@ -159,20 +160,34 @@ _set_body = slot_setter(RequestFrame, "body")
 
 
 def _parse_request_frame(raw: bytes) -> RequestFrame:
-    try:
-        api_key, api_version, correlation_id = _FIXED_HEADER.unpack_from(raw, 0)
-        client_id, pos = read_nullable_string(raw, _FIXED_HEADER.size)
-        if request_is_flexible(api_key, api_version):
+    # Header v1/v2: api key, api version, correlation id, client id (a legacy nullable
+    # string even in v2), then in v2 a tagged-field section. One unpack for the fixed part.
+    if len(raw) < _HEADER_FIXED.size:
+        raise FramingError(f"Malformed request header: {len(raw)} bytes")
+    api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(raw, 0)
+    pos = _HEADER_FIXED.size
+    if client_id_length >= 0:
+        end = pos + client_id_length
+        if end > len(raw):
+            raise FramingError(f"Malformed request header: client id of {client_id_length} bytes")
+        client_id = str(raw[pos:end], "utf-8", "replace")
+        pos = end
+    elif client_id_length == -1:
+        client_id = ""  # Kafka's RequestHeader.parse: a null client id is ""
+    else:
+        raise FramingError(f"Malformed request header: client id length {client_id_length}")
+    if api_version >= _REQUEST_FIRST_FLEXIBLE.get(api_key, _NEVER):
+        try:
             pos = skip_tagged_fields(raw, pos)
-    except (struct.error, MalformedError) as exc:
-        raise FramingError(f"Malformed request header: {exc}") from None
+        except MalformedError as exc:
+            raise FramingError(f"Malformed request header: {exc}") from None
     # Built like the generated readers do (slots set through descriptors, no __init__):
     # this runs once per request, and the frozen __init__ would cost about 1 us more.
     frame = _new_object(RequestFrame)
     _set_api_key(frame, api_key)
     _set_api_version(frame, api_version)
     _set_correlation_id(frame, correlation_id)
-    _set_client_id(frame, client_id if client_id is not None else "")
+    _set_client_id(frame, client_id)
     _set_header_size(frame, pos)
     _set_raw(frame, raw)
     _set_body(frame, memoryview(raw)[pos:])
@@ -180,43 +195,82 @@ def _parse_request_frame(raw: bytes) -> RequestFrame:
 
 
 class _FrameBuffer:
-    """Accumulates bytes and cuts size-prefixed frames, checking each prefix on arrival."""
+    """Accumulates bytes and cuts size-prefixed frames, checking each prefix on arrival.
+
+    Fast path: when nothing is buffered, whole frames are cut straight out of the bytes just
+    received (one copy each) and only a trailing partial frame is buffered; a read usually
+    holds whole requests, so most frames never touch the bytearray.
+    """
 
     def __init__(self, max_frame_size: int, what: str) -> None:
         if max_frame_size < 0:
             raise ValueError(f"max frame size must be >= 0, got {max_frame_size}")
         self._max_frame_size = max_frame_size
         self._what = what
+        self._ready: deque[bytes] = deque()  # complete frames, in order, before _buffer
+        self._ready_bytes = 0
         self._buffer = bytearray()
-        self._next_prefix_at = 0  # offset of the first size prefix not validated yet
+        self._next_prefix_at = 0  # offset in _buffer of the first size prefix not validated
         self._broken: FramingError | None = None
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return self._ready_bytes + len(self._buffer)
 
     def receive(self, data: bytes | bytearray | memoryview) -> None:
         if self._broken is not None:
             raise self._broken
+        if not self._buffer:
+            if type(data) is bytes and len(data) >= _SIZE_PREFIX_BYTES:
+                (size,) = INT32.unpack_from(data, 0)
+                if len(data) - _SIZE_PREFIX_BYTES == size:  # exactly one frame: the usual read
+                    self._check_size(size)
+                    self._ready.append(data[_SIZE_PREFIX_BYTES:])
+                    self._ready_bytes += len(data)
+                    return
+            data = self._cut_whole_frames(data)
+            if not data:
+                return
         self._buffer += data
         self._validate_prefixes()
+
+    def _check_size(self, size: int) -> None:
+        if size < 0 or size > self._max_frame_size:
+            self._broken = FramingError(
+                f"Invalid {self._what} size {size} (must be 0..{self._max_frame_size})"
+            )
+            raise self._broken
+
+    def _cut_whole_frames(self, data: bytes | bytearray | memoryview) -> memoryview:
+        with memoryview(data) as view:
+            at = 0
+            while len(view) - at >= _SIZE_PREFIX_BYTES:
+                (size,) = INT32.unpack_from(view, at)
+                self._check_size(size)
+                end = at + _SIZE_PREFIX_BYTES + size
+                if end > len(view):
+                    break
+                self._ready.append(bytes(view[at + _SIZE_PREFIX_BYTES : end]))
+                self._ready_bytes += end - at
+                at = end
+            return view[at:]
 
     def _validate_prefixes(self) -> None:
         buffer = self._buffer
         at = self._next_prefix_at
         while len(buffer) - at >= _SIZE_PREFIX_BYTES:
             (size,) = INT32.unpack_from(buffer, at)
-            if size < 0 or size > self._max_frame_size:
-                self._broken = FramingError(
-                    f"Invalid {self._what} size {size} (must be 0..{self._max_frame_size})"
-                )
-                raise self._broken
+            self._check_size(size)
             at += _SIZE_PREFIX_BYTES + size
         self._next_prefix_at = at
 
     def next_frame(self) -> bytes | None:
         if self._broken is not None:
             raise self._broken
+        if self._ready:
+            raw = self._ready.popleft()
+            self._ready_bytes -= _SIZE_PREFIX_BYTES + len(raw)
+            return raw
         buffer = self._buffer
         if len(buffer) < _SIZE_PREFIX_BYTES:
             return None

@@ -166,6 +166,7 @@ def test_golden_push_telemetry(feed: Any) -> None:
 def test_several_frames_in_one_read_and_trailing_partial_frame() -> None:
     conn = ServerConnection()
     conn.receive_data(GET_REQUEST + PUSH_REQUEST + PUSH_REQUEST[:10])
+    assert conn.buffered_bytes == len(GET_REQUEST) + len(PUSH_REQUEST) + 10
     first, second = conn.next_request(), conn.next_request()
     assert first is not None and second is not None
     assert (first.api_key, second.api_key) == (71, 72)
