@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from cachetools import Cache, LRUCache
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
@@ -62,6 +63,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_parse_metrics_data = MetricsData.FromString
 
 ZERO_UUID = uuid.UUID(int=0)
 ONE_UUID = uuid.UUID(int=1)  # Uuid.ONE_UUID (the metadata topic id): reserved, never a client
@@ -234,10 +237,8 @@ class _InstanceCache(LRUCache[uuid.UUID, ClientMetricsInstance]):
 
 
 def _default_validate_payload(payload: bytes) -> None:
-    """Reject bytes that are not an OTLP ``MetricsData`` message."""
-    from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-
-    MetricsData.FromString(payload)
+    """Reject bytes that are not an OTLP ``MetricsData`` message (DecodeError)."""
+    _parse_metrics_data(payload)
 
 
 class ClientMetricsManager:

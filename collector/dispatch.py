@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import struct
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -34,6 +35,7 @@ from proto import (
     encode_response,
 )
 from proto.errors import Errors, KafkaError, UnsupportedVersionError
+from proto.messages import PushTelemetryResponse
 
 from collector.protocol import CloseConnection
 
@@ -43,6 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["Api", "Dispatcher", "RequestContext", "RequestQuota", "RequestObserver"]
 
 log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,6 +105,7 @@ class Dispatcher:
         self._clock_ms = clock_ms
         self.quota = quota
         self._observer = observer
+        self._push_templates: dict[int, bytes] = {}
 
     @property
     def api_keys(self) -> frozenset[int]:
@@ -145,4 +150,18 @@ class Dispatcher:
                 connection.mute_for(throttle_ms)
         if self._observer is not None:
             self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
+        if frame.api_key == ApiKeys.PUSH_TELEMETRY and response.throttle_time_ms == 0:
+            return self._push_response(response.error_code, frame.correlation_id)
         return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
+
+    def _push_response(self, error_code: int, correlation_id: int) -> bytes:
+        """PushTelemetryResponse v0 from a per-error-code template: the push path's most
+        frequent response differs from call to call only in its correlation id."""
+        template = self._push_templates.get(error_code)
+        if template is None:
+            template = encode_response(
+                ApiKeys.PUSH_TELEMETRY, 0, 0, PushTelemetryResponse(error_code=error_code)
+            )
+            self._push_templates[error_code] = template
+        # Frame layout: size (4 bytes), correlation id (4 bytes), the rest.
+        return template[:4] + _INT32.pack(correlation_id) + template[8:]

@@ -66,6 +66,8 @@ class ConnectionHost(Protocol):
 
     def connection_closed(self, protocol: "KafkaProtocol") -> None: ...
 
+    def protocol_error(self, protocol: "KafkaProtocol") -> None: ...
+
     def durability_barrier(self) -> "asyncio.Future[None] | None": ...
 
 
@@ -147,6 +149,7 @@ class KafkaProtocol(asyncio.Protocol):
         try:
             self._codec.receive_data(data)
         except FramingError as exc:
+            self._host.protocol_error(self)
             self.close_for(f"framing error: {exc}")
             return
         self._process()
@@ -210,13 +213,11 @@ class KafkaProtocol(asyncio.Protocol):
                 response = dispatcher.handle(frame, self)
                 if response is not None:
                     responses.append(response)
-        except FramingError as exc:
+        except (FramingError, CloseConnection) as exc:
             self._send(responses)
-            self.close_for(f"framing error: {exc}")
-            return
-        except CloseConnection as exc:
-            self._send(responses)
-            self.close_for(str(exc))
+            self._host.protocol_error(self)
+            reason = f"framing error: {exc}" if isinstance(exc, FramingError) else str(exc)
+            self.close_for(reason)
             return
         if responses:
             self._send(responses)

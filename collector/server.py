@@ -177,6 +177,8 @@ class CollectorServer:
         self._forwarder_stop = asyncio.Event()
         self._started = False
         self._stopping = False
+        self._group_commit_log: Any = None
+        self._sync_executor: Any = None
 
     # ------------------------------------------------------------------ ports
     def port(self, listener_name: str | None = None) -> int:
@@ -234,6 +236,8 @@ class CollectorServer:
             from exporters.landing import LandingLog
 
             self._exporter = LandingLog(self.landing_directory, **config.landing)
+            if config.landing.get("group_commit"):
+                self._group_commit_log = self._exporter
 
         self.manager = ClientMetricsManager(
             subscriptions=StoreSubscriptions(
@@ -250,7 +254,7 @@ class CollectorServer:
             cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
             stats=self.metrics,
         )
-        self.metrics.instance_count.set_function(lambda: self.manager.instance_count if self.manager else 0)
+        self.metrics.instance_count = lambda: self.manager.instance_count if self.manager else 0
         self._apis = KafkaApis(
             manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
         )
@@ -338,24 +342,41 @@ class CollectorServer:
         if self._stopping or not self._limits.accept(
             protocol.listener_name, protocol.client_source_address
         ):
-            self.metrics.connections_rejected.inc()
+            self.metrics.connections_rejected += 1
             return False
         self._connections[protocol.connection_id] = protocol
-        self.metrics.connections.labels(protocol.listener_name).inc()
+        self.metrics.connection_opened(protocol.listener_name)
         return True
 
     def connection_closed(self, protocol: KafkaProtocol) -> None:
         if self._connections.pop(protocol.connection_id, None) is None:
             return
         self._limits.release(protocol.listener_name, protocol.client_source_address)
-        self.metrics.connections.labels(protocol.listener_name).dec()
+        self.metrics.connection_closed(protocol.listener_name)
         if self.manager is not None:
             self.manager.connection_closed(protocol.connection_id)
 
+    def protocol_error(self, protocol: KafkaProtocol) -> None:
+        self.metrics.connections_closed_on_error += 1
+
     def durability_barrier(self) -> "asyncio.Future[None] | None":
-        # LandingLog.append has handed the bytes to the OS before it returns (and fsynced
-        # them under fsync=always), so an answered push is already durable: no barrier.
-        return None
+        """A future the connection waits for before writing a batch of responses.
+
+        LandingLog.append hands the bytes to the OS before it returns (survives a process
+        kill), and under ``fsync: always`` fsyncs them too, so usually there is nothing to
+        wait for.  With ``fsync: always`` plus ``group_commit: true`` the append does not
+        fsync; instead every batch of responses waits here for one fsync covering all
+        appends so far (one fsync per event-loop read batch, shared by every connection,
+        run on a worker thread so the loop keeps serving).
+        """
+        log = self._group_commit_log
+        if log is None or log.durable_offset >= log.next_offset:
+            return None
+        if self._sync_executor is None:
+            import concurrent.futures
+
+            self._sync_executor = concurrent.futures.ThreadPoolExecutor(1, "landing-sync")
+        return asyncio.get_running_loop().run_in_executor(self._sync_executor, log.sync)
 
     # ------------------------------------------------------------------ readiness
     def _listeners_ready(self) -> str | None:
@@ -457,6 +478,8 @@ class CollectorServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._forwarder is not None:
             self._forwarder.close()
+        if self._sync_executor is not None:
+            self._sync_executor.shutdown(wait=True)
         await self.health.stop()
         log.info("collector stopped")
 

@@ -275,3 +275,35 @@ async def test_metrics_health_and_readiness(server: CollectorServer) -> None:
             assert r.status == 503
             assert (await r.json())["checks"]["shutdown"] == "shutting down"
     await c.close()
+
+
+# ----------------------------------------------------------------------------- durability
+async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    ConfigStore(data_dir).alter_subscription("all", {"metrics": "*", "interval.ms": "100"}, [])
+    config = load_config(environ={}, overrides={
+        "listeners": "PLAINTEXT://127.0.0.1:0", "http.listener": None, "data.dir": str(data_dir),
+        "landing": {"fsync": "always", "group_commit": True},
+    })
+    server = CollectorServer(config)
+    await server.start()
+    try:
+        log = server._exporter
+        c = await client(server)
+        gets = []
+        for _ in range(5):
+            c.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+        await c.writer.drain()
+        gets = [await c.receive() for _ in range(5)]
+        payload = zstd(otlp_payload("a.b"))
+        for get in gets:  # five pushes in one write: one batch, one fsync
+            c.send(ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 4, payload))
+        await c.writer.drain()
+        first = await c.receive()
+        # By the time the first ack of the batch arrives, the whole batch is on disk.
+        assert first.error_code == Errors.NONE
+        assert log.durable_offset == log.next_offset == 5  # type: ignore[union-attr]
+        assert [(await c.receive()).error_code for _ in range(4)] == [Errors.NONE] * 4
+        await c.close()
+    finally:
+        await server.stop()
