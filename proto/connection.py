@@ -423,7 +423,21 @@ def encode_request(
 
 
 def decode_response(api_key: int, api_version: int, payload: bytes | memoryview) -> ResponseFrame:
-    """Parse a response frame's payload (size prefix already removed)."""
+    """Parse a response frame's payload (size prefix already removed).
+
+    ApiVersions falls back to v0 like Kafka's client (``ApiVersionsResponse.parse``): a broker
+    that does not know the requested version answers with a v0 UNSUPPORTED_VERSION response.
+    The returned frame then says ``api_version=0``.
+    """
+    if api_key == ApiKeys.API_VERSIONS and api_version != 0:
+        try:
+            return _decode_response(api_key, api_version, payload)
+        except (MalformedError, UnsupportedVersionError):
+            return _decode_response(api_key, 0, payload)
+    return _decode_response(api_key, api_version, payload)
+
+
+def _decode_response(api_key: int, api_version: int, payload: bytes | memoryview) -> ResponseFrame:
     module = RESPONSE_MODULES.get(api_key)
     if module is None:
         raise UnknownApiKey(api_key)

@@ -417,3 +417,18 @@ def test_client_rejects_unknown_correlation_ids() -> None:
     client.receive_data(PUSH_RESPONSE)
     with pytest.raises(FramingError, match="correlation"):
         client.next_response()
+
+
+def test_client_falls_back_to_v0_for_an_unsupported_api_versions_answer() -> None:
+    # A client that asks with ApiVersions v3 of a server that only knows v0..v2 gets the
+    # v0 UNSUPPORTED_VERSION answer; like Kafka's client it parses that as v0.
+    client = ClientConnection()
+    wire = client.send_request(18, 3, ApiVersionsRequest(client_software_name="x"))
+    (frame,) = feed_whole(wire)
+    client.receive_data(api_versions_unsupported_response(frame.correlation_id))
+    response = client.next_response()
+    assert response is not None and response.api_version == 0
+    assert response.message.error_code == Errors.UNSUPPORTED_VERSION
+    assert [(v.api_key, v.min_version, v.max_version) for v in response.message.api_keys] == [
+        (18, 0, 4)
+    ]
