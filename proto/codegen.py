@@ -240,13 +240,9 @@ def python_type(f: FieldSpec) -> str:
     return typ
 
 
-def _default_is_null(f: FieldSpec) -> bool:
-    return f.default == "null"
-
-
 def default_source(f: FieldSpec) -> str:
     """Python source of the field's default, following Kafka's generator rules."""
-    if _default_is_null(f):
+    if f.default == "null":
         return "None"
     if f.is_array:
         return "()"
@@ -263,7 +259,7 @@ def default_source(f: FieldSpec) -> str:
             return "ZERO_UUID"
         return str(int(str(f.default), 0))
     if f.type == "string":
-        return repr(str(f.default)) if f.default is not None else '""'
+        return json.dumps(str(f.default)) if f.default is not None else '""'
     return 'b""'  # bytes
 
 
@@ -290,7 +286,7 @@ class Emitter:
 
     def __init__(self) -> None:
         self.structs: dict[str, str] = {}  # format -> name
-        self.functions: dict[str, str] = {}  # body with placeholder -> function name
+        self.functions: dict[str, str] = {}  # signature + body -> name of the function
         self.blocks: list[str] = []
         self.aliases: list[str] = []
         self.primitives: set[str] = set()
@@ -665,7 +661,7 @@ def render_module(spec: MessageSpec) -> str:
 
     structs: dict[str, list[FieldSpec]] = {}
     _collect_structs(spec.fields, structs)
-    uses_uuid = "uuid" in json.dumps([_field_types(spec.fields)])
+    uses_uuid = any(f.element_type == "uuid" for f in _all_fields(spec.fields))
 
     flex = spec.flexible_versions.low if spec.flexible_versions != NO_VERSIONS else "never"
     header = [
@@ -761,10 +757,6 @@ def _all_fields(fields: list[FieldSpec]) -> list[FieldSpec]:
         out.append(f)
         out.extend(_all_fields(f.fields))
     return out
-
-
-def _field_types(fields: list[FieldSpec]) -> list[str]:
-    return [f.type for f in _all_fields(fields)]
 
 
 INIT_TEMPLATE = '''\
