@@ -160,14 +160,26 @@ def test_scenario_config_loads_in_the_collector(
     for ordinal in range(replicas):
         config = collector_config(docs, ordinal, tmp_path)
         assert config.node_id == ordinal
-        assert str(config.data_dir) == "/var/lib/ktc"
+        assert str(config.data_dir) == values.get("dataDir", "/var/lib/ktc")
         if config.exporters_otlp is not None:
             OtlpExporterConfig.model_validate(config.exporters_otlp)
     # `landing` becomes LandingLog keyword arguments at start-up: they must be accepted.
     LandingLog(tmp_path / "landing", housekeeping=False, **config.landing).close()
+    # Extra KTC_ variables are config overrides too: they were part of what just loaded.
+    environment = pod_environment(find(docs, "StatefulSet"), 0)
     for entry in values.get("extraEnvs", []):
-        # Extra KTC_ variables are config overrides too; they must load as well.
-        assert entry["name"] in pod_environment(find(docs, "StatefulSet"), 0)
+        if "value" in entry:
+            assert environment[entry["name"]] == entry["value"]
+
+
+def test_an_extra_env_override_wins_over_the_file(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    values = {
+        "config": {"telemetry.max.bytes": 1048576},
+        "extraEnvs": [{"name": "KTC_TELEMETRY_MAX_BYTES", "value": "2097152"}],
+    }
+    assert collector_config(rendered(values), 0, tmp_path).telemetry_max_bytes == 2097152
 
 
 def test_operator_config_reaches_the_collector(
