@@ -17,10 +17,12 @@ from proto.connection import (
     encode_response,
 )
 from proto.errors import Errors, FramingError, KafkaError, error_for
+from proto.primitives import ZERO_UUID
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_SIZE",
     "SUPPORTED_VERSIONS",
+    "ZERO_UUID",
     "ApiKeys",
     "ClientConnection",
     "CompressionType",
