@@ -3,6 +3,7 @@ the chart's own house rules (a comment above every value, Chart.yaml fields)."""
 
 from __future__ import annotations
 
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,18 @@ def test_every_value_has_a_comment_above_it() -> None:
         if not above.startswith("#"):
             undocumented.append(".".join(key_path))
     assert undocumented == []
+
+
+def test_packaged_chart_renders_like_the_directory(tmp_path: Path) -> None:
+    """`helm package` keeps what installs need and drops the golden examples (.helmignore)."""
+    archive = Path(helm.package(CHART_DIR, destination=tmp_path))
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"ktc/Chart.yaml", "ktc/values.yaml", "ktc/values.schema.json"} <= names
+    assert not [n for n in names if n.startswith("ktc/examples/")]
+    values = {"replicaCount": 2, "ingest": {"enabled": True}}
+    with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART_DIR) as directory:
+        assert packaged.render(values, name="ktc") == directory.render(values, name="ktc")
 
 
 def test_chart_metadata() -> None:
