@@ -66,6 +66,11 @@ class CollectorConfig(BaseModel):
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
     max_connections: int = Field(2147483647, alias="max.connections", ge=0)
     max_connections_per_ip: int = Field(2147483647, alias="max.connections.per.ip", ge=0)
+    # "ip:count,ip:count" (Kafka's format).
+    max_connections_per_ip_overrides: str = Field("", alias="max.connections.per.ip.overrides")
+    max_connection_creation_rate: int = Field(
+        2147483647, alias="max.connection.creation.rate", ge=0
+    )
     # Pipelined requests a single connection may have outstanding before we stop reading
     # from it (Kafka's broker-wide equivalent is queued.max.requests = 500).
     connection_max_inflight_requests: int = Field(

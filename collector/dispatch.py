@@ -85,6 +85,9 @@ class RequestQuota(Protocol):
 
     def record(self, context: RequestContext, request_bytes: int, handling_ns: int) -> int: ...
 
+    def throttle(self, context: RequestContext, throttle_ms: int) -> None:
+        """Mute the request's channel for ``throttle_ms`` (after its response is queued)."""
+
 
 class RequestObserver(Protocol):
     """Per-request counters (api key x error code)."""
@@ -147,7 +150,7 @@ class Dispatcher:
             )
             if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
                 response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
-                connection.mute_for(throttle_ms)
+                quota.throttle(context, throttle_ms)
         if self._observer is not None:
             self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
         if frame.api_key == ApiKeys.PUSH_TELEMETRY and response.throttle_time_ms == 0:

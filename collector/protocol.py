@@ -82,6 +82,7 @@ class KafkaProtocol(asyncio.Protocol):
         "client_source_port",
         "client_software_name",
         "client_software_version",
+        "peer_ip",
         "_host",
         "_codec",
         "_transport",
@@ -107,6 +108,7 @@ class KafkaProtocol(asyncio.Protocol):
         self.principal = ANONYMOUS_PRINCIPAL
         self.client_source_address = ""
         self.client_source_port = 0
+        self.peer_ip = ""  # as the socket reports it (what connection quotas count)
         self.client_software_name = UNKNOWN_SOFTWARE
         self.client_software_version = UNKNOWN_SOFTWARE
         self._host = host
@@ -131,7 +133,8 @@ class KafkaProtocol(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             # Java's InetAddress.getHostAddress() form ("0:0:0:0:0:0:0:1" for ::1): what
             # Kafka matches client_source_address selectors against and hands plugins.
-            self.client_source_address = java_host_address(str(peer[0]))
+            self.peer_ip = str(peer[0])
+            self.client_source_address = java_host_address(self.peer_ip)
             self.client_source_port = int(peer[1])
         if not self._host.connection_opened(self):
             self._closing = True
@@ -161,14 +164,22 @@ class KafkaProtocol(asyncio.Protocol):
         self._resume(_WRITE_BUFFER_FULL)
 
     # ------------------------------------------------------------------ control
+    def mute(self) -> None:
+        """Stop reading (a throttled channel); frames already buffered wait too."""
+        if not self._closing:
+            self._pause(_MUTED)
+
+    def unmute(self) -> None:
+        self._resume(_MUTED)
+
     def mute_for(self, throttle_ms: int) -> None:
-        """Stop reading for ``throttle_ms`` (the quota engine's channel mute)."""
+        """Stop reading for ``throttle_ms`` (without the quota engine's delay queue)."""
         if throttle_ms <= 0 or self._closing:
             return
-        self._pause(_MUTED)
+        self.mute()
         if self._unmute_handle is not None:
             self._unmute_handle.cancel()
-        self._unmute_handle = self._loop.call_later(throttle_ms / 1000.0, self._unmute)
+        self._unmute_handle = self._loop.call_later(throttle_ms / 1000.0, self.unmute)
 
     def close_for(self, reason: str) -> None:
         """Close the connection after flushing what is already answered."""
@@ -255,10 +266,6 @@ class KafkaProtocol(asyncio.Protocol):
             return
         if self._waiting_requests < self._host.max_inflight_requests:
             self._resume(_TOO_MANY_INFLIGHT)
-
-    def _unmute(self) -> None:
-        self._unmute_handle = None
-        self._resume(_MUTED)
 
     def _pause(self, reason: int) -> None:
         self._paused |= reason

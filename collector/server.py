@@ -31,9 +31,13 @@ from subscriptions import effective as subscriptions_effective
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
 from subscriptions.matching import ClientMetadata
 
+from quota import QuotaEngine
+from quota.errors import QuotaConfigError
+
+from collector.acceptor import Acceptor, bind_listener
 from collector.client_metrics import ClientMetricsManager
 from collector.config import CollectorConfig
-from collector.dispatch import Dispatcher, RequestQuota
+from collector.dispatch import Dispatcher
 from collector.http import HealthEndpoints
 from collector.kafka_apis import KafkaApis, api_name
 from collector.listeners import (
@@ -45,12 +49,14 @@ from collector.listeners import (
 )
 from collector.metrics import CollectorMetrics
 from collector.protocol import KafkaProtocol
+from collector.quotas import QuotaEnforcer, quota_settings
 
 __all__ = ["CollectorServer", "monotonic_ms", "StartupError"]
 
 log = logging.getLogger(__name__)
 
 EXPIRY_TICK_S = 1.0
+QUOTA_SENSOR_EXPIRY_TICK_S = 30.0
 
 
 def monotonic_ms() -> int:
@@ -80,33 +86,6 @@ class StoreSubscriptions:
             client_instance_id,
             honour_long_intervals=self._honour_long_intervals,
         )
-
-
-class ConnectionLimits:
-    """The acceptor's connection-quota seam: ``max.connections`` and
-    ``max.connections.per.ip`` counted here; phase 2 replaces this with the quota engine's
-    ConnectionQuotas (creation rates, per-listener limits)."""
-
-    def __init__(self, max_connections: int, max_connections_per_ip: int) -> None:
-        self._max = max_connections
-        self._max_per_ip = max_connections_per_ip
-        self._total = 0
-        self._per_ip: dict[str, int] = {}
-
-    def accept(self, listener_name: str, address: str) -> bool:
-        if self._total >= self._max or self._per_ip.get(address, 0) >= self._max_per_ip:
-            return False
-        self._total += 1
-        self._per_ip[address] = self._per_ip.get(address, 0) + 1
-        return True
-
-    def release(self, listener_name: str, address: str) -> None:
-        self._total -= 1
-        left = self._per_ip.get(address, 1) - 1
-        if left:
-            self._per_ip[address] = left
-        else:
-            self._per_ip.pop(address, None)
 
 
 def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | None) -> str:
@@ -143,18 +122,13 @@ class CollectorServer:
         exporter: Exporter | None = None,
         store: Any | None = None,
         clock_ms: Callable[[], int] = monotonic_ms,
-        request_quota: RequestQuota | None = None,
-        connection_limits: ConnectionLimits | None = None,
     ) -> None:
         self.config = config
         self._clock_ms = clock_ms
         self._exporter = exporter
         self._owns_exporter = exporter is None
         self._store = store
-        self._request_quota = request_quota
-        self._limits = connection_limits or ConnectionLimits(
-            config.max_connections, config.max_connections_per_ip
-        )
+        self.quotas: QuotaEnforcer | None = None
         self.metrics = CollectorMetrics(
             instance_labels=config.telemetry_metrics_instance_labels, api_names=api_name
         )
@@ -165,7 +139,8 @@ class CollectorServer:
         self.manager: ClientMetricsManager | None = None
         self.dispatcher: Dispatcher  # set in start()
         self._apis: KafkaApis | None = None
-        self._servers: list[tuple[EndPoint, asyncio.base_events.Server]] = []
+        self._acceptors: list[Acceptor] = []
+        self._slot_freed = asyncio.Event()
         self.bound: dict[str, EndPoint] = {}
         self.advertised: dict[str, EndPoint] = {}
         self._connections: dict[int, KafkaProtocol] = {}
@@ -260,24 +235,29 @@ class CollectorServer:
         )
         table = self._apis.table()
         table.update(self._admin_table(store))
+        try:
+            engine = QuotaEngine.from_config(quota_settings(config), self._clock_ms())
+        except QuotaConfigError as exc:
+            raise StartupError(str(exc)) from exc
+        self.quotas = QuotaEnforcer(engine, self._clock_ms)
+        self.quotas.apply_entity_quotas(store.snapshot().quotas)
         self.dispatcher = Dispatcher(
-            table, clock_ms=self._clock_ms, quota=self._request_quota, observer=self.metrics
+            table, clock_ms=self._clock_ms, quota=self.quotas, observer=self.metrics
         )
         self._apis.set_served_apis(self.dispatcher.api_keys)
 
-        loop = asyncio.get_running_loop()
         try:
             for endpoint in listeners:
-                server = await loop.create_server(
-                    lambda e=endpoint: self._new_connection(e),
-                    host=endpoint.host or None,
-                    port=endpoint.port,
-                    reuse_address=True,
-                    backlog=1024,
+                sock = bind_listener(endpoint)
+                bound = endpoint.with_port(int(sock.getsockname()[1]))
+                acceptor = Acceptor(
+                    bound,
+                    sock,
+                    lambda e=bound: self._new_connection(e),
+                    self.quotas.on_accept,
+                    self._slot_freed,
                 )
-                port = int(server.sockets[0].getsockname()[1])
-                bound = endpoint.with_port(port)
-                self._servers.append((bound, server))
+                self._acceptors.append(acceptor)
                 self.bound[bound.listener_name] = bound
                 self.advertised[bound.listener_name] = advertised_endpoint(
                     bound, advertised_by_name.get(bound.listener_name)
@@ -290,6 +270,11 @@ class CollectorServer:
         except OSError as exc:
             await self._close_listeners()
             raise StartupError(f"listeners: cannot bind: {exc}") from exc
+        for acceptor in self._acceptors:
+            self._tasks.append(
+                asyncio.create_task(acceptor.run(), name=f"acceptor-{acceptor.endpoint.listener_name}")
+            )
+        await asyncio.sleep(0)  # let the acceptors start before readiness is asked
         self._apis.set_advertised(self.advertised)
 
         self.health.add_readiness_check("listeners", self._listeners_ready)
@@ -299,6 +284,7 @@ class CollectorServer:
             await self.health.start(host, port)
 
         self._tasks.append(asyncio.create_task(self._expiry_loop(), name="instance-expiry"))
+        self._tasks.append(asyncio.create_task(self._quota_sensor_loop(), name="quota-sensors"))
         watch = getattr(store, "watch", None)
         if watch is not None:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
@@ -339,19 +325,17 @@ class CollectorServer:
         )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
-        if self._stopping or not self._limits.accept(
-            protocol.listener_name, protocol.client_source_address
-        ):
-            self.metrics.connections_rejected += 1
-            return False
+        # The acceptor already counted this connection in the connection quotas.
         self._connections[protocol.connection_id] = protocol
         self.metrics.connection_opened(protocol.listener_name)
-        return True
+        return not self._stopping
 
     def connection_closed(self, protocol: KafkaProtocol) -> None:
         if self._connections.pop(protocol.connection_id, None) is None:
             return
-        self._limits.release(protocol.listener_name, protocol.client_source_address)
+        if self.quotas is not None:
+            self.quotas.on_close(protocol.listener_name, protocol.peer_ip)
+        self._slot_freed.set()  # an acceptor waiting for a slot may retry
         self.metrics.connection_closed(protocol.listener_name)
         if self.manager is not None:
             self.manager.connection_closed(protocol.connection_id)
@@ -380,8 +364,8 @@ class CollectorServer:
 
     # ------------------------------------------------------------------ readiness
     def _listeners_ready(self) -> str | None:
-        if not self._servers or not all(s.is_serving() for _, s in self._servers):
-            return "listeners not bound"
+        if not self._acceptors or not all(a.serving for a in self._acceptors):
+            return "listeners not accepting"
         return None
 
     def _landing_ready(self) -> str | None:
@@ -402,9 +386,19 @@ class CollectorServer:
             if self.manager is not None:
                 self.manager.expire(self._clock_ms())
 
+    async def _quota_sensor_loop(self) -> None:
+        # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
+        while True:
+            await asyncio.sleep(QUOTA_SENSOR_EXPIRY_TICK_S)
+            if self.quotas is not None:
+                self.quotas.expire_inactive_sensors()
+
     async def _watch_store(self, watch: Callable[..., Any]) -> None:
         def changed(*_: Any) -> None:
-            log.info("subscriptions changed (store version %s)", self._store.snapshot().version)
+            snapshot = self._store.snapshot()
+            log.info("config store changed (version %s)", snapshot.version)
+            if self.quotas is not None:
+                self.quotas.apply_entity_quotas(snapshot.quotas)
 
         try:
             await watch(changed)
@@ -420,7 +414,10 @@ class CollectorServer:
             return
         try:
             store.reload()
-            log.info("subscriptions reloaded (store version %s)", store.snapshot().version)
+            snapshot = store.snapshot()
+            log.info("config store reloaded (version %s)", snapshot.version)
+            if self.quotas is not None:
+                self.quotas.apply_entity_quotas(snapshot.quotas)
         except Exception as exc:  # noqa: BLE001
             log.error("reload failed, keeping the last good subscriptions: %s", exc)
 
@@ -452,14 +449,12 @@ class CollectorServer:
 
     async def _shutdown(self) -> None:
         self.health.begin_shutdown()  # readiness off before anything closes
-        for _, server in self._servers:
-            server.close()
+        await self._close_listeners()
         for protocol in list(self._connections.values()):
             protocol.close_when_idle()
         deadline = time.monotonic() + 5.0
         while self._connections and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
-        await self._close_listeners()
         for task in self._tasks:
             if task.get_name() != "otlp-forwarder":
                 task.cancel()
@@ -480,15 +475,17 @@ class CollectorServer:
             self._forwarder.close()
         if self._sync_executor is not None:
             self._sync_executor.shutdown(wait=True)
+        if self.quotas is not None:
+            self.quotas.close()
         await self.health.stop()
         log.info("collector stopped")
 
     async def _close_listeners(self) -> None:
-        for _, server in self._servers:
-            server.close()
-        for _, server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 1.0)
+        for task in self._tasks:
+            if task.get_name().startswith("acceptor-"):
+                task.cancel()
+        for acceptor in self._acceptors:
+            acceptor.close()
 
 
 def install_uvloop() -> bool:

@@ -1,0 +1,112 @@
+"""One listener's accept loop, after Kafka's ``SocketServer.Acceptor``: accept a socket,
+ask the connection quotas, then hand it to the event loop with a fresh protocol.
+
+asyncio's ``create_server`` accepts and wraps in one step, leaving no place to make a
+connection wait; this loop keeps Kafka's decisions (``quota.ConnectionQuotas``):
+
+| decision        | Kafka                                              | here                         |
+|-----------------|----------------------------------------------------|------------------------------|
+| Accept          | register the channel                               | wrap the socket              |
+| Delay(ms)       | the acceptor sleeps (broker/listener creation rate)| this listener's loop sleeps, |
+|                 |                                                    | then asks again              |
+| WaitForSlot     | the acceptor blocks until a connection closes      | waits for a close, asks again|
+| Reject          | per-IP limit or rate: close (after the throttle)   | close after ``close_delay_ms``|
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+
+from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
+
+from collector.listeners import EndPoint
+
+__all__ = ["Acceptor", "bind_listener"]
+
+log = logging.getLogger(__name__)
+
+BACKLOG = 1024
+
+
+def bind_listener(endpoint: EndPoint) -> socket.socket:
+    """A listening, non-blocking socket.  An empty host binds every interface, IPv6
+    included where the machine has it (as Kafka's wildcard bind does)."""
+    if not endpoint.host and socket.has_dualstack_ipv6():
+        sock = socket.create_server(
+            ("", endpoint.port), family=socket.AF_INET6, dualstack_ipv6=True,
+            backlog=BACKLOG, reuse_port=False,
+        )
+    else:
+        host = endpoint.host or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.create_server((host, endpoint.port), family=family, backlog=BACKLOG)
+    sock.setblocking(False)
+    return sock
+
+
+class Acceptor:
+    def __init__(
+        self,
+        endpoint: EndPoint,
+        sock: socket.socket,
+        protocol_factory: Callable[[], asyncio.Protocol],
+        decide: Callable[[str, str], ConnectionDecision],
+        slot_freed: asyncio.Event,
+    ) -> None:
+        self.endpoint = endpoint
+        self.sock = sock
+        self._protocol_factory = protocol_factory
+        self._decide = decide
+        self._slot_freed = slot_freed
+        self._serving = False
+        self.rejected = 0
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._serving = True
+        try:
+            while True:
+                conn, address = await loop.sock_accept(self.sock)
+                ip = str(address[0])
+                if await self._admit(ip, conn):
+                    try:
+                        await loop.connect_accepted_socket(self._protocol_factory, conn)
+                    except OSError as exc:  # the peer went away during the handshake
+                        log.debug("accepted connection from %s lost at once: %s", ip, exc)
+                        conn.close()
+        finally:
+            self._serving = False
+
+    async def _admit(self, ip: str, conn: socket.socket) -> bool:
+        loop = asyncio.get_running_loop()
+        listener = self.endpoint.listener_name
+        while True:
+            decision = self._decide(listener, ip)
+            if isinstance(decision, Accept):
+                return True
+            if isinstance(decision, Delay):
+                await asyncio.sleep(decision.delay_ms / 1000.0)
+            elif isinstance(decision, WaitForSlot):
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+            elif isinstance(decision, Reject):
+                self.rejected += 1
+                log.info("refusing connection from %s on %s: %s", ip, listener, decision.reason.value)
+                # Kafka closes an IP-throttled connection only after the throttle time, so
+                # a client does not reconnect in a tight loop.
+                loop.call_later(decision.close_delay_ms / 1000.0, conn.close)
+                return False
+            else:  # pragma: no cover - the decision type is closed
+                raise AssertionError(f"unknown connection decision {decision!r}")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
