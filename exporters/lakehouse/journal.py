@@ -1,8 +1,8 @@
 """The ingest's exactly-once journal: batch plans and commits, written atomically.
 
-    <lake>/_ingest/offsets/<batch_id>.json   the plan: per landing dir, [from, to)
-    <lake>/_ingest/commits/<batch_id>.json   written after the batch's data is in
-    <lake>/_ingest/lock                      one writer at a time (flock)
+    <lake>/_ingest/<database>/offsets/<batch_id>.json   the plan: per landing dir, [from, to)
+    <lake>/_ingest/<database>/commits/<batch_id>.json   written after the batch's data is in
+    <lake>/_ingest/<database>/lock                      one writer at a time (flock)
 
 The same two-log scheme as a Structured Streaming checkpoint (``offsets/`` then
 ``commits/``): a plan without a commit is replayed exactly, with the same offsets and
@@ -102,9 +102,18 @@ class BatchCommit:
     records: int  # landing records (pushes) read
     rows: dict[str, int]  # rows written per table
     committed_time_unix_ms: int
+    # Records that are not OTLP MetricsData: {"source", "offset", "error"}; kept here
+    # so they are accounted for instead of failing every retry.
+    rejected: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {
+            "batch_id": self.batch_id,
+            "records": self.records,
+            "rows": self.rows,
+            "committed_time_unix_ms": self.committed_time_unix_ms,
+            "rejected": list(self.rejected),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "BatchCommit":
@@ -113,6 +122,7 @@ class BatchCommit:
             records=int(data["records"]),
             rows={str(k): int(v) for k, v in data["rows"].items()},
             committed_time_unix_ms=int(data["committed_time_unix_ms"]),
+            rejected=tuple(data.get("rejected", ())),
         )
 
 
@@ -176,7 +186,7 @@ class LakehouseBusy(RuntimeError):
 
 
 class WriterLock:
-    """``flock`` on ``<lake>/_ingest/lock``: one writer (ingest or maintenance) at a time.
+    """``flock`` on ``<lake>/_ingest/<database>/lock``: one writer (ingest or maintenance) at a time.
 
     Held for the life of ``ktc ingest``; ``ktc lake compact`` takes it too, so a
     compaction never rewrites a partition the ingest is writing.  flock is honoured on

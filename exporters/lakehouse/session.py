@@ -78,8 +78,8 @@ class LakehouseConfig:
 
     @property
     def state_dir(self) -> Path:
-        """The ingest's exactly-once journal and lock (see ingest.py)."""
-        return self.lake_dir / "_ingest"
+        """The ingest's exactly-once journal and writer lock of this database (ingest.py)."""
+        return self.lake_dir / "_ingest" / self.database
 
     @property
     def uses_embedded_derby(self) -> bool:

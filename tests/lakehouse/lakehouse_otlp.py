@@ -228,3 +228,34 @@ def make_context(**overrides: Any) -> TelemetryContext:
         compression_type=4,
     )
     return dataclasses.replace(base, **overrides)
+
+
+def sample_metrics_data(seed: int) -> MetricsData:
+    """A deterministic push with all five point types, ints and doubles, attributes of
+    several kinds: the fixed workload of the fault and query tests."""
+    t = 1_795_000_000 * 10**9 + seed * 10**9
+    md = MetricsData()
+    sm = md.resource_metrics.add().scope_metrics.add()
+    sm.scope.name = "librdkafka"
+    gauge = sm.metrics.add(name="org.apache.kafka.producer.node.request.latency.max", unit="ms")
+    for node in (1, 2):
+        p = gauge.gauge.data_points.add(time_unix_nano=t, as_double=seed * 1.5 + node)
+        p.attributes.add(key="node.id", value=AnyValue(string_value=str(node)))
+    total = sm.metrics.add(name="org.apache.kafka.producer.record.send.total")
+    total.sum.aggregation_temporality = 2
+    total.sum.is_monotonic = True
+    total.sum.data_points.add(start_time_unix_nano=t - 10**9, time_unix_nano=t, as_int=seed * 10)
+    hist = sm.metrics.add(name="test.histogram")
+    hist.histogram.aggregation_temporality = 1
+    h = hist.histogram.data_points.add(time_unix_nano=t, count=3, sum=6.0, min=1.0, max=3.0)
+    h.bucket_counts.extend([1, 2])
+    h.explicit_bounds.append(2.0)
+    h.attributes.add(key="shard", value=AnyValue(int_value=seed))
+    exp = sm.metrics.add(name="test.exponential_histogram")
+    e = exp.exponential_histogram.data_points.add(time_unix_nano=t, count=2, scale=3, zero_count=1)
+    e.positive.offset = -2
+    e.positive.bucket_counts.extend([1])
+    summary = sm.metrics.add(name="test.summary")
+    s = summary.summary.data_points.add(time_unix_nano=t, count=4, sum=10.0)
+    s.quantile_values.add(quantile=0.99, value=4.0)
+    return md

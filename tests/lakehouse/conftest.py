@@ -1,0 +1,48 @@
+"""Fixtures of the lakehouse tests: one local Spark for the whole session, landing logs."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exporters.landing import LandingLog
+from exporters.lakehouse.session import LakehouseConfig, open_session
+
+# Two cores in CI: one task thread, one shuffle partition, no UI.
+SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
+_databases = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def spark_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Path]]:
+    """(SparkSession, lake dir): Hive catalog on embedded Derby in a temp directory."""
+    lake = tmp_path_factory.mktemp("lake")
+    config = LakehouseConfig(lake, master="local[1]", extra_conf=SPARK_TEST_CONF)
+    spark = open_session(config, "ktc-lakehouse-tests")
+    yield spark, lake
+    spark.stop()
+
+
+@pytest.fixture
+def spark(spark_lake: tuple[object, Path]) -> object:
+    return spark_lake[0]
+
+
+@pytest.fixture
+def lake_config(spark_lake: tuple[object, Path], request: pytest.FixtureRequest) -> LakehouseConfig:
+    """A fresh database (and journal) per test, in the session's lake."""
+    name = f"t{next(_databases)}_{request.node.name.split('[')[0].removeprefix('test_')[:40]}"
+    return LakehouseConfig(spark_lake[1], database=name.lower(), master="local[1]",
+                           extra_conf=SPARK_TEST_CONF)
+
+
+def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[int]:
+    """Append (context, payload) pairs with the real landing log; returns the offsets."""
+    log = LandingLog(directory, fsync="never", housekeeping=False)
+    try:
+        return [log.append(context, payload) for context, payload in pushes]
+    finally:
+        log.close()
