@@ -98,6 +98,28 @@ def test_collectors_keep_landed_data_until_the_ingest_has_it(
     assert required({"ingest": {"enabled": True}, "config": twice}) == [INGEST_CONSUMER]
 
 
+@pytest.mark.parametrize(
+    ("values", "image"),
+    [
+        ({}, "ktc:0.1.0"),
+        ({"image": {"repository": "r/ktc", "tag": "1.2"}}, "r/ktc:1.2"),
+        (
+            {
+                "image": {"repository": "r/ktc", "tag": "1.2"},
+                "ingest": {"image": {"tag": "1.2-lakehouse"}},
+            },
+            "r/ktc:1.2-lakehouse",
+        ),
+        ({"ingest": {"image": {"repository": "r/spark-ktc"}}}, "r/spark-ktc:0.1.0"),
+    ],
+)
+def test_ingest_image_defaults_to_the_collector_image(
+    rendered: Callable[..., Docs], values: dict[str, Any], image: str
+) -> None:
+    merged = {**values, "ingest": {"enabled": True, **values.get("ingest", {})}}
+    assert container(find(rendered(merged), "Deployment"), "ingest")["image"] == image
+
+
 def test_one_ingest_at_a_time(rendered: Callable[..., Docs]) -> None:
     """Exactly-once needs a single writer: never two pods, not even during a rollout."""
     ingest = find(rendered({"ingest": {"enabled": True}}), "Deployment")

@@ -92,6 +92,16 @@ app.kubernetes.io/component: ingest
 {{- end }}
 {{- end }}
 
+{{/* The ingest's image: the collector image unless ingest.image says otherwise. */}}
+{{- define "ktc.ingestImage" -}}
+{{- if or .Values.ingest.image.repository .Values.ingest.image.tag }}
+{{- $repository := default .Values.image.repository .Values.ingest.image.repository }}
+{{- printf "%s:%s" $repository (default (default .Chart.AppVersion .Values.image.tag) .Values.ingest.image.tag) }}
+{{- else }}
+{{- include "ktc.image" . }}
+{{- end }}
+{{- end }}
+
 {{/*
 The advertised host of a pod: <pod>.<headless service>.<namespace>.svc[.<clusterDomain>].
 $(POD_NAME) is expanded by the kubelet from the POD_NAME variable defined before it.
