@@ -131,7 +131,13 @@ def test_config_schema_covers_every_collector_key() -> None:
     config_schema = SCHEMA["properties"]["config"]
     assert config_schema["additionalProperties"] is False
     settable = set(config_schema["properties"])
-    assert settable | CHART_OWNED_CONFIG_KEYS == collector_keys
+    missing = collector_keys - settable - CHART_OWNED_CONFIG_KEYS
+    assert not missing, (
+        f"collector config keys {sorted(missing)} cannot be set through the chart: add them "
+        "to config.properties in helm/ktc/values.schema.json"
+    )
+    unknown = settable - collector_keys
+    assert not unknown, f"the chart schema offers keys the collector refuses: {sorted(unknown)}"
     assert not settable & CHART_OWNED_CONFIG_KEYS
 
 
