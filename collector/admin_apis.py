@@ -15,6 +15,10 @@ Semantics follow the broker (kip714.md §1.7-§1.8; ``ConfigHelper``,
 |                               | an empty result removes the subscription; validate_only honoured|
 | ListConfigResources (74) v0-1 | names of subscriptions that exist; v1 types outside TOPIC,      |
 |                               | BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP -> UNSUPPORTED_VERSION |
+| DescribeClientQuotas (48) v0-1| the store's entity quotas through Kafka's filter semantics      |
+|                               | (exact name / default / any of a type; ``strict``)             |
+| AlterClientQuotas (49) v0-1   | per entry: set or remove keys, validated as Kafka's controller  |
+|                               | does; applied to the quota engine at once; validate_only        |
 
 Other resource types answer INVALID_REQUEST naming the type: the collector has no topics,
 groups or broker configs to manage.  There is no authorizer: like a Kafka broker without
@@ -25,7 +29,7 @@ only to trusted networks.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from proto import ApiKeys
@@ -47,6 +51,11 @@ from proto.messages.list_config_resources_response import (
     ConfigResource,
     ListConfigResourcesResponse,
 )
+from proto.messages import alter_client_quotas_response as acq_response
+from proto.messages import describe_client_quotas_response as dcq_response
+from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from proto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
+from subscriptions.quotas import ANY, QuotaFilterComponent
 
 from collector.dispatch import Api, RequestContext
 
@@ -90,9 +99,14 @@ def _unsupported(resource_type: int) -> str:
     )
 
 
+# DescribeClientQuotasRequest.ComponentData.MatchType (ClientQuotaFilterComponent)
+MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
+
+
 class AdminApis:
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, on_quotas_changed: Callable[[], None] = lambda: None) -> None:
         self._store = store
+        self._on_quotas_changed = on_quotas_changed
 
     def table(self) -> dict[int, Api]:
         return {
@@ -126,6 +140,28 @@ class AdminApis:
                 "ListConfigResources",
                 self.list_config_resources,
                 lambda _, err: ListConfigResourcesResponse(error_code=err),
+            ),
+            ApiKeys.DESCRIBE_CLIENT_QUOTAS: Api(
+                "DescribeClientQuotas",
+                self.describe_client_quotas,
+                lambda _, err: dcq_response.DescribeClientQuotasResponse(
+                    error_code=err, error_message=None, entries=None
+                ),
+            ),
+            ApiKeys.ALTER_CLIENT_QUOTAS: Api(
+                "AlterClientQuotas",
+                self.alter_client_quotas,
+                lambda req, err: acq_response.AlterClientQuotasResponse(
+                    entries=tuple(
+                        acq_response.EntryData(
+                            error_code=err, error_message=None,
+                            entity=tuple(
+                                acq_response.EntityData(e.entity_type, e.entity_name) for e in entry.entity
+                            ),
+                        )
+                        for entry in req.entries
+                    )
+                ),
             ),
         }
 
@@ -239,6 +275,68 @@ class AdminApis:
         return Errors.NONE, None
 
     # ------------------------------------------------------------------ 74
+    def describe_client_quotas(
+        self, request: DescribeClientQuotasRequest, ctx: RequestContext
+    ) -> dcq_response.DescribeClientQuotasResponse:
+        try:
+            components = [_filter_component(c) for c in request.components]
+            found = self._store.describe_quotas(components, strict=request.strict)
+        except _BadFilter as exc:
+            return dcq_response.DescribeClientQuotasResponse(
+                error_code=Errors.INVALID_REQUEST, error_message=str(exc), entries=None
+            )
+        except KafkaError as exc:
+            return dcq_response.DescribeClientQuotasResponse(
+                error_code=exc.error_code, error_message=str(exc), entries=None
+            )
+        entries = tuple(
+            dcq_response.EntryData(
+                entity=tuple(dcq_response.EntityData(t, n) for t, n in entity.entries),
+                values=tuple(dcq_response.ValueData(k, float(v)) for k, v in sorted(values.items())),
+            )
+            for entity, values in found.items()
+        )
+        return dcq_response.DescribeClientQuotasResponse(
+            error_code=Errors.NONE, error_message=None, entries=entries
+        )
+
+    def alter_client_quotas(
+        self, request: AlterClientQuotasRequest, ctx: RequestContext
+    ) -> acq_response.AlterClientQuotasResponse:
+        results = []
+        changed = False
+        for entry in request.entries:
+            error, message = Errors.NONE, None
+            entity: dict[str, str | None] = {}
+            for component in entry.entity:
+                if component.entity_type in entity:
+                    error, message = Errors.INVALID_REQUEST, (
+                        f"Duplicate {component.entity_type} entity type in the request"
+                    )
+                entity[component.entity_type] = component.entity_name
+            if error == Errors.NONE:
+                to_set = {op.key: op.value for op in entry.ops if not op.remove}
+                to_delete = [op.key for op in entry.ops if op.remove]
+                try:
+                    self._store.alter_quotas(
+                        entity, to_set, to_delete, validate_only=request.validate_only
+                    )
+                    changed = changed or not request.validate_only
+                except KafkaError as exc:
+                    error, message = Errors(exc.error_code), str(exc)
+            results.append(
+                acq_response.EntryData(
+                    error_code=error,
+                    error_message=message,
+                    entity=tuple(
+                        acq_response.EntityData(c.entity_type, c.entity_name) for c in entry.entity
+                    ),
+                )
+            )
+        if changed:
+            self._on_quotas_changed()
+        return acq_response.AlterClientQuotasResponse(entries=tuple(results))
+
     def list_config_resources(
         self, request: ListConfigResourcesRequest, ctx: RequestContext
     ) -> ListConfigResourcesResponse:
@@ -254,6 +352,36 @@ class AdminApis:
                 ConfigResource(resource_name=n, resource_type=CLIENT_METRICS) for n in names
             ),
         )
+
+
+class _BadFilter(Exception):
+    pass
+
+
+def _filter_component(component: Any) -> QuotaFilterComponent:
+    """ClientQuotaFilterComponent from the wire, with Kafka's request checks."""
+    if component.match_type == MATCH_EXACT:
+        if component.match is None:
+            raise _BadFilter(
+                f"Request specified MATCH_TYPE_EXACT for {component.entity_type}, but set match "
+                "string to null"
+            )
+        return QuotaFilterComponent(component.entity_type, component.match)
+    if component.match_type == MATCH_DEFAULT:
+        if component.match is not None:
+            raise _BadFilter(
+                f"Request specified MATCH_TYPE_DEFAULT for {component.entity_type}, but also "
+                "specified a match string"
+            )
+        return QuotaFilterComponent(component.entity_type, None)
+    if component.match_type == MATCH_SPECIFIED:
+        if component.match is not None:
+            raise _BadFilter(
+                f"Request specified MATCH_TYPE_SPECIFIED for {component.entity_type}, but also "
+                "specified a match string"
+            )
+        return QuotaFilterComponent(component.entity_type, ANY)
+    raise _BadFilter(f"Unexpected match type: {component.match_type}")
 
 
 def _describe_error(resource: Any, error: Errors, message: str) -> DescribeConfigsResult:

@@ -303,7 +303,11 @@ class CollectorServer:
             from collector.admin_apis import AdminApis
         except ImportError:  # admin APIs not available in this build
             return {}
-        return AdminApis(store).table()
+        def quotas_changed() -> None:
+            if self.quotas is not None:
+                self.quotas.apply_entity_quotas(store.snapshot().quotas)
+
+        return AdminApis(store, quotas_changed).table()
 
     def _start_forwarder(self, otlp: dict[str, Any]) -> None:
         from exporters.otlp import OtlpExporterConfig, OtlpForwarder
