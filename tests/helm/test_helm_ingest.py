@@ -6,9 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, container, find, load_values
+from ktc_chart import CHART_DIR, container, find, load_values, render
 
 from exporters.lakehouse.session import LakehouseConfig
 
@@ -51,7 +52,7 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
     assert _mounts(ingest, "ingest")["landing"] == f"{data_dir}/landing"
     assert args[args.index("--trigger-interval") + 1] == "30s"
     confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
-    assert confs == ["spark.driver.memory=2g", "spark.sql.shuffle.partitions=4"]
+    assert "spark.sql.shuffle.partitions=4" in confs
     assert "--master" not in args
     assert args[args.index("--compact-interval") + 1] == "1h"
     assert "--retention-days" not in args
@@ -151,3 +152,65 @@ def test_ingest_pods_are_not_collector_endpoints(rendered: Callable[..., Docs]) 
         assert not service["spec"]["selector"].items() <= ingest_labels.items()
     pdb = find(docs, "PodDisruptionBudget")
     assert not pdb["spec"]["selector"]["matchLabels"].items() <= ingest_labels.items()
+
+
+POSTGRES_METASTORE = {
+    "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db:5432/metastore",
+}
+
+
+def test_thrift_server_shares_the_lake_and_the_catalog(rendered: Callable[..., Docs]) -> None:
+    values = {
+        "ingest": {
+            "enabled": True,
+            "sparkConf": POSTGRES_METASTORE,
+            "thriftServer": {"enabled": True, "port": 10001},
+        }
+    }
+    docs = rendered(values)
+    ingest = find(docs, "Deployment")
+    thrift = container(ingest, "thriftserver")
+    assert _mounts(ingest, "thriftserver")["lake"] == _mounts(ingest, "ingest")["lake"]
+    args = thrift["args"]
+    assert args[0] == "thriftserver"
+    # The same catalog as the ingest: the same --conf settings, in the same order.
+    ingest_confs = [a for a in container(ingest, "ingest")["args"] if "=" in a]
+    assert [a for a in args if "=" in a] == ingest_confs
+    assert args[args.index("--bind-host") + 1] == "0.0.0.0"
+    service = find(docs, "Service", "ktc-sql")
+    assert (
+        service["spec"]["selector"].items()
+        <= ingest["spec"]["template"]["metadata"]["labels"].items()
+    )
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (10001, "jdbc")
+    assert {"name": "jdbc", "containerPort": 10001, "protocol": "TCP"} in thrift["ports"]
+
+
+def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
+    rendered: Callable[..., Docs],
+) -> None:
+    cli = pytest.importorskip("exporters.lakehouse.cli")
+    values = {
+        "ingest": {
+            "enabled": True,
+            "sparkConf": POSTGRES_METASTORE,
+            "thriftServer": {"enabled": True},
+        }
+    }
+    args = container(find(rendered(values), "Deployment"), "thriftserver")["args"]
+    with cli.thriftserver_command.make_context("thriftserver", list(args[1:])) as ctx:
+        params: dict[str, Any] = ctx.params
+    assert (params["port"], params["bind_host"]) == (10000, "0.0.0.0")
+    assert params["data_dir"] == Path("/var/lib/ktc")
+
+
+@pytest.mark.parametrize(
+    "url", [None, "jdbc:derby:;databaseName=/var/lib/ktc/lakehouse/metastore_db;create=true"]
+)
+def test_thrift_server_refuses_the_embedded_metastore(url: str | None) -> None:
+    """Embedded Derby serves one JVM (the ingest's): the Thrift server would fail to start."""
+    conf = {} if url is None else {"spark.hadoop.javax.jdo.option.ConnectionURL": url}
+    values = {"ingest": {"enabled": True, "sparkConf": conf, "thriftServer": {"enabled": True}}}
+    with pytest.raises(helm.HelmError, match="needs an external metastore"):
+        render(values)
