@@ -21,9 +21,8 @@ import logging
 import socket
 from collections.abc import Callable
 
-from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
-
 from collector.listeners import EndPoint
+from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
 
 __all__ = ["Acceptor", "bind_listener"]
 
@@ -37,8 +36,11 @@ def bind_listener(endpoint: EndPoint) -> socket.socket:
     included where the machine has it (as Kafka's wildcard bind does)."""
     if not endpoint.host and socket.has_dualstack_ipv6():
         sock = socket.create_server(
-            ("", endpoint.port), family=socket.AF_INET6, dualstack_ipv6=True,
-            backlog=BACKLOG, reuse_port=False,
+            ("", endpoint.port),
+            family=socket.AF_INET6,
+            dualstack_ipv6=True,
+            backlog=BACKLOG,
+            reuse_port=False,
         )
     else:
         host = endpoint.host or "0.0.0.0"
@@ -99,13 +101,15 @@ class Acceptor:
                 await self._slot_freed.wait()
             elif isinstance(decision, Reject):
                 self.rejected += 1
-                log.info("refusing connection from %s on %s: %s", ip, listener, decision.reason.value)
+                log.info(
+                    "refusing connection from %s on %s: %s", ip, listener, decision.reason.value
+                )
                 # Kafka closes an IP-throttled connection only after the throttle time, so
                 # a client does not reconnect in a tight loop.
                 loop.call_later(decision.close_delay_ms / 1000.0, conn.close)
                 return False
             else:  # pragma: no cover - the decision type is closed
-                raise AssertionError(f"unknown connection decision {decision!r}")
+                raise TypeError(f"unknown connection decision {decision!r}")
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -32,8 +32,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.dispatch import Api, RequestContext
 from proto import ApiKeys
 from proto.errors import Errors, KafkaError
+from proto.messages import alter_client_quotas_response as acq_response
+from proto.messages import describe_client_quotas_response as dcq_response
+from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
+from proto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from proto.messages.describe_configs_request import DescribeConfigsRequest
 from proto.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
@@ -51,15 +56,9 @@ from proto.messages.list_config_resources_response import (
     ConfigResource,
     ListConfigResourcesResponse,
 )
-from proto.messages import alter_client_quotas_response as acq_response
-from proto.messages import describe_client_quotas_response as dcq_response
-from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
-from proto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from subscriptions.quotas import ANY, QuotaFilterComponent
 
-from collector.dispatch import Api, RequestContext
-
-__all__ = ["AdminApis", "CLIENT_METRICS"]
+__all__ = ["CLIENT_METRICS", "AdminApis"]
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +84,11 @@ CLIENT_METRICS_KEYS: Mapping[str, tuple[int, str, str]] = {
     "match": (
         TYPE_LIST,
         "",
-        "Client matching selectors, name=regex: client_instance_id, client_id, "
-        "client_software_name, client_software_version, client_source_address, "
-        "client_source_port.",
+        (
+            "Client matching selectors, name=regex: client_instance_id, client_id, "
+            "client_software_name, client_software_version, client_source_address, "
+            "client_source_port."
+        ),
     ),
 }
 
@@ -116,8 +117,10 @@ class AdminApis:
                 lambda req, err: DescribeConfigsResponse(
                     results=tuple(
                         DescribeConfigsResult(
-                            error_code=err, error_message=None,
-                            resource_type=r.resource_type, resource_name=r.resource_name,
+                            error_code=err,
+                            error_message=None,
+                            resource_type=r.resource_type,
+                            resource_name=r.resource_name,
                         )
                         for r in req.resources
                     )
@@ -129,8 +132,10 @@ class AdminApis:
                 lambda req, err: IncrementalAlterConfigsResponse(
                     responses=tuple(
                         AlterConfigsResourceResponse(
-                            error_code=err, error_message=None,
-                            resource_type=r.resource_type, resource_name=r.resource_name,
+                            error_code=err,
+                            error_message=None,
+                            resource_type=r.resource_type,
+                            resource_name=r.resource_name,
                         )
                         for r in req.resources
                     )
@@ -154,9 +159,11 @@ class AdminApis:
                 lambda req, err: acq_response.AlterClientQuotasResponse(
                     entries=tuple(
                         acq_response.EntryData(
-                            error_code=err, error_message=None,
+                            error_code=err,
+                            error_message=None,
                             entity=tuple(
-                                acq_response.EntityData(e.entity_type, e.entity_name) for e in entry.entity
+                                acq_response.EntityData(e.entity_type, e.entity_name)
+                                for e in entry.entity
                             ),
                         )
                         for entry in req.entries
@@ -166,14 +173,26 @@ class AdminApis:
         }
 
     # ------------------------------------------------------------------ 32
-    def describe_configs(self, request: DescribeConfigsRequest, ctx: RequestContext) -> DescribeConfigsResponse:
+    def describe_configs(
+        self, request: DescribeConfigsRequest, ctx: RequestContext
+    ) -> DescribeConfigsResponse:
         results = []
         for resource in request.resources:
             if resource.resource_type != CLIENT_METRICS:
-                results.append(_describe_error(resource, Errors.INVALID_REQUEST, _unsupported(resource.resource_type)))
+                results.append(
+                    _describe_error(
+                        resource, Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
+                    )
+                )
                 continue
             if not resource.resource_name:
-                results.append(_describe_error(resource, Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"))
+                results.append(
+                    _describe_error(
+                        resource,
+                        Errors.INVALID_REQUEST,
+                        "Client metrics resource name must not be empty",
+                    )
+                )
                 continue
             set_keys: Mapping[str, str] = self._store.describe(resource.resource_name) or {}
             wanted = resource.configuration_keys
@@ -221,7 +240,10 @@ class AdminApis:
         for resource in request.resources:
             key = (resource.resource_type, resource.resource_name)
             if key in seen:
-                error: tuple[Errors, str | None] = (Errors.INVALID_REQUEST, "Duplicate resource in request")
+                error: tuple[Errors, str | None] = (
+                    Errors.INVALID_REQUEST,
+                    "Duplicate resource in request",
+                )
             else:
                 seen.add(key)
                 error = self._alter_one(resource, request.validate_only)
@@ -251,12 +273,17 @@ class AdminApis:
             if config.config_operation in (APPEND, SUBTRACT):
                 return (
                     Errors.INVALID_CONFIG,
-                    f"Can't {_OP_NAMES[config.config_operation]} to key {config.name} because "
-                    "its type is not LIST.",
+                    (
+                        f"Can't {_OP_NAMES[config.config_operation]} to key {config.name} "
+                        "because its type is not LIST."
+                    ),
                 )
             if config.config_operation == SET:
                 if config.value is None:
-                    return Errors.INVALID_CONFIG, "Null value not supported for client metrics configs"
+                    return (
+                        Errors.INVALID_CONFIG,
+                        "Null value not supported for client metrics configs",
+                    )
                 to_set[config.name] = config.value
             elif config.config_operation == DELETE:
                 to_delete.append(config.name)
@@ -270,8 +297,12 @@ class AdminApis:
             return Errors(exc.error_code), str(exc)
         if validate_only:
             return Errors.NONE, None
-        log.info("client metrics subscription %s altered over the wire: set %s, delete %s",
-                 name, to_set, to_delete)
+        log.info(
+            "client metrics subscription %s altered over the wire: set %s, delete %s",
+            name,
+            to_set,
+            to_delete,
+        )
         return Errors.NONE, None
 
     # ------------------------------------------------------------------ 74
@@ -292,7 +323,9 @@ class AdminApis:
         entries = tuple(
             dcq_response.EntryData(
                 entity=tuple(dcq_response.EntityData(t, n) for t, n in entity.entries),
-                values=tuple(dcq_response.ValueData(k, float(v)) for k, v in sorted(values.items())),
+                values=tuple(
+                    dcq_response.ValueData(k, float(v)) for k, v in sorted(values.items())
+                ),
             )
             for entity, values in found.items()
         )
@@ -310,8 +343,9 @@ class AdminApis:
             entity: dict[str, str | None] = {}
             for component in entry.entity:
                 if component.entity_type in entity:
-                    error, message = Errors.INVALID_REQUEST, (
-                        f"Duplicate {component.entity_type} entity type in the request"
+                    error, message = (
+                        Errors.INVALID_REQUEST,
+                        (f"Duplicate {component.entity_type} entity type in the request"),
                     )
                 entity[component.entity_type] = component.entity_name
             if error == Errors.NONE:

@@ -26,7 +26,7 @@ import yaml
 
 from collector.config import CollectorConfig, ConfigError, load_config
 
-__all__ = ["main", "cli"]
+__all__ = ["cli", "main"]
 
 CONFIG_ERROR_EXIT = 2
 
@@ -62,12 +62,22 @@ def cli() -> None:
 @cli.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file.")
 @click.option("--listeners", help="Kafka-style listeners, e.g. PLAINTEXT://0.0.0.0:9092.")
-@click.option("--advertised-listeners", help="What Metadata tells clients, e.g. PLAINTEXT://host:9092.")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Landing log, config store, meta.properties.")
+@click.option(
+    "--advertised-listeners", help="What Metadata tells clients, e.g. PLAINTEXT://host:9092."
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Landing log, config store, meta.properties.",
+)
 @click.option("--node-id", type=int, help="This node's broker id.")
 @click.option("--http-listener", help="host:port for /metrics, /healthz, /readyz.")
-@click.option("--ready-file", type=click.Path(dir_okay=False), hidden=True,
-              help="Write the bound ports as JSON here once serving (for tests and scripts).")
+@click.option(
+    "--ready-file",
+    type=click.Path(dir_okay=False),
+    hidden=True,
+    help="Write the bound ports as JSON here once serving (for tests and scripts).",
+)
 def serve(
     config_file: str | None,
     listeners: str | None,
@@ -164,8 +174,12 @@ def _kafka_error_exit(exc: Exception) -> None:
 
 
 _DATA_DIR = click.option(
-    "--data-dir", type=click.Path(file_okay=False), default="data", show_default=True,
-    envvar="KTC_DATA_DIR", help="The collector's data directory (its config store).",
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default="data",
+    show_default=True,
+    envvar="KTC_DATA_DIR",
+    help="The collector's data directory (its config store).",
 )
 
 
@@ -180,11 +194,18 @@ def subscriptions() -> None:
 @click.option("--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name.")
 @click.option("--metrics", help="Comma-separated metric name prefixes; '*' = all; '' resets.")
 @click.option("--interval", help="Push interval in ms (100..3600000); '' resets to 300000.")
-@click.option("--match", help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
-              "client_software_name/version, client_source_address/port; '' resets.")
+@click.option(
+    "--match",
+    help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
+    "client_software_name/version, client_source_address/port; '' resets.",
+)
 def subscriptions_alter(
-    data_dir: str, name: str | None, generate_name: bool, metrics: str | None,
-    interval: str | None, match: str | None,
+    data_dir: str,
+    name: str | None,
+    generate_name: bool,
+    metrics: str | None,
+    interval: str | None,
+    match: str | None,
 ) -> None:
     """Create or change a subscription; options not given stay as they are."""
     from subscriptions import admin
@@ -193,8 +214,12 @@ def subscriptions_alter(
         raise click.UsageError("give exactly one of --name and --generate-name")
     try:
         altered = admin.alter(
-            _store(data_dir), name, generate_name=generate_name,
-            metrics=metrics, interval=interval, match=match,
+            _store(data_dir),
+            name,
+            generate_name=generate_name,
+            metrics=metrics,
+            interval=interval,
+            match=match,
         )
     except Exception as exc:  # noqa: BLE001 - KafkaError with its code, or a store error
         _kafka_error_exit(exc)
@@ -267,6 +292,7 @@ def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
 
 def _add_optional_commands() -> None:
     """Commands other packages provide, when they are importable."""
+    lake_cli: Any = None
     try:
         from exporters.lakehouse import cli as lake_cli
     except Exception:  # noqa: BLE001 - the lakehouse extra is optional

@@ -52,14 +52,14 @@ from subscriptions.effective import EffectiveSubscription
 from subscriptions.matching import ClientMetadata
 
 __all__ = [
-    "ClientMetricsManager",
+    "ONE_UUID",
+    "SUPPORTED_COMPRESSION_TYPES",
+    "ZERO_UUID",
     "ClientMetricsInstance",
+    "ClientMetricsManager",
     "ClientMetricsStats",
     "ConnectionContext",
     "SubscriptionSource",
-    "SUPPORTED_COMPRESSION_TYPES",
-    "ZERO_UUID",
-    "ONE_UUID",
 ]
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,9 @@ DEFAULT_CACHE_MAX_SIZE = 16_384
 # A Get right after a push rejected with one of these is exempt from the interval gate, so
 # the client can fetch the new subscription at once (Kafka PR #19959, 2025; before it the
 # guard was written `!= A || != B`, always true).
-GET_GATE_EXEMPT_ERRORS = frozenset({Errors.UNKNOWN_SUBSCRIPTION_ID, Errors.UNSUPPORTED_COMPRESSION_TYPE})
+GET_GATE_EXEMPT_ERRORS = frozenset(
+    {Errors.UNKNOWN_SUBSCRIPTION_ID, Errors.UNSUPPORTED_COMPRESSION_TYPE}
+)
 
 # "Never happened": far enough in the past that now - NEVER_MS exceeds any interval.
 NEVER_MS = -(1 << 62)
@@ -107,7 +109,9 @@ class SubscriptionSource(Protocol):
     @property
     def version(self) -> int: ...
 
-    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> EffectiveSubscription: ...
+    def resolve(
+        self, metadata: ClientMetadata, client_instance_id: uuid.UUID
+    ) -> EffectiveSubscription: ...
 
 
 class ClientMetricsStats(Protocol):
@@ -150,19 +154,19 @@ class ClientMetricsInstance:
 
     __slots__ = (
         "client_instance_id",
-        "instance_id_str",
-        "metadata",
         "connection_id",
-        "subscription_id",
+        "expires_at_ms",
+        "instance_id_str",
+        "last_get_ms",
+        "last_known_error",
+        "last_push_ms",
+        "metadata",
         "metrics",
         "push_interval_ms",
-        "subscription_version",
-        "last_get_ms",
-        "last_push_ms",
-        "terminating",
-        "last_known_error",
-        "expires_at_ms",
         "scheduled_at_ms",
+        "subscription_id",
+        "subscription_version",
+        "terminating",
     )
 
     def __init__(
@@ -205,7 +209,10 @@ class ClientMetricsInstance:
         it (Java 0.5-1.5x, librdkafka 0.8-1.2x the interval), so a 5000 ms subscription
         may see its first push after 2500 ms.
         """
-        if self.last_get_ms > self.last_push_ms or now_ms - self.last_push_ms >= self.push_interval_ms:
+        if (
+            self.last_get_ms > self.last_push_ms
+            or now_ms - self.last_push_ms >= self.push_interval_ms
+        ):
             self.last_push_ms = now_ms
             return True
         return False
@@ -249,7 +256,7 @@ class ClientMetricsManager:
         *,
         subscriptions: SubscriptionSource,
         exporter: Exporter,
-        decompress: Callable[[int, bytes, int], bytes],
+        decompress: Callable[[int, bytes | bytearray | memoryview, int], bytes],
         instance_id_to_str: Callable[[uuid.UUID], str],
         new_instance_id: Callable[[], uuid.UUID],
         telemetry_max_bytes: int = 1_048_576,

@@ -26,7 +26,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CollectorConfig", "ConfigError", "load_config", "env_var_for"]
+__all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config"]
 
 ENV_PREFIX = "KTC_"
 
@@ -115,12 +115,12 @@ class CollectorConfig(BaseModel):
     def _host_port(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        host, sep, port = value.rpartition(":")
+        _host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ValueError("must be host:port, e.g. 0.0.0.0:8888 (port 0 picks a free port)")
         return value
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "CollectorConfig":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> CollectorConfig:
         """A copy with dotted-key overrides applied (CLI flags), validated again."""
         merged = self.to_dotted()
         merged.update({k: v for k, v in overrides.items() if v is not None})

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from collector.protocol import CloseConnection
 from proto import (
     ApiKeys,
     RequestFrame,
@@ -37,12 +38,10 @@ from proto import (
 from proto.errors import Errors, KafkaError, UnsupportedVersionError
 from proto.messages import PushTelemetryResponse
 
-from collector.protocol import CloseConnection
-
 if TYPE_CHECKING:
     from collector.protocol import KafkaProtocol
 
-__all__ = ["Api", "Dispatcher", "RequestContext", "RequestQuota", "RequestObserver"]
+__all__ = ["Api", "Dispatcher", "RequestContext", "RequestObserver", "RequestQuota"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +53,7 @@ class RequestContext:
     """Kafka's ``RequestContext``: who sent the request, on which listener, when."""
 
     frame: RequestFrame
-    connection: "KafkaProtocol"
+    connection: KafkaProtocol
     now_ms: int
 
     @property
@@ -114,7 +113,7 @@ class Dispatcher:
     def api_keys(self) -> frozenset[int]:
         return frozenset(self._apis)
 
-    def handle(self, frame: RequestFrame, connection: "KafkaProtocol") -> bytes | None:
+    def handle(self, frame: RequestFrame, connection: KafkaProtocol) -> bytes | None:
         api = self._apis.get(frame.api_key)
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
@@ -134,7 +133,7 @@ class Dispatcher:
         context = RequestContext(frame, connection, self._clock_ms())
         try:
             response = api.handle(request, context)
-        except Exception:  # noqa: BLE001 - the one boundary that turns bugs into responses
+        except Exception:
             log.exception(
                 "unexpected error handling %s v%d (correlation id %d) from %s",
                 api.name,

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import cast
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -71,8 +72,8 @@ class HealthEndpoints:
         await self._runner.setup()
         site = web.TCPSite(self._runner, host or None, port, reuse_address=True)
         await site.start()
-        server = site._server  # aiohttp exposes the bound sockets only here
-        assert server is not None and server.sockets
+        # aiohttp exposes the bound sockets only on the site's asyncio server.
+        server = cast(asyncio.Server, site._server)
         self.port = int(server.sockets[0].getsockname()[1])
         self._beat()
         return self.port
@@ -103,8 +104,10 @@ class HealthEndpoints:
     async def _readyz(self, _: web.Request) -> web.Response:
         checks = self.readiness()
         ok = all(v == "ok" for v in checks.values())
-        return _json({"status": "ready" if ok else "not ready", "checks": checks}, 200 if ok else 503)
+        return _json(
+            {"status": "ready" if ok else "not ready", "checks": checks}, 200 if ok else 503
+        )
 
 
-def _json(body: dict[str, object], status: int) -> web.Response:
+def _json(body: Mapping[str, object], status: int) -> web.Response:
     return web.Response(text=json.dumps(body), status=status, content_type="application/json")

@@ -18,6 +18,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from collector.client_metrics import ClientMetricsManager
+from collector.dispatch import Api, RequestContext
+from collector.listeners import EndPoint
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.errors import Errors
 from proto.messages import (
@@ -33,11 +36,7 @@ from proto.messages import (
 from proto.messages.api_versions_response import ApiVersion
 from proto.messages.metadata_response import MetadataResponseBroker, MetadataResponseTopic
 
-from collector.client_metrics import ClientMetricsManager
-from collector.dispatch import Api, RequestContext
-from collector.listeners import EndPoint
-
-__all__ = ["KafkaApis", "SOFTWARE_NAME_OR_VERSION"]
+__all__ = ["SOFTWARE_NAME_OR_VERSION", "KafkaApis"]
 
 # ApiVersionsRequest.isValid(): ClientSoftwareName/Version must match this (KIP-511).
 SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -77,9 +76,7 @@ class KafkaApis:
         self._refresh_api_versions()
 
     def set_served_apis(self, api_keys: frozenset[int]) -> None:
-        self._supported_versions = {
-            k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys
-        }
+        self._supported_versions = {k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys}
         self._refresh_api_versions()
 
     def set_advertised(self, advertised: Mapping[str, EndPoint]) -> None:
@@ -141,7 +138,7 @@ class KafkaApis:
         UNKNOWN_TOPIC_ID for a lookup by id (v10+).
         """
         endpoint = self._advertised.get(ctx.connection.listener_name)
-        brokers = ()
+        brokers: tuple[MetadataResponseBroker, ...] = ()
         if endpoint is not None:
             brokers = (
                 MetadataResponseBroker(
@@ -178,7 +175,9 @@ class KafkaApis:
             request.client_instance_id, ctx.connection, ctx.frame.client_id, ctx.now_ms
         )
 
-    def push_telemetry(self, request: PushTelemetryRequest, ctx: RequestContext) -> PushTelemetryResponse:
+    def push_telemetry(
+        self, request: PushTelemetryRequest, ctx: RequestContext
+    ) -> PushTelemetryResponse:
         return self._manager.push_telemetry(
             request, ctx.connection, ctx.frame.client_id, ctx.frame.correlation_id, ctx.now_ms
         )

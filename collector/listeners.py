@@ -19,12 +19,12 @@ import re
 import socket
 
 __all__ = [
+    "SUPPORTED_SECURITY_PROTOCOLS",
     "EndPoint",
     "ListenerError",
+    "advertised_endpoint",
     "parse_listeners",
     "parse_security_protocol_map",
-    "advertised_endpoint",
-    "SUPPORTED_SECURITY_PROTOCOLS",
 ]
 
 # What the collector can serve today.  SSL/SASL names parse (so a Kafka config file loads)
@@ -48,7 +48,7 @@ class EndPoint:
     port: int
     security_protocol: str
 
-    def with_port(self, port: int) -> "EndPoint":
+    def with_port(self, port: int) -> EndPoint:
         return dataclasses.replace(self, port=port)
 
     def __str__(self) -> str:

@@ -47,7 +47,19 @@ _PREFIX = "kafka_server_client_metrics_"
 
 # Export into the landing log is a local append: tens of microseconds to a few ms.
 EXPORT_BUCKETS_SECONDS = (
-    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
 )
 
 
@@ -63,7 +75,8 @@ class _Histogram:
         self.sum += value
 
     def buckets(self) -> list[tuple[str, float]]:
-        out, running = [], 0
+        out: list[tuple[str, float]] = []
+        running = 0.0
         for bound, count in zip((*EXPORT_BUCKETS_SECONDS, float("inf")), self.counts, strict=True):
             running += count
             out.append(("+Inf" if bound == float("inf") else repr(bound), running))
@@ -119,7 +132,12 @@ class CollectorMetrics(Collector):
     def instance_removed(self, client_instance_id: str) -> None:
         # Kafka unregisters the per-instance sensors together with the instance.
         if self._instance_labels:
-            for series in (self.throttles, self.plugin_exports, self.plugin_errors, self.plugin_export_time):
+            for series in (
+                self.throttles,
+                self.plugin_exports,
+                self.plugin_errors,
+                self.plugin_export_time,
+            ):
                 series.pop(client_instance_id, None)
 
     # RequestObserver -------------------------------------------------------------------
@@ -138,7 +156,7 @@ class CollectorMetrics(Collector):
     def collect(self) -> Iterator[Metric]:
         labels = ["client_instance_id"] if self._instance_labels else []
 
-        def per_instance(family: CounterMetricFamily | HistogramMetricFamily, series: dict[str, int]) -> None:
+        def per_instance(family: CounterMetricFamily, series: dict[str, int]) -> None:
             for key, value in list(series.items()):
                 family.add_metric([key] if labels else [], value)
 
@@ -154,10 +172,17 @@ class CollectorMetrics(Collector):
             value=self.unknown_subscription_requests,
         )
         for name, doc, series in (
-            ("throttle", "Get/Push requests rejected with THROTTLING_QUOTA_EXCEEDED (too early)", self.throttles),
+            (
+                "throttle",
+                "Get/Push requests rejected with THROTTLING_QUOTA_EXCEEDED (too early)",
+                self.throttles,
+            ),
             ("plugin_export", "Pushes handed to the exporter successfully", self.plugin_exports),
-            ("plugin_error", "Pushes answered INVALID_RECORD (decompression, payload or exporter failure)",
-             self.plugin_errors),
+            (
+                "plugin_error",
+                "Pushes answered INVALID_RECORD (decompression, payload or exporter failure)",
+                self.plugin_errors,
+            ),
         ):
             family = CounterMetricFamily(_PREFIX + name, doc, labels=labels)
             if not labels and not series:
@@ -173,12 +198,16 @@ class CollectorMetrics(Collector):
             histogram.add_metric([key] if labels else [], hist.buckets(), hist.sum)
         yield histogram
         requests = CounterMetricFamily(
-            "ktc_requests", "Kafka requests answered, by API and error code", labels=["api", "error_code"]
+            "ktc_requests",
+            "Kafka requests answered, by API and error code",
+            labels=["api", "error_code"],
         )
         for (api_key, error_code), count in sorted(self.requests.items()):
             requests.add_metric([self._api_names(api_key), str(error_code)], count)
         yield requests
-        connections = GaugeMetricFamily("ktc_connections", "Open Kafka connections", labels=["listener"])
+        connections = GaugeMetricFamily(
+            "ktc_connections", "Open Kafka connections", labels=["listener"]
+        )
         for listener, count in sorted(self.connections.items()):
             connections.add_metric([listener], count)
         yield connections

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import cast, TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
@@ -36,7 +36,7 @@ from subscriptions.matching import java_host_address
 if TYPE_CHECKING:
     from collector.dispatch import Dispatcher
 
-__all__ = ["KafkaProtocol", "ConnectionHost", "CloseConnection"]
+__all__ = ["CloseConnection", "ConnectionHost", "KafkaProtocol"]
 
 log = logging.getLogger(__name__)
 
@@ -58,41 +58,41 @@ class CloseConnection(Exception):
 class ConnectionHost(Protocol):
     """What a connection needs from the server that owns it."""
 
-    dispatcher: "Dispatcher"
+    dispatcher: Dispatcher
     max_request_size: int
     max_inflight_requests: int
 
-    def connection_opened(self, protocol: "KafkaProtocol") -> bool: ...
+    def connection_opened(self, protocol: KafkaProtocol) -> bool: ...
 
-    def connection_closed(self, protocol: "KafkaProtocol") -> None: ...
+    def connection_closed(self, protocol: KafkaProtocol) -> None: ...
 
-    def protocol_error(self, protocol: "KafkaProtocol") -> None: ...
+    def protocol_error(self, protocol: KafkaProtocol) -> None: ...
 
-    def durability_barrier(self) -> "asyncio.Future[None] | None": ...
+    def durability_barrier(self) -> asyncio.Future[None] | None: ...
 
 
 class KafkaProtocol(asyncio.Protocol):
     # Also the ``ConnectionContext`` the ClientMetricsManager reads.
     __slots__ = (
-        "connection_id",
-        "listener_name",
-        "security_protocol",
-        "principal",
-        "client_source_address",
-        "client_source_port",
-        "client_software_name",
-        "client_software_version",
-        "peer_ip",
-        "_host",
+        "_closing",
         "_codec",
-        "_transport",
+        "_host",
         "_loop",
         "_paused",
         "_reading_paused",
+        "_transport",
+        "_unmute_handle",
         "_waiting",
         "_waiting_requests",
-        "_closing",
-        "_unmute_handle",
+        "client_software_name",
+        "client_software_version",
+        "client_source_address",
+        "client_source_port",
+        "connection_id",
+        "listener_name",
+        "peer_ip",
+        "principal",
+        "security_protocol",
     )
 
     def __init__(
@@ -138,7 +138,7 @@ class KafkaProtocol(asyncio.Protocol):
             self.client_source_port = int(peer[1])
         if not self._host.connection_opened(self):
             self._closing = True
-            transport.abort()
+            self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -249,7 +249,7 @@ class KafkaProtocol(asyncio.Protocol):
             self._pause(_TOO_MANY_INFLIGHT)
         barrier.add_done_callback(self._write_ready)
 
-    def _write_ready(self, _: "asyncio.Future[None]") -> None:
+    def _write_ready(self, _: asyncio.Future[None]) -> None:
         # Write every leading batch whose barrier is done, preserving order.
         while self._waiting and self._waiting[0][0].done():
             future, responses = self._waiting.popleft()

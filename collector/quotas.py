@@ -27,10 +27,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from collector.config import CollectorConfig
 from quota import ConnectionDecision, QuotaEngine
 from quota.entity_quotas import InvalidQuotaError
-
-from collector.config import CollectorConfig
 
 if TYPE_CHECKING:
     from collector.dispatch import RequestContext
@@ -69,7 +68,7 @@ class QuotaEnforcer:
         self._reaper_deadline_ms: int | None = None
 
     # -- requests ------------------------------------------------------------------------
-    def record(self, context: "RequestContext", request_bytes: int, handling_ns: int) -> int:
+    def record(self, context: RequestContext, request_bytes: int, handling_ns: int) -> int:
         return self.engine.record_request(
             principal_name(context.connection.principal),
             context.frame.client_id,
@@ -77,7 +76,7 @@ class QuotaEnforcer:
             context.now_ms,
         )
 
-    def throttle(self, context: "RequestContext", throttle_ms: int) -> None:
+    def throttle(self, context: RequestContext, throttle_ms: int) -> None:
         connection = context.connection
         connection.mute()
         now_ms = self._clock_ms()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
@@ -24,15 +25,6 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from exporters.base import Exporter
-from proto import compression
-from subscriptions import effective as subscriptions_effective
-from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
-from subscriptions.matching import ClientMetadata
-
-from quota import QuotaEngine
-from quota.errors import QuotaConfigError
 
 from collector.acceptor import Acceptor, bind_listener
 from collector.client_metrics import ClientMetricsManager
@@ -50,8 +42,15 @@ from collector.listeners import (
 from collector.metrics import CollectorMetrics
 from collector.protocol import KafkaProtocol
 from collector.quotas import QuotaEnforcer, quota_settings
+from exporters.base import Exporter
+from proto import compression
+from quota import QuotaEngine
+from quota.errors import QuotaConfigError
+from subscriptions import effective as subscriptions_effective
+from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
+from subscriptions.matching import ClientMetadata
 
-__all__ = ["CollectorServer", "monotonic_ms", "StartupError"]
+__all__ = ["CollectorServer", "StartupError", "monotonic_ms"]
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +126,7 @@ class CollectorServer:
         self._clock_ms = clock_ms
         self._exporter = exporter
         self._owns_exporter = exporter is None
-        self._store = store
+        self._store: Any = store
         self.quotas: QuotaEnforcer | None = None
         self.metrics = CollectorMetrics(
             instance_labels=config.telemetry_metrics_instance_labels, api_names=api_name
@@ -205,7 +204,7 @@ class CollectorServer:
 
             try:
                 store = self._store = ConfigStore(config.data_dir)
-            except Exception as exc:  # noqa: BLE001 - an invalid file names itself
+            except Exception as exc:
                 raise StartupError(f"subscription store: {exc}") from exc
         if self._exporter is None:
             from exporters.landing import LandingLog
@@ -253,7 +252,7 @@ class CollectorServer:
                 acceptor = Acceptor(
                     bound,
                     sock,
-                    lambda e=bound: self._new_connection(e),
+                    functools.partial(self._new_connection, bound),
                     self.quotas.on_accept,
                     self._slot_freed,
                 )
@@ -272,7 +271,9 @@ class CollectorServer:
             raise StartupError(f"listeners: cannot bind: {exc}") from exc
         for acceptor in self._acceptors:
             self._tasks.append(
-                asyncio.create_task(acceptor.run(), name=f"acceptor-{acceptor.endpoint.listener_name}")
+                asyncio.create_task(
+                    acceptor.run(), name=f"acceptor-{acceptor.endpoint.listener_name}"
+                )
             )
         await asyncio.sleep(0)  # let the acceptors start before readiness is asked
         self._apis.set_advertised(self.advertised)
@@ -303,6 +304,7 @@ class CollectorServer:
             from collector.admin_apis import AdminApis
         except ImportError:  # admin APIs not available in this build
             return {}
+
         def quotas_changed() -> None:
             if self.quotas is not None:
                 self.quotas.apply_entity_quotas(store.snapshot().quotas)
@@ -347,7 +349,7 @@ class CollectorServer:
     def protocol_error(self, protocol: KafkaProtocol) -> None:
         self.metrics.connections_closed_on_error += 1
 
-    def durability_barrier(self) -> "asyncio.Future[None] | None":
+    def durability_barrier(self) -> asyncio.Future[None] | None:
         """A future the connection waits for before writing a batch of responses.
 
         LandingLog.append hands the bytes to the OS before it returns (survives a process
@@ -398,8 +400,10 @@ class CollectorServer:
                 self.quotas.expire_inactive_sensors()
 
     async def _watch_store(self, watch: Callable[..., Any]) -> None:
+        store = self._store
+
         def changed(*_: Any) -> None:
-            snapshot = self._store.snapshot()
+            snapshot = store.snapshot()
             log.info("config store changed (version %s)", snapshot.version)
             if self.quotas is not None:
                 self.quotas.apply_entity_quotas(snapshot.quotas)
@@ -408,7 +412,7 @@ class CollectorServer:
             await watch(changed)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a broken watcher must not stop the server
+        except Exception:
             log.exception("subscription store watcher stopped; SIGHUP still reloads")
 
     def reload(self) -> None:
@@ -429,7 +433,7 @@ class CollectorServer:
     def install_signal_handlers(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda s=sig: self._signalled(s))
+            loop.add_signal_handler(sig, self._signalled, sig)
         loop.add_signal_handler(signal.SIGHUP, self.reload)
 
     def _signalled(self, sig: signal.Signals) -> None:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     Gauge,
@@ -19,7 +16,6 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 
 from collector.client_metrics import ClientMetricsManager
-from exporters.landing import LandingLog
 from proto import compression
 from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -42,7 +38,9 @@ class MemorySubscriptions:
         self.subscriptions = list(subscriptions)
         self._version += 1
 
-    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> EffectiveSubscription:
+    def resolve(
+        self, metadata: ClientMetadata, client_instance_id: uuid.UUID
+    ) -> EffectiveSubscription:
         return resolve(self.subscriptions, metadata, client_instance_id)
 
 
@@ -93,19 +91,18 @@ def zstd(data: bytes) -> bytes:
     return compression.compress(compression.CompressionType.ZSTD, data)
 
 
-
-def make_manager(subs: MemorySubscriptions, exporter: object, **kwargs: object) -> ClientMetricsManager:
-    defaults: dict[str, object] = dict(
-        subscriptions=subs,
-        exporter=exporter,
-        decompress=compression.decompress,
-        instance_id_to_str=kafka_uuid_to_str,
-        new_instance_id=random_instance_id,
-        telemetry_max_bytes=1_048_576,
-        node_id=7,
-        cluster_id="test-cluster",
-    )
+def make_manager(
+    subs: MemorySubscriptions, exporter: object, **kwargs: object
+) -> ClientMetricsManager:
+    defaults: dict[str, object] = {
+        "subscriptions": subs,
+        "exporter": exporter,
+        "decompress": compression.decompress,
+        "instance_id_to_str": kafka_uuid_to_str,
+        "new_instance_id": random_instance_id,
+        "telemetry_max_bytes": 1_048_576,
+        "node_id": 7,
+        "cluster_id": "test-cluster",
+    }
     defaults.update(kwargs)
     return ClientMetricsManager(**defaults)  # type: ignore[arg-type]
-
-

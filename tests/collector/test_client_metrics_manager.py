@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import tracemalloc
 import uuid
-from pathlib import Path
 
 import pytest
+from collector_testkit import (
+    Conn,
+    MemorySubscriptions,
+    make_manager,
+    otlp_payload,
+    subscription,
+    zstd,
+)
 
 from collector.client_metrics import ONE_UUID, SUPPORTED_COMPRESSION_TYPES, ZERO_UUID
 from exporters.base import ExportResult
@@ -19,8 +26,6 @@ from exporters.landing import LandingLog, LandingReader
 from proto.errors import Errors
 from proto.messages import PushTelemetryRequest
 from subscriptions.kafka_uuid import kafka_uuid_from_str
-
-from collector_testkit import Conn, MemorySubscriptions, make_manager, otlp_payload, subscription, zstd
 
 INTERVAL = 1000
 CONN = Conn()
@@ -31,8 +36,16 @@ def get(manager, instance_id=ZERO_UUID, now_ms=0, conn=CONN, client_id="app-1"):
 
 
 def push(  # type: ignore[no-untyped-def]
-    manager, instance_id, subscription_id, now_ms, *, metrics=b"", compression_type=0,
-    terminating=False, conn=CONN, correlation_id=1,
+    manager,
+    instance_id,
+    subscription_id,
+    now_ms,
+    *,
+    metrics=b"",
+    compression_type=0,
+    terminating=False,
+    conn=CONN,
+    correlation_id=1,
 ):
     request = PushTelemetryRequest(
         client_instance_id=instance_id,
@@ -61,7 +74,11 @@ def test_first_get_assigns_an_id_and_returns_the_subscription(manager) -> None: 
     assert response.client_instance_id not in (ZERO_UUID, ONE_UUID)
     assert list(response.requested_metrics) == ["org.apache.kafka.producer."]
     assert response.push_interval_ms == INTERVAL
-    assert list(response.accepted_compression_types) == list(SUPPORTED_COMPRESSION_TYPES) == [4, 3, 1, 2]
+    assert (
+        list(response.accepted_compression_types)
+        == list(SUPPORTED_COMPRESSION_TYPES)
+        == [4, 3, 1, 2]
+    )
     assert response.telemetry_max_bytes == 1_048_576
     assert response.delta_temporality is True
     assert manager.instance_count == 1
@@ -76,7 +93,10 @@ def test_get_with_known_id_echoes_it(manager) -> None:  # type: ignore[no-untype
 
 def test_get_before_interval_is_throttled(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, _ = handshake(manager, now_ms=0)
-    assert get(manager, instance_id, now_ms=INTERVAL - 1).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        get(manager, instance_id, now_ms=INTERVAL - 1).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
     assert get(manager, instance_id, now_ms=INTERVAL).error_code == Errors.NONE
 
 
@@ -116,8 +136,15 @@ def test_push_with_reserved_id_is_invalid_request(manager, bad_id: uuid.UUID) ->
 def test_push_lands_with_full_context(manager, landing) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager)
     payload = otlp_payload("org.apache.kafka.producer.record.queue.time.avg")
-    response = push(manager, instance_id, sub_id, 500, metrics=zstd(payload), compression_type=4,
-                    correlation_id=42)
+    response = push(
+        manager,
+        instance_id,
+        sub_id,
+        500,
+        metrics=zstd(payload),
+        compression_type=4,
+        correlation_id=42,
+    )
     assert response.error_code == Errors.NONE
     (record,) = landed(landing)
     assert record.payload == payload  # decompressed before landing
@@ -128,7 +155,10 @@ def test_push_lands_with_full_context(manager, landing) -> None:  # type: ignore
     assert ctx.client_software_version == "2.16.1-rdkafka-2.16.0"
     assert (ctx.client_source_address, ctx.client_source_port) == ("127.0.0.1", 50000)
     assert (ctx.listener_name, ctx.security_protocol, ctx.principal) == (
-        "PLAINTEXT", "PLAINTEXT", "User:ANONYMOUS")
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "User:ANONYMOUS",
+    )
     assert ctx.push_interval_ms == INTERVAL
     assert ctx.subscription_id == sub_id
     assert ctx.compression_type == 4
@@ -149,8 +179,14 @@ def test_first_push_after_get_is_never_too_early(manager) -> None:  # type: igno
 def test_terminating_push_bypasses_the_interval_then_nothing_more(manager, landing) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
-    final = push(manager, instance_id, sub_id, 20, terminating=True,
-                 metrics=otlp_payload("org.apache.kafka.producer.x"))
+    final = push(
+        manager,
+        instance_id,
+        sub_id,
+        20,
+        terminating=True,
+        metrics=otlp_payload("org.apache.kafka.producer.x"),
+    )
     assert final.error_code == Errors.NONE
     assert landed(landing)[-1].context.terminating is True
     # After a terminating push: INVALID_REQUEST, even after the interval.
@@ -162,7 +198,8 @@ def test_terminating_push_bypasses_the_interval_then_nothing_more(manager, landi
 def test_rejected_terminating_push_still_terminates(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id + 1, 10, terminating=True).error_code == (
-        Errors.UNKNOWN_SUBSCRIPTION_ID)
+        Errors.UNKNOWN_SUBSCRIPTION_ID
+    )
     assert push(manager, instance_id, sub_id, 20).error_code == Errors.INVALID_REQUEST
 
 
@@ -180,7 +217,8 @@ def test_wrong_subscription_id_then_get_is_exempt_from_the_gate(manager) -> None
 def test_unknown_compression_type_then_get_is_exempt(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10, compression_type=5, metrics=b"x").error_code == (
-        Errors.UNSUPPORTED_COMPRESSION_TYPE)
+        Errors.UNSUPPORTED_COMPRESSION_TYPE
+    )
     assert get(manager, instance_id, now_ms=11).error_code == Errors.NONE
 
 
@@ -193,8 +231,9 @@ def test_throttle_comes_before_subscription_id(manager) -> None:  # type: ignore
 def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
-    assert push(manager, instance_id, sub_id, 1010, compression_type=9, metrics=b"x").error_code == (
-        Errors.UNSUPPORTED_COMPRESSION_TYPE)
+    assert push(
+        manager, instance_id, sub_id, 1010, compression_type=9, metrics=b"x"
+    ).error_code == (Errors.UNSUPPORTED_COMPRESSION_TYPE)
     # lastPush moved to 1010 although the push was rejected (Kafka's order).
     assert push(manager, instance_id, sub_id, 1500).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
 
@@ -203,7 +242,8 @@ def test_too_large_compressed_payload(landing, subs) -> None:  # type: ignore[no
     manager = make_manager(subs, landing, telemetry_max_bytes=100)
     instance_id, sub_id = handshake(manager)
     assert push(manager, instance_id, sub_id, 10, metrics=b"\0" * 101).error_code == (
-        Errors.TELEMETRY_TOO_LARGE)
+        Errors.TELEMETRY_TOO_LARGE
+    )
     assert landed(landing) == []
 
 
@@ -219,11 +259,20 @@ def test_size_check_is_on_the_compressed_bytes(landing, subs) -> None:  # type: 
 
 @pytest.mark.parametrize(
     ("compression_type", "metrics"),
-    [(4, b"\x28\xb5\x2f\xfdgarbage"), (1, b"not gzip"), (3, b"not lz4"), (0, b"\xff\xff\xff not otlp")],
+    [
+        (4, b"\x28\xb5\x2f\xfdgarbage"),
+        (1, b"not gzip"),
+        (3, b"not lz4"),
+        (0, b"\xff\xff\xff not otlp"),
+    ],
 )
-def test_undecodable_payload_is_invalid_record(manager, landing, compression_type: int, metrics: bytes) -> None:  # type: ignore[no-untyped-def]
+def test_undecodable_payload_is_invalid_record(
+    manager, landing, compression_type: int, metrics: bytes
+) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager)
-    response = push(manager, instance_id, sub_id, 10, metrics=metrics, compression_type=compression_type)
+    response = push(
+        manager, instance_id, sub_id, 10, metrics=metrics, compression_type=compression_type
+    )
     assert response.error_code == Errors.INVALID_RECORD
     assert landed(landing) == []
 
@@ -261,7 +310,9 @@ class FailingExporter:
 def test_exporter_failure_is_invalid_record(subs) -> None:  # type: ignore[no-untyped-def]
     manager = make_manager(subs, FailingExporter())
     instance_id, sub_id = handshake(manager)
-    response = push(manager, instance_id, sub_id, 10, metrics=otlp_payload("org.apache.kafka.producer.a"))
+    response = push(
+        manager, instance_id, sub_id, 10, metrics=otlp_payload("org.apache.kafka.producer.a")
+    )
     assert response.error_code == Errors.INVALID_RECORD
 
 
@@ -310,7 +361,7 @@ def test_expiry_after_max_of_60s_and_three_intervals(manager) -> None:  # type: 
 def test_expiry_uses_three_intervals_when_longer(landing) -> None:  # type: ignore[no-untyped-def]
     subs = MemorySubscriptions(subscription("slow", "*", 100_000))
     manager = make_manager(subs, landing)
-    instance_id = get(manager).client_instance_id
+    assert get(manager).error_code == Errors.NONE
     assert manager.expire(299_999) == 0
     assert manager.expire(300_000) == 1
 

@@ -34,12 +34,15 @@ SET, DELETE, APPEND = 0, 1, 2
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    config = load_config(environ={}, overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "http.listener": None,
-        "data.dir": str(tmp_path / "data"),
-        "landing": {"fsync": "never"},
-    })
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": None,
+            "data.dir": str(tmp_path / "data"),
+            "landing": {"fsync": "never"},
+        },
+    )
     server = CollectorServer(config)
     await server.start()
     yield server
@@ -53,26 +56,43 @@ async def wire(server: CollectorServer) -> AsyncIterator[WireClient]:
     await client.close()
 
 
-def alter(name: str, *configs: tuple[str, int, str | None], resource_type: int = CLIENT_METRICS,
-          validate_only: bool = False) -> IncrementalAlterConfigsRequest:
+def alter(
+    name: str,
+    *configs: tuple[str, int, str | None],
+    resource_type: int = CLIENT_METRICS,
+    validate_only: bool = False,
+) -> IncrementalAlterConfigsRequest:
     return IncrementalAlterConfigsRequest(
-        resources=(AlterConfigsResource(
-            resource_type=resource_type, resource_name=name,
-            configs=tuple(AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs),
-        ),),
+        resources=(
+            AlterConfigsResource(
+                resource_type=resource_type,
+                resource_name=name,
+                configs=tuple(
+                    AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs
+                ),
+            ),
+        ),
         validate_only=validate_only,
     )
 
 
-async def alter_error(wire: WireClient, request: IncrementalAlterConfigsRequest, version: int = 1) -> int:
+async def alter_error(
+    wire: WireClient, request: IncrementalAlterConfigsRequest, version: int = 1
+) -> int:
     response = await wire.request(ApiKeys.INCREMENTAL_ALTER_CONFIGS, version, request)
     (result,) = response.responses
     return result.error_code
 
 
-async def describe(wire: WireClient, name: str, version: int = 4, **kwargs: object) -> dict[str, tuple[str | None, int]]:
+async def describe(
+    wire: WireClient, name: str, version: int = 4, **kwargs: object
+) -> dict[str, tuple[str | None, int]]:
     request = DescribeConfigsRequest(
-        resources=(DescribeConfigsResource(resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None),),
+        resources=(
+            DescribeConfigsResource(
+                resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None
+            ),
+        ),
         **kwargs,  # type: ignore[arg-type]
     )
     response = await wire.request(ApiKeys.DESCRIBE_CONFIGS, version, request)
@@ -81,11 +101,21 @@ async def describe(wire: WireClient, name: str, version: int = 4, **kwargs: obje
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-async def test_alter_describe_list_delete_round_trip(server: CollectorServer, wire: WireClient) -> None:
-    request = alter("producers", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "5000"))
+async def test_alter_describe_list_delete_round_trip(
+    server: CollectorServer, wire: WireClient
+) -> None:
+    request = alter(
+        "producers", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "5000")
+    )
     assert await alter_error(wire, request) == Errors.NONE
-    listed = await wire.request(ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=(CLIENT_METRICS,)))
-    assert [(r.resource_name, r.resource_type) for r in listed.config_resources] == [("producers", CLIENT_METRICS)]
+    listed = await wire.request(
+        ApiKeys.LIST_CONFIG_RESOURCES,
+        1,
+        ListConfigResourcesRequest(resource_types=(CLIENT_METRICS,)),
+    )
+    assert [(r.resource_name, r.resource_type) for r in listed.config_resources] == [
+        ("producers", CLIENT_METRICS)
+    ]
     # Set keys come back with source 7, the unset one with its default and source 5 (Kafka 4.1+).
     assert await describe(wire, "producers") == {
         "metrics": ("org.apache.kafka.producer.", 7),
@@ -94,8 +124,13 @@ async def test_alter_describe_list_delete_round_trip(server: CollectorServer, wi
     }
     # The change is durable in the store and live in the manager.
     assert ConfigStore(server.config.data_dir).describe("producers")["interval.ms"] == "5000"
-    get = await wire.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)))
-    assert (list(get.requested_metrics), get.push_interval_ms) == (["org.apache.kafka.producer."], 5000)
+    get = await wire.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
+    )
+    assert (list(get.requested_metrics), get.push_interval_ms) == (
+        ["org.apache.kafka.producer."],
+        5000,
+    )
 
     # kafka-client-metrics.sh --delete: DELETE every key removes the subscription.
     delete_all = alter("producers", ("metrics", DELETE, None), ("interval.ms", DELETE, None))
@@ -106,15 +141,22 @@ async def test_alter_describe_list_delete_round_trip(server: CollectorServer, wi
 
 async def test_describe_unknown_name_returns_defaults(wire: WireClient) -> None:
     assert await describe(wire, "nothing-here", version=1) == {
-        "metrics": ("", 5), "interval.ms": ("300000", 5), "match": ("", 5),
+        "metrics": ("", 5),
+        "interval.ms": ("300000", 5),
+        "match": ("", 5),
     }
 
 
 async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> None:
     await alter_error(wire, alter("s", ("metrics", SET, "*")))
     request = DescribeConfigsRequest(
-        resources=(DescribeConfigsResource(resource_type=CLIENT_METRICS, resource_name="s", configuration_keys=("metrics",)),),
-        include_synonyms=True, include_documentation=True,
+        resources=(
+            DescribeConfigsResource(
+                resource_type=CLIENT_METRICS, resource_name="s", configuration_keys=("metrics",)
+            ),
+        ),
+        include_synonyms=True,
+        include_documentation=True,
     )
     (result,) = (await wire.request(ApiKeys.DESCRIBE_CONFIGS, 4, request)).results
     (config,) = result.configs
@@ -137,19 +179,30 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
         (alter("s", ("metrics", SET, "a"), ("metrics", SET, "b")), Errors.INVALID_REQUEST),
     ],
 )
-async def test_alter_errors_are_kafkas(server: CollectorServer, wire: WireClient,
-                                       request_: IncrementalAlterConfigsRequest, expected: Errors) -> None:
+async def test_alter_errors_are_kafkas(
+    server: CollectorServer,
+    wire: WireClient,
+    request_: IncrementalAlterConfigsRequest,
+    expected: Errors,
+) -> None:
     assert await alter_error(wire, request_) == expected
     assert ConfigStore(server.config.data_dir).list_names() == []
 
 
 async def test_validate_only_changes_nothing(server: CollectorServer, wire: WireClient) -> None:
-    assert await alter_error(wire, alter("v", ("metrics", SET, "*"), validate_only=True)) == Errors.NONE
+    assert (
+        await alter_error(wire, alter("v", ("metrics", SET, "*"), validate_only=True))
+        == Errors.NONE
+    )
     assert ConfigStore(server.config.data_dir).list_names() == []
 
 
 async def test_list_config_resources_type_rules(wire: WireClient) -> None:
-    everything = await wire.request(ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=()))
+    everything = await wire.request(
+        ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=())
+    )
     assert everything.error_code == Errors.NONE
-    unknown = await wire.request(ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=(99,)))
+    unknown = await wire.request(
+        ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=(99,))
+    )
     assert unknown.error_code == Errors.UNSUPPORTED_VERSION

@@ -50,15 +50,31 @@ def test_serve_with_a_bad_config_exits_2(tmp_path: Path) -> None:
 
 
 def test_serve_with_an_unsupported_listener_exits_2(tmp_path: Path) -> None:
-    code, _, err = run("serve", "--listeners", "SSL://127.0.0.1:0", "--data-dir", str(tmp_path),
-                       env={"KTC_HTTP_LISTENER": "null"})
+    code, _, err = run(
+        "serve",
+        "--listeners",
+        "SSL://127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path),
+        env={"KTC_HTTP_LISTENER": "null"},
+    )
     assert code == 2 and "SSL" in err
 
 
 def test_subscriptions_alter_describe_list_delete(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
-    code, out, err = run("subscriptions", "alter", "--data-dir", data, "--name", "producers",
-                         "--metrics", "org.apache.kafka.producer.", "--interval", "5000")
+    code, out, err = run(
+        "subscriptions",
+        "alter",
+        "--data-dir",
+        data,
+        "--name",
+        "producers",
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "5000",
+    )
     assert code == 0, err
     assert out.strip() == "Altered client metrics config for producers."
     code, out, _ = run("subscriptions", "list", "--data-dir", data)
@@ -82,7 +98,9 @@ def test_subscriptions_alter_describe_list_delete(tmp_path: Path) -> None:
 
 def test_subscriptions_errors_carry_kafkas_code(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
-    code, _, err = run("subscriptions", "alter", "--data-dir", data, "--name", "x", "--interval", "5")
+    code, _, err = run(
+        "subscriptions", "alter", "--data-dir", data, "--name", "x", "--interval", "5"
+    )
     assert code == 1 and "INVALID_REQUEST" in err
     code, _, err = run("subscriptions", "alter", "--data-dir", data, "--metrics", "*")
     assert code == 2 and "--name" in err
@@ -92,7 +110,9 @@ def test_subscriptions_errors_carry_kafkas_code(tmp_path: Path) -> None:
 
 def test_generate_name(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
-    code, out, _ = run("subscriptions", "alter", "--data-dir", data, "--generate-name", "--metrics", "*")
+    code, out, _ = run(
+        "subscriptions", "alter", "--data-dir", data, "--generate-name", "--metrics", "*"
+    )
     assert code == 0
     name = out.split("for ")[1].rstrip(".\n")
     assert len(name) == 22
@@ -101,11 +121,22 @@ def test_generate_name(tmp_path: Path) -> None:
 def test_landing_dump_prints_json_lines(tmp_path: Path) -> None:
     data = tmp_path / "data"
     context = TelemetryContext(
-        client_instance_id="VQQTF4UpT8qqtooenFFlgA", client_id="app", client_software_name="sw",
-        client_software_version="1", client_source_address="127.0.0.1", client_source_port=1,
-        listener_name="PLAINTEXT", security_protocol="PLAINTEXT", principal="User:ANONYMOUS",
-        push_interval_ms=1000, terminating=False, received_time_unix_nano=1, node_id=1,
-        cluster_id="c", subscription_id=3, compression_type=0,
+        client_instance_id="VQQTF4UpT8qqtooenFFlgA",
+        client_id="app",
+        client_software_name="sw",
+        client_software_version="1",
+        client_source_address="127.0.0.1",
+        client_source_port=1,
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+        principal="User:ANONYMOUS",
+        push_interval_ms=1000,
+        terminating=False,
+        received_time_unix_nano=1,
+        node_id=1,
+        cluster_id="c",
+        subscription_id=3,
+        compression_type=0,
     )
     with LandingLog(landing_directory(data, 1), housekeeping=False) as log:
         log.append(context, otlp_payload("org.apache.kafka.producer.a"))

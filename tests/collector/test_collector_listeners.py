@@ -19,7 +19,9 @@ PROTOCOLS = parse_security_protocol_map(DEFAULT_SECURITY_PROTOCOL_MAP + ",INTERN
 
 
 def test_parse_several() -> None:
-    endpoints = parse_listeners("PLAINTEXT://127.0.0.1:0, INTERNAL://[::1]:9093,SSL://:9094", PROTOCOLS)
+    endpoints = parse_listeners(
+        "PLAINTEXT://127.0.0.1:0, INTERNAL://[::1]:9093,SSL://:9094", PROTOCOLS
+    )
     assert endpoints == [
         EndPoint("PLAINTEXT", "127.0.0.1", 0, "PLAINTEXT"),
         EndPoint("INTERNAL", "::1", 9093, "PLAINTEXT"),
@@ -30,7 +32,13 @@ def test_parse_several() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "127.0.0.1:9092", "PLAINTEXT://host:99999", "NOPE://h:1", "PLAINTEXT://a:1,PLAINTEXT://b:2"],
+    [
+        "",
+        "127.0.0.1:9092",
+        "PLAINTEXT://host:99999",
+        "NOPE://h:1",
+        "PLAINTEXT://a:1,PLAINTEXT://b:2",
+    ],
 )
 def test_rejects(text: str) -> None:
     with pytest.raises(ListenerError):
@@ -46,7 +54,9 @@ def test_advertised_port_zero_takes_bound_port() -> None:
     bound = EndPoint("PLAINTEXT", "127.0.0.1", 40123, "PLAINTEXT")
     assert advertised_endpoint(bound, None) == bound
     adv = EndPoint("PLAINTEXT", "collector.example", 0, "PLAINTEXT")
-    assert advertised_endpoint(bound, adv) == EndPoint("PLAINTEXT", "collector.example", 40123, "PLAINTEXT")
+    assert advertised_endpoint(bound, adv) == EndPoint(
+        "PLAINTEXT", "collector.example", 40123, "PLAINTEXT"
+    )
 
 
 def test_wildcard_bind_advertises_host_name() -> None:

@@ -43,8 +43,14 @@ def test_per_instance_labels_are_opt_in_and_removed_with_the_instance() -> None:
     metrics.record_plugin_export("AAAAAAAAAAAAAAAAAAAAAA", 0.001)
     metrics.record_throttle("BBBBBBBBBBBBBBBBBBBBBB")
     text = scrape(metrics)
-    assert 'kafka_server_client_metrics_plugin_export_total{client_instance_id="AAAAAAAAAAAAAAAAAAAAAA"} 1.0' in text
-    assert 'kafka_server_client_metrics_throttle_total{client_instance_id="BBBBBBBBBBBBBBBBBBBBBB"} 1.0' in text
+    assert (
+        'kafka_server_client_metrics_plugin_export_total{client_instance_id="AAAAAAAAAAAAAAAAAAAAAA"} 1.0'
+        in text
+    )
+    assert (
+        'kafka_server_client_metrics_throttle_total{client_instance_id="BBBBBBBBBBBBBBBBBBBBBB"} 1.0'
+        in text
+    )
     metrics.instance_removed("AAAAAAAAAAAAAAAAAAAAAA")
     assert "AAAAAAAAAAAAAAAAAAAAAA" not in scrape(metrics)
 

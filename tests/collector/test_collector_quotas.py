@@ -30,8 +30,10 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
 
     async def factory(**overrides: object) -> CollectorServer:
         settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:0", "http.listener": None,
-            "data.dir": str(tmp_path / "data"), "landing": {"fsync": "never"},
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": None,
+            "data.dir": str(tmp_path / "data"),
+            "landing": {"fsync": "never"},
         }
         settings.update(overrides)
         server = CollectorServer(load_config(environ={}, overrides=settings))
@@ -82,9 +84,13 @@ async def test_max_connections_makes_the_next_connection_wait_for_a_slot(start: 
     await second.close()
 
 
-async def test_request_quota_throttles_and_mutes_the_channel(start: Factory, tmp_path: Path) -> None:
+async def test_request_quota_throttles_and_mutes_the_channel(
+    start: Factory, tmp_path: Path
+) -> None:
     # 0.01 % of one request-handler thread: a handful of Metadata requests exceed it.
-    ConfigStore(tmp_path / "data").alter_quotas({"client-id": "greedy"}, {"request_percentage": 0.01})
+    ConfigStore(tmp_path / "data").alter_quotas(
+        {"client-id": "greedy"}, {"request_percentage": 0.01}
+    )
     server = await start()
     greedy = await WireClient.connect(server.port(), client_id="greedy")
     throttle_ms = 0
@@ -100,7 +106,9 @@ async def test_request_quota_throttles_and_mutes_the_channel(start: Factory, tmp
     assert (time.monotonic() - started) * 1000 >= throttle_ms * 0.8
     # Other clients are not throttled.
     modest = await WireClient.connect(server.port(), client_id="modest")
-    assert (await modest.request(ApiKeys.METADATA, 12, MetadataRequest(topics=None))).throttle_time_ms == 0
+    assert (
+        await modest.request(ApiKeys.METADATA, 12, MetadataRequest(topics=None))
+    ).throttle_time_ms == 0
     await greedy.close()
     await modest.close()
 
@@ -115,44 +123,82 @@ async def test_quota_changes_apply_without_restart(start: Factory, tmp_path: Pat
 
 
 # ----------------------------------------------------------------------------- admin APIs
-async def test_alter_and_describe_client_quotas_over_the_wire(start: Factory, tmp_path: Path) -> None:
+async def test_alter_and_describe_client_quotas_over_the_wire(
+    start: Factory, tmp_path: Path
+) -> None:
     from proto.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
     from proto.messages import alter_client_quotas_request as acq
     from proto.messages.describe_client_quotas_request import ComponentData
 
     server = await start()
     admin = await WireClient.connect(server.port(), client_id="kafka-configs")
-    alter = AlterClientQuotasRequest(entries=(
-        acq.EntryData(entity=(acq.EntityData("client-id", "greedy"),),
-                      ops=(acq.OpData("request_percentage", 0.01, False),)),
-        acq.EntryData(entity=(acq.EntityData("user", None),),
-                      ops=(acq.OpData("producer_byte_rate", 1024.0, False),)),
-        acq.EntryData(entity=(acq.EntityData("colour", "blue"),),
-                      ops=(acq.OpData("request_percentage", 1.0, False),)),
-    ))
+    alter = AlterClientQuotasRequest(
+        entries=(
+            acq.EntryData(
+                entity=(acq.EntityData("client-id", "greedy"),),
+                ops=(acq.OpData("request_percentage", 0.01, False),),
+            ),
+            acq.EntryData(
+                entity=(acq.EntityData("user", None),),
+                ops=(acq.OpData("producer_byte_rate", 1024.0, False),),
+            ),
+            acq.EntryData(
+                entity=(acq.EntityData("colour", "blue"),),
+                ops=(acq.OpData("request_percentage", 1.0, False),),
+            ),
+        )
+    )
     response = await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 1, alter)
-    assert [e.error_code for e in response.entries] == [Errors.NONE, Errors.NONE, Errors.INVALID_REQUEST]
+    assert [e.error_code for e in response.entries] == [
+        Errors.NONE,
+        Errors.NONE,
+        Errors.INVALID_REQUEST,
+    ]
     # Applied to the engine at once, and durable in the store.
     assert server.quotas is not None
     assert server.quotas.engine.entity_quotas()["clients/greedy"] == {"request_percentage": 0.01}
     assert ConfigStore(tmp_path / "data").snapshot().quotas
 
-    described = await admin.request(ApiKeys.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest(
-        components=(ComponentData(entity_type="client-id", match_type=0, match="greedy"),)))
+    described = await admin.request(
+        ApiKeys.DESCRIBE_CLIENT_QUOTAS,
+        1,
+        DescribeClientQuotasRequest(
+            components=(ComponentData(entity_type="client-id", match_type=0, match="greedy"),)
+        ),
+    )
     assert described.error_code == Errors.NONE
     (entry,) = described.entries
     assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "greedy")]
     assert [(v.key, v.value) for v in entry.values] == [("request_percentage", 0.01)]
-    defaults = await admin.request(ApiKeys.DESCRIBE_CLIENT_QUOTAS, 0, DescribeClientQuotasRequest(
-        components=(ComponentData(entity_type="user", match_type=1, match=None),)))
-    assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in defaults.entries] == [[("user", None)]]
-    bad = await admin.request(ApiKeys.DESCRIBE_CLIENT_QUOTAS, 1, DescribeClientQuotasRequest(
-        components=(ComponentData(entity_type="user", match_type=0, match=None),)))
+    defaults = await admin.request(
+        ApiKeys.DESCRIBE_CLIENT_QUOTAS,
+        0,
+        DescribeClientQuotasRequest(
+            components=(ComponentData(entity_type="user", match_type=1, match=None),)
+        ),
+    )
+    assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in defaults.entries] == [
+        [("user", None)]
+    ]
+    bad = await admin.request(
+        ApiKeys.DESCRIBE_CLIENT_QUOTAS,
+        1,
+        DescribeClientQuotasRequest(
+            components=(ComponentData(entity_type="user", match_type=0, match=None),)
+        ),
+    )
     assert bad.error_code == Errors.INVALID_REQUEST
 
-    remove = AlterClientQuotasRequest(entries=(
-        acq.EntryData(entity=(acq.EntityData("client-id", "greedy"),),
-                      ops=(acq.OpData("request_percentage", 0.0, True),)),))
-    assert (await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 0, remove)).entries[0].error_code == Errors.NONE
+    remove = AlterClientQuotasRequest(
+        entries=(
+            acq.EntryData(
+                entity=(acq.EntityData("client-id", "greedy"),),
+                ops=(acq.OpData("request_percentage", 0.0, True),),
+            ),
+        )
+    )
+    assert (await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 0, remove)).entries[
+        0
+    ].error_code == Errors.NONE
     assert "clients/greedy" not in server.quotas.engine.entity_quotas()
     await admin.close()

@@ -32,9 +32,15 @@ pytestmark = pytest.mark.timeout(60)
 
 ZERO = uuid.UUID(int=0)
 SERVED = {
-    ApiKeys.API_VERSIONS, ApiKeys.METADATA, ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
-    ApiKeys.PUSH_TELEMETRY, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS,
-    ApiKeys.LIST_CONFIG_RESOURCES, ApiKeys.DESCRIBE_CLIENT_QUOTAS, ApiKeys.ALTER_CLIENT_QUOTAS,
+    ApiKeys.API_VERSIONS,
+    ApiKeys.METADATA,
+    ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+    ApiKeys.PUSH_TELEMETRY,
+    ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+    ApiKeys.LIST_CONFIG_RESOURCES,
+    ApiKeys.DESCRIBE_CLIENT_QUOTAS,
+    ApiKeys.ALTER_CLIENT_QUOTAS,
 }
 
 
@@ -44,16 +50,19 @@ async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     ConfigStore(data_dir).alter_subscription(
         "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}, []
     )
-    config = load_config(environ={}, overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "http.listener": "127.0.0.1:0",
-        "data.dir": str(data_dir),
-        "node.id": 5,
-        "cluster.id": "wire-cluster",
-        "telemetry.max.bytes": 4096,
-        "socket.request.max.bytes": 65536,
-        "landing": {"fsync": "never"},
-    })
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": "127.0.0.1:0",
+            "data.dir": str(data_dir),
+            "node.id": 5,
+            "cluster.id": "wire-cluster",
+            "telemetry.max.bytes": 4096,
+            "socket.request.max.bytes": 65536,
+            "landing": {"fsync": "never"},
+        },
+    )
     server = CollectorServer(config)
     await server.start()
     yield server
@@ -75,18 +84,26 @@ async def still_serving(server: CollectorServer) -> None:
 # ----------------------------------------------------------------------------- ApiVersions
 async def test_api_versions_lists_exactly_what_is_served(server: CollectorServer) -> None:
     c = await client(server)
-    response = await c.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("confluent-kafka-python", "2.16.1"))
+    response = await c.request(
+        ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("confluent-kafka-python", "2.16.1")
+    )
     assert response.error_code == Errors.NONE
     listed = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
     assert set(listed) == SERVED
     assert all(listed[k] == SUPPORTED_VERSIONS[k] for k in listed)
-    assert (c_sw := server._connections[max(server._connections)]).client_software_name == "confluent-kafka-python"
+    assert (
+        c_sw := server._connections[max(server._connections)]
+    ).client_software_name == "confluent-kafka-python"
     assert c_sw.client_software_version == "2.16.1"
     await c.close()
 
 
-@pytest.mark.parametrize("name,version", [("-leading-dash", "1.0"), ("ok", "1.0 "), ("", "1"), ("a_b", "1")])
-async def test_api_versions_v3_validates_software_strings(server: CollectorServer, name: str, version: str) -> None:
+@pytest.mark.parametrize(
+    "name,version", [("-leading-dash", "1.0"), ("ok", "1.0 "), ("", "1"), ("a_b", "1")]
+)
+async def test_api_versions_v3_validates_software_strings(
+    server: CollectorServer, name: str, version: str
+) -> None:
     c = await client(server)
     response = await c.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest(name, version))
     assert response.error_code == Errors.INVALID_REQUEST
@@ -103,22 +120,30 @@ async def test_api_versions_unknown_version_gets_v0_unsupported(server: Collecto
     c.send_raw(struct.pack(">ihhihb", 18, ApiKeys.API_VERSIONS, 99, 7, -1, 0) + b"\x05future")
     await c.writer.drain()
     data = await asyncio.wait_for(c.reader.read(1024), 5)
-    size, correlation_id, error_code, count = struct.unpack_from(">iihi", data)
+    _size, correlation_id, error_code, count = struct.unpack_from(">iihi", data)
     assert (correlation_id, error_code, count) == (7, Errors.UNSUPPORTED_VERSION, 1)
-    assert struct.unpack_from(">hhh", data, 14) == (ApiKeys.API_VERSIONS, *SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS])
+    assert struct.unpack_from(">hhh", data, 14) == (
+        ApiKeys.API_VERSIONS,
+        *SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS],
+    )
     await c.close()
 
 
 # ----------------------------------------------------------------------------- Metadata
 async def test_metadata_the_collector_is_the_only_broker(server: CollectorServer) -> None:
     c = await client(server)
-    request = MetadataRequest(topics=(MetadataRequestTopic(name="orders"), MetadataRequestTopic(name="bad/name")))
+    request = MetadataRequest(
+        topics=(MetadataRequestTopic(name="orders"), MetadataRequestTopic(name="bad/name"))
+    )
     for version in (0, 1, 4, 9, 12):
         response = await c.request(ApiKeys.METADATA, version, request)
         (broker,) = response.brokers
         assert (broker.node_id, broker.host, broker.port) == (5, "127.0.0.1", server.port())
         errors = {t.name: t.error_code for t in response.topics}
-        assert errors == {"orders": Errors.UNKNOWN_TOPIC_OR_PARTITION, "bad/name": Errors.INVALID_TOPIC_EXCEPTION}
+        assert errors == {
+            "orders": Errors.UNKNOWN_TOPIC_OR_PARTITION,
+            "bad/name": Errors.INVALID_TOPIC_EXCEPTION,
+        }
         if version >= 1:
             assert response.controller_id == 5
         if version >= 2:
@@ -136,15 +161,35 @@ async def test_get_and_push_in_one_pipelined_write_answer_in_order(server: Colle
     await c.writer.drain()
     assert (await c.receive()).error_code == Errors.NONE
     get = await c.receive()
-    assert get.error_code == Errors.NONE and list(get.requested_metrics) == ["org.apache.kafka.producer."]
+    assert get.error_code == Errors.NONE and list(get.requested_metrics) == [
+        "org.apache.kafka.producer."
+    ]
     payload = otlp_payload("org.apache.kafka.producer.a")
     ladder = [
-        (PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 4, zstd(payload)), Errors.NONE),
-        (PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 4, zstd(payload)), Errors.THROTTLING_QUOTA_EXCEEDED),
+        (
+            PushTelemetryRequest(
+                get.client_instance_id, get.subscription_id, False, 4, zstd(payload)
+            ),
+            Errors.NONE,
+        ),
+        (
+            PushTelemetryRequest(
+                get.client_instance_id, get.subscription_id, False, 4, zstd(payload)
+            ),
+            Errors.THROTTLING_QUOTA_EXCEEDED,
+        ),
         (PushTelemetryRequest(ZERO, 0, False, 0, b""), Errors.INVALID_REQUEST),
         (PushTelemetryRequest(uuid.UUID(int=1), 0, False, 0, b""), Errors.INVALID_REQUEST),
-        (PushTelemetryRequest(get.client_instance_id, get.subscription_id, True, 4, zstd(payload)), Errors.NONE),
-        (PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, b""), Errors.INVALID_REQUEST),
+        (
+            PushTelemetryRequest(
+                get.client_instance_id, get.subscription_id, True, 4, zstd(payload)
+            ),
+            Errors.NONE,
+        ),
+        (
+            PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, b""),
+            Errors.INVALID_REQUEST,
+        ),
     ]
     for request, _ in ladder:
         c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
@@ -169,30 +214,52 @@ async def test_get_and_push_in_one_pipelined_write_answer_in_order(server: Colle
         (4, zstd(b"\0" * 50_000_000), Errors.INVALID_RECORD),  # decompression bomb
     ],
 )
-async def test_push_errors_over_the_wire(server: CollectorServer, compression_type: int, metrics: bytes, expected: Errors) -> None:
+async def test_push_errors_over_the_wire(
+    server: CollectorServer, compression_type: int, metrics: bytes, expected: Errors
+) -> None:
     c = await client(server)
-    get = await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
-    push = PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, compression_type, metrics)
+    get = await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
+    push = PushTelemetryRequest(
+        get.client_instance_id, get.subscription_id, False, compression_type, metrics
+    )
     assert (await c.request(ApiKeys.PUSH_TELEMETRY, 0, push)).error_code == expected
     await c.close()
 
 
 async def test_wrong_subscription_then_immediate_reget(server: CollectorServer) -> None:
     c = await client(server)
-    get = await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+    get = await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
     push = PushTelemetryRequest(get.client_instance_id, get.subscription_id + 1, False, 0, b"")
-    assert (await c.request(ApiKeys.PUSH_TELEMETRY, 0, push)).error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
-    again = await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(get.client_instance_id))
+    assert (
+        await c.request(ApiKeys.PUSH_TELEMETRY, 0, push)
+    ).error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
+    again = await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        GetTelemetrySubscriptionsRequest(get.client_instance_id),
+    )
     assert again.error_code == Errors.NONE
-    too_soon = await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(get.client_instance_id))
+    too_soon = await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        GetTelemetrySubscriptionsRequest(get.client_instance_id),
+    )
     assert too_soon.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
     await c.close()
 
 
 async def test_closing_the_connection_drops_its_instance(server: CollectorServer) -> None:
     c = await client(server)
-    get = await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
-    assert server.manager is not None and server.manager.instance(get.client_instance_id) is not None
+    get = await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
+    assert (
+        server.manager is not None and server.manager.instance(get.client_instance_id) is not None
+    )
     await c.close()
     for _ in range(200):
         if server.manager.instance(get.client_instance_id) is None:
@@ -223,7 +290,9 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
-async def test_malformed_input_closes_only_that_connection(server: CollectorServer, name: str) -> None:
+async def test_malformed_input_closes_only_that_connection(
+    server: CollectorServer, name: str
+) -> None:
     healthy = await client(server)
     bad = await client(server)
     bad.send_raw(MALFORMED[name])
@@ -245,7 +314,9 @@ async def test_responses_before_a_malformed_frame_are_still_sent(server: Collect
     assert await c.closed_by_server()
 
 
-async def test_a_truncated_frame_then_disconnect_leaves_the_server_fine(server: CollectorServer) -> None:
+async def test_a_truncated_frame_then_disconnect_leaves_the_server_fine(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     c.send_raw(struct.pack(">i", 100) + b"\0" * 10)
     await c.writer.drain()
@@ -281,10 +352,15 @@ async def test_metrics_health_and_readiness(server: CollectorServer) -> None:
 async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription("all", {"metrics": "*", "interval.ms": "100"}, [])
-    config = load_config(environ={}, overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0", "http.listener": None, "data.dir": str(data_dir),
-        "landing": {"fsync": "always", "group_commit": True},
-    })
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": None,
+            "data.dir": str(data_dir),
+            "landing": {"fsync": "always", "group_commit": True},
+        },
+    )
     server = CollectorServer(config)
     await server.start()
     try:
@@ -297,7 +373,13 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         gets = [await c.receive() for _ in range(5)]
         payload = zstd(otlp_payload("a.b"))
         for get in gets:  # five pushes in one write: one batch, one fsync
-            c.send(ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 4, payload))
+            c.send(
+                ApiKeys.PUSH_TELEMETRY,
+                0,
+                PushTelemetryRequest(
+                    get.client_instance_id, get.subscription_id, False, 4, payload
+                ),
+            )
         await c.writer.drain()
         first = await c.receive()
         # By the time the first ack of the batch arrives, the whole batch is on disk.

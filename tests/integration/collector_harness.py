@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from collector.config import load_config
 from collector.server import CollectorServer
@@ -33,7 +33,7 @@ class RunningCollector:
         self._ready = threading.Event()
         self._error: BaseException | None = None
 
-    def __enter__(self) -> "RunningCollector":
+    def __enter__(self) -> Self:
         self._thread = threading.Thread(target=self._run, name="collector", daemon=True)
         self._thread.start()
         if not self._ready.wait(20):
@@ -54,7 +54,7 @@ class RunningCollector:
             self.server = CollectorServer(self.config)
             try:
                 await self.server.start()
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
                 self._error = exc
                 self._ready.set()
                 return
@@ -102,9 +102,7 @@ class RunningCollector:
         return list(LandingReader(directory).read(0))
 
 
-def wait_for(
-    predicate: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.05
-) -> T:
+def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.05) -> T:
     """Poll ``predicate`` until it returns something truthy, or fail naming ``what``."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -62,8 +61,19 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
     )
     ready = tmp_path / "ready.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--ready-file", str(ready)],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--ready-file",
+            str(ready),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         wait_for(ready.exists, timeout_s=20, what="the ready file")
@@ -73,10 +83,16 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
         assert http_status(http_port, "/healthz") == 200
 
         client = BlockingClient(port)
-        get = client.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)))
+        get = client.request(
+            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+            0,
+            GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
+        )
         assert list(get.requested_metrics) == ["org.a."]  # type: ignore[attr-defined]
         payload = b"\n\x00"  # an empty ResourceMetrics: valid OTLP
-        push = PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 4, compress(4, payload))  # type: ignore[attr-defined]
+        push = PushTelemetryRequest(
+            get.client_instance_id, get.subscription_id, False, 4, compress(4, payload)
+        )  # type: ignore[attr-defined]
         assert client.request(ApiKeys.PUSH_TELEMETRY, 0, push).error_code == 0  # type: ignore[attr-defined]
 
         # SIGHUP re-reads the store (as does the file watcher); the process keeps serving.
@@ -85,7 +101,11 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
 
         def new_metrics() -> bool:
             other = BlockingClient(port)
-            response = other.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)))
+            response = other.request(
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+                0,
+                GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
+            )
             return list(response.requested_metrics) == ["org.b."]  # type: ignore[attr-defined]
 
         wait_for(new_metrics, timeout_s=10, what="the reloaded subscription")
@@ -111,11 +131,23 @@ def test_serve_refuses_a_port_in_use(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "collector.cli", "serve", "--listeners", f"PLAINTEXT://127.0.0.1:{port}",
-             "--data-dir", str(tmp_path / "data"), "--http-listener", "127.0.0.1:0"],
-            cwd=ROOT, capture_output=True, text=True, timeout=30,
+            [
+                sys.executable,
+                "-m",
+                "collector.cli",
+                "serve",
+                "--listeners",
+                f"PLAINTEXT://127.0.0.1:{port}",
+                "--data-dir",
+                str(tmp_path / "data"),
+                "--http-listener",
+                "127.0.0.1:0",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
     assert result.returncode == 2
     assert "cannot bind" in result.stderr
-
-

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from subscriptions.store import ConfigStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-from otlp_receiver import OtlpReceiver, resource_attributes  # noqa: E402
+from otlp_receiver import OtlpReceiver, resource_attributes
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -26,17 +26,31 @@ def test_pushes_reach_an_otlp_receiver_with_client_identity(tmp_path: Path) -> N
     with OtlpReceiver() as receiver:
         otlp = {"endpoint": receiver.target, "tls": {"insecure": True}, "compression": "none"}
         with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
-            client = Producer({"bootstrap.servers": collector.bootstrap, "client.id": "e2e-producer",
-                               "log_level": 3})
+            client = Producer(
+                {
+                    "bootstrap.servers": collector.bootstrap,
+                    "client.id": "e2e-producer",
+                    "log_level": 3,
+                }
+            )
             try:
+
                 def from_producer() -> list[dict[str, str]]:
-                    return [attrs for rm in receiver.resource_metrics()
-                            if (attrs := resource_attributes(rm)).get("client_id") == "e2e-producer"]
+                    return [
+                        attrs
+                        for rm in receiver.resource_metrics()
+                        if (attrs := resource_attributes(rm)).get("client_id") == "e2e-producer"
+                    ]
 
                 attributes = wait_for(from_producer, timeout_s=20, what="forwarded metrics")
             finally:
                 client.close()
-        names = {m.name for rm in receiver.resource_metrics() for sm in rm.scope_metrics for m in sm.metrics}
+        names = {
+            m.name
+            for rm in receiver.resource_metrics()
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+        }
     assert names and all(n.startswith("org.apache.kafka.producer.") for n in names)
     first = attributes[0]
     assert first["client_software_name"] == "confluent-kafka-python"

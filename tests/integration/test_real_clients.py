@@ -6,6 +6,7 @@ Subscriptions use 500 ms intervals so each test takes a few seconds.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,9 @@ def from_client(collector: RunningCollector, client_id: str) -> list[LandingReco
     return [r for r in collector.landed() if r.context.client_id == client_id]
 
 
-def subscribe(data_dir: Path, name: str, metrics: str, match: str = "", interval_ms: int = INTERVAL_MS) -> None:
+def subscribe(
+    data_dir: Path, name: str, metrics: str, match: str = "", interval_ms: int = INTERVAL_MS
+) -> None:
     configs = {"metrics": metrics, "interval.ms": str(interval_ms)}
     if match:
         configs["match"] = match
@@ -43,13 +46,15 @@ def subscribe(data_dir: Path, name: str, metrics: str, match: str = "", interval
 
 
 def producer(collector: RunningCollector, client_id: str) -> Producer:
-    return Producer({
-        "bootstrap.servers": collector.bootstrap,
-        "client.id": client_id,
-        "enable.metrics.push": True,
-        "debug": "telemetry",
-        "log_level": 3,  # keep pytest output quiet; debug still drives the telemetry code
-    })
+    return Producer(
+        {
+            "bootstrap.servers": collector.bootstrap,
+            "client.id": client_id,
+            "enable.metrics.push": True,
+            "debug": "telemetry",
+            "log_level": 3,  # keep pytest output quiet; debug still drives the telemetry code
+        }
+    )
 
 
 @pytest.fixture
@@ -63,14 +68,19 @@ def test_producer_handshake_periodic_pushes_and_terminating_push(data_dir: Path)
         client = producer(collector, "orders-1")
         try:
             records = wait_for(
-                lambda: len(from_client(collector, "orders-1")) >= 3 and from_client(collector, "orders-1"),
-                timeout_s=15, what="three pushes from orders-1",
+                lambda: (
+                    len(from_client(collector, "orders-1")) >= 3
+                    and from_client(collector, "orders-1")
+                ),
+                timeout_s=15,
+                what="three pushes from orders-1",
             )
         finally:
             client.close()
         final = wait_for(
             lambda: [r for r in from_client(collector, "orders-1") if r.context.terminating],
-            timeout_s=10, what="the terminating push",
+            timeout_s=10,
+            what="the terminating push",
         )
         assert len(final) == 1
 
@@ -88,39 +98,52 @@ def test_producer_handshake_periodic_pushes_and_terminating_push(data_dir: Path)
             assert all(n.startswith("org.apache.kafka.producer.") for n in names), names
         # The server's gate keeps pushes at least one interval apart (after the first).
         stamps = [r.context.received_time_unix_nano for r in records[1:]]
-        gaps_ms = [(b - a) / 1e6 for a, b in zip(stamps, stamps[1:], strict=False)]
+        gaps_ms = [(b - a) / 1e6 for a, b in itertools.pairwise(stamps)]
         assert all(gap >= INTERVAL_MS * 0.9 for gap in gaps_ms), gaps_ms
 
 
 def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
     subscribe(data_dir, "consumers", "org.apache.kafka.consumer.", match="client_id=billing-.*")
     with RunningCollector(data_dir) as collector:
-        consumer = Consumer({
-            "bootstrap.servers": collector.bootstrap,
-            "client.id": "billing-7",
-            "group.id": "billing",
-            "enable.metrics.push": True,
-            "log_level": 3,
-        })
+        consumer = Consumer(
+            {
+                "bootstrap.servers": collector.bootstrap,
+                "client.id": "billing-7",
+                "group.id": "billing",
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
         lonely = producer(collector, "lonely-1")
         try:
             records = wait_for(
-                lambda: len(from_client(collector, "billing-7")) >= 2 and from_client(collector, "billing-7"),
-                timeout_s=15, what="two pushes from the consumer",
+                lambda: (
+                    len(from_client(collector, "billing-7")) >= 2
+                    and from_client(collector, "billing-7")
+                ),
+                timeout_s=15,
+                what="two pushes from the consumer",
             )
             for record in records:
                 names = metric_names(record)
-                assert names and all(n.startswith("org.apache.kafka.consumer.") for n in names), names
+                assert names and all(n.startswith("org.apache.kafka.consumer.") for n in names), (
+                    names
+                )
 
             def lonely_instances() -> list[tuple[str, ...]]:
                 manager = collector.server.manager  # type: ignore[union-attr]
-                return collector.call(lambda: [
-                    i.metrics for i in list(manager._cache.values())
-                    if i.metadata.client_id == "lonely-1"
-                ])
+                return collector.call(
+                    lambda: [
+                        i.metrics
+                        for i in list(manager._cache.values())
+                        if i.metadata.client_id == "lonely-1"
+                    ]
+                )
 
             # The unmatched producer did its handshake and was told: nothing.
-            assert wait_for(lonely_instances, timeout_s=10, what="the lonely producer's Get") == [()]
+            assert wait_for(lonely_instances, timeout_s=10, what="the lonely producer's Get") == [
+                ()
+            ]
             assert from_client(collector, "lonely-1") == []
         finally:
             lonely.close()
@@ -135,7 +158,10 @@ def test_subscription_change_reaches_a_running_client(data_dir: Path) -> None:
             first = wait_for(
                 lambda: from_client(collector, "changing-1"), timeout_s=15, what="a first push"
             )
-            assert all(n.startswith("org.apache.kafka.producer.record.queue") for n in metric_names(first[0]))
+            assert all(
+                n.startswith("org.apache.kafka.producer.record.queue")
+                for n in metric_names(first[0])
+            )
 
             # Like `ktc subscriptions alter` in another process: the server's store watcher
             # picks the file change up; no restart, no new client.
@@ -143,12 +169,18 @@ def test_subscription_change_reaches_a_running_client(data_dir: Path) -> None:
 
             def pushes_with_new_set() -> list[LandingRecord]:
                 return [
-                    r for r in from_client(collector, "changing-1")
+                    r
+                    for r in from_client(collector, "changing-1")
                     if metric_names(r)
-                    and all(n.startswith("org.apache.kafka.producer.connection.creation") for n in metric_names(r))
+                    and all(
+                        n.startswith("org.apache.kafka.producer.connection.creation")
+                        for n in metric_names(r)
+                    )
                 ]
 
-            changed = wait_for(pushes_with_new_set, timeout_s=15, what="a push with the new metric set")
+            changed = wait_for(
+                pushes_with_new_set, timeout_s=15, what="a push with the new metric set"
+            )
             assert changed[0].context.subscription_id != first[0].context.subscription_id
             assert changed[0].context.client_instance_id == first[0].context.client_instance_id
         finally:

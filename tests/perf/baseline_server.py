@@ -14,24 +14,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import cast
 import os
 import struct
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from proto import SUPPORTED_VERSIONS, ApiKeys, compression, encode_response  # noqa: E402
-from proto.messages import (  # noqa: E402
+from proto import SUPPORTED_VERSIONS, ApiKeys, compression, encode_response
+from proto.messages import (
     ApiVersionsResponse,
     GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse,
 )
-from proto.messages.api_versions_response import ApiVersion  # noqa: E402
+from proto.messages.api_versions_response import ApiVersion
 
 MAX_BYTES = 1_048_576
 _SIZE = struct.Struct(">i")
@@ -69,7 +69,7 @@ class BaselineProtocol(asyncio.Protocol):
             (size,) = _SIZE.unpack_from(buf, pos)
             if end - pos - 4 < size:
                 break
-            frame = bytes(buf[pos + 4: pos + 4 + size])
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
             out.append(self._handle(frame))
         del buf[:pos]
@@ -85,21 +85,29 @@ class BaselineProtocol(asyncio.Protocol):
             _, _, _, compression_type = _PUSH_FIXED.unpack_from(frame, pos)
             pos += _PUSH_FIXED.size
             length, pos = _uvarint(frame, pos)
-            payload = frame[pos: pos + length - 1]
+            payload = frame[pos : pos + length - 1]
             MetricsData.FromString(compression.decompress(compression_type, payload, MAX_BYTES))
             response = bytearray(_OK)
             struct.pack_into(">i", response, 0, correlation_id)
             return _SIZE.pack(len(response)) + bytes(response)
         if api_key == ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS:
             message = GetTelemetrySubscriptionsResponse(
-                client_instance_id=uuid.uuid4(), subscription_id=0, accepted_compression_types=(4,),
-                push_interval_ms=100, telemetry_max_bytes=MAX_BYTES, delta_temporality=True,
+                client_instance_id=uuid.uuid4(),
+                subscription_id=0,
+                accepted_compression_types=(4,),
+                push_interval_ms=100,
+                telemetry_max_bytes=MAX_BYTES,
+                delta_temporality=True,
                 requested_metrics=("org.apache.kafka.producer.",),
             )
             return encode_response(api_key, 0, correlation_id, message)
         entries = tuple(ApiVersion(k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items())
-        return encode_response(ApiKeys.API_VERSIONS, min(version, 3), correlation_id,
-                               ApiVersionsResponse(api_keys=entries))
+        return encode_response(
+            ApiKeys.API_VERSIONS,
+            min(version, 3),
+            correlation_id,
+            ApiVersionsResponse(api_keys=entries),
+        )
 
 
 async def main(port: int, ready_file: str | None) -> None:

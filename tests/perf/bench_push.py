@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen import LoadResult, run_load  # noqa: E402
+from loadgen import LoadResult, run_load
 
 INTERVAL_MS = 100
 TARGET_RATIO = 0.6
@@ -73,7 +73,16 @@ def full_collector(tmp: Path) -> Iterator[int]:
     )
     ready = tmp / "ready.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "collector.cli", "serve", "--config", str(config), "--ready-file", str(ready)],
+        [
+            sys.executable,
+            "-m",
+            "collector.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--ready-file",
+            str(ready),
+        ],
         cwd=ROOT,
     )
     try:
@@ -88,7 +97,12 @@ def full_collector(tmp: Path) -> Iterator[int]:
 def baseline(tmp: Path) -> Iterator[int]:
     ready = tmp / "baseline.port"
     proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("baseline_server.py")), "--ready-file", str(ready)],
+        [
+            sys.executable,
+            str(Path(__file__).with_name("baseline_server.py")),
+            "--ready-file",
+            str(ready),
+        ],
         cwd=ROOT,
     )
     try:
@@ -98,13 +112,27 @@ def baseline(tmp: Path) -> Iterator[int]:
         proc.wait(30)
 
 
-async def measure(port: int, *, peak_instances: int, connections: int, duration_s: float) -> tuple[LoadResult, LoadResult]:
-    peak = await run_load("127.0.0.1", port, instances=peak_instances, connections=connections,
-                          interval_ms=INTERVAL_MS, duration_s=duration_s)
+async def measure(
+    port: int, *, peak_instances: int, connections: int, duration_s: float
+) -> tuple[LoadResult, LoadResult]:
+    peak = await run_load(
+        "127.0.0.1",
+        port,
+        instances=peak_instances,
+        connections=connections,
+        interval_ms=INTERVAL_MS,
+        duration_s=duration_s,
+    )
     half_rate = peak.pushes_per_s / 2
     half_instances = max(connections, int(half_rate * INTERVAL_MS / 1000))
-    half = await run_load("127.0.0.1", port, instances=half_instances, connections=connections,
-                          interval_ms=INTERVAL_MS, duration_s=duration_s)
+    half = await run_load(
+        "127.0.0.1",
+        port,
+        instances=half_instances,
+        connections=connections,
+        interval_ms=INTERVAL_MS,
+        duration_s=duration_s,
+    )
     return peak, half
 
 
@@ -118,8 +146,11 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     from subscriptions.kafka_uuid import kafka_uuid_to_str
     from subscriptions.model import Subscription
 
-    subscriptions = [Subscription.from_configs(
-        "bench", {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)})]
+    subscriptions = [
+        Subscription.from_configs(
+            "bench", {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)}
+        )
+    ]
 
     class Source:
         version = 1
@@ -150,8 +181,11 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     client_ids = [f"app-{i % 500}" for i in range(count)]
     ids = iter([uuid.uuid4() for _ in range(count)])
     manager = ClientMetricsManager(
-        subscriptions=Source(), exporter=NullExporter(), decompress=compression.decompress,
-        instance_id_to_str=kafka_uuid_to_str, new_instance_id=lambda: next(ids),
+        subscriptions=Source(),
+        exporter=NullExporter(),
+        decompress=compression.decompress,
+        instance_id_to_str=kafka_uuid_to_str,
+        new_instance_id=lambda: next(ids),
         cache_max_size=count,
     )
     zero = uuid.UUID(int=0)
@@ -187,7 +221,11 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="ktc-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        kwargs = dict(peak_instances=args.peak_instances, connections=args.connections, duration_s=args.duration_s)
+        kwargs = {
+            "peak_instances": args.peak_instances,
+            "connections": args.connections,
+            "duration_s": args.duration_s,
+        }
         with full_collector(tmp) as port:
             full_peak, full_half = asyncio.run(measure(port, **kwargs))  # type: ignore[arg-type]
         with baseline(tmp) as port:
@@ -201,17 +239,20 @@ def main() -> int:
         "throughput_ratio_full_over_baseline": round(ratio, 3),
         "full_p99_ms_at_half_peak": round(full_half.percentile_ms(0.99), 3),
         "p99_ratio_full_over_baseline_at_half_peak": round(
-            full_half.percentile_ms(0.99) / base_half.percentile_ms(0.99), 3),
+            full_half.percentile_ms(0.99) / base_half.percentile_ms(0.99), 3
+        ),
         "bytes_per_cached_instance": round(per_instance),
         "cpu_count": os.cpu_count(),
     }
     print(json.dumps(report, indent=2))
     checks = {
         f"throughput ratio {ratio:.2f} >= {TARGET_RATIO}": ratio >= TARGET_RATIO,
-        f"p99 at half peak {full_half.percentile_ms(0.99):.2f} ms <= {TARGET_P99_MS} ms":
-            full_half.percentile_ms(0.99) <= TARGET_P99_MS,
-        f"{per_instance:.0f} B per cached instance <= {TARGET_BYTES_PER_INSTANCE} B":
-            per_instance <= TARGET_BYTES_PER_INSTANCE,
+        f"p99 at half peak {full_half.percentile_ms(0.99):.2f} ms <= {TARGET_P99_MS} ms": full_half.percentile_ms(
+            0.99
+        )
+        <= TARGET_P99_MS,
+        f"{per_instance:.0f} B per cached instance <= {TARGET_BYTES_PER_INSTANCE} B": per_instance
+        <= TARGET_BYTES_PER_INSTANCE,
         "no push errors at half peak": not full_half.errors,
     }
     for text, ok in checks.items():

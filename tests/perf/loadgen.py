@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import cast
 import collections
 import dataclasses
 import json
@@ -31,11 +30,12 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
-from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     Gauge,
     Metric,
     MetricsData,
@@ -45,8 +45,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
     Sum,
 )
 
-from proto import compression  # noqa: E402
-from proto.messages import (  # noqa: E402
+from proto import compression
+from proto.messages import (
     ApiVersionsRequest,
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
@@ -56,9 +56,9 @@ from proto.messages import (  # noqa: E402
     push_telemetry_request,
     request_header,
 )
-from proto.messages.request_header import RequestHeader  # noqa: E402
+from proto.messages.request_header import RequestHeader
 
-__all__ = ["LoadResult", "run_load", "producer_payload", "encode_frame"]
+__all__ = ["LoadResult", "encode_frame", "producer_payload", "run_load"]
 
 _SIZE = struct.Struct(">i")
 # PushTelemetry/Get responses use header v1: correlation id (4 bytes) + empty tagged fields
@@ -87,11 +87,18 @@ def producer_payload(seed: int = 0) -> bytes:
     for name, kind in PRODUCER_METRICS:
         attrs = [KeyValue(key="node.id", value=AnyValue(int_value=1))] if ".node." in name else []
         point = NumberDataPoint(
-            time_unix_nano=now_ns, start_time_unix_nano=now_ns - 10**9,
-            as_double=float(seed % 97) + 0.5, attributes=attrs,
+            time_unix_nano=now_ns,
+            start_time_unix_nano=now_ns - 10**9,
+            as_double=float(seed % 97) + 0.5,
+            attributes=attrs,
         )
         if kind == "sum":
-            metrics.append(Metric(name=name, sum=Sum(data_points=[point], aggregation_temporality=1, is_monotonic=True)))
+            metrics.append(
+                Metric(
+                    name=name,
+                    sum=Sum(data_points=[point], aggregation_temporality=1, is_monotonic=True),
+                )
+            )
         else:
             metrics.append(Metric(name=name, gauge=Gauge(data_points=[point])))
     return MetricsData(
@@ -99,10 +106,19 @@ def producer_payload(seed: int = 0) -> bytes:
     ).SerializeToString()
 
 
-def encode_frame(api_key: int, version: int, correlation_id: int, client_id: str,
-                 writer, message, header_version: int = 2) -> bytes:  # type: ignore[no-untyped-def]
+def encode_frame(
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    client_id: str,
+    writer,
+    message,
+    header_version: int = 2,
+) -> bytes:  # type: ignore[no-untyped-def]
     out = bytearray(4)
-    request_header.WRITERS[header_version](RequestHeader(api_key, version, correlation_id, client_id), out)
+    request_header.WRITERS[header_version](
+        RequestHeader(api_key, version, correlation_id, client_id), out
+    )
     writer(message, out)
     _SIZE.pack_into(out, 0, len(out) - 4)
     return bytes(out)
@@ -143,7 +159,9 @@ class LoadResult:
 class _LoadConnection(asyncio.Protocol):
     """One TCP connection carrying ``count`` client instances."""
 
-    def __init__(self, count: int, interval_s: float, compressed: bytes, stats: "_Stats", index: int) -> None:
+    def __init__(
+        self, count: int, interval_s: float, compressed: bytes, stats: _Stats, index: int
+    ) -> None:
         self._count = count
         self._interval_s = interval_s
         self._compressed = compressed
@@ -168,10 +186,24 @@ class _LoadConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
-        frames = [encode_frame(18, 3, 0, self._client_id, api_versions_request.WRITERS[3],
-                               ApiVersionsRequest("loadgen", "1.0"))]
-        get = encode_frame(71, 0, 1, self._client_id, get_telemetry_subscriptions_request.WRITERS[0],
-                           GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)))
+        frames = [
+            encode_frame(
+                18,
+                3,
+                0,
+                self._client_id,
+                api_versions_request.WRITERS[3],
+                ApiVersionsRequest("loadgen", "1.0"),
+            )
+        ]
+        get = encode_frame(
+            71,
+            0,
+            1,
+            self._client_id,
+            get_telemetry_subscriptions_request.WRITERS[0],
+            GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
+        )
         frames += [get] * self._count
         self._pending_gets = self._count
         transport.write(b"".join(frames))
@@ -197,7 +229,9 @@ class _LoadConnection(asyncio.Protocol):
                 self._api_versions_pending = False
                 continue
             if self._pending_gets:
-                response, _ = get_telemetry_subscriptions_response.READERS[0](buf, start + _BODY_OFFSET)
+                response, _ = get_telemetry_subscriptions_response.READERS[0](
+                    buf, start + _BODY_OFFSET
+                )
                 if response.error_code != 0:
                     raise RuntimeError(f"GetTelemetrySubscriptions failed: {response.error_code}")
                 self._subscriptions.append((response.client_instance_id, response.subscription_id))
@@ -221,8 +255,14 @@ class _LoadConnection(asyncio.Protocol):
     async def handshake(self) -> None:
         subscriptions = await self._handshake
         self._frames = [
-            encode_frame(72, 0, i, self._client_id, push_telemetry_request.WRITERS[0],
-                         PushTelemetryRequest(instance_id, sub_id, False, 4, self._compressed))
+            encode_frame(
+                72,
+                0,
+                i,
+                self._client_id,
+                push_telemetry_request.WRITERS[0],
+                PushTelemetryRequest(instance_id, sub_id, False, 4, self._compressed),
+            )
             for i, (instance_id, sub_id) in enumerate(subscriptions)
         ]
 
@@ -271,21 +311,31 @@ class _Stats:
 
 
 async def run_load(
-    host: str, port: int, *, instances: int, connections: int, interval_ms: int,
-    duration_s: float, warmup_s: float = 1.0,
+    host: str,
+    port: int,
+    *,
+    instances: int,
+    connections: int,
+    interval_ms: int,
+    duration_s: float,
+    warmup_s: float = 1.0,
 ) -> LoadResult:
     loop = asyncio.get_running_loop()
     stats = _Stats()
     compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
     interval_s = interval_ms / 1000.0
-    per_connection = [instances // connections + (1 if i < instances % connections else 0)
-                      for i in range(connections)]
+    per_connection = [
+        instances // connections + (1 if i < instances % connections else 0)
+        for i in range(connections)
+    ]
     protocols: list[_LoadConnection] = []
     for index, count in enumerate(per_connection):
         if count == 0:
             continue
         _, protocol = await loop.create_connection(
-            lambda c=count, i=index: _LoadConnection(c, interval_s, compressed, stats, i), host, port
+            lambda c=count, i=index: _LoadConnection(c, interval_s, compressed, stats, i),
+            host,
+            port,
         )
         protocols.append(protocol)
     await asyncio.gather(*(p.handshake() for p in protocols))
@@ -322,10 +372,17 @@ def main() -> None:
         uvloop.install()
     except ImportError:
         pass
-    result = asyncio.run(run_load(
-        host, int(port), instances=args.instances, connections=args.connections,
-        interval_ms=args.interval_ms, duration_s=args.duration_s, warmup_s=args.warmup_s,
-    ))
+    result = asyncio.run(
+        run_load(
+            host,
+            int(port),
+            instances=args.instances,
+            connections=args.connections,
+            interval_ms=args.interval_ms,
+            duration_s=args.duration_s,
+            warmup_s=args.warmup_s,
+        )
+    )
     print(json.dumps(result.summary()))
 
 
