@@ -11,13 +11,15 @@ import pytest
 import yaml
 from ktc_chart import CHART_DIR, container, find, load_values, render
 
+from exporters.lakehouse.cli import ingest_command, thriftserver_command
+from exporters.lakehouse.ingest import CONSUMER_NAME
 from exporters.lakehouse.session import LakehouseConfig
 
 Docs = list[dict[str, Any]]
 
-# exporters/lakehouse/ingest.py CONSUMER_NAME: the ingest's committed position in each
-# landing directory (consumers/lakehouse-ingest.json).
-INGEST_CONSUMER = "lakehouse-ingest"
+# The ingest's committed position in each landing directory (consumers/<name>.json); the
+# chart writes this name into the collectors' config.
+INGEST_CONSUMER = CONSUMER_NAME
 
 
 def _mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
@@ -60,7 +62,6 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
 
 def test_ingest_arguments_are_accepted_by_ktc_ingest(rendered: Callable[..., Docs]) -> None:
     """Parse the rendered args with the real `ktc ingest` command (without running it)."""
-    cli = pytest.importorskip("exporters.lakehouse.cli")
     values = {
         "ingest": {
             "enabled": True,
@@ -71,7 +72,7 @@ def test_ingest_arguments_are_accepted_by_ktc_ingest(rendered: Callable[..., Doc
     }
     args = container(find(rendered(values), "Deployment"), "ingest")["args"]
     assert args[0] == "ingest"
-    with cli.ingest_command.make_context("ingest", list(args[1:])) as ctx:
+    with ingest_command.make_context("ingest", list(args[1:])) as ctx:
         params: dict[str, Any] = ctx.params
     assert params["data_dir"] == Path("/var/lib/ktc")
     assert params["trigger_interval"] == "10s"
@@ -190,7 +191,6 @@ def test_thrift_server_shares_the_lake_and_the_catalog(rendered: Callable[..., D
 def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
     rendered: Callable[..., Docs],
 ) -> None:
-    cli = pytest.importorskip("exporters.lakehouse.cli")
     values = {
         "ingest": {
             "enabled": True,
@@ -199,7 +199,7 @@ def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
         }
     }
     args = container(find(rendered(values), "Deployment"), "thriftserver")["args"]
-    with cli.thriftserver_command.make_context("thriftserver", list(args[1:])) as ctx:
+    with thriftserver_command.make_context("thriftserver", list(args[1:])) as ctx:
         params: dict[str, Any] = ctx.params
     assert (params["port"], params["bind_host"]) == (10000, "0.0.0.0")
     assert params["data_dir"] == Path("/var/lib/ktc")
