@@ -267,6 +267,129 @@ def subscriptions_list(data_dir: str) -> None:
         click.echo(sub_name)
 
 
+# ---------------------------------------------------------------------------- quotas
+def _quota_entity(
+    user: str | None,
+    user_default: bool,
+    client_id: str | None,
+    client_default: bool,
+    ip: str | None,
+    ip_default: bool,
+) -> dict[str, str | None]:
+    """kafka-configs.sh's --user/--user-defaults style options -> Kafka's entity map."""
+    entity: dict[str, str | None] = {}
+    for kind, name, default in (
+        ("user", user, user_default),
+        ("client-id", client_id, client_default),
+        ("ip", ip, ip_default),
+    ):
+        if name is not None and default:
+            raise click.UsageError(f"give either --{kind} or --{kind}-default, not both")
+        if name is not None or default:
+            entity[kind] = name
+    return entity
+
+
+def _entity_options(function: Any) -> Any:
+    for option in reversed(
+        (
+            click.option("--user", help="User principal name."),
+            click.option("--user-default", is_flag=True, help="The default user entity."),
+            click.option("--client-id", help="Client id."),
+            click.option(
+                "--client-id-default",
+                "client_default",
+                is_flag=True,
+                help="The default client-id entity.",
+            ),
+            click.option("--ip", help="Client IP address (connection_creation_rate only)."),
+            click.option("--ip-default", is_flag=True, help="The default IP entity."),
+        )
+    ):
+        function = option(function)
+    return function
+
+
+def _describe_entity(entity: Any) -> str:
+    labels = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
+    return ", ".join(
+        f"{labels[kind]} '{'<default>' if name is None else name}'" for kind, name in entity.entries
+    )
+
+
+@cli.group()
+def quotas() -> None:
+    """Manage client quotas (like kafka-configs.sh --entity-type users|clients|ips)."""
+
+
+@quotas.command("alter")
+@_DATA_DIR
+@_entity_options
+@click.option(
+    "--add-config",
+    default="",
+    help="k1=v1,k2=v2: producer_byte_rate, consumer_byte_rate, "
+    "request_percentage, controller_mutation_rate, connection_creation_rate.",
+)
+@click.option("--delete-config", default="", help="k1,k2: keys to remove.")
+def quotas_alter(
+    data_dir: str,
+    user: str | None,
+    user_default: bool,
+    client_id: str | None,
+    client_default: bool,
+    ip: str | None,
+    ip_default: bool,
+    add_config: str,
+    delete_config: str,
+) -> None:
+    """Set or remove quotas of one entity (a running server picks them up in about a second)."""
+    entity = _quota_entity(user, user_default, client_id, client_default, ip, ip_default)
+    to_set: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in add_config.split(","))):
+        key, sep, value = item.partition("=")
+        try:
+            to_set[key.strip()] = float(value)
+        except ValueError:
+            raise click.UsageError(f"--add-config: {item!r} is not key=number") from None
+        if not sep:
+            raise click.UsageError(f"--add-config: {item!r} is not key=number")
+    to_delete = [k.strip() for k in delete_config.split(",") if k.strip()]
+    if not to_set and not to_delete:
+        raise click.UsageError("give --add-config and/or --delete-config")
+    try:
+        _store(data_dir).alter_quotas(entity, to_set, to_delete)
+    except Exception as exc:  # noqa: BLE001 - KafkaError with its code
+        _kafka_error_exit(exc)
+    click.echo("Completed updating config for the entity.")
+
+
+@quotas.command("describe")
+@_DATA_DIR
+@_entity_options
+def quotas_describe(
+    data_dir: str,
+    user: str | None,
+    user_default: bool,
+    client_id: str | None,
+    client_default: bool,
+    ip: str | None,
+    ip_default: bool,
+) -> None:
+    """Print the quotas of matching entities (no option: all)."""
+    from subscriptions.quotas import QuotaFilterComponent
+
+    entity = _quota_entity(user, user_default, client_id, client_default, ip, ip_default)
+    components = [QuotaFilterComponent(kind, name) for kind, name in entity.items()]
+    try:
+        found = _store(data_dir).describe_quotas(components)
+    except Exception as exc:  # noqa: BLE001
+        _kafka_error_exit(exc)
+    for quota_entity, values in found.items():
+        rendered = ",".join(f"{k}={v}" for k, v in sorted(values.items()))
+        click.echo(f"Quota configs for {_describe_entity(quota_entity)} are {rendered}")
+
+
 # ---------------------------------------------------------------------------- landing
 @cli.group()
 def landing() -> None:
@@ -302,13 +425,6 @@ def _add_optional_commands() -> None:
             command = getattr(lake_cli, attr, None)
             if isinstance(command, click.Command):
                 cli.add_command(command)
-    try:
-        from quota import cli as quota_cli  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001
-        quota_cli = None
-    command = getattr(quota_cli, "quotas_group", None) if quota_cli is not None else None
-    if isinstance(command, click.Command):
-        cli.add_command(command)
 
 
 _add_optional_commands()

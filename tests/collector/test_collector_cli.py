@@ -149,3 +149,69 @@ def test_landing_dump_prints_json_lines(tmp_path: Path) -> None:
     assert "org.apache.kafka.producer.b" in json.dumps(lines[1]["metrics"])
     _, out, _ = run("landing", "dump", "--data-dir", str(data), "--from-offset", "1")
     assert len(out.splitlines()) == 1
+
+
+def test_quotas_alter_and_describe(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    code, out, err = run(
+        "quotas",
+        "alter",
+        "--data-dir",
+        data,
+        "--client-id",
+        "app",
+        "--add-config",
+        "request_percentage=25,producer_byte_rate=1048576",
+    )
+    assert code == 0, err
+    run(
+        "quotas",
+        "alter",
+        "--data-dir",
+        data,
+        "--user-default",
+        "--add-config",
+        "consumer_byte_rate=2048",
+    )
+    _, out, _ = run("quotas", "describe", "--data-dir", data)
+    assert out.splitlines() == [
+        "Quota configs for client-id 'app' are producer_byte_rate=1048576.0,request_percentage=25.0",
+        "Quota configs for user-principal '<default>' are consumer_byte_rate=2048.0",
+    ]
+    _, out, _ = run("quotas", "describe", "--data-dir", data, "--client-id", "app")
+    assert len(out.splitlines()) == 1
+    code, _, err = run(
+        "quotas",
+        "alter",
+        "--data-dir",
+        data,
+        "--client-id",
+        "app",
+        "--add-config",
+        "request_percentage=-1",
+    )
+    assert code == 1 and "INVALID_REQUEST" in err
+    code, _, err = run(
+        "quotas",
+        "alter",
+        "--data-dir",
+        data,
+        "--client-id",
+        "app",
+        "--client-id-default",
+        "--add-config",
+        "request_percentage=1",
+    )
+    assert code == 2
+    run(
+        "quotas",
+        "alter",
+        "--data-dir",
+        data,
+        "--client-id",
+        "app",
+        "--delete-config",
+        "request_percentage,producer_byte_rate",
+    )
+    _, out, _ = run("quotas", "describe", "--data-dir", data, "--client-id", "app")
+    assert out == ""
