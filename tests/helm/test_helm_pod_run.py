@@ -34,10 +34,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pyarrow.dataset as pads
 import pytest
 from confluent_kafka import Producer
 from ktc_chart import container, find, pod_environment
 
+from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import LandingReader, LandingRecord, node_directories
 from subscriptions.store import ConfigStore
 
@@ -95,17 +97,24 @@ class RunningPod:
             raise AssertionError(f"collector ktc-{self.ordinal} failed:\n{log[-3000:]}")
 
 
-def materialize_volumes(docs: Docs, pod_root: Path, claims_root: Path) -> dict[str, Path]:
-    """Create every mount of the collector container.  Per-pod volumes live under
-    ``pod_root``; a persistentVolumeClaim volume is one directory under ``claims_root``
-    shared by every pod (linked at the mount path); ConfigMap items become files."""
-    statefulset = find(docs, "StatefulSet")
-    volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+def materialize_volumes(
+    docs: Docs,
+    pod_root: Path,
+    claims_root: Path,
+    workload: dict[str, Any] | None = None,
+    container_name: str = "collector",
+) -> dict[str, Path]:
+    """Create every mount of a container (the collector's by default).  Per-pod volumes
+    live under ``pod_root``; a persistentVolumeClaim volume is one directory under
+    ``claims_root`` shared by every pod (linked at the mount path); ConfigMap items
+    become files."""
+    workload = workload or find(docs, "StatefulSet")
+    volumes = {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
     claim_templates = {
-        t["metadata"]["name"] for t in statefulset["spec"].get("volumeClaimTemplates", [])
+        t["metadata"]["name"] for t in workload["spec"].get("volumeClaimTemplates", [])
     }
     mounts: dict[str, Path] = {}
-    for mount in container(statefulset, "collector")["volumeMounts"]:
+    for mount in container(workload, container_name)["volumeMounts"]:
         local = pod_root / mount["mountPath"].lstrip("/")
         local.parent.mkdir(parents=True, exist_ok=True)
         mounts[mount["mountPath"]] = local
@@ -126,10 +135,14 @@ def materialize_volumes(docs: Docs, pod_root: Path, claims_root: Path) -> dict[s
     return mounts
 
 
-def rerooted(arg: str, mounts: dict[str, Path]) -> str:
+def rerooted(arg: str, mounts: dict[str, Path], pod_root: Path | None = None) -> str:
+    """A path argument as the test sees it: inside a mount, or (with ``pod_root``) an
+    ancestor directory of mounts such as --data-dir in the ingest pod."""
     for mount_path, local in mounts.items():
         if arg.startswith(mount_path + "/"):
             return str(local / arg[len(mount_path) + 1 :])
+    if pod_root is not None and any(m.startswith(arg + "/") for m in mounts):
+        return str(pod_root / arg.lstrip("/"))
     return arg
 
 
@@ -221,13 +234,9 @@ def test_rendered_pod_starts_answers_its_probes_and_drains_on_sigterm(
     assert pod.process.wait(timeout=25) == 0, pod.log.read_text(errors="replace")
 
 
-def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
-    start: Callable[[int], RunningPod],
-) -> None:
-    """Scale-out as deployed: one client per node, each subscribed only through the
-    chart's values; each node lands its client's pushes in node-<ordinal>/ of the one
-    shared claim, where the ingest (`--data-dir`) finds both."""
-    pods = [start(0), start(1)]
+def push_through_each_node(pods: list[RunningPod]) -> dict[int, list[LandingRecord]]:
+    """One real client per node; returns node id -> that node's landed records, once
+    every node has landed at least one push."""
     clients = {
         pod.ordinal: Producer(
             {
@@ -239,7 +248,6 @@ def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
         )
         for pod in pods
     }
-    shared_landing = pods[0].data_dir / "landing"
 
     def landed() -> dict[int, list[LandingRecord]] | None:
         for pod in pods:
@@ -254,11 +262,21 @@ def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
         return by_node if all(by_node.get(p.ordinal) for p in pods) else None
 
     try:
-        by_node = wait_for(landed, timeout_s=30, what="a push landed by each node")
+        return wait_for(landed, timeout_s=30, what="a push landed by each node")
     finally:
         for client in clients.values():
             client.close()
 
+
+def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
+    start: Callable[[int], RunningPod],
+) -> None:
+    """Scale-out as deployed: one client per node, each subscribed only through the
+    chart's values; each node lands its client's pushes in node-<ordinal>/ of the one
+    shared claim, where the ingest (`--data-dir`) finds both."""
+    pods = [start(0), start(1)]
+    by_node = push_through_each_node(pods)
+    shared_landing = pods[0].data_dir / "landing"
     assert sorted(p.name for p in shared_landing.iterdir()) == ["node-0", "node-1"]
     for ordinal, records in by_node.items():
         contexts = {(r.context.client_id, r.context.node_id) for r in records}
@@ -267,3 +285,61 @@ def test_two_nodes_share_the_landing_claim_each_in_its_own_directory(
         assert all(r.context.push_interval_ms == 500 for r in records)
     cluster_ids = {pod.ready["cluster_id"] for pod in pods}
     assert len(cluster_ids) == 1
+
+
+@pytest.mark.spark
+def test_the_ingest_pod_reads_every_nodes_landing_directory(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    """The rendered ingest container, run once over the shared landing claim the two
+    nodes wrote: every push of both nodes reaches the lakehouse on the lake claim."""
+    # One core's worth of Spark, as on CI: few shuffle partitions, no UI.
+    spark_conf = {"spark.sql.shuffle.partitions": 1, "spark.ui.enabled": "false"}
+    docs = rendered({**VALUES, "ingest": {"enabled": True, "sparkConf": spark_conf}})
+    pods = [start_pod(docs, 0, tmp_path), start_pod(docs, 1, tmp_path)]
+    try:
+        by_node = push_through_each_node(pods)
+    finally:
+        for pod in pods:
+            pod.process.send_signal(signal.SIGTERM)
+        for pod in pods:
+            pod.process.wait(30)
+    landed = {
+        node: len(list(LandingReader(directory).read(0)))
+        for node, directory in (
+            (int(d.name.removeprefix("node-")), d) for d in node_directories(pods[0].data_dir)
+        )
+    }
+    assert set(landed) == set(by_node) == {0, 1}
+
+    ingest = find(docs, "Deployment")
+    spec = container(ingest, "ingest")
+    pod_root = tmp_path / "ingest"
+    mounts = materialize_volumes(docs, pod_root, tmp_path / "claims", ingest, "ingest")
+    env = {e["name"]: rerooted(e["value"], mounts) for e in spec["env"] if "value" in e}
+    # `--once`: the rendered job runs forever; this run stops after the batches there are.
+    argv = [str(Path(sys.executable).parent / spec["command"][0])]
+    argv += [rerooted(a, mounts, pod_root) for a in spec["args"]] + ["--once"]
+    working_dir = spec["workingDir"]
+    result = subprocess.run(
+        argv,
+        check=False,
+        cwd=mounts.get(working_dir) or rerooted(working_dir, mounts),
+        env={
+            **env,
+            "PATH": os.environ.get("PATH", ""),
+            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_LOCAL_IP")},
+        },
+        capture_output=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr.decode(errors="replace")[-3000:]
+
+    data_dir = Path(spec["args"][spec["args"].index("--data-dir") + 1])
+    lake = LakehouseConfig.for_data_dir(Path(rerooted(str(data_dir), mounts, pod_root)))
+    assert lake.lake_dir.resolve() == (tmp_path / "claims" / "ktc-lake").resolve()
+    pushes = pads.dataset(lake.table_location("pushes"), partitioning="hive").to_table(
+        columns=["node_id"]
+    )
+    per_node = {node: pushes["node_id"].to_pylist().count(node) for node in (0, 1)}
+    assert per_node == landed
