@@ -21,10 +21,12 @@ from proto import SUPPORTED_VERSIONS, ApiKeys, encode_request
 from proto.errors import Errors
 from proto.messages import (
     ApiVersionsRequest,
+    DescribeConfigsRequest,
     GetTelemetrySubscriptionsRequest,
     MetadataRequest,
     PushTelemetryRequest,
 )
+from proto.messages.describe_configs_request import DescribeConfigsResource
 from proto.messages.metadata_request import MetadataRequestTopic
 from subscriptions.store import ConfigStore
 
@@ -389,3 +391,47 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         await c.close()
     finally:
         await server.stop()
+
+
+# ----------------------------------------------------------------------------- backpressure
+async def test_a_client_that_does_not_read_stops_being_read(server: CollectorServer) -> None:
+    import socket as socket_module
+
+    sock = socket_module.socket()
+    sock.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port()))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    c = WireClient(reader, writer, "slow-reader")
+    # Large responses (about 25 KB each, several MB in all) so that the kernel's socket
+    # buffers fill and the transport's own buffer passes its high-water mark.
+    describe = DescribeConfigsRequest(
+        resources=tuple(
+            DescribeConfigsResource(
+                resource_type=16, resource_name=f"sub-{i}", configuration_keys=None
+            )
+            for i in range(60)
+        ),
+        include_documentation=True,
+    )
+    count = 400
+    for _ in range(count):
+        c.send(ApiKeys.DESCRIBE_CONFIGS, 4, describe)
+    (connection,) = server._connections.values()
+
+    async def paused() -> bool:
+        for _ in range(500):
+            if connection._reading_paused:
+                return True
+            await asyncio.sleep(0.01)
+        return False
+
+    # Responses pile up in the server's write buffer; past its high-water mark the
+    # server stops reading this connection instead of buffering without bound.
+    assert await paused()
+    await still_serving(server)  # others are served meanwhile
+    for _ in range(count):  # every request answered, in order (the client codec checks ids)
+        response = await c.receive(timeout_s=10)
+        assert len(response.results) == 60
+    assert not connection._reading_paused
+    await c.close()
