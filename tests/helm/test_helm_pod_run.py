@@ -129,10 +129,35 @@ def materialize_volumes(
         else:
             local.mkdir(exist_ok=True)
             if "configMap" in volume:
-                configmap = find(docs, "ConfigMap", volume["configMap"]["name"])
-                for item in volume["configMap"]["items"]:
-                    (local / item["path"]).write_text(configmap["data"][item["key"]], "utf-8")
+                write_configmap_volume(local, configmap_files(docs, volume))
     return mounts
+
+
+def configmap_files(docs: Docs, volume: dict[str, Any]) -> dict[str, str]:
+    """The files a configMap volume shows: item path -> the ConfigMap's data."""
+    configmap = find(docs, "ConfigMap", volume["configMap"]["name"])
+    return {item["path"]: configmap["data"][item["key"]] for item in volume["configMap"]["items"]}
+
+
+def write_configmap_volume(directory: Path, files: dict[str, str]) -> None:
+    """Lay out (or update) a configMap volume as the kubelet's atomic writer does: the
+    files live in a timestamped directory, `..data` links to it, and each visible file
+    links through `..data`.  An update writes a new directory and renames a new `..data`
+    link over the old one, so readers see the old set or the new set, never a mix."""
+    generation = f"..{time.time_ns()}"
+    (directory / generation).mkdir()
+    for name, text in files.items():
+        (directory / generation / name).write_text(text, "utf-8")
+    old = (directory / "..data").resolve() if (directory / "..data").is_symlink() else None
+    (directory / "..data_tmp").symlink_to(generation, target_is_directory=True)
+    (directory / "..data_tmp").rename(directory / "..data")
+    for name in files:
+        if not (directory / name).is_symlink():
+            (directory / name).symlink_to(Path("..data") / name)
+    if old is not None:
+        for stale in old.iterdir():
+            stale.unlink()
+        old.rmdir()
 
 
 def rerooted(arg: str, mounts: dict[str, Path], pod_root: Path | None = None) -> str:
@@ -232,6 +257,63 @@ def test_rendered_pod_starts_answers_its_probes_and_drains_on_sigterm(
     # SIGTERM: a clean exit within the drain time the chart derived (grace - 5 s).
     pod.process.send_signal(signal.SIGTERM)
     assert pod.process.wait(timeout=25) == 0, pod.log.read_text(errors="replace")
+
+
+def test_a_helm_upgrade_of_subscriptions_reaches_a_running_node(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    """`helm upgrade` with a new subscription: the kubelet swaps the mounted ConfigMap
+    files and the running node serves the new subscription without a restart."""
+    docs_v1 = rendered(VALUES)
+    pod = start_pod(docs_v1, 0, tmp_path)
+    try:
+        client_id = "helm-upgrade-test"
+        subscriptions = {
+            **VALUES["subscriptions"],
+            "after-upgrade": {
+                "metrics": "org.apache.kafka.",
+                "interval.ms": 500,
+                "match": f"client_id={client_id}",
+            },
+        }
+        docs_v2 = rendered({**VALUES, "subscriptions": subscriptions})
+        statefulset = find(docs_v2, "StatefulSet")
+        # Hot reload, not a roll: the pod template (and its checksum) is unchanged.
+        assert statefulset["spec"]["template"] == find(docs_v1, "StatefulSet")["spec"]["template"]
+        volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+        mount_path = DATA_DIR + "/config"
+        write_configmap_volume(
+            pod.mounts[mount_path], configmap_files(docs_v2, volumes["client-config"])
+        )
+
+        def reloaded() -> bool:
+            pod.check_alive()
+            return "store changed" in pod.log.read_text(errors="replace")
+
+        wait_for(reloaded, timeout_s=15, what="the node to reload the swapped files")
+        client = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{pod.kafka_port}",
+                "client.id": client_id,
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
+        landing = pod.data_dir / "landing" / "node-0"
+
+        def pushes() -> list[LandingRecord]:
+            pod.check_alive()
+            client.poll(0.05)
+            return [r for r in LandingReader(landing).read(0) if r.context.client_id == client_id]
+
+        try:
+            records = wait_for(pushes, timeout_s=20, what="a push under the new subscription")
+        finally:
+            client.close()
+        assert records[0].context.push_interval_ms == 500
+    finally:
+        pod.process.kill()
+        pod.process.wait(10)
 
 
 def push_through_each_node(pods: list[RunningPod]) -> dict[int, list[LandingRecord]]:
