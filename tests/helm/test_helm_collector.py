@@ -182,6 +182,18 @@ def test_an_extra_env_override_wins_over_the_file(
     assert collector_config(rendered(values), 0, tmp_path).telemetry_max_bytes == 2097152
 
 
+def test_a_secret_exporter_block_can_come_from_the_environment(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    """docs/helm.md: the whole exporters.otlp map from a Secret via KTC_EXPORTERS_OTLP
+    (here as a plain value: a secretKeyRef resolves to the same string in the pod)."""
+    secret = '{endpoint: "otel:4317", headers: {x-api-key: s3cr3t}}'
+    values = {"extraEnvs": [{"name": "KTC_EXPORTERS_OTLP", "value": secret}]}
+    config = collector_config(rendered(values), 0, tmp_path)
+    otlp = OtlpExporterConfig.model_validate(config.exporters_otlp)
+    assert (otlp.target, otlp.headers) == ("otel:4317", {"x-api-key": "s3cr3t"})
+
+
 def test_operator_config_reaches_the_collector(
     rendered: Callable[..., Docs], tmp_path: Path
 ) -> None:
