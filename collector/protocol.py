@@ -92,6 +92,7 @@ class KafkaProtocol(asyncio.Protocol):
         "listener_name",
         "peer_ip",
         "principal",
+        "principal_name",
         "security_protocol",
     )
 
@@ -106,6 +107,7 @@ class KafkaProtocol(asyncio.Protocol):
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.principal = ANONYMOUS_PRINCIPAL
+        self.principal_name = ANONYMOUS_PRINCIPAL.partition(":")[2]  # the quota "user"
         self.client_source_address = ""
         self.client_source_port = 0
         self.peer_ip = ""  # as the socket reports it (what connection quotas count)

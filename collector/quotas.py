@@ -70,7 +70,7 @@ class QuotaEnforcer:
     # -- requests ------------------------------------------------------------------------
     def record(self, context: RequestContext, request_bytes: int, handling_ns: int) -> int:
         return self.engine.record_request(
-            principal_name(context.connection.principal),
+            context.connection.principal_name,
             context.frame.client_id,
             handling_ns,
             context.now_ms,
@@ -82,7 +82,7 @@ class QuotaEnforcer:
         now_ms = self._clock_ms()
         self.engine.throttle(
             connection,
-            principal_name(connection.principal),
+            connection.principal_name,
             context.frame.client_id,
             throttle_ms,
             now_ms,
