@@ -63,7 +63,7 @@ VALUES: dict[str, Any] = {
 }
 
 
-def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str) -> T:
+def wait_for(predicate: Callable[[], T | None], *, timeout_s: float, what: str) -> T:
     """Poll until ``predicate`` returns something truthy (a deadline, not a fixed sleep)."""
     deadline = time.monotonic() + timeout_s
     while True:
