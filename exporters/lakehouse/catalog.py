@@ -20,6 +20,7 @@ summary                     ``sum``, ``min``, ``max`` are columns of their own
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,12 +164,31 @@ def create_views(spark: "SparkSession", database: str) -> None:
         spark.sql(sql)
 
 
+_VIEWS_PROPERTY = "ktc.views.sha256"
+
+
+def _views_fingerprint(database: str) -> str:
+    sql = (metrics_view_sql(database), clients_view_sql(database), latest_view_sql(database))
+    return hashlib.sha256("\n".join(sql).encode()).hexdigest()
+
+
 def ensure_catalog(spark: "SparkSession", database: str) -> None:
-    """Create the database, the six tables and the views if missing (idempotent)."""
+    """Create the database, missing tables, and the views unless the database already
+    records these exact view definitions (idempotent; every metastore call costs,
+    and this runs at the start of every ingest and query process)."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    existing = {row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()}
     for table in TABLES:
-        spark.sql(create_table_sql(database, table))
-    create_views(spark, database)
+        if table.name not in existing:
+            spark.sql(create_table_sql(database, table))
+    fingerprint = _views_fingerprint(database)
+    described = spark.sql(f"DESCRIBE DATABASE EXTENDED `{database}`").collect()
+    properties = next((r[1] for r in described if r[0] == "Properties"), "") or ""
+    if fingerprint not in properties or not set(VIEW_NAMES) <= existing:
+        create_views(spark, database)
+        spark.sql(
+            f"ALTER DATABASE `{database}` SET DBPROPERTIES ('{_VIEWS_PROPERTY}' = '{fingerprint}')"
+        )
 
 
 def _external_table_sql(database: str, table: TableSpec, location: str) -> str:

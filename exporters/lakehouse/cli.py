@@ -6,6 +6,7 @@ runs them standalone.  Spark is imported only when a command runs.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import decimal
@@ -18,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -341,7 +342,8 @@ def lake_group() -> None:
     """Lakehouse maintenance: compaction and retention."""
 
 
-def _with_writer_lock(config: LakehouseConfig) -> WriterLock:
+@contextlib.contextmanager
+def _writer_lock(config: LakehouseConfig) -> Iterator[None]:
     lock = WriterLock(config.state_dir)
     try:
         lock.acquire()
@@ -350,7 +352,10 @@ def _with_writer_lock(config: LakehouseConfig) -> WriterLock:
             f"{exc}: a running `ktc ingest` compacts between its batches "
             "(--compact-interval, --retention-days); stop it to run this by hand"
         ) from None
-    return lock
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @lake_group.command("compact")
@@ -364,7 +369,7 @@ def compact_command(data_dir: Path, lake_dir: Path | None, database: str, master
     from exporters.lakehouse.maintenance import compact
 
     config = _config(data_dir, lake_dir, database, master, conf)
-    with _with_writer_lock(config):
+    with _writer_lock(config):
         spark = open_session(config, "ktc-lake-compact")
         ensure_catalog(spark, config.database)
         report = compact(spark, config, now_unix_ns=time.time_ns(),
@@ -383,7 +388,7 @@ def retention_command(data_dir: Path, lake_dir: Path | None, database: str, mast
     from exporters.lakehouse.maintenance import apply_retention
 
     config = _config(data_dir, lake_dir, database, master, conf)
-    with _with_writer_lock(config):
+    with _writer_lock(config):
         spark = open_session(config, "ktc-lake-retention")
         ensure_catalog(spark, config.database)
         report = apply_retention(spark, config, days=days,

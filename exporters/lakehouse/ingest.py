@@ -218,8 +218,13 @@ class IngestJob:
         return self._write_and_commit(plan, builder, records, rejected, replayed=True)
 
     def run_batch(self) -> BatchResult | None:
-        """Plan, write and commit one new batch; None if there was nothing new."""
+        """Plan, write and commit one new batch; None if there was nothing new.
+
+        If the latest plan has no commit yet it is replayed instead: planning past it
+        would skip its records."""
         previous = self.journal.latest_plan()
+        if previous is not None and not self.journal.is_committed(previous.batch_id):
+            return self.recover()
         ranges = self._next_ranges(previous)
         builder = PointRowsBuilder()
         planned: list[SourceRange] = []

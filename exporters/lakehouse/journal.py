@@ -173,7 +173,8 @@ class IngestJournal:
         state; older ones are history for debugging)."""
         committed = [i for i in self._ids(self.commits_dir) if (self.offsets_dir / f"{i}.json").exists()]
         for batch_id in committed[:-keep] if keep > 0 else committed:
-            # Commit first: a plan without its commit would be replayed.
+            # The plan before its commit: a plan left without its commit would be
+            # replayed (harmless, as only older batches are pruned, but confusing).
             for path in (self.offsets_dir / f"{batch_id}.json", self.commits_dir / f"{batch_id}.json"):
                 try:
                     path.unlink()

@@ -151,6 +151,20 @@ def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(spark, lake_config
     assert ConsumerPositions(node, CONSUMER_NAME).load() == 6
 
 
+def test_positions_behind_the_last_commit_are_committed_again(spark, lake_config, tmp_path) -> None:
+    """A crash between the commit file and the consumer positions."""
+    node = tmp_path / "node-1"
+    write_landing(node, [(make_context(), _gauge_push(i)) for i in range(3)])
+    with job_for(lake_config, spark, [node]) as job:
+        job.run_once()
+    positions = ConsumerPositions(node, CONSUMER_NAME)
+    positions.commit(1)  # as if the process died before committing positions
+    with job_for(lake_config, spark, [node]) as job:
+        assert job.run_once() == []  # nothing re-ingested: the journal says where we are
+    assert positions.load() == 3
+    assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 3
+
+
 def test_new_landing_directory_starts_at_its_committed_position(spark, lake_config, tmp_path) -> None:
     node1, node2 = tmp_path / "node-1", tmp_path / "node-2"
     write_landing(node1, [(make_context(), _gauge_push(1))])
