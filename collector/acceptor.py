@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 
 from collector.listeners import EndPoint
@@ -29,6 +30,7 @@ __all__ = ["Acceptor", "bind_listener"]
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def bind_listener(endpoint: EndPoint) -> socket.socket:
@@ -58,14 +60,19 @@ class Acceptor:
         protocol_factory: Callable[[], asyncio.Protocol],
         decide: Callable[[str, str], ConnectionDecision],
         slot_freed: asyncio.Event,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.sock = sock
         self._protocol_factory = protocol_factory
         self._decide = decide
         self._slot_freed = slot_freed
+        self._ssl_context = ssl_context
         self._serving = False
         self.rejected = 0
+        # Called when an admitted socket never became a connection, so the connection
+        # quotas can release it (set by the server).
+        self.on_failed_setup: Callable[[str, str], None] = lambda listener, ip: None
 
     @property
     def serving(self) -> bool:
@@ -79,13 +86,33 @@ class Acceptor:
                 conn, address = await loop.sock_accept(self.sock)
                 ip = str(address[0])
                 if await self._admit(ip, conn):
-                    try:
-                        await loop.connect_accepted_socket(self._protocol_factory, conn)
-                    except OSError as exc:  # the peer went away during the handshake
-                        log.debug("accepted connection from %s lost at once: %s", ip, exc)
-                        conn.close()
+                    if self._ssl_context is None:
+                        await self._wrap(conn, ip)
+                    else:
+                        # A TLS handshake takes round trips: never hold the accept loop.
+                        loop.create_task(self._wrap(conn, ip))
         finally:
             self._serving = False
+
+    async def _wrap(self, conn: socket.socket, ip: str) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self._protocol_factory,
+                conn,
+                ssl=self._ssl_context,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if self._ssl_context else None,
+            )
+        except (TimeoutError, OSError, ssl.SSLError) as exc:
+            # The peer went away, or its TLS handshake failed (no or untrusted client
+            # certificate, wrong protocol): Kafka logs and drops such a connection.
+            log.info(
+                "connection from %s on %s failed before it was set up: %s",
+                ip,
+                self.endpoint.listener_name,
+                exc,
+            )
+            self.on_failed_setup(self.endpoint.listener_name, ip)
+            conn.close()
 
     async def _admit(self, ip: str, conn: socket.socket) -> bool:
         loop = asyncio.get_running_loop()

@@ -59,6 +59,15 @@ class CollectorConfig(BaseModel):
     # None: generated once and kept in ``<data.dir>/meta.properties`` like a KRaft broker.
     cluster_id: str | None = Field(None, alias="cluster.id", min_length=1)
 
+    # --- TLS for SSL listeners (Kafka's names; PEM stores only) ----------------------------
+    ssl_keystore_type: str = Field("PEM", alias="ssl.keystore.type")
+    ssl_keystore_location: str | None = Field(None, alias="ssl.keystore.location")
+    ssl_key_password: str | None = Field(None, alias="ssl.key.password")
+    ssl_truststore_type: str = Field("PEM", alias="ssl.truststore.type")
+    ssl_truststore_location: str | None = Field(None, alias="ssl.truststore.location")
+    ssl_client_auth: str = Field("none", alias="ssl.client.auth")
+    ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
+
     # --- request limits (SocketServerConfigs / QuotaConfig / MetricConfigs) -------------
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
     telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)
@@ -101,6 +110,13 @@ class CollectorConfig(BaseModel):
     log_level: str = Field("INFO", alias="log.level")
     landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
+
+    @pydantic.field_validator("ssl_keystore_type", "ssl_truststore_type")
+    @classmethod
+    def _pem_only(cls, value: str) -> str:
+        if value.upper() != "PEM":
+            raise ValueError("only PEM stores are supported (JKS/PKCS12 need a JVM)")
+        return "PEM"
 
     @pydantic.field_validator("log_level")
     @classmethod

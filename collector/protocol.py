@@ -30,6 +30,7 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Protocol, cast
 
+from collector.tls import ssl_principal
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
 
@@ -137,6 +138,10 @@ class KafkaProtocol(asyncio.Protocol):
             # Kafka matches client_source_address selectors against and hands plugins.
             self.peer_ip = str(peer[0])
             self.client_source_address = java_host_address(self.peer_ip)
+        if self.security_protocol == "SSL":
+            # The handshake is done by now; Kafka's DefaultKafkaPrincipalBuilder.
+            self.principal = ssl_principal(transport.get_extra_info("peercert"))
+            self.principal_name = self.principal.partition(":")[2]
             self.client_source_port = int(peer[1])
         if not self._host.connection_opened(self):
             self._closing = True

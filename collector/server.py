@@ -42,6 +42,7 @@ from collector.listeners import (
 from collector.metrics import CollectorMetrics
 from collector.protocol import KafkaProtocol
 from collector.quotas import QuotaEnforcer, quota_settings
+from collector.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
 from proto import compression
 from quota import QuotaEngine
@@ -191,7 +192,7 @@ class CollectorServer:
             if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
                 raise StartupError(
                     f"listeners: {endpoint}: security protocol {endpoint.security_protocol} "
-                    "is not supported yet (PLAINTEXT only)"
+                    "is not supported yet (PLAINTEXT and SSL are)"
                 )
 
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -245,6 +246,18 @@ class CollectorServer:
         )
         self._apis.set_served_apis(self.dispatcher.api_keys)
 
+        ssl_context = None
+        if any(e.security_protocol == "SSL" for e in listeners):
+            try:
+                ssl_context = server_ssl_context(
+                    keystore_location=config.ssl_keystore_location,
+                    key_password=config.ssl_key_password,
+                    truststore_location=config.ssl_truststore_location,
+                    client_auth=config.ssl_client_auth,
+                    enabled_protocols=config.ssl_enabled_protocols.split(","),
+                )
+            except TlsError as exc:
+                raise StartupError(str(exc)) from exc
         try:
             for endpoint in listeners:
                 sock = bind_listener(endpoint)
@@ -255,7 +268,9 @@ class CollectorServer:
                     functools.partial(self._new_connection, bound),
                     self.quotas.on_accept,
                     self._slot_freed,
+                    ssl_context if bound.security_protocol == "SSL" else None,
                 )
+                acceptor.on_failed_setup = self._setup_failed
                 self._acceptors.append(acceptor)
                 self.bound[bound.listener_name] = bound
                 self.advertised[bound.listener_name] = advertised_endpoint(
@@ -335,6 +350,11 @@ class CollectorServer:
         self._connections[protocol.connection_id] = protocol
         self.metrics.connection_opened(protocol.listener_name)
         return not self._stopping
+
+    def _setup_failed(self, listener: str, ip: str) -> None:
+        if self.quotas is not None:
+            self.quotas.on_close(listener, ip)
+        self._slot_freed.set()
 
     def connection_closed(self, protocol: KafkaProtocol) -> None:
         if self._connections.pop(protocol.connection_id, None) is None:

@@ -53,12 +53,24 @@ def test_serve_with_an_unsupported_listener_exits_2(tmp_path: Path) -> None:
     code, _, err = run(
         "serve",
         "--listeners",
+        "SASL_SSL://127.0.0.1:0",
+        "--data-dir",
+        str(tmp_path),
+        env={"KTC_HTTP_LISTENER": "null"},
+    )
+    assert code == 2 and "SASL_SSL" in err
+
+
+def test_serve_ssl_without_a_keystore_exits_2(tmp_path: Path) -> None:
+    code, _, err = run(
+        "serve",
+        "--listeners",
         "SSL://127.0.0.1:0",
         "--data-dir",
         str(tmp_path),
         env={"KTC_HTTP_LISTENER": "null"},
     )
-    assert code == 2 and "SSL" in err
+    assert code == 2 and "ssl.keystore.location" in err
 
 
 def test_subscriptions_alter_describe_list_delete(tmp_path: Path) -> None:
