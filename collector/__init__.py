@@ -1,1 +1,36 @@
+"""The broker-role server: listeners, protocol adapter, dispatch, the KIP-714 client
+metrics manager, quotas wiring, health and metrics, the ``ktc`` CLI.
 
+The public names are imported lazily so that ``ktc --help`` and the config loader do not
+pay for the whole server.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "ClientMetricsManager",
+    "CollectorConfig",
+    "CollectorServer",
+    "ConfigError",
+    "StartupError",
+    "load_config",
+]
+
+_HOMES = {
+    "ClientMetricsManager": "collector.client_metrics",
+    "CollectorConfig": "collector.config",
+    "ConfigError": "collector.config",
+    "load_config": "collector.config",
+    "CollectorServer": "collector.server",
+    "StartupError": "collector.server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'collector' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
