@@ -15,6 +15,7 @@ usage errors.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import sys
@@ -118,6 +119,11 @@ async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
         await server.stop()
         return CONFIG_ERROR_EXIT
     server.install_signal_handlers()
+    # The cyclic GC's full collections walk every cached client instance (16,384 by
+    # default); the push path allocates many short-lived, acyclic objects that would
+    # trigger them often.  A larger first-generation threshold makes full collections
+    # rarer (measured: worst 20-push batch 50 ms -> 16 ms with 20,000 instances cached).
+    gc.set_threshold(50_000, 20, 100)
     if ready_file:
         info = {
             "listeners": {name: e.port for name, e in server.bound.items()},
