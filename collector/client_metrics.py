@@ -42,7 +42,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
-from proto.errors import Errors
+from proto.errors import Errors, TelemetryTooLargeError
 from proto.messages import (
     GetTelemetrySubscriptionsResponse,
     PushTelemetryRequest,
@@ -410,10 +410,14 @@ class ClientMetricsManager:
         client_id: str | None,
         correlation_id: int,
     ) -> Errors | None:
-        """Decompress (bounded), validate, hand to the exporter; any failure is INVALID_RECORD.
+        """Decompress (bounded), validate, hand to the exporter.
 
-        Kafka catches Throwable around the plugin call, which includes decompression
-        failures and, since #22327, a decompressed size over telemetry.max.bytes.
+        Kafka catches Throwable around the plugin call and answers INVALID_RECORD (87),
+        which makes clients stop pushing for good.  The one exception is a decompressed
+        size over telemetry.max.bytes (the cap #22327 added): trunk answers
+        TELEMETRY_TOO_LARGE (118) for it since KAFKA-21076 (apache/kafka#23444), because
+        a payload that is small on the wire but inflates past the cap is the client's
+        retryable problem, not broken serialization.
         """
         started = time.perf_counter()
         try:
@@ -442,6 +446,12 @@ class ClientMetricsManager:
                 correlation_id=correlation_id,
             )
             result = self._exporter.export(context, payload)
+        except TelemetryTooLargeError as exc:
+            self._stats.record_plugin_error(instance.instance_id_str)
+            log.warning(
+                "push from client instance %s not exported: %s", instance.instance_id_str, exc
+            )
+            return Errors.TELEMETRY_TOO_LARGE
         except Exception as exc:  # noqa: BLE001 - Kafka catches Throwable here
             self._stats.record_plugin_error(instance.instance_id_str)
             log.warning(

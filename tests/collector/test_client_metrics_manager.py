@@ -277,7 +277,7 @@ def test_undecodable_payload_is_invalid_record(
     assert landed(landing) == []
 
 
-def test_decompression_bomb_is_invalid_record_with_bounded_memory(landing, subs) -> None:  # type: ignore[no-untyped-def]
+def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(landing, subs) -> None:  # type: ignore[no-untyped-def]
     cap = 1_048_576
     manager = make_manager(subs, landing, telemetry_max_bytes=cap)
     instance_id, sub_id = handshake(manager)
@@ -289,7 +289,9 @@ def test_decompression_bomb_is_invalid_record_with_bounded_memory(landing, subs)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert response.error_code == Errors.INVALID_RECORD
+    # KAFKA-21076: trunk answers 118, not 87, for a decompressed size over the cap.
+    assert response.error_code == Errors.TELEMETRY_TOO_LARGE
+    assert landed(landing) == []
     assert peak < 8 * cap, f"peak {peak} bytes while rejecting a bomb"
 
 
