@@ -210,7 +210,17 @@ class CollectorServer:
         if self._exporter is None:
             from exporters.landing import LandingLog
 
-            self._exporter = LandingLog(self.landing_directory, **config.landing)
+            landing_options = dict(config.landing)
+            if config.exporters_otlp is not None:
+                # Retention must not delete what the forwarder has not sent, even before
+                # its first commit (a consumer that never committed protects nothing).
+                from exporters.otlp import consumer_name_for
+
+                required = list(landing_options.get("retention_required_consumers", ()))
+                if consumer_name_for("otlp") not in required:
+                    required.append(consumer_name_for("otlp"))
+                landing_options["retention_required_consumers"] = required
+            self._exporter = LandingLog(self.landing_directory, **landing_options)
             if config.landing.get("group_commit"):
                 self._group_commit_log = self._exporter
 
