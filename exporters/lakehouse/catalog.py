@@ -74,6 +74,7 @@ _METRICS_COLUMNS: tuple[tuple[str, str, dict[str, str] | None], ...] = (
      {k: "aggregation_temporality" for k in ("sum", "histogram", "exponential_histogram")}),
     ("is_monotonic", "BOOLEAN", {"sum": "is_monotonic"}),
     ("attributes", "MAP<STRING,STRING>", None),
+    ("attributes_types", "MAP<STRING,STRING>", None),
     ("resource_attributes", "MAP<STRING,STRING>", None),
     ("scope_name", "STRING", None),
     ("scope_version", "STRING", None),

@@ -2,9 +2,10 @@
 
 Pure Python and pyarrow, no Spark.  Rows are accumulated column by column (one list
 per column) and handed over as Arrow tables, which Spark takes without converting row
-by row.  Values that are the same for every point of a metric (context, resource,
-scope, metric) are appended once per metric as ``[value] * n``, which is what keeps
-this from being the bottleneck of the ingest.
+by row.  The ~45 columns that are the same for every point of a metric (context,
+resource, scope, metric) are recorded once per metric as one tuple; each point only
+records which tuple it belongs to, and Arrow's ``take`` expands them in C at the end.
+Appending those columns per point instead made flattening slower than Spark's write.
 
 Lossless: :mod:`exporters.lakehouse.rebuild` turns the rows back into the same
 ``MetricsData`` (see its docstring for the exact equivalence).  A metric without data
@@ -127,12 +128,7 @@ def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) 
         _append_number(cols, point)
 
 
-def _append_sum(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
-    for point in points:
-        _append_number(cols, point)
-    n = len(points)
-    cols["aggregation_temporality"].extend([data.aggregation_temporality] * n)
-    cols["is_monotonic"].extend([data.is_monotonic] * n)
+_append_sum = _append_gauge
 
 
 def _append_histogram(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
@@ -145,7 +141,6 @@ def _append_histogram(cols: dict[str, list[Any]], points: Sequence[Any], data: A
         cols["min"].append(point.min if point.HasField("min") else None)
         cols["max"].append(point.max if point.HasField("max") else None)
         cols["exemplars"].append(_exemplars(point.exemplars))
-    cols["aggregation_temporality"].extend([data.aggregation_temporality] * len(points))
 
 
 def _append_exponential_histogram(
@@ -165,7 +160,6 @@ def _append_exponential_histogram(
         cols["min"].append(point.min if point.HasField("min") else None)
         cols["max"].append(point.max if point.HasField("max") else None)
         cols["exemplars"].append(_exemplars(point.exemplars))
-    cols["aggregation_temporality"].extend([data.aggregation_temporality] * len(points))
 
 
 def _append_summary(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
@@ -177,6 +171,39 @@ def _append_summary(cols: dict[str, list[Any]], points: Sequence[Any], data: Any
             [{"quantile": q.quantile, "value": q.value} for q in point.quantile_values]
         )
 
+
+# Columns of the Metric.data message itself (shared by its points), per point type.
+_DATA_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gauge": (),
+    "sum": ("aggregation_temporality", "is_monotonic"),
+    "histogram": ("aggregation_temporality",),
+    "exponential_histogram": ("aggregation_temporality",),
+    "summary": (),
+}
+_PUSH_COLUMNS: tuple[str, ...] = (
+    "client_instance_id", "client_id", "client_software_name", "client_software_version",
+    "client_source_address", "client_source_port", "principal", "listener",
+    "security_protocol", "node_id", "cluster_id", "subscription_id", "push_interval_ms",
+    "compression_type", "terminating", "received_time_unix_nano", "received_time", "dt", "hour",
+    "landing_node", "landing_offset",
+)
+_RESOURCE_COLUMNS: tuple[str, ...] = (
+    "resource_index", "resource_attributes", "resource_attributes_types",
+    "resource_dropped_attributes_count", "resource_schema_url", "resource_entity_refs",
+)
+_SCOPE_COLUMNS: tuple[str, ...] = (
+    "scope_index", "scope_name", "scope_version", "scope_attributes", "scope_attributes_types",
+    "scope_dropped_attributes_count", "scope_schema_url",
+)
+_METRIC_COLUMNS: tuple[str, ...] = (
+    "metric_index", "metric_name", "metric_description", "metric_unit", "metric_metadata",
+    "metric_metadata_types",
+)
+# Per point type: the columns recorded once per metric, in the order of its tuple.
+_SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
+    kind: _PUSH_COLUMNS + _RESOURCE_COLUMNS + _SCOPE_COLUMNS + _METRIC_COLUMNS + data_columns
+    for kind, data_columns in _DATA_COLUMNS.items()
+}
 
 # Metric.data oneof field -> appender of that point type's columns.
 _APPENDERS: dict[str, Callable[[dict[str, list[Any]], Sequence[Any], Any], None]] = {
@@ -194,14 +221,21 @@ class PointRowsBuilder:
 
     def __init__(self) -> None:
         self._columns: dict[str, dict[str, list[Any]]] = {}
+        self._shared: dict[str, list[tuple[Any, ...]]] = {}  # one tuple per metric
+        self._shared_index: dict[str, list[int]] = {}  # per point: its metric's tuple
         self.points = 0  # points added since the last finish()
+        self.pushes = 0
         self._reset()
 
     def _reset(self) -> None:
         self._columns = {
-            kind: {name: [] for name in spec.data_schema.names}
-            for kind, spec in (TABLE_BY_POINT_TYPE | {"pushes": PUSHES_TABLE}).items()
+            kind: {name: [] for name in spec.data_schema.names
+                   if name not in _SHARED_COLUMNS[kind]}
+            for kind, spec in TABLE_BY_POINT_TYPE.items()
         }
+        self._columns["pushes"] = {name: [] for name in PUSHES_TABLE.data_schema.names}
+        self._shared = {kind: [] for kind in TABLE_BY_POINT_TYPE}
+        self._shared_index = {kind: [] for kind in TABLE_BY_POINT_TYPE}
         self.points = 0
         self.pushes = 0
 
@@ -235,29 +269,30 @@ class PointRowsBuilder:
         push_values = _context_columns(context)
         push_values["landing_node"] = landing_node
         push_values["landing_offset"] = landing_offset
+        push_tuple = tuple(push_values[name] for name in _PUSH_COLUMNS)
         added = 0
         metric_count = 0
         for resource_index, rm in enumerate(metrics_data.resource_metrics):
             resource_attributes, resource_types = encode_attributes(rm.resource.attributes)
-            resource_values = {
-                "resource_index": resource_index,
-                "resource_attributes": resource_attributes,
-                "resource_attributes_types": resource_types,
-                "resource_dropped_attributes_count": rm.resource.dropped_attributes_count,
-                "resource_schema_url": rm.schema_url,
-                "resource_entity_refs": _entity_refs_json(rm.resource.entity_refs),
-            }
+            resource_tuple = push_tuple + (
+                resource_index,
+                resource_attributes,
+                resource_types,
+                rm.resource.dropped_attributes_count,
+                rm.schema_url,
+                _entity_refs_json(rm.resource.entity_refs),
+            )
             for scope_index, sm in enumerate(rm.scope_metrics):
                 scope_attributes, scope_types = encode_attributes(sm.scope.attributes)
-                scope_values = {
-                    "scope_index": scope_index,
-                    "scope_name": sm.scope.name,
-                    "scope_version": sm.scope.version,
-                    "scope_attributes": scope_attributes,
-                    "scope_attributes_types": scope_types,
-                    "scope_dropped_attributes_count": sm.scope.dropped_attributes_count,
-                    "scope_schema_url": sm.schema_url,
-                }
+                scope_tuple = resource_tuple + (
+                    scope_index,
+                    sm.scope.name,
+                    sm.scope.version,
+                    scope_attributes,
+                    scope_types,
+                    sm.scope.dropped_attributes_count,
+                    sm.schema_url,
+                )
                 for metric_index, metric in enumerate(sm.metrics):
                     point_type = metric.WhichOneof("data")
                     if point_type is None:
@@ -268,22 +303,15 @@ class PointRowsBuilder:
                     if n == 0:
                         continue
                     metadata, metadata_types = encode_attributes(metric.metadata)
-                    cols = self._columns[point_type]
-                    shared = (
-                        push_values
-                        | resource_values
-                        | scope_values
-                        | {
-                            "metric_index": metric_index,
-                            "metric_name": metric.name,
-                            "metric_description": metric.description,
-                            "metric_unit": metric.unit,
-                            "metric_metadata": metadata,
-                            "metric_metadata_types": metadata_types,
-                        }
+                    shared = self._shared[point_type]
+                    self._shared_index[point_type].extend([len(shared)] * n)
+                    shared.append(
+                        scope_tuple
+                        + (metric_index, metric.name, metric.description, metric.unit,
+                           metadata, metadata_types)
+                        + tuple(getattr(data, c) for c in _DATA_COLUMNS[point_type])
                     )
-                    for name, value in shared.items():
-                        cols[name].extend([value] * n)
+                    cols = self._columns[point_type]
                     cols["point_index"].extend(range(n))
                     _APPENDERS[point_type](cols, points, data)
                     added += n
@@ -303,13 +331,31 @@ class PointRowsBuilder:
 
     def finish(self) -> dict[str, pa.Table]:
         """Arrow tables by kind (five point types and "pushes", possibly empty); resets."""
-        specs = TABLE_BY_POINT_TYPE | {"pushes": PUSHES_TABLE}
-        tables = {
-            kind: pa.Table.from_pydict(cols, schema=specs[kind].data_schema)
-            for kind, cols in self._columns.items()
-        }
+        tables = {kind: self._point_table(kind) for kind in TABLE_BY_POINT_TYPE}
+        tables["pushes"] = pa.Table.from_pydict(
+            self._columns["pushes"], schema=PUSHES_TABLE.data_schema
+        )
         self._reset()
         return tables
+
+    def _point_table(self, kind: str) -> pa.Table:
+        schema = TABLE_BY_POINT_TYPE[kind].data_schema
+        names = _SHARED_COLUMNS[kind]
+        by_metric = list(zip(*self._shared[kind])) or [() for _ in names]
+        shared = pa.Table.from_arrays(
+            [pa.array(values, type=schema.field(name).type) for name, values in zip(names, by_metric)],
+            names=list(names),
+        ).take(pa.array(self._shared_index[kind], pa.int32()))
+        point_columns = self._columns[kind]
+        shared_names = set(names)
+        return pa.Table.from_arrays(
+            [
+                shared.column(field.name) if field.name in shared_names
+                else pa.array(point_columns[field.name], type=field.type)
+                for field in schema
+            ],
+            schema=schema,
+        )
 
 
 def _entity_refs_json(entity_refs: Sequence[Any]) -> str | None:

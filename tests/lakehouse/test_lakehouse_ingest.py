@@ -197,3 +197,38 @@ def test_second_writer_is_refused(spark, lake_config, tmp_path) -> None:
     with job_for(lake_config, spark, []) as _:
         with pytest.raises(LakehouseBusy):
             job_for(lake_config, spark, []).start()
+
+
+def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(
+    spark, lake_config, tmp_path
+) -> None:
+    import threading
+    import time
+
+    node = tmp_path / "node-1"
+    write_landing(node, [(make_context(), _gauge_push(0))])
+    maintenance_calls = []
+    batches = []
+    job = IngestJob(lake_config, lambda: [node],
+                    IngestSettings(trigger_interval_s=0.2, maintenance_interval_s=0.0),
+                    spark=spark, maintenance=maintenance_calls.append)
+    stop = threading.Event()
+    runner = threading.Thread(target=job.run_forever, args=(stop, batches.append))
+    runner.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not batches:
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.1)
+        write_landing(node, [(make_context(), _gauge_push(1))])  # while it runs
+        while sum(b.records for b in batches) < 2:
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        runner.join(120)
+        job.close()
+    assert not runner.is_alive()
+    assert [b.records for b in batches] == [1, 1]
+    assert maintenance_calls and maintenance_calls[0] is spark
+    assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 2
