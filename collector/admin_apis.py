@@ -10,15 +10,27 @@ Semantics follow the broker (kip714.md §1.7-§1.8; ``ConfigHelper``,
 | DescribeConfigs (32) v1-4     | all three keys; set ones source 7 (CLIENT_METRICS_CONFIG), unset|
 |                               | ones their default with source 5 (DEFAULT_CONFIG) (Kafka 4.1+); |
 |                               | empty name -> INVALID_REQUEST; unknown name -> the defaults     |
-| IncrementalAlterConfigs (44)  | SET / DELETE merged into the full map, validated as a whole;    |
-|                               | APPEND / SUBTRACT -> INVALID_CONFIG; null SET -> INVALID_CONFIG;|
-|                               | an empty result removes the subscription; validate_only honoured|
+| IncrementalAlterConfigs (44)  | Kafka's preprocess first (a resource named twice, a key named   |
+|                               | twice, a null value on any op but DELETE -> INVALID_REQUEST);   |
+|                               | SET / DELETE merged into the full map and validated as a whole  |
+|                               | by the store; APPEND / SUBTRACT -> INVALID_CONFIG; an empty     |
+|                               | result removes the subscription; validate_only honoured         |
 | ListConfigResources (74) v0-1 | names of subscriptions that exist; v1 types outside TOPIC,      |
 |                               | BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP -> UNSUPPORTED_VERSION |
 | DescribeClientQuotas (48) v0-1| the store's entity quotas through Kafka's filter semantics      |
 |                               | (exact name / default / any of a type; ``strict``)             |
 | AlterClientQuotas (49) v0-1   | per entry: set or remove keys, validated as Kafka's controller  |
 |                               | does; applied to the quota engine at once; validate_only        |
+
+Both mutations go through the controller mutation quota of the request's (user, client-id)
+(``controller_mutation_rate``, KIP-599), one permit per altered resource or quota entity,
+counted after the change validated and before it is applied (a validate-only request counts
+too, as Kafka's controller counts it).  Strict or permissive by request version, as Kafka's
+``ControllerApis`` decides for its own mutation APIs (:data:`MUTATION_QUOTA_STRICT_SINCE`):
+strict rejects a change with THROTTLING_QUOTA_EXCEEDED (89) once the bucket is empty;
+permissive applies it and throttles the response.  Either way the response's
+``throttle_time_ms`` is the larger of the mutation and request throttles, and the
+connection is muted that long.
 
 Other resource types answer INVALID_REQUEST naming the type: the collector has no topics,
 groups or broker configs to manage.  There is no authorizer: like a Kafka broker without
@@ -29,8 +41,9 @@ only to trusted networks.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, Protocol
 
 from collector.dispatch import Api, RequestContext
 from proto import ApiKeys
@@ -56,9 +69,11 @@ from proto.messages.list_config_resources_response import (
     ConfigResource,
     ListConfigResourcesResponse,
 )
+from quota import ControllerMutationQuota, ThrottlingQuotaExceededError
+from quota.mutation_quota import UNBOUNDED_MUTATION_QUOTA
 from subscriptions.quotas import ANY, QuotaFilterComponent
 
-__all__ = ["CLIENT_METRICS", "AdminApis"]
+__all__ = ["CLIENT_METRICS", "MUTATION_QUOTA_STRICT_SINCE", "AdminApis", "MutationQuotas"]
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +118,48 @@ def _unsupported(resource_type: int) -> str:
 # DescribeClientQuotasRequest.ComponentData.MatchType (ClientQuotaFilterComponent)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 
+# The first request version whose mutations get the *strict* controller mutation quota.
+# Kafka (ControllerApis, KIP-599) makes an API strict from the version that added
+# THROTTLING_QUOTA_EXCEEDED to its contract, so older clients, who would not know error
+# 89, get the permissive quota (applied, then throttled):
+#
+#     CreateTopics 6+, DeleteTopics 5+, CreatePartitions 3+    strict
+#     lower versions                                          permissive
+#
+# Kafka applies no mutation quota to IncrementalAlterConfigs or AlterClientQuotas, so no
+# version of theirs says so.  The collector applies one and draws the line at the flexible
+# version, v1, the one current AdminClients negotiate (Java, librdkafka); v0 senders are
+# treated as Kafka treats its pre-KIP-599 clients. [our choice, after Kafka's rule]
+MUTATION_QUOTA_STRICT_SINCE: Final[Mapping[int, int]] = {
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKeys.ALTER_CLIENT_QUOTAS: 1,
+}
+MUTATION_PERMITS_PER_CHANGE: Final = 1  # one per resource / quota entity (Kafka: partitions)
+
+
+class MutationQuotas(Protocol):
+    """Where an admin request gets its controller mutation quota (the server's
+    ``QuotaEnforcer``; its throttle joins the response's)."""
+
+    def mutation_quota(self, context: RequestContext, strict: bool) -> ControllerMutationQuota: ...
+
 
 class AdminApis:
-    def __init__(self, store: Any, on_quotas_changed: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        on_quotas_changed: Callable[[], None] = lambda: None,
+        mutation_quotas: MutationQuotas | None = None,
+    ) -> None:
         self._store = store
         self._on_quotas_changed = on_quotas_changed
+        self._mutation_quotas = mutation_quotas
+
+    def _mutation_quota(self, ctx: RequestContext) -> ControllerMutationQuota:
+        if self._mutation_quotas is None:
+            return UNBOUNDED_MUTATION_QUOTA
+        strict = ctx.frame.api_version >= MUTATION_QUOTA_STRICT_SINCE[ctx.frame.api_key]
+        return self._mutation_quotas.mutation_quota(ctx, strict)
 
     def table(self) -> dict[int, Api]:
         return {
@@ -235,18 +287,18 @@ class AdminApis:
     def incremental_alter_configs(
         self, request: IncrementalAlterConfigsRequest, ctx: RequestContext
     ) -> IncrementalAlterConfigsResponse:
+        quota = self._mutation_quota(ctx)
+        # Kafka's ConfigAdminManager.preprocess: a resource named twice fails every time.
+        named = Counter((r.resource_type, r.resource_name) for r in request.resources)
         responses = []
-        seen: set[tuple[int, str]] = set()
         for resource in request.resources:
-            key = (resource.resource_type, resource.resource_name)
-            if key in seen:
+            if named[(resource.resource_type, resource.resource_name)] > 1:
                 error: tuple[Errors, str | None] = (
                     Errors.INVALID_REQUEST,
-                    "Duplicate resource in request",
+                    "Each resource must appear at most once.",
                 )
             else:
-                seen.add(key)
-                error = self._alter_one(resource, request.validate_only)
+                error = self._alter_one(resource, request.validate_only, quota, ctx.now_ms)
             responses.append(
                 AlterConfigsResourceResponse(
                     error_code=error[0],
@@ -257,19 +309,26 @@ class AdminApis:
             )
         return IncrementalAlterConfigsResponse(responses=tuple(responses))
 
-    def _alter_one(self, resource: Any, validate_only: bool) -> tuple[Errors, str | None]:
+    def _alter_one(
+        self, resource: Any, validate_only: bool, quota: ControllerMutationQuota, now_ms: int
+    ) -> tuple[Errors, str | None]:
+        # Kafka's ConfigAdminManager.preprocess, in its order, for every resource type.
+        names = [config.name for config in resource.configs]
+        if len(set(names)) != len(names):
+            return Errors.INVALID_REQUEST, "Error due to duplicate config keys"
+        nulls = [
+            c.name for c in resource.configs if c.config_operation != DELETE and c.value is None
+        ]
+        if nulls:
+            return Errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
         if resource.resource_type != CLIENT_METRICS:
             return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
         name = resource.resource_name
         if not name:
             return Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"
-        to_set: dict[str, str] = {}
+        to_set: dict[str, str | None] = {}
         to_delete: list[str] = []
-        seen_keys: set[str] = set()
         for config in resource.configs:
-            if config.name in seen_keys:
-                return Errors.INVALID_REQUEST, f"Duplicate key {config.name} in the request"
-            seen_keys.add(config.name)
             if config.config_operation in (APPEND, SUBTRACT):
                 return (
                     Errors.INVALID_CONFIG,
@@ -279,24 +338,23 @@ class AdminApis:
                     ),
                 )
             if config.config_operation == SET:
-                if config.value is None:
-                    return (
-                        Errors.INVALID_CONFIG,
-                        "Null value not supported for client metrics configs",
-                    )
                 to_set[config.name] = config.value
             elif config.config_operation == DELETE:
                 to_delete.append(config.name)
             else:
                 return Errors.INVALID_REQUEST, f"Unknown config operation {config.config_operation}"
         try:
-            # The store merges into the full map and validates it as a whole, like
-            # Kafka's controller (ClientMetricsConfigs.validate on all configs).
-            self._store.alter_subscription(name, to_set, to_delete, validate_only=validate_only)
+            # The store merges into the full map and validates it as a whole under its
+            # lock, like Kafka's controller (ClientMetricsConfigs.validate on all configs).
+            self._store.alter_subscription(name, to_set, to_delete, validate_only=True)
+            quota.record(MUTATION_PERMITS_PER_CHANGE, now_ms)
+            if validate_only:
+                return Errors.NONE, None
+            self._store.alter_subscription(name, to_set, to_delete)
+        except ThrottlingQuotaExceededError as exc:
+            return Errors.THROTTLING_QUOTA_EXCEEDED, str(exc)
         except KafkaError as exc:
             return Errors(exc.error_code), str(exc)
-        if validate_only:
-            return Errors.NONE, None
         log.info(
             "client metrics subscription %s altered over the wire: set %s, delete %s",
             name,
@@ -336,6 +394,7 @@ class AdminApis:
     def alter_client_quotas(
         self, request: AlterClientQuotasRequest, ctx: RequestContext
     ) -> acq_response.AlterClientQuotasResponse:
+        quota = self._mutation_quota(ctx)
         results = []
         changed = False
         for entry in request.entries:
@@ -352,10 +411,13 @@ class AdminApis:
                 to_set = {op.key: op.value for op in entry.ops if not op.remove}
                 to_delete = [op.key for op in entry.ops if op.remove]
                 try:
-                    self._store.alter_quotas(
-                        entity, to_set, to_delete, validate_only=request.validate_only
-                    )
-                    changed = changed or not request.validate_only
+                    self._store.alter_quotas(entity, to_set, to_delete, validate_only=True)
+                    quota.record(MUTATION_PERMITS_PER_CHANGE, ctx.now_ms)
+                    if not request.validate_only:
+                        self._store.alter_quotas(entity, to_set, to_delete)
+                        changed = True
+                except ThrottlingQuotaExceededError as exc:
+                    error, message = Errors.THROTTLING_QUOTA_EXCEEDED, str(exc)
                 except KafkaError as exc:
                     error, message = Errors(exc.error_code), str(exc)
             results.append(

@@ -169,7 +169,7 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
     ("request_", "expected"),
     [
         (alter("s", ("metrics", APPEND, "x")), Errors.INVALID_CONFIG),
-        (alter("s", ("metrics", SET, None)), Errors.INVALID_CONFIG),
+        (alter("s", ("metrics", SET, None)), Errors.INVALID_REQUEST),  # ConfigAdminManager
         (alter("s", ("interval.ms", SET, "50")), Errors.INVALID_REQUEST),
         (alter("s", ("interval.ms", SET, "soon")), Errors.INVALID_CONFIG),
         (alter("s", ("match", SET, "client_id=[")), Errors.INVALID_CONFIG),

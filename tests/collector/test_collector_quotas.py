@@ -1,27 +1,52 @@
-"""The quota engine in the server: connection quotas at accept, request-time quotas with
-throttle_time_ms and a muted channel.  Real sockets; the quotas come from the store."""
+"""The quota engine in the server, applied as a Kafka broker applies it: connection quotas
+at accept; request time, PushTelemetry bytes and admin mutations recorded per request; a
+throttled request answered at once with ``throttle_time_ms`` (the largest throttle) and its
+connection muted that long; push-interval gating counted with the throttles; metrics on
+``/metrics``.  Real sockets; the quotas come from the store.
+
+Tests that measure a mute use real time (a raw client that ignores ``throttle_time_ms``
+times its next request): throttles are kept to a few hundred ms and asserted with
+tolerance.  The arithmetic of ``QuotaEnforcer.record`` is checked with the clock injected.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from collector_testkit import otlp_payload
+from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
 
 from collector.config import load_config
+from collector.quotas import QuotaEnforcer
 from collector.server import CollectorServer
-from proto import ApiKeys
+from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.errors import Errors
-from proto.messages import ApiVersionsRequest, MetadataRequest
+from proto.messages import (
+    AlterClientQuotasRequest,
+    ApiVersionsRequest,
+    GetTelemetrySubscriptionsRequest,
+    MetadataRequest,
+    PushTelemetryRequest,
+)
+from proto.messages import alter_client_quotas_request as acq
+from quota import QuotaEngine, QuotaType
 from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
 
 Factory = Callable[..., Any]
+ZERO = uuid.UUID(int=0)
+# Two samples of one second: a client's rate is measured over one padded second, so a
+# single push's throttle is (bytes/s - limit) / limit x 1000 ms (Kafka's QuotaUtils).
+SHORT_WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 
 
 @pytest.fixture
@@ -31,7 +56,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     async def factory(**overrides: object) -> CollectorServer:
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": None,
+            "http.listener": "127.0.0.1:0",
             "data.dir": str(tmp_path / "data"),
             "landing": {"fsync": "never"},
         }
@@ -201,4 +226,300 @@ async def test_alter_and_describe_client_quotas_over_the_wire(
         0
     ].error_code == Errors.NONE
     assert "clients/greedy" not in server.quotas.engine.entity_quotas()
+    await admin.close()
+
+
+# ----------------------------------------------------------------------------- helpers
+async def scrape(server: CollectorServer) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample on the server's /metrics, by (name, labels)."""
+    url = f"http://127.0.0.1:{server.http_port}/metrics"
+    async with aiohttp.ClientSession() as http, http.get(url) as response:
+        text = await response.text()
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def sample(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+async def next_request_ms(client: WireClient) -> float:
+    """How long the server takes to answer a trivial request (a muted channel: the rest
+    of its throttle)."""
+    started = time.monotonic()
+    client.send(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("quota-test", "1"))
+    await client.writer.drain()
+    await client.receive(10.0)
+    return (time.monotonic() - started) * 1000
+
+
+def subscribe_producers(data_dir: Path, interval_ms: int = 60_000) -> None:
+    ConfigStore(data_dir).alter_subscription(
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(interval_ms)},
+        [],
+    )
+
+
+def push_frame_bytes(client_id: str, payload: bytes) -> int:
+    """A PushTelemetry's size as Kafka records it against producer_byte_rate (header and
+    body, no size prefix); ids have fixed widths, so any values give the same size."""
+    frame = ClientConnection(client_id=client_id).send_request(
+        ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(uuid.uuid4(), 1, False, 0, payload)
+    )
+    return len(frame) - 4
+
+
+PAYLOAD = otlp_payload(*(f"org.apache.kafka.producer.metric.{i}" for i in range(40)))
+
+
+# ----------------------------------------------------------------------------- byte rate
+async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    subscribe_producers(data_dir)
+    frame_bytes = push_frame_bytes("bulky", PAYLOAD)
+    # One push a second against a limit 1.3 x smaller: (1.3 - 1) / 1 x 1000 ms = 300 ms.
+    limit = int(frame_bytes / 1.3)
+    ConfigStore(data_dir).alter_quotas({"client-id": "bulky"}, {"producer_byte_rate": limit})
+    server = await start(**SHORT_WINDOWS)
+
+    bulky = await WireClient.connect(server.port(), client_id="bulky")
+    get = await bulky.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
+    assert get.error_code == Errors.NONE and get.throttle_time_ms == 0
+    push = await bulky.request(
+        ApiKeys.PUSH_TELEMETRY,
+        0,
+        PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, PAYLOAD),
+    )
+    # Accepted (landed) and answered at once; only the next read is delayed.
+    assert push.error_code == Errors.NONE
+    expected_ms = (frame_bytes / limit - 1) * 1000
+    assert abs(push.throttle_time_ms - expected_ms) <= 0.05 * expected_ms
+    # The channel is muted: a client that ignores throttle_time_ms waits it out anyway.
+    assert await next_request_ms(bulky) >= 0.8 * push.throttle_time_ms
+    # Another client id has its own (unlimited) quota.
+    modest = await WireClient.connect(server.port(), client_id="modest")
+    assert await next_request_ms(modest) < push.throttle_time_ms
+
+    samples = await scrape(server)
+    labels = {"user": "ANONYMOUS", "client_id": "bulky"}
+    assert sample(samples, "ktc_quota_throttled_responses_total", quota="produce", **labels) == 1
+    throttle_s = sample(samples, "ktc_quota_throttle_time_seconds_total", quota="produce", **labels)
+    assert throttle_s == push.throttle_time_ms / 1000
+    # Kafka's own quota metrics, tagged by the entity level that matched (client-id only).
+    entity = {"user": "", "client_id": "bulky"}
+    assert (sample(samples, "kafka_server_produce_byte_rate", **entity) or 0) > 0
+    assert (sample(samples, "kafka_server_produce_throttle_time", **entity) or 0) > 0
+    await bulky.close()
+    await modest.close()
+
+
+async def test_push_interval_gating_is_counted_with_the_throttles(
+    start: Factory, tmp_path: Path
+) -> None:
+    subscribe_producers(tmp_path / "data")
+    server = await start()
+    client = await WireClient.connect(server.port(), client_id="eager")
+    get = await client.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
+    push = PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, PAYLOAD)
+    assert (await client.request(ApiKeys.PUSH_TELEMETRY, 0, push)).error_code == Errors.NONE
+    early = await client.request(ApiKeys.PUSH_TELEMETRY, 0, push)
+    # Kafka answers gating with error 89 and throttle_time_ms 0 (the interval is the delay).
+    assert (early.error_code, early.throttle_time_ms) == (Errors.THROTTLING_QUOTA_EXCEEDED, 0)
+    samples = await scrape(server)
+    labels = {"quota": "push_interval", "user": "ANONYMOUS", "client_id": "eager"}
+    assert sample(samples, "ktc_quota_throttled_responses_total", **labels) == 1
+    await client.close()
+
+
+# ----------------------------------------------------------------------------- largest throttle
+class _Channel:
+    """What the enforcer reads of a connection: its quota user, and mute/unmute."""
+
+    principal_name = "ANONYMOUS"
+    muted = False
+
+    def mute(self) -> None:
+        self.muted = True
+
+    def unmute(self) -> None:
+        self.muted = False
+
+
+def _push_frame(client_id: str) -> Any:
+    server_side = ServerConnection()
+    server_side.receive_data(
+        ClientConnection(client_id=client_id).send_request(
+            ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(uuid.uuid4(), 1, False, 0, PAYLOAD)
+        )
+    )
+    return server_side.next_request()
+
+
+@pytest.mark.parametrize(
+    ("bytes_per_limit", "expected_quota"),
+    [
+        # bytes: (2.5 - 1) x 1000 = 1500 ms; request: 30 % of a thread against 10 % is
+        # (30 - 10) / 10 x 1000 = 2000 ms, capped at one window: 1000 ms.  Bytes win.
+        (2.5, QuotaType.PRODUCE),
+        # bytes: (1.2 - 1) x 1000 = 200 ms < request's 1000 ms.  Request wins.
+        (1.2, QuotaType.REQUEST),
+    ],
+)
+async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota(
+    bytes_per_limit: float, expected_quota: QuotaType
+) -> None:
+    from collector.dispatch import RequestContext
+
+    now_ms = 1_000_000
+    engine = QuotaEngine.from_config(SHORT_WINDOWS, now_ms)
+    frame = _push_frame("both")
+    limit = int(len(frame.raw) / bytes_per_limit)
+    engine.apply_entity_quotas(
+        {"clients/both": {"producer_byte_rate": limit, "request_percentage": 10}}
+    )
+    enforcer = QuotaEnforcer(engine, lambda: now_ms)
+    channel = _Channel()
+    context = RequestContext(frame, channel, now_ms)  # type: ignore[arg-type]
+    bytes_ms = int((len(frame.raw) / limit - 1) * 1000)
+    expected_ms = max(bytes_ms, 1000)
+
+    throttle_ms = enforcer.record(context, len(frame.body), handling_ns=300_000_000)
+    assert abs(throttle_ms - expected_ms) <= 1
+    enforcer.throttle(context, throttle_ms)
+    assert channel.muted
+    assert engine.queue.size(str(expected_quota)) == 1
+    assert sum(engine.queue.size(str(t)) for t in QuotaType) == 1
+    (count,) = enforcer.throttles.items()
+    assert count[0] == (expected_quota.name.lower(), "ANONYMOUS", "both")
+    # The reaper unmutes once the throttle is over (driven here by hand, clock injected).
+    now_ms += throttle_ms
+    assert [t.channel for t in engine.pop_expired(now_ms)] == [channel]
+    enforcer.close()
+
+
+# ----------------------------------------------------------------------------- mutation quota
+def _quota_entries(count: int) -> tuple[acq.EntryData, ...]:
+    return tuple(
+        acq.EntryData(
+            entity=(acq.EntityData("client-id", f"app-{i}"),),
+            ops=(acq.OpData("consumer_byte_rate", 1_000_000.0, False),),
+        )
+        for i in range(count)
+    )
+
+
+# controller_mutation_rate 10/s with Kafka's 11 one-second samples: a bucket of 110 tokens.
+# It starts full; a strict quota accepts while it is not negative, so entry 111 takes it to
+# -1 and the rest are refused; -1 token is 1 / 10 s = 100 ms of throttle.
+MUTATION_RATE = 10
+BURST = 11 * MUTATION_RATE
+
+
+async def test_strict_mutation_quota_refuses_with_throttling_quota_exceeded(
+    start: Factory, tmp_path: Path
+) -> None:
+    ConfigStore(tmp_path / "data").alter_quotas(
+        {"client-id": "kafka-configs"}, {"controller_mutation_rate": MUTATION_RATE}
+    )
+    server = await start()
+    admin = await WireClient.connect(server.port(), client_id="kafka-configs")
+    # validate_only: counted as Kafka's controller counts it, without writing 120 quotas.
+    request = AlterClientQuotasRequest(entries=_quota_entries(BURST + 10), validate_only=True)
+    response = await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 1, request)  # v1: strict
+    codes = [entry.error_code for entry in response.entries]
+    accepted = codes.index(Errors.THROTTLING_QUOTA_EXCEEDED)
+    # The bucket refills at 10/s while the request runs: a token or so more at most.
+    assert BURST + 1 <= accepted <= BURST + 3
+    assert set(codes[accepted:]) == {Errors.THROTTLING_QUOTA_EXCEEDED}
+    refused = response.entries[accepted]
+    assert refused.error_message == "The throttling quota has been exceeded."
+    assert 0 < response.throttle_time_ms <= 1000 // MUTATION_RATE
+    assert await next_request_ms(admin) >= 0.8 * response.throttle_time_ms - 5
+    samples = await scrape(server)
+    labels = {"quota": "controller_mutation", "user": "ANONYMOUS", "client_id": "kafka-configs"}
+    assert sample(samples, "ktc_quota_throttled_responses_total", **labels) == 1
+    # The bucket (refilling since, during the mute) is far from full.
+    entity = {"user": "", "client_id": "kafka-configs"}
+    assert (sample(samples, "kafka_server_controllermutation_tokens", **entity) or BURST) < 5
+    await admin.close()
+
+
+async def test_permissive_mutation_quota_applies_then_throttles(
+    start: Factory, tmp_path: Path
+) -> None:
+    from proto.messages import IncrementalAlterConfigsRequest
+    from proto.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+    )
+
+    ConfigStore(tmp_path / "data").alter_quotas(
+        {"client-id": "old-tool"}, {"controller_mutation_rate": MUTATION_RATE}
+    )
+    server = await start()
+    admin = await WireClient.connect(server.port(), client_id="old-tool")
+    resources = tuple(
+        AlterConfigsResource(16, f"sub-{i}", (AlterableConfig("metrics", 0, "*"),))
+        for i in range(BURST + 2)
+    )
+    request = IncrementalAlterConfigsRequest(resources=resources, validate_only=True)
+    response = await admin.request(ApiKeys.INCREMENTAL_ALTER_CONFIGS, 0, request)  # v0
+    # Every change is accepted; the bucket ends about 2 tokens short: ~200 ms of throttle.
+    assert {r.error_code for r in response.responses} == {Errors.NONE}
+    assert 0 < response.throttle_time_ms <= 2 * 1000 // MUTATION_RATE
+    assert await next_request_ms(admin) >= 0.8 * response.throttle_time_ms - 5
+    await admin.close()
+
+
+# ----------------------------------------------------------------------------- admin preprocess
+async def test_incremental_alter_configs_preprocess_is_kafkas(start: Factory) -> None:
+    from proto.messages import IncrementalAlterConfigsRequest
+    from proto.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+    )
+
+    server = await start()
+    admin = await WireClient.connect(server.port(), client_id="kafka-client-metrics")
+    set_, delete, append = 0, 1, 2
+    request = IncrementalAlterConfigsRequest(
+        resources=(
+            # Null values on SET and APPEND (not DELETE): named in request order.
+            AlterConfigsResource(
+                16,
+                "nulls",
+                (
+                    AlterableConfig("metrics", set_, None),
+                    AlterableConfig("interval.ms", delete, None),
+                    AlterableConfig("match", append, None),
+                ),
+            ),
+            AlterConfigsResource(
+                16,
+                "twice",
+                (AlterableConfig("metrics", set_, "a"), AlterableConfig("metrics", delete, None)),
+            ),
+            # A resource named twice fails both times.
+            AlterConfigsResource(16, "dup", (AlterableConfig("metrics", set_, "*"),)),
+            AlterConfigsResource(16, "dup", (AlterableConfig("metrics", set_, "*"),)),
+        )
+    )
+    response = await admin.request(ApiKeys.INCREMENTAL_ALTER_CONFIGS, 1, request)
+    assert [(r.error_code, r.error_message) for r in response.responses] == [
+        (Errors.INVALID_REQUEST, "Null value not supported for : metrics, match"),
+        (Errors.INVALID_REQUEST, "Error due to duplicate config keys"),
+        (Errors.INVALID_REQUEST, "Each resource must appear at most once."),
+        (Errors.INVALID_REQUEST, "Each resource must appear at most once."),
+    ]
+    assert server._store is not None and server._store.list_names() == []
     await admin.close()
