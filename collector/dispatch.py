@@ -84,7 +84,9 @@ class RequestQuota(Protocol):
     goes into the response and for which the channel is muted (0 = no throttle).
     """
 
-    def record(self, context: RequestContext, request_bytes: int, handling_ns: int) -> int: ...
+    def record(
+        self, context: RequestContext, request_bytes: int, handling_ns: int, response: Any
+    ) -> int: ...
 
     def throttle(self, context: RequestContext, throttle_ms: int) -> None:
         """Mute the request's channel for ``throttle_ms`` (after its response is queued)."""
@@ -147,7 +149,7 @@ class Dispatcher:
 
         if quota is not None:
             throttle_ms = quota.record(
-                context, len(frame.body), time.perf_counter_ns() - started_ns
+                context, len(frame.body), time.perf_counter_ns() - started_ns, response
             )
             if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
                 response = dataclasses.replace(response, throttle_time_ms=throttle_ms)

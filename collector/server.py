@@ -243,14 +243,15 @@ class CollectorServer:
         self._apis = KafkaApis(
             manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
         )
-        table = self._apis.table()
-        table.update(self._admin_table(store))
         try:
             engine = QuotaEngine.from_config(quota_settings(config), self._clock_ms())
         except QuotaConfigError as exc:
             raise StartupError(str(exc)) from exc
         self.quotas = QuotaEnforcer(engine, self._clock_ms)
         self.quotas.apply_entity_quotas(store.snapshot().quotas)
+        self.metrics.registry.register(self.quotas)
+        table = self._apis.table()
+        table.update(self._admin_table(store))
         self.dispatcher = Dispatcher(
             table, clock_ms=self._clock_ms, quota=self.quotas, observer=self.metrics
         )
@@ -334,7 +335,7 @@ class CollectorServer:
             if self.quotas is not None:
                 self.quotas.apply_entity_quotas(store.snapshot().quotas)
 
-        return AdminApis(store, quotas_changed).table()
+        return AdminApis(store, quotas_changed, self.quotas).table()
 
     def _start_forwarder(self, otlp: dict[str, Any]) -> None:
         from exporters.otlp import OtlpExporterConfig, OtlpForwarder
