@@ -18,6 +18,7 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,20 @@ DEFAULT_SECURITY_PROTOCOL_MAP = (
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the offending key."""
+
+
+# Kafka's connection-quota keys with a variable part: per-listener limits
+# (``listener.name.<name lower case>.max.connections`` / ``.max.connection.creation.rate``)
+# and the protected listener.  Kept as given in ``connection_quota_overrides`` and read by
+# the quota engine (which validates them: a bad value stops the server at start).
+PROTECTED_LISTENER_KEY = "inter.broker.listener.name"
+_LISTENER_QUOTA_KEY = re.compile(
+    r"listener\.name\.[a-z0-9_-]+\.(?:max\.connections|max\.connection\.creation\.rate)"
+)
+
+
+def is_connection_quota_key(key: str) -> bool:
+    return key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
 
 
 class CollectorConfig(BaseModel):
@@ -80,6 +95,8 @@ class CollectorConfig(BaseModel):
     max_connection_creation_rate: int = Field(
         2147483647, alias="max.connection.creation.rate", ge=0
     )
+    # inter.broker.listener.name and listener.name.<name>.max.connection* (see above).
+    connection_quota_overrides: dict[str, Any] = Field(default_factory=dict)
     # Pipelined requests a single connection may have outstanding before we stop reading
     # from it (Kafka's broker-wide equivalent is queued.max.requests = 500).
     connection_max_inflight_requests: int = Field(
@@ -110,6 +127,21 @@ class CollectorConfig(BaseModel):
     log_level: str = Field("INFO", alias="log.level")
     landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _gather_connection_quota_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        gathered = {k: v for k, v in data.items() if is_connection_quota_key(str(k))}
+        if not gathered:
+            return data
+        rest = {k: v for k, v in data.items() if k not in gathered}
+        rest["connection_quota_overrides"] = {
+            **rest.get("connection_quota_overrides", {}),
+            **gathered,
+        }
+        return rest
 
     @pydantic.field_validator("ssl_keystore_type", "ssl_truststore_type")
     @classmethod
@@ -145,6 +177,7 @@ class CollectorConfig(BaseModel):
     def to_dotted(self) -> dict[str, Any]:
         data = self.model_dump(by_alias=True)
         data["data.dir"] = str(self.data_dir)
+        data.update(data.pop("connection_quota_overrides"))
         return data
 
     @property
@@ -166,7 +199,7 @@ def _known_keys() -> list[str]:
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in _known_keys():
+    for key in [*_known_keys(), PROTECTED_LISTENER_KEY]:
         raw = environ.get(env_var_for(key))
         if raw is None:
             continue
@@ -178,7 +211,9 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
-    unknown = sorted(set(data) - set(_known_keys()))
+    unknown = sorted(
+        key for key in set(data) - set(_known_keys()) if not is_connection_quota_key(key)
+    )
     if unknown:
         raise ConfigError(
             f"{source}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(_known_keys())}"
