@@ -92,7 +92,9 @@ _COUNTER_EXPIRY_MS: Final = 3600 * 1000
 
 
 def quota_settings(config: CollectorConfig) -> dict[str, object]:
-    """The broker keys QuotaEngineConfig.from_mapping reads, from the collector config."""
+    """The broker keys QuotaEngineConfig.from_mapping reads, from the collector config:
+    Kafka's names, plus ``inter.broker.listener.name`` (the protected listener) and the
+    ``listener.name.<name>.`` connection limits as given."""
     return {
         "quota.window.num": config.quota_window_num,
         "quota.window.size.seconds": config.quota_window_size_seconds,
@@ -101,6 +103,7 @@ def quota_settings(config: CollectorConfig) -> dict[str, object]:
         "max.connections.per.ip.overrides": config.max_connections_per_ip_overrides,
         "max.connection.creation.rate": config.max_connection_creation_rate,
         "listeners": config.listeners,
+        **config.connection_quota_overrides,
     }
 
 
