@@ -426,24 +426,25 @@ class ClientMetricsManager:
             )
             if self._validate_payload is not None:
                 self._validate_payload(payload)
+            # Positional, in TelemetryContext's field order (keywords cost ~0.5 us more).
             context = TelemetryContext(
-                client_instance_id=instance.instance_id_str,
-                client_id=client_id,
-                client_software_name=connection.client_software_name,
-                client_software_version=connection.client_software_version,
-                client_source_address=connection.client_source_address,
-                client_source_port=connection.client_source_port,
-                listener_name=connection.listener_name,
-                security_protocol=connection.security_protocol,
-                principal=connection.principal,
-                push_interval_ms=instance.push_interval_ms,
-                terminating=request.terminating,
-                received_time_unix_nano=self._wall_clock_ns(),
-                node_id=self._node_id,
-                cluster_id=self._cluster_id,
-                subscription_id=instance.subscription_id,
-                compression_type=request.compression_type,
-                correlation_id=correlation_id,
+                instance.instance_id_str,
+                client_id,
+                connection.client_software_name,
+                connection.client_software_version,
+                connection.client_source_address,
+                connection.client_source_port,
+                connection.listener_name,
+                connection.security_protocol,
+                connection.principal,
+                instance.push_interval_ms,
+                request.terminating,
+                self._wall_clock_ns(),
+                self._node_id,
+                self._cluster_id,
+                instance.subscription_id,
+                request.compression_type,
+                correlation_id,
             )
             result = self._exporter.export(context, payload)
         except TelemetryTooLargeError as exc:

@@ -19,7 +19,11 @@ __all__ = ["TelemetryContext", "OTLP_CONTENT_TYPE"]
 OTLP_CONTENT_TYPE = "OTLP"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# Slotted but not frozen: one is built per accepted push, and a frozen dataclass's __init__
+# pays an object.__setattr__ call per field (18 here: about 3.5 us of the push path, against
+# 0.3 us for a plain slotted __init__).  Treat instances as values all the same: nothing
+# mutates a context after it was built.
+@dataclasses.dataclass(slots=True)
 class TelemetryContext:
     client_instance_id: str  # Kafka Uuid.toString(): 22 chars base64url, no padding
     client_id: str | None

@@ -13,8 +13,13 @@ codec     bound
 ========  =====================================================================================
 none      the length itself
 gzip      ``zlib.decompressobj().decompress(data, max_length)``: zlib stops producing output
-zstd      ``cramjam.zstd.decompress_into(data, out)``: streams into a fixed buffer and stops
-          when it is full (a 1 GiB bomb stops after ``len(out)`` bytes, in about a millisecond)
+zstd      a single frame that declares its content size (librdkafka and the Java client both
+          write it) and declares at most ``max_bytes`` is decompressed in one call with a
+          reused per-thread ``zstandard.ZstdDecompressor`` (zstd checks the output matches
+          the declaration); anything else (no declared size, more than one frame, over the
+          cap, corrupt) goes through ``cramjam.zstd.decompress_into(data, out)``, which
+          streams into a fixed buffer and stops when it is full (a 1 GiB bomb stops after
+          ``len(out)`` bytes, in about a millisecond)
 lz4       ``cramjam.lz4.decompress_into`` (frame format), same as zstd
 snappy    the uncompressed length is declared up front (raw block: varint header; xerial:
           per block), so it is checked before any output buffer is allocated
@@ -35,11 +40,13 @@ from __future__ import annotations
 
 import enum
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from types import ModuleType
 
 import cramjam
+import zstandard
 
 from proto.errors import (
     InvalidRecordError,
@@ -212,10 +219,39 @@ def _xerial_compress(data: Payload) -> bytes:
     return b"".join(parts)
 
 
+_zstd_streaming = _streaming_codec(cramjam.zstd, "zstd")
+# One decompression context per thread (a ZstdDecompressor is not thread-safe): creating a
+# zstd context and its buffers is most of the cost of decompressing a push, about 12 us of
+# 14 us for a 245-byte push of 877 bytes; reused, the call takes about 3 us.
+_zstd_contexts = threading.local()
+_frame_content_size = zstandard.frame_content_size
+
+
+def _zstd(data: Payload, max_bytes: int) -> bytes:
+    try:
+        declared = _frame_content_size(data)
+    except zstandard.ZstdError:
+        declared = -1  # not a frame header we can read: let the streaming path say why
+    if 0 < declared <= max_bytes:
+        try:
+            decompressor = _zstd_contexts.decompressor
+        except AttributeError:
+            decompressor = _zstd_contexts.decompressor = zstandard.ZstdDecompressor()
+        try:
+            # Allocates exactly `declared` bytes (bounded above); zstd fails the call when
+            # the frame's output differs from its declaration, and allow_extra_data=False
+            # fails it when a second frame follows (decompressed below, like Kafka's
+            # ZstdInputStream reads every frame).
+            return decompressor.decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            pass  # the streaming path gives the same answer the slow way, with its error
+    return _zstd_streaming(data, max_bytes)
+
+
 _DECODERS: dict[int, Callable[[Payload, int], bytes]] = {
     CompressionType.NONE: _none,
     CompressionType.GZIP: _gzip,
     CompressionType.SNAPPY: _snappy,
     CompressionType.LZ4: _streaming_codec(cramjam.lz4, "lz4"),
-    CompressionType.ZSTD: _streaming_codec(cramjam.zstd, "zstd"),
+    CompressionType.ZSTD: _zstd,
 }
