@@ -128,6 +128,7 @@ def ingest_command(data_dir: Path, lake_dir: Path | None, database: str, master:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per gateway call
     config = _config(data_dir, lake_dir, database, master, conf)
     settings = IngestSettings(
         max_records_per_source=max_records_per_batch,
@@ -273,6 +274,10 @@ def sql_command(query: str, data_dir: Path, lake_dir: Path | None, database: str
     from pyspark.errors import PySparkException
 
     config = _config(data_dir, lake_dir, database, master, conf)
+    if config.uses_embedded_derby and not config.metastore_dir.exists():
+        raise click.ClickException(
+            f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
+        )
     spark = open_reader(config, catalog)
     try:
         buffer = io.StringIO()

@@ -24,7 +24,7 @@ from exporters.lakehouse.session import LakehouseConfig, derby_in_use
 from conftest import write_landing
 from lakehouse_otlp import make_context, sample_metrics_data
 
-# Six Spark processes (four killed, one completing, one query) of ~20-40 s each.
+# Seven Spark processes (four killed, one completing, two queries) of ~20-40 s each.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,6 +105,11 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(spark, lake_config
     dumped = _cli(["sql", _lake_dump_sql("ktc"), "--format", "json"], data_dir)
     assert dumped.returncode == 0, dumped.stderr[-3000:]
     faulted = _rows(dumped.stdout)
+    # What `ktc sql` reads while an ingest holds the metastore: the warehouse files alone.
+    from_files = _cli(["sql", _lake_dump_sql("ktc"), "--format", "json", "--catalog", "files"],
+                      data_dir)
+    assert from_files.returncode == 0, from_files.stderr[-3000:]
+    assert _rows(from_files.stdout) == faulted
 
     # The clean run: the same landing logs, one uninterrupted job, in-process.
     with IngestJob(lake_config, lambda: clean_nodes, spark=spark) as job:

@@ -153,3 +153,13 @@ def test_write_rows_formats() -> None:
 @pytest.mark.parametrize("text,seconds", [("10s", 10), ("500ms", 0.5), ("2m", 120), ("1h", 3600), ("7", 7)])
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration_s(text) == seconds
+
+
+def test_sql_on_a_missing_lakehouse_is_a_clear_error(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from exporters.lakehouse.cli import sql_command
+
+    result = CliRunner().invoke(sql_command, ["SELECT 1", "--data-dir", str(tmp_path / "nowhere")])
+    assert result.exit_code == 1
+    assert "no lakehouse at" in result.output and "ktc ingest" in result.output
