@@ -274,6 +274,10 @@ def subscriptions_list(data_dir: str) -> None:
 
 
 # ---------------------------------------------------------------------------- quotas
+# kafka-configs.sh --entity-type values for client quotas -> Kafka's entity type.
+_ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
+
+
 def _quota_entity(
     user: str | None,
     user_default: bool,
@@ -281,8 +285,16 @@ def _quota_entity(
     client_default: bool,
     ip: str | None,
     ip_default: bool,
+    entity_types: tuple[str, ...] = (),
+    entity_names: tuple[str, ...] = (),
+    entity_defaults: int = 0,
 ) -> dict[str, str | None]:
-    """kafka-configs.sh's --user/--user-defaults style options -> Kafka's entity map."""
+    """kafka-configs.sh's entity options -> Kafka's entity map.
+
+    Both of its spellings: ``--user alice --client-defaults`` and ``--entity-type users
+    --entity-name alice --entity-type clients --entity-default`` (names or defaults pair
+    with the types in order; to mix a name and a default, use the first spelling).
+    """
     entity: dict[str, str | None] = {}
     for kind, name, default in (
         ("user", user, user_default),
@@ -290,8 +302,24 @@ def _quota_entity(
         ("ip", ip, ip_default),
     ):
         if name is not None and default:
-            raise click.UsageError(f"give either --{kind} or --{kind}-default, not both")
+            raise click.UsageError(f"give either --{kind} or --{kind}-defaults, not both")
         if name is not None or default:
+            entity[kind] = name
+    if entity_types or entity_names or entity_defaults:
+        if len(entity_names) + entity_defaults != len(entity_types):
+            raise click.UsageError(
+                "give one --entity-name or --entity-default for each --entity-type"
+            )
+        if entity_names and entity_defaults:
+            raise click.UsageError(
+                "to mix a name and a default, use --user/--client/--ip with "
+                "--user-defaults/--client-defaults/--ip-defaults"
+            )
+        names: tuple[str | None, ...] = entity_names or (None,) * entity_defaults
+        for entity_type, name in zip(entity_types, names, strict=True):
+            kind = _ENTITY_TYPES[entity_type]
+            if kind in entity:
+                raise click.UsageError(f"the {entity_type} entity is given twice")
             entity[kind] = name
     return entity
 
@@ -300,16 +328,45 @@ def _entity_options(function: Any) -> Any:
     for option in reversed(
         (
             click.option("--user", help="User principal name."),
-            click.option("--user-default", is_flag=True, help="The default user entity."),
-            click.option("--client-id", help="Client id."),
             click.option(
+                "--user-defaults",
+                "--user-default",
+                "user_default",
+                is_flag=True,
+                help="The default user entity.",
+            ),
+            click.option("--client", "--client-id", "client_id", help="Client id."),
+            click.option(
+                "--client-defaults",
                 "--client-id-default",
                 "client_default",
                 is_flag=True,
                 help="The default client-id entity.",
             ),
             click.option("--ip", help="Client IP address (connection_creation_rate only)."),
-            click.option("--ip-default", is_flag=True, help="The default IP entity."),
+            click.option(
+                "--ip-defaults",
+                "--ip-default",
+                "ip_default",
+                is_flag=True,
+                help="The default IP entity.",
+            ),
+            click.option(
+                "--entity-type",
+                "entity_types",
+                multiple=True,
+                type=click.Choice(sorted(_ENTITY_TYPES)),
+                help="users, clients or ips (kafka-configs.sh style; repeat for user + client).",
+            ),
+            click.option(
+                "--entity-name", "entity_names", multiple=True, help="Name for an --entity-type."
+            ),
+            click.option(
+                "--entity-default",
+                "entity_defaults",
+                count=True,
+                help="The default entity of an --entity-type.",
+            ),
         )
     ):
         function = option(function)
@@ -325,7 +382,8 @@ def _describe_entity(entity: Any) -> str:
 
 @cli.group()
 def quotas() -> None:
-    """Manage client quotas (like kafka-configs.sh --entity-type users|clients|ips)."""
+    """Manage client quotas (kafka-configs.sh's options: --entity-type users|clients|ips
+    --entity-name X | --entity-default, or --user/--client/--ip and their -defaults)."""
 
 
 @quotas.command("alter")
@@ -346,11 +404,24 @@ def quotas_alter(
     client_default: bool,
     ip: str | None,
     ip_default: bool,
+    entity_types: tuple[str, ...],
+    entity_names: tuple[str, ...],
+    entity_defaults: int,
     add_config: str,
     delete_config: str,
 ) -> None:
     """Set or remove quotas of one entity (a running server picks them up in about a second)."""
-    entity = _quota_entity(user, user_default, client_id, client_default, ip, ip_default)
+    entity = _quota_entity(
+        user,
+        user_default,
+        client_id,
+        client_default,
+        ip,
+        ip_default,
+        entity_types,
+        entity_names,
+        entity_defaults,
+    )
     to_set: dict[str, float] = {}
     for item in filter(None, (p.strip() for p in add_config.split(","))):
         key, sep, value = item.partition("=")
@@ -381,11 +452,24 @@ def quotas_describe(
     client_default: bool,
     ip: str | None,
     ip_default: bool,
+    entity_types: tuple[str, ...],
+    entity_names: tuple[str, ...],
+    entity_defaults: int,
 ) -> None:
     """Print the quotas of matching entities (no option: all)."""
     from subscriptions.quotas import QuotaFilterComponent
 
-    entity = _quota_entity(user, user_default, client_id, client_default, ip, ip_default)
+    entity = _quota_entity(
+        user,
+        user_default,
+        client_id,
+        client_default,
+        ip,
+        ip_default,
+        entity_types,
+        entity_names,
+        entity_defaults,
+    )
     components = [QuotaFilterComponent(kind, name) for kind, name in entity.items()]
     try:
         found = _store(data_dir).describe_quotas(components)
