@@ -85,7 +85,14 @@ class Acceptor:
             while True:
                 conn, address = await loop.sock_accept(self.sock)
                 ip = str(address[0])
-                if await self._admit(ip, conn):
+                try:
+                    admitted = await self._admit(ip, conn)
+                except asyncio.CancelledError:
+                    # Shut down while this socket waited for a slot or a rate delay: it
+                    # was never counted, so just close it (the client sees the server go).
+                    conn.close()
+                    raise
+                if admitted:
                     if self._ssl_context is None:
                         await self._wrap(conn, ip)
                     else:

@@ -625,3 +625,17 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         ],
     )
     assert mixed.exit_code == 2 and "--client-defaults" in mixed.output
+
+
+async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
+    start: Factory,
+) -> None:
+    server = await start(**{"max.connections": 1})
+    first = await WireClient.connect(server.port())
+    assert await api_versions_ok(first)
+    held = await WireClient.connect(server.port())  # accepted by the kernel, held by us
+    await asyncio.sleep(0.1)  # the acceptor takes it and waits for a slot
+    await server.stop()
+    assert await held.closed_by_server(timeout_s=5.0)
+    await first.close()
+    await held.close()
