@@ -153,6 +153,7 @@ class CollectorServer:
         self._started = False
         self._stopping = False
         self._group_commit_log: Any = None
+        self._landing: Any = None  # the LandingLog this server owns (write-behind)
         self._sync_executor: Any = None
 
     # ------------------------------------------------------------------ ports
@@ -220,7 +221,11 @@ class CollectorServer:
                 if consumer_name_for("otlp") not in required:
                     required.append(consumer_name_for("otlp"))
                 landing_options["retention_required_consumers"] = required
-            self._exporter = LandingLog(self.landing_directory, **landing_options)
+            # Write-behind: a push is staged by the manager and written, one writev per
+            # socket read, by durability_barrier() before that read's answers go out.
+            self._exporter = self._landing = LandingLog(
+                self.landing_directory, write_behind=True, **landing_options
+            )
             if config.landing.get("group_commit"):
                 self._group_commit_log = self._exporter
 
@@ -389,7 +394,20 @@ class CollectorServer:
         fsync; instead every batch of responses waits here for one fsync covering all
         appends so far (one fsync per event-loop read batch, shared by every connection,
         run on a worker thread so the loop keeps serving).
+
+        First of all, the landing log's staged records (write-behind) are written: the
+        pushes answered in this batch are in the log before any answer leaves.  If that
+        write fails, the returned future carries the error and the connection is closed
+        without its answers (nothing unwritten is acknowledged; the client retries).
         """
+        landing = self._landing
+        if landing is not None and landing.needs_flush:
+            try:
+                landing.flush()
+            except Exception as exc:  # noqa: BLE001 - LandingError or OSError: both mean "not in the log"
+                failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                failed.set_exception(exc)
+                return failed
         log = self._group_commit_log
         if log is None or log.durable_offset >= log.next_offset:
             return None

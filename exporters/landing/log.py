@@ -15,6 +15,13 @@ Rolling (Kafka's segment.bytes / segment.ms): before an append, the active segme
 when the record would take it past ``segment_max_bytes`` or its first record is
 ``segment_max_age_ms`` old; ``maybe_roll`` does the age check for an idle log. A segment
 never holds zero records when sealed, so base offsets strictly increase.
+
+Write-behind (``write_behind=True``, what the collector uses): ``export`` only encodes the
+record and stages it; the owner calls ``flush`` before it acknowledges, and ``flush`` hands
+every staged record to the kernel in one ``writev``.  The collector flushes once per socket
+read, just before writing that read's responses, so one system call covers every push of
+the read, and "acknowledged means in the log" still holds.  A failed flush raises: none of
+the staged records is in the log and none may be acknowledged.
 """
 
 from __future__ import annotations
@@ -129,6 +136,7 @@ class LandingLog:
         clock: Callable[[], int] = time.time_ns,
         housekeeping: bool = True,
         group_commit: bool = False,
+        write_behind: bool = False,
     ) -> None:
         if segment_max_bytes <= SEGMENT_HEADER_BYTES:
             raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
@@ -159,6 +167,18 @@ class LandingLog:
         self._retention_check_interval_ms = retention_check_interval_ms
         self._max_record_bytes = max_record_bytes
         self._clock = clock
+        self._write_behind = write_behind
+        # Records encoded but not written yet (head, context, payload per record), with the
+        # appended times of the first and last; written by _write_staged_locked.
+        self._staged: list[bytes] = []
+        self._staged_bytes = 0
+        self._staged_records = 0
+        self._staged_first_ns = 0
+        self._staged_last_ns = 0
+        # Write-behind: a write of staged records that failed outside flush() (a roll, or a
+        # full writev batch, inside export); the next flush() raises it, so the pushes staged
+        # before it are not acknowledged.
+        self._staged_failure: LandingError | None = None
 
         # _lock guards every field below and is held for a write. A sync round (sync(), the
         # interval housekeeper, close) holds _fsync_lock instead while it fsyncs dup'ed
@@ -214,18 +234,22 @@ class LandingLog:
     # ------------------------------------------------------------------ appending
 
     def export(self, context: TelemetryContext, payload: bytes) -> ExportResult:
-        """Exporter protocol: success only once the record is in the log."""
+        """Exporter protocol: success only once the record is in the log (write-behind: once
+        it is staged; the owner's ``flush`` then decides, before anything is acknowledged)."""
         try:
-            self.append(context, payload)
+            if self._write_behind:
+                self.stage(context, payload)
+            else:
+                self.append(context, payload)
         except (LandingError, OSError) as error:
             self._note_export_failure(error)
             return ExportResult.failure(f"landing log: {error}")
         return ExportResult.success()
 
-    def _note_export_failure(self, error: Exception) -> None:
+    def _note_export_failure(self, error: Exception, records: int = 1) -> None:
         # A full disk fails every push: count each, log at most one line per second.
         with self._lock:
-            self._counters["export_failures"] += 1
+            self._counters["export_failures"] += records
             now = time.monotonic()
             if now - self._last_failure_log_s < 1.0:
                 return
@@ -235,12 +259,14 @@ class LandingLog:
 
     def append(self, context: TelemetryContext, payload: bytes) -> int:
         """Appends one record and returns its offset. Under ``fsync="always"`` it is on disk
-        when this returns; otherwise it is with the kernel (survives a process kill)."""
+        when this returns; otherwise it is with the kernel (survives a process kill).
+        Records staged before are written first, in order."""
         context_json = self._encode_context(context)
         self._check_record_size(context_json, payload)
         with self._lock:
             self._check_writable()
-            offset = self._append_locked(((context_json, payload),))[0]
+            offset = self._stage_locked(context_json, payload, self._clock())
+            self._write_staged_locked()
             if self._fsync_inline:
                 self._fsync_active_locked()
         return offset
@@ -257,16 +283,64 @@ class LandingLog:
             return []
         with self._lock:
             self._check_writable()
-            offsets = self._append_locked(encoded)
+            now_ns = self._clock()
+            offsets = [
+                self._stage_locked(context_json, payload, now_ns)
+                for context_json, payload in encoded
+            ]
+            self._write_staged_locked()
             if self._fsync_inline:
                 self._fsync_active_locked()
         return offsets
 
+    def stage(self, context: TelemetryContext, payload: bytes) -> int:
+        """Encodes one record and queues it for the next ``flush``; returns its offset.
+
+        The record is not in the log, and readers do not see it, until ``flush`` returns:
+        nothing may be acknowledged before that. Call from one thread (the owner's)."""
+        context_json = self._encode_context(context)
+        self._check_record_size(context_json, payload)
+        with self._lock:
+            self._check_writable()
+            try:
+                return self._stage_locked(context_json, payload, self._clock())
+            except LandingError as error:
+                # Staging wrote earlier staged records (a roll, a full batch) and that
+                # failed: those pushes must not be acknowledged either.
+                self._staged_failure = error
+                raise
+
+    @property
+    def needs_flush(self) -> bool:
+        """Whether ``flush`` has something to write or a failure to report (cheap: called
+        before every batch of responses)."""
+        return self._staged_records > 0 or self._staged_failure is not None
+
     def flush(self) -> None:
-        """Nothing to do: ``append`` keeps no user-space buffer (kept for the Exporter
-        lifecycle and symmetry with file objects)."""
+        """Hands every staged record to the kernel (one ``writev`` per up to 300 records;
+        under ``fsync="always"`` also fsyncs). Raises ``LandingError`` when the records
+        staged since the last flush are not all in the log: acknowledge none of them."""
         with self._lock:
             self._check_open()
+            failure, self._staged_failure = self._staged_failure, None
+            lost = 0
+            if failure is None and self._staged_records:
+                lost = self._staged_records
+                try:
+                    self._write_staged_locked()
+                    lost = 0
+                    if self._fsync_inline:
+                        self._fsync_active_locked()
+                except LandingError as error:
+                    failure = error
+                except OSError as error:  # the fsync failed: the records are not durable
+                    failure = LandingError(f"fsync failed: {error}")
+            elif self._staged_records:
+                lost = self._staged_records  # staged after a failed write; drop them too
+                self._discard_staged_locked()
+        if failure is not None:
+            self._note_export_failure(failure, max(lost, 1))
+            raise LandingError(str(failure)) from failure
 
     def sync(self) -> None:
         """Returns once everything appended before the call is fsynced (with new and
@@ -290,6 +364,11 @@ class LandingLog:
         with self._lock:
             if self._closed:
                 return
+            if self._staged_records and self._broken is None:
+                try:
+                    self._write_staged_locked()  # staged, never acknowledged: keep them
+                except LandingError as error:
+                    _log.error("landing log %s: staged records lost at close: %s", self.directory, error)
             self._closed = True
         self._stop.set()
         if self._housekeeper is not None and self._housekeeper is not threading.current_thread():
@@ -316,7 +395,9 @@ class LandingLog:
         ``now_ms``; True when it rolled."""
         with self._lock:
             self._check_writable()
-            if self._active_records and self._aged(now_ms * _NS_PER_MS):
+            # Not while records are staged: the owner's flush writes them (a write failing
+            # here, on the housekeeping thread, could not stop their acknowledgement).
+            if self._active_records and not self._staged_records and self._aged(now_ms * _NS_PER_MS):
                 self._roll_locked()
                 return True
             return False
@@ -406,38 +487,41 @@ class LandingLog:
     def _aged(self, now_ns: int) -> bool:
         return now_ns - self._active_first_append_ns >= self._segment_max_age_ns
 
-    def _append_locked(self, encoded: Sequence[tuple[bytes, bytes]]) -> list[int]:
-        offsets: list[int] = []
-        buffers: list[bytes] = []
-        pending_bytes = 0
-        pending_records = 0
-        now_ns = self._clock()
-        for context_json, payload in encoded:
-            record_bytes = RECORD_HEADER_BYTES + len(context_json) + len(payload)
-            if self._active_records + pending_records > 0 and (
-                self._active_size + pending_bytes + record_bytes > self._segment_max_bytes
-                or (self._active_records > 0 and self._aged(now_ns))
-            ):
-                self._write_locked(buffers, pending_bytes, pending_records, now_ns)
-                buffers, pending_bytes, pending_records = [], 0, 0
-                self._roll_locked()
-            offset = self._next_offset + pending_records
-            head = encode_record_head(self._sync_marker, offset, now_ns, context_json, payload)
-            buffers += (head, context_json, payload)
-            pending_bytes += record_bytes
-            pending_records += 1
-            offsets.append(offset)
-            if pending_records == _MAX_RECORDS_PER_WRITEV:
-                self._write_locked(buffers, pending_bytes, pending_records, now_ns)
-                buffers, pending_bytes, pending_records = [], 0, 0
-        self._write_locked(buffers, pending_bytes, pending_records, now_ns)
-        return offsets
+    def _stage_locked(self, context_json: bytes, payload: bytes, now_ns: int) -> int:
+        """Encodes one record behind the staged ones and returns its offset. Rolls first
+        when the record would not fit (or the segment is old), writing what is staged:
+        a staged record's head carries the sync marker of the segment it goes to."""
+        record_bytes = RECORD_HEADER_BYTES + len(context_json) + len(payload)
+        if (self._active_records or self._staged_records) and (
+            self._active_size + self._staged_bytes + record_bytes > self._segment_max_bytes
+            or (self._active_records > 0 and self._aged(now_ns))
+        ):
+            self._roll_locked()
+        offset = self._next_offset + self._staged_records
+        head = encode_record_head(self._sync_marker, offset, now_ns, context_json, payload)
+        if not self._staged_records:
+            self._staged_first_ns = now_ns
+        self._staged += (head, context_json, payload)
+        self._staged_bytes += record_bytes
+        self._staged_records += 1
+        self._staged_last_ns = now_ns
+        if self._staged_records == _MAX_RECORDS_PER_WRITEV:
+            self._write_staged_locked()
+        return offset
 
-    def _write_locked(
-        self, buffers: list[bytes], total_bytes: int, records: int, now_ns: int
-    ) -> None:
+    def _discard_staged_locked(self) -> None:
+        self._staged = []
+        self._staged_bytes = 0
+        self._staged_records = 0
+
+    def _write_staged_locked(self) -> None:
+        """One writev of every staged record. On failure nothing staged is in the log (a
+        partial write is cut off) and the staged records are dropped."""
+        records = self._staged_records
         if not records:
             return
+        buffers, total_bytes = self._staged, self._staged_bytes
+        self._discard_staged_locked()
         try:
             written = os.writev(self._fd, buffers)
             if written < total_bytes:
@@ -450,13 +534,14 @@ class LandingLog:
             self._undo_partial_write_locked(error)
             raise LandingError(f"write to {self._active_path.name} failed: {error}") from error
         if self._active_records == 0:
-            self._active_first_append_ns = now_ns
+            self._active_first_append_ns = self._staged_first_ns
         self._active_records += records
         self._active_size += total_bytes
         self._next_offset += records
-        self._last_append_ns = now_ns
-        self._counters["records_appended"] += records
-        self._counters["bytes_appended"] += total_bytes
+        self._last_append_ns = self._staged_last_ns
+        counters = self._counters
+        counters["records_appended"] += records
+        counters["bytes_appended"] += total_bytes
 
     def _undo_partial_write_locked(self, error: OSError) -> None:
         """A failed write may have left part of a record; cut it off so later records do
@@ -533,6 +618,7 @@ class LandingLog:
     # ------------------------------------------------------------------ internals: segments
 
     def _roll_locked(self) -> None:
+        self._write_staged_locked()  # staged records belong to the segment being sealed
         old_fd, old_base = self._fd, self._active_base_offset
         # A sealed segment's mtime is its last record's appended time: retention compares
         # it with now_ms, so an injected clock and a restart agree with what was written.

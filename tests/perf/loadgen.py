@@ -1,36 +1,57 @@
-"""Load generator: many simulated KIP-714 client instances over many connections.
+"""Load generator: many simulated KIP-714 client instances over many connections, spread
+over several worker processes.
 
 Each connection does what librdkafka does on its telemetry broker: ApiVersions v3, then
-GetTelemetrySubscriptions for each of its instances, then PushTelemetry for each instance
-every push interval, with a real zstd-compressed OTLP payload (a producer's ten metrics,
-like librdkafka sends).  Requests on a connection are pipelined; responses come back in
-order, so latency is measured per push from write to response.
+GetTelemetrySubscriptions for each of its instances, then PushTelemetry for each instance,
+with a real zstd-compressed OTLP payload (a producer's ten metrics, like librdkafka sends).
+Requests on a connection are pipelined; responses come back in order, so latency is
+measured per push, from the write that carried it to the read that carried its response.
 
-An instance never has more than one push in flight: like the Java client, it schedules
-its next push one interval after the response (and so never trips the server's
-too-early gate).  The offered rate is therefore about ``instances / interval`` until
-the server saturates, then whatever the server sustains (closed loop), which is how peak
-throughput is measured without unbounded queues.  Times come from
-``time.perf_counter`` (uvloop's ``loop.time()`` has millisecond resolution).
+Two pacing modes:
+
+* **closed** (peak throughput): an instance never has more than one push in flight; like
+  the Java client, it schedules its next push one interval after the response (and so
+  never trips the server's too-early gate).  The offered rate is about
+  ``instances / interval`` until the server saturates, then whatever the server sustains,
+  which is how peak throughput is measured without unbounded queues.
+* **open** (latency at a given rate): every instance pushes on a fixed schedule, one
+  push every ``period`` whether or not earlier answers came back, so a slow server meets
+  the same arrivals instead of fewer (no coordinated omission).  The rate is
+  ``instances / period``.  The period is 1.25 x the push interval so that scheduling
+  jitter (up to a quarter interval) never makes a push arrive "too early" for the server's
+  gate; a push that does is counted as an error, not a latency.
+
+The connections are divided among ``workers`` processes, each with its own uvloop event
+loop, so the measurement is not limited by one Python loop.  Everything stays on loopback
+and is bounded: ``duration_s`` of measurement after ``warmup_s``, and at most one push per
+instance per period.  Every worker starts pushing at the same ``time.perf_counter`` instant
+(CLOCK_MONOTONIC, shared by the processes) and measures the same window.  Each worker also
+records how late its sends were against their schedule (``send_lag``): when that is large,
+the load generator, not the server, was short of CPU.
 
 Usage: ``python tests/perf/loadgen.py --bootstrap 127.0.0.1:9092 --instances 6000
---connections 60 --interval-ms 100 --duration-s 10``.  The server must have a
-subscription that gives these clients a ``--interval-ms`` push interval.
+--connections 60 --interval-ms 100 --duration-s 10 [--mode open]``.  The server must have
+a subscription that gives these clients a ``--interval-ms`` push interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import collections
 import dataclasses
+import functools
 import json
+import multiprocessing
+import multiprocessing.connection
+import os
 import struct
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -58,13 +79,29 @@ from proto.messages import (
 )
 from proto.messages.request_header import RequestHeader
 
-__all__ = ["LoadResult", "encode_frame", "producer_payload", "run_load"]
+__all__ = [
+    "CLOSED",
+    "OPEN",
+    "OPEN_PERIOD_FACTOR",
+    "LoadResult",
+    "encode_frame",
+    "producer_payload",
+    "run_load",
+    "run_load_blocking",
+]
+
+CLOSED = "closed"
+OPEN = "open"
+# Open mode pushes every 1.25 push intervals: a quarter interval of jitter stays legal.
+OPEN_PERIOD_FACTOR = 1.25
 
 _SIZE = struct.Struct(">i")
 # PushTelemetry/Get responses use header v1: correlation id (4 bytes) + empty tagged fields
 # (1 byte); the body starts at offset 5 with ThrottleTimeMs int32, ErrorCode int16.
 _BODY_OFFSET = 5
 _PUSH_RESPONSE = struct.Struct(">ih")
+# How long the parent waits for workers to connect and finish their handshakes.
+_HANDSHAKE_TIMEOUT_S = 60.0
 
 PRODUCER_METRICS = (
     ("org.apache.kafka.producer.connection.creation.rate", "gauge"),
@@ -111,10 +148,10 @@ def encode_frame(
     version: int,
     correlation_id: int,
     client_id: str,
-    writer,
-    message,
+    writer: Any,
+    message: Any,
     header_version: int = 2,
-) -> bytes:  # type: ignore[no-untyped-def]
+) -> bytes:
     out = bytearray(4)
     request_header.WRITERS[header_version](
         RequestHeader(api_key, version, correlation_id, client_id), out
@@ -126,44 +163,87 @@ def encode_frame(
 
 @dataclasses.dataclass
 class LoadResult:
+    mode: str
     duration_s: float
     pushes_ok: int
     errors: dict[int, int]
     latencies_ms: list[float]
     instances: int
     connections: int
+    workers: int
+    offered_per_s: float
+    send_lag_ms: list[float]  # how late sends left against their schedule (open mode)
+    server_cpu_s: float | None = None  # the server process's CPU time in the window
+
+    @property
+    def server_cpu_us_per_push(self) -> float:
+        """CPU the server spent per answered push: its capacity on one idle core is
+        1e6 / this, whatever else ran on the machine meanwhile."""
+        if self.server_cpu_s is None or not self.pushes_ok:
+            return float("nan")
+        return self.server_cpu_s / self.pushes_ok * 1e6
 
     @property
     def pushes_per_s(self) -> float:
         return self.pushes_ok / self.duration_s if self.duration_s else 0.0
 
     def percentile_ms(self, q: float) -> float:
-        if not self.latencies_ms:
-            return float("nan")
-        data = sorted(self.latencies_ms)
-        return data[min(len(data) - 1, int(q * len(data)))]
+        return _percentile(self.latencies_ms, q)
 
     def summary(self) -> dict[str, object]:
         return {
+            "mode": self.mode,
             "instances": self.instances,
             "connections": self.connections,
+            "workers": self.workers,
+            "offered_per_s": round(self.offered_per_s),
             "duration_s": round(self.duration_s, 2),
             "pushes_ok": self.pushes_ok,
             "pushes_per_s": round(self.pushes_per_s),
             "errors": {str(k): v for k, v in sorted(self.errors.items())},
             "p50_ms": round(self.percentile_ms(0.50), 3),
             "p99_ms": round(self.percentile_ms(0.99), 3),
+            "p999_ms": round(self.percentile_ms(0.999), 3),
+            "send_lag_p99_ms": round(_percentile(self.send_lag_ms, 0.99), 3),
+            "server_cpu_us_per_push": round(self.server_cpu_us_per_push, 2),
         }
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    data = sorted(values)
+    return data[min(len(data) - 1, int(q * len(data)))]
+
+
+class _Stats:
+    """One worker's counts for the measurement window [start, end) (perf_counter)."""
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+        self.ok = 0
+        self.errors: dict[int, int] = {}
+        self.latencies = array.array("d")
+        self.send_lag = array.array("d")
 
 
 class _LoadConnection(asyncio.Protocol):
     """One TCP connection carrying ``count`` client instances."""
 
     def __init__(
-        self, count: int, interval_s: float, compressed: bytes, stats: _Stats, index: int
+        self,
+        count: int,
+        interval_s: float,
+        mode: str,
+        compressed: bytes,
+        stats: _Stats,
+        index: int,
     ) -> None:
         self._count = count
-        self._interval_s = interval_s
+        self._mode = mode
+        # Closed: the delay after a response.  Open: the fixed period between pushes.
+        self._period_s = interval_s * (OPEN_PERIOD_FACTOR if mode == OPEN else 1.0)
         self._compressed = compressed
         self._stats = stats
         self._client_id = f"loadgen-{index}"
@@ -175,12 +255,12 @@ class _LoadConnection(asyncio.Protocol):
         self._subscriptions: list[tuple[uuid.UUID, int]] = []
         self._api_versions_pending = True
         self._frames: list[bytes] = []
-        # (send time, instance) for pushes in flight, in send order.
-        self._inflight: collections.deque[tuple[float, int]] = collections.deque()
+        # Send times of the pushes in flight, in send order (responses come back in order).
+        self._inflight: collections.deque[float] = collections.deque()
+        self._inflight_instances: collections.deque[int] = collections.deque()
         # (due time, instance), in due order.
         self._ready: collections.deque[tuple[float, int]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
-        self.measuring = False
         self.stopped = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,7 +286,7 @@ class _LoadConnection(asyncio.Protocol):
         )
         frames += [get] * self._count
         self._pending_gets = self._count
-        transport.write(b"".join(frames))
+        self._transport.write(b"".join(frames))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.stopped = True
@@ -214,11 +294,14 @@ class _LoadConnection(asyncio.Protocol):
             self._handshake.set_exception(ConnectionError(f"connection lost: {exc}"))
 
     def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
         buf = self._buffer
         buf += data
         pos = 0
         end = len(buf)
-        now = time.perf_counter()
+        stats = self._stats
+        measuring = stats.start <= now < stats.end
+        closed = self._mode == CLOSED
         while end - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if end - pos - 4 < size:
@@ -233,23 +316,27 @@ class _LoadConnection(asyncio.Protocol):
                     buf, start + _BODY_OFFSET
                 )
                 if response.error_code != 0:
-                    raise RuntimeError(f"GetTelemetrySubscriptions failed: {response.error_code}")
+                    error = RuntimeError(f"GetTelemetrySubscriptions failed: {response.error_code}")
+                    if not self._handshake.done():
+                        self._handshake.set_exception(error)
+                    return
                 self._subscriptions.append((response.client_instance_id, response.subscription_id))
                 self._pending_gets -= 1
                 if not self._pending_gets:
                     self._handshake.set_result(self._subscriptions)
                 continue
             _, error = _PUSH_RESPONSE.unpack_from(buf, start + _BODY_OFFSET)
-            sent, instance = self._inflight.popleft()
-            if self.measuring:
+            sent = self._inflight.popleft()
+            if measuring:
                 if error == 0:
-                    self._stats.ok += 1
-                    self._stats.latencies.append((now - sent) * 1000.0)
+                    stats.ok += 1
+                    stats.latencies.append((now - sent) * 1000.0)
                 else:
-                    self._stats.errors[error] = self._stats.errors.get(error, 0) + 1
-            self._ready.append((now + self._interval_s, instance))
+                    stats.errors[error] = stats.errors.get(error, 0) + 1
+            if closed:
+                self._ready.append((now + self._period_s, self._inflight_instances.popleft()))
         del buf[:pos]
-        if self._ready and self._timer is None and not self.stopped:
+        if closed and self._ready and self._timer is None and not self.stopped:
             self._arm()
 
     async def handshake(self) -> None:
@@ -266,10 +353,9 @@ class _LoadConnection(asyncio.Protocol):
             for i, (instance_id, sub_id) in enumerate(subscriptions)
         ]
 
-    def start_pushing(self, offset_s: float) -> None:
-        first = time.perf_counter() + offset_s
-        # Spread this connection's instances over one interval, as real clients are.
-        step = self._interval_s / max(1, self._count)
+    def start_pushing(self, first: float) -> None:
+        # Spread this connection's instances over one period, as real clients are.
+        step = self._period_s / max(1, self._count)
         self._ready.extend((first + i * step, i) for i in range(self._count))
         self._arm()
 
@@ -279,19 +365,30 @@ class _LoadConnection(asyncio.Protocol):
 
     def _send_due(self) -> None:
         self._timer = None
-        if self.stopped or self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if self.stopped or transport is None or transport.is_closing():
             return
         now = time.perf_counter()
         out = []
         ready = self._ready
         frames = self._frames
         inflight = self._inflight
+        stats = self._stats
+        measuring = stats.start <= now < stats.end
+        open_loop = self._mode == OPEN
+        period = self._period_s
         while ready and ready[0][0] <= now:
-            _, instance = ready.popleft()
+            due, instance = ready.popleft()
             out.append(frames[instance])
-            inflight.append((now, instance))
+            inflight.append(now)
+            if open_loop:
+                ready.append((due + period, instance))  # the schedule ignores answers
+                if measuring:
+                    stats.send_lag.append((now - due) * 1000.0)
+            else:
+                self._inflight_instances.append(instance)
         if out:
-            self._transport.write(b"".join(out))
+            transport.write(b"".join(out))
         if ready:
             self._arm()
 
@@ -303,14 +400,82 @@ class _LoadConnection(asyncio.Protocol):
             self._transport.close()
 
 
-class _Stats:
-    def __init__(self) -> None:
-        self.ok = 0
-        self.errors: dict[int, int] = {}
-        self.latencies: list[float] = []
+@dataclasses.dataclass(frozen=True)
+class _WorkerPlan:
+    host: str
+    port: int
+    per_connection: tuple[int, ...]
+    first_index: int
+    interval_s: float
+    mode: str
 
 
-async def run_load(
+async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
+    loop = asyncio.get_running_loop()
+    compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
+    stats = _Stats(float("inf"), float("inf"))
+    protocols: list[_LoadConnection] = []
+    for offset, count in enumerate(plan.per_connection):
+        index = plan.first_index + offset
+        _, protocol = await loop.create_connection(
+            lambda c=count, i=index: _LoadConnection(
+                c, plan.interval_s, plan.mode, compressed, stats, i
+            ),
+            plan.host,
+            plan.port,
+        )
+        protocols.append(protocol)
+    await asyncio.gather(*(p.handshake() for p in protocols))
+    pipe.send("ready")
+    start_at, measure_from, measure_to = await loop.run_in_executor(None, pipe.recv)
+    stats.start, stats.end = measure_from, measure_to
+    period = plan.interval_s * (OPEN_PERIOD_FACTOR if plan.mode == OPEN else 1.0)
+    total = len(protocols)
+    for index, protocol in enumerate(protocols):
+        # Connections start staggered over one period (this worker's share of it).
+        protocol.start_pushing(start_at + period * index / max(1, total))
+    await asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)
+    for protocol in protocols:
+        protocol.close()
+    pipe.send(
+        (stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes())
+    )
+
+
+def _worker_entry(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    try:
+        asyncio.run(_worker_main(plan, pipe))
+    except BaseException as exc:  # report, so the parent fails with the reason
+        pipe.send(("error", f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    # After the command: state is field 3, utime and stime are fields 14 and 15 (man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _sleep_until(deadline: float) -> None:
+    remaining = deadline - time.perf_counter()
+    if remaining > 0:
+        time.sleep(remaining)
+
+
+def _unpack(raw: bytes) -> list[float]:
+    values = array.array("d")
+    values.frombytes(raw)
+    return values.tolist()
+
+
+def run_load_blocking(
     host: str,
     port: int,
     *,
@@ -319,41 +484,101 @@ async def run_load(
     interval_ms: int,
     duration_s: float,
     warmup_s: float = 1.0,
+    mode: str = CLOSED,
+    workers: int = 2,
+    server_pid: int | None = None,
 ) -> LoadResult:
-    loop = asyncio.get_running_loop()
-    stats = _Stats()
-    compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
+    """Runs one load in ``workers`` processes and returns the merged result."""
+    if mode not in (CLOSED, OPEN):
+        raise ValueError(f"mode must be {CLOSED!r} or {OPEN!r}")
+    connections = max(1, min(connections, instances))
+    workers = max(1, min(workers, connections))
     interval_s = interval_ms / 1000.0
     per_connection = [
         instances // connections + (1 if i < instances % connections else 0)
         for i in range(connections)
     ]
-    protocols: list[_LoadConnection] = []
-    for index, count in enumerate(per_connection):
-        if count == 0:
+    context = multiprocessing.get_context("spawn")  # no inherited event loop or threads
+    pipes: list[multiprocessing.connection.Connection] = []
+    processes = []
+    share = (connections + workers - 1) // workers
+    for w in range(workers):
+        chunk = tuple(per_connection[w * share : (w + 1) * share])
+        if not chunk:
             continue
-        _, protocol = await loop.create_connection(
-            lambda c=count, i=index: _LoadConnection(c, interval_s, compressed, stats, i),
-            host,
-            port,
-        )
-        protocols.append(protocol)
-    await asyncio.gather(*(p.handshake() for p in protocols))
-    # The first push of an instance is accepted at once after its Get; start one interval
-    # later anyway so every push is a steady-state push.
-    for index, protocol in enumerate(protocols):
-        protocol.start_pushing(interval_s + interval_s * index / len(protocols))
-    await asyncio.sleep(interval_s * 2 + warmup_s)
-    for protocol in protocols:
-        protocol.measuring = True
-    started = time.perf_counter()
-    await asyncio.sleep(duration_s)
-    for protocol in protocols:
-        protocol.measuring = False
-    elapsed = time.perf_counter() - started
-    for protocol in protocols:
-        protocol.close()
-    return LoadResult(elapsed, stats.ok, stats.errors, stats.latencies, instances, len(protocols))
+        parent_end, child_end = context.Pipe()
+        plan = _WorkerPlan(host, port, chunk, w * share, interval_s, mode)
+        process = context.Process(target=_worker_entry, args=(plan, child_end), daemon=True)
+        process.start()
+        pipes.append(parent_end)
+        processes.append(process)
+    try:
+        for pipe in pipes:
+            if not pipe.poll(_HANDSHAKE_TIMEOUT_S):
+                raise TimeoutError("a load worker did not finish its handshakes")
+            message = pipe.recv()
+            if message != "ready":
+                raise RuntimeError(f"load worker failed: {message[1]}")
+        # The first push of an instance is accepted at once after its Get; start one
+        # period later anyway so every measured push is a steady-state push.
+        period = interval_s * (OPEN_PERIOD_FACTOR if mode == OPEN else 1.0)
+        start_at = time.perf_counter() + 0.2
+        measure_from = start_at + 2 * period + warmup_s
+        measure_to = measure_from + duration_s
+        for pipe in pipes:
+            pipe.send((start_at, measure_from, measure_to))
+        server_cpu_s = None
+        if server_pid is not None:
+            _sleep_until(measure_from)
+            cpu_before = process_cpu_s(server_pid)
+            _sleep_until(measure_to)
+            server_cpu_s = process_cpu_s(server_pid) - cpu_before
+        ok = 0
+        errors: dict[int, int] = {}
+        latencies: list[float] = []
+        send_lag: list[float] = []
+        deadline = measure_to + 30.0
+        for pipe in pipes:
+            if not pipe.poll(max(0.1, deadline - time.perf_counter())):
+                raise TimeoutError("a load worker did not report")
+            message = pipe.recv()
+            if message[0] == "error":
+                raise RuntimeError(f"load worker failed: {message[1]}")
+            w_ok, w_errors, w_latencies, w_lag = message
+            ok += w_ok
+            for code, count in w_errors.items():
+                errors[code] = errors.get(code, 0) + count
+            latencies += _unpack(w_latencies)
+            send_lag += _unpack(w_lag)
+    finally:
+        for process in processes:
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for pipe in pipes:
+            pipe.close()
+    return LoadResult(
+        mode=mode,
+        duration_s=duration_s,
+        pushes_ok=ok,
+        errors=errors,
+        latencies_ms=latencies,
+        instances=instances,
+        connections=connections,
+        workers=len(processes),
+        offered_per_s=instances / period,
+        send_lag_ms=send_lag,
+        server_cpu_s=server_cpu_s,
+    )
+
+
+async def run_load(host: str, port: int, **options: Any) -> LoadResult:
+    """``run_load_blocking`` for callers inside an event loop (the workers do the work)."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(
+        None, functools.partial(run_load_blocking, host, port, **options)
+    )
 
 
 def main() -> None:
@@ -364,24 +589,20 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=int, default=100)
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--warmup-s", type=float, default=1.0)
+    parser.add_argument("--mode", choices=(CLOSED, OPEN), default=CLOSED)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     args = parser.parse_args()
     host, _, port = args.bootstrap.rpartition(":")
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
-    result = asyncio.run(
-        run_load(
-            host,
-            int(port),
-            instances=args.instances,
-            connections=args.connections,
-            interval_ms=args.interval_ms,
-            duration_s=args.duration_s,
-            warmup_s=args.warmup_s,
-        )
+    result = run_load_blocking(
+        host,
+        int(port),
+        instances=args.instances,
+        connections=args.connections,
+        interval_ms=args.interval_ms,
+        duration_s=args.duration_s,
+        warmup_s=args.warmup_s,
+        mode=args.mode,
+        workers=args.workers,
     )
     print(json.dumps(result.summary()))
 

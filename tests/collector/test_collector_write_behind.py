@@ -1,0 +1,108 @@
+"""The collector stages each accepted push in the landing log and writes a read's worth
+with one writev just before that read's answers go out. Every push answered "ok" is in
+the log by the time the answer arrives; a write that fails answers nothing: the
+connection closes, and nothing of that batch is acknowledged."""
+
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from collector_testkit import otlp_payload, zstd
+from wire_client import WireClient
+
+from collector.config import load_config
+from collector.server import CollectorServer
+from exporters.landing import LandingReader
+from proto import ApiKeys
+from proto.errors import Errors
+from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from subscriptions.store import ConfigStore
+
+pytestmark = pytest.mark.timeout(60)
+
+ZERO = uuid.UUID(int=0)
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
+    data_dir = tmp_path / "data"
+    ConfigStore(data_dir).alter_subscription(
+        "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}, []
+    )
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": None,
+            "data.dir": str(data_dir),
+            "landing": {"fsync": "never"},
+        },
+    )
+    server = CollectorServer(config)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def subscribed(server: CollectorServer, instances: int) -> tuple[WireClient, list]:
+    c = await WireClient.connect(server.port(), "write-behind")
+    for _ in range(instances):
+        c.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+    await c.writer.drain()
+    return c, [await c.receive() for _ in range(instances)]
+
+
+def pushes(gets: list, tag: bytes) -> list[PushTelemetryRequest]:
+    payload = zstd(otlp_payload("org.apache.kafka.producer." + tag.decode()))
+    return [
+        PushTelemetryRequest(g.client_instance_id, g.subscription_id, False, 4, payload)
+        for g in gets
+    ]
+
+
+async def test_a_pipelined_batch_is_in_the_log_when_answered(server: CollectorServer) -> None:
+    c, gets = await subscribed(server, 20)
+    for request in pushes(gets, b"batch"):
+        c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
+    await c.writer.drain()
+    answers = [(await c.receive()).error_code for _ in gets]
+    assert answers == [Errors.NONE] * 20
+    # Read at once, from another reader: the answers left after the records were written.
+    records = list(LandingReader(server.landing_directory).read())
+    assert len(records) == 20
+    assert len({r.context.client_instance_id for r in records}) == 20
+    assert [r.context.correlation_id for r in records] == sorted(
+        r.context.correlation_id for r in records
+    )
+    await c.close()
+
+
+async def test_a_failed_write_answers_nothing_and_closes(
+    server: CollectorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c, gets = await subscribed(server, 3)
+
+    def no_space(fd: int, buffers: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "writev", no_space)
+    for request in pushes(gets, b"lost"):
+        c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
+    await c.writer.drain()
+    assert await c.closed_by_server()  # no answer at all: none of the three was written
+    monkeypatch.undo()
+    assert list(LandingReader(server.landing_directory).read()) == []
+
+    # The log carries on for everyone (the failed write left nothing behind).
+    other, other_gets = await subscribed(server, 2)
+    for request in pushes(other_gets, b"kept"):
+        other.send(ApiKeys.PUSH_TELEMETRY, 0, request)
+    await other.writer.drain()
+    assert [(await other.receive()).error_code for _ in other_gets] == [Errors.NONE] * 2
+    assert [r.offset for r in LandingReader(server.landing_directory).read()] == [0, 1]
+    await other.close()
