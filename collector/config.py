@@ -143,6 +143,29 @@ class CollectorConfig(BaseModel):
         }
         return rest
 
+    @pydantic.field_validator("connection_quota_overrides")
+    @classmethod
+    def _valid_connection_quotas(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from quota import QuotaConfigError, QuotaEngineConfig
+
+        for key, setting in value.items():
+            try:  # the checks the quota engine makes at start, one key at a time
+                QuotaEngineConfig.from_mapping({key: setting})
+            except QuotaConfigError as exc:
+                raise ValueError(f"{key}: {exc}") from None
+        return value
+
+    @pydantic.model_validator(mode="after")
+    def _protected_listener_exists(self) -> CollectorConfig:
+        protected = self.connection_quota_overrides.get(PROTECTED_LISTENER_KEY)
+        names = {entry.partition("://")[0].strip().upper() for entry in self.listeners.split(",")}
+        if protected is not None and str(protected).upper() not in names:
+            raise ValueError(
+                f"{PROTECTED_LISTENER_KEY} {protected!r} is not a listener in "
+                f"listeners ({', '.join(sorted(names))})"
+            )
+        return self
+
     @pydantic.field_validator("ssl_keystore_type", "ssl_truststore_type")
     @classmethod
     def _pem_only(cls, value: str) -> str:
