@@ -639,3 +639,30 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
     assert await held.closed_by_server(timeout_s=5.0)
     await first.close()
     await held.close()
+
+
+def test_connection_quota_keys_are_kafkas_and_checked_at_load() -> None:
+    from collector.config import ConfigError
+    from collector.quotas import quota_settings
+
+    two_listeners = {
+        "listeners": "PLAINTEXT://:9092,ADMIN://:9093",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ADMIN:PLAINTEXT",
+    }
+    config = load_config(
+        environ={"KTC_INTER_BROKER_LISTENER_NAME": "ADMIN"},
+        overrides={**two_listeners, "listener.name.plaintext.max.connection.creation.rate": 50},
+    )
+    settings = quota_settings(config)
+    assert settings["inter.broker.listener.name"] == "ADMIN"
+    assert settings["listener.name.plaintext.max.connection.creation.rate"] == 50
+    # Round trip through the dotted form (what `ktc validate-config` prints).
+    assert config.with_overrides({"node.id": 2}).connection_quota_overrides == (
+        config.connection_quota_overrides
+    )
+    with pytest.raises(ConfigError, match="listener.name.plaintext.max.connections: .*at least 1"):
+        load_config(environ={}, overrides={"listener.name.plaintext.max.connections": 0})
+    with pytest.raises(ConfigError, match="'ADMIN' is not a listener"):
+        load_config(environ={}, overrides={"inter.broker.listener.name": "ADMIN"})
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(environ={}, overrides={"listener.name.plaintext.max.bytes": 1})
