@@ -243,11 +243,6 @@ class _InstanceCache(LRUCache[uuid.UUID, ClientMetricsInstance]):
         return key, value
 
 
-def _default_validate_payload(payload: bytes) -> None:
-    """Reject bytes that are not an OTLP ``MetricsData`` message (DecodeError)."""
-    _parse_metrics_data(payload)
-
-
 class ClientMetricsManager:
     """Instance cache, gating and the Get/Push ladders, in Kafka's order."""
 
@@ -265,7 +260,8 @@ class ClientMetricsManager:
         cache_max_size: int = DEFAULT_CACHE_MAX_SIZE,
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
         stats: ClientMetricsStats | None = None,
-        validate_payload: Callable[[bytes], None] | None = _default_validate_payload,
+        # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError).
+        validate_payload: Callable[[bytes], object] | None = _parse_metrics_data,
         wall_clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._subscriptions = subscriptions

@@ -30,6 +30,7 @@ registry per server, so several servers in one process (tests) never share serie
 from __future__ import annotations
 
 import bisect
+from bisect import bisect_left as _bisect_left
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
@@ -123,7 +124,9 @@ class CollectorMetrics(Collector):
         histogram = self.plugin_export_time.get(key)
         if histogram is None:
             histogram = self.plugin_export_time[key] = _Histogram()
-        histogram.observe(seconds)
+        # _Histogram.observe, inlined: this runs once per accepted push.
+        histogram.counts[_bisect_left(EXPORT_BUCKETS_SECONDS, seconds)] += 1
+        histogram.sum += seconds
 
     def record_plugin_error(self, client_instance_id: str) -> None:
         key = client_instance_id if self._instance_labels else ""

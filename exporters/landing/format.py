@@ -141,11 +141,35 @@ class ContextEncodingError(ValueError):
 
 
 def encode_context(context: TelemetryContext) -> bytes:
-    """Byte-identical to ``context.to_json_bytes()`` (a property test pins it) but about 6x
-    faster: orjson serialises the slotted dataclass natively, where ``dataclasses.asdict``
-    deep-copies first (~20 us per push on the hot path)."""
+    """Byte-identical to ``context.to_json_bytes()`` (a property test pins it) but about
+    15x faster. ``dataclasses.asdict`` deep-copies first (~20 us per push); orjson given
+    the slotted dataclass itself takes 2 us; given a dict built here, in field order (so
+    the same keys in the same order), 1.2 us. A new field must be added here too: the
+    property test fails until it is."""
+    c = context
     try:
-        return orjson.dumps(context)
+        return orjson.dumps(
+            {
+                "client_instance_id": c.client_instance_id,
+                "client_id": c.client_id,
+                "client_software_name": c.client_software_name,
+                "client_software_version": c.client_software_version,
+                "client_source_address": c.client_source_address,
+                "client_source_port": c.client_source_port,
+                "listener_name": c.listener_name,
+                "security_protocol": c.security_protocol,
+                "principal": c.principal,
+                "push_interval_ms": c.push_interval_ms,
+                "terminating": c.terminating,
+                "received_time_unix_nano": c.received_time_unix_nano,
+                "node_id": c.node_id,
+                "cluster_id": c.cluster_id,
+                "subscription_id": c.subscription_id,
+                "compression_type": c.compression_type,
+                "correlation_id": c.correlation_id,
+                "content_type": c.content_type,
+            }
+        )
     except orjson.JSONEncodeError as error:
         raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
 

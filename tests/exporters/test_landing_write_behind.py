@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import telemetry_context
 
+from exporters.context import TelemetryContext
 from exporters.landing import LandingError, LandingLog, LandingReader
+
+MakeContext = Callable[..., TelemetryContext]
 
 
 def read_all(directory: Path) -> list[tuple[int, int, bytes]]:
@@ -21,10 +24,12 @@ def read_all(directory: Path) -> list[tuple[int, int, bytes]]:
     ]
 
 
-def test_staged_records_are_written_by_flush_only(tmp_path: Path) -> None:
+def test_staged_records_are_written_by_flush_only(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
         for i in range(5):
-            assert log.export(telemetry_context(i), b"p%d" % i).ok
+            assert log.export(make_context(i), b"p%d" % i).ok
         assert log.needs_flush and log.next_offset == 0
         assert read_all(tmp_path) == []
         log.flush()
@@ -34,20 +39,20 @@ def test_staged_records_are_written_by_flush_only(tmp_path: Path) -> None:
         assert log.stats().records_appended == 5
 
 
-def test_append_writes_what_was_staged_first(tmp_path: Path) -> None:
+def test_append_writes_what_was_staged_first(tmp_path: Path, make_context: MakeContext) -> None:
     with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
-        assert log.stage(telemetry_context(0), b"staged") == 0
-        assert log.append(telemetry_context(1), b"appended") == 1
+        log.stage(make_context(0), b"staged")
+        assert log.append(make_context(1), b"appended") == 1
         assert not log.needs_flush
         assert read_all(tmp_path) == [(0, 0, b"staged"), (1, 1, b"appended")]
 
 
-def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(tmp_path: Path) -> None:
-    with LandingLog(
-        tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=1500
-    ) as log:
+def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
+    with LandingLog(tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=1500) as log:
         for i in range(20):
-            log.stage(telemetry_context(i), bytes([i]) * 300)
+            log.stage(make_context(i), bytes([i]) * 300)
         log.flush()
         assert log.stats().segments_rolled >= 5
     assert read_all(tmp_path) == [(i, i, bytes([i]) * 300) for i in range(20)]
@@ -55,9 +60,9 @@ def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(tmp_path: Pa
     assert [s.sealed for s in reader.segments()][:-1] == [True] * (len(reader.segments()) - 1)
 
 
-def test_close_writes_staged_records(tmp_path: Path) -> None:
+def test_close_writes_staged_records(tmp_path: Path, make_context: MakeContext) -> None:
     log = LandingLog(tmp_path, write_behind=True, housekeeping=False)
-    log.stage(telemetry_context(7), b"last")
+    log.stage(make_context(7), b"last")
     log.close()
     assert read_all(tmp_path) == [(0, 7, b"last")]
 
@@ -67,11 +72,11 @@ def _failing_writev(fd: int, buffers: object) -> int:
 
 
 def test_a_failed_flush_raises_and_leaves_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_context: MakeContext
 ) -> None:
     with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
         for i in range(3):
-            log.stage(telemetry_context(i), b"lost")
+            log.stage(make_context(i), b"lost")
         with monkeypatch.context() as patch:
             patch.setattr(os, "writev", _failing_writev)
             with pytest.raises(LandingError, match="No space left"):
@@ -79,30 +84,36 @@ def test_a_failed_flush_raises_and_leaves_nothing(
         assert log.next_offset == 0 and not log.needs_flush
         assert log.stats().export_failures == 3
         # The disk has room again: later pushes take the offsets the failed ones had.
-        log.stage(telemetry_context(10), b"kept")
+        log.stage(make_context(10), b"kept")
         log.flush()
     assert read_all(tmp_path) == [(0, 10, b"kept")]
 
 
-def test_a_write_failing_inside_stage_fails_the_next_flush(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_roll_failing_inside_flush_fails_the_whole_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_context: MakeContext
 ) -> None:
-    # The second record does not fit the segment: staging it rolls, which writes the
-    # first. That write fails: the first push was answered "ok" in the same batch, so the
-    # flush before the batch's answers must fail too, and so must anything staged after.
-    with LandingLog(
-        tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=800
-    ) as log:
-        log.stage(telemetry_context(0), b"a" * 300)
+    # The second record does not fit the segment: flushing rolls, which first writes the
+    # first record. That write fails: no record of the batch may be acknowledged.
+    with LandingLog(tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=800) as log:
+        log.stage(make_context(0), b"a" * 300)
+        log.stage(make_context(1), b"b" * 300)
+        log.stage(make_context(2), b"c" * 10)
         with monkeypatch.context() as patch:
             patch.setattr(os, "writev", _failing_writev)
-            result = log.export(telemetry_context(1), b"b" * 300)
-        assert not result.ok and "No space left" in (result.error or "")
-        log.stage(telemetry_context(2), b"c" * 10)  # same batch, after the failure
-        assert log.needs_flush
-        with pytest.raises(LandingError):
-            log.flush()
-        assert not log.needs_flush
-        log.stage(telemetry_context(3), b"d")
+            with pytest.raises(LandingError, match="No space left"):
+                log.flush()
+        assert not log.needs_flush and log.next_offset == 0
+        log.stage(make_context(3), b"d")
         log.flush()  # the next batch is fine
     assert read_all(tmp_path) == [(0, 3, b"d")]
+
+
+def test_an_oversized_payload_fails_its_own_export_only(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
+    with LandingLog(tmp_path, write_behind=True, housekeeping=False, max_record_bytes=4096) as log:
+        assert log.export(make_context(0), b"ok").ok
+        result = log.export(make_context(1), b"x" * 5000)
+        assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
+        log.flush()
+    assert read_all(tmp_path) == [(0, 0, b"ok")]

@@ -437,9 +437,7 @@ async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Conne
     await asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)
     for protocol in protocols:
         protocol.close()
-    pipe.send(
-        (stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes())
-    )
+    pipe.send((stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes()))
 
 
 def _worker_entry(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
