@@ -358,7 +358,7 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         environ={},
         overrides={
             "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": None,
+            "http.listener": "127.0.0.1:0",
             "data.dir": str(data_dir),
             "landing": {"fsync": "always", "group_commit": True},
         },
