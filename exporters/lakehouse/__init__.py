@@ -17,9 +17,9 @@ from exporters.lakehouse.session import LakehouseConfig
 __all__ = [
     "DEFAULT_DATABASE",
     "TABLES",
-    "LakehouseConfig",
     "IngestJob",
     "IngestSettings",
+    "LakehouseConfig",
     "PointRowsBuilder",
     "flatten",
     "rebuild",

@@ -32,13 +32,13 @@ sends a key twice the last value wins (a map cannot hold both).
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from google.protobuf import json_format
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-__all__ = ["encode_attributes", "decode_attributes", "encode_value", "decode_value"]
+__all__ = ["decode_attributes", "decode_value", "encode_attributes", "encode_value"]
 
 
 def _json(message: Any) -> str:

@@ -39,12 +39,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VIEW_NAMES",
-    "ensure_catalog",
-    "register_file_tables",
-    "create_views",
-    "metrics_view_sql",
     "clients_view_sql",
+    "create_views",
+    "ensure_catalog",
     "latest_view_sql",
+    "metrics_view_sql",
+    "register_file_tables",
 ]
 
 VIEW_NAMES: tuple[str, ...] = ("metrics", "clients", "latest")
@@ -160,7 +160,7 @@ def latest_view_sql(database: str) -> str:
     )
 
 
-def create_views(spark: "SparkSession", database: str) -> None:
+def create_views(spark: SparkSession, database: str) -> None:
     for sql in (metrics_view_sql(database), clients_view_sql(database), latest_view_sql(database)):
         spark.sql(sql)
 
@@ -173,7 +173,7 @@ def _views_fingerprint(database: str) -> str:
     return hashlib.sha256("\n".join(sql).encode()).hexdigest()
 
 
-def ensure_catalog(spark: "SparkSession", database: str) -> None:
+def ensure_catalog(spark: SparkSession, database: str) -> None:
     """Create the database, missing tables, and the views unless the database already
     records these exact view definitions (idempotent; every metastore call costs,
     and this runs at the start of every ingest and query process)."""
@@ -201,7 +201,7 @@ def _external_table_sql(database: str, table: TableSpec, location: str) -> str:
 
 
 def register_file_tables(
-    spark: "SparkSession", database: str, table_location: Callable[[str], Path]
+    spark: SparkSession, database: str, table_location: Callable[[str], Path]
 ) -> None:
     """In a session without the metastore: the same tables over the warehouse files.
 

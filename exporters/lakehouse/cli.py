@@ -34,15 +34,15 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "FORMATS",
     "ingest_command",
-    "sql_command",
-    "thriftserver_command",
     "lake_group",
     "main",
     "parse_duration_s",
-    "write_rows",
     "run_sql",
-    "FORMATS",
+    "sql_command",
+    "thriftserver_command",
+    "write_rows",
 ]
 
 THRIFT_SERVER_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
@@ -204,13 +204,16 @@ def _text(value: Any, null: str) -> str:
     return str(value)
 
 
+def _json_line(columns: Sequence[str], row: Sequence[Any]) -> str:
+    record = dict(zip(columns, (_plain(v) for v in row)))
+    return json.dumps(record, default=_json_default, ensure_ascii=False) + "\n"
+
+
 def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO) -> None:
     """Render query results: ``table`` (aligned text), ``csv`` (RFC 4180, header row) or
     ``json`` (one object per line)."""
     if fmt == "json":
-        for row in rows:
-            out.write(json.dumps(dict(zip(columns, (_plain(v) for v in row))),
-                                 default=_json_default, ensure_ascii=False) + "\n")
+        out.writelines(_json_line(columns, row) for row in rows)
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
@@ -221,14 +224,13 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, 
         widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
         out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
         out.write("  ".join("-" * w for w in widths) + "\n")
-        for r in cells:
-            out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
+        out.writelines("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in cells)
         out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")
     else:
         raise ValueError(f"unknown format {fmt!r}")
 
 
-def run_sql(spark: "SparkSession", query: str, fmt: str, out: TextIO) -> int:
+def run_sql(spark: SparkSession, query: str, fmt: str, out: TextIO) -> int:
     """Run one statement and write its result; returns the number of rows."""
     df = spark.sql(query)
     rows = df.collect()
@@ -236,7 +238,7 @@ def run_sql(spark: "SparkSession", query: str, fmt: str, out: TextIO) -> int:
     return len(rows)
 
 
-def open_reader(config: LakehouseConfig, catalog: str) -> "SparkSession":
+def open_reader(config: LakehouseConfig, catalog: str) -> SparkSession:
     """A session for queries, on the metastore or (``files``) straight on the warehouse.
 
     ``auto`` uses the metastore unless it is embedded Derby booted by another JVM (a

@@ -12,7 +12,7 @@ import os
 import signal
 import threading
 
-__all__ = ["POINTS", "reached", "arm_timer"]
+__all__ = ["POINTS", "arm_timer", "reached"]
 
 POINTS: tuple[str, ...] = (
     "after_plan",  # plan file written, no data yet

@@ -27,12 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from exporters.landing import ConsumerPositions, LandingReader, LandingRecord, node_directories
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.flatten import PointRowsBuilder
@@ -45,18 +44,19 @@ from exporters.lakehouse.journal import (
 )
 from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 from exporters.lakehouse.session import LakehouseConfig, open_session
+from exporters.landing import ConsumerPositions, LandingReader, LandingRecord, node_directories
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
     "CONSUMER_NAME",
-    "IngestSettings",
     "BatchResult",
     "IngestJob",
+    "IngestSettings",
     "extract",
-    "load",
     "landing_dirs_under",
+    "load",
 ]
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def extract(source: SourceRange, *, max_records: int | None = None,
         yield record
 
 
-def load(spark: "SparkSession", database: str, tables: dict[str, pa.Table], batch_id: int,
+def load(spark: SparkSession, database: str, tables: dict[str, pa.Table], batch_id: int,
          after_each_table: Callable[[], None] = lambda: None) -> dict[str, int]:
     """Write one batch: dynamic partition overwrite of ``(dt, hour, batch_id)``."""
     rows: dict[str, int] = {}
@@ -151,9 +151,9 @@ class IngestJob:
         landing_dirs: Callable[[], list[Path]],
         settings: IngestSettings = IngestSettings(),
         *,
-        spark: "SparkSession | None" = None,
+        spark: SparkSession | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
-        maintenance: Callable[["SparkSession"], None] | None = None,
+        maintenance: Callable[[SparkSession], None] | None = None,
     ) -> None:
         self.config = config
         self.settings = settings
@@ -168,7 +168,7 @@ class IngestJob:
     # ------------------------------------------------------------------ lifecycle
 
     @property
-    def spark(self) -> "SparkSession":
+    def spark(self) -> SparkSession:
         if self._spark is None:
             self._spark = open_session(self.config, "ktc-ingest")
         return self._spark
@@ -189,7 +189,7 @@ class IngestJob:
         self._lock.release()
         self._started = False
 
-    def __enter__(self) -> "IngestJob":
+    def __enter__(self) -> Self:
         self.start()
         return self
 

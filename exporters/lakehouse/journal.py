@@ -19,14 +19,14 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 __all__ = [
-    "SourceRange",
-    "BatchPlan",
     "BatchCommit",
+    "BatchPlan",
     "IngestJournal",
     "LakehouseBusy",
+    "SourceRange",
     "WriterLock",
     "atomic_write_json",
 ]
@@ -81,7 +81,7 @@ class BatchPlan:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "BatchPlan":
+    def from_json(cls, data: dict[str, Any]) -> BatchPlan:
         return cls(
             batch_id=int(data["batch_id"]),
             created_time_unix_ms=int(data["created_time_unix_ms"]),
@@ -116,7 +116,7 @@ class BatchCommit:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "BatchCommit":
+    def from_json(cls, data: dict[str, Any]) -> BatchCommit:
         return cls(
             batch_id=int(data["batch_id"]),
             records=int(data["records"]),
@@ -219,7 +219,7 @@ class WriterLock:
             os.close(self._fd)  # closing drops the flock
             self._fd = None
 
-    def __enter__(self) -> "WriterLock":
+    def __enter__(self) -> Self:
         self.acquire()
         return self
 

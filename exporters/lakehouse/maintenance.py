@@ -44,13 +44,13 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "Partition",
     "CompactionError",
     "CompactionReport",
+    "Partition",
     "RetentionReport",
-    "list_partitions",
-    "compact",
     "apply_retention",
+    "compact",
+    "list_partitions",
     "run_maintenance",
 ]
 
@@ -71,7 +71,7 @@ class Partition:
     batch_id: int
 
     @classmethod
-    def parse(cls, spec: str) -> "Partition":
+    def parse(cls, spec: str) -> Partition:
         """From SHOW PARTITIONS' ``dt=2026-11-21/hour=5/batch_id=7``."""
         values = dict(part.split("=", 1) for part in spec.split("/"))
         return cls(datetime.date.fromisoformat(values["dt"]), int(values["hour"]),
@@ -113,13 +113,13 @@ def _qualified(config: LakehouseConfig, table: TableSpec) -> str:
     return f"`{config.database}`.`{table.name}`"
 
 
-def list_partitions(spark: "SparkSession", config: LakehouseConfig, table: TableSpec) -> list[Partition]:
+def list_partitions(spark: SparkSession, config: LakehouseConfig, table: TableSpec) -> list[Partition]:
     name = _qualified(config, table)
     spark.catalog.refreshTable(name)
     return sorted(Partition.parse(r[0]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect())
 
 
-def _count(spark: "SparkSession", name: str, dt: datetime.date, hour: int,
+def _count(spark: SparkSession, name: str, dt: datetime.date, hour: int,
            batch_ids: list[int]) -> int:
     ids = ", ".join(str(b) for b in batch_ids)
     return spark.sql(
@@ -128,7 +128,7 @@ def _count(spark: "SparkSession", name: str, dt: datetime.date, hour: int,
     ).collect()[0][0]
 
 
-def _drop(spark: "SparkSession", name: str, partitions: list[Partition]) -> None:
+def _drop(spark: SparkSession, name: str, partitions: list[Partition]) -> None:
     for start in range(0, len(partitions), _DROP_CHUNK):
         specs = ", ".join(p.sql_spec() for p in partitions[start:start + _DROP_CHUNK])
         spark.sql(f"ALTER TABLE {name} DROP IF EXISTS {specs}")
@@ -138,7 +138,7 @@ def _journal_path(config: LakehouseConfig, table: TableSpec, dt: datetime.date, 
     return config.state_dir / "compactions" / table.name / f"{dt.isoformat()}-{hour:02d}.json"
 
 
-def _compact_hour(spark: "SparkSession", config: LakehouseConfig, table: TableSpec,
+def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec,
                   dt: datetime.date, hour: int, present: list[int]) -> int:
     name = _qualified(config, table)
     path = _journal_path(config, table, dt, hour)
@@ -190,7 +190,7 @@ def _compact_hour(spark: "SparkSession", config: LakehouseConfig, table: TableSp
     return len(sources)
 
 
-def compact(spark: "SparkSession", config: LakehouseConfig, *, now_unix_ns: int,
+def compact(spark: SparkSession, config: LakehouseConfig, *, now_unix_ns: int,
             closed_after_ns: int = _NANOS_PER_HOUR) -> CompactionReport:
     """Compact every closed ``(dt, hour)`` with more than one partition, in all tables,
     finishing any compaction a killed run left in its journal first."""
@@ -215,7 +215,7 @@ def compact(spark: "SparkSession", config: LakehouseConfig, *, now_unix_ns: int,
     return CompactionReport(hours, replaced, rows_total)
 
 
-def apply_retention(spark: "SparkSession", config: LakehouseConfig, *, days: int,
+def apply_retention(spark: SparkSession, config: LakehouseConfig, *, days: int,
                     today: datetime.date) -> RetentionReport:
     """Drop every partition with ``dt`` before ``today - days`` (receive date, UTC)."""
     if days < 1:
@@ -231,7 +231,7 @@ def apply_retention(spark: "SparkSession", config: LakehouseConfig, *, days: int
     return RetentionReport(cutoff, dropped)
 
 
-def run_maintenance(spark: "SparkSession", config: LakehouseConfig, *,
+def run_maintenance(spark: SparkSession, config: LakehouseConfig, *,
                     retention_days: int | None) -> None:
     """What the streaming ingest runs between batches."""
     now = time.time_ns()

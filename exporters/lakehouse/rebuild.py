@@ -22,13 +22,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from google.protobuf import json_format
-from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric, MetricsData, ResourceMetrics, ScopeMetrics
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    Metric,
+    MetricsData,
+    ResourceMetrics,
+    ScopeMetrics,
+)
 
 from exporters.lakehouse.anyvalue import decode_attributes
 from exporters.lakehouse.flatten import to_unsigned64
 from exporters.lakehouse.schema import LINEAGE_KEY
 
-__all__ = ["rebuild", "PushKey"]
+__all__ = ["PushKey", "rebuild"]
 
 PushKey = tuple[str, int]  # (landing_node, landing_offset)
 
@@ -189,7 +194,7 @@ def rebuild(rows_by_type: Mapping[str, Iterable[Row]]) -> dict[PushKey, MetricsD
     scopes: dict[tuple[Any, ...], ScopeMetrics] = {}
     metrics: dict[tuple[Any, ...], Metric] = {}
     for key, point_type, row in keyed:
-        node, offset, r_index, s_index, m_index, _ = key
+        node, offset = key[0], key[1]
         md = pushes.get((node, offset))
         if md is None:
             md = pushes[(node, offset)] = MetricsData()

@@ -33,13 +33,13 @@ import pyarrow as pa
 
 __all__ = [
     "DEFAULT_DATABASE",
-    "TableSpec",
-    "TABLES",
+    "LINEAGE_KEY",
+    "PARTITION_COLUMNS",
     "POINT_TABLES",
     "PUSHES_TABLE",
+    "TABLES",
     "TABLE_BY_POINT_TYPE",
-    "PARTITION_COLUMNS",
-    "LINEAGE_KEY",
+    "TableSpec",
     "create_table_sql",
     "spark_type",
 ]

@@ -32,7 +32,7 @@ from exporters.lakehouse.schema import DEFAULT_DATABASE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LakehouseConfig", "spark_conf", "open_session", "derby_in_use", "QUIET_LOG4J2"]
+__all__ = ["QUIET_LOG4J2", "LakehouseConfig", "derby_in_use", "open_session", "spark_conf"]
 
 # Spark's default log4j2 setup prints INFO/WARN lines to stderr; analysts running
 # `ktc sql` want results only.  Written to <lake>/conf at startup (not shipped as
@@ -65,7 +65,7 @@ class LakehouseConfig:
     log_level: str = "ERROR"
 
     @classmethod
-    def for_data_dir(cls, data_dir: Path, **kwargs: object) -> "LakehouseConfig":
+    def for_data_dir(cls, data_dir: Path, **kwargs: object) -> LakehouseConfig:
         return cls(lake_dir=Path(data_dir) / "lakehouse", **kwargs)  # type: ignore[arg-type]
 
     @property
@@ -84,7 +84,7 @@ class LakehouseConfig:
     @property
     def uses_embedded_derby(self) -> bool:
         url = self.extra_conf.get("spark.hadoop.javax.jdo.option.ConnectionURL")
-        return url is None or url.startswith("jdbc:derby:;") or url.startswith("jdbc:derby:/")
+        return url is None or url.startswith(("jdbc:derby:;", "jdbc:derby:/"))
 
     def table_location(self, table_name: str) -> Path:
         """Where Spark puts a managed table of this database (Hive's default layout)."""
@@ -131,7 +131,7 @@ def _write_log_config(config: LakehouseConfig) -> None:
         os.replace(tmp, path)
 
 
-def open_session(config: LakehouseConfig, app_name: str, *, hive: bool = True) -> "SparkSession":
+def open_session(config: LakehouseConfig, app_name: str, *, hive: bool = True) -> SparkSession:
     """A SparkSession on this lakehouse's catalog.
 
     ``hive=False`` gives a session with Spark's in-memory catalog (no metastore), used

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.landing import LandingLog
 from exporters.lakehouse.session import LakehouseConfig, open_session
+from exporters.landing import LandingLog
 
 # Two cores in CI: one task thread, one shuffle partition, no UI.
 SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}

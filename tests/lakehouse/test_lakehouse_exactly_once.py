@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_landing
+from lakehouse_otlp import make_context, sample_metrics_data
 
-from exporters.landing import ConsumerPositions
 from exporters.lakehouse.cli import run_sql
 from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig, derby_in_use
-from conftest import write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
+from exporters.landing import ConsumerPositions
 
 # Seven Spark processes (four killed, one completing, two queries) of ~20-40 s each.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -62,6 +62,7 @@ def _cli(args: list[str], data_dir: Path, env_extra: dict[str, str] | None = Non
         [sys.executable, "-m", "exporters.lakehouse", *args, "--data-dir", str(data_dir),
          "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        check=False,
         start_new_session=True,  # its own process group: the failpoint kills the group
     )
 

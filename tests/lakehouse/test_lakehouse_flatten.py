@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime
+
 import pyarrow as pa
 import pytest
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lakehouse_otlp import ANY_VALUES, CONTEXTS, canonical, make_context, metrics_data
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -15,7 +17,6 @@ from exporters.lakehouse.anyvalue import decode_value, encode_attributes, encode
 from exporters.lakehouse.flatten import PointRowsBuilder, flatten, to_signed64, to_unsigned64
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, create_table_sql
-from lakehouse_otlp import ANY_VALUES, CONTEXTS, canonical, make_context, metrics_data
 
 
 def _rows(tables: dict[str, pa.Table]) -> dict[str, list[dict]]:

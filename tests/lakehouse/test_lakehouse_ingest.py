@@ -7,18 +7,18 @@ import itertools
 from pathlib import Path
 
 import pytest
+from conftest import SPARK_TEST_CONF, write_landing
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from lakehouse_otlp import CONTEXTS, canonical, make_context, metrics_data
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from exporters.landing import ConsumerPositions
 from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob, IngestSettings
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig
-from conftest import SPARK_TEST_CONF, write_landing
-from lakehouse_otlp import CONTEXTS, canonical, make_context, metrics_data
+from exporters.landing import ConsumerPositions
 
 pytestmark = pytest.mark.spark
 
@@ -77,7 +77,7 @@ def _has_points(md: MetricsData) -> bool:
     )
 
 
-def _gauge_push(value: float | int, *, attrs: dict[str, str] | None = None, time_s: int = 1_795_000_000,
+def _gauge_push(value: float, *, attrs: dict[str, str] | None = None, time_s: int = 1_795_000_000,
                 name: str = "org.apache.kafka.producer.node.request.latency.max") -> bytes:
     md = MetricsData()
     metric = md.resource_metrics.add().scope_metrics.add().metrics.add(name=name, unit="ms")
@@ -194,9 +194,8 @@ def test_garbage_payload_is_recorded_and_skipped(spark, lake_config, tmp_path) -
 def test_second_writer_is_refused(spark, lake_config, tmp_path) -> None:
     from exporters.lakehouse.journal import LakehouseBusy
 
-    with job_for(lake_config, spark, []) as _:
-        with pytest.raises(LakehouseBusy):
-            job_for(lake_config, spark, []).start()
+    with job_for(lake_config, spark, []) as _, pytest.raises(LakehouseBusy):
+        job_for(lake_config, spark, []).start()
 
 
 def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(

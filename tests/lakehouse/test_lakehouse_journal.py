@@ -52,8 +52,7 @@ def test_atomic_write_leaves_no_temp_files(tmp_path) -> None:
 
 
 def test_writer_lock_is_exclusive_and_released(tmp_path) -> None:
-    with WriterLock(tmp_path):
-        with pytest.raises(LakehouseBusy):
-            WriterLock(tmp_path).acquire()
+    with WriterLock(tmp_path), pytest.raises(LakehouseBusy):
+        WriterLock(tmp_path).acquire()
     with WriterLock(tmp_path):  # released on exit
         pass

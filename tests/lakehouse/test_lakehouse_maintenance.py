@@ -6,14 +6,14 @@ import datetime
 from pathlib import Path
 
 import pytest
+from conftest import write_landing
+from lakehouse_otlp import make_context
+from test_lakehouse_ingest import _gauge_push
 
 from exporters.lakehouse import maintenance
 from exporters.lakehouse.ingest import IngestJob, IngestSettings
 from exporters.lakehouse.maintenance import Partition, apply_retention, compact, list_partitions
-from exporters.lakehouse.schema import LINEAGE_KEY, TABLES, TABLE_BY_POINT_TYPE
-from conftest import write_landing
-from lakehouse_otlp import make_context
-from test_lakehouse_ingest import _gauge_push
+from exporters.lakehouse.schema import LINEAGE_KEY, TABLE_BY_POINT_TYPE, TABLES
 
 pytestmark = pytest.mark.spark
 

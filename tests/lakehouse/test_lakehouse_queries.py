@@ -10,16 +10,16 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import write_landing
+from lakehouse_otlp import make_context
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.lakehouse.cli import parse_duration_s, run_sql, write_rows
 from exporters.lakehouse.ingest import IngestJob
-from conftest import write_landing
-from lakehouse_otlp import make_context
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lakehouse.md"
-_QUERY_BLOCK = re.compile(r"```sql\n(-- query: (\S+)\n.*?)```", re.S)
+_QUERY_BLOCK = re.compile(r"```sql\n(-- query: (\S+)\n.*?)```", re.DOTALL)
 MINUTE_NS = 60 * 10**9
 
 
@@ -43,12 +43,12 @@ def _push(now_ns: int, *, latency_max: list[float], latency_avg: list[float],
 
 
 def _fleet(now_ns: int) -> list:
-    a = dict(client_instance_id="A" * 22, client_id="orders-producer",
-             client_software_version="2.16.1-rdkafka-2.16.0", push_interval_ms=1000)
-    b = dict(client_instance_id="B" * 22, client_id="billing-producer",
-             client_software_version="2.15.0-rdkafka-2.15.0", push_interval_ms=5000)
-    c = dict(client_instance_id="C" * 22, client_id="old-producer",
-             client_software_version="2.15.0-rdkafka-2.15.0", push_interval_ms=5000)
+    a = {"client_instance_id": "A" * 22, "client_id": "orders-producer",
+         "client_software_version": "2.16.1-rdkafka-2.16.0", "push_interval_ms": 1000}
+    b = {"client_instance_id": "B" * 22, "client_id": "billing-producer",
+         "client_software_version": "2.15.0-rdkafka-2.15.0", "push_interval_ms": 5000}
+    c = {"client_instance_id": "C" * 22, "client_id": "old-producer",
+         "client_software_version": "2.15.0-rdkafka-2.15.0", "push_interval_ms": 5000}
     pushes = []
     for i in range(5):  # A: every 10 minutes from 50 to 10 minutes ago, then terminates
         t = now_ns - (50 - 10 * i) * MINUTE_NS

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_landing
+from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli import spark_home, thriftserver_argv
 from exporters.lakehouse.session import LakehouseConfig
-from conftest import write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
