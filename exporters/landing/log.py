@@ -320,21 +320,30 @@ class LandingLog:
         records; under ``fsync="always"`` also fsyncs). Raises ``LandingError`` when they
         are not all in the log: then acknowledge none of them (those before the failure
         may be in the log: delivered at least once, like ``append_many``)."""
+        pending = self._pending
+        if not pending:
+            with self._lock:
+                self._check_open()
+            return
+        self._pending = []
+        max_record_bytes = self._max_record_bytes
         with self._lock:
-            self._check_open()
-            pending, self._pending = self._pending, []
-            if not pending:
-                return
             try:
                 self._check_writable()
+                # One tight loop per read's worth of records (this runs once per socket
+                # read that carried pushes): encode, check, stage; then one writev.
                 for context, payload, now_ns in pending:
-                    context_json = self._encode_context(context)
-                    self._check_record_size(context_json, payload)
+                    context_json = encode_context(context)
+                    if len(context_json) + len(payload) > max_record_bytes:
+                        self._check_record_size(context_json, payload)  # raises
                     self._stage_locked(context_json, payload, now_ns)
                 self._write_staged_locked()
                 if self._fsync_inline:
                     self._fsync_active_locked()
                 return
+            except ContextEncodingError as error:
+                self._discard_staged_locked()
+                failure = LandingError(str(error))
             except LandingError as error:
                 self._discard_staged_locked()
                 failure = error
@@ -366,7 +375,9 @@ class LandingLog:
             try:
                 self.flush()  # staged, never acknowledged: keep them
             except LandingError as error:
-                _log.error("landing log %s: staged records lost at close: %s", self.directory, error)
+                _log.error(
+                    "landing log %s: staged records lost at close: %s", self.directory, error
+                )
         with self._lock:
             if self._closed:
                 return
