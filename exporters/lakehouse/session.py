@@ -92,7 +92,8 @@ class LakehouseConfig:
 
 
 def spark_conf(config: LakehouseConfig) -> dict[str, str]:
-    """Every Spark setting of a lakehouse session; ``extra_conf`` wins."""
+    """Every Spark setting of a lakehouse session; ``extra_conf`` wins, except that
+    ``spark.driver.extraJavaOptions`` is appended to ours."""
     lake = config.lake_dir.resolve()
     log4j = lake / "conf" / "log4j2.properties"
     conf = {
@@ -117,7 +118,12 @@ def spark_conf(config: LakehouseConfig) -> dict[str, str]:
         # A long-lived reader (the Thrift server) re-lists files at least this often.
         "spark.sql.metadataCacheTTLSeconds": "30",
     }
-    conf.update(config.extra_conf)
+    for key, value in config.extra_conf.items():
+        if key == "spark.driver.extraJavaOptions":
+            # Added to ours: losing derby.system.home would scatter derby.log files.
+            conf[key] = f"{conf[key]} {value}"
+        else:
+            conf[key] = value
     return conf
 
 
