@@ -56,3 +56,25 @@ def test_writer_lock_is_exclusive_and_released(tmp_path) -> None:
         WriterLock(tmp_path).acquire()
     with WriterLock(tmp_path):  # released on exit
         pass
+
+
+def test_spark_conf_defaults_and_overrides(tmp_path) -> None:
+    from exporters.lakehouse.session import LakehouseConfig, spark_conf
+
+    lake = tmp_path / "lake"
+    conf = spark_conf(LakehouseConfig(lake, extra_conf={
+        "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore",
+        "spark.driver.extraJavaOptions": "-Xss4m",
+        "spark.sql.shuffle.partitions": "2",
+    }))
+    assert conf["spark.sql.warehouse.dir"] == str(lake.resolve() / "warehouse")
+    assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"] == "jdbc:postgresql://db/metastore"
+    assert conf["spark.sql.shuffle.partitions"] == "2"
+    assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
+    # Ours stay: derby.log and quiet logging; the user's option is added.
+    assert f"-Dderby.system.home={lake.resolve()}" in conf["spark.driver.extraJavaOptions"]
+    assert conf["spark.driver.extraJavaOptions"].endswith(" -Xss4m")
+    assert not LakehouseConfig(lake, extra_conf={
+        "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore"
+    }).uses_embedded_derby
+    assert LakehouseConfig(lake).uses_embedded_derby
