@@ -1,0 +1,202 @@
+"""CPU per push without sockets: the collector's push path against the baseline's, in one
+process, fed the same frames.
+
+bench_push.py measures the real thing over loopback, but on a shared 2-core machine its
+numbers move with whatever else runs.  This measures only what the two servers' Python
+does per push: a real ``CollectorServer`` (landing log on, default fsync policy, quotas,
+metrics) and a real ``BaselineProtocol`` each get ``--instances`` steady-state pushes per
+round, ``--batch`` frames per ``data_received`` call, as a socket read would deliver them.
+The transport is a stub that keeps the response bytes: socket system calls are left out on
+purpose (both servers pay them; bench_push.py includes them).  The clock is injected and
+advanced one push interval per round, so every push passes the interval gate.
+
+Time is process CPU time per round; the figure is the median of the fastest quarter of
+the rounds, which filters out rounds where other jobs stole the CPU's caches.
+
+Run: ``.venv/bin/python tests/perf/profile_push.py [--batch 10] [--rounds 40]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baseline_server import BaselineProtocol
+from loadgen import encode_frame, producer_payload
+
+from proto import compression
+from proto.messages import (
+    ApiVersionsRequest,
+    GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest,
+    api_versions_request,
+    get_telemetry_subscriptions_request,
+    get_telemetry_subscriptions_response,
+    push_telemetry_request,
+)
+
+INTERVAL_MS = 100
+
+
+class RecordingTransport:
+    """The part of asyncio.Transport the two protocols use; keeps what they write."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 50000) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+def _check_all_accepted(written: list[bytes], pushes: int) -> None:
+    """Every answer is a 16-byte PushTelemetryResponse v0 with error code 0 (bytes 13-14),
+    so what was measured is the accepted-push path, not a rejection."""
+    answers = b"".join(written)
+    assert len(answers) == 16 * pushes, f"{len(answers)} answer bytes for {pushes} pushes"
+    for at in range(0, len(answers), 16):
+        assert answers[at + 13 : at + 15] == b"\x00\x00", f"push {at // 16} rejected"
+
+
+def _fastest_quarter_median(samples: list[float]) -> float:
+    fastest = sorted(samples)[: max(1, len(samples) // 4)]
+    return statistics.median(fastest)
+
+
+async def measure(instances: int, batch: int, rounds: int) -> dict[str, float]:
+    from collector.config import load_config
+    from collector.server import CollectorServer
+    from subscriptions.store import ConfigStore
+
+    now_ms = [0]
+    with tempfile.TemporaryDirectory(prefix="ktc-profile-") as tmp:
+        data_dir = Path(tmp)
+        ConfigStore(data_dir).alter_subscription(
+            "bench",
+            {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)},
+            [],
+        )
+        config = load_config(
+            environ={},
+            overrides={
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "http.listener": None,
+                "data.dir": str(data_dir),
+            },
+        )
+        server = CollectorServer(config, clock_ms=lambda: now_ms[0])
+        await server.start()
+        try:
+            full = server._new_connection(next(iter(server.bound.values())))
+            full_transport = RecordingTransport()
+            full.connection_made(full_transport)  # type: ignore[arg-type]
+            full.data_received(
+                encode_frame(
+                    18,
+                    3,
+                    0,
+                    "profile",
+                    api_versions_request.WRITERS[3],
+                    ApiVersionsRequest("profile", "1.0"),
+                )
+            )
+            get = encode_frame(
+                71,
+                0,
+                1,
+                "profile",
+                get_telemetry_subscriptions_request.WRITERS[0],
+                GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
+            )
+            full_transport.written.clear()
+            subscriptions = []
+            for _ in range(instances):
+                full.data_received(get)
+                answer = full_transport.written.pop()
+                response, _ = get_telemetry_subscriptions_response.READERS[0](answer, 4 + 5)
+                subscriptions.append((response.client_instance_id, response.subscription_id))
+            compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
+            frames = [
+                encode_frame(
+                    72,
+                    0,
+                    i,
+                    "profile",
+                    push_telemetry_request.WRITERS[0],
+                    PushTelemetryRequest(instance_id, subscription_id, False, 4, compressed),
+                )
+                for i, (instance_id, subscription_id) in enumerate(subscriptions)
+            ]
+            reads = [b"".join(frames[i : i + batch]) for i in range(0, instances, batch)]
+            baseline = BaselineProtocol()
+            baseline_transport = RecordingTransport()
+            baseline.connection_made(baseline_transport)  # type: ignore[arg-type]
+
+            samples: dict[str, list[float]] = {"full": [], "baseline": []}
+            for _ in range(rounds):
+                now_ms[0] += INTERVAL_MS  # every instance is due again
+                started = time.process_time()
+                for read in reads:
+                    full.data_received(read)
+                samples["full"].append(time.process_time() - started)
+                started = time.process_time()
+                for read in reads:
+                    baseline.data_received(read)
+                samples["baseline"].append(time.process_time() - started)
+                for transport in (full_transport, baseline_transport):
+                    _check_all_accepted(transport.written, instances)
+                full_transport.written.clear()
+                baseline_transport.written.clear()
+        finally:
+            await server.stop()
+    return {name: _fastest_quarter_median(s) / instances * 1e6 for name, s in samples.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=10, help="push frames per read")
+    parser.add_argument("--rounds", type=int, default=40)
+    args = parser.parse_args()
+    gc.set_threshold(50_000, 20, 100)  # as `ktc serve` sets it
+    result = asyncio.run(measure(args.instances, args.batch, args.rounds))
+    full, baseline = result["full"], result["baseline"]
+    print(f"{args.batch} pushes per read, CPU per push (us):")
+    print(f"  full collector  {full:7.2f}")
+    print(f"  baseline        {baseline:7.2f}")
+    print(f"  overhead        {full - baseline:7.2f}")
+    print(f"  ratio           {baseline / full:7.3f}  (baseline / full)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
