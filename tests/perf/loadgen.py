@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_DELTA,
     Gauge,
     Metric,
     MetricsData,
@@ -133,7 +134,11 @@ def producer_payload(seed: int = 0) -> bytes:
             metrics.append(
                 Metric(
                     name=name,
-                    sum=Sum(data_points=[point], aggregation_temporality=1, is_monotonic=True),
+                    sum=Sum(
+                        data_points=[point],
+                        aggregation_temporality=AGGREGATION_TEMPORALITY_DELTA,
+                        is_monotonic=True,
+                    ),
                 )
             )
         else:
@@ -418,8 +423,8 @@ async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Conne
     for offset, count in enumerate(plan.per_connection):
         index = plan.first_index + offset
         _, protocol = await loop.create_connection(
-            lambda c=count, i=index: _LoadConnection(
-                c, plan.interval_s, plan.mode, compressed, stats, i
+            functools.partial(
+                _LoadConnection, count, plan.interval_s, plan.mode, compressed, stats, index
             ),
             plan.host,
             plan.port,
