@@ -13,7 +13,7 @@ import dataclasses
 import json
 from typing import Any
 
-__all__ = ["TelemetryContext", "OTLP_CONTENT_TYPE"]
+__all__ = ["OTLP_CONTENT_TYPE", "TelemetryContext"]
 
 # Kafka's PushTelemetryRequest.OTLP_CONTENT_TYPE: the literal string, not a MIME type.
 OTLP_CONTENT_TYPE = "OTLP"
@@ -51,11 +51,11 @@ class TelemetryContext:
         return json.dumps(self.to_json_dict(), separators=(",", ":"), ensure_ascii=False).encode()
 
     @classmethod
-    def from_json_dict(cls, data: dict[str, Any]) -> "TelemetryContext":
+    def from_json_dict(cls, data: dict[str, Any]) -> TelemetryContext:
         # Unknown keys are ignored so a newer writer's log stays readable by an older reader.
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
     @classmethod
-    def from_json_bytes(cls, raw: bytes | memoryview) -> "TelemetryContext":
+    def from_json_bytes(cls, raw: bytes | memoryview) -> TelemetryContext:
         return cls.from_json_dict(json.loads(bytes(raw)))
