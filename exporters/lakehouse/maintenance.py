@@ -36,7 +36,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporters.lakehouse.journal import atomic_write_json
+from exporters.lakehouse.journal import IngestJournal, atomic_write_json
 from exporters.lakehouse.schema import TABLES, TableSpec
 from exporters.lakehouse.session import LakehouseConfig
 
@@ -193,7 +193,18 @@ def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec
 def compact(spark: SparkSession, config: LakehouseConfig, *, now_unix_ns: int,
             closed_after_ns: int = _NANOS_PER_HOUR) -> CompactionReport:
     """Compact every closed ``(dt, hour)`` with more than one partition, in all tables,
-    finishing any compaction a killed run left in its journal first."""
+    finishing any compaction a killed run left in its journal first.
+
+    Refuses while the ingest journal holds a plan without a commit: that batch will be
+    replayed into its own partitions, which must not have been compacted away."""
+    pending_plan = IngestJournal(config.state_dir).latest_plan()
+    if pending_plan is not None and not IngestJournal(config.state_dir).is_committed(
+        pending_plan.batch_id
+    ):
+        raise CompactionError(
+            f"ingest batch {pending_plan.batch_id} is planned but not committed; run "
+            "`ktc ingest --once` first (it replays the batch), then compact"
+        )
     hours = replaced = rows_total = 0
     for table in TABLES:
         by_hour: dict[tuple[datetime.date, int], list[int]] = defaultdict(list)

@@ -130,3 +130,16 @@ def test_partition_spec_parsing() -> None:
     assert p == Partition(datetime.date(2026, 11, 21), 5, -7)
     assert p.sql_spec() == "PARTITION (dt = DATE'2026-11-21', hour = 5, batch_id = -7)"
     assert LINEAGE_KEY[0] == "landing_node"
+
+
+def test_compaction_refuses_while_an_ingest_batch_awaits_its_replay(tmp_path) -> None:
+    from exporters.lakehouse.journal import BatchPlan, IngestJournal, SourceRange
+    from exporters.lakehouse.maintenance import CompactionError
+    from exporters.lakehouse.session import LakehouseConfig
+
+    config = LakehouseConfig(tmp_path / "lake")
+    IngestJournal(config.state_dir).write_plan(
+        BatchPlan(4, (SourceRange("node-1", str(tmp_path), 0, 5),), 0)
+    )
+    with pytest.raises(CompactionError, match="batch 4 is planned but not committed"):
+        compact(None, config, now_unix_ns=H11 + 2 * HOUR_NS)  # type: ignore[arg-type]
