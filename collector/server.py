@@ -223,9 +223,9 @@ class CollectorServer:
                 landing_options["retention_required_consumers"] = required
             # Write-behind: a push is staged by the manager and written, one writev per
             # socket read, by durability_barrier() before that read's answers go out.
-            self._exporter = self._landing = LandingLog(
-                self.landing_directory, write_behind=True, **landing_options
-            )
+            # (landing.write_behind: false writes each push in its own writev instead.)
+            landing_options.setdefault("write_behind", True)
+            self._exporter = self._landing = LandingLog(self.landing_directory, **landing_options)
             if config.landing.get("group_commit"):
                 self._group_commit_log = self._exporter
 
