@@ -175,10 +175,10 @@ class LandingLog:
         self._staged_records = 0
         self._staged_first_ns = 0
         self._staged_last_ns = 0
-        # Write-behind: (context, payload, appended time) handed to stage() and not encoded
+        # Write-behind: (context, payload) handed to stage() and not encoded
         # yet. flush() encodes them in one loop (the code stays hot in the CPU's caches:
         # about half the cost of encoding each at stage time, on the push path) and writes.
-        self._pending: list[tuple[TelemetryContext, bytes, int]] = []
+        self._pending: list[tuple[TelemetryContext, bytes]] = []
 
         # _lock guards every field below and is held for a write. A sync round (sync(), the
         # interval housekeeper, close) holds _fsync_lock instead while it fsyncs dup'ed
@@ -308,7 +308,7 @@ class LandingLog:
         if self._closed or self._broken is not None:
             with self._lock:
                 self._check_writable()
-        self._pending.append((context, payload, self._clock()))
+        self._pending.append((context, payload))
 
     @property
     def needs_flush(self) -> bool:
@@ -330,9 +330,13 @@ class LandingLog:
         with self._lock:
             try:
                 self._check_writable()
+                # One clock read per flush: a record's append time is when its batch is
+                # handed to the kernel (the records of one socket read share it), not
+                # when it was staged microseconds earlier.
+                now_ns = self._clock()
                 # One tight loop per read's worth of records (this runs once per socket
                 # read that carried pushes): encode, check, stage; then one writev.
-                for context, payload, now_ns in pending:
+                for context, payload in pending:
                     context_json = encode_context(context)
                     if len(context_json) + len(payload) > max_record_bytes:
                         self._check_record_size(context_json, payload)  # raises
