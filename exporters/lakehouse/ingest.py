@@ -21,7 +21,9 @@ The journal, not the consumer positions, says where to continue.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import logging
 import threading
 import time
@@ -128,6 +130,21 @@ def load(spark: SparkSession, database: str, tables: dict[str, pa.Table], batch_
     return rows
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Flattening allocates millions of small objects and no reference cycles; with
+    the cyclic collector running, its repeated scans of the growing column lists took
+    more time than the flattening itself (10,000 pushes: 2.4-3.5 s instead of 1.5 s).
+    Reference counting still frees everything."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def _transform(builder: PointRowsBuilder, source_name: str, record: LandingRecord,
                rejected: list[dict[str, object]]) -> None:
     try:
@@ -210,11 +227,12 @@ class IngestJob:
         builder = PointRowsBuilder()
         records = 0
         rejected: list[dict[str, object]] = []
-        for source in plan.sources:
-            if not source.empty:
-                for record in extract(source):
-                    records += 1
-                    _transform(builder, source.name, record, rejected)
+        with _cyclic_gc_paused():
+            for source in plan.sources:
+                if not source.empty:
+                    for record in extract(source):
+                        records += 1
+                        _transform(builder, source.name, record, rejected)
         return self._write_and_commit(plan, builder, records, rejected, replayed=True)
 
     def run_batch(self) -> BatchResult | None:
@@ -230,17 +248,18 @@ class IngestJob:
         planned: list[SourceRange] = []
         records = 0
         rejected: list[dict[str, object]] = []
-        for source in ranges:
-            to_offset = source.from_offset
-            for record in extract(
-                source,
-                max_records=self.settings.max_records_per_source,
-                max_bytes=self.settings.max_bytes_per_source,
-            ):
-                records += 1
-                to_offset = record.offset + 1
-                _transform(builder, source.name, record, rejected)
-            planned.append(dataclasses.replace(source, to_offset=to_offset))
+        with _cyclic_gc_paused():
+            for source in ranges:
+                to_offset = source.from_offset
+                for record in extract(
+                    source,
+                    max_records=self.settings.max_records_per_source,
+                    max_bytes=self.settings.max_bytes_per_source,
+                ):
+                    records += 1
+                    to_offset = record.offset + 1
+                    _transform(builder, source.name, record, rejected)
+                planned.append(dataclasses.replace(source, to_offset=to_offset))
         if records == 0:
             return None
         batch_id = (previous.batch_id + 1) if previous else 0
@@ -303,7 +322,8 @@ class IngestJob:
 
     def _write_and_commit(self, plan: BatchPlan, builder: PointRowsBuilder, records: int,
                           rejected: list[dict[str, object]], *, replayed: bool) -> BatchResult:
-        tables = builder.finish()
+        with _cyclic_gc_paused():
+            tables = builder.finish()
         timer = failpoints.arm_timer(plan.batch_id)
         rows = load(
             self.spark, self.config.database, tables, plan.batch_id,
