@@ -1,8 +1,9 @@
 """The forwarder end to end: a real landing log, a real gRPC receiver, real retries.
 
-Backoff waits go through an injected clock (``StepClock``) wherever the test is about the
-*length* of a wait; the tests about outages and shutdown use the real clock with
-millisecond intervals and bound their waits, never sleeping for seconds.
+Every wait the forwarder makes goes through its injected ``Clock``, so no test sleeps to let
+time pass: ``StepClock`` records waits and jumps ahead (tests about the *length* of a wait),
+``FastForwardClock`` lets a threaded forwarder live through seconds of backoff in
+milliseconds (outages), ``StandstillClock`` never lets a wait end by itself (shutdown).
 """
 
 from __future__ import annotations
@@ -61,6 +62,48 @@ class StepClock:
             self.on_wait(timeout_s)
         self.now_s += timeout_s
         return stop.is_set()
+
+
+class FastForwardClock:
+    """Time that moves only when the forwarder waits: a wait jumps it ahead by the whole
+    timeout but takes at most ``_REAL_PAUSE_S`` of real time, so a forwarder thread goes
+    through a 200 ms max_elapsed_time in a few milliseconds, without spinning a core."""
+
+    _REAL_PAUSE_S = 0.001
+
+    def __init__(self) -> None:
+        self.now_s = 1_000.0  # read and advanced by the one consumer thread only
+
+    def monotonic_s(self) -> float:
+        return self.now_s
+
+    def time_ns(self) -> int:
+        return time.time_ns()  # compared with the landing log's wall-clock append times
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> bool:
+        self.now_s += timeout_s
+        return stop.wait(min(timeout_s, self._REAL_PAUSE_S))
+
+
+class StandstillClock:
+    """Time that never moves: a wait ends only when ``stop`` is set.  ``wait_began`` tells
+    the test the forwarder is waiting (without guessing how long that takes to happen)."""
+
+    def __init__(self) -> None:
+        self.now_s = 1_000.0
+        self.waits_s: list[float] = []
+        self.wait_began = threading.Event()
+
+    def monotonic_s(self) -> float:
+        return self.now_s
+
+    def time_ns(self) -> int:
+        return time.time_ns()
+
+    def wait(self, stop: threading.Event, timeout_s: float) -> bool:
+        self.waits_s.append(timeout_s)
+        self.wait_began.set()
+        return stop.wait()
 
 
 @pytest.fixture
@@ -414,7 +457,7 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
     log = LandingLog(landing_dir, fsync="never", housekeeping=False)
     registry = CollectorRegistry()
     fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry,
-                    commit_interval_s=0.01)
+                    commit_interval_s=0.01, clock=FastForwardClock())
     stop, thread = _serve_in_thread(fwd)
     sequence = {client: 0 for client in range(3)}
 
@@ -434,7 +477,9 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
         receiver.stop()  # the outage: pushes keep landing
         for _ in range(5):
             land_round()
-        time.sleep(0.4)  # outlast max_elapsed_time while down
+        # Outlast max_elapsed_time while down: the forwarder says so on its gauge.
+        assert wait_until(
+            lambda: sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 1)
         receiver.start()  # same port
         land_round()
         assert receiver.wait_for_points(8 * 3 * POINTS_PER_PUSH)
@@ -561,11 +606,13 @@ def test_shutdown_interrupts_a_pending_backoff_at_once(receiver: OtlpReceiver, l
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=100))
     cfg = config(receiver.target, retry_on_failure={
         "initial_interval": "30s", "max_interval": "30s", "max_elapsed_time": "300s"})
-    fwd = forwarder([landing_dir], cfg)
+    clock = StandstillClock()
+    fwd = forwarder([landing_dir], cfg, clock=clock)
     stop, thread = _serve_in_thread(fwd)
     try:
         assert receiver.wait_for_attempts(1)
-        time.sleep(0.05)  # let it enter the 15-45 s backoff
+        assert clock.wait_began.wait(10)  # in a backoff that will not end by itself
+        assert len(clock.waits_s) == 1 and 15.0 <= clock.waits_s[0] <= 45.0
         stopped_at = time.monotonic()
         stop.set()
         thread.join(5)
