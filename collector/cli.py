@@ -15,10 +15,13 @@ usage errors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import gc
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,99 +281,114 @@ def subscriptions_list(data_dir: str) -> None:
 _ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 
 
-def _quota_entity(
-    user: str | None,
-    user_default: bool,
-    client_id: str | None,
-    client_default: bool,
-    ip: str | None,
-    ip_default: bool,
-    entity_types: tuple[str, ...] = (),
-    entity_names: tuple[str, ...] = (),
-    entity_defaults: int = 0,
-) -> dict[str, str | None]:
-    """kafka-configs.sh's entity options -> Kafka's entity map.
+@dataclasses.dataclass(frozen=True, slots=True)
+class _EntityOptions:
+    """kafka-configs.sh's entity options as given, in both of its spellings:
+    ``--user alice --client-defaults`` and ``--entity-type users --entity-name alice
+    --entity-type clients --entity-default`` (names or defaults pair with the types in
+    order; to mix a name and a default, use the first spelling)."""
 
-    Both of its spellings: ``--user alice --client-defaults`` and ``--entity-type users
-    --entity-name alice --entity-type clients --entity-default`` (names or defaults pair
-    with the types in order; to mix a name and a default, use the first spelling).
-    """
-    entity: dict[str, str | None] = {}
-    for kind, name, default in (
-        ("user", user, user_default),
-        ("client-id", client_id, client_default),
-        ("ip", ip, ip_default),
-    ):
-        if name is not None and default:
-            raise click.UsageError(f"give either --{kind} or --{kind}-defaults, not both")
-        if name is not None or default:
-            entity[kind] = name
-    if entity_types or entity_names or entity_defaults:
-        if len(entity_names) + entity_defaults != len(entity_types):
-            raise click.UsageError(
-                "give one --entity-name or --entity-default for each --entity-type"
-            )
-        if entity_names and entity_defaults:
-            raise click.UsageError(
-                "to mix a name and a default, use --user/--client/--ip with "
-                "--user-defaults/--client-defaults/--ip-defaults"
-            )
-        names: tuple[str | None, ...] = entity_names or (None,) * entity_defaults
-        for entity_type, name in zip(entity_types, names, strict=True):
-            kind = _ENTITY_TYPES[entity_type]
-            if kind in entity:
-                raise click.UsageError(f"the {entity_type} entity is given twice")
-            entity[kind] = name
-    return entity
+    user: str | None
+    user_default: bool
+    client_id: str | None
+    client_default: bool
+    ip: str | None
+    ip_default: bool
+    entity_types: tuple[str, ...]
+    entity_names: tuple[str, ...]
+    entity_defaults: int
+
+    def entity(self) -> dict[str, str | None]:
+        """Kafka's entity map: entity type -> name, None for the default entity."""
+        entity: dict[str, str | None] = {}
+        for kind, name, default in (
+            ("user", self.user, self.user_default),
+            ("client-id", self.client_id, self.client_default),
+            ("ip", self.ip, self.ip_default),
+        ):
+            if name is not None and default:
+                raise click.UsageError(f"give either --{kind} or --{kind}-defaults, not both")
+            if name is not None or default:
+                entity[kind] = name
+        if self.entity_types or self.entity_names or self.entity_defaults:
+            if len(self.entity_names) + self.entity_defaults != len(self.entity_types):
+                raise click.UsageError(
+                    "give one --entity-name or --entity-default for each --entity-type"
+                )
+            if self.entity_names and self.entity_defaults:
+                raise click.UsageError(
+                    "to mix a name and a default, use --user/--client/--ip with "
+                    "--user-defaults/--client-defaults/--ip-defaults"
+                )
+            names: tuple[str | None, ...] = self.entity_names or (None,) * self.entity_defaults
+            for entity_type, name in zip(self.entity_types, names, strict=True):
+                kind = _ENTITY_TYPES[entity_type]
+                if kind in entity:
+                    raise click.UsageError(f"the {entity_type} entity is given twice")
+                entity[kind] = name
+        return entity
 
 
-def _entity_options(function: Any) -> Any:
-    for option in reversed(
-        (
-            click.option("--user", help="User principal name."),
-            click.option(
-                "--user-defaults",
-                "--user-default",
-                "user_default",
-                is_flag=True,
-                help="The default user entity.",
-            ),
-            click.option("--client", "--client-id", "client_id", help="Client id."),
-            click.option(
-                "--client-defaults",
-                "--client-id-default",
-                "client_default",
-                is_flag=True,
-                help="The default client-id entity.",
-            ),
-            click.option("--ip", help="Client IP address (connection_creation_rate only)."),
-            click.option(
-                "--ip-defaults",
-                "--ip-default",
-                "ip_default",
-                is_flag=True,
-                help="The default IP entity.",
-            ),
-            click.option(
-                "--entity-type",
-                "entity_types",
-                multiple=True,
-                type=click.Choice(sorted(_ENTITY_TYPES)),
-                help="users, clients or ips (kafka-configs.sh style; repeat for user + client).",
-            ),
-            click.option(
-                "--entity-name", "entity_names", multiple=True, help="Name for an --entity-type."
-            ),
-            click.option(
-                "--entity-default",
-                "entity_defaults",
-                count=True,
-                help="The default entity of an --entity-type.",
-            ),
+# The click options behind _EntityOptions, in --help order; each one's parameter name is a
+# field of _EntityOptions.
+_ENTITY_OPTIONS = (
+    click.option("--user", help="User principal name."),
+    click.option(
+        "--user-defaults",
+        "--user-default",
+        "user_default",
+        is_flag=True,
+        help="The default user entity.",
+    ),
+    click.option("--client", "--client-id", "client_id", help="Client id."),
+    click.option(
+        "--client-defaults",
+        "--client-id-default",
+        "client_default",
+        is_flag=True,
+        help="The default client-id entity.",
+    ),
+    click.option("--ip", help="Client IP address (connection_creation_rate only)."),
+    click.option(
+        "--ip-defaults",
+        "--ip-default",
+        "ip_default",
+        is_flag=True,
+        help="The default IP entity.",
+    ),
+    click.option(
+        "--entity-type",
+        "entity_types",
+        multiple=True,
+        type=click.Choice(sorted(_ENTITY_TYPES)),
+        help="users, clients or ips (kafka-configs.sh style; repeat for user + client).",
+    ),
+    click.option("--entity-name", "entity_names", multiple=True, help="Name for an --entity-type."),
+    click.option(
+        "--entity-default",
+        "entity_defaults",
+        count=True,
+        help="The default entity of an --entity-type.",
+    ),
+)
+
+
+def _entity_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the entity options to a command, which receives the entity they select as its
+    ``entity`` parameter (options that contradict each other are a usage error, exit 2)."""
+
+    # wraps() also copies __click_params__: the options that decorators below this one
+    # attached to ``command`` stay, in their --help order.
+    @functools.wraps(command)
+    def with_entity(**params: Any) -> None:
+        given = _EntityOptions(
+            **{f.name: params.pop(f.name) for f in dataclasses.fields(_EntityOptions)}
         )
-    ):
-        function = option(function)
-    return function
+        command(entity=given.entity(), **params)
+
+    for option in reversed(_ENTITY_OPTIONS):
+        with_entity = option(with_entity)
+    return with_entity
 
 
 def _describe_entity(entity: Any) -> str:
@@ -397,31 +415,9 @@ def quotas() -> None:
 )
 @click.option("--delete-config", default="", help="k1,k2: keys to remove.")
 def quotas_alter(
-    data_dir: str,
-    user: str | None,
-    user_default: bool,
-    client_id: str | None,
-    client_default: bool,
-    ip: str | None,
-    ip_default: bool,
-    entity_types: tuple[str, ...],
-    entity_names: tuple[str, ...],
-    entity_defaults: int,
-    add_config: str,
-    delete_config: str,
+    data_dir: str, entity: dict[str, str | None], add_config: str, delete_config: str
 ) -> None:
     """Set or remove quotas of one entity (a running server picks them up in about a second)."""
-    entity = _quota_entity(
-        user,
-        user_default,
-        client_id,
-        client_default,
-        ip,
-        ip_default,
-        entity_types,
-        entity_names,
-        entity_defaults,
-    )
     to_set: dict[str, float] = {}
     for item in filter(None, (p.strip() for p in add_config.split(","))):
         key, sep, value = item.partition("=")
@@ -444,32 +440,10 @@ def quotas_alter(
 @quotas.command("describe")
 @_DATA_DIR
 @_entity_options
-def quotas_describe(
-    data_dir: str,
-    user: str | None,
-    user_default: bool,
-    client_id: str | None,
-    client_default: bool,
-    ip: str | None,
-    ip_default: bool,
-    entity_types: tuple[str, ...],
-    entity_names: tuple[str, ...],
-    entity_defaults: int,
-) -> None:
+def quotas_describe(data_dir: str, entity: dict[str, str | None]) -> None:
     """Print the quotas of matching entities (no option: all)."""
     from subscriptions.quotas import QuotaFilterComponent
 
-    entity = _quota_entity(
-        user,
-        user_default,
-        client_id,
-        client_default,
-        ip,
-        ip_default,
-        entity_types,
-        entity_names,
-        entity_defaults,
-    )
     components = [QuotaFilterComponent(kind, name) for kind, name in entity.items()]
     try:
         found = _store(data_dir).describe_quotas(components)
