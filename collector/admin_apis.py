@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol, TypeVar
 
 from collector.dispatch import Api, RequestContext
 from proto import ApiKeys
@@ -76,6 +76,8 @@ from subscriptions.quotas import ANY, QuotaFilterComponent
 __all__ = ["CLIENT_METRICS", "MUTATION_QUOTA_STRICT_SINCE", "AdminApis", "MutationQuotas"]
 
 log = logging.getLogger(__name__)
+
+_ResourceResult = TypeVar("_ResourceResult")
 
 # ConfigResource.Type ids
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -167,29 +169,15 @@ class AdminApis:
                 "DescribeConfigs",
                 self.describe_configs,
                 lambda req, err: DescribeConfigsResponse(
-                    results=tuple(
-                        DescribeConfigsResult(
-                            error_code=err,
-                            error_message=None,
-                            resource_type=r.resource_type,
-                            resource_name=r.resource_name,
-                        )
-                        for r in req.resources
-                    )
+                    results=_each_resource_failed(DescribeConfigsResult, req.resources, err)
                 ),
             ),
             ApiKeys.INCREMENTAL_ALTER_CONFIGS: Api(
                 "IncrementalAlterConfigs",
                 self.incremental_alter_configs,
                 lambda req, err: IncrementalAlterConfigsResponse(
-                    responses=tuple(
-                        AlterConfigsResourceResponse(
-                            error_code=err,
-                            error_message=None,
-                            resource_type=r.resource_type,
-                            resource_name=r.resource_name,
-                        )
-                        for r in req.resources
+                    responses=_each_resource_failed(
+                        AlterConfigsResourceResponse, req.resources, err
                     )
                 ),
             ),
@@ -478,6 +466,23 @@ def _filter_component(component: Any) -> QuotaFilterComponent:
             )
         return QuotaFilterComponent(component.entity_type, ANY)
     raise _BadFilter(f"Unexpected match type: {component.match_type}")
+
+
+def _each_resource_failed(
+    result: Callable[..., _ResourceResult], resources: Iterable[Any], error: Errors
+) -> tuple[_ResourceResult, ...]:
+    """The error response of a config-resource API (Kafka's ``getErrorResponse`` of
+    DescribeConfigs and IncrementalAlterConfigs): every requested resource echoed back
+    as a ``result`` (DescribeConfigsResult, AlterConfigsResourceResponse) with ``error``."""
+    return tuple(
+        result(
+            error_code=error,
+            error_message=None,
+            resource_type=resource.resource_type,
+            resource_name=resource.resource_name,
+        )
+        for resource in resources
+    )
 
 
 def _describe_error(resource: Any, error: Errors, message: str) -> DescribeConfigsResult:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from wire_client import WireClient
 
+from collector.admin_apis import AdminApis
 from collector.config import load_config
 from collector.server import CollectorServer
 from proto import ApiKeys
@@ -206,3 +207,28 @@ async def test_list_config_resources_type_rules(wire: WireClient) -> None:
         ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=(99,))
     )
     assert unknown.error_code == Errors.UNSUPPORTED_VERSION
+
+
+@pytest.mark.parametrize("api_key", [ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS])
+def test_the_error_response_answers_every_resource(api_key: int) -> None:
+    """What the dispatcher sends when a handler fails unexpectedly: each requested resource
+    is echoed back with the error, in request order (Kafka's getErrorResponse)."""
+    named = [(CLIENT_METRICS, "a"), (2, "t"), (CLIENT_METRICS, "b")]
+    request: DescribeConfigsRequest | IncrementalAlterConfigsRequest
+    if api_key == ApiKeys.DESCRIBE_CONFIGS:
+        request = DescribeConfigsRequest(
+            resources=tuple(
+                DescribeConfigsResource(t, n, configuration_keys=None) for t, n in named
+            )
+        )
+    else:
+        request = IncrementalAlterConfigsRequest(
+            resources=tuple(AlterConfigsResource(t, n, configs=()) for t, n in named)
+        )
+    api = AdminApis(store=None).table()[api_key]
+    response = api.error_response(request, Errors.UNKNOWN_SERVER_ERROR)
+    results = response.results if api_key == ApiKeys.DESCRIBE_CONFIGS else response.responses
+    assert [(r.resource_type, r.resource_name) for r in results] == named
+    assert {(r.error_code, r.error_message) for r in results} == {
+        (Errors.UNKNOWN_SERVER_ERROR, None)
+    }
