@@ -50,6 +50,9 @@ _PUSH_TELEMETRY = int(ApiKeys.PUSH_TELEMETRY)  # a plain int: enum attribute acc
 # ErrorCode, the body's empty tagged fields. A test pins it to encode_response's bytes.
 _PUSH_RESPONSE_V0 = struct.Struct(">iiBihB")
 _PUSH_RESPONSE_V0_SIZE = _PUSH_RESPONSE_V0.size - 4
+_THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
+# decode() found an ApiVersions request at a version we don't speak (answered with v0).
+_UNSUPPORTED_API_VERSIONS = object()
 
 
 # Not frozen: one is built per request, and a frozen dataclass pays an
@@ -79,6 +82,10 @@ class Api:
     # telemetry handlers in a catch-all answering INVALID_REQUEST; elsewhere
     # Errors.forException gives UNKNOWN_SERVER_ERROR.
     unexpected_error: Errors = Errors.UNKNOWN_SERVER_ERROR
+    # The same handler without a RequestContext: (request, connection, client id,
+    # correlation id, now_ms) -> response.  Only PushTelemetry has one (see
+    # Dispatcher._push_unmetered).
+    direct: Callable[[Any, KafkaProtocol, str | None, int, int], Any] | None = None
 
 
 class RequestQuota(Protocol):
@@ -94,6 +101,24 @@ class RequestQuota(Protocol):
 
     def throttle(self, context: RequestContext, throttle_ms: int) -> None:
         """Mute the request's channel for ``throttle_ms`` (after its response is queued)."""
+
+    def record_push(
+        self,
+        user: str,
+        client_id: str | None,
+        push_bytes: int,
+        handling_ns: int,
+        now_ms: int,
+        error_code: int,
+    ) -> int:
+        """``record`` for a PushTelemetry, from its parts (no RequestContext)."""
+
+    def is_idle(self) -> bool:
+        """True while ``record`` would record nothing and return 0 (no request or produce
+        quota configured, no mutation quota pending): a push may skip it."""
+
+    def count_push_interval_gate(self, user: str, client_id: str | None, now_ms: int) -> None:
+        """Count a request refused by push-interval gating (error 89) with the throttles."""
 
 
 class RequestObserver(Protocol):
@@ -124,31 +149,22 @@ class Dispatcher:
         api = self._apis.get(frame.api_key)
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
-        try:
-            request = decode_request(frame)
-        except UnsupportedVersionError:
-            if frame.api_key == ApiKeys.API_VERSIONS:
-                return api_versions_unsupported_response(frame.correlation_id)
-            raise CloseConnection(
-                f"{api.name} version {frame.api_version} is not supported"
-            ) from None
-        except KafkaError as exc:
-            raise CloseConnection(f"malformed {api.name} v{frame.api_version}: {exc}") from None
+        if api.direct is not None and frame.api_version == 0:
+            quota = self.quota
+            if quota is None or quota.is_idle():
+                return self._push_unmetered(api, frame, connection)
+            return self._push_metered(api, frame, connection, quota)
+        request = self._decode(api, frame)
+        if request is _UNSUPPORTED_API_VERSIONS:
+            return api_versions_unsupported_response(frame.correlation_id)
 
         quota = self.quota
         started_ns = time.perf_counter_ns() if quota is not None else 0
         context = RequestContext(frame, connection, self._clock_ms())
         try:
             response = api.handle(request, context)
-        except Exception:
-            log.exception(
-                "unexpected error handling %s v%d (correlation id %d) from %s",
-                api.name,
-                frame.api_version,
-                frame.correlation_id,
-                connection.client_source_address,
-            )
-            response = api.error_response(request, api.unexpected_error)
+        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
+            response = self._unexpected(api, frame, connection, request)
 
         if quota is not None:
             throttle_ms = quota.record(
@@ -164,3 +180,82 @@ class Dispatcher:
                 _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, response.error_code, 0
             )
         return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
+
+    def _push_unmetered(self, api: Api, frame: RequestFrame, connection: KafkaProtocol) -> bytes:
+        """``handle`` for PushTelemetry v0 while no quota records requests (the quota
+        engine says it is idle: no request or produce quota configured, no mutation
+        pending): nearly all of a collector's traffic.  The same steps with the same
+        results, minus what only a metered request needs (a RequestContext, two clock
+        reads for the handling time, the quota call); push-interval gating (89) is still
+        counted with the throttles.  A test pins its answers to the metered path's."""
+        request = self._decode(api, frame)
+        now_ms = self._clock_ms()
+        client_id = frame.client_id
+        try:
+            response = api.direct(request, connection, client_id, frame.correlation_id, now_ms)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
+            response = self._unexpected(api, frame, connection, request)
+        error_code = response.error_code
+        if error_code == _THROTTLING_QUOTA_EXCEEDED and self.quota is not None:
+            self.quota.count_push_interval_gate(connection.principal_name, client_id, now_ms)
+        if self._observer is not None:
+            self._observer.observe(_PUSH_TELEMETRY, error_code)
+        return _PUSH_RESPONSE_V0.pack(
+            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, error_code, 0
+        )
+
+    def _push_metered(
+        self, api: Api, frame: RequestFrame, connection: KafkaProtocol, quota: RequestQuota
+    ) -> bytes:
+        """``handle`` for PushTelemetry v0 while quotas record requests: the handler time
+        and the push's size go to ``quota.record_push`` (what ``quota.record`` does for a
+        push), and a RequestContext is built only for a throttle."""
+        request = self._decode(api, frame)
+        now_ms = self._clock_ms()
+        client_id = frame.client_id
+        started_ns = time.perf_counter_ns()
+        try:
+            response = api.direct(request, connection, client_id, frame.correlation_id, now_ms)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
+            response = self._unexpected(api, frame, connection, request)
+        throttle_ms = quota.record_push(
+            connection.principal_name,
+            client_id,
+            len(frame.raw),
+            time.perf_counter_ns() - started_ns,
+            now_ms,
+            response.error_code,
+        )
+        if self._observer is not None:
+            self._observer.observe(_PUSH_TELEMETRY, response.error_code)
+        if throttle_ms > 0:
+            response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
+            quota.throttle(RequestContext(frame, connection, now_ms), throttle_ms)
+            return encode_response(_PUSH_TELEMETRY, 0, frame.correlation_id, response)
+        return _PUSH_RESPONSE_V0.pack(
+            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, response.error_code, 0
+        )
+
+    @staticmethod
+    def _decode(api: Api, frame: RequestFrame) -> Any:
+        try:
+            return decode_request(frame)
+        except UnsupportedVersionError:
+            if frame.api_key == ApiKeys.API_VERSIONS:
+                return _UNSUPPORTED_API_VERSIONS
+            raise CloseConnection(
+                f"{api.name} version {frame.api_version} is not supported"
+            ) from None
+        except KafkaError as exc:
+            raise CloseConnection(f"malformed {api.name} v{frame.api_version}: {exc}") from None
+
+    @staticmethod
+    def _unexpected(api: Api, frame: RequestFrame, connection: KafkaProtocol, request: Any) -> Any:
+        log.exception(
+            "unexpected error handling %s v%d (correlation id %d) from %s",
+            api.name,
+            frame.api_version,
+            frame.correlation_id,
+            connection.client_source_address,
+        )
+        return api.error_response(request, api.unexpected_error)

@@ -9,8 +9,9 @@ adds is transport policy:
 * **Order.** Responses leave in request order.  All responses produced from one read are
   joined and written with a single ``transport.write`` (per-request Python overhead, not
   I/O, dominates; see field-notes.md).  When the server asks for a durability barrier
-  (the landing log's fsync policy ``always``), the batch waits for it, and later batches
-  queue behind it, so order still holds.
+  (pushes staged for the landing log's once-per-loop-turn write, collector/flush.py, or
+  an fsync under ``fsync: always``), the batch waits for it, and later batches queue
+  behind it, so order still holds.
 * **Backpressure.** Reading pauses while the transport's write buffer is above its high
   water mark, while more than ``max_inflight_requests`` responses wait for a barrier, and
   while the connection is muted.  Reasons are tracked separately so one resuming does not
@@ -36,6 +37,10 @@ from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
     from collector.dispatch import Dispatcher
+    from collector.flush import FlushBarrier
+
+    # What a batch of answers waits for: the loop turn's landing flush, or an fsync.
+    Barrier = asyncio.Future[None] | FlushBarrier
 
 __all__ = ["CloseConnection", "ConnectionHost", "KafkaProtocol"]
 
@@ -69,7 +74,7 @@ class ConnectionHost(Protocol):
 
     def protocol_error(self, protocol: KafkaProtocol) -> None: ...
 
-    def durability_barrier(self) -> asyncio.Future[None] | None: ...
+    def durability_barrier(self) -> Barrier | None: ...
 
 
 class KafkaProtocol(asyncio.Protocol):
@@ -121,9 +126,7 @@ class KafkaProtocol(asyncio.Protocol):
         self._paused = 0  # bit set of pause reasons
         self._reading_paused = False
         # Batches of response bytes waiting for a durability barrier, oldest first.
-        self._waiting: collections.deque[tuple[asyncio.Future[None], list[bytes]]] = (
-            collections.deque()
-        )
+        self._waiting: collections.deque[tuple[Barrier, list[bytes]]] = collections.deque()
         self._waiting_requests = 0
         self._closing = False
         self._unmute_handle: asyncio.TimerHandle | None = None
@@ -243,7 +246,7 @@ class KafkaProtocol(asyncio.Protocol):
     def _send(self, responses: list[bytes]) -> None:
         if not responses or self._transport is None:
             return
-        barrier = self._host.durability_barrier()
+        barrier: Barrier | None = self._host.durability_barrier()
         if barrier is None and not self._waiting:
             self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
             return
@@ -256,7 +259,7 @@ class KafkaProtocol(asyncio.Protocol):
             self._pause(_TOO_MANY_INFLIGHT)
         barrier.add_done_callback(self._write_ready)
 
-    def _write_ready(self, _: asyncio.Future[None]) -> None:
+    def _write_ready(self, _: Barrier) -> None:
         # Write every leading batch whose barrier is done, preserving order.
         while self._waiting and self._waiting[0][0].done():
             future, responses = self._waiting.popleft()

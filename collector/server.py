@@ -30,6 +30,7 @@ from collector.acceptor import Acceptor, bind_listener
 from collector.client_metrics import ClientMetricsManager
 from collector.config import CollectorConfig
 from collector.dispatch import Dispatcher
+from collector.flush import FlushBarrier, TurnFlusher
 from collector.http import HealthEndpoints
 from collector.kafka_apis import KafkaApis, api_name
 from collector.listeners import (
@@ -76,7 +77,7 @@ class StoreSubscriptions:
 
     @property
     def version(self) -> int:
-        return int(self._store.snapshot().version)
+        return self._store.snapshot().version  # type: ignore[no-any-return]
 
     def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> Any:
         snapshot = self._store.snapshot()
@@ -155,6 +156,7 @@ class CollectorServer:
         self._group_commit_log: Any = None
         self._landing: Any = None  # the LandingLog this server owns (write-behind)
         self._sync_executor: Any = None
+        self._turn_flusher: Any = None  # set with the landing log
 
     # ------------------------------------------------------------------ ports
     def port(self, listener_name: str | None = None) -> int:
@@ -222,12 +224,14 @@ class CollectorServer:
                     required.append(consumer_name_for("otlp"))
                 landing_options["retention_required_consumers"] = required
             # Write-behind: a push is staged by the manager and written, one writev per
-            # socket read, by durability_barrier() before that read's answers go out.
+            # event-loop turn for all connections, before that turn's answers go out
+            # (durability_barrier(), collector/flush.py).
             # (landing.write_behind: false writes each push in its own writev instead.)
             landing_options.setdefault("write_behind", True)
             self._exporter = self._landing = LandingLog(self.landing_directory, **landing_options)
             if config.landing.get("group_commit"):
                 self._group_commit_log = self._exporter
+            self._turn_flusher = TurnFlusher(self._landing.flush, self._pending_sync)
 
         self.manager = ClientMetricsManager(
             subscriptions=StoreSubscriptions(
@@ -385,29 +389,28 @@ class CollectorServer:
     def protocol_error(self, protocol: KafkaProtocol) -> None:
         self.metrics.connections_closed_on_error += 1
 
-    def durability_barrier(self) -> asyncio.Future[None] | None:
-        """A future the connection waits for before writing a batch of responses.
+    def durability_barrier(self) -> asyncio.Future[None] | FlushBarrier | None:
+        """What a connection waits for before writing a batch of responses.
 
-        LandingLog.append hands the bytes to the OS before it returns (survives a process
-        kill), and under ``fsync: always`` fsyncs them too, so usually there is nothing to
-        wait for.  With ``fsync: always`` plus ``group_commit: true`` the append does not
-        fsync; instead every batch of responses waits here for one fsync covering all
-        appends so far (one fsync per event-loop read batch, shared by every connection,
-        run on a worker thread so the loop keeps serving).
+        LandingLog.flush hands the staged records to the kernel (survives a process
+        kill), and under ``fsync: always`` fsyncs them too.  While records are staged,
+        the answer is the current loop turn's :class:`~collector.flush.FlushBarrier`: one
+        flush, after every read of this turn, covers all connections (collector/flush.py).
+        With ``fsync: always`` plus ``group_commit: true`` the flush does not fsync;
+        the barrier then also waits for one fsync covering all appends so far, run on a
+        worker thread so the loop keeps serving.
 
-        First of all, the landing log's staged records (write-behind) are written: the
-        pushes answered in this batch are in the log before any answer leaves.  If that
-        write fails, the returned future carries the error and the connection is closed
-        without its answers (nothing unwritten is acknowledged; the client retries).
+        If the write fails, the barrier carries the error and each waiting connection is
+        closed without its answers (nothing unwritten is acknowledged; the client retries).
         """
         landing = self._landing
         if landing is not None and landing.needs_flush:
-            try:
-                landing.flush()
-            except Exception as exc:  # noqa: BLE001 - LandingError or OSError: both mean "not in the log"
-                failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-                failed.set_exception(exc)
-                return failed
+            flusher: TurnFlusher = self._turn_flusher
+            return flusher.barrier()
+        return self._pending_sync()
+
+    def _pending_sync(self) -> asyncio.Future[None] | None:
+        """The group-commit fsync still owed for what is written, or None."""
         log = self._group_commit_log
         if log is None or log.durable_offset >= log.next_offset:
             return None

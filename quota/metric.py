@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from quota.metric_config import MetricConfig
 from quota.rate import Rate
+from quota.sampled_stat import WindowedSum
 from quota.stat import MeasurableStat
 from quota.token_bucket import TokenBucket
 
@@ -38,7 +39,7 @@ class MetricName:
 
 
 class KafkaMetric:
-    __slots__ = ("config", "is_token_bucket", "metric_name", "record", "stat")
+    __slots__ = ("config", "is_token_bucket", "metric_name", "record", "record_within", "stat")
 
     def __init__(self, metric_name: MetricName, stat: MeasurableStat, config: MetricConfig) -> None:
         self.metric_name = metric_name
@@ -49,6 +50,13 @@ class KafkaMetric:
         self.is_token_bucket = isinstance(stat, TokenBucket)
         # What Sensor.record calls: a Rate only forwards to its sampled stat, so skip it.
         self.record = stat.stat.record if isinstance(stat, Rate) else stat.record
+        # A rate of a plain windowed sum (every byte-rate and request quota) records and
+        # checks in one call (Rate.record_within); None for anything else.
+        self.record_within: Callable[[MetricConfig, float, int, float], float | None] | None = (
+            stat.record_within
+            if isinstance(stat, Rate) and type(stat.stat) is WindowedSum
+            else None
+        )
 
     def measurable_value(self, now_ms: int) -> float:
         return self.stat.measure(self.config, now_ms)

@@ -18,11 +18,15 @@ elapsed time, which can exceed N·W when the oldest kept sample overlaps the spa
 from __future__ import annotations
 
 from quota.metric_config import MetricConfig
-from quota.sampled_stat import SampledStat, WindowedSum
+from quota.sampled_stat import Sample, SampledStat, WindowedSum
 
 __all__ = ["MS_PER_SECOND", "Rate"]
 
 MS_PER_SECOND = 1000.0
+# record_within's safety margins: relative 1e-9 on each side, a million times the rounding
+# error of the sums involved, so "certainly within the bound" holds for the exact sum too.
+_UPPER_MARGIN = 1.0 + 1e-9
+_LOWER_MARGIN = 1.0 - 1e-9
 
 
 class Rate:
@@ -53,27 +57,85 @@ class Rate:
             # runs on every request that has a byte-rate or request quota.
             # (Starting the search for the oldest start at now_ms assumes time never runs
             # backwards, which the monotonic clock guarantees.)
-            samples = stat.samples
-            if not samples:
+            if not stat.samples:
                 stat.current(now_ms)
-            obsolete_at_or_before_ms = now_ms - config.samples * config.time_window_ms
-            total = 0.0
-            oldest_start_ms = now_ms
-            for sample in samples:
-                if sample.last_event_ms <= obsolete_at_or_before_ms:
-                    sample.reset(now_ms)
-                total += sample.value
-                start_ms = sample.start_time_ms
-                if start_ms < oldest_start_ms:
-                    oldest_start_ms = start_ms
-            # _padded_window_ms, inlined (elapsed is not negative here)
-            window_ms = config.time_window_ms
-            elapsed_ms = now_ms - oldest_start_ms
+            return self._measure_sum(config, now_ms)
+        return total / (_padded_window_ms(config, now_ms - oldest_start_ms) / self._unit_ms)
+
+    def _measure_sum(self, config: MetricConfig, now_ms: int) -> float:
+        """Kafka's measure for a windowed sum: purge, sum, find the oldest start, in one
+        pass (this runs on every request that has a byte-rate or request quota).  It also
+        notes what record_within may rely on until a sample is next reset.
+        (Starting the search for the oldest start at now_ms assumes time never runs
+        backwards, which the monotonic clock guarantees.)"""
+        stat = self.stat
+        window_ms = config.time_window_ms
+        span_ms = config.samples * window_ms
+        obsolete_at_or_before_ms = now_ms - span_ms
+        total = 0.0
+        oldest_start_ms = now_ms
+        last_event_ms = now_ms
+        for sample in stat.samples:
+            if sample.last_event_ms <= obsolete_at_or_before_ms:
+                sample.reset(now_ms)
+            total += sample.value
+            start_ms = sample.start_time_ms
+            if start_ms < oldest_start_ms:
+                oldest_start_ms = start_ms
+            if sample.last_event_ms < last_event_ms:
+                last_event_ms = sample.last_event_ms
+        stat._known_config = config
+        stat._known_total_at_most = total
+        stat._known_oldest_start_ms = oldest_start_ms
+        stat._known_purge_due_ms = last_event_ms + span_ms  # no sample is obsolete before
+        # _padded_window_ms, inlined (elapsed is not negative here)
+        elapsed_ms = now_ms - oldest_start_ms
+        missing_windows = config.samples - 1 - elapsed_ms // window_ms
+        if missing_windows > 0:
+            elapsed_ms += missing_windows * window_ms
+        return total / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
+
+    def record_within(
+        self, config: MetricConfig, value: float, now_ms: int, bound: float
+    ) -> float | None:
+        """``record``, then None if the rate is certainly at most ``bound``, else the rate
+        as ``measure`` gives it: what a quota sensor does on every request (Sensor.record,
+        then checkQuotas), for a windowed sum.
+
+        Kafka re-sums every sample on every request to compare the rate with the quota.
+        While no sample was reset since the last full measurement, that sum can only have
+        grown by what was recorded since, so an upper bound of the total (with a margin
+        far above float rounding) decides most requests without the pass over the
+        samples.  When it is not certainly within the bound, or a sample is due to be
+        purged or was reset, the full measurement runs, with the same result, purges and
+        rounding as Kafka's.  The samples end up exactly as ``record`` + ``measure``
+        leave them (a test compares the two step by step)."""
+        stat = self.stat
+        samples = stat.samples
+        if not samples:
+            samples.append(Sample(stat._initial_value, now_ms))
+        window_ms = config.time_window_ms
+        sample = samples[stat._current]
+        if now_ms - sample.start_time_ms >= window_ms or sample.event_count >= config.event_window:
+            sample = stat._advance(config, now_ms)
+        sample.value += value
+        sample.event_count += 1
+        sample.last_event_ms = now_ms
+        if stat._known_config is config and now_ms < stat._known_purge_due_ms:
+            total = stat._known_total_at_most
+            if value > 0:
+                total += value
+                stat._known_total_at_most = total
+            elapsed_ms = now_ms - stat._known_oldest_start_ms
             missing_windows = config.samples - 1 - elapsed_ms // window_ms
             if missing_windows > 0:
                 elapsed_ms += missing_windows * window_ms
-            return total / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
-        return total / (_padded_window_ms(config, now_ms - oldest_start_ms) / self._unit_ms)
+            rate_at_most = (
+                total * _UPPER_MARGIN / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
+            )
+            if rate_at_most <= bound * _LOWER_MARGIN:
+                return None
+        return self._measure_sum(config, now_ms)
 
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         """The padded elapsed time in ms the rate is computed over (see the module doc)."""

@@ -58,12 +58,28 @@ class Sample:
 class SampledStat(ABC):
     """A scalar measured over a ring of samples; subclasses say how to update and combine."""
 
-    __slots__ = ("_current", "_initial_value", "samples")
+    __slots__ = (
+        "_current",
+        "_initial_value",
+        "_known_config",
+        "_known_oldest_start_ms",
+        "_known_purge_due_ms",
+        "_known_total_at_most",
+        "samples",
+    )
 
     def __init__(self, initial_value: float) -> None:
         self._initial_value = initial_value
         self._current = 0
         self.samples: list[Sample] = []
+        # What the last full measurement of a windowed sum learned (Rate.measure sets it,
+        # Rate.record_within uses it): valid while _known_config is the config in use and
+        # no sample was reset since.  The total only grows by what is recorded after it
+        # (negative values are left out, so it stays an upper bound).
+        self._known_config: MetricConfig | None = None
+        self._known_total_at_most = 0.0
+        self._known_oldest_start_ms = 0
+        self._known_purge_due_ms = 0
 
     def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
         sample = self.current(now_ms)
@@ -87,8 +103,11 @@ class SampledStat(ABC):
         sample.value += value
         sample.event_count += 1
         sample.last_event_ms = now_ms
+        if value > 0:
+            self._known_total_at_most += value
 
     def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
+        self._known_config = None  # a sample restarts: what was known about them is stale
         # N + 1 slots: the extra one keeps the sample overlapping the monitored span.
         max_samples = config.samples + 1
         self._current = (self._current + 1) % max_samples
@@ -124,6 +143,7 @@ class SampledStat(ABC):
 
         A sample that started before the span but has events inside it is kept.
         """
+        self._known_config = None
         expire_age_ms = config.samples * config.time_window_ms
         for sample in self.samples:
             if now_ms - sample.last_event_ms >= expire_age_ms:

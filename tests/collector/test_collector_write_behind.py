@@ -5,6 +5,7 @@ connection closes, and nothing of that batch is acknowledged."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import uuid
@@ -127,3 +128,81 @@ async def test_write_behind_can_be_turned_off(tmp_path: Path) -> None:
         await c.close()
     finally:
         await server.stop()
+
+
+class RecordingTransport:
+    """The part of a transport KafkaProtocol uses; keeps what it writes."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", self.port) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+async def test_reads_of_one_loop_turn_share_one_write(
+    server: CollectorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three connections each read a push in the same event-loop turn: their records go to
+    # the log in one writev at the end of the turn, and no answer leaves before it.
+    from proto import ClientConnection
+
+    endpoint = next(iter(server.bound.values()))
+    connections = []
+    for index in range(3):
+        assert server.quotas is not None
+        server.quotas.on_accept(endpoint.listener_name, "127.0.0.1")  # as the acceptor does
+        protocol = server._new_connection(endpoint)
+        transport = RecordingTransport(40_000 + index)
+        protocol.connection_made(transport)  # type: ignore[arg-type]
+        client = ClientConnection(client_id=f"turn-{index}")
+        protocol.data_received(
+            client.send_request(
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+            )
+        )
+        client.receive_data(transport.written.pop())
+        get = client.next_response().message  # type: ignore[union-attr]
+        connections.append((protocol, transport, client, get))
+
+    writes: list[int] = []
+    real_writev = os.writev
+
+    def counting_writev(fd: int, buffers: list[bytes]) -> int:
+        writes.append(len(buffers))
+        return real_writev(fd, buffers)
+
+    monkeypatch.setattr(os, "writev", counting_writev)
+    for protocol, _, client, get in connections:
+        [request] = pushes([get], b"turn")
+        protocol.data_received(client.send_request(ApiKeys.PUSH_TELEMETRY, 0, request))
+    assert all(transport.written == [] for _, transport, _, _ in connections)  # not yet
+    assert list(LandingReader(server.landing_directory).read()) == []
+    await asyncio.sleep(0)  # the turn ends: the flush runs, then the answers leave
+    assert writes == [9]  # one writev: three records of head, context and payload
+    for _, transport, client, _ in connections:
+        [answer] = transport.written
+        client.receive_data(answer)
+        assert client.next_response().message.error_code == Errors.NONE  # type: ignore[union-attr]
+    assert len(list(LandingReader(server.landing_directory).read())) == 3
+    for protocol, _, _, _ in connections:
+        protocol.connection_lost(None)

@@ -237,6 +237,18 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     return grown / count
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(steal, all) jiffies of the whole machine, from /proc/stat (Linux; (0, 0) elsewhere).
+    Steal is time the hypervisor gave this VM's virtual CPUs to someone else: a virtual
+    CPU that is not running stalls every process on it, which no server can hide."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0, 0
+    ticks = [int(value) for value in fields]
+    return (ticks[7] if len(ticks) > 7 else 0), sum(ticks[:8])
+
+
 def _median(values: list[float]) -> float:
     values = [v for v in values if not math.isnan(v)]
     return statistics.median(values) if values else float("nan")
@@ -265,6 +277,7 @@ def main() -> int:
         args.rounds, args.peak_instances, args.duration_s = 1, 8000, 2.0
 
     rounds: list[dict[str, LoadResult]] = []
+    steal_before, ticks_before = _cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="ktc-bench-") as tmp_name:
         tmp = Path(tmp_name)
         with full_collector_process(tmp) as full, baseline_process(tmp) as base:
@@ -286,6 +299,12 @@ def main() -> int:
                     f"{results['baseline_half'].percentile_ms(0.99):.2f} ms",
                     flush=True,
                 )
+    steal_after, ticks_after = _cpu_ticks()
+    steal_percent = (
+        100.0 * (steal_after - steal_before) / (ticks_after - ticks_before)
+        if ticks_after > ticks_before
+        else 0.0
+    )
     per_instance = memory_per_instance()
 
     def med(key: str, fn) -> float:  # type: ignore[no-untyped-def]
@@ -339,7 +358,8 @@ def main() -> int:
     ]
     print(
         f"\nmedians of {len(rounds)} round(s), {os.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"load average {os.getloadavg()[0]:.1f}, CPU stolen by the hypervisor "
+        f"{steal_percent:.0f}%"
     )
     print(f"{'':34}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:
@@ -356,6 +376,7 @@ def main() -> int:
         "server_cpu_us_per_push": {"full": round(cpu_full, 2), "baseline": round(cpu_base, 2)},
         "bytes_per_cached_instance": round(per_instance),
         "cpu_count": os.cpu_count(),
+        "cpu_steal_percent": round(steal_percent, 1),
         "checks": {label: ok for label, _, _, ok in checks},
     }
     if args.json:

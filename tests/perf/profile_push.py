@@ -5,7 +5,8 @@ bench_push.py measures the real thing over loopback, but on a shared 2-core mach
 numbers move with whatever else runs.  This measures only what the two servers' Python
 does per push: a real ``CollectorServer`` (landing log on, default fsync policy, quotas,
 metrics) and a real ``BaselineProtocol`` each get ``--instances`` steady-state pushes per
-round, ``--batch`` frames per ``data_received`` call, as a socket read would deliver them.
+round, ``--batch`` frames per ``data_received`` call, as a socket read would deliver them,
+and ``--reads-per-turn`` reads per event-loop turn (the landing log writes once per turn).
 The transport is a stub that keeps the response bytes: socket system calls are left out on
 purpose (both servers pay them; bench_push.py includes them).  The clock is injected and
 advanced one push interval per round, so every push passes the interval gate.
@@ -13,7 +14,11 @@ advanced one push interval per round, so every push passes the interval gate.
 Time is process CPU time per round; the figure is the median of the fastest quarter of
 the rounds, which filters out rounds where other jobs stole the CPU's caches.
 
-Run: ``.venv/bin/python tests/perf/profile_push.py [--batch 10] [--rounds 40]``.
+``--quotas`` configures the quotas bench_push_quotas.py sets (limits no load reaches), so
+the difference to a run without it is what recording them costs per push.
+
+Run: ``.venv/bin/python tests/perf/profile_push.py [--batch 10] [--reads-per-turn 10]
+[--rounds 40] [--quotas]``.
 """
 
 from __future__ import annotations
@@ -92,7 +97,9 @@ def _fastest_quarter_median(samples: list[float]) -> float:
     return statistics.median(fastest)
 
 
-async def measure(instances: int, batch: int, rounds: int) -> dict[str, float]:
+async def measure(
+    instances: int, batch: int, rounds: int, reads_per_turn: int, quotas: bool = False
+) -> dict[str, float]:
     from collector.config import load_config
     from collector.server import CollectorServer
     from subscriptions.store import ConfigStore
@@ -100,11 +107,17 @@ async def measure(instances: int, batch: int, rounds: int) -> dict[str, float]:
     now_ms = [0]
     with tempfile.TemporaryDirectory(prefix="ktc-profile-") as tmp:
         data_dir = Path(tmp)
-        ConfigStore(data_dir).alter_subscription(
+        store = ConfigStore(data_dir)
+        store.alter_subscription(
             "bench",
             {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)},
             [],
         )
+        if quotas:
+            from bench_push_quotas import ENTITY_QUOTAS
+
+            for entity, values in ENTITY_QUOTAS.items():
+                store.alter_quotas(dict(entity), values)
         config = load_config(
             environ={},
             overrides={
@@ -157,6 +170,7 @@ async def measure(instances: int, batch: int, rounds: int) -> dict[str, float]:
                 for i, (instance_id, subscription_id) in enumerate(subscriptions)
             ]
             reads = [b"".join(frames[i : i + batch]) for i in range(0, instances, batch)]
+            turns = [reads[i : i + reads_per_turn] for i in range(0, len(reads), reads_per_turn)]
             baseline = BaselineProtocol()
             baseline_transport = RecordingTransport()
             baseline.connection_made(baseline_transport)  # type: ignore[arg-type]
@@ -165,12 +179,16 @@ async def measure(instances: int, batch: int, rounds: int) -> dict[str, float]:
             for _ in range(rounds):
                 now_ms[0] += INTERVAL_MS  # every instance is due again
                 started = time.process_time()
-                for read in reads:
-                    full.data_received(read)
+                for turn in turns:
+                    for read in turn:
+                        full.data_received(read)
+                    await asyncio.sleep(0)  # end of a loop turn: the landing flush runs
                 samples["full"].append(time.process_time() - started)
                 started = time.process_time()
-                for read in reads:
-                    baseline.data_received(read)
+                for turn in turns:
+                    for read in turn:
+                        baseline.data_received(read)
+                    await asyncio.sleep(0)
                 samples["baseline"].append(time.process_time() - started)
                 for transport in (full_transport, baseline_transport):
                     _check_all_accepted(transport.written, instances)
@@ -186,11 +204,27 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=10, help="push frames per read")
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument(
+        "--quotas",
+        action="store_true",
+        help="configure bench_push_quotas.py's quotas (high limits: recording, no throttle)",
+    )
+    parser.add_argument(
+        "--reads-per-turn",
+        type=int,
+        default=10,
+        help="socket reads per event-loop turn (the landing log writes once per turn)",
+    )
     args = parser.parse_args()
     gc.set_threshold(50_000, 20, 100)  # as `ktc serve` sets it
-    result = asyncio.run(measure(args.instances, args.batch, args.rounds))
+    result = asyncio.run(
+        measure(args.instances, args.batch, args.rounds, args.reads_per_turn, args.quotas)
+    )
     full, baseline = result["full"], result["baseline"]
-    print(f"{args.batch} pushes per read, CPU per push (us):")
+    print(
+        f"{args.batch} pushes per read, {args.reads_per_turn} reads per turn"
+        f"{', quotas on' if args.quotas else ''}, CPU per push (us):"
+    )
     print(f"  full collector  {full:7.2f}")
     print(f"  baseline        {baseline:7.2f}")
     print(f"  overhead        {full - baseline:7.2f}")

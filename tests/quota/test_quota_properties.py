@@ -286,3 +286,61 @@ def test_precedence_table_matches_kafkas_nested_ifs(
         sensors = manager.get_or_create_quota_sensors(user, client_id, 0)
         assert sensors.metric_tags == tags
         assert manager.quota(user, client_id).bound == (UNLIMITED if expected is None else expected)
+
+
+# (ms since the previous step, value, what the step does): "check" is Sensor.record with
+# its quota check (the path Rate.record_within shortcuts), "record" is an unchecked record
+# (unrecord and record_no_throttle use it), "measure" only measures.
+sensor_steps = st.lists(
+    st.tuples(
+        st.integers(0, 2500),
+        st.one_of(st.floats(-1e4, 1e6, allow_nan=False), st.integers(0, 10_000).map(float)),
+        st.sampled_from(["check", "check", "check", "record", "measure"]),
+    ),
+    min_size=1,
+    max_size=80,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(config=configs, bound=st.floats(0, 2e6, allow_nan=False), steps=sensor_steps)
+def test_quota_sensor_shortcut_decides_and_leaves_samples_as_kafka(
+    config: MetricConfig, bound: float, steps: list[tuple[int, float, str]]
+) -> None:
+    """Sensor.record on a quota sensor skips the pass over the samples when an upper bound
+    of the rate is within the quota (Rate.record_within). Step by step it must raise
+    exactly when Kafka's record-then-measure would, with the same measured value, and
+    leave every sample as Kafka's algorithm does (purges included)."""
+    quota = Quota.upper_bound(bound)
+    quota_config = MetricConfig(
+        samples=config.samples,
+        time_window_ms=config.time_window_ms,
+        event_window=config.event_window,
+        quota=quota,
+    )
+    now_ms = 1_700_000_000_000
+    sensor = Metrics().sensor("quota-sensor", now_ms)
+    rate = Rate()
+    sensor.add(MetricName("byte-rate", "Produce"), rate, quota_config)
+    model = KafkaRateModel()
+    for elapsed_ms, value, action in steps:
+        now_ms += elapsed_ms
+        if action == "measure":
+            assert rate.measure(quota_config, now_ms) == model.measure(quota_config, now_ms)
+        elif action == "record":
+            sensor.record(value, now_ms, check_quotas=False)
+            model.record(quota_config, value, now_ms)
+        else:
+            model.record(quota_config, value, now_ms)
+            expected = model.measure(quota_config, now_ms)
+            try:
+                sensor.record(value, now_ms)
+            except QuotaViolationError as violation:
+                assert not expected <= bound
+                assert violation.value == expected
+            else:
+                assert expected <= bound
+        state = [
+            (s.start_time_ms, s.last_event_ms, s.value, s.event_count) for s in rate.stat.samples
+        ]
+        assert state == [(s.start_ms, s.last_event_ms, s.value, s.count) for s in model.samples]
