@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import gc
 import json
 import logging
 import sys
@@ -31,6 +30,8 @@ import yaml
 from collector.config import CollectorConfig, ConfigError, load_config
 
 __all__ = ["cli", "main"]
+
+log = logging.getLogger(__name__)
 
 CONFIG_ERROR_EXIT = 2
 
@@ -112,6 +113,7 @@ def serve(
 
 async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
     from collector.listeners import ListenerError
+    from collector.process_tuning import tune_serving_process
     from collector.server import CollectorServer, StartupError
 
     server = CollectorServer(config)
@@ -122,11 +124,8 @@ async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
         await server.stop()
         return CONFIG_ERROR_EXIT
     server.install_signal_handlers()
-    # The cyclic GC's full collections walk every cached client instance (16,384 by
-    # default); the push path allocates many short-lived, acyclic objects that would
-    # trigger them often.  A larger first-generation threshold makes full collections
-    # rarer (measured: worst 20-push batch 50 ms -> 16 ms with 20,000 instances cached).
-    gc.set_threshold(50_000, 20, 100)
+    # GC thresholds and glibc heap trimming, as collector/process_tuning.py explains.
+    log.debug("process tuning: %s", tune_serving_process())
     if ready_file:
         info = {
             "listeners": {name: e.port for name, e in server.bound.items()},

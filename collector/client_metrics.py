@@ -38,8 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable, ValuesView
 from typing import Protocol
 
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-
+from collector.payload import MetricsDataValidator
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from proto.errors import Errors, TelemetryTooLargeError
@@ -63,8 +62,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_parse_metrics_data = MetricsData.FromString
 
 ZERO_UUID = uuid.UUID(int=0)
 ONE_UUID = uuid.UUID(int=1)  # Uuid.ONE_UUID (the metadata topic id): reserved, never a client
@@ -305,8 +302,9 @@ class ClientMetricsManager:
         cache_max_size: int = DEFAULT_CACHE_MAX_SIZE,
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
         stats: ClientMetricsStats | None = None,
-        # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError).
-        validate_payload: Callable[[bytes], object] | None = _parse_metrics_data,
+        # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError);
+        # None: collector/payload.py's MetricsDataValidator.
+        validate_payload: Callable[[bytes], object] | None = None,
         wall_clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._subscriptions = subscriptions
@@ -319,7 +317,9 @@ class ClientMetricsManager:
         self._cluster_id = cluster_id
         self._cache_expiry_ms = cache_expiry_ms
         self._stats: ClientMetricsStats = stats if stats is not None else _NoStats()
-        self._validate_payload = validate_payload
+        self._validate_payload = (
+            validate_payload if validate_payload is not None else MetricsDataValidator()
+        )
         self._wall_clock_ns = wall_clock_ns
         self._cache = _InstanceCache(cache_max_size, self._evicted)
         # Kafka's clientConnectionIdMap: the connection that last (re)created an instance.
@@ -465,8 +465,7 @@ class ClientMetricsManager:
             payload = self._decompress(
                 request.compression_type, request.metrics, self.telemetry_max_bytes
             )
-            if self._validate_payload is not None:
-                self._validate_payload(payload)
+            self._validate_payload(payload)
             # Positional, in TelemetryContext's field order (keywords cost ~0.5 us more).
             context = TelemetryContext(
                 instance.instance_id_str,

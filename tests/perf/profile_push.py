@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import statistics
 import sys
 import tempfile
@@ -216,7 +215,9 @@ def main() -> int:
         help="socket reads per event-loop turn (the landing log writes once per turn)",
     )
     args = parser.parse_args()
-    gc.set_threshold(50_000, 20, 100)  # as `ktc serve` sets it
+    from collector.process_tuning import tune_serving_process
+
+    tune_serving_process()  # as `ktc serve` does
     result = asyncio.run(
         measure(args.instances, args.batch, args.rounds, args.reads_per_turn, args.quotas)
     )
