@@ -75,16 +75,22 @@ class Rate:
         total = 0.0
         oldest_start_ms = now_ms
         last_event_ms = now_ms
+        negative = False
         for sample in stat.samples:
             if sample.last_event_ms <= obsolete_at_or_before_ms:
                 sample.reset(now_ms)
-            total += sample.value
+            value = sample.value
+            total += value
+            if value < 0:
+                negative = True
             start_ms = sample.start_time_ms
             if start_ms < oldest_start_ms:
                 oldest_start_ms = start_ms
             if sample.last_event_ms < last_event_ms:
                 last_event_ms = sample.last_event_ms
-        stat._known_config = config
+        # With a negative sample the partial sums can dwarf the total, and so can their
+        # rounding: no upper bound is kept then (every check measures in full, as Kafka).
+        stat._known_config = None if negative else config
         stat._known_total_at_most = total
         stat._known_oldest_start_ms = oldest_start_ms
         stat._known_purge_due_ms = last_event_ms + span_ms  # no sample is obsolete before
@@ -103,10 +109,11 @@ class Rate:
         then checkQuotas), for a windowed sum.
 
         Kafka re-sums every sample on every request to compare the rate with the quota.
-        While no sample was reset since the last full measurement, that sum can only have
-        grown by what was recorded since, so an upper bound of the total (with a margin
-        far above float rounding) decides most requests without the pass over the
-        samples.  When it is not certainly within the bound, or a sample is due to be
+        While no sample was reset since the last full measurement and nothing negative was
+        recorded (samples and values non-negative, so partial sums never exceed the total
+        and neither does their rounding), that sum can only have grown by what was recorded
+        since, so an upper bound of the total (with a margin far above float rounding)
+        decides most requests without the pass over the samples.  When it is not certainly within the bound, or a sample is due to be
         purged or was reset, the full measurement runs, with the same result, purges and
         rounding as Kafka's.  The samples end up exactly as ``record`` + ``measure``
         leave them (a test compares the two step by step)."""
@@ -121,11 +128,9 @@ class Rate:
         sample.value += value
         sample.event_count += 1
         sample.last_event_ms = now_ms
-        if stat._known_config is config and now_ms < stat._known_purge_due_ms:
-            total = stat._known_total_at_most
-            if value > 0:
-                total += value
-                stat._known_total_at_most = total
+        if stat._known_config is config and now_ms < stat._known_purge_due_ms and value >= 0:
+            total = stat._known_total_at_most + value
+            stat._known_total_at_most = total
             elapsed_ms = now_ms - stat._known_oldest_start_ms
             missing_windows = config.samples - 1 - elapsed_ms // window_ms
             if missing_windows > 0:

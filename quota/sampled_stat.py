@@ -73,9 +73,9 @@ class SampledStat(ABC):
         self._current = 0
         self.samples: list[Sample] = []
         # What the last full measurement of a windowed sum learned (Rate.measure sets it,
-        # Rate.record_within uses it): valid while _known_config is the config in use and
-        # no sample was reset since.  The total only grows by what is recorded after it
-        # (negative values are left out, so it stays an upper bound).
+        # Rate.record_within uses it): valid while _known_config is the config in use, no
+        # sample was reset since and every sample and recorded value is non-negative.  The
+        # total then only grows by what is recorded after it.
         self._known_config: MetricConfig | None = None
         self._known_total_at_most = 0.0
         self._known_oldest_start_ms = 0
@@ -103,8 +103,10 @@ class SampledStat(ABC):
         sample.value += value
         sample.event_count += 1
         sample.last_event_ms = now_ms
-        if value > 0:
+        if value >= 0:
             self._known_total_at_most += value
+        else:  # a negative value (an unrecord): back to full measurements, see Rate
+            self._known_config = None
 
     def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
         self._known_config = None  # a sample restarts: what was known about them is stale
