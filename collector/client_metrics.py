@@ -155,7 +155,6 @@ class ClientMetricsInstance:
         "client_instance_id",
         "connection_id",
         "expires_at_ms",
-        "idle_expiry_ms",
         "instance_id_str",
         "last_get_ms",
         "last_known_error",
@@ -191,9 +190,6 @@ class ClientMetricsInstance:
         self.terminating = False
         self.last_known_error = Errors.NONE
         self.expires_at_ms = 0
-        # How long this instance lives without a request: max(cache expiry, 3 x interval),
-        # set by the manager that owns the cache.
-        self.idle_expiry_ms = 0
         # Deadline of this instance's single entry in the expiry heap (None: no entry).
         self.scheduled_at_ms: int | None = None
 
@@ -583,7 +579,7 @@ class ClientMetricsManager:
                 instance.scheduled_at_ms,
             )
 
-        instance.expires_at_ms = now_ms + instance.idle_expiry_ms
+        instance.expires_at_ms = now_ms + max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
         if instance.scheduled_at_ms is None:
             instance.scheduled_at_ms = instance.expires_at_ms
             heapq.heappush(self._expiry_heap, (instance.expires_at_ms, instance_id))
@@ -601,7 +597,6 @@ class ClientMetricsManager:
         instance = ClientMetricsInstance(
             instance_id, metadata.client_instance_id, metadata, connection_id, subscription, version
         )
-        instance.idle_expiry_ms = max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
         instance.scheduled_at_ms = scheduled_at_ms  # inherit the live heap entry, if any
         self._cache[instance_id] = instance
         self._connection_instances[connection_id] = instance_id

@@ -83,8 +83,8 @@ class Api:
     # Errors.forException gives UNKNOWN_SERVER_ERROR.
     unexpected_error: Errors = Errors.UNKNOWN_SERVER_ERROR
     # The same handler without a RequestContext: (request, connection, client id,
-    # correlation id, now_ms) -> response.  Only PushTelemetry has one (see
-    # Dispatcher._push_unmetered).
+    # correlation id, now_ms) -> response.  Only PushTelemetry has one, for version 0
+    # (see Dispatcher._push).
     direct: Callable[[Any, KafkaProtocol, str | None, int, int], Any] | None = None
 
 
@@ -150,10 +150,7 @@ class Dispatcher:
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
         if api.direct is not None and frame.api_version == 0:
-            quota = self.quota
-            if quota is None or quota.is_idle():
-                return self._push_unmetered(api, frame, connection)
-            return self._push_metered(api, frame, connection, quota)
+            return self._push(api, frame, connection)
         request = self._decode(api, frame)
         if request is _UNSUPPORTED_API_VERSIONS:
             return api_versions_unsupported_response(frame.correlation_id)
@@ -175,65 +172,46 @@ class Dispatcher:
                 quota.throttle(context, throttle_ms)
         if self._observer is not None:
             self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
-        if frame.api_key == _PUSH_TELEMETRY and response.throttle_time_ms == 0:
-            return _PUSH_RESPONSE_V0.pack(
-                _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, response.error_code, 0
-            )
         return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
 
-    def _push_unmetered(self, api: Api, frame: RequestFrame, connection: KafkaProtocol) -> bytes:
-        """``handle`` for PushTelemetry v0 while no quota records requests (the quota
-        engine says it is idle: no request or produce quota configured, no mutation
-        pending): nearly all of a collector's traffic.  The same steps with the same
-        results, minus what only a metered request needs (a RequestContext, two clock
-        reads for the handling time, the quota call); push-interval gating (89) is still
-        counted with the throttles.  A test pins its answers to the metered path's."""
+    def _push(self, api: Api, frame: RequestFrame, connection: KafkaProtocol) -> bytes:
+        """``handle`` for PushTelemetry v0, nearly all of a collector's traffic: the same
+        steps with the same results, minus what the generic path builds for every request.
+        While the quota engine is idle (no request or produce quota, no mutation pending)
+        nothing is timed or recorded, only push-interval gating (89) is counted; otherwise
+        the handler time and the push's size go to ``quota.record_push``.  A RequestContext
+        is built only for a throttle.  A test pins both ways to the generic path."""
         request = self._decode(api, frame)
+        quota = self.quota
+        metered = quota is not None and not quota.is_idle()
         now_ms = self._clock_ms()
         client_id = frame.client_id
+        started_ns = time.perf_counter_ns() if metered else 0
         try:
             response = api.direct(request, connection, client_id, frame.correlation_id, now_ms)  # type: ignore[misc]
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, connection, request)
         error_code = response.error_code
-        if error_code == _THROTTLING_QUOTA_EXCEEDED and self.quota is not None:
-            self.quota.count_push_interval_gate(connection.principal_name, client_id, now_ms)
+        throttle_ms = 0
+        if metered:
+            throttle_ms = quota.record_push(  # type: ignore[union-attr]
+                connection.principal_name,
+                client_id,
+                len(frame.raw),
+                time.perf_counter_ns() - started_ns,
+                now_ms,
+                error_code,
+            )
+        elif error_code == _THROTTLING_QUOTA_EXCEEDED and quota is not None:
+            quota.count_push_interval_gate(connection.principal_name, client_id, now_ms)
         if self._observer is not None:
             self._observer.observe(_PUSH_TELEMETRY, error_code)
-        return _PUSH_RESPONSE_V0.pack(
-            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, error_code, 0
-        )
-
-    def _push_metered(
-        self, api: Api, frame: RequestFrame, connection: KafkaProtocol, quota: RequestQuota
-    ) -> bytes:
-        """``handle`` for PushTelemetry v0 while quotas record requests: the handler time
-        and the push's size go to ``quota.record_push`` (what ``quota.record`` does for a
-        push), and a RequestContext is built only for a throttle."""
-        request = self._decode(api, frame)
-        now_ms = self._clock_ms()
-        client_id = frame.client_id
-        started_ns = time.perf_counter_ns()
-        try:
-            response = api.direct(request, connection, client_id, frame.correlation_id, now_ms)  # type: ignore[misc]
-        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
-            response = self._unexpected(api, frame, connection, request)
-        throttle_ms = quota.record_push(
-            connection.principal_name,
-            client_id,
-            len(frame.raw),
-            time.perf_counter_ns() - started_ns,
-            now_ms,
-            response.error_code,
-        )
-        if self._observer is not None:
-            self._observer.observe(_PUSH_TELEMETRY, response.error_code)
         if throttle_ms > 0:
             response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
-            quota.throttle(RequestContext(frame, connection, now_ms), throttle_ms)
+            quota.throttle(RequestContext(frame, connection, now_ms), throttle_ms)  # type: ignore[union-attr]
             return encode_response(_PUSH_TELEMETRY, 0, frame.correlation_id, response)
         return _PUSH_RESPONSE_V0.pack(
-            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, response.error_code, 0
+            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, error_code, 0
         )
 
     @staticmethod

@@ -221,13 +221,9 @@ class QuotaEnforcer(Collector):
         (header and body, as Kafka's handleProduce records ``request.sizeInBytes``)
         against ``producer_byte_rate``; the larger throttle wins and names the quota the
         channel is muted under.  Push-interval gating (89) is counted with the throttles."""
-        throttle_ms, bytes_ms = self.engine.record_push(
-            user,
-            client_id,  # type: ignore[arg-type]
-            handling_ns,
-            push_bytes,
-            now_ms,
-        )
+        engine = self.engine
+        throttle_ms = engine.record_request(user, client_id, handling_ns, now_ms)  # type: ignore[arg-type]
+        bytes_ms = engine.record_produce_bytes(user, client_id, push_bytes, now_ms)  # type: ignore[arg-type]
         if error_code == _THROTTLING_QUOTA_EXCEEDED:
             self._count(PUSH_INTERVAL, user, client_id or "", 0, now_ms)
         if throttle_ms > 0 or bytes_ms > 0:

@@ -405,8 +405,7 @@ class CollectorServer:
         """
         landing = self._landing
         if landing is not None and landing.needs_flush:
-            flusher: TurnFlusher = self._turn_flusher
-            return flusher.barrier()
+            return self._turn_flusher.barrier()  # type: ignore[no-any-return]
         return self._pending_sync()
 
     def _pending_sync(self) -> asyncio.Future[None] | None:

@@ -261,24 +261,6 @@ class QuotaEngine:
             user, client_id, request_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
         )
 
-    def record_push(
-        self, user: str, client_id: str, request_time_ns: int, nbytes: int, now_ms: int
-    ) -> tuple[int, int]:
-        """``record_request`` and ``record_produce_bytes`` of one request that sends data
-        (a PushTelemetry), in one call: (request throttle ms, byte-rate throttle ms)."""
-        request = self.request
-        produce = self.produce
-        return (
-            request.record_and_get_throttle_time_ms(
-                user, client_id, request_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
-            )
-            if request.quota_types_enabled
-            else 0,
-            produce.record_and_get_throttle_time_ms(user, client_id, nbytes, now_ms)
-            if produce.quota_types_enabled
-            else 0,
-        )
-
     def record_network_time(
         self, user: str, client_id: str, network_time_ns: int, now_ms: int
     ) -> None:

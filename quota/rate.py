@@ -18,7 +18,7 @@ elapsed time, which can exceed N·W when the oldest kept sample overlaps the spa
 from __future__ import annotations
 
 from quota.metric_config import MetricConfig
-from quota.sampled_stat import Sample, SampledStat, WindowedSum
+from quota.sampled_stat import SampledStat, WindowedSum
 
 __all__ = ["MS_PER_SECOND", "Rate"]
 
@@ -113,24 +113,17 @@ class Rate:
         recorded (samples and values non-negative, so partial sums never exceed the total
         and neither does their rounding), that sum can only have grown by what was recorded
         since, so an upper bound of the total (with a margin far above float rounding)
-        decides most requests without the pass over the samples.  When it is not certainly within the bound, or a sample is due to be
-        purged or was reset, the full measurement runs, with the same result, purges and
-        rounding as Kafka's.  The samples end up exactly as ``record`` + ``measure``
+        decides most requests without the pass over the samples.  When it is not certainly
+        within the bound, or a sample is due to be purged or was reset, the full
+        measurement runs, with the same result, purges and rounding as Kafka's.  The samples end up exactly as ``record`` + ``measure``
         leave them (a test compares the two step by step)."""
         stat = self.stat
-        samples = stat.samples
-        if not samples:
-            samples.append(Sample(stat._initial_value, now_ms))
-        window_ms = config.time_window_ms
-        sample = samples[stat._current]
-        if now_ms - sample.start_time_ms >= window_ms or sample.event_count >= config.event_window:
-            sample = stat._advance(config, now_ms)
-        sample.value += value
-        sample.event_count += 1
-        sample.last_event_ms = now_ms
-        if stat._known_config is config and now_ms < stat._known_purge_due_ms and value >= 0:
-            total = stat._known_total_at_most + value
-            stat._known_total_at_most = total
+        # The windowed sum's record: it also adds a non-negative value to the known total,
+        # and forgets what was known when a sample restarts or the value is negative.
+        stat.record(config, value, now_ms)
+        if stat._known_config is config and now_ms < stat._known_purge_due_ms:
+            total = stat._known_total_at_most
+            window_ms = config.time_window_ms
             elapsed_ms = now_ms - stat._known_oldest_start_ms
             missing_windows = config.samples - 1 - elapsed_ms // window_ms
             if missing_windows > 0:

@@ -106,3 +106,33 @@ def make_manager(
     }
     defaults.update(kwargs)
     return ClientMetricsManager(**defaults)  # type: ignore[arg-type]
+
+
+class RecordingTransport:
+    """The part of an asyncio transport a KafkaProtocol uses; keeps what it writes (for
+    feeding a real server's protocol objects in process, without sockets)."""
+
+    def __init__(self, port: int = 50000) -> None:
+        self.port = port
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", self.port) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass

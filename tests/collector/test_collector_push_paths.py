@@ -1,6 +1,6 @@
 """PushTelemetry v0 has paths of its own in the dispatcher: while no quota records
-requests it skips the RequestContext and the quota call (``_push_unmetered``); while one
-does, it records the push from its parts (``_push_metered``).  Both must answer byte for
+requests it skips the RequestContext and the quota call; while one does, it records the
+push from its parts (``Dispatcher._push``).  Both ways must answer byte for
 byte what the generic path answers, for Kafka's whole push ladder, count the same
 requests and throttles, and land the same records."""
 

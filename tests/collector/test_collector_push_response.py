@@ -30,9 +30,16 @@ def test_push_answer_bytes_are_the_generated_encoding(error: Errors, correlation
     def handle(request: Any, context: RequestContext) -> PushTelemetryResponse:
         return PushTelemetryResponse(throttle_time_ms=0, error_code=error)
 
+    def direct(request: Any, *_: Any) -> PushTelemetryResponse:
+        return handle(request, None)  # type: ignore[arg-type]
+
+    # With a direct handler, as KafkaApis registers PushTelemetry: Dispatcher._push answers.
     table = {
         ApiKeys.PUSH_TELEMETRY: Api(
-            "PushTelemetry", handle, lambda _, e: PushTelemetryResponse(error_code=e)
+            "PushTelemetry",
+            handle,
+            lambda _, e: PushTelemetryResponse(error_code=e),
+            direct=direct,
         )
     }
     dispatcher = Dispatcher(table, clock_ms=lambda: 0)

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from collector_testkit import otlp_payload, zstd
+from collector_testkit import RecordingTransport, otlp_payload, zstd
 from wire_client import WireClient
 
 from collector.config import load_config
@@ -128,35 +128,6 @@ async def test_write_behind_can_be_turned_off(tmp_path: Path) -> None:
         await c.close()
     finally:
         await server.stop()
-
-
-class RecordingTransport:
-    """The part of a transport KafkaProtocol uses; keeps what it writes."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", self.port) if name == "peername" else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 async def test_reads_of_one_loop_turn_share_one_write(

@@ -31,13 +31,14 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT / "tests" / "collector"))  # collector_testkit
 
 from baseline_server import BaselineProtocol
+from collector_testkit import RecordingTransport
 from loadgen import encode_frame, producer_payload
 
 from proto import compression
@@ -52,34 +53,6 @@ from proto.messages import (
 )
 
 INTERVAL_MS = 100
-
-
-class RecordingTransport:
-    """The part of asyncio.Transport the two protocols use; keeps what they write."""
-
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 50000) if name == "peername" else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def _check_all_accepted(written: list[bytes], pushes: int) -> None:
