@@ -107,7 +107,8 @@ class CollectorMetrics(Collector):
         self.requests: dict[tuple[int, int], int] = {}
         self.connections: dict[str, int] = {}
         self.connections_closed_on_error = 0
-        self.connections_rejected = 0
+        # Connections the acceptors refused under the connection quotas (set by the server).
+        self.connections_rejected: Callable[[], int] = lambda: 0
         self.registry.register(self)
 
     # ClientMetricsStats ---------------------------------------------------------------
@@ -222,5 +223,5 @@ class CollectorMetrics(Collector):
         yield CounterMetricFamily(
             "ktc_connections_rejected",
             "Connections refused by the connection limits",
-            value=self.connections_rejected,
+            value=self.connections_rejected(),
         )

@@ -249,6 +249,7 @@ class CollectorServer:
             stats=self.metrics,
         )
         self.metrics.instance_count = lambda: self.manager.instance_count if self.manager else 0
+        self.metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
         self._apis = KafkaApis(
             manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
         )
