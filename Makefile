@@ -3,11 +3,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# The modules mypyc compiles at install time (pyproject.toml's hooks.mypyc include list):
+# an edit to one of them must reinstall, or the stale extension module would be imported.
+COMPILED := $(patsubst /%,%,$(shell sed -n '/^include = \[/,/^\]/p' pyproject.toml | grep -o '/[a-z_/]*\.py'))
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(COMPILED) | cksum | cut -d' ' -f1)
 
 .PHONY: run test bench setup clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
 	$(BIN)/python -m pip install --quiet -e '.[lakehouse,test]'
@@ -25,4 +28,5 @@ bench: $(STAMP)
 	$(BIN)/python tests/perf/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis *__mypyc*.so
+	find collector proto quota exporters -name '*.so' -delete

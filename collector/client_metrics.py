@@ -489,13 +489,13 @@ class ClientMetricsManager:
                 "push from client instance %s not exported: %s", instance.instance_id_str, exc
             )
             return Errors.TELEMETRY_TOO_LARGE
-        except Exception as exc:  # noqa: BLE001 - Kafka catches Throwable here
+        except Exception as error:  # noqa: BLE001 - Kafka catches Throwable here
             self._stats.record_plugin_error(instance.instance_id_str)
             log.warning(
                 "push from client instance %s not exported: %s: %s",
                 instance.instance_id_str,
-                type(exc).__name__,
-                exc,
+                type(error).__name__,
+                error,
             )
             return Errors.INVALID_RECORD
         if not result.ok:

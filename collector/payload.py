@@ -33,15 +33,16 @@ class MetricsDataValidator:
     """``validator(payload)`` raises ``google.protobuf.message.DecodeError`` unless
     ``payload`` is a serialized ``MetricsData``.  One per thread (not thread-safe)."""
 
-    __slots__ = ("_message", "_parsed_bytes")
+    __slots__ = ("_message", "_parsed_bytes", "_reuse_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, reuse_bytes: int = REUSE_BYTES) -> None:
         self._message = MetricsData()
         self._parsed_bytes = 0
+        self._reuse_bytes = reuse_bytes
 
     def __call__(self, payload: bytes) -> None:
         parsed = self._parsed_bytes + len(payload)
-        if parsed > REUSE_BYTES:
+        if parsed > self._reuse_bytes:
             self._message = MetricsData()
             parsed = len(payload)
         self._parsed_bytes = parsed

@@ -221,6 +221,11 @@ class KafkaProtocol(asyncio.Protocol):
     def idle(self) -> bool:
         return not self._waiting
 
+    @property
+    def muted(self) -> bool:
+        """Reads are stopped by a throttle (or by a graceful shutdown)."""
+        return bool(self._paused & _MUTED)
+
     # ------------------------------------------------------------------ internals
     def _process(self) -> None:
         dispatcher = self._host.dispatcher

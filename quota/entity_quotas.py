@@ -12,7 +12,7 @@ import enum
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 from quota.entity import ClientQuotaEntity, IpQuotaEntity, parse_entity
 from quota.errors import QuotaConfigError
@@ -42,7 +42,7 @@ EntityKeyT = TypeVar("EntityKeyT", bound=Hashable)
 class InvalidQuotaError(QuotaConfigError):
     """An entity or quota value Kafka would refuse with INVALID_REQUEST."""
 
-    error_code = INVALID_REQUEST
+    error_code: ClassVar[int] = INVALID_REQUEST
 
 
 class ValueType(enum.Enum):

@@ -9,7 +9,7 @@ collector can answer without this package importing ``proto``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from quota.metric import KafkaMetric
@@ -40,7 +40,7 @@ class QuotaViolationError(Exception):
 class ThrottlingQuotaExceededError(Exception):
     """A strict mutation quota is exhausted; retry after ``throttle_time_ms``."""
 
-    error_code = THROTTLING_QUOTA_EXCEEDED
+    error_code: ClassVar[int] = THROTTLING_QUOTA_EXCEEDED
 
     def __init__(self, throttle_time_ms: int) -> None:
         super().__init__("The throttling quota has been exceeded.")

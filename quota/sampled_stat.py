@@ -19,6 +19,8 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 
+from mypy_extensions import mypyc_attr
+
 from quota.metric_config import MetricConfig
 
 __all__ = ["Avg", "Max", "Sample", "SampledStat", "WindowedCount", "WindowedSum"]
@@ -55,6 +57,9 @@ class Sample:
         )
 
 
+# Kafka's own tests define sampled stats of their own (SampledStatTest.SampleCount); ours
+# do too, so the compiled class accepts interpreted subclasses.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SampledStat(ABC):
     """A scalar measured over a ring of samples; subclasses say how to update and combine."""
 
@@ -88,25 +93,6 @@ class SampledStat(ABC):
         self.update(sample, config, value, now_ms)
         sample.event_count += 1
         sample.last_event_ms = now_ms
-
-    def _record_sum(self, config: MetricConfig, value: float, now_ms: int) -> None:
-        """``record`` with ``update`` = add and everything inlined: the quota hot path."""
-        samples = self.samples
-        if not samples:
-            samples.append(Sample(self._initial_value, now_ms))
-        sample = samples[self._current]
-        if (
-            now_ms - sample.start_time_ms >= config.time_window_ms
-            or sample.event_count >= config.event_window
-        ):
-            sample = self._advance(config, now_ms)
-        sample.value += value
-        sample.event_count += 1
-        sample.last_event_ms = now_ms
-        if value >= 0:
-            self._known_total_at_most += value
-        else:  # a negative value (an unrecord): back to full measurements, see Rate
-            self._known_config = None
 
     def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
         self._known_config = None  # a sample restarts: what was known about them is stale
@@ -166,7 +152,25 @@ class WindowedSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    record = SampledStat._record_sum
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        """``SampledStat.record`` with ``update`` = add, inlined (the quota hot path); it also
+        keeps the upper bound of the total that ``Rate.record_within`` relies on."""
+        samples = self.samples
+        if not samples:
+            samples.append(Sample(self._initial_value, now_ms))
+        sample = samples[self._current]
+        if (
+            now_ms - sample.start_time_ms >= config.time_window_ms
+            or sample.event_count >= config.event_window
+        ):
+            sample = self._advance(config, now_ms)
+        sample.value += value
+        sample.event_count += 1
+        sample.last_event_ms = now_ms
+        if value >= 0:
+            self._known_total_at_most += value
+        else:  # a negative value (an unrecord): back to full measurements, see Rate
+            self._known_config = None
 
     def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
         sample.value += value
@@ -183,7 +187,9 @@ class WindowedCount(WindowedSum):
 
     __slots__ = ()
 
-    record = SampledStat.record  # not the inlined sum: update() counts instead of adding
+    def record(self, config: MetricConfig, value: float, now_ms: int) -> None:
+        # Not the inlined sum: update() counts instead of adding.
+        SampledStat.record(self, config, value, now_ms)
 
     def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
         sample.value += 1.0
@@ -218,14 +224,12 @@ class Max(SampledStat):
         super().__init__(-math.inf)
 
     def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
-        if value > sample.value:
-            sample.value = value
+        sample.value = max(sample.value, value)
 
     def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
         largest = -math.inf
         count = 0
         for sample in samples:
-            if sample.value > largest:
-                largest = sample.value
+            largest = max(largest, sample.value)
             count += sample.event_count
         return math.nan if count == 0 else largest

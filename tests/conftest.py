@@ -8,3 +8,31 @@ import sys
 # Real Kafka clients and Spark must never reach beyond loopback.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def pytest_sessionstart(session: object) -> None:
+    """Refuse to test stale compiled code: the hot-path modules are compiled by mypyc at
+    install time (pyproject.toml), and Python imports an extension module in preference to
+    the .py beside it, so an edit made after the install would silently not be tested."""
+    import importlib.machinery
+    from pathlib import Path
+
+    import pytest
+
+    root = Path(__file__).resolve().parents[1]
+    stale = []
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        for extension in root.glob(f"*/**/*{suffix}"):
+            if ".venv" in extension.parts:
+                continue
+            source = extension.with_name(extension.name[: -len(suffix)] + ".py")
+            if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
+                stale.append(str(source.relative_to(root)))
+    if stale:
+        pytest.exit(
+            "compiled modules are older than their sources: "
+            + ", ".join(sorted(stale))
+            + " (run `make setup`, or `pip install -e .`; HATCH_BUILD_NO_HOOKS=true installs"
+            " without compiling)",
+            returncode=2,
+        )

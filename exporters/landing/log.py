@@ -360,14 +360,15 @@ class LandingLog:
                 if self._fsync_inline:
                     self._fsync_active_locked()
                 return
-            except ContextEncodingError as error:
+            # (One name per exception type: mypyc gives a name one type per function.)
+            except ContextEncodingError as encoding_error:
                 self._discard_staged_locked()
-                failure = LandingError(str(error))
-            except LandingError as error:
+                failure = LandingError(str(encoding_error))
+            except LandingError as landing_error:
                 self._discard_staged_locked()
-                failure = error
-            except OSError as error:  # the fsync failed: the records are not durable
-                failure = LandingError(f"fsync failed: {error}")
+                failure = landing_error
+            except OSError as fsync_error:  # the fsync failed: the records are not durable
+                failure = LandingError(f"fsync failed: {fsync_error}")
         self._note_export_failure(failure, len(pending))
         raise failure
 

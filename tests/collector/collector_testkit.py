@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
@@ -16,6 +17,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 
 from collector.client_metrics import ClientMetricsManager
+from collector.protocol import KafkaProtocol
 from proto import compression
 from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -136,3 +138,34 @@ class RecordingTransport:
 
     def abort(self) -> None:
         pass
+
+
+class LoneHost:
+    """The ConnectionHost of a KafkaProtocol driven without a server: its dispatcher (if
+    any), default limits, every connection welcome."""
+
+    def __init__(self, dispatcher: Any = None) -> None:
+        self.dispatcher = dispatcher
+        self.max_request_size = 104_857_600
+        self.max_inflight_requests = 100
+
+    def connection_opened(self, protocol: Any) -> bool:
+        return True
+
+    def connection_closed(self, protocol: Any) -> None:
+        pass
+
+    def protocol_error(self, protocol: Any) -> None:
+        pass
+
+    def durability_barrier(self) -> None:
+        return None
+
+
+def lone_connection(dispatcher: Any = None, port: int = 50000) -> KafkaProtocol:
+    """A real KafkaProtocol on a RecordingTransport, for handing to a Dispatcher or a
+    QuotaEnforcer directly (their connection parameter is a KafkaProtocol, and compiled
+    code checks that at run time)."""
+    connection = KafkaProtocol(LoneHost(dispatcher), 1, "PLAINTEXT", "PLAINTEXT")  # type: ignore[arg-type]
+    connection.connection_made(RecordingTransport(port))  # type: ignore[arg-type]
+    return connection

@@ -11,7 +11,6 @@ from collector_testkit import otlp_payload
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from collector import payload as payload_module
 from collector import process_tuning
 from collector.payload import REUSE_BYTES, MetricsDataValidator
 
@@ -29,9 +28,8 @@ def test_each_parse_stands_alone_whatever_came_before() -> None:
     assert validate._message == MetricsData.FromString(small)
 
 
-def test_the_message_is_replaced_after_reuse_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(payload_module, "REUSE_BYTES", 1000)
-    validate = MetricsDataValidator()
+def test_the_message_is_replaced_after_reuse_bytes() -> None:
+    validate = MetricsDataValidator(reuse_bytes=1000)
     data = otlp_payload("org.apache.kafka.producer.m")
     replaced = 0
     for _ in range(3 * 1000 // len(data) + 3):

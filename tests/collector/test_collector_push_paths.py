@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from collector_testkit import (
-    Conn,
     MemorySubscriptions,
+    lone_connection,
     make_manager,
     otlp_payload,
     subscription,
@@ -43,12 +43,6 @@ HIGH_QUOTAS = {
         "request_percentage": 1e6,
     }
 }
-
-
-class Channel(Conn):
-    """A connection as the dispatcher sees it (KafkaProtocol's attributes)."""
-
-    principal_name = "ANONYMOUS"
 
 
 @dataclasses.dataclass
@@ -100,15 +94,15 @@ def frame_of(api_key: int, message: object, correlation_id: int) -> object:
     return server.next_request()
 
 
-def test_every_push_path_answers_kafkas_ladder_identically(
+async def test_every_push_path_answers_kafkas_ladder_identically(
     paths: tuple[list[int], list[Path_]],
 ) -> None:
     now, built = paths
     payload = zstd(otlp_payload("org.apache.kafka.producer.record.send.rate"))
     assert built[0].quotas is None and not built[1].quotas.is_idle()  # type: ignore[union-attr]
-    channel = Channel()
+    channel = lone_connection()
     get = frame_of(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(ZERO), 1)
-    answers = {p.name: [p.dispatcher.handle(get, channel)] for p in built}  # type: ignore[arg-type]
+    answers = {p.name: [p.dispatcher.handle(get, channel)] for p in built}
     assert answers["unmetered"] == answers["metered"] == answers["generic"]
     # The subscription id the Get answered (the same for all three: same instance id).
     response, _ = get_telemetry_subscriptions_response.READERS[0](answers["generic"][0], 4 + 5)
@@ -132,7 +126,7 @@ def test_every_push_path_answers_kafkas_ladder_identically(
         now[0] += advance_ms
         frame = frame_of(ApiKeys.PUSH_TELEMETRY, request, correlation_id)
         for path in built:
-            answers[path.name].append(path.dispatcher.handle(frame, channel))  # type: ignore[arg-type]
+            answers[path.name].append(path.dispatcher.handle(frame, channel))
 
     error_codes = [int.from_bytes(a[13:15], "big") for a in answers["generic"][1:]]  # type: ignore[index]
     assert error_codes == [0, 89, 117, 76, 0, 0, 42, 42]

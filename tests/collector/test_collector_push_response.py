@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import pytest
+from collector_testkit import lone_connection
 
 from collector.dispatch import Api, Dispatcher, RequestContext
 from proto import ApiKeys, ClientConnection, ServerConnection, encode_response
@@ -26,12 +27,14 @@ from proto.messages import PushTelemetryRequest, PushTelemetryResponse
     ],
 )
 @pytest.mark.parametrize("correlation_id", [0, 7, 2**31 - 1])
-def test_push_answer_bytes_are_the_generated_encoding(error: Errors, correlation_id: int) -> None:
+async def test_push_answer_bytes_are_the_generated_encoding(
+    error: Errors, correlation_id: int
+) -> None:
     def handle(request: Any, context: RequestContext) -> PushTelemetryResponse:
         return PushTelemetryResponse(throttle_time_ms=0, error_code=error)
 
     def direct(request: Any, *_: Any) -> PushTelemetryResponse:
-        return handle(request, None)  # type: ignore[arg-type]
+        return PushTelemetryResponse(throttle_time_ms=0, error_code=error)
 
     # With a direct handler, as KafkaApis registers PushTelemetry: Dispatcher._push answers.
     table = {
@@ -53,7 +56,7 @@ def test_push_answer_bytes_are_the_generated_encoding(error: Errors, correlation
     )
     frame = server.next_request()
     assert frame is not None and frame.correlation_id == correlation_id
-    answer = dispatcher.handle(frame, connection=None)  # type: ignore[arg-type]
+    answer = dispatcher.handle(frame, lone_connection())
     assert answer == encode_response(
         ApiKeys.PUSH_TELEMETRY,
         0,

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import otlp_payload
+from collector_testkit import lone_connection, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
 
@@ -342,19 +342,6 @@ async def test_push_interval_gating_is_counted_with_the_throttles(
 
 
 # ----------------------------------------------------------------------------- largest throttle
-class _Channel:
-    """What the enforcer reads of a connection: its quota user, and mute/unmute."""
-
-    principal_name = "ANONYMOUS"
-    muted = False
-
-    def mute(self) -> None:
-        self.muted = True
-
-    def unmute(self) -> None:
-        self.muted = False
-
-
 def _push_frame(client_id: str) -> Any:
     server_side = ServerConnection()
     server_side.receive_data(
@@ -388,8 +375,8 @@ async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota
         {"clients/both": {"producer_byte_rate": limit, "request_percentage": 10}}
     )
     enforcer = QuotaEnforcer(engine, lambda: now_ms)
-    channel = _Channel()
-    context = RequestContext(frame, channel, now_ms)  # type: ignore[arg-type]
+    channel = lone_connection()
+    context = RequestContext(frame, channel, now_ms)
     bytes_ms = int((len(frame.raw) / limit - 1) * 1000)
     expected_ms = max(bytes_ms, 1000)
 

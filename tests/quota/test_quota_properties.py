@@ -23,12 +23,11 @@ from quota import (
     QuotaViolationError,
     Rate,
     TokenBucket,
-    WindowedSum,
     throttle_time_ms,
     token_bucket_throttle_time_ms,
 )
 from quota.client_quota_manager import UNLIMITED
-from quota.sampled_stat import SampledStat
+from quota.sampled_stat import Sample, SampledStat
 
 
 @dataclass
@@ -135,8 +134,14 @@ class PlainSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    update = WindowedSum.update
-    combine = WindowedSum.combine
+    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+        sample.value += value
+
+    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+        total = 0.0  # summed in order, as WindowedSum.combine (and Kafka) sum
+        for sample in samples:
+            total += sample.value
+        return total
 
 
 @settings(max_examples=200, deadline=None)
