@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from exporters.landing import ConsumerPositions, LandingLog, LandingReader
-from exporters.landing.format import decode_context, encode_context
+from exporters.landing.format import ContextEncodingError, decode_context, encode_context
 
 MakeContext = Callable[..., TelemetryContext]
 MakePayload = Callable[[int], bytes]
@@ -47,40 +50,92 @@ def test_landing_log_is_an_exporter(tmp_path: Path, make_context: MakeContext) -
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
+_INT64 = st.integers(-(2**63), 2**64 - 1)  # what orjson (and so a landed context) carries
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     name=_TEXT,
     client_id=st.none() | _TEXT,
     principal=_TEXT.map(lambda text: text + '\x00\x1f\x7f\u2028"\\'),
-    received=st.integers(-(2**63), 2**63 - 1),
+    cluster_id=_TEXT,
+    content_type=_TEXT,
+    ints=st.lists(_INT64, min_size=8, max_size=8),
     terminating=st.booleans(),
+    next_push=st.tuples(_INT64, _INT64, st.booleans()),
 )
 def test_context_encoding_is_the_context_own_json(
-    name: str, client_id: str | None, principal: str, received: int, terminating: bool
+    name: str,
+    client_id: str | None,
+    principal: str,
+    cluster_id: str,
+    content_type: str,
+    ints: list[int],
+    terminating: bool,
+    next_push: tuple[int, int, bool],
 ) -> None:
     """The fast encoder must produce exactly ``TelemetryContext.to_json_bytes()``, and
-    decode back to an equal context."""
+    decode back to an equal context; also for the next push of the same instance (its
+    constant part remembered, the per-push fields new)."""
+    port, interval, received, node_id, subscription_id, compression, correlation, _ = ints
     context = TelemetryContext(
         client_instance_id="AAAAAAAAAAAAAAAAAAAAAA",
         client_id=client_id,
         client_software_name=name,
         client_software_version="2.16.1",
         client_source_address="::1",
-        client_source_port=65535,
+        client_source_port=port,
         listener_name="PLAINTEXT",
         security_protocol="SASL_SSL",
         principal=principal,
-        push_interval_ms=5000,
+        push_interval_ms=interval,
         terminating=terminating,
         received_time_unix_nano=received,
-        node_id=-1,
-        cluster_id="c",
-        subscription_id=-(2**31),
-        compression_type=0,
+        node_id=node_id,
+        cluster_id=cluster_id,
+        subscription_id=subscription_id,
+        compression_type=compression,
+        correlation_id=correlation,
+        content_type=content_type,
     )
-    encoded = encode_context(context)
-    assert encoded == context.to_json_bytes()
-    assert decode_context(encoded) == context
+    next_context = dataclasses.replace(
+        context,
+        received_time_unix_nano=next_push[0],
+        correlation_id=next_push[1],
+        terminating=next_push[2],
+    )
+    for pushed in (context, next_context):
+        encoded = encode_context(pushed)
+        assert encoded == pushed.to_json_bytes()
+        assert decode_context(encoded) == pushed
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"received_time_unix_nano": 2**64},
+        {"correlation_id": -(2**63) - 1},
+        {"client_source_port": 2**70},
+        {"node_id": 2**64},
+    ],
+)
+def test_a_context_beyond_64_bit_integers_is_not_encodable(
+    make_context: MakeContext, change: dict[str, int]
+) -> None:
+    """orjson carries 64-bit integers only; the fast path must refuse the same values."""
+    encode_context(make_context(1))  # its constant part remembered first
+    with pytest.raises(ContextEncodingError, match="not encodable"):
+        encode_context(dataclasses.replace(make_context(1), **change))
+
+
+def test_unusual_field_types_encode_as_orjson_encodes_them(make_context: MakeContext) -> None:
+    """An int subclass in an integer field takes orjson's whole-context path."""
+
+    class Code(int):
+        pass
+
+    context = dataclasses.replace(make_context(1), compression_type=Code(4))
+    assert encode_context(context) == orjson.dumps(context.to_json_dict())
 
 
 def test_decoding_ignores_fields_a_newer_writer_added(make_context: MakeContext) -> None:

@@ -43,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))  # collector_testkit
 
 from bench_push import INTERVAL_MS, full_collector_process
 from loadgen import CLOSED, LoadResult, run_load_blocking
@@ -110,6 +111,7 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     import time
     import uuid
 
+    from collector_testkit import lone_connection
     from loadgen import producer_payload
 
     from collector.dispatch import RequestContext
@@ -117,9 +119,6 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     from proto import ApiKeys, ClientConnection, ServerConnection, compression
     from proto.messages import PushTelemetryRequest, PushTelemetryResponse
     from quota import QuotaEngine
-
-    class Channel:
-        principal_name = "ANONYMOUS"
 
     payload = compression.compress(compression.CompressionType.ZSTD, producer_payload())
     frames = []
@@ -141,7 +140,8 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
         if quotas:
             engine.apply_entity_quotas(ENTITY_QUOTAS)
         enforcer = QuotaEnforcer(engine, lambda: 0)  # the clock is only read to throttle
-        contexts = [RequestContext(frame, Channel(), now_ms) for frame in frames]  # type: ignore[arg-type]
+        connection = lone_connection()  # a real KafkaProtocol on a stub transport
+        contexts = [RequestContext(frame, connection, now_ms) for frame in frames]
         started = time.perf_counter()
         for call in range(calls):
             context = contexts[call % 100]
