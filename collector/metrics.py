@@ -33,6 +33,7 @@ import bisect
 from bisect import bisect_left as _bisect_left
 from collections.abc import Callable, Iterator
 
+from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -84,6 +85,9 @@ class _Histogram:
         return out
 
 
+# A regular Python class (its methods still compiled): a mypyc native class cannot derive
+# from prometheus_client's Collector, which the isolated build does not even see.
+@mypyc_attr(native_class=False)
 class CollectorMetrics(Collector):
     """Implements ``ClientMetricsStats`` (manager) and ``RequestObserver`` (dispatch)."""
 

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from mypy_extensions import mypyc_attr
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -122,6 +123,9 @@ class _ThrottleCount:
 _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
+# A regular Python class (its methods still compiled): a mypyc native class cannot derive
+# from prometheus_client's Collector, which the isolated build does not even see.
+@mypyc_attr(native_class=False)
 class QuotaEnforcer(Collector):
     """Implements the dispatcher's ``RequestQuota``, the acceptor's connection checks and
     the admin APIs' mutation quotas; a Prometheus collector of the quota metrics."""
