@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 from bisect import bisect_left as _bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry
@@ -43,7 +43,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-__all__ = ["CollectorMetrics"]
+__all__ = ["CollectorMetrics", "ScrapeCollector"]
 
 _PREFIX = "kafka_server_client_metrics_"
 
@@ -85,10 +85,23 @@ class _Histogram:
         return out
 
 
-# A regular Python class (its methods still compiled): a mypyc native class cannot derive
-# from prometheus_client's Collector, which the isolated build does not even see.
 @mypyc_attr(native_class=False)
-class CollectorMetrics(Collector):
+class ScrapeCollector(Collector):
+    """Hands a ``collect`` function to a prometheus registry.
+
+    The classes that keep the server's metrics are compiled (mypyc, see pyproject.toml) and
+    count on every request; a compiled class cannot derive from prometheus_client's
+    ``Collector`` (the isolated build sees prometheus_client untyped), so they register this
+    regular Python class instead of themselves."""
+
+    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
+        self._collect = collect
+
+    def collect(self) -> Iterable[Metric]:
+        return self._collect()
+
+
+class CollectorMetrics:
     """Implements ``ClientMetricsStats`` (manager) and ``RequestObserver`` (dispatch)."""
 
     def __init__(
@@ -113,7 +126,7 @@ class CollectorMetrics(Collector):
         self.connections_closed_on_error = 0
         # Connections the acceptors refused under the connection quotas (set by the server).
         self.connections_rejected: Callable[[], int] = lambda: 0
-        self.registry.register(self)
+        self.registry.register(ScrapeCollector(self.collect))
 
     # ClientMetricsStats ---------------------------------------------------------------
     def record_throttle(self, client_instance_id: str) -> None:

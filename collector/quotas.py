@@ -43,9 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from mypy_extensions import mypyc_attr
 from prometheus_client.core import CounterMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from collector.config import CollectorConfig
 from proto import ApiKeys
@@ -123,12 +121,10 @@ class _ThrottleCount:
 _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
-# A regular Python class (its methods still compiled): a mypyc native class cannot derive
-# from prometheus_client's Collector, which the isolated build does not even see.
-@mypyc_attr(native_class=False)
-class QuotaEnforcer(Collector):
+class QuotaEnforcer:
     """Implements the dispatcher's ``RequestQuota``, the acceptor's connection checks and
-    the admin APIs' mutation quotas; a Prometheus collector of the quota metrics."""
+    the admin APIs' mutation quotas; ``collect`` gives the quota metrics (registered with
+    ``collector.metrics.ScrapeCollector``)."""
 
     def __init__(self, engine: QuotaEngine, clock_ms: Callable[[], int]) -> None:
         self.engine = engine

@@ -40,7 +40,7 @@ from collector.listeners import (
     parse_listeners,
     parse_security_protocol_map,
 )
-from collector.metrics import CollectorMetrics
+from collector.metrics import CollectorMetrics, ScrapeCollector
 from collector.protocol import KafkaProtocol
 from collector.quotas import QuotaEnforcer, quota_settings
 from collector.tls import TlsError, server_ssl_context
@@ -259,7 +259,7 @@ class CollectorServer:
             raise StartupError(str(exc)) from exc
         self.quotas = QuotaEnforcer(engine, self._clock_ms)
         self.quotas.apply_entity_quotas(store.snapshot().quotas)
-        self.metrics.registry.register(self.quotas)
+        self.metrics.registry.register(ScrapeCollector(self.quotas.collect))
         table = self._apis.table()
         table.update(self._admin_table(store))
         self.dispatcher = Dispatcher(

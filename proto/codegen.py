@@ -616,7 +616,14 @@ def _docstring(text: str, indent: str) -> list[str]:
 
 
 def dataclass_source(class_name: str, fields: list[FieldSpec], doc: str) -> str:
-    lines = ["@dataclass(frozen=True, slots=True)", f"class {class_name}:"]
+    # A regular Python class even where mypyc compiles the module (pyproject.toml): the
+    # readers allocate it with object.__new__ and set its slots directly, which a native
+    # class forbids.
+    lines = [
+        "@mypyc_attr(native_class=False)",
+        "@dataclass(frozen=True, slots=True)",
+        f"class {class_name}:",
+    ]
     lines.extend(_docstring(doc, "    "))
     if not fields:
         lines.append("    pass")
@@ -684,6 +691,8 @@ def render_module(spec: MessageSpec) -> str:
     if any(f.is_struct and not f.is_array for f in _all_fields(spec.fields)):
         dataclass_names.append("field")
     imports.append(f"from dataclasses import {', '.join(dataclass_names)}")
+    imports.append("")
+    imports.append("from mypy_extensions import mypyc_attr")
     imports.append("")
     if emitter.needs_unsupported:
         imports.append("from proto.errors import UnsupportedVersionError")

@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -45,6 +47,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntryData:
     entity: tuple[EntityData, ...] = ()
@@ -53,6 +56,7 @@ class EntryData:
     """An individual quota configuration entry to alter."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class OpData:
     key: str = ""
@@ -63,6 +67,7 @@ class OpData:
     """Whether the quota configuration value should be removed, otherwise set."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntityData:
     entity_type: str = ""
@@ -71,6 +76,7 @@ class EntityData:
     """The name of the entity, or null if the default."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AlterClientQuotasRequest:
     entries: tuple[EntryData, ...] = ()

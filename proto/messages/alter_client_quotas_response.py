@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -44,6 +46,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntryData:
     error_code: int = 0
@@ -54,6 +57,7 @@ class EntryData:
     """The quota entity to alter."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntityData:
     entity_type: str = ""
@@ -62,6 +66,7 @@ class EntityData:
     """The name of the entity, or null if the default."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AlterClientQuotasResponse:
     throttle_time_ms: int = 0

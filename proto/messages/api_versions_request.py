@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     read_compact_string,
@@ -33,6 +35,7 @@ VALID_VERSIONS = (0, 5)
 FIRST_FLEXIBLE_VERSION: int | None = 3
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ApiVersionsRequest:
     client_software_name: str = ""

@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -42,6 +44,7 @@ VALID_VERSIONS = (0, 5)
 FIRST_FLEXIBLE_VERSION: int | None = 3
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class FinalizedFeatureKey:
     name: str = ""
@@ -52,6 +55,7 @@ class FinalizedFeatureKey:
     """The cluster-wide finalized min version level for the feature."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class SupportedFeatureKey:
     name: str = ""
@@ -62,6 +66,7 @@ class SupportedFeatureKey:
     """The maximum supported version for the feature."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ApiVersion:
     api_key: int = 0
@@ -72,6 +77,7 @@ class ApiVersion:
     """The maximum supported version, inclusive."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ApiVersionsResponse:
     error_code: int = 0

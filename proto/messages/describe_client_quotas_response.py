@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -45,6 +47,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntryData:
     entity: tuple[EntityData, ...] = ()
@@ -53,6 +56,7 @@ class EntryData:
     """The quota values for the entity."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ValueData:
     key: str = ""
@@ -61,6 +65,7 @@ class ValueData:
     """The quota configuration value."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class EntityData:
     entity_type: str = ""
@@ -69,6 +74,7 @@ class EntityData:
     """The entity name, or null if the default."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeClientQuotasResponse:
     throttle_time_ms: int = 0

@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
     BytesLike,
@@ -40,6 +42,7 @@ VALID_VERSIONS = (1, 4)
 FIRST_FLEXIBLE_VERSION: int | None = 4
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResource:
     resource_type: int = 0
@@ -50,6 +53,7 @@ class DescribeConfigsResource:
     """The configuration keys to list, or null to list all configuration keys."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsRequest:
     resources: tuple[DescribeConfigsResource, ...] = ()

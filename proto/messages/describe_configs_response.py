@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -45,6 +47,7 @@ VALID_VERSIONS = (1, 4)
 FIRST_FLEXIBLE_VERSION: int | None = 4
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResult:
     error_code: int = 0
@@ -59,6 +62,7 @@ class DescribeConfigsResult:
     """Each listed configuration."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResourceResult:
     name: str = ""
@@ -81,6 +85,7 @@ class DescribeConfigsResourceResult:
     """The configuration documentation."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsSynonym:
     name: str = ""
@@ -91,6 +96,7 @@ class DescribeConfigsSynonym:
     """The synonym source."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class DescribeConfigsResponse:
     throttle_time_ms: int = 0

@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     ZERO_UUID,
     BytesLike,
@@ -32,6 +34,7 @@ VALID_VERSIONS = (0, 0)
 FIRST_FLEXIBLE_VERSION: int | None = 0
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class GetTelemetrySubscriptionsRequest:
     client_instance_id: uuid.UUID = ZERO_UUID

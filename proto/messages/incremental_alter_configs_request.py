@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -44,6 +46,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResource:
     resource_type: int = 0
@@ -54,6 +57,7 @@ class AlterConfigsResource:
     """The configurations."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AlterableConfig:
     name: str = ""
@@ -64,6 +68,7 @@ class AlterableConfig:
     """The value to set for the configuration key."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class IncrementalAlterConfigsRequest:
     resources: tuple[AlterConfigsResource, ...] = ()

@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -43,6 +45,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class AlterConfigsResourceResponse:
     error_code: int = 0
@@ -55,6 +58,7 @@ class AlterConfigsResourceResponse:
     """The resource name."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class IncrementalAlterConfigsResponse:
     throttle_time_ms: int = 0

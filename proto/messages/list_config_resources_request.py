@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
     BytesLike,
@@ -33,6 +35,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 0
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ListConfigResourcesRequest:
     resource_types: tuple[int, ...] = ()

@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     MalformedError,
@@ -35,6 +37,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 0
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ConfigResource:
     resource_name: str = ""
@@ -43,6 +46,7 @@ class ConfigResource:
     """The resource type."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ListConfigResourcesResponse:
     throttle_time_ms: int = 0

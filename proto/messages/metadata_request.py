@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
     ZERO_UUID,
@@ -45,6 +47,7 @@ VALID_VERSIONS = (0, 13)
 FIRST_FLEXIBLE_VERSION: int | None = 9
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataRequestTopic:
     topic_id: uuid.UUID = ZERO_UUID
@@ -53,6 +56,7 @@ class MetadataRequestTopic:
     """The topic name."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataRequest:
     topics: tuple[MetadataRequestTopic, ...] | None = ()

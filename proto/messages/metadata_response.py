@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.errors import UnsupportedVersionError
 from proto.primitives import (
     ZERO_UUID,
@@ -49,6 +51,7 @@ VALID_VERSIONS = (0, 13)
 FIRST_FLEXIBLE_VERSION: int | None = 9
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataResponseTopic:
     error_code: int = 0
@@ -69,6 +72,7 @@ class MetadataResponseTopic:
     """32-bit bitfield to represent authorized operations for this topic."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataResponsePartition:
     error_code: int = 0
@@ -87,6 +91,7 @@ class MetadataResponsePartition:
     """The set of offline replicas of this partition."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataResponseBroker:
     node_id: int = 0
@@ -99,6 +104,7 @@ class MetadataResponseBroker:
     """The rack of the broker, or null if it has not been assigned to a rack."""
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class MetadataResponse:
     throttle_time_ms: int = 0

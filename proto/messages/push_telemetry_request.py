@@ -9,6 +9,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     ZERO_UUID,
     BytesLike,
@@ -34,6 +36,7 @@ VALID_VERSIONS = (0, 0)
 FIRST_FLEXIBLE_VERSION: int | None = 0
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class PushTelemetryRequest:
     client_instance_id: uuid.UUID = ZERO_UUID

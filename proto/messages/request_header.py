@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     read_nullable_string,
@@ -31,6 +33,7 @@ VALID_VERSIONS = (1, 2)
 FIRST_FLEXIBLE_VERSION: int | None = 2
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class RequestHeader:
     request_api_key: int = 0

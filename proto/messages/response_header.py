@@ -8,6 +8,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from proto.primitives import (
     BytesLike,
     skip_tagged_fields,
@@ -29,6 +31,7 @@ VALID_VERSIONS = (0, 1)
 FIRST_FLEXIBLE_VERSION: int | None = 1
 
 
+@mypyc_attr(native_class=False)
 @dataclass(frozen=True, slots=True)
 class ResponseHeader:
     correlation_id: int = 0
