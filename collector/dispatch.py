@@ -165,7 +165,10 @@ class Dispatcher:
 
         if quota is not None:
             throttle_ms = quota.record(
-                context, len(frame.body), time.perf_counter_ns() - started_ns, response
+                context,
+                len(frame.raw) - frame.header_size,
+                time.perf_counter_ns() - started_ns,
+                response,
             )
             if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
                 response = dataclasses.replace(response, throttle_time_ms=throttle_ms)

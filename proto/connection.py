@@ -140,9 +140,6 @@ class RequestFrame:
     """Kafka's RequestHeader.parse turns a null client id into "" and so does this."""
     header_size: int
     raw: bytes
-    # A memoryview; typed Any because mypyc (which compiles this module, see pyproject.toml)
-    # cannot build a dataclass with a memoryview field.
-    body: Any
 
     def __init__(
         self,
@@ -152,7 +149,6 @@ class RequestFrame:
         client_id: str,
         header_size: int,
         raw: bytes,
-        body: Any,
     ) -> None:
         self.api_key = api_key
         self.api_version = api_version
@@ -160,7 +156,12 @@ class RequestFrame:
         self.client_id = client_id
         self.header_size = header_size
         self.raw = raw
-        self.body = body
+
+    @property
+    def body(self) -> memoryview:
+        """The body, ``raw[header_size:]`` without a copy (decode_request reads a view of
+        ``raw`` from ``header_size`` instead of slicing one per request)."""
+        return memoryview(self.raw)[self.header_size :]
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +194,7 @@ def _parse_request_frame(raw: bytes) -> RequestFrame:
             pos = skip_tagged_fields(raw, pos)
         except MalformedError as exc:
             raise FramingError(f"Malformed request header: {exc}") from None
-    frame = RequestFrame(
-        api_key, api_version, correlation_id, client_id, pos, raw, memoryview(raw)[pos:]
-    )
+    frame = RequestFrame(api_key, api_version, correlation_id, client_id, pos, raw)
     return frame
 
 
@@ -355,7 +354,7 @@ def decode_request(frame: RequestFrame) -> Any:
     if reader is None:
         raise _refuse(frame.api_key, frame.api_version)
     try:
-        message, _ = reader(frame.body, 0)
+        message, _ = reader(memoryview(frame.raw), frame.header_size)
     except KafkaError:
         raise
     except (struct.error, IndexError, ValueError, OverflowError) as exc:

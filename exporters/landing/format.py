@@ -127,10 +127,17 @@ def encode_record_head(
 ) -> bytes:
     """The 45 bytes before context and payload; the CRC is chained over the three parts so
     the payload is never copied (the writer hands all three to one writev)."""
-    fixed = RECORD_FIXED_BODY.pack(offset, appended_time_unix_nano, len(context_json))
-    crc = crc32c.crc32c(payload, crc32c.crc32c(context_json, crc32c.crc32c(fixed)))
-    length = RECORD_FIXED_BODY.size + len(context_json) + len(payload)
-    return RECORD_PREFIX.pack(sync_marker, RECORD_MAGIC_V1, length, crc) + fixed
+    fixed = _pack_fixed_body(offset, appended_time_unix_nano, len(context_json))
+    crc = _crc32c(payload, _crc32c(context_json, _crc32c(fixed)))
+    length = _FIXED_BODY_BYTES + len(context_json) + len(payload)
+    return _pack_prefix(sync_marker, RECORD_MAGIC_V1, length, crc) + fixed
+
+
+# Bound once: looked up per record otherwise (a module attribute, a method).
+_crc32c: Final = crc32c.crc32c
+_pack_fixed_body: Final = RECORD_FIXED_BODY.pack
+_pack_prefix: Final = RECORD_PREFIX.pack
+_FIXED_BODY_BYTES: Final = RECORD_FIXED_BODY.size
 
 
 _CONTEXT_FIELD_SET: Final = frozenset(f.name for f in dataclasses.fields(TelemetryContext))
