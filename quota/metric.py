@@ -39,7 +39,7 @@ class MetricName:
 
 
 class KafkaMetric:
-    __slots__ = ("config", "is_token_bucket", "metric_name", "record", "record_within", "stat")
+    __slots__ = ("config", "is_token_bucket", "metric_name", "rate_of_sum", "record", "stat")
 
     def __init__(self, metric_name: MetricName, stat: MeasurableStat, config: MetricConfig) -> None:
         self.metric_name = metric_name
@@ -51,11 +51,10 @@ class KafkaMetric:
         # What Sensor.record calls: a Rate only forwards to its sampled stat, so skip it.
         self.record = stat.stat.record if isinstance(stat, Rate) else stat.record
         # A rate of a plain windowed sum (every byte-rate and request quota) records and
-        # checks in one call (Rate.record_within); None for anything else.
-        self.record_within: Callable[[MetricConfig, float, int, float], float | None] | None = (
-            stat.record_within
-            if isinstance(stat, Rate) and type(stat.stat) is WindowedSum
-            else None
+        # checks in one call (Rate.record_within); None for anything else.  Kept as the
+        # Rate, not its bound method, so compiled code calls it directly.
+        self.rate_of_sum: Rate | None = (
+            stat if isinstance(stat, Rate) and type(stat.stat) is WindowedSum else None
         )
 
     def measurable_value(self, now_ms: int) -> float:

@@ -61,10 +61,10 @@ class Sensor:
             # bound): record and check in one call (Rate.record_within: None = certainly
             # within), else the same acceptance test as below on the measured rate.
             metric = metrics[0]
-            record_within = metric.record_within
+            rate = metric.rate_of_sum
             quota = metric.config.quota
-            if record_within is not None and quota is not None and quota.upper:
-                measured = record_within(metric.config, value, now_ms, quota.bound)
+            if rate is not None and quota is not None and quota.upper:
+                measured = rate.record_within(metric.config, value, now_ms, quota.bound)
                 if measured is not None and not measured <= quota.bound:
                     raise QuotaViolationError(metric, measured, quota.bound)
                 return
