@@ -25,7 +25,7 @@ per push (100 client ids, as the load generator has) with the same quotas and wi
 in microseconds, and the throughput ratio that cost predicts at the measured peak
 (``1 / (1 + extra_us x pushes_per_s / 1e6)``): stable even when the machine is busy.
 
-Run: ``.venv/bin/python tests/perf/bench_push_quotas.py`` (about a minute; ``--quick``
+Run: ``.venv/bin/python tests/perf/bench_push_quotas.py`` (about three minutes; ``--quick``
 for a smoke run).  Reuses bench_push.py's server launcher and loadgen.py's load.
 """
 
@@ -160,7 +160,7 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=16_000)
     parser.add_argument("--connections", type=int, default=100)
     parser.add_argument("--duration-s", type=float, default=6.0)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="load processes")
     parser.add_argument("--check", action="store_true", help="exit 1 when the target is missed")
     args = parser.parse_args()
