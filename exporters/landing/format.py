@@ -239,19 +239,7 @@ def _constant_fragments(c: TelemetryContext) -> tuple[bytes, bytes, bytes]:
     ``{...,"principal":"..."`` (no closing brace), ``"node_id":..,"cluster_id":".."`` and
     the content type's JSON string."""
     try:
-        head = orjson.dumps(
-            {
-                "client_instance_id": c.client_instance_id,
-                "client_id": c.client_id,
-                "client_software_name": c.client_software_name,
-                "client_software_version": c.client_software_version,
-                "client_source_address": c.client_source_address,
-                "client_source_port": c.client_source_port,
-                "listener_name": c.listener_name,
-                "security_protocol": c.security_protocol,
-                "principal": c.principal,
-            }
-        )
+        head = orjson.dumps(_connection_fields(c))
         node_and_cluster = orjson.dumps({"node_id": c.node_id, "cluster_id": c.cluster_id})
         content_type = orjson.dumps(c.content_type)
     except orjson.JSONEncodeError as error:
@@ -262,31 +250,35 @@ def _constant_fragments(c: TelemetryContext) -> tuple[bytes, bytes, bytes]:
 def _encode_whole(c: TelemetryContext) -> bytes:
     """The whole context through orjson: a dict built here, in field order (orjson given
     the slotted dataclass itself is slower, dataclasses.asdict much slower)."""
+    fields = _connection_fields(c)
+    fields["push_interval_ms"] = c.push_interval_ms
+    fields["terminating"] = c.terminating
+    fields["received_time_unix_nano"] = c.received_time_unix_nano
+    fields["node_id"] = c.node_id
+    fields["cluster_id"] = c.cluster_id
+    fields["subscription_id"] = c.subscription_id
+    fields["compression_type"] = c.compression_type
+    fields["correlation_id"] = c.correlation_id
+    fields["content_type"] = c.content_type
     try:
-        return orjson.dumps(
-            {
-                "client_instance_id": c.client_instance_id,
-                "client_id": c.client_id,
-                "client_software_name": c.client_software_name,
-                "client_software_version": c.client_software_version,
-                "client_source_address": c.client_source_address,
-                "client_source_port": c.client_source_port,
-                "listener_name": c.listener_name,
-                "security_protocol": c.security_protocol,
-                "principal": c.principal,
-                "push_interval_ms": c.push_interval_ms,
-                "terminating": c.terminating,
-                "received_time_unix_nano": c.received_time_unix_nano,
-                "node_id": c.node_id,
-                "cluster_id": c.cluster_id,
-                "subscription_id": c.subscription_id,
-                "compression_type": c.compression_type,
-                "correlation_id": c.correlation_id,
-                "content_type": c.content_type,
-            }
-        )
+        return orjson.dumps(fields)
     except orjson.JSONEncodeError as error:
         raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
+
+
+def _connection_fields(c: TelemetryContext) -> dict[str, object]:
+    """The context's first fields, in field order: the ones a client instance repeats."""
+    return {
+        "client_instance_id": c.client_instance_id,
+        "client_id": c.client_id,
+        "client_software_name": c.client_software_name,
+        "client_software_version": c.client_software_version,
+        "client_source_address": c.client_source_address,
+        "client_source_port": c.client_source_port,
+        "listener_name": c.listener_name,
+        "security_protocol": c.security_protocol,
+        "principal": c.principal,
+    }
 
 
 def decode_context(raw: bytes | memoryview) -> TelemetryContext:
