@@ -53,10 +53,7 @@ class Rate:
             total = stat.combine(stat.samples, config, now_ms)
             oldest_start_ms = stat.oldest(now_ms).start_time_ms
         else:
-            # The same three steps (purge, sum, find the oldest start) in one pass: this
-            # runs on every request that has a byte-rate or request quota.
-            # (Starting the search for the oldest start at now_ms assumes time never runs
-            # backwards, which the monotonic clock guarantees.)
+            # The same three steps in one pass (see _measure_sum).
             if not stat.samples:
                 stat.current(now_ms)
             return self._measure_sum(config, now_ms)

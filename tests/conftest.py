@@ -10,6 +10,10 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+# The project's packages (pyproject.toml), where compiled modules sit beside their sources.
+_PACKAGES = ("collector", "exporters", "proto", "quota", "subscriptions")
+
+
 def pytest_sessionstart(session: object) -> None:
     """Refuse to test stale compiled code: the hot-path modules are compiled by mypyc at
     install time (pyproject.toml), and Python imports an extension module in preference to
@@ -22,9 +26,9 @@ def pytest_sessionstart(session: object) -> None:
     root = Path(__file__).resolve().parents[1]
     stale = []
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for extension in root.glob(f"*/**/*{suffix}"):
-            if ".venv" in extension.parts:
-                continue
+        for extension in (
+            path for package in _PACKAGES for path in (root / package).rglob(f"*{suffix}")
+        ):
             source = extension.with_name(extension.name[: -len(suffix)] + ".py")
             if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
                 stale.append(str(source.relative_to(root)))

@@ -129,12 +129,11 @@ def test_a_context_beyond_64_bit_integers_is_not_encodable(
 
 
 def test_unusual_field_types_encode_as_orjson_encodes_them(make_context: MakeContext) -> None:
-    """An int subclass in an integer field takes orjson's whole-context path."""
-
-    class Code(int):
-        pass
-
-    context = dataclasses.replace(make_context(1), compression_type=Code(4))
+    """An int subclass in an integer field takes orjson's whole-context path: a bool there
+    is JSON ``true``, where the fast path's ``%d`` would write ``1``.  (Where exporters is
+    compiled, the typed attribute already stores the bool as the int 1; interpreted, the
+    bool stays and only the whole-context path encodes it as orjson does.)"""
+    context = dataclasses.replace(make_context(1), correlation_id=True)
     assert encode_context(context) == orjson.dumps(context.to_json_dict())
 
 
