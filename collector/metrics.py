@@ -29,9 +29,8 @@ registry per server, so several servers in one process (tests) never share serie
 
 from __future__ import annotations
 
-import bisect
-from bisect import bisect_left as _bisect_left
 from collections.abc import Callable, Iterable, Iterator
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry
@@ -48,7 +47,7 @@ __all__ = ["CollectorMetrics", "ScrapeCollector"]
 _PREFIX = "kafka_server_client_metrics_"
 
 # Export into the landing log is a local append: tens of microseconds to a few ms.
-EXPORT_BUCKETS_SECONDS = (
+EXPORT_BUCKETS_SECONDS: Final[tuple[float, ...]] = (
     0.00005,
     0.0001,
     0.00025,
@@ -66,6 +65,9 @@ EXPORT_BUCKETS_SECONDS = (
 
 
 class _Histogram:
+    """Bucket counts of export times; their total is also the export count (Kafka's
+    plugin-export-count and plugin-export-time sensors are recorded together)."""
+
     __slots__ = ("counts", "sum")
 
     def __init__(self) -> None:
@@ -73,8 +75,19 @@ class _Histogram:
         self.sum = 0.0
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(EXPORT_BUCKETS_SECONDS, value)] += 1
+        # A scan from the smallest bound, not bisect: exports take tens of microseconds,
+        # so it stops at the first or second bound, without a call or a boxed float.
+        index = 0
+        for bound in EXPORT_BUCKETS_SECONDS:
+            if value <= bound:
+                break
+            index += 1
+        self.counts[index] += 1
         self.sum += value
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts)
 
     def buckets(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
@@ -118,9 +131,11 @@ class CollectorMetrics:
         self.unknown_subscription_requests = 0
         # Keyed by client_instance_id with labels on, else by "" (one aggregate series).
         self.throttles: dict[str, int] = {}
-        self.plugin_exports: dict[str, int] = {}
         self.plugin_errors: dict[str, int] = {}
+        # Export times (and so export counts), by client_instance_id with labels on; the
+        # aggregate series is kept outside the dict, so the per-push path skips a lookup.
         self.plugin_export_time: dict[str, _Histogram] = {}
+        self._all_export_time = _Histogram()
         self.requests: dict[tuple[int, int], int] = {}
         self.connections: dict[str, int] = {}
         self.connections_closed_on_error = 0
@@ -137,14 +152,13 @@ class CollectorMetrics:
         self.unknown_subscription_requests += 1
 
     def record_plugin_export(self, client_instance_id: str, seconds: float) -> None:
-        key = client_instance_id if self._instance_labels else ""
-        self.plugin_exports[key] = self.plugin_exports.get(key, 0) + 1
-        histogram = self.plugin_export_time.get(key)
+        if not self._instance_labels:
+            self._all_export_time.observe(seconds)
+            return
+        histogram = self.plugin_export_time.get(client_instance_id)
         if histogram is None:
-            histogram = self.plugin_export_time[key] = _Histogram()
-        # _Histogram.observe, inlined: this runs once per accepted push.
-        histogram.counts[_bisect_left(EXPORT_BUCKETS_SECONDS, seconds)] += 1
-        histogram.sum += seconds
+            histogram = self.plugin_export_time[client_instance_id] = _Histogram()
+        histogram.observe(seconds)
 
     def record_plugin_error(self, client_instance_id: str) -> None:
         key = client_instance_id if self._instance_labels else ""
@@ -153,13 +167,17 @@ class CollectorMetrics:
     def instance_removed(self, client_instance_id: str) -> None:
         # Kafka unregisters the per-instance sensors together with the instance.
         if self._instance_labels:
-            for series in (
-                self.throttles,
-                self.plugin_exports,
-                self.plugin_errors,
-                self.plugin_export_time,
-            ):
-                series.pop(client_instance_id, None)
+            self.throttles.pop(client_instance_id, None)
+            self.plugin_errors.pop(client_instance_id, None)
+            self.plugin_export_time.pop(client_instance_id, None)
+
+    def _export_times(self) -> dict[str, _Histogram]:
+        if self._instance_labels:
+            return dict(self.plugin_export_time)
+        return {"": self._all_export_time} if self._all_export_time.count else {}
+
+    def _export_counts(self) -> dict[str, int]:
+        return {key: hist.count for key, hist in self._export_times().items()}
 
     # RequestObserver -------------------------------------------------------------------
     def observe(self, api_key: int, error_code: int) -> None:
@@ -198,7 +216,7 @@ class CollectorMetrics:
                 "Get/Push requests rejected with THROTTLING_QUOTA_EXCEEDED (too early)",
                 self.throttles,
             ),
-            ("plugin_export", "Pushes handed to the exporter successfully", self.plugin_exports),
+            ("plugin_export", "Pushes handed to the exporter successfully", self._export_counts()),
             (
                 "plugin_error",
                 "Pushes answered INVALID_RECORD (decompression, payload or exporter failure)",
@@ -215,7 +233,7 @@ class CollectorMetrics:
             "Time spent decompressing, validating and exporting a push",
             labels=labels,
         )
-        for key, hist in list(self.plugin_export_time.items()):
+        for key, hist in self._export_times().items():
             histogram.add_metric([key] if labels else [], hist.buckets(), hist.sum)
         yield histogram
         requests = CounterMetricFamily(

@@ -125,18 +125,25 @@ def encode_record_head(
     context_json: bytes,
     payload: bytes,
 ) -> bytes:
-    """The 45 bytes before context and payload; the CRC is chained over the three parts so
-    the payload is never copied (the writer hands all three to one writev)."""
-    fixed = _pack_fixed_body(offset, appended_time_unix_nano, len(context_json))
-    crc = _crc32c(payload, _crc32c(context_json, _crc32c(fixed)))
-    length = _FIXED_BODY_BYTES + len(context_json) + len(payload)
-    return _pack_prefix(sync_marker, RECORD_MAGIC_V1, length, crc) + fixed
+    """The 45 bytes before context and payload. The payload is never copied (the writer
+    hands head, context and payload to one writev); the CRC runs over the fixed part and
+    the context joined (one short copy costs less than a third crc32c call)."""
+    context_len = len(context_json)
+    crc = _crc32c(
+        payload,
+        _crc32c(_pack_fixed_body(offset, appended_time_unix_nano, context_len) + context_json),
+    )
+    length = _FIXED_BODY_BYTES + context_len + len(payload)
+    return _pack_head(
+        sync_marker, RECORD_MAGIC_V1, length, crc, offset, appended_time_unix_nano, context_len
+    )
 
 
 # Bound once: looked up per record otherwise (a module attribute, a method).
 _crc32c: Final = crc32c.crc32c
 _pack_fixed_body: Final = RECORD_FIXED_BODY.pack
-_pack_prefix: Final = RECORD_PREFIX.pack
+# The whole head in one pack: RECORD_PREFIX then RECORD_FIXED_BODY.
+_pack_head: Final = struct.Struct(RECORD_PREFIX.format + RECORD_FIXED_BODY.format[1:]).pack
 _FIXED_BODY_BYTES: Final = RECORD_FIXED_BODY.size
 
 
@@ -153,37 +160,24 @@ def encode_context(context: TelemetryContext) -> bytes:
 
     Runs once per landed push, so it is built from parts.  The fields a client instance
     repeats on every push (instance id through principal, and the collector's node id,
-    cluster id and content type) are encoded by orjson once per distinct set of values and
-    kept; the per-push integers are formatted into a short tail; the two are joined into
-    one exactly sized object.  Encoding the whole context with orjson on every push cost
-    about 3.5 us on a loaded server (measured with perf), most of it reallocations of
-    orjson's growing output buffer faulting in fresh heap pages.  A value the fast path
-    cannot prove it writes as orjson does (a bool that is not exactly True/False, an int
-    subclass or one outside 64 bits) goes through orjson whole, which also raises
-    ContextEncodingError for what JSON cannot carry.
+    cluster id and content type) are encoded by orjson once and kept per instance id
+    (:class:`_ConstantPart`); the per-push integers are formatted into the tail; the parts
+    are joined into one exactly sized object.  Encoding the whole context with orjson on
+    every push cost about 3.5 us on a loaded server (measured with perf), most of it
+    reallocations of orjson's growing output buffer faulting in fresh heap pages.  A value
+    the fast path cannot prove it writes as orjson does (a bool that is not exactly
+    True/False, an int subclass or one outside 64 bits) goes through orjson whole, which
+    also raises ContextEncodingError for what JSON cannot carry.
     """
     c = context
-    key = (
-        c.client_instance_id,
-        c.client_id,
-        c.client_software_name,
-        c.client_software_version,
-        c.client_source_address,
-        c.client_source_port,
-        c.listener_name,
-        c.security_protocol,
-        c.principal,
-        c.node_id,
-        c.cluster_id,
-        c.content_type,
-    )
-    fragments = _fragments_by_key.get(key)
-    if fragments is None:
-        fragments = _constant_fragments(c)
-        if len(_fragments_by_key) >= _FRAGMENTS_MAX:
-            _fragments_by_key.clear()  # a bound, not an LRU: refilled at one orjson call each
-        _fragments_by_key[key] = fragments
-    head, node_and_cluster, content_type = fragments
+    part = _constant_parts.get(c.client_instance_id)
+    if part is None or not part.matches(c):
+        if not (_plain_int64(c.client_source_port) and _plain_int64(c.node_id)):
+            return _encode_whole(c)
+        part = _ConstantPart(c)
+        if len(_constant_parts) >= _CONSTANT_PARTS_MAX:
+            _constant_parts.clear()  # a bound, not an LRU: refilled at one orjson call each
+        _constant_parts[c.client_instance_id] = part
     push_interval_ms = c.push_interval_ms
     terminating = c.terminating
     received = c.received_time_unix_nano
@@ -198,28 +192,83 @@ def encode_context(context: TelemetryContext) -> bytes:
         and _plain_int64(compression_type)
         and _plain_int64(correlation_id)
     ):
-        return head + _TAIL % (
+        # The per-push part after the constant head, in field order; node id and cluster id
+        # (between received time and subscription id) and the content type come encoded.
+        # A bytes literal with typed operands: compiled, this is one exactly sized build
+        # (mypyc's bytes formatting), not a format string parsed per call.
+        return (
+            b'%b,"push_interval_ms":%d,"terminating":%b,"received_time_unix_nano":%d,%b'
+            b',"subscription_id":%d,"compression_type":%d,"correlation_id":%d,"content_type":%b}'
+        ) % (
+            part.head,
             push_interval_ms,
             b"true" if terminating else b"false",
             received,
-            node_and_cluster,
+            part.node_and_cluster,
             subscription_id,
             compression_type,
             correlation_id,
-            content_type,
+            part.content_type_json,
         )
     return _encode_whole(c)
 
 
-# The per-push part of a context after its constant head, in field order; node id and
-# cluster id (between received time and subscription id) and content type come encoded.
-_TAIL: Final = (
-    b',"push_interval_ms":%d,"terminating":%b,"received_time_unix_nano":%d,%b'
-    b',"subscription_id":%d,"compression_type":%d,"correlation_id":%d,"content_type":%b}'
-)
-# Distinct constant parts kept at most: one per live client instance and connection.
-_FRAGMENTS_MAX: Final = 65_536
-_fragments_by_key: dict[tuple[object, ...], tuple[bytes, bytes, bytes]] = {}
+# Distinct constant parts kept at most: one per live client instance.
+_CONSTANT_PARTS_MAX: Final = 65_536
+
+
+class _ConstantPart:
+    """The repeated fields of one client instance's contexts, and orjson's encoding of
+    them cut into the pieces encode_context joins: ``{...,"principal":"..."`` (no closing
+    brace), ``"node_id":..,"cluster_id":".."`` and the content type's JSON string.
+
+    Kept per instance id and checked field by field against each push's context (a
+    client may reconnect with another address or software version under the same id):
+    on a steady stream that is one dict lookup by a string whose hash is cached and a few
+    comparisons of identical objects, cheaper than hashing a tuple of all twelve."""
+
+    def __init__(self, c: TelemetryContext) -> None:
+        self.client_id = c.client_id
+        self.client_software_name = c.client_software_name
+        self.client_software_version = c.client_software_version
+        self.client_source_address = c.client_source_address
+        self.client_source_port = c.client_source_port
+        self.listener_name = c.listener_name
+        self.security_protocol = c.security_protocol
+        self.principal = c.principal
+        self.node_id = c.node_id
+        self.cluster_id = c.cluster_id
+        self.content_type = c.content_type
+        try:
+            head = orjson.dumps(_connection_fields(c))
+            node_and_cluster = orjson.dumps({"node_id": c.node_id, "cluster_id": c.cluster_id})
+            self.content_type_json: bytes = orjson.dumps(c.content_type)
+        except orjson.JSONEncodeError as error:
+            raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
+        self.head: bytes = head[:-1]
+        self.node_and_cluster: bytes = node_and_cluster[1:-1]
+
+    def matches(self, c: TelemetryContext) -> bool:
+        # The two integers must also be exactly int: a bool equals 1 but orjson writes it
+        # as true (the interpreted build keeps whatever was assigned).
+        return (
+            self.client_id == c.client_id
+            and self.client_software_name == c.client_software_name
+            and self.client_software_version == c.client_software_version
+            and self.client_source_address == c.client_source_address
+            and self.client_source_port == c.client_source_port
+            and self.listener_name == c.listener_name
+            and self.security_protocol == c.security_protocol
+            and self.principal == c.principal
+            and self.node_id == c.node_id
+            and self.cluster_id == c.cluster_id
+            and self.content_type == c.content_type
+            and _plain_int64(c.client_source_port)
+            and _plain_int64(c.node_id)
+        )
+
+
+_constant_parts: dict[str, _ConstantPart] = {}
 
 
 def _plain_int64(value: object) -> bool:
@@ -232,19 +281,6 @@ def _plain_int64(value: object) -> bool:
 
 
 _WORD: Final = 2**62 - 1
-
-
-def _constant_fragments(c: TelemetryContext) -> tuple[bytes, bytes, bytes]:
-    """orjson's encoding of the repeated fields, cut into the pieces encode_context joins:
-    ``{...,"principal":"..."`` (no closing brace), ``"node_id":..,"cluster_id":".."`` and
-    the content type's JSON string."""
-    try:
-        head = orjson.dumps(_connection_fields(c))
-        node_and_cluster = orjson.dumps({"node_id": c.node_id, "cluster_id": c.cluster_id})
-        content_type = orjson.dumps(c.content_type)
-    except orjson.JSONEncodeError as error:
-        raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
-    return head[:-1], node_and_cluster[1:-1], content_type
 
 
 def _encode_whole(c: TelemetryContext) -> bytes:

@@ -137,6 +137,38 @@ def test_unusual_field_types_encode_as_orjson_encodes_them(make_context: MakeCon
     assert encode_context(context) == orjson.dumps(context.to_json_dict())
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"client_id": None},
+        {"client_id": "another-client"},
+        {"client_software_version": "2.17.0"},
+        {"client_source_address": "10.0.0.7"},
+        {"client_source_port": 50001},
+        {"listener_name": "INTERNAL"},
+        {"security_protocol": "SSL"},
+        {"principal": "User:CN=other"},
+        {"node_id": 7},
+        {"cluster_id": "another-cluster"},
+        {"content_type": "OTLP2"},
+        # Equal to what is remembered, but orjson writes a bool as true, not 1.
+        {"client_source_port": True, "node_id": 1},
+        {"node_id": True},
+    ],
+)
+def test_a_changed_constant_field_is_encoded_anew(
+    make_context: MakeContext, change: dict[str, object]
+) -> None:
+    """The constant part is remembered per instance id and checked field by field: the same
+    instance id with any one field changed (a client that reconnected elsewhere, say)
+    encodes its new values, never the remembered ones."""
+    remembered = dataclasses.replace(make_context(1), client_source_port=1, node_id=1)
+    assert encode_context(remembered) == orjson.dumps(remembered.to_json_dict())
+    changed = dataclasses.replace(remembered, **change)  # type: ignore[arg-type]
+    assert encode_context(changed) == orjson.dumps(changed.to_json_dict())
+    assert encode_context(remembered) == orjson.dumps(remembered.to_json_dict())
+
+
 def test_decoding_ignores_fields_a_newer_writer_added(make_context: MakeContext) -> None:
     newer = make_context(1).to_json_dict() | {"tenant": "blue"}
     assert decode_context(json.dumps(newer).encode()) == make_context(1)
