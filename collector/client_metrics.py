@@ -38,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable, ValuesView
 from typing import Final, Protocol
 
+from collector.metrics import CollectorMetrics
 from collector.payload import MetricsDataValidator
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
@@ -57,7 +58,6 @@ __all__ = [
     "ZERO_UUID",
     "ClientMetricsInstance",
     "ClientMetricsManager",
-    "ClientMetricsStats",
     "ConnectionContext",
     "SubscriptionSource",
 ]
@@ -112,37 +112,6 @@ class SubscriptionSource(Protocol):
     def resolve(
         self, metadata: ClientMetadata, client_instance_id: uuid.UUID
     ) -> EffectiveSubscription: ...
-
-
-class ClientMetricsStats(Protocol):
-    """Kafka's ``ClientMetricsStats`` sensors (group ``client-metrics``)."""
-
-    def record_throttle(self, client_instance_id: str) -> None: ...
-
-    def record_unknown_subscription(self) -> None: ...
-
-    def record_plugin_export(self, client_instance_id: str, seconds: float) -> None: ...
-
-    def record_plugin_error(self, client_instance_id: str) -> None: ...
-
-    def instance_removed(self, client_instance_id: str) -> None: ...
-
-
-class _NoStats:
-    def record_throttle(self, client_instance_id: str) -> None:
-        pass
-
-    def record_unknown_subscription(self) -> None:
-        pass
-
-    def record_plugin_export(self, client_instance_id: str, seconds: float) -> None:
-        pass
-
-    def record_plugin_error(self, client_instance_id: str) -> None:
-        pass
-
-    def instance_removed(self, client_instance_id: str) -> None:
-        pass
 
 
 class ClientMetricsInstance:
@@ -298,7 +267,8 @@ class ClientMetricsManager:
         cluster_id: str = "",
         cache_max_size: int = DEFAULT_CACHE_MAX_SIZE,
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
-        stats: ClientMetricsStats | None = None,
+        # Kafka's ClientMetricsStats sensors (group client-metrics); None: a private set.
+        stats: CollectorMetrics | None = None,
         # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError);
         # None: collector/payload.py's MetricsDataValidator.
         validate_payload: Callable[[bytes], object] | None = None,
@@ -313,7 +283,8 @@ class ClientMetricsManager:
         self._node_id = node_id
         self._cluster_id = cluster_id
         self._cache_expiry_ms = cache_expiry_ms
-        self._stats: ClientMetricsStats = stats if stats is not None else _NoStats()
+        # A compiled class, not a protocol: its calls from here are direct C calls.
+        self._stats = stats if stats is not None else CollectorMetrics()
         self._validate_payload = (
             validate_payload if validate_payload is not None else MetricsDataValidator()
         )

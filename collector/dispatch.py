@@ -3,8 +3,8 @@
 The rules are a table (``api_key -> Api``); a key missing from it closes the connection,
 as Kafka closes a connection whose header names an API it does not know.  This is the one
 boundary where exceptions become responses, and the one place where the quota engine
-meets a request (:class:`RequestQuota`): handling time and size are recorded after the
-handler ran, and a non-zero throttle goes into the response's ``throttle_time_ms`` and
+meets a request (:class:`~collector.quotas.QuotaEnforcer`): handling time and size are
+recorded after the handler ran, and a non-zero throttle goes into the response's ``throttle_time_ms`` and
 mutes the channel for that long (Kafka's ``sendResponseMaybeThrottle``, KIP-219).
 
 Version handling follows ``RequestContext.parseRequest`` / ``SocketServer``:
@@ -25,7 +25,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from collector.protocol import CloseConnection
 from proto import (
@@ -38,9 +38,15 @@ from proto import (
 from proto.errors import Errors, KafkaError, UnsupportedVersionError
 
 if TYPE_CHECKING:
+    # Concrete classes, not protocols: all three are compiled, and a call on a compiled
+    # class from compiled code is a direct C call (through a protocol it is a method lookup
+    # and an argument parse, several times per push).
+    from collector.client_metrics import ClientMetricsManager
+    from collector.metrics import CollectorMetrics
     from collector.protocol import KafkaProtocol
+    from collector.quotas import QuotaEnforcer
 
-__all__ = ["Api", "Dispatcher", "RequestContext", "RequestObserver", "RequestQuota"]
+__all__ = ["Api", "Dispatcher", "RequestContext", "push_response_v0"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +56,7 @@ _PUSH_TELEMETRY = int(ApiKeys.PUSH_TELEMETRY)  # a plain int: enum attribute acc
 # ErrorCode, the body's empty tagged fields. A test pins it to encode_response's bytes.
 _PUSH_RESPONSE_V0 = struct.Struct(">iiBihB")
 _PUSH_RESPONSE_V0_SIZE = _PUSH_RESPONSE_V0.size - 4
+_pack_push_response_v0: Final = _PUSH_RESPONSE_V0.pack  # bound once (a method lookup per push)
 _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 # decode() found an ApiVersions request at a version we don't speak (answered with v0).
 _UNSUPPORTED_API_VERSIONS = object()
@@ -82,49 +89,15 @@ class Api:
     # telemetry handlers in a catch-all answering INVALID_REQUEST; elsewhere
     # Errors.forException gives UNKNOWN_SERVER_ERROR.
     unexpected_error: Errors = Errors.UNKNOWN_SERVER_ERROR
-    # The same handler without a RequestContext: (request, connection, client id,
-    # correlation id, now_ms) -> response.  Only PushTelemetry has one, for version 0
-    # (see Dispatcher._push).
-    direct: Callable[[Any, KafkaProtocol, str | None, int, int], Any] | None = None
+    # PushTelemetry only: the manager whose ``push_telemetry`` answers version 0 without a
+    # RequestContext (see Dispatcher._push).
+    push_manager: ClientMetricsManager | None = None
 
 
-class RequestQuota(Protocol):
-    """The quota seam (phase 2 wires the quota engine in here).
-
-    Called once per request after it was handled; returns the throttle time in ms that
-    goes into the response and for which the channel is muted (0 = no throttle).
-    """
-
-    def record(
-        self, context: RequestContext, request_bytes: int, handling_ns: int, response: Any
-    ) -> int: ...
-
-    def throttle(self, context: RequestContext, throttle_ms: int) -> None:
-        """Mute the request's channel for ``throttle_ms`` (after its response is queued)."""
-
-    def record_push(
-        self,
-        user: str,
-        client_id: str | None,
-        push_bytes: int,
-        handling_ns: int,
-        now_ms: int,
-        error_code: int,
-    ) -> int:
-        """``record`` for a PushTelemetry, from its parts (no RequestContext)."""
-
-    def is_idle(self) -> bool:
-        """True while ``record`` would record nothing and return 0 (no request or produce
-        quota configured, no mutation quota pending): a push may skip it."""
-
-    def count_push_interval_gate(self, user: str, client_id: str | None, now_ms: int) -> None:
-        """Count a request refused by push-interval gating (error 89) with the throttles."""
-
-
-class RequestObserver(Protocol):
-    """Per-request counters (api key x error code)."""
-
-    def observe(self, api_key: int, error_code: int) -> None: ...
+def push_response_v0(correlation_id: int, error_code: int) -> bytes:
+    """A whole PushTelemetryResponse v0 frame with no throttle (the push path's answer),
+    packed in one call; byte-identical to ``encode_response`` (a test pins every code)."""
+    return _pack_push_response_v0(_PUSH_RESPONSE_V0_SIZE, correlation_id, 0, 0, error_code, 0)
 
 
 class Dispatcher:
@@ -133,8 +106,8 @@ class Dispatcher:
         apis: Mapping[int, Api],
         *,
         clock_ms: Callable[[], int],
-        quota: RequestQuota | None = None,
-        observer: RequestObserver | None = None,
+        quota: QuotaEnforcer | None = None,
+        observer: CollectorMetrics | None = None,
     ) -> None:
         self._apis = dict(apis)
         self._clock_ms = clock_ms
@@ -149,8 +122,9 @@ class Dispatcher:
         api = self._apis.get(frame.api_key)
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
-        if api.direct is not None and frame.api_version == 0:
-            return self._push(api, frame, connection)
+        push_manager = api.push_manager
+        if push_manager is not None and frame.api_version == 0:
+            return self._push(api, push_manager, frame, connection)
         request = self._decode(api, frame)
         if request is _UNSUPPORTED_API_VERSIONS:
             return api_versions_unsupported_response(frame.correlation_id)
@@ -177,7 +151,13 @@ class Dispatcher:
             self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
         return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
 
-    def _push(self, api: Api, frame: RequestFrame, connection: KafkaProtocol) -> bytes:
+    def _push(
+        self,
+        api: Api,
+        push_manager: ClientMetricsManager,
+        frame: RequestFrame,
+        connection: KafkaProtocol,
+    ) -> bytes:
         """``handle`` for PushTelemetry v0, nearly all of a collector's traffic: the same
         steps with the same results, minus what the generic path builds for every request.
         While the quota engine is idle (no request or produce quota, no mutation pending)
@@ -191,7 +171,9 @@ class Dispatcher:
         client_id = frame.client_id
         started_ns = time.perf_counter_ns() if metered else 0
         try:
-            response = api.direct(request, connection, client_id, frame.correlation_id, now_ms)  # type: ignore[misc]
+            response = push_manager.push_telemetry(
+                request, connection, client_id, frame.correlation_id, now_ms
+            )
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, connection, request)
         error_code = response.error_code
@@ -213,9 +195,7 @@ class Dispatcher:
             response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
             quota.throttle(RequestContext(frame, connection, now_ms), throttle_ms)  # type: ignore[union-attr]
             return encode_response(_PUSH_TELEMETRY, 0, frame.correlation_id, response)
-        return _PUSH_RESPONSE_V0.pack(
-            _PUSH_RESPONSE_V0_SIZE, frame.correlation_id, 0, 0, error_code, 0
-        )
+        return push_response_v0(frame.correlation_id, error_code)
 
     @staticmethod
     def _decode(api: Api, frame: RequestFrame) -> Any:

@@ -14,7 +14,9 @@ their records with one ``writev`` and releases every waiting connection's answer
 (``done``, ``exception``, ``add_done_callback``), resolved synchronously: the answers go
 out in the same loop turn as the flush, without one more scheduled callback per
 connection.  A failed flush resolves it with the error, and each waiting connection closes
-without its answers (nothing unwritten is acknowledged).
+without its answers (nothing unwritten is acknowledged).  :class:`DurabilityGate` is what a
+connection asks for its barrier; every barrier is a FlushBarrier (a group-commit fsync's
+future is wrapped in one), so the connection's calls on it are compiled calls.
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["FlushBarrier", "TurnFlusher"]
+if TYPE_CHECKING:
+    from exporters.landing.log import LandingLog
+
+__all__ = ["DurabilityGate", "FlushBarrier", "TurnFlusher"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +53,20 @@ class FlushBarrier:
             callback(self)
         else:
             self._callbacks.append(callback)
+
+    @classmethod
+    def after(cls, future: asyncio.Future[Any]) -> FlushBarrier:
+        """A barrier resolved when ``future`` completes (with its error, if any)."""
+        barrier = cls()
+
+        def done(completed: asyncio.Future[Any]) -> None:
+            if completed.cancelled():
+                barrier.resolve(asyncio.CancelledError("landing sync cancelled"))
+            else:
+                barrier.resolve(completed.exception())
+
+        future.add_done_callback(done)
+        return barrier
 
     def resolve(self, exception: BaseException | None = None) -> None:
         self._done = True
@@ -98,12 +117,44 @@ class TurnFlusher:
         synced = self._sync() if self._sync is not None else None
         if synced is None:
             barrier.resolve()
-            return
+        else:
+            FlushBarrier.after(synced).add_done_callback(
+                lambda done: barrier.resolve(done.exception())
+            )
 
-        def synced_done(future: asyncio.Future[Any]) -> None:
-            if future.cancelled():
-                barrier.resolve(asyncio.CancelledError("landing sync cancelled"))
-            else:
-                barrier.resolve(future.exception())
 
-        synced.add_done_callback(synced_done)
+class DurabilityGate:
+    """What a connection's answers wait for before they are written (asked once per socket
+    read that produced answers, so it is a compiled call, not a method of the server).
+
+    | state                                                    | answers wait for        |
+    |----------------------------------------------------------|-------------------------|
+    | pushes staged for the landing log                        | this turn's flush       |
+    | nothing staged, a group-commit fsync owed for what is written | that fsync         |
+    | otherwise                                                | nothing (``None``)      |
+
+    ``pending_sync`` (only with ``fsync: always`` + ``group_commit``) returns the future of
+    one fsync covering everything written so far, or None when nothing is owed.
+    """
+
+    __slots__ = ("_landing", "_pending_sync", "_turn_flusher")
+
+    def __init__(
+        self,
+        landing: LandingLog | None,
+        pending_sync: Callable[[], asyncio.Future[Any] | None] | None = None,
+    ) -> None:
+        self._landing = landing
+        self._pending_sync = pending_sync
+        self._turn_flusher = (
+            TurnFlusher(landing.flush, pending_sync) if landing is not None else None
+        )
+
+    def barrier(self) -> FlushBarrier | None:
+        landing = self._landing
+        if landing is not None and landing.needs_flush:
+            return self._turn_flusher.barrier()  # type: ignore[union-attr]
+        if self._pending_sync is None:
+            return None
+        synced = self._pending_sync()
+        return FlushBarrier.after(synced) if synced is not None else None

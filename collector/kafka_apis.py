@@ -109,7 +109,7 @@ class KafkaApis:
                 self.push_telemetry,
                 lambda _, error: PushTelemetryResponse(error_code=error),
                 unexpected_error=Errors.INVALID_REQUEST,
-                direct=self._manager.push_telemetry,
+                push_manager=self._manager,
             ),
         }
 

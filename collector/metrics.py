@@ -115,7 +115,8 @@ class ScrapeCollector(Collector):
 
 
 class CollectorMetrics:
-    """Implements ``ClientMetricsStats`` (manager) and ``RequestObserver`` (dispatch)."""
+    """What the manager records (Kafka's ``ClientMetricsStats`` sensors) and what the
+    dispatcher counts per request (api key x error code)."""
 
     def __init__(
         self,
@@ -143,7 +144,7 @@ class CollectorMetrics:
         self.connections_rejected: Callable[[], int] = lambda: 0
         self.registry.register(ScrapeCollector(self.collect))
 
-    # ClientMetricsStats ---------------------------------------------------------------
+    # ClientMetricsStats (Kafka's) ------------------------------------------------------
     def record_throttle(self, client_instance_id: str) -> None:
         key = client_instance_id if self._instance_labels else ""
         self.throttles[key] = self.throttles.get(key, 0) + 1
@@ -179,7 +180,7 @@ class CollectorMetrics:
     def _export_counts(self) -> dict[str, int]:
         return {key: hist.count for key, hist in self._export_times().items()}
 
-    # RequestObserver -------------------------------------------------------------------
+    # requests (the dispatcher) ---------------------------------------------------------
     def observe(self, api_key: int, error_code: int) -> None:
         key = (api_key, error_code)
         self.requests[key] = self.requests.get(key, 0) + 1

@@ -31,16 +31,14 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Protocol, cast
 
+from collector.flush import FlushBarrier
 from collector.tls import ssl_principal
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
     from collector.dispatch import Dispatcher
-    from collector.flush import FlushBarrier
-
-    # What a batch of answers waits for: the loop turn's landing flush, or an fsync.
-    Barrier = asyncio.Future[None] | FlushBarrier
+    from collector.flush import DurabilityGate
 
 __all__ = ["CloseConnection", "ConnectionHost", "KafkaProtocol"]
 
@@ -67,6 +65,8 @@ class ConnectionHost(Protocol):
     dispatcher: Dispatcher
     max_request_size: int
     max_inflight_requests: int
+    # What answers wait for before they are written (None: nothing, write at once).
+    durability: DurabilityGate | None
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool: ...
 
@@ -74,16 +74,16 @@ class ConnectionHost(Protocol):
 
     def protocol_error(self, protocol: KafkaProtocol) -> None: ...
 
-    def durability_barrier(self) -> Barrier | None: ...
-
 
 class KafkaProtocol(asyncio.Protocol):
     # Also the ``ConnectionContext`` the ClientMetricsManager reads.
     __slots__ = (
         "_closing",
         "_codec",
+        "_durability",
         "_host",
         "_loop",
+        "_max_inflight_requests",
         "_paused",
         "_reading_paused",
         "_transport",
@@ -121,12 +121,15 @@ class KafkaProtocol(asyncio.Protocol):
         self.client_software_version = UNKNOWN_SOFTWARE
         self._host = host
         self._codec = ServerConnection(max_request_size=host.max_request_size)
+        # The host's settings, read once (asked on every read otherwise).
+        self._durability: DurabilityGate | None = host.durability
+        self._max_inflight_requests = host.max_inflight_requests
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
         self._paused = 0  # bit set of pause reasons
         self._reading_paused = False
         # Batches of response bytes waiting for a durability barrier, oldest first.
-        self._waiting: collections.deque[tuple[Barrier, list[bytes]]] = collections.deque()
+        self._waiting: collections.deque[tuple[FlushBarrier, list[bytes]]] = collections.deque()
         self._waiting_requests = 0
         self._closing = False
         self._unmute_handle: asyncio.TimerHandle | None = None
@@ -251,35 +254,38 @@ class KafkaProtocol(asyncio.Protocol):
     def _send(self, responses: list[bytes]) -> None:
         if not responses or self._transport is None:
             return
-        barrier: Barrier | None = self._host.durability_barrier()
-        if barrier is None and not self._waiting:
-            self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
-            return
+        durability = self._durability
+        barrier = durability.barrier() if durability is not None else None
         if barrier is None:
-            barrier = self._loop.create_future()
-            barrier.set_result(None)
+            if not self._waiting:
+                self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
+                return
+            barrier = FlushBarrier()  # queue behind earlier batches, ready at once
+            barrier.resolve()
         self._waiting.append((barrier, responses))
         self._waiting_requests += len(responses)
-        if self._waiting_requests >= self._host.max_inflight_requests:
+        if self._waiting_requests >= self._max_inflight_requests:
             self._pause(_TOO_MANY_INFLIGHT)
         barrier.add_done_callback(self._write_ready)
 
-    def _write_ready(self, _: Barrier) -> None:
+    def _write_ready(self, _: FlushBarrier) -> None:
         # Write every leading batch whose barrier is done, preserving order.
-        while self._waiting and self._waiting[0][0].done():
-            future, responses = self._waiting.popleft()
+        waiting = self._waiting
+        while waiting and waiting[0][0].done():
+            barrier, responses = waiting.popleft()
             self._waiting_requests -= len(responses)
             if self._transport is None or self._transport.is_closing():
                 continue
-            if future.exception() is not None:
+            error = barrier.exception()
+            if error is not None:
                 # The landing log could not be made durable: answering "ok" would lie.
-                self.close_for(f"durability barrier failed: {future.exception()}")
+                self.close_for(f"durability barrier failed: {error}")
                 continue
-            self._transport.write(b"".join(responses))
-        if self._closing and not self._waiting and self._transport is not None:
+            self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
+        if self._closing and not waiting and self._transport is not None:
             self._transport.close()
             return
-        if self._waiting_requests < self._host.max_inflight_requests:
+        if self._waiting_requests < self._max_inflight_requests:
             self._resume(_TOO_MANY_INFLIGHT)
 
     def _pause(self, reason: int) -> None:

@@ -21,16 +21,16 @@ import functools
 import logging
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from collector.acceptor import Acceptor, bind_listener
 from collector.client_metrics import ClientMetricsManager
+from collector.clock import monotonic_ms
 from collector.config import CollectorConfig
 from collector.dispatch import Dispatcher
-from collector.flush import FlushBarrier, TurnFlusher
+from collector.flush import DurabilityGate
 from collector.http import HealthEndpoints
 from collector.kafka_apis import KafkaApis, api_name
 from collector.listeners import (
@@ -43,14 +43,13 @@ from collector.listeners import (
 from collector.metrics import CollectorMetrics, ScrapeCollector
 from collector.protocol import KafkaProtocol
 from collector.quotas import QuotaEnforcer, quota_settings
+from collector.subscription_source import StoreSubscriptions
 from collector.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
 from proto import compression
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
-from subscriptions import effective as subscriptions_effective
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
-from subscriptions.matching import ClientMetadata
 
 __all__ = ["CollectorServer", "StartupError", "monotonic_ms"]
 
@@ -60,33 +59,8 @@ EXPIRY_TICK_S = 1.0
 QUOTA_SENSOR_EXPIRY_TICK_S = 30.0
 
 
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
-
-
 class StartupError(RuntimeError):
     """The server cannot start with this configuration (message says why)."""
-
-
-class StoreSubscriptions:
-    """Adapts the subscription store to the manager's ``SubscriptionSource``."""
-
-    def __init__(self, store: Any, *, honour_long_intervals: bool) -> None:
-        self._store = store
-        self._honour_long_intervals = honour_long_intervals
-
-    @property
-    def version(self) -> int:
-        return self._store.snapshot().version  # type: ignore[no-any-return]
-
-    def resolve(self, metadata: ClientMetadata, client_instance_id: uuid.UUID) -> Any:
-        snapshot = self._store.snapshot()
-        return subscriptions_effective.resolve(
-            snapshot.subscriptions,
-            metadata,
-            client_instance_id,
-            honour_long_intervals=self._honour_long_intervals,
-        )
 
 
 def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | None) -> str:
@@ -156,7 +130,8 @@ class CollectorServer:
         self._group_commit_log: Any = None
         self._landing: Any = None  # the LandingLog this server owns (write-behind)
         self._sync_executor: Any = None
-        self._turn_flusher: Any = None  # set with the landing log
+        # What answers wait for (the landing log's per-turn flush), set with the landing log.
+        self.durability: DurabilityGate | None = None
 
     # ------------------------------------------------------------------ ports
     def port(self, listener_name: str | None = None) -> int:
@@ -225,13 +200,15 @@ class CollectorServer:
                 landing_options["retention_required_consumers"] = required
             # Write-behind: a push is staged by the manager and written, one writev per
             # event-loop turn for all connections, before that turn's answers go out
-            # (durability_barrier(), collector/flush.py).
+            # (collector/flush.py: DurabilityGate).
             # (landing.write_behind: false writes each push in its own writev instead.)
             landing_options.setdefault("write_behind", True)
             self._exporter = self._landing = LandingLog(self.landing_directory, **landing_options)
             if config.landing.get("group_commit"):
                 self._group_commit_log = self._exporter
-            self._turn_flusher = TurnFlusher(self._landing.flush, self._pending_sync)
+            self.durability = DurabilityGate(
+                self._landing, self._pending_sync if self._group_commit_log is not None else None
+            )
 
         self.manager = ClientMetricsManager(
             subscriptions=StoreSubscriptions(
@@ -389,25 +366,6 @@ class CollectorServer:
 
     def protocol_error(self, protocol: KafkaProtocol) -> None:
         self.metrics.connections_closed_on_error += 1
-
-    def durability_barrier(self) -> asyncio.Future[None] | FlushBarrier | None:
-        """What a connection waits for before writing a batch of responses.
-
-        LandingLog.flush hands the staged records to the kernel (survives a process
-        kill), and under ``fsync: always`` fsyncs them too.  While records are staged,
-        the answer is the current loop turn's :class:`~collector.flush.FlushBarrier`: one
-        flush, after every read of this turn, covers all connections (collector/flush.py).
-        With ``fsync: always`` plus ``group_commit: true`` the flush does not fsync;
-        the barrier then also waits for one fsync covering all appends so far, run on a
-        worker thread so the loop keeps serving.
-
-        If the write fails, the barrier carries the error and each waiting connection is
-        closed without its answers (nothing unwritten is acknowledged; the client retries).
-        """
-        landing = self._landing
-        if landing is not None and landing.needs_flush:
-            return self._turn_flusher.barrier()  # type: ignore[no-any-return]
-        return self._pending_sync()
 
     def _pending_sync(self) -> asyncio.Future[None] | None:
         """The group-commit fsync still owed for what is written, or None."""

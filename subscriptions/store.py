@@ -209,6 +209,9 @@ class ConfigStore:
         self._configs: SubscriptionConfigs = {}
         self._quota_values: Quotas = {}
         self._snapshot = _freeze(0, {}, {})
+        # The current snapshot's version as a plain attribute: the collector asks it on
+        # every request (collector/subscription_source.py), a method call costs more.
+        self.version = 0
         self.last_error: str | None = None
         # Loaded now, so an invalid file fails start-up (or the CLI) with a clear error and
         # no write can ever replace a file that was never read.
@@ -372,3 +375,4 @@ class ConfigStore:
         self._configs = configs
         self._quota_values = quotas
         self._snapshot = _freeze(self._snapshot.version + 1, configs, quotas)
+        self.version = self._snapshot.version

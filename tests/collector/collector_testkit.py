@@ -148,6 +148,7 @@ class LoneHost:
         self.dispatcher = dispatcher
         self.max_request_size = 104_857_600
         self.max_inflight_requests = 100
+        self.durability = None
 
     def connection_opened(self, protocol: Any) -> bool:
         return True
@@ -157,9 +158,6 @@ class LoneHost:
 
     def protocol_error(self, protocol: Any) -> None:
         pass
-
-    def durability_barrier(self) -> None:
-        return None
 
 
 def lone_connection(dispatcher: Any = None, port: int = 50000) -> KafkaProtocol:

@@ -66,7 +66,7 @@ def build(name: str, tmp_path: Path, now: list[int]) -> Path_:
     quotas = None
     if name == "generic":  # the table row without its direct handler: the generic path
         table[ApiKeys.PUSH_TELEMETRY] = dataclasses.replace(
-            table[ApiKeys.PUSH_TELEMETRY], direct=None
+            table[ApiKeys.PUSH_TELEMETRY], push_manager=None
         )
     if name in ("metered", "generic"):
         engine = QuotaEngine.from_config({}, 0)
