@@ -11,7 +11,8 @@ other jobs on the machine hits both alike:
    (each instance pushes one interval after its answer), so each runs at its peak.
    Target: full collector >= 0.6 x baseline (median of the rounds' ratios).
 2. **Latency at half the peak.** Open-loop load (instances push on a fixed schedule, answers
-   or not) at half of the peak that server just reached.  Target: the collector's p99
+   or not) at half of the peak that server just reached, with the server on a core of its
+   own and the load on the others (``--no-pin`` shares them).  Target: the collector's p99
    push latency <= 5 ms (median of the rounds).
 3. **Memory.** 16,384 client instances created in a ClientMetricsManager in this process,
    measured with tracemalloc.  Target: <= 2 KiB per instance, cache bookkeeping included.
@@ -156,19 +157,43 @@ def measure_half(port: int, pid: int, peak_per_s: float, args: argparse.Namespac
     # Open loop: instances / period pushes per second, period = 1.25 x the push interval.
     period_s = INTERVAL_MS / 1000.0 * OPEN_PERIOD_FACTOR
     instances = max(args.connections, round(peak_per_s / 2 * period_s))
-    return run_load_blocking(
-        "127.0.0.1",
-        port,
-        instances=instances,
-        connections=args.connections,
-        interval_ms=INTERVAL_MS,
-        duration_s=args.duration_s,
-        mode=OPEN,
-        # One load process per 10,000 pushes/s (up to --workers): fewer processes leave
-        # more of the cores to the server, enough of them keep the schedule.
-        workers=args.latency_workers or min(args.workers, 1 + int(peak_per_s / 2 // 10_000)),
-        server_pid=pid,
-    )
+    with _cores_apart(pid, enabled=not args.no_pin):
+        return run_load_blocking(
+            "127.0.0.1",
+            port,
+            instances=instances,
+            connections=args.connections,
+            interval_ms=INTERVAL_MS,
+            duration_s=args.duration_s,
+            mode=OPEN,
+            # One load process per 10,000 pushes/s (up to --workers): fewer processes leave
+            # more of the cores to the server, enough of them keep the schedule.
+            workers=args.latency_workers or min(args.workers, 1 + int(peak_per_s / 2 // 10_000)),
+            server_pid=pid,
+        )
+
+
+@contextlib.contextmanager
+def _cores_apart(server_pid: int, *, enabled: bool) -> Iterator[None]:
+    """For the latency phase: the server alone on the last CPU, this process and the load
+    workers it spawns (they inherit the mask) on the others, as a latency test runs its
+    load generator off the cores of the system under test.  Unpinned, on 2 cores, the
+    scheduler time-slices the server with the load processes, and their slices (ms long)
+    are what the p99 measures.  Both servers get the same treatment; without Linux's
+    sched_setaffinity, or with one CPU, nothing is pinned.  The peak phase stays unpinned
+    (one core of load could not saturate either server)."""
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else []
+    if not enabled or len(cpus) < 2:
+        yield
+        return
+    os.sched_setaffinity(server_pid, {cpus[-1]})
+    os.sched_setaffinity(0, set(cpus[:-1]))
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, set(cpus))
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(server_pid, set(cpus))
 
 
 def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
@@ -270,6 +295,11 @@ def main() -> int:
     parser.add_argument(
         "--latency-workers", type=int, default=0, help="load processes at half peak (0: auto)"
     )
+    parser.add_argument(
+        "--no-pin",
+        action="store_true",
+        help="latency phase: leave the server and the load on shared cores (see _cores_apart)",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
@@ -359,7 +389,7 @@ def main() -> int:
     print(
         f"\nmedians of {len(rounds)} round(s), {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}, CPU stolen by the hypervisor "
-        f"{steal_percent:.0f}%"
+        f"{steal_percent:.0f}%; latency phase {'on shared cores' if args.no_pin else 'with the server on a core of its own'}"
     )
     print(f"{'':34}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:
