@@ -53,10 +53,14 @@ log = logging.getLogger(__name__)
 _PUSH_TELEMETRY = int(ApiKeys.PUSH_TELEMETRY)  # a plain int: enum attribute access costs
 # PushTelemetryResponse v0, the whole frame (the push path's most frequent response): size
 # 12, correlation id, response header v1's empty tagged fields, ThrottleTimeMs 0,
-# ErrorCode, the body's empty tagged fields. A test pins it to encode_response's bytes.
+# ErrorCode, the body's empty tagged fields. Everything after the correlation id is fixed
+# per error code, so it is packed once per code and joined to the packed size and id.
 _PUSH_RESPONSE_V0 = struct.Struct(">iiBihB")
+_pack_size_and_correlation_id: Final = struct.Struct(">ii").pack
 _PUSH_RESPONSE_V0_SIZE = _PUSH_RESPONSE_V0.size - 4
-_pack_push_response_v0: Final = _PUSH_RESPONSE_V0.pack  # bound once (a method lookup per push)
+_PUSH_RESPONSE_V0_TAILS: Final = {
+    int(code): _PUSH_RESPONSE_V0.pack(0, 0, 0, 0, int(code), 0)[8:] for code in Errors
+}
 _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 # decode() found an ApiVersions request at a version we don't speak (answered with v0).
 _UNSUPPORTED_API_VERSIONS = object()
@@ -96,8 +100,11 @@ class Api:
 
 def push_response_v0(correlation_id: int, error_code: int) -> bytes:
     """A whole PushTelemetryResponse v0 frame with no throttle (the push path's answer),
-    packed in one call; byte-identical to ``encode_response`` (a test pins every code)."""
-    return _pack_push_response_v0(_PUSH_RESPONSE_V0_SIZE, correlation_id, 0, 0, error_code, 0)
+    byte-identical to ``encode_response`` (a test pins every code)."""
+    tail = _PUSH_RESPONSE_V0_TAILS.get(error_code)
+    if tail is None:  # not one of Errors: pack it whole (struct checks the range)
+        return _PUSH_RESPONSE_V0.pack(_PUSH_RESPONSE_V0_SIZE, correlation_id, 0, 0, error_code, 0)
+    return _pack_size_and_correlation_id(_PUSH_RESPONSE_V0_SIZE, correlation_id) + tail
 
 
 class Dispatcher:

@@ -137,7 +137,9 @@ class CollectorMetrics:
         # aggregate series is kept outside the dict, so the per-push path skips a lookup.
         self.plugin_export_time: dict[str, _Histogram] = {}
         self._all_export_time = _Histogram()
-        self.requests: dict[tuple[int, int], int] = {}
+        # Requests answered: api key -> error code -> count (small int keys: no tuple to
+        # build and hash per request).
+        self._requests_by_api: dict[int, dict[int, int]] = {}
         self.connections: dict[str, int] = {}
         self.connections_closed_on_error = 0
         # Connections the acceptors refused under the connection quotas (set by the server).
@@ -182,8 +184,19 @@ class CollectorMetrics:
 
     # requests (the dispatcher) ---------------------------------------------------------
     def observe(self, api_key: int, error_code: int) -> None:
-        key = (api_key, error_code)
-        self.requests[key] = self.requests.get(key, 0) + 1
+        by_error = self._requests_by_api.get(api_key)
+        if by_error is None:
+            by_error = self._requests_by_api[api_key] = {}
+        by_error[error_code] = by_error.get(error_code, 0) + 1
+
+    @property
+    def requests(self) -> dict[tuple[int, int], int]:
+        """Requests answered, by (api key, error code)."""
+        return {
+            (api_key, error_code): count
+            for api_key, by_error in self._requests_by_api.items()
+            for error_code, count in by_error.items()
+        }
 
     # connections -----------------------------------------------------------------------
     def connection_opened(self, listener: str) -> None:

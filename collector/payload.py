@@ -30,7 +30,7 @@ REUSE_BYTES: Final = 2 * 1024 * 1024
 
 
 class MetricsDataValidator:
-    """``validator(payload)`` raises ``google.protobuf.message.DecodeError`` unless
+    """``validator.validate(payload)`` (or ``validator(payload)``) raises ``google.protobuf.message.DecodeError`` unless
     ``payload`` is a serialized ``MetricsData``.  One per thread (not thread-safe)."""
 
     __slots__ = ("_message", "_parsed_bytes", "_reuse_bytes")
@@ -40,10 +40,13 @@ class MetricsDataValidator:
         self._parsed_bytes = 0
         self._reuse_bytes = reuse_bytes
 
-    def __call__(self, payload: bytes) -> None:
+    def validate(self, payload: bytes) -> None:
         parsed = self._parsed_bytes + len(payload)
         if parsed > self._reuse_bytes:
             self._message = MetricsData()
             parsed = len(payload)
         self._parsed_bytes = parsed
         self._message.ParseFromString(payload)
+
+    def __call__(self, payload: bytes) -> None:
+        self.validate(payload)

@@ -46,7 +46,6 @@ from collector.quotas import QuotaEnforcer, quota_settings
 from collector.subscription_source import StoreSubscriptions
 from collector.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
-from proto import compression
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -215,7 +214,6 @@ class CollectorServer:
                 store, honour_long_intervals=config.telemetry_honour_long_intervals
             ),
             exporter=self._exporter,
-            decompress=compression.decompress,
             instance_id_to_str=kafka_uuid_to_str,
             new_instance_id=random_instance_id,
             telemetry_max_bytes=config.telemetry_max_bytes,

@@ -99,7 +99,6 @@ def make_manager(
     defaults: dict[str, object] = {
         "subscriptions": subs,
         "exporter": exporter,
-        "decompress": compression.decompress,
         "instance_id_to_str": kafka_uuid_to_str,
         "new_instance_id": random_instance_id,
         "telemetry_max_bytes": 1_048_576,

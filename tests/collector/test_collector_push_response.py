@@ -20,3 +20,10 @@ def test_push_answer_bytes_are_the_generated_encoding(error: Errors, correlation
         correlation_id,
         PushTelemetryResponse(throttle_time_ms=0, error_code=error),
     )
+
+
+@pytest.mark.parametrize("error_code", [-2, 200, 32767])
+def test_a_code_kafka_does_not_define_is_packed_whole(error_code: int) -> None:
+    assert push_response_v0(5, error_code) == encode_response(
+        ApiKeys.PUSH_TELEMETRY, 0, 5, PushTelemetryResponse(error_code=error_code)
+    )

@@ -52,7 +52,9 @@ def committed_through(journal: IngestJournal, offset: int) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--probes", type=int, default=3)
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1")
@@ -60,9 +62,14 @@ def main() -> None:
     data_dir = root / "data"
     log = LandingLog(data_dir / "landing" / "node-1", fsync="never", housekeeping=False)
     journal = IngestJournal(data_dir / "lakehouse" / "_ingest" / "ktc")
-    ingest = subprocess.Popen(lake_cli("ingest", data_dir=data_dir), cwd=REPO, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
+    ingest = subprocess.Popen(
+        lake_cli("ingest", data_dir=data_dir),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         # Warm-up push: wait until the running ingest has committed a batch.
         warm = log.append(context(0), librdkafka_like_push(0))
@@ -71,14 +78,19 @@ def main() -> None:
             time.sleep(0.2)
         results = []
         for probe in range(1, args.probes + 1):
-            ctx = dataclasses.replace(context(probe), client_instance_id=f"probe{probe:017d}",
-                                      received_time_unix_nano=time.time_ns())
+            ctx = dataclasses.replace(
+                context(probe),
+                client_instance_id=f"probe{probe:017d}",
+                received_time_unix_nano=time.time_ns(),
+            )
             time.sleep(probe * 3.3 % 10)  # land at different points of the trigger cycle
             pushed = time.monotonic()
             offset = log.append(ctx, librdkafka_like_push(probe))
             committed_at: list[float] = []
 
-            def watch_journal(offset: int = offset, committed_at: list[float] = committed_at) -> None:
+            def watch_journal(
+                offset: int = offset, committed_at: list[float] = committed_at
+            ) -> None:
                 while not committed_through(journal, offset):
                     time.sleep(0.1)
                 committed_at.append(time.monotonic())
@@ -89,9 +101,19 @@ def main() -> None:
             while visible_s is None:
                 query_started = time.monotonic()
                 out = subprocess.run(
-                    lake_cli("sql", f"SELECT count(*) AS n FROM pushes WHERE client_instance_id = "
-                                    f"'{ctx.client_instance_id}'", "--format", "json", data_dir=data_dir),
-                    cwd=REPO, env=env, capture_output=True, text=True, check=True,
+                    lake_cli(
+                        "sql",
+                        f"SELECT count(*) AS n FROM pushes WHERE client_instance_id = "
+                        f"'{ctx.client_instance_id}'",
+                        "--format",
+                        "json",
+                        data_dir=data_dir,
+                    ),
+                    cwd=REPO,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 if json.loads(out.stdout.splitlines()[0])["n"] == 1:
                     visible_s = time.monotonic() - pushed
@@ -99,11 +121,15 @@ def main() -> None:
             watcher.join()
             committed_s = committed_at[0] - pushed
             results.append((committed_s, visible_s))
-            print(f"probe {probe}: committed after {committed_s:5.1f} s; `ktc sql` returned it "
-                  f"{visible_s:5.1f} s after the push (that query itself took {query_s:4.1f} s)")
+            print(
+                f"probe {probe}: committed after {committed_s:5.1f} s; `ktc sql` returned it "
+                f"{visible_s:5.1f} s after the push (that query itself took {query_s:4.1f} s)"
+            )
         worst = max(v for _, v in results)
-        print(f"worst push -> visible in ktc sql: {worst:.1f} s; ratio to the {BUDGET_S:.0f} s budget: "
-              f"{worst / BUDGET_S:.2f} (<= 1 passes)")
+        print(
+            f"worst push -> visible in ktc sql: {worst:.1f} s; ratio to the {BUDGET_S:.0f} s budget: "
+            f"{worst / BUDGET_S:.2f} (<= 1 passes)"
+        )
     finally:
         os.killpg(ingest.pid, signal.SIGTERM)
         try:

@@ -65,22 +65,37 @@ def librdkafka_like_push(seq: int, brokers: int = 3) -> bytes:
 
 def context(seq: int) -> TelemetryContext:
     return TelemetryContext(
-        client_instance_id=f"{seq % 500:022d}", client_id=f"producer-{seq % 500}",
-        client_software_name="confluent-kafka-python", client_software_version="2.16.1-rdkafka-2.16.0",
-        client_source_address="10.0.0.1", client_source_port=40000 + seq % 500,
-        listener_name="PLAINTEXT", security_protocol="PLAINTEXT", principal="User:ANONYMOUS",
-        push_interval_ms=5000, terminating=False,
-        received_time_unix_nano=1_795_000_000 * 10**9 + seq * 10**7, node_id=1,
-        cluster_id="bench", subscription_id=1, compression_type=4,
+        client_instance_id=f"{seq % 500:022d}",
+        client_id=f"producer-{seq % 500}",
+        client_software_name="confluent-kafka-python",
+        client_software_version="2.16.1-rdkafka-2.16.0",
+        client_source_address="10.0.0.1",
+        client_source_port=40000 + seq % 500,
+        listener_name="PLAINTEXT",
+        security_protocol="PLAINTEXT",
+        principal="User:ANONYMOUS",
+        push_interval_ms=5000,
+        terminating=False,
+        received_time_unix_nano=1_795_000_000 * 10**9 + seq * 10**7,
+        node_id=1,
+        cluster_id="bench",
+        subscription_id=1,
+        compression_type=4,
     )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--pushes", type=int, default=10_000)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="measured rounds of each, alternating; the best of each counts")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="measured rounds of each, alternating; the best of each counts",
+    )
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="ktc-bench-ingest-"))
@@ -98,8 +113,12 @@ def main() -> None:
             directory = root / database / "node-1"
             shutil.copytree(landing, directory)
             cfg = LakehouseConfig(config.lake_dir, database=database, master=args.master)
-            job = IngestJob(cfg, lambda: [directory],
-                            IngestSettings(max_records_per_source=args.pushes), spark=spark)
+            job = IngestJob(
+                cfg,
+                lambda: [directory],
+                IngestSettings(max_records_per_source=args.pushes),
+                spark=spark,
+            )
             job.start()
             started = time.perf_counter()
             results = job.run_once()
@@ -130,13 +149,19 @@ def main() -> None:
         ingest_s, points = min(ingest_runs)
         baseline_s, baseline_points = min(baseline_runs)
         assert points == baseline_points, (points, baseline_points)
-        print("rounds (s): ingest " + ", ".join(f"{s:.2f}" for s, _ in ingest_runs)
-              + "; baseline " + ", ".join(f"{s:.2f}" for s, _ in baseline_runs))
+        print(
+            "rounds (s): ingest "
+            + ", ".join(f"{s:.2f}" for s, _ in ingest_runs)
+            + "; baseline "
+            + ", ".join(f"{s:.2f}" for s, _ in baseline_runs)
+        )
         ingest_rate = points / ingest_s
         baseline_rate = baseline_points / baseline_s
         print(f"pushes: {args.pushes}  data points: {points}  master: {args.master}")
         print(f"ingest (landing -> tables): {ingest_s:8.2f} s  {ingest_rate:12,.0f} points/s")
-        print(f"baseline (Spark writes flattened rows): {baseline_s:8.2f} s  {baseline_rate:12,.0f} points/s")
+        print(
+            f"baseline (Spark writes flattened rows): {baseline_s:8.2f} s  {baseline_rate:12,.0f} points/s"
+        )
         print(f"ratio ingest/baseline: {ingest_rate / baseline_rate:.2f}  (target >= 0.5)")
         spark.stop()
     finally:

@@ -76,11 +76,15 @@ def main() -> None:
             for _ in range(args.records):
                 log.append(context, PUSH)
 
-        base = best_rate(args.repeats, args.records,
-                         lambda: baseline(receiver.target, args.records,
-                                          grpc_compression[args.compression]))
-        print(f"baseline bare gRPC stub, 1 push/request: {base:10.0f} pushes/s "
-              f"{base * POINTS_PER_PUSH:12.0f} points/s  ratio 1.00")
+        base = best_rate(
+            args.repeats,
+            args.records,
+            lambda: baseline(receiver.target, args.records, grpc_compression[args.compression]),
+        )
+        print(
+            f"baseline bare gRPC stub, 1 push/request: {base:10.0f} pushes/s "
+            f"{base * POINTS_PER_PUSH:12.0f} points/s  ratio 1.00"
+        )
 
         cases = {
             "forwarder, 1 push/request": {},
@@ -88,18 +92,28 @@ def main() -> None:
         }
         runs = iter(range(10**6))  # each run reads the log from 0 under a fresh consumer name
         for name, overrides in cases.items():
-            config = OtlpExporterConfig.model_validate({
-                "endpoint": receiver.target, "tls": {"insecure": True},
-                "compression": args.compression, **overrides,
-            })
-            rate = best_rate(args.repeats, args.records,
-                             lambda config=config: forward(directory, config, args.records,
-                                                           next(runs)))
-            print(f"{name:41s}: {rate:10.0f} pushes/s {rate * POINTS_PER_PUSH:12.0f} points/s"
-                  f"  ratio {rate / base:.2f}")
-        again = best_rate(args.repeats, args.records,
-                          lambda: baseline(receiver.target, args.records,
-                                           grpc_compression[args.compression]))
+            config = OtlpExporterConfig.model_validate(
+                {
+                    "endpoint": receiver.target,
+                    "tls": {"insecure": True},
+                    "compression": args.compression,
+                    **overrides,
+                }
+            )
+            rate = best_rate(
+                args.repeats,
+                args.records,
+                lambda config=config: forward(directory, config, args.records, next(runs)),
+            )
+            print(
+                f"{name:41s}: {rate:10.0f} pushes/s {rate * POINTS_PER_PUSH:12.0f} points/s"
+                f"  ratio {rate / base:.2f}"
+            )
+        again = best_rate(
+            args.repeats,
+            args.records,
+            lambda: baseline(receiver.target, args.records, grpc_compression[args.compression]),
+        )
         print(f"baseline measured again (machine noise): {again:10.0f} pushes/s")
 
 

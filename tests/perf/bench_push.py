@@ -201,7 +201,6 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     expiry-heap bookkeeping), measured with tracemalloc."""
     from collector.client_metrics import ClientMetricsManager
     from exporters.base import ExportResult
-    from proto import compression
     from subscriptions.effective import resolve
     from subscriptions.kafka_uuid import kafka_uuid_to_str
     from subscriptions.model import Subscription
@@ -243,7 +242,6 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     manager = ClientMetricsManager(
         subscriptions=Source(),
         exporter=NullExporter(),
-        decompress=compression.decompress,
         instance_id_to_str=kafka_uuid_to_str,
         new_instance_id=lambda: next(ids),
         cache_max_size=count,

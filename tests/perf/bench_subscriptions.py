@@ -38,22 +38,31 @@ TARGET_WARM_US = 20.0
 TARGET_COLD_US = 1000.0
 
 SUBSCRIPTIONS = [
-    Subscription.from_configs(f"sub-{n}", {
-        "metrics": ",".join(f"org.apache.kafka.group{n}.metric{m}." for m in range(20)),
-        "interval.ms": str(10_000 + n),
-        "match": "client_software_name=librdkafka" if n % 5 < 3 else "client_id=nobody",
-    })
+    Subscription.from_configs(
+        f"sub-{n}",
+        {
+            "metrics": ",".join(f"org.apache.kafka.group{n}.metric{m}." for m in range(20)),
+            "interval.ms": str(10_000 + n),
+            "match": "client_software_name=librdkafka" if n % 5 < 3 else "client_id=nobody",
+        },
+    )
     for n in range(10)
 ]
-CLIENT = ClientMetadata(client_instance_id="VQQTF4UpT8qqtooenFFlgA", client_id="app-1",
-                        client_software_name="librdkafka", client_software_version="2.16.0")
+CLIENT = ClientMetadata(
+    client_instance_id="VQQTF4UpT8qqtooenFFlgA",
+    client_id="app-1",
+    client_software_name="librdkafka",
+    client_software_version="2.16.0",
+)
 
 
 def naive(instance_id: uuid.UUID) -> int:
     matched = [s for s in SUBSCRIPTIONS if matches(s, CLIENT)]
     metrics = sorted({m for s in matched for m in s.metrics})
     interval = min([300000, *(s.interval_ms for s in matched)])
-    return crc32c.crc32c(("[" + ", ".join(metrics) + "]" + str(interval)).encode()) ^ hash(instance_id)
+    return crc32c.crc32c(("[" + ", ".join(metrics) + "]" + str(interval)).encode()) ^ hash(
+        instance_id
+    )
 
 
 def warm(instance_id: uuid.UUID) -> int:
