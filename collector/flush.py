@@ -105,10 +105,22 @@ class TurnFlusher:
             asyncio.get_running_loop().call_soon(self._run)
         return barrier
 
-    def _run(self) -> None:
+    def flush_now(self) -> FlushBarrier:
+        """This turn's flush, run now (records reached the log's batch bound): returns its
+        barrier, resolved unless a group-commit fsync is still running.  The call scheduled
+        for the end of the turn then finds nothing to do, or the records staged since."""
         barrier, self._barrier = self._barrier, None
         if barrier is None:
-            return
+            barrier = FlushBarrier()
+        self._flush_into(barrier)
+        return barrier
+
+    def _run(self) -> None:
+        barrier, self._barrier = self._barrier, None
+        if barrier is not None:
+            self._flush_into(barrier)
+
+    def _flush_into(self, barrier: FlushBarrier) -> None:
         try:
             self._flush()
         except Exception as exc:  # noqa: BLE001 - LandingError or OSError: both mean "not in the log"
@@ -127,11 +139,18 @@ class DurabilityGate:
     """What a connection's answers wait for before they are written (asked once per socket
     read that produced answers, so it is a compiled call, not a method of the server).
 
-    | state                                                    | answers wait for        |
-    |----------------------------------------------------------|-------------------------|
-    | pushes staged for the landing log                        | this turn's flush       |
-    | nothing staged, a group-commit fsync owed for what is written | that fsync         |
-    | otherwise                                                | nothing (``None``)      |
+    | state                                                         | answers wait for      |
+    |---------------------------------------------------------------|-----------------------|
+    | the log's ``write_behind_max_records`` or more pushes staged  | a flush, run now      |
+    | fewer pushes staged                                           | this turn's flush     |
+    | nothing staged, a group-commit fsync owed for what is written | that fsync            |
+    | otherwise                                                     | nothing (``None``)    |
+
+    Why the bound: one loop turn handles every connection that has data, and at a
+    moderate rate that is dozens of reads (measured: about 50 reads, 200 pushes per
+    turn at 19,000 pushes/s); answers held until the turn's end wait for all of them.
+    Flushing every 32 records costs one ``writev`` per 32 pushes and lets answers leave
+    within a few reads.
 
     ``pending_sync`` (only with ``fsync: always`` + ``group_commit``) returns the future of
     one fsync covering everything written so far, or None when nothing is owed.
@@ -153,6 +172,8 @@ class DurabilityGate:
     def barrier(self) -> FlushBarrier | None:
         landing = self._landing
         if landing is not None and landing.needs_flush:
+            if landing.needs_flush_now:
+                return self._turn_flusher.flush_now()  # type: ignore[union-attr]
             return self._turn_flusher.barrier()  # type: ignore[union-attr]
         if self._pending_sync is None:
             return None

@@ -138,6 +138,7 @@ class LandingLog:
         housekeeping: bool = True,
         group_commit: bool = False,
         write_behind: bool = False,
+        write_behind_max_records: int = 32,
     ) -> None:
         if segment_max_bytes <= SEGMENT_HEADER_BYTES:
             raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
@@ -148,6 +149,8 @@ class LandingLog:
             )
         if not 0 < max_record_bytes <= 2**31:
             raise ValueError("max_record_bytes must be in 1..2**31")
+        if write_behind_max_records < 1:
+            raise ValueError("write_behind_max_records must be at least 1")
         self.directory = Path(directory)
         self._segment_max_bytes = segment_max_bytes
         self._segment_max_age_ns = segment_max_age_ms * _NS_PER_MS
@@ -169,6 +172,8 @@ class LandingLog:
         self._max_record_bytes = max_record_bytes
         self._clock = clock
         self._write_behind = write_behind
+        # How many staged records the owner lets wait for its flush (see needs_flush_now).
+        self.write_behind_max_records = write_behind_max_records
         # Records encoded but not written yet (head, context, payload per record), with the
         # appended times of the first and last; written by _write_staged_locked.
         self._staged: list[bytes] = []
@@ -321,6 +326,14 @@ class LandingLog:
     def needs_flush(self) -> bool:
         """Whether records are staged (cheap: asked before every batch of responses)."""
         return bool(self._pending)
+
+    @property
+    def needs_flush_now(self) -> bool:
+        """Whether ``write_behind_max_records`` or more records are staged: the owner
+        should flush before staging more, not at its next regular point.  (The collector
+        flushes once per event-loop turn; a turn that reads from many connections would
+        otherwise hold every answer until its last read is handled.)"""
+        return len(self._pending) >= self.write_behind_max_records
 
     def flush(self) -> None:
         """Encodes and hands every staged record to the kernel (one ``writev`` per up to 300

@@ -11,6 +11,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from collector_testkit import RecordingTransport, otlp_payload, zstd
@@ -130,16 +131,16 @@ async def test_write_behind_can_be_turned_off(tmp_path: Path) -> None:
         await server.stop()
 
 
-async def test_reads_of_one_loop_turn_share_one_write(
-    server: CollectorServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Three connections each read a push in the same event-loop turn: their records go to
-    # the log in one writev at the end of the turn, and no answer leaves before it.
+def connected(
+    server: CollectorServer, count: int
+) -> list[tuple[Any, RecordingTransport, Any, Any]]:
+    """``count`` server-side connections driven in process, each with one instance
+    subscribed: (protocol, transport, client codec, GetTelemetrySubscriptions answer)."""
     from proto import ClientConnection
 
     endpoint = next(iter(server.bound.values()))
     connections = []
-    for index in range(3):
+    for index in range(count):
         assert server.quotas is not None
         server.quotas.on_accept(endpoint.listener_name, "127.0.0.1")  # as the acceptor does
         protocol = server._new_connection(endpoint)
@@ -154,6 +155,15 @@ async def test_reads_of_one_loop_turn_share_one_write(
         client.receive_data(transport.written.pop())
         get = client.next_response().message  # type: ignore[union-attr]
         connections.append((protocol, transport, client, get))
+    return connections
+
+
+async def test_reads_of_one_loop_turn_share_one_write(
+    server: CollectorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Three connections each read a push in the same event-loop turn: their records go to
+    # the log in one writev at the end of the turn, and no answer leaves before it.
+    connections = connected(server, 3)
 
     writes: list[int] = []
     real_writev = os.writev
@@ -177,3 +187,30 @@ async def test_reads_of_one_loop_turn_share_one_write(
     assert len(list(LandingReader(server.landing_directory).read())) == 3
     for protocol, _, _, _ in connections:
         protocol.connection_lost(None)
+
+
+async def test_a_turn_with_many_reads_flushes_every_bound_records(tmp_path: Path) -> None:
+    """A loop turn that reads from many connections does not hold every answer until its
+    end: once ``write_behind_max_records`` pushes are staged, the next read flushes them
+    and its answers, and those waiting on the same flush, leave at once."""
+    server = await start_server(tmp_path, {"fsync": "never", "write_behind_max_records": 2})
+    try:
+        connections = connected(server, 5)
+        for protocol, _, client, get in connections:
+            [request] = pushes([get], b"bound")
+            protocol.data_received(client.send_request(ApiKeys.PUSH_TELEMETRY, 0, request))
+        # Reads 1-2 staged two records: read 2 flushed them and answered reads 1 and 2.
+        # Reads 3-4 did the same. Read 5 waits for the end of the turn.
+        answered = [len(transport.written) for _, transport, _, _ in connections]
+        assert answered == [1, 1, 1, 1, 0]
+        assert len(list(LandingReader(server.landing_directory).read())) == 4
+        await asyncio.sleep(0)
+        assert [len(t.written) for _, t, _, _ in connections] == [1, 1, 1, 1, 1]
+        for _, transport, client, _ in connections:
+            client.receive_data(transport.written[0])
+            assert client.next_response().message.error_code == Errors.NONE  # type: ignore[union-attr]
+        assert len(list(LandingReader(server.landing_directory).read())) == 5
+        for protocol, _, _, _ in connections:
+            protocol.connection_lost(None)
+    finally:
+        await server.stop()
