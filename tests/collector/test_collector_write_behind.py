@@ -39,7 +39,7 @@ async def start_server(tmp_path: Path, landing: dict[str, object]) -> CollectorS
         environ={},
         overrides={
             "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": None,
+            "http.listener": "127.0.0.1:0",  # (None would mean "not overridden": the default port)
             "data.dir": str(data_dir),
             "landing": landing,
         },

@@ -94,7 +94,7 @@ async def measure(
             environ={},
             overrides={
                 "listeners": "PLAINTEXT://127.0.0.1:0",
-                "http.listener": None,
+                "http.listener": "127.0.0.1:0",  # (None would mean "not overridden": the default port)
                 "data.dir": str(data_dir),
             },
         )
