@@ -242,11 +242,14 @@ class _ConstantPart:
         try:
             head = orjson.dumps(_connection_fields(c))
             node_and_cluster = orjson.dumps({"node_id": c.node_id, "cluster_id": c.cluster_id})
-            self.content_type_json: bytes = orjson.dumps(c.content_type)
+            content_type_json = orjson.dumps(c.content_type)
         except orjson.JSONEncodeError as error:
             raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
+        # Kept as exact-size copies (slices): the object orjson returns keeps its whole
+        # output buffer, 4 KiB, which would be most of this part's memory.
         self.head: bytes = head[:-1]
         self.node_and_cluster: bytes = node_and_cluster[1:-1]
+        self.content_type_json: bytes = bytes(memoryview(content_type_json))
 
     def matches(self, c: TelemetryContext) -> bool:
         # The two integers must also be exactly int: a bool equals 1 but orjson writes it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -198,3 +199,23 @@ def test_positions_round_trip(tmp_path: Path) -> None:
     assert positions.load() == 0
     positions.commit(42)
     assert ConsumerPositions(tmp_path, "otlp-forwarder").load() == 42
+
+
+def test_a_remembered_constant_part_is_small(make_context: MakeContext) -> None:
+    """The part kept per instance id holds exact-size bytes: the object orjson returns
+    keeps its 4 KiB output buffer, which kept per instance would be ~64 MiB at the
+    default 16,384 cached instances (the instance itself is well under 1 KiB)."""
+    contexts = [
+        dataclasses.replace(make_context(i), client_instance_id=f"{i:022d}") for i in range(1000)
+    ]
+    encode_context(make_context(0))  # lazily created module state, outside the measure
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for context in contexts:
+            encode_context(context)
+        after = tracemalloc.take_snapshot()
+    finally:
+        tracemalloc.stop()
+    grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))
+    assert grown / len(contexts) < 1024

@@ -198,9 +198,12 @@ def _cores_apart(server_pid: int, *, enabled: bool) -> Iterator[None]:
 
 def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     """Bytes allocated per cached instance (instance, metadata, subscription, LRU and
-    expiry-heap bookkeeping), measured with tracemalloc."""
+    expiry-heap bookkeeping, and the landing log's remembered context part), measured with
+    tracemalloc."""
     from collector.client_metrics import ClientMetricsManager
     from exporters.base import ExportResult
+    from exporters.context import TelemetryContext
+    from exporters.landing.format import encode_context
     from subscriptions.effective import resolve
     from subscriptions.kafka_uuid import kafka_uuid_to_str
     from subscriptions.model import Subscription
@@ -252,7 +255,32 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     for i in range(count):
-        manager.get_telemetry_subscriptions(zero, connections[i], client_ids[i], i)
+        response = manager.get_telemetry_subscriptions(zero, connections[i], client_ids[i], i)
+        # What the landing log keeps per instance: the encoded constant part of its context
+        # (exporters/landing/format.py), remembered at the instance's first push.
+        instance = manager.instance(response.client_instance_id)
+        assert instance is not None
+        encode_context(
+            TelemetryContext(
+                instance.instance_id_str,
+                client_ids[i],
+                connections[i].client_software_name,
+                connections[i].client_software_version,
+                connections[i].client_source_address,
+                connections[i].client_source_port,
+                connections[i].listener_name,
+                connections[i].security_protocol,
+                connections[i].principal,
+                instance.push_interval_ms,
+                False,
+                1_763_750_000_000_000_000 + i,
+                1,
+                "bench-cluster",
+                instance.subscription_id,
+                4,
+                i,
+            )
+        )
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     assert manager.instance_count == count
