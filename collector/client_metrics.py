@@ -223,10 +223,7 @@ class _InstanceCache:
 
     def get(self, instance_id: uuid.UUID) -> ClientMetricsInstance | None:
         """The instance, refreshed as most recently used; None when absent."""
-        return self.get_by_key(instance_id.int)
-
-    def get_by_key(self, key: int) -> ClientMetricsInstance | None:
-        """``get`` by the id's 128-bit int."""
+        key = instance_id.int
         entries = self._entries
         instance = entries.get(key)
         if instance is not None:
@@ -314,9 +311,7 @@ class ClientMetricsManager:
         instance_id = client_instance_id
         if instance_id == ZERO_UUID:
             instance_id = self._generate_new_client_id()
-        instance = self._client_instance(
-            instance_id, connection, client_id, now_ms, instance_id.int
-        )
+        instance = self._client_instance(instance_id, connection, client_id, now_ms)
 
         if (
             not instance.maybe_update_get_request_timestamp(now_ms)
@@ -356,13 +351,10 @@ class ClientMetricsManager:
         instance_id = request.client_instance_id
         terminating = request.terminating
         metrics = request.metrics
-        if instance_id is None:
-            return _push_error(Errors.INVALID_REQUEST)
-        key = instance_id.int
-        if key in _RESERVED_UUID_INTS:
+        if instance_id is None or instance_id.int in _RESERVED_UUID_INTS:
             return _push_error(Errors.INVALID_REQUEST)
 
-        instance = self._client_instance(instance_id, connection, client_id, now_ms, key)
+        instance = self._client_instance(instance_id, connection, client_id, now_ms)
         compression_type = request.compression_type
         try:
             self._validate_push(
@@ -550,11 +542,9 @@ class ClientMetricsManager:
         connection: ConnectionContext,
         client_id: str | None,
         now_ms: int,
-        key: int,
     ) -> ClientMetricsInstance:
-        """ClientMetricsManager.clientInstance: look up, (re)create, re-arm expiry.
-        ``key`` is ``instance_id.int`` (the cache's key, which the caller has already)."""
-        instance = self._cache.get_by_key(key)
+        """ClientMetricsManager.clientInstance: look up, (re)create, re-arm expiry."""
+        instance = self._cache.get(instance_id)
         version = self._subscriptions.version
         if instance is None:
             metadata = ClientMetadata(

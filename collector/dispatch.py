@@ -4,8 +4,9 @@ The rules are a table (``api_key -> Api``); a key missing from it closes the con
 as Kafka closes a connection whose header names an API it does not know.  This is the one
 boundary where exceptions become responses, and the one place where the quota engine
 meets a request (:class:`~collector.quotas.QuotaEnforcer`): handling time and size are
-recorded after the handler ran, and a non-zero throttle goes into the response's ``throttle_time_ms`` and
-mutes the channel for that long (Kafka's ``sendResponseMaybeThrottle``, KIP-219).
+recorded after the handler ran, and a non-zero throttle goes into the response's
+``throttle_time_ms`` and mutes the channel for that long (Kafka's
+``sendResponseMaybeThrottle``, KIP-219).
 
 Version handling follows ``RequestContext.parseRequest`` / ``SocketServer``:
 

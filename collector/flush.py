@@ -54,19 +54,16 @@ class FlushBarrier:
         else:
             self._callbacks.append(callback)
 
-    @classmethod
-    def after(cls, future: asyncio.Future[Any]) -> FlushBarrier:
-        """A barrier resolved when ``future`` completes (with its error, if any)."""
-        barrier = cls()
+    def resolve_when_done(self, future: asyncio.Future[Any]) -> None:
+        """Resolves this barrier when ``future`` completes (with its error, if any)."""
 
         def done(completed: asyncio.Future[Any]) -> None:
             if completed.cancelled():
-                barrier.resolve(asyncio.CancelledError("landing sync cancelled"))
+                self.resolve(asyncio.CancelledError("landing sync cancelled"))
             else:
-                barrier.resolve(completed.exception())
+                self.resolve(completed.exception())
 
         future.add_done_callback(done)
-        return barrier
 
     def resolve(self, exception: BaseException | None = None) -> None:
         self._done = True
@@ -130,9 +127,7 @@ class TurnFlusher:
         if synced is None:
             barrier.resolve()
         else:
-            FlushBarrier.after(synced).add_done_callback(
-                lambda done: barrier.resolve(done.exception())
-            )
+            barrier.resolve_when_done(synced)
 
 
 class DurabilityGate:
@@ -178,4 +173,8 @@ class DurabilityGate:
         if self._pending_sync is None:
             return None
         synced = self._pending_sync()
-        return FlushBarrier.after(synced) if synced is not None else None
+        if synced is None:
+            return None
+        barrier = FlushBarrier()
+        barrier.resolve_when_done(synced)
+        return barrier

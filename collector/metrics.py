@@ -133,10 +133,12 @@ class CollectorMetrics:
         # Keyed by client_instance_id with labels on, else by "" (one aggregate series).
         self.throttles: dict[str, int] = {}
         self.plugin_errors: dict[str, int] = {}
-        # Export times (and so export counts), by client_instance_id with labels on; the
-        # aggregate series is kept outside the dict, so the per-push path skips a lookup.
-        self.plugin_export_time: dict[str, _Histogram] = {}
+        # Export times (and so export counts), by client_instance_id with labels on, else
+        # one aggregate series under "" that the per-push path holds directly (no lookup).
         self._all_export_time = _Histogram()
+        self.plugin_export_time: dict[str, _Histogram] = (
+            {} if instance_labels else {"": self._all_export_time}
+        )
         # Requests answered: api key -> error code -> count (small int keys: no tuple to
         # build and hash per request).
         self._requests_by_api: dict[int, dict[int, int]] = {}
@@ -175,9 +177,8 @@ class CollectorMetrics:
             self.plugin_export_time.pop(client_instance_id, None)
 
     def _export_times(self) -> dict[str, _Histogram]:
-        if self._instance_labels:
-            return dict(self.plugin_export_time)
-        return {"": self._all_export_time} if self._all_export_time.count else {}
+        # Series with at least one export (the aggregate exists from the start).
+        return {key: hist for key, hist in self.plugin_export_time.items() if hist.count}
 
     def _export_counts(self) -> dict[str, int]:
         return {key: hist.count for key, hist in self._export_times().items()}

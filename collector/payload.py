@@ -30,7 +30,7 @@ REUSE_BYTES: Final = 2 * 1024 * 1024
 
 
 class MetricsDataValidator:
-    """``validator.validate(payload)`` (or ``validator(payload)``) raises ``google.protobuf.message.DecodeError`` unless
+    """``validator.validate(payload)`` raises ``google.protobuf.message.DecodeError`` unless
     ``payload`` is a serialized ``MetricsData``.  One per thread (not thread-safe)."""
 
     __slots__ = ("_message", "_parsed_bytes", "_reuse_bytes")
@@ -47,6 +47,3 @@ class MetricsDataValidator:
             parsed = len(payload)
         self._parsed_bytes = parsed
         self._message.ParseFromString(payload)
-
-    def __call__(self, payload: bytes) -> None:
-        self.validate(payload)

@@ -122,7 +122,7 @@ _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
 class QuotaEnforcer:
-    """Implements the dispatcher's ``RequestQuota``, the acceptor's connection checks and
+    """The dispatcher's quota recording and throttling, the acceptor's connection checks and
     the admin APIs' mutation quotas; ``collect`` gives the quota metrics (registered with
     ``collector.metrics.ScrapeCollector``)."""
 

@@ -16,27 +16,27 @@ from collector.payload import REUSE_BYTES, MetricsDataValidator
 
 
 def test_each_parse_stands_alone_whatever_came_before() -> None:
-    validate = MetricsDataValidator()
+    validator = MetricsDataValidator()
     big = otlp_payload(*(f"org.apache.kafka.producer.m{i}" for i in range(20)))
     small = otlp_payload("org.apache.kafka.producer.one")
-    validate(big)
-    validate(small)  # parsed into the same message: cleared first
-    assert validate._message == MetricsData.FromString(small)
+    validator.validate(big)
+    validator.validate(small)  # parsed into the same message: cleared first
+    assert validator._message == MetricsData.FromString(small)
     with pytest.raises(DecodeError):
-        validate(b"\x0a\xff\xff\xff\xff\x0f")  # a length running past the end
-    validate(small)  # a failed parse leaves nothing behind
-    assert validate._message == MetricsData.FromString(small)
+        validator.validate(b"\x0a\xff\xff\xff\xff\x0f")  # a length running past the end
+    validator.validate(small)  # a failed parse leaves nothing behind
+    assert validator._message == MetricsData.FromString(small)
 
 
 def test_the_message_is_replaced_after_reuse_bytes() -> None:
-    validate = MetricsDataValidator(reuse_bytes=1000)
+    validator = MetricsDataValidator(reuse_bytes=1000)
     data = otlp_payload("org.apache.kafka.producer.m")
     replaced = 0
     for _ in range(3 * 1000 // len(data) + 3):
-        before = validate._message
-        validate(data)
-        replaced += validate._message is not before
-        assert validate._parsed_bytes <= 1000
+        before = validator._message
+        validator.validate(data)
+        replaced += validator._message is not before
+        assert validator._parsed_bytes <= 1000
     assert replaced >= 3  # a new message (and arena) every ~1000 bytes
     assert REUSE_BYTES == 2 * 1024 * 1024  # the shipped bound
 

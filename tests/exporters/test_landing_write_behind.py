@@ -139,3 +139,17 @@ def test_a_batch_larger_than_one_writev_lands_whole_and_checksummed(
         (i + 1, i, b"r%d" % i) for i in range(records)
     ]
     assert reader.corrupt_regions_skipped == 0
+
+
+def test_the_flush_bound_counts_staged_records(tmp_path: Path, make_context: MakeContext) -> None:
+    with pytest.raises(ValueError, match="write_behind_max_records"):
+        LandingLog(tmp_path, write_behind=True, housekeeping=False, write_behind_max_records=0)
+    with LandingLog(
+        tmp_path, write_behind=True, housekeeping=False, write_behind_max_records=3
+    ) as log:
+        for i in range(3):
+            assert not log.needs_flush_now
+            assert log.export(make_context(i), b"p").ok
+        assert log.needs_flush_now
+        log.flush()
+        assert not log.needs_flush and not log.needs_flush_now

@@ -415,7 +415,8 @@ def main() -> int:
     print(
         f"\nmedians of {len(rounds)} round(s), {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}, CPU stolen by the hypervisor "
-        f"{steal_percent:.0f}%; latency phase {'on shared cores' if args.no_pin else 'with the server on a core of its own'}"
+        f"{steal_percent:.0f}%; latency phase "
+        + ("on shared cores" if args.no_pin else "with the server on a core of its own")
     )
     print(f"{'':34}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:

@@ -94,7 +94,8 @@ async def measure(
             environ={},
             overrides={
                 "listeners": "PLAINTEXT://127.0.0.1:0",
-                "http.listener": "127.0.0.1:0",  # (None would mean "not overridden": the default port)
+                # Not None: an override of None means "not overridden" (the default port).
+                "http.listener": "127.0.0.1:0",
                 "data.dir": str(data_dir),
             },
         )
