@@ -13,14 +13,18 @@ other jobs on the machine hits both alike:
 2. **Latency at half the peak.** Open-loop load (instances push on a fixed schedule, answers
    or not) at half of the peak that server just reached, with the server on a core of its
    own and the load on the others (``--no-pin`` shares them).  Target: the collector's p99
-   push latency <= 5 ms (median of the rounds).
+   push latency <= 5 ms (median of the rounds).  The baseline is also driven at the
+   collector's half-peak rate, and each server's CPU per push and core use in this phase
+   are printed: at half of a closed-loop peak a push costs about twice its peak CPU (the
+   open loop does not pipeline), so how busy the core was says how much of the tail is
+   queueing.
 3. **Memory.** 16,384 client instances created in a ClientMetricsManager in this process,
    measured with tracemalloc.  Target: <= 2 KiB per instance, cache bookkeeping included.
 
 Besides pushes/s it prints each server's CPU time per push (from /proc, over the measured
 window): its capacity on an idle core, which other jobs on a shared machine do not move.
 
-Run: ``.venv/bin/python tests/perf/bench_push.py`` (about two minutes; ``--quick`` for a
+Run: ``.venv/bin/python tests/perf/bench_push.py`` (about four minutes; ``--quick`` for a
 short smoke run; ``--check`` exits 1 when a target is missed).  On 2 cores the servers
 share the machine with the load generator, so absolute numbers depend on the machine;
 the ratios are the point.
@@ -288,6 +292,13 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     return grown / count
 
 
+def _busy_percent(result: LoadResult) -> float:
+    """The share of one core the server used over the measured window."""
+    if result.server_cpu_s is None or not result.duration_s:
+        return float("nan")
+    return 100.0 * result.server_cpu_s / result.duration_s
+
+
 def _cpu_ticks() -> tuple[int, int]:
     """(steal, all) jiffies of the whole machine, from /proc/stat (Linux; (0, 0) elsewhere).
     Steal is time the hypervisor gave this VM's virtual CPUs to someone else: a virtual
@@ -347,6 +358,12 @@ def main() -> int:
                     peak = measure_peak(port, pid, args)
                     results[f"{name}_peak"] = peak
                     results[f"{name}_half"] = measure_half(port, pid, peak.pushes_per_s, args)
+                # The baseline at the collector's half-peak rate: what the minimal server's
+                # latency is where the collector's is measured (same arrivals, same pinning).
+                port, pid = servers["baseline"]
+                results["baseline_at_full_half"] = measure_half(
+                    port, pid, results["full_peak"].pushes_per_s, args
+                )
                 rounds.append(results)
                 print(
                     f"round {index + 1}: peak full {results['full_peak'].pushes_per_s:,.0f}/s "
@@ -382,6 +399,15 @@ def main() -> int:
     p50_full = med("full_half", lambda r: r.percentile_ms(0.50))
     p50_base = med("baseline_half", lambda r: r.percentile_ms(0.50))
     lag_full = med("full_half", lambda r: r.summary()["send_lag_p99_ms"])  # type: ignore[arg-type,return-value]
+    p99_base_same_rate = med("baseline_at_full_half", lambda r: r.percentile_ms(0.99))
+    # How busy each server's core was at half its peak: rate x CPU per push.  Near 100 %,
+    # queueing, not the push path's own time, sets the tail.
+    busy_full = med("full_half", _busy_percent)
+    busy_base = med("baseline_half", _busy_percent)
+    busy_base_same_rate = med("baseline_at_full_half", _busy_percent)
+    cpu_half_full = med("full_half", lambda r: r.server_cpu_us_per_push)
+    cpu_half_base = med("baseline_half", lambda r: r.server_cpu_us_per_push)
+    cpu_base_same_rate = med("baseline_at_full_half", lambda r: r.server_cpu_us_per_push)
     half_errors = sum(sum(r["full_half"].errors.values()) for r in rounds)
 
     checks = [
@@ -411,6 +437,20 @@ def main() -> int:
         ("p50 ms at half peak (open loop)", f"{p50_full:.2f}", f"{p50_base:.2f}", ""),
         ("p99 ms at half peak (open loop)", f"{p99_full:.2f}", f"{p99_base:.2f}", ""),
         ("load generator send lag p99 ms", f"{lag_full:.2f}", "", ""),
+        ("server CPU us per push at half peak", f"{cpu_half_full:.1f}", f"{cpu_half_base:.1f}", ""),
+        ("server core busy at half peak %", f"{busy_full:.0f}", f"{busy_base:.0f}", ""),
+        (
+            "baseline at the collector's half rate",
+            "",
+            f"p99 {p99_base_same_rate:.2f} ms",
+            "",
+        ),
+        (
+            "  its CPU us per push, core busy %",
+            "",
+            f"{cpu_base_same_rate:.1f}, {busy_base_same_rate:.0f}",
+            "",
+        ),
     ]
     print(
         f"\nmedians of {len(rounds)} round(s), {os.cpu_count()} cores, "
@@ -418,9 +458,9 @@ def main() -> int:
         f"{steal_percent:.0f}%; latency phase "
         + ("on shared cores" if args.no_pin else "with the server on a core of its own")
     )
-    print(f"{'':34}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
+    print(f"{'':38}{'full collector':>16}{'baseline':>18}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:
-        print(f"{label:34}{full_value:>16}{base_value:>12}{ratio_value:>8}")
+        print(f"{label:38}{full_value:>16}{base_value:>18}{ratio_value:>8}")
     print()
     for label, value, target, ok in checks:
         print(f"{'PASS' if ok else 'MISS'}  {label}: {value} (target {target})")
@@ -430,6 +470,12 @@ def main() -> int:
         "throughput_ratio_full_over_baseline": round(ratio, 3),
         "full_p99_ms_at_half_peak": round(p99_full, 3),
         "baseline_p99_ms_at_half_peak": round(p99_base, 3),
+        "baseline_p99_ms_at_full_half_rate": round(p99_base_same_rate, 3),
+        "server_busy_percent_at_half_peak": {
+            "full": round(busy_full, 1),
+            "baseline": round(busy_base, 1),
+            "baseline_at_full_half_rate": round(busy_base_same_rate, 1),
+        },
         "server_cpu_us_per_push": {"full": round(cpu_full, 2), "baseline": round(cpu_base, 2)},
         "bytes_per_cached_instance": round(per_instance),
         "cpu_count": os.cpu_count(),
