@@ -2,7 +2,7 @@
 
 Follows ``server/.../metrics/ClientMetricsInstanceMetadata.java``: the attributes are
 captured once when the client instance is created, every selector of a subscription
-must fully match (Java ``Matcher.matches()`` = ``re.fullmatch``), an empty selector list
+must fully match (Java ``Matcher.matches()``; RE2, see match_pattern.py), an empty selector list
 matches every client, and an attribute that is null never matches.
 """
 
@@ -46,7 +46,7 @@ def matches(subscription: Subscription, metadata: ClientMetadata) -> bool:
     """True if every selector of ``subscription`` fully matches ``metadata``."""
     for selector, pattern in subscription.patterns.items():
         value = metadata.attribute(selector)
-        if value is None or pattern.fullmatch(value) is None:
+        if value is None or not pattern.fullmatches(value):
             return False
     return True
 

@@ -26,6 +26,7 @@ from typing import Literal
 
 from proto.errors import Errors, KafkaError
 from subscriptions.java_lang import java_parse_int, java_split, java_trim
+from subscriptions.match_pattern import MatchPattern, MatchPatternError
 
 __all__ = [
     "ALL_METRICS",
@@ -77,8 +78,9 @@ class ConfigKey:
 # invalid key in this order is the one reported.
 CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(CONFIG_METRICS, "LIST", "", "Telemetry metric name prefix list"),
-    ConfigKey(CONFIG_INTERVAL_MS, "INT", str(DEFAULT_INTERVAL_MS),
-              "Metrics push interval in milliseconds"),
+    ConfigKey(
+        CONFIG_INTERVAL_MS, "INT", str(DEFAULT_INTERVAL_MS), "Metrics push interval in milliseconds"
+    ),
     ConfigKey(CONFIG_MATCH, "LIST", "", "Client match criteria"),
 )
 _KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
@@ -123,7 +125,9 @@ def _parse_int(key: str, value: str) -> int:
     parsed = java_parse_int(java_trim(value))
     if parsed is None:
         # ConfigException(name, value, "Not a number of type INT")
-        raise _invalid_config(f"Invalid value {value} for configuration {key}: Not a number of type INT")
+        raise _invalid_config(
+            f"Invalid value {value} for configuration {key}: Not a number of type INT"
+        )
     return parsed
 
 
@@ -142,16 +146,16 @@ def _split_match_item(item: str) -> tuple[str, str]:
     return selector, java_trim(parts[1])
 
 
-def compile_match_pattern(selector: str, regex: str, item: str | None = None) -> re.Pattern[str]:
-    """Compile a match regex (tested with ``fullmatch`` = Java ``Matcher.matches()``).
+def compile_match_pattern(selector: str, regex: str, item: str | None = None) -> MatchPattern:
+    """Compile a match regex (a full match, as Java's ``Matcher.matches()``).
 
-    Python's ``re`` stands in for ``java.util.regex``; the common syntax agrees, and a
-    pattern Python cannot compile (e.g. Java's ``\\p{Alpha}`` or ``(?<name>...)``) is
-    rejected with Kafka's message, as Java rejects what it cannot compile.
+    RE2 stands in for ``java.util.regex`` (linear-time matching; match_pattern.py lists
+    where the dialects differ); a pattern RE2 cannot compile is rejected with Kafka's
+    message, as Java rejects what it cannot compile.
     """
     try:
-        return re.compile(regex)
-    except re.error:
+        return MatchPattern(regex)
+    except MatchPatternError:
         raise _invalid_config(
             f"Illegal client matching pattern: {item if item is not None else f'{selector}={regex}'}"
         ) from None
@@ -172,14 +176,12 @@ class Subscription:
     interval_ms: int = DEFAULT_INTERVAL_MS
     match: tuple[tuple[str, str], ...] = ()
     configured_keys: frozenset[str] = field(default=frozenset(_KNOWN_KEYS))
-    patterns: Mapping[str, re.Pattern[str]] = field(
-        init=False, repr=False, compare=False, hash=False
-    )
+    patterns: Mapping[str, MatchPattern] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise _invalid_request("Subscription name can't be empty")
-        compiled: dict[str, re.Pattern[str]] = {}
+        compiled: dict[str, MatchPattern] = {}
         for selector, regex in self.match:
             if selector not in SELECTORS:
                 raise _invalid_config(f"Illegal client matching pattern: {selector}={regex}")
