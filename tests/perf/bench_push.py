@@ -292,13 +292,6 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     return grown / count
 
 
-def _busy_percent(result: LoadResult) -> float:
-    """The share of one core the server used over the measured window."""
-    if result.server_cpu_s is None or not result.duration_s:
-        return float("nan")
-    return 100.0 * result.server_cpu_s / result.duration_s
-
-
 def _cpu_ticks() -> tuple[int, int]:
     """(steal, all) jiffies of the whole machine, from /proc/stat (Linux; (0, 0) elsewhere).
     Steal is time the hypervisor gave this VM's virtual CPUs to someone else: a virtual
@@ -402,9 +395,9 @@ def main() -> int:
     p99_base_same_rate = med("baseline_at_full_half", lambda r: r.percentile_ms(0.99))
     # How busy each server's core was at half its peak: rate x CPU per push.  Near 100 %,
     # queueing, not the push path's own time, sets the tail.
-    busy_full = med("full_half", _busy_percent)
-    busy_base = med("baseline_half", _busy_percent)
-    busy_base_same_rate = med("baseline_at_full_half", _busy_percent)
+    busy_full = med("full_half", lambda r: r.server_busy_percent)
+    busy_base = med("baseline_half", lambda r: r.server_busy_percent)
+    busy_base_same_rate = med("baseline_at_full_half", lambda r: r.server_busy_percent)
     cpu_half_full = med("full_half", lambda r: r.server_cpu_us_per_push)
     cpu_half_base = med("baseline_half", lambda r: r.server_cpu_us_per_push)
     cpu_base_same_rate = med("baseline_at_full_half", lambda r: r.server_cpu_us_per_push)

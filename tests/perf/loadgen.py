@@ -189,6 +189,13 @@ class LoadResult:
         return self.server_cpu_s / self.pushes_ok * 1e6
 
     @property
+    def server_busy_percent(self) -> float:
+        """The share of one core the server used over the measured window."""
+        if self.server_cpu_s is None or not self.duration_s:
+            return float("nan")
+        return 100.0 * self.server_cpu_s / self.duration_s
+
+    @property
     def pushes_per_s(self) -> float:
         return self.pushes_ok / self.duration_s if self.duration_s else 0.0
 
