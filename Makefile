@@ -18,13 +18,31 @@ $(STAMP): pyproject.toml $(COMPILED)
 
 setup: $(STAMP)
 
+# The gateway tests' upstream: Apache Kafka 4.4.0's jars (KRaft broker and Java client), fetched
+# once with Maven (tests/gateway/harness/pom.xml) into a cache outside the tree; the tests read
+# KTC_KAFKA_LIBS (same default). Without mvn, outside CI, the gateway tests skip instead.
+KTC_KAFKA_LIBS ?= $(HOME)/.cache/ktc/kafka-4.4.0
+export KTC_KAFKA_LIBS
+KAFKA_POM := tests/gateway/harness/pom.xml
+KAFKA_LIBS_STAMP := $(KTC_KAFKA_LIBS)/.complete-$(shell cksum < $(KAFKA_POM) | cut -d' ' -f1)
+
+.PHONY: kafka-libs
+kafka-libs: $(KAFKA_LIBS_STAMP)
+
+$(KAFKA_LIBS_STAMP): $(KAFKA_POM)
+	@if ! command -v mvn >/dev/null && [ "$$CI" != true ]; then \
+	  echo "kafka-libs: no mvn here, the gateway tests will skip"; exit 0; fi; \
+	set -e; rm -rf '$(KTC_KAFKA_LIBS).tmp'; \
+	mvn -q -B -f $(KAFKA_POM) dependency:copy-dependencies -DoutputDirectory='$(abspath $(KTC_KAFKA_LIBS)).tmp'; \
+	rm -rf '$(KTC_KAFKA_LIBS)'; mv '$(KTC_KAFKA_LIBS).tmp' '$(KTC_KAFKA_LIBS)'; touch '$@'
+
 run: $(STAMP)
 	$(BIN)/ktc serve
 
-test: $(STAMP)
+test: $(STAMP) kafka-libs
 	$(BIN)/python -m pytest
 
-bench: $(STAMP)
+bench: $(STAMP) kafka-libs
 	$(BIN)/python tests/perf/run_all.py
 
 clean:
