@@ -20,12 +20,12 @@ __all__ = [
 ]
 
 _HOMES = {
-    "ClientMetricsManager": "collector.client_metrics",
-    "CollectorConfig": "collector.config",
-    "ConfigError": "collector.config",
-    "load_config": "collector.config",
-    "CollectorServer": "collector.server",
-    "StartupError": "collector.server",
+    "ClientMetricsManager": "collector.telemetry.client_metrics",
+    "CollectorConfig": "collector.app.config",
+    "ConfigError": "collector.app.config",
+    "load_config": "collector.app.config",
+    "CollectorServer": "collector.app.server",
+    "StartupError": "collector.app.server",
 }
 
 

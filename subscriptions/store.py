@@ -210,7 +210,7 @@ class ConfigStore:
         self._quota_values: Quotas = {}
         self._snapshot = _freeze(0, {}, {})
         # The current snapshot's version as a plain attribute: the collector asks it on
-        # every request (collector/subscription_source.py), a method call costs more.
+        # every request (collector/telemetry/subscription_source.py), a method call costs more.
         self.version = 0
         self.last_error: str | None = None
         # Loaded now, so an invalid file fails start-up (or the CLI) with a clear error and

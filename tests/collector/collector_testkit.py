@@ -16,8 +16,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
 )
 
-from collector.client_metrics import ClientMetricsManager
-from collector.protocol import KafkaProtocol
+from collector.telemetry.client_metrics import ClientMetricsManager
+from collector.net.protocol import KafkaProtocol
 from proto import compression
 from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id

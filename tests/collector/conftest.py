@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from collector_testkit import MemorySubscriptions, make_manager, subscription
 
-from collector.client_metrics import ClientMetricsManager
+from collector.telemetry.client_metrics import ClientMetricsManager
 from exporters.landing import LandingLog
 
 

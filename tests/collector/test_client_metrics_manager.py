@@ -19,7 +19,7 @@ from collector_testkit import (
     zstd,
 )
 
-from collector.client_metrics import ONE_UUID, SUPPORTED_COMPRESSION_TYPES, ZERO_UUID
+from collector.telemetry.client_metrics import ONE_UUID, SUPPORTED_COMPRESSION_TYPES, ZERO_UUID
 from exporters.base import ExportResult
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, LandingReader

@@ -8,7 +8,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from collector_testkit import otlp_payload
 
-from collector.cli import cli
+from collector.app.cli import cli
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, landing_directory
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.config import ConfigError, env_var_for, load_config
+from collector.app.config import ConfigError, env_var_for, load_config
 
 
 def test_embedded_defaults_are_kafkas() -> None:

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from collector.config import DEFAULT_SECURITY_PROTOCOL_MAP
-from collector.listeners import (
+from collector.app.config import DEFAULT_SECURITY_PROTOCOL_MAP
+from collector.net.listeners import (
     EndPoint,
     ListenerError,
     advertised_endpoint,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from collector.metrics import CollectorMetrics
+from collector.pipeline.metrics import CollectorMetrics
 
 
 def scrape(metrics: CollectorMetrics) -> str:

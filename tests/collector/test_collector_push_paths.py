@@ -21,10 +21,10 @@ from collector_testkit import (
     zstd,
 )
 
-from collector.dispatch import Dispatcher
-from collector.kafka_apis import KafkaApis
-from collector.metrics import CollectorMetrics
-from collector.quotas import QuotaEnforcer
+from collector.pipeline.dispatch import Dispatcher
+from collector.broker.kafka_apis import KafkaApis
+from collector.pipeline.metrics import CollectorMetrics
+from collector.pipeline.quotas import QuotaEnforcer
 from exporters.landing import LandingLog, LandingReader
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.messages import (

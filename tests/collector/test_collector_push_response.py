@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.dispatch import push_response_v0
+from collector.pipeline.dispatch import push_response_v0
 from proto import ApiKeys, encode_response
 from proto.errors import Errors
 from proto.messages import PushTelemetryResponse

@@ -24,9 +24,9 @@ from collector_testkit import lone_connection, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
 
-from collector.config import load_config
-from collector.quotas import QuotaEnforcer
-from collector.server import CollectorServer
+from collector.app.config import load_config
+from collector.pipeline.quotas import QuotaEnforcer
+from collector.app.server import CollectorServer
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.errors import Errors
 from proto.messages import (
@@ -365,7 +365,7 @@ def _push_frame(client_id: str) -> Any:
 async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota(
     bytes_per_limit: float, expected_quota: QuotaType
 ) -> None:
-    from collector.dispatch import RequestContext
+    from collector.pipeline.dispatch import RequestContext
 
     now_ms = 1_000_000
     engine = QuotaEngine.from_config(SHORT_WINDOWS, now_ms)
@@ -518,7 +518,7 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
 ) -> None:
     from click.testing import CliRunner
 
-    from collector.cli import cli
+    from collector.app.cli import cli
 
     data_dir = str(tmp_path / "data")
     server = await start()
@@ -629,8 +629,8 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
 
 
 def test_connection_quota_keys_are_kafkas_and_checked_at_load() -> None:
-    from collector.config import ConfigError
-    from collector.quotas import quota_settings
+    from collector.app.config import ConfigError
+    from collector.pipeline.quotas import quota_settings
 
     two_listeners = {
         "listeners": "PLAINTEXT://:9092,ADMIN://:9093",

@@ -14,8 +14,8 @@ import pytest
 from collector_testkit import otlp_payload, zstd
 from wire_client import WireClient
 
-from collector.config import load_config
-from collector.server import CollectorServer
+from collector.app.config import load_config
+from collector.app.server import CollectorServer
 from exporters.landing import LandingReader
 from proto import SUPPORTED_VERSIONS, ApiKeys, encode_request
 from proto.errors import Errors

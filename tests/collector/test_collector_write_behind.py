@@ -17,8 +17,8 @@ import pytest
 from collector_testkit import RecordingTransport, otlp_payload, zstd
 from wire_client import WireClient
 
-from collector.config import load_config
-from collector.server import CollectorServer
+from collector.app.config import load_config
+from collector.app.server import CollectorServer
 from exporters.landing import LandingReader
 from proto import ApiKeys
 from proto.errors import Errors

@@ -28,8 +28,8 @@ from ktc_chart import (
     render,
 )
 
-from collector.config import CollectorConfig, load_config
-from collector.listeners import EndPoint, parse_listeners, parse_security_protocol_map
+from collector.app.config import CollectorConfig, load_config
+from collector.net.listeners import EndPoint, parse_listeners, parse_security_protocol_map
 from exporters.landing import LandingLog
 from exporters.otlp.config import OtlpExporterConfig
 from subscriptions.quotas import QuotaEntity

@@ -13,7 +13,7 @@ import helm_python as helm
 import pytest
 from ktc_chart import CHART_DIR, render
 
-from collector.config import CollectorConfig, is_connection_quota_key
+from collector.app.config import CollectorConfig, is_connection_quota_key
 from exporters.landing import LandingLog
 from exporters.otlp.config import OtlpExporterConfig
 

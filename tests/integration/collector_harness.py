@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from collector.config import load_config
-from collector.server import CollectorServer
+from collector.app.config import load_config
+from collector.app.server import CollectorServer
 from exporters.landing import LandingReader, LandingRecord
 
 T = TypeVar("T")

@@ -64,7 +64,7 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "collector.app.cli",
             "serve",
             "--config",
             str(config),
@@ -134,7 +134,7 @@ def test_serve_refuses_a_port_in_use(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "collector.cli",
+                "collector.app.cli",
                 "serve",
                 "--listeners",
                 f"PLAINTEXT://127.0.0.1:{port}",

@@ -26,7 +26,7 @@ CLIENTS = ("lake-orders-1", "lake-orders-2")
 
 def ktc(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "collector.cli", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "collector.app.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 

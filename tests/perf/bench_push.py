@@ -106,7 +106,7 @@ def full_collector_process(tmp: Path) -> Iterator[tuple[int, int]]:
         [
             sys.executable,
             "-m",
-            "collector.cli",
+            "collector.app.cli",
             "serve",
             "--config",
             str(config),
@@ -204,7 +204,7 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     """Bytes allocated per cached instance (instance, metadata, subscription, LRU and
     expiry-heap bookkeeping, and the landing log's remembered context part), measured with
     tracemalloc."""
-    from collector.client_metrics import ClientMetricsManager
+    from collector.telemetry.client_metrics import ClientMetricsManager
     from exporters.base import ExportResult
     from exporters.context import TelemetryContext
     from exporters.landing.format import encode_context

@@ -114,8 +114,8 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     from collector_testkit import lone_connection
     from loadgen import producer_payload
 
-    from collector.dispatch import RequestContext
-    from collector.quotas import QuotaEnforcer
+    from collector.pipeline.dispatch import RequestContext
+    from collector.pipeline.quotas import QuotaEnforcer
     from proto import ApiKeys, ClientConnection, ServerConnection, compression
     from proto.messages import PushTelemetryRequest, PushTelemetryResponse
     from quota import QuotaEngine

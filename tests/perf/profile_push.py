@@ -72,8 +72,8 @@ def _fastest_quarter_median(samples: list[float]) -> float:
 async def measure(
     instances: int, batch: int, rounds: int, reads_per_turn: int, quotas: bool = False
 ) -> dict[str, float]:
-    from collector.config import load_config
-    from collector.server import CollectorServer
+    from collector.app.config import load_config
+    from collector.app.server import CollectorServer
     from subscriptions.store import ConfigStore
 
     now_ms = [0]
@@ -189,7 +189,7 @@ def main() -> int:
         help="socket reads per event-loop turn (the landing log writes once per turn)",
     )
     args = parser.parse_args()
-    from collector.process_tuning import tune_serving_process
+    from collector.app.process_tuning import tune_serving_process
 
     tune_serving_process()  # as `ktc serve` does
     result = asyncio.run(

@@ -7,7 +7,7 @@ what the process binds):
   http.listener  0.0.0.0:<ports.metrics.containerPort>, or null when ports.metrics is off
   data.dir       dataDir
 Per pod, through the environment (the file is shared by all pods, the environment is
-not; KTC_<KEY> overrides the file, see collector/config.py):
+not; KTC_<KEY> overrides the file, see collector/app/config.py):
   node.id               KTC_NODE_ID from the apps.kubernetes.io/pod-index label
   advertised.listeners  KTC_ADVERTISED_LISTENERS = the pod's own DNS name
 Defaults the operator may override:

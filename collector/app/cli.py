@@ -27,7 +27,7 @@ from typing import Any
 import click
 import yaml
 
-from collector.config import CollectorConfig, ConfigError, load_config
+from collector.app.config import CollectorConfig, ConfigError, load_config
 
 __all__ = ["cli", "main"]
 
@@ -104,7 +104,7 @@ def serve(
         },
     )
     _setup_logging(config.log_level)
-    from collector.server import install_uvloop
+    from collector.app.server import install_uvloop
 
     install_uvloop()
     exit_code = asyncio.run(_serve(config, ready_file))
@@ -112,9 +112,9 @@ def serve(
 
 
 async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
-    from collector.listeners import ListenerError
-    from collector.process_tuning import tune_serving_process
-    from collector.server import CollectorServer, StartupError
+    from collector.net.listeners import ListenerError
+    from collector.app.process_tuning import tune_serving_process
+    from collector.app.server import CollectorServer, StartupError
 
     server = CollectorServer(config)
     try:
@@ -124,7 +124,7 @@ async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
         await server.stop()
         return CONFIG_ERROR_EXIT
     server.install_signal_handlers()
-    # GC thresholds and glibc heap trimming, as collector/process_tuning.py explains.
+    # GC thresholds and glibc heap trimming, as collector/app/process_tuning.py explains.
     log.debug("process tuning: %s", tune_serving_process())
     if ready_file:
         info = {
@@ -145,7 +145,7 @@ async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
 def validate_config(config_file: str) -> None:
     """Validate FILE (plus KTC_* environment overrides) and print the effective config."""
     config = _load(config_file, {})
-    from collector.listeners import ListenerError, parse_listeners, parse_security_protocol_map
+    from collector.net.listeners import ListenerError, parse_listeners, parse_security_protocol_map
 
     try:
         protocols = parse_security_protocol_map(config.listener_security_protocol_map)

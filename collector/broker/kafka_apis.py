@@ -8,7 +8,7 @@
 | 72      | PushTelemetry              | :meth:`KafkaApis.push_telemetry` |
 
 The admin APIs (DescribeConfigs, IncrementalAlterConfigs, ListConfigResources) live in
-``collector.admin_apis`` and join the same table.
+``collector.broker.admin_apis`` and join the same table.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from collector.client_metrics import ClientMetricsManager
-from collector.dispatch import Api, RequestContext
-from collector.listeners import EndPoint
+from collector.telemetry.client_metrics import ClientMetricsManager
+from collector.pipeline.dispatch import Api, RequestContext
+from collector.net.listeners import EndPoint
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.errors import Errors
 from proto.messages import (

@@ -3,7 +3,7 @@
 The rules are a table (``api_key -> Api``); a key missing from it closes the connection,
 as Kafka closes a connection whose header names an API it does not know.  This is the one
 boundary where exceptions become responses, and the one place where the quota engine
-meets a request (:class:`~collector.quotas.QuotaEnforcer`): handling time and size are
+meets a request (:class:`~collector.pipeline.quotas.QuotaEnforcer`): handling time and size are
 recorded after the handler ran, and a non-zero throttle goes into the response's
 ``throttle_time_ms`` and mutes the channel for that long (Kafka's
 ``sendResponseMaybeThrottle``, KIP-219).
@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from collector.protocol import CloseConnection
+from collector.net.protocol import CloseConnection
 from proto import (
     ApiKeys,
     RequestFrame,
@@ -42,10 +42,10 @@ if TYPE_CHECKING:
     # Concrete classes, not protocols: all three are compiled, and a call on a compiled
     # class from compiled code is a direct C call (through a protocol it is a method lookup
     # and an argument parse, several times per push).
-    from collector.client_metrics import ClientMetricsManager
-    from collector.metrics import CollectorMetrics
-    from collector.protocol import KafkaProtocol
-    from collector.quotas import QuotaEnforcer
+    from collector.telemetry.client_metrics import ClientMetricsManager
+    from collector.pipeline.metrics import CollectorMetrics
+    from collector.net.protocol import KafkaProtocol
+    from collector.pipeline.quotas import QuotaEnforcer
 
 __all__ = ["Api", "Dispatcher", "RequestContext", "push_response_v0"]
 

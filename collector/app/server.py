@@ -25,26 +25,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collector.acceptor import Acceptor, bind_listener
-from collector.client_metrics import ClientMetricsManager
-from collector.clock import monotonic_ms
-from collector.config import CollectorConfig
-from collector.dispatch import Dispatcher
-from collector.flush import DurabilityGate
-from collector.http import HealthEndpoints
-from collector.kafka_apis import KafkaApis, api_name
-from collector.listeners import (
+from collector.net.acceptor import Acceptor, bind_listener
+from collector.telemetry.client_metrics import ClientMetricsManager
+from collector.core.clock import monotonic_ms
+from collector.app.config import CollectorConfig
+from collector.pipeline.dispatch import Dispatcher
+from collector.net.flush import DurabilityGate
+from collector.app.http import HealthEndpoints
+from collector.broker.kafka_apis import KafkaApis, api_name
+from collector.net.listeners import (
     SUPPORTED_SECURITY_PROTOCOLS,
     EndPoint,
     advertised_endpoint,
     parse_listeners,
     parse_security_protocol_map,
 )
-from collector.metrics import CollectorMetrics, ScrapeCollector
-from collector.protocol import KafkaProtocol
-from collector.quotas import QuotaEnforcer, quota_settings
-from collector.subscription_source import StoreSubscriptions
-from collector.tls import TlsError, server_ssl_context
+from collector.pipeline.metrics import CollectorMetrics, ScrapeCollector
+from collector.net.protocol import KafkaProtocol
+from collector.pipeline.quotas import QuotaEnforcer, quota_settings
+from collector.telemetry.subscription_source import StoreSubscriptions
+from collector.net.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
@@ -199,7 +199,7 @@ class CollectorServer:
                 landing_options["retention_required_consumers"] = required
             # Write-behind: a push is staged by the manager and written, one writev per
             # event-loop turn for all connections, before that turn's answers go out
-            # (collector/flush.py: DurabilityGate).
+            # (collector/net/flush.py: DurabilityGate).
             # (landing.write_behind: false writes each push in its own writev instead.)
             landing_options.setdefault("write_behind", True)
             self._exporter = self._landing = LandingLog(self.landing_directory, **landing_options)
@@ -312,7 +312,7 @@ class CollectorServer:
 
     def _admin_table(self, store: Any) -> dict[int, Any]:
         try:
-            from collector.admin_apis import AdminApis
+            from collector.broker.admin_apis import AdminApis
         except ImportError:  # admin APIs not available in this build
             return {}
 

@@ -22,7 +22,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from collector.listeners import EndPoint
+from collector.net.listeners import EndPoint
 from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
 
 __all__ = ["Acceptor", "bind_listener"]

@@ -15,7 +15,7 @@ the server, applied the way a Kafka broker applies it (``KafkaApis`` /
 | channel is muted under the quota that produced it  | dispatcher sets ``throttle_time_ms`` and  |
 | (KIP-219: response first, then no reads)           | calls :meth:`throttle`, which mutes       |
 | one ``ThrottledChannelReaper`` per quota type      | one timer over the engine's delay queue   |
-| ``ConnectionQuotas`` in the acceptor               | :meth:`on_accept` (``collector.acceptor``)|
+| ``ConnectionQuotas`` in the acceptor               | :meth:`on_accept` (``collector.net.acceptor``)|
 | quota configs from the metadata log                | the config store's ``quotas.yaml``,       |
 |                                                    | re-applied on every store change          |
 
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from collector.config import CollectorConfig
+from collector.app.config import CollectorConfig
 from proto import ApiKeys
 from proto.errors import Errors
 from quota import (
@@ -63,8 +63,8 @@ from quota.entity_quotas import InvalidQuotaError
 from quota.prometheus import QuotaMetricsCollector
 
 if TYPE_CHECKING:
-    from collector.dispatch import RequestContext
-    from collector.protocol import KafkaProtocol
+    from collector.pipeline.dispatch import RequestContext
+    from collector.net.protocol import KafkaProtocol
 
 __all__ = ["PUSH_INTERVAL", "QuotaEnforcer", "quota_settings"]
 
@@ -124,7 +124,7 @@ _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 class QuotaEnforcer:
     """The dispatcher's quota recording and throttling, the acceptor's connection checks and
     the admin APIs' mutation quotas; ``collect`` gives the quota metrics (registered with
-    ``collector.metrics.ScrapeCollector``)."""
+    ``collector.pipeline.metrics.ScrapeCollector``)."""
 
     def __init__(self, engine: QuotaEngine, clock_ms: Callable[[], int]) -> None:
         self.engine = engine

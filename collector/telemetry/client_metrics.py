@@ -38,8 +38,8 @@ from collections import OrderedDict
 from collections.abc import Callable, ValuesView
 from typing import Final, Protocol
 
-from collector.metrics import CollectorMetrics
-from collector.payload import MetricsDataValidator
+from collector.pipeline.metrics import CollectorMetrics
+from collector.telemetry.payload import MetricsDataValidator
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from proto.compression import decompress

@@ -2,14 +2,14 @@
 ``proto.ServerConnection``.
 
 Bytes arrive in ``data_received``; the sans-IO codec cuts them into request frames; each
-frame goes to the :class:`~collector.dispatch.Dispatcher`, which answers synchronously
+frame goes to the :class:`~collector.pipeline.dispatch.Dispatcher`, which answers synchronously
 with the response bytes (or ``None`` when the request has no response).  What this class
 adds is transport policy:
 
 * **Order.** Responses leave in request order.  All responses produced from one read are
   joined and written with a single ``transport.write`` (per-request Python overhead, not
   I/O, dominates; see field-notes.md).  When the server asks for a durability barrier
-  (pushes staged for the landing log's once-per-loop-turn write, collector/flush.py, or
+  (pushes staged for the landing log's once-per-loop-turn write, collector/net/flush.py, or
   an fsync under ``fsync: always``), the batch waits for it, and later batches queue
   behind it, so order still holds.
 * **Backpressure.** Reading pauses while the transport's write buffer is above its high
@@ -31,14 +31,14 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Protocol, cast
 
-from collector.flush import FlushBarrier
-from collector.tls import ssl_principal
+from collector.net.flush import FlushBarrier
+from collector.net.tls import ssl_principal
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
-    from collector.dispatch import Dispatcher
-    from collector.flush import DurabilityGate
+    from collector.pipeline.dispatch import Dispatcher
+    from collector.net.flush import DurabilityGate
 
 __all__ = ["CloseConnection", "ConnectionHost", "KafkaProtocol"]
 

@@ -1,0 +1,2 @@
+"""The process: configuration, serve wiring, health and metrics HTTP, the ``ktc`` CLI.
+Nothing imports it."""

@@ -1,0 +1,2 @@
+"""KIP-714's broker side: the ClientMetricsManager port, payload checks, the subscription
+source."""
