@@ -2,9 +2,11 @@
 
 Mirrors what Apache Kafka hands a telemetry plugin: ``ClientTelemetryContext``
 (push interval) plus ``AuthorizableRequestContext`` (listener, principal, address),
-plus what Kafka only used for matching (software name/version, source port) and the
-collector's own identity.  Librdkafka sends no OTLP resource attributes, so these
-fields are the only way a backend can tell clients apart.
+plus what Kafka only used for matching (software name/version, source port), the
+collector's own identity and, when it runs as a gateway in front of a Kafka cluster,
+that cluster's id and the upstream broker the client addressed.  Librdkafka sends no
+OTLP resource attributes, so these fields are the only way a backend can tell clients
+apart.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ class TelemetryContext:
     received_time_unix_nano: int
     node_id: int
     cluster_id: str
+    # Gateway mode: the id of the Kafka cluster the gateway stands in front of, and the
+    # upstream broker's node id whose gateway listener the push came in on (None on the
+    # gateway's bootstrap listener).  Both None when the collector runs standalone.
+    # The cluster id is the same for every push of a gateway; the node id is per
+    # connection, so one client instance's pushes may carry different ones.
+    upstream_cluster_id: str | None
+    upstream_node_id: int | None
     subscription_id: int
     compression_type: int  # as pushed (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)
     correlation_id: int
@@ -64,6 +73,9 @@ class TelemetryContext:
         compression_type: int,
         correlation_id: int = 0,
         content_type: str = OTLP_CONTENT_TYPE,
+        *,
+        upstream_cluster_id: str | None = None,
+        upstream_node_id: int | None = None,
     ) -> None:
         self.client_instance_id = client_instance_id
         self.client_id = client_id
@@ -79,6 +91,8 @@ class TelemetryContext:
         self.received_time_unix_nano = received_time_unix_nano
         self.node_id = node_id
         self.cluster_id = cluster_id
+        self.upstream_cluster_id = upstream_cluster_id
+        self.upstream_node_id = upstream_node_id
         self.subscription_id = subscription_id
         self.compression_type = compression_type
         self.correlation_id = correlation_id

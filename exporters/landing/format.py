@@ -160,9 +160,12 @@ def encode_context(context: TelemetryContext) -> bytes:
 
     Runs once per landed push, so it is built from parts.  The fields a client instance
     repeats on every push (instance id through principal, and the collector's node id,
-    cluster id and content type) are encoded by orjson once and kept per instance id
-    (:class:`_ConstantPart`); the per-push integers are formatted into the tail; the parts
-    are joined into one exactly sized object.  Encoding the whole context with orjson on
+    cluster id, upstream cluster id and content type) are encoded by orjson once and kept
+    per instance id (:class:`_ConstantPart`); the per-push integers are formatted into the
+    tail, and so is the upstream node id, which is per connection (a gateway client
+    pushes over whichever broker connection it picks, so keeping it in the constant part
+    would re-encode that part whenever the client switches brokers); the parts are
+    joined into one exactly sized object.  Encoding the whole context with orjson on
     every push cost about 3.5 us on a loaded server (measured with perf), most of it
     reallocations of orjson's growing output buffer faulting in fresh heap pages.  A value
     the fast path cannot prove it writes as orjson does (a bool that is not exactly
@@ -181,6 +184,7 @@ def encode_context(context: TelemetryContext) -> bytes:
     push_interval_ms = c.push_interval_ms
     terminating = c.terminating
     received = c.received_time_unix_nano
+    upstream_node_id = c.upstream_node_id
     subscription_id = c.subscription_id
     compression_type = c.compression_type
     correlation_id = c.correlation_id
@@ -192,24 +196,45 @@ def encode_context(context: TelemetryContext) -> bytes:
         and _plain_int64(compression_type)
         and _plain_int64(correlation_id)
     ):
-        # The per-push part after the constant head, in field order; node id and cluster id
-        # (between received time and subscription id) and the content type come encoded.
-        # A bytes literal with typed operands: compiled, this is one exactly sized build
-        # (mypyc's bytes formatting), not a format string parsed per call.
-        return (
-            b'%b,"push_interval_ms":%d,"terminating":%b,"received_time_unix_nano":%d,%b'
-            b',"subscription_id":%d,"compression_type":%d,"correlation_id":%d,"content_type":%b}'
-        ) % (
-            part.head,
-            push_interval_ms,
-            b"true" if terminating else b"false",
-            received,
-            part.node_and_cluster,
-            subscription_id,
-            compression_type,
-            correlation_id,
-            part.content_type_json,
-        )
+        # The per-push part after the constant head, in field order; node id, cluster id
+        # and upstream cluster id (between received time and upstream node id) and the
+        # content type come encoded.  Bytes literals with typed operands: compiled, this
+        # is one exactly sized build (mypyc's bytes formatting), not a format string
+        # parsed per call.  One literal per form of the upstream node id (null or an
+        # integer), so neither form costs an object of its own.
+        if upstream_node_id is None:
+            return (
+                b'%b,"push_interval_ms":%d,"terminating":%b,"received_time_unix_nano":%d,%b'
+                b',"upstream_node_id":null,"subscription_id":%d,"compression_type":%d'
+                b',"correlation_id":%d,"content_type":%b}'
+            ) % (
+                part.head,
+                push_interval_ms,
+                b"true" if terminating else b"false",
+                received,
+                part.node_and_clusters,
+                subscription_id,
+                compression_type,
+                correlation_id,
+                part.content_type_json,
+            )
+        if _plain_int64(upstream_node_id):
+            return (
+                b'%b,"push_interval_ms":%d,"terminating":%b,"received_time_unix_nano":%d,%b'
+                b',"upstream_node_id":%d,"subscription_id":%d,"compression_type":%d'
+                b',"correlation_id":%d,"content_type":%b}'
+            ) % (
+                part.head,
+                push_interval_ms,
+                b"true" if terminating else b"false",
+                received,
+                part.node_and_clusters,
+                upstream_node_id,
+                subscription_id,
+                compression_type,
+                correlation_id,
+                part.content_type_json,
+            )
     return _encode_whole(c)
 
 
@@ -220,12 +245,15 @@ _CONSTANT_PARTS_MAX: Final = 65_536
 class _ConstantPart:
     """The repeated fields of one client instance's contexts, and orjson's encoding of
     them cut into the pieces encode_context joins: ``{...,"principal":"..."`` (no closing
-    brace), ``"node_id":..,"cluster_id":".."`` and the content type's JSON string.
+    brace), ``"node_id":..,"cluster_id":"..","upstream_cluster_id":..`` and the content
+    type's JSON string.
 
     Kept per instance id and checked field by field against each push's context (a
     client may reconnect with another address or software version under the same id):
     on a steady stream that is one dict lookup by a string whose hash is cached and a few
-    comparisons of identical objects, cheaper than hashing a tuple of all twelve."""
+    comparisons of identical objects, cheaper than hashing a tuple of all thirteen.
+    Nothing that may differ between the connections of one instance belongs here (the
+    upstream node id does not: see encode_context)."""
 
     def __init__(self, c: TelemetryContext) -> None:
         self.client_id = c.client_id
@@ -238,17 +266,24 @@ class _ConstantPart:
         self.principal = c.principal
         self.node_id = c.node_id
         self.cluster_id = c.cluster_id
+        self.upstream_cluster_id = c.upstream_cluster_id
         self.content_type = c.content_type
         try:
             head = orjson.dumps(_connection_fields(c))
-            node_and_cluster = orjson.dumps({"node_id": c.node_id, "cluster_id": c.cluster_id})
+            node_and_clusters = orjson.dumps(
+                {
+                    "node_id": c.node_id,
+                    "cluster_id": c.cluster_id,
+                    "upstream_cluster_id": c.upstream_cluster_id,
+                }
+            )
             content_type_json = orjson.dumps(c.content_type)
         except orjson.JSONEncodeError as error:
             raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
         # Kept as exact-size copies (slices): the object orjson returns keeps its whole
         # output buffer, 4 KiB, which would be most of this part's memory.
         self.head: bytes = head[:-1]
-        self.node_and_cluster: bytes = node_and_cluster[1:-1]
+        self.node_and_clusters: bytes = node_and_clusters[1:-1]
         self.content_type_json: bytes = bytes(memoryview(content_type_json))
 
     def matches(self, c: TelemetryContext) -> bool:
@@ -265,6 +300,7 @@ class _ConstantPart:
             and self.principal == c.principal
             and self.node_id == c.node_id
             and self.cluster_id == c.cluster_id
+            and self.upstream_cluster_id == c.upstream_cluster_id
             and self.content_type == c.content_type
             and _plain_int64(c.client_source_port)
             and _plain_int64(c.node_id)
@@ -295,6 +331,8 @@ def _encode_whole(c: TelemetryContext) -> bytes:
     fields["received_time_unix_nano"] = c.received_time_unix_nano
     fields["node_id"] = c.node_id
     fields["cluster_id"] = c.cluster_id
+    fields["upstream_cluster_id"] = c.upstream_cluster_id
+    fields["upstream_node_id"] = c.upstream_node_id
     fields["subscription_id"] = c.subscription_id
     fields["compression_type"] = c.compression_type
     fields["correlation_id"] = c.correlation_id

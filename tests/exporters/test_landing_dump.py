@@ -59,3 +59,16 @@ def test_dump_decodes_real_otlp_metrics(
 def test_no_landing_directory_means_nothing_to_dump(tmp_path: Path) -> None:
     assert node_directories(tmp_path) == []
     assert list(dump_records([tmp_path / "missing"])) == []
+
+
+def test_dump_shows_the_upstream_fields(tmp_path: Path, make_context: MakeContext) -> None:
+    node = landing_directory(tmp_path, 1)
+    gateway = make_context(1, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2)
+    with LandingLog(node, housekeeping=False) as log:
+        log.append(gateway, b"")
+        log.append(make_context(2), b"")  # standalone: both null
+    (landed, standalone) = dump_records([node])
+    assert landed["context"]["upstream_cluster_id"] == "Yw3dJ2xXQ6qRbtJmPMOxZw"
+    assert landed["context"]["upstream_node_id"] == 2
+    assert standalone["context"]["upstream_cluster_id"] is None
+    assert standalone["context"]["upstream_node_id"] is None

@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from exporters.landing import ConsumerPositions, LandingLog, LandingReader
-from exporters.landing.format import ContextEncodingError, decode_context, encode_context
+from exporters.landing.format import (
+    ContextEncodingError,
+    _constant_parts,
+    decode_context,
+    encode_context,
+)
 
 MakeContext = Callable[..., TelemetryContext]
 MakePayload = Callable[[int], bytes]
@@ -63,7 +68,9 @@ _INT64 = st.integers(-(2**63), 2**64 - 1)  # what orjson (and so a landed contex
     content_type=_TEXT,
     ints=st.lists(_INT64, min_size=8, max_size=8),
     terminating=st.booleans(),
-    next_push=st.tuples(_INT64, _INT64, st.booleans()),
+    upstream_cluster_id=st.none() | _TEXT,
+    upstream_node_id=st.none() | _INT64,
+    next_push=st.tuples(_INT64, _INT64, st.booleans(), st.none() | _INT64),
 )
 def test_context_encoding_is_the_context_own_json(
     name: str,
@@ -73,11 +80,14 @@ def test_context_encoding_is_the_context_own_json(
     content_type: str,
     ints: list[int],
     terminating: bool,
-    next_push: tuple[int, int, bool],
+    upstream_cluster_id: str | None,
+    upstream_node_id: int | None,
+    next_push: tuple[int, int, bool, int | None],
 ) -> None:
     """The fast encoder must produce exactly ``TelemetryContext.to_json_bytes()``, and
     decode back to an equal context; also for the next push of the same instance (its
-    constant part remembered, the per-push fields new)."""
+    constant part remembered, the per-push fields new, the upstream node id too: it is
+    per connection)."""
     port, interval, received, node_id, subscription_id, compression, correlation, _ = ints
     context = TelemetryContext(
         client_instance_id="AAAAAAAAAAAAAAAAAAAAAA",
@@ -98,12 +108,15 @@ def test_context_encoding_is_the_context_own_json(
         compression_type=compression,
         correlation_id=correlation,
         content_type=content_type,
+        upstream_cluster_id=upstream_cluster_id,
+        upstream_node_id=upstream_node_id,
     )
     next_context = dataclasses.replace(
         context,
         received_time_unix_nano=next_push[0],
         correlation_id=next_push[1],
         terminating=next_push[2],
+        upstream_node_id=next_push[3],
     )
     for pushed in (context, next_context):
         encoded = encode_context(pushed)
@@ -118,6 +131,7 @@ def test_context_encoding_is_the_context_own_json(
         {"correlation_id": -(2**63) - 1},
         {"client_source_port": 2**70},
         {"node_id": 2**64},
+        {"upstream_node_id": 2**64},
     ],
 )
 def test_a_context_beyond_64_bit_integers_is_not_encodable(
@@ -151,6 +165,8 @@ def test_unusual_field_types_encode_as_orjson_encodes_them(make_context: MakeCon
         {"principal": "User:CN=other"},
         {"node_id": 7},
         {"cluster_id": "another-cluster"},
+        {"upstream_cluster_id": "upstream-cluster"},
+        {"upstream_node_id": 2},
         {"content_type": "OTLP2"},
         # Equal to what is remembered, but orjson writes a bool as true, not 1.
         {"client_source_port": True, "node_id": 1},
@@ -168,6 +184,29 @@ def test_a_changed_constant_field_is_encoded_anew(
     changed = dataclasses.replace(remembered, **change)  # type: ignore[arg-type]
     assert encode_context(changed) == orjson.dumps(changed.to_json_dict())
     assert encode_context(remembered) == orjson.dumps(remembered.to_json_dict())
+
+
+def test_the_upstream_node_id_does_not_renew_the_remembered_part(
+    make_context: MakeContext,
+) -> None:
+    """A gateway client pushes over whichever broker connection it picks, so the upstream
+    node id changes between pushes of one instance: it is formatted per push, and the
+    part remembered for the instance stays (re-encoding it per push would cost orjson's
+    3.5 us the part exists to save), while every push still encodes its own node id."""
+    remembered = make_context(1, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw")
+    encode_context(remembered)
+    part = _constant_parts[remembered.client_instance_id]
+    for node in (0, 1, None, 2, 2**31 - 1, 0):
+        pushed = dataclasses.replace(remembered, upstream_node_id=node)
+        assert encode_context(pushed) == pushed.to_json_bytes()
+        assert decode_context(encode_context(pushed)).upstream_node_id == node
+        assert _constant_parts[remembered.client_instance_id] is part
+
+
+def test_upstream_fields_default_to_none(make_context: MakeContext) -> None:
+    context = make_context(1)
+    assert context.upstream_cluster_id is None and context.upstream_node_id is None
+    assert b'"upstream_cluster_id":null,"upstream_node_id":null' in encode_context(context)
 
 
 def test_decoding_ignores_fields_a_newer_writer_added(make_context: MakeContext) -> None:
