@@ -2,7 +2,12 @@
 
 from exporters.otlp.clock import Clock, SystemClock
 from exporters.otlp.config import OtlpExporterConfig, parse_go_duration
-from exporters.otlp.enrich import RESOURCE_ATTRIBUTES, count_data_points, enrich
+from exporters.otlp.enrich import (
+    RESOURCE_ATTRIBUTES,
+    UPSTREAM_RESOURCE_ATTRIBUTES,
+    count_data_points,
+    enrich,
+)
 from exporters.otlp.forwarder import (
     CONSUMER_NAME,
     ForwardStats,
@@ -25,6 +30,7 @@ __all__ = [
     "OtlpGrpcTransport",
     "RpcFailure",
     "SystemClock",
+    "UPSTREAM_RESOURCE_ATTRIBUTES",
     "consumer_name_for",
     "count_data_points",
     "enrich",

@@ -6,6 +6,9 @@ client from another.  The key set is the one a Confluent example broker plugin
 as in Kafka's ``ClientMetricsInstanceMetadata`` attribute map (the port and broker id too),
 so they map onto labels without a type conflict in any backend.
 
+Behind a gateway (``ktc gateway``) two more say which Kafka cluster and which of its
+brokers the client was talking to; a standalone collector has neither and adds neither.
+
 Attributes the client set itself win: a key already present on a resource is left as it is.
 Nothing else in the payload is touched (temporality, monotonicity, points, scopes).
 """
@@ -19,7 +22,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData, ResourceMetr
 
 from exporters.context import TelemetryContext
 
-__all__ = ["RESOURCE_ATTRIBUTES", "count_data_points", "enrich", "enrichment_attributes"]
+__all__ = [
+    "RESOURCE_ATTRIBUTES",
+    "UPSTREAM_RESOURCE_ATTRIBUTES",
+    "count_data_points",
+    "enrich",
+    "enrichment_attributes",
+]
 
 # attribute key -> how to read it from the context.  Order is the order they are appended.
 RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...] = (
@@ -34,16 +43,28 @@ RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...
     ("kafka.cluster.id", lambda c: c.cluster_id),
 )
 
+# Gateway mode: appended after the ones above, each only when the context has a value
+# (a standalone collector has no upstream; the bootstrap listener stands for no broker).
+UPSTREAM_RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...] = (
+    ("kafka.upstream.cluster.id", lambda c: c.upstream_cluster_id),
+    ("kafka.upstream.broker.id", lambda c: c.upstream_node_id),
+)
+
 # Metric.data oneof name -> every kind keeps its points in ``data_points``.
 _METRIC_KINDS = ("gauge", "sum", "histogram", "exponential_histogram", "summary")
 
 
 def enrichment_attributes(context: TelemetryContext) -> tuple[tuple[str, str], ...]:
     """The (key, value) pairs for one push.  A null ``client_id`` becomes ``""``, as Kafka's
-    instance metadata has it, so every enriched resource carries the same key set."""
+    instance metadata has it, so every enriched resource carries the same key set; the
+    upstream attributes follow when they have a value."""
     return tuple(
         (key, "" if (value := read(context)) is None else str(value))
         for key, read in RESOURCE_ATTRIBUTES
+    ) + tuple(
+        (key, str(value))
+        for key, read in UPSTREAM_RESOURCE_ATTRIBUTES
+        if (value := read(context)) is not None
     )
 
 

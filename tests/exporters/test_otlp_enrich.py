@@ -1,11 +1,17 @@
-"""Enrichment: the nine client labels land on every resource; nothing else changes."""
+"""Enrichment: the nine client labels land on every resource, the two upstream ones when the
+context has them (gateway mode); nothing else changes."""
 
 from __future__ import annotations
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
 from otlp_receiver import resource_attributes, sample_context, sample_metrics_data
 
-from exporters.otlp.enrich import RESOURCE_ATTRIBUTES, count_data_points, enrich
+from exporters.otlp.enrich import (
+    RESOURCE_ATTRIBUTES,
+    UPSTREAM_RESOURCE_ATTRIBUTES,
+    count_data_points,
+    enrich,
+)
 
 EXPECTED = {
     "client_instance_id": "AAAAAAAAAAAAAAAAAAAAAQ",
@@ -30,6 +36,31 @@ def test_an_empty_resource_gets_exactly_the_client_labels_as_strings() -> None:
     (rm,) = metrics.resource_metrics
     assert resource_attributes(rm) == EXPECTED
     assert all(kv.value.WhichOneof("value") == "string_value" for kv in rm.resource.attributes)
+
+
+def test_a_gateway_push_also_gets_the_upstream_cluster_and_broker() -> None:
+    assert [key for key, _ in UPSTREAM_RESOURCE_ATTRIBUTES] == [
+        "kafka.upstream.cluster.id",
+        "kafka.upstream.broker.id",
+    ]
+    metrics = sample_metrics_data()
+    enrich(metrics, sample_context(upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=0))
+    (rm,) = metrics.resource_metrics
+    assert resource_attributes(rm) == EXPECTED | {
+        "kafka.upstream.cluster.id": "Yw3dJ2xXQ6qRbtJmPMOxZw",
+        "kafka.upstream.broker.id": "0",
+    }
+    keys = [kv.key for kv in rm.resource.attributes]
+    assert keys[-2:] == ["kafka.upstream.cluster.id", "kafka.upstream.broker.id"]
+
+
+def test_an_upstream_attribute_without_a_value_is_omitted() -> None:
+    """The gateway's bootstrap listener stands for no broker: cluster id only."""
+    metrics = sample_metrics_data()
+    enrich(metrics, sample_context(upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw"))
+    attributes = resource_attributes(metrics.resource_metrics[0])
+    assert attributes["kafka.upstream.cluster.id"] == "Yw3dJ2xXQ6qRbtJmPMOxZw"
+    assert "kafka.upstream.broker.id" not in attributes
 
 
 def test_attributes_the_client_set_are_not_overwritten() -> None:
