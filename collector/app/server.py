@@ -29,6 +29,7 @@ from collector.net.acceptor import Acceptor, bind_listener
 from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.core.clock import monotonic_ms
 from collector.app.config import CollectorConfig
+from collector.core.handler import RequestHandler
 from collector.pipeline.dispatch import Dispatcher
 from collector.net.flush import DurabilityGate
 from collector.app.http import HealthEndpoints
@@ -40,12 +41,15 @@ from collector.net.listeners import (
     parse_listeners,
     parse_security_protocol_map,
 )
-from collector.pipeline.metrics import CollectorMetrics, ScrapeCollector
+from collector.core.scrape import ScrapeCollector
+from collector.pipeline.request_metrics import RequestMetrics
 from collector.net.protocol import KafkaProtocol
-from collector.pipeline.quotas import QuotaEnforcer, quota_settings
+from collector.pipeline.quotas import QuotaEnforcer
+from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
 from collector.net.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
+from prometheus_client import CollectorRegistry
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -60,6 +64,22 @@ QUOTA_SENSOR_EXPIRY_TICK_S = 30.0
 
 class StartupError(RuntimeError):
     """The server cannot start with this configuration (message says why)."""
+
+
+def quota_settings(config: CollectorConfig) -> dict[str, object]:
+    """The broker keys QuotaEngineConfig.from_mapping reads, from the collector config:
+    Kafka's names, plus ``inter.broker.listener.name`` (the protected listener) and the
+    ``listener.name.<name>.`` connection limits as given."""
+    return {
+        "quota.window.num": config.quota_window_num,
+        "quota.window.size.seconds": config.quota_window_size_seconds,
+        "max.connections": config.max_connections,
+        "max.connections.per.ip": config.max_connections_per_ip,
+        "max.connections.per.ip.overrides": config.max_connections_per_ip_overrides,
+        "max.connection.creation.rate": config.max_connection_creation_rate,
+        "listeners": config.listeners,
+        **config.connection_quota_overrides,
+    }
 
 
 def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | None) -> str:
@@ -103,15 +123,20 @@ class CollectorServer:
         self._owns_exporter = exporter is None
         self._store: Any = store
         self.quotas: QuotaEnforcer | None = None
-        self.metrics = CollectorMetrics(
-            instance_labels=config.telemetry_metrics_instance_labels, api_names=api_name
+        # One registry per server (several servers in one process never share series): the
+        # manager's client-metrics series first, then requests and connections.
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.client_metrics_stats = ClientMetricsStats(
+            self.registry, instance_labels=config.telemetry_metrics_instance_labels
         )
-        self.health = HealthEndpoints(self.metrics.registry)
+        self.request_metrics = RequestMetrics(self.registry, api_names=api_name)
+        self.health = HealthEndpoints(self.registry)
         self.max_request_size = config.socket_request_max_bytes
         self.max_inflight_requests = config.connection_max_inflight_requests
         self.cluster_id = ""
         self.manager: ClientMetricsManager | None = None
         self.dispatcher: Dispatcher  # set in start()
+        self.handler: RequestHandler  # what connections call: the dispatcher
         self._apis: KafkaApis | None = None
         self._acceptors: list[Acceptor] = []
         self._slot_freed = asyncio.Event()
@@ -138,6 +163,10 @@ class CollectorServer:
         if listener_name is None:
             return next(iter(self.bound.values())).port
         return self.bound[listener_name.upper()].port
+
+    def connections(self) -> list[KafkaProtocol]:
+        """The open Kafka connections, oldest first (each with its ``session``)."""
+        return [self._connections[key] for key in sorted(self._connections)]
 
     @property
     def http_port(self) -> int | None:
@@ -221,10 +250,12 @@ class CollectorServer:
             cluster_id=self.cluster_id,
             cache_max_size=config.telemetry_instance_cache_max_size,
             cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
-            stats=self.metrics,
+            stats=self.client_metrics_stats,
         )
-        self.metrics.instance_count = lambda: self.manager.instance_count if self.manager else 0
-        self.metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
+        self.client_metrics_stats.instance_count = (
+            lambda: self.manager.instance_count if self.manager else 0
+        )
+        self.request_metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
         self._apis = KafkaApis(
             manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
         )
@@ -234,11 +265,11 @@ class CollectorServer:
             raise StartupError(str(exc)) from exc
         self.quotas = QuotaEnforcer(engine, self._clock_ms)
         self.quotas.apply_entity_quotas(store.snapshot().quotas)
-        self.metrics.registry.register(ScrapeCollector(self.quotas.collect))
+        self.registry.register(ScrapeCollector(self.quotas.collect))
         table = self._apis.table()
         table.update(self._admin_table(store))
-        self.dispatcher = Dispatcher(
-            table, clock_ms=self._clock_ms, quota=self.quotas, observer=self.metrics
+        self.dispatcher = self.handler = Dispatcher(
+            table, clock_ms=self._clock_ms, quota=self.quotas, observer=self.request_metrics
         )
         self._apis.set_served_apis(self.dispatcher.api_keys)
 
@@ -328,7 +359,7 @@ class CollectorServer:
         self._forwarder = OtlpForwarder(
             [self.landing_directory],
             OtlpExporterConfig.model_validate(otlp),
-            registry=self.metrics.registry,
+            registry=self.registry,
         )
         self._tasks.append(
             asyncio.create_task(self._forwarder.run(self._forwarder_stop), name="otlp-forwarder")
@@ -343,8 +374,8 @@ class CollectorServer:
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         # The acceptor already counted this connection in the connection quotas.
-        self._connections[protocol.connection_id] = protocol
-        self.metrics.connection_opened(protocol.listener_name)
+        self._connections[protocol.session.connection_id] = protocol
+        self.request_metrics.connection_opened(protocol.session.listener_name)
         return not self._stopping
 
     def _setup_failed(self, listener: str, ip: str) -> None:
@@ -353,17 +384,18 @@ class CollectorServer:
         self._slot_freed.set()
 
     def connection_closed(self, protocol: KafkaProtocol) -> None:
-        if self._connections.pop(protocol.connection_id, None) is None:
+        session = protocol.session
+        if self._connections.pop(session.connection_id, None) is None:
             return
         if self.quotas is not None:
-            self.quotas.on_close(protocol.listener_name, protocol.peer_ip)
+            self.quotas.on_close(session.listener_name, session.peer_ip)
         self._slot_freed.set()  # an acceptor waiting for a slot may retry
-        self.metrics.connection_closed(protocol.listener_name)
+        self.request_metrics.connection_closed(session.listener_name)
         if self.manager is not None:
-            self.manager.connection_closed(protocol.connection_id)
+            self.manager.connection_closed(session.connection_id)
 
     def protocol_error(self, protocol: KafkaProtocol) -> None:
-        self.metrics.connections_closed_on_error += 1
+        self.request_metrics.connections_closed_on_error += 1
 
     def _pending_sync(self) -> asyncio.Future[None] | None:
         """The group-commit fsync still owed for what is written, or None."""

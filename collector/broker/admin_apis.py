@@ -45,7 +45,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Protocol, TypeVar
 
-from collector.pipeline.dispatch import Api, RequestContext
+from collector.core.context import RequestContext
+from collector.pipeline.dispatch import Api
 from proto import ApiKeys
 from proto.errors import Errors, KafkaError
 from proto.messages import alter_client_quotas_response as acq_response

@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from collector.telemetry.client_metrics import ClientMetricsManager
-from collector.pipeline.dispatch import Api, RequestContext
+from collector.core.context import RequestContext
+from collector.pipeline.dispatch import Api
 from collector.net.listeners import EndPoint
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.errors import Errors
@@ -125,8 +126,8 @@ class KafkaApis:
             ):
                 return ApiVersionsResponse(error_code=Errors.INVALID_REQUEST)
             # What the client_software_* selectors match (ClientInformation).
-            ctx.connection.client_software_name = name
-            ctx.connection.client_software_version = version
+            ctx.session.client_software_name = name
+            ctx.session.client_software_version = version
         return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
 
     # ------------------------------------------------------------------ 3 Metadata
@@ -138,7 +139,7 @@ class KafkaApis:
         UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal name, or
         UNKNOWN_TOPIC_ID for a lookup by id (v10+).
         """
-        endpoint = self._advertised.get(ctx.connection.listener_name)
+        endpoint = self._advertised.get(ctx.session.listener_name)
         brokers: tuple[MetadataResponseBroker, ...] = ()
         if endpoint is not None:
             brokers = (
@@ -173,14 +174,14 @@ class KafkaApis:
         self, request: GetTelemetrySubscriptionsRequest, ctx: RequestContext
     ) -> GetTelemetrySubscriptionsResponse:
         return self._manager.get_telemetry_subscriptions(
-            request.client_instance_id, ctx.connection, ctx.frame.client_id, ctx.now_ms
+            request.client_instance_id, ctx.session, ctx.frame.client_id, ctx.now_ms
         )
 
     def push_telemetry(
         self, request: PushTelemetryRequest, ctx: RequestContext
     ) -> PushTelemetryResponse:
         return self._manager.push_telemetry(
-            request, ctx.connection, ctx.frame.client_id, ctx.frame.correlation_id, ctx.now_ms
+            request, ctx.session, ctx.frame.client_id, ctx.frame.correlation_id, ctx.now_ms
         )
 
 

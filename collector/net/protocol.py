@@ -2,23 +2,26 @@
 ``proto.ServerConnection``.
 
 Bytes arrive in ``data_received``; the sans-IO codec cuts them into request frames; each
-frame goes to the :class:`~collector.pipeline.dispatch.Dispatcher`, which answers synchronously
+frame goes to the host's :class:`~collector.core.handler.RequestHandler` (the dispatcher
+when serving), with the connection's :class:`~collector.core.session.Session` and this
+object as its :class:`~collector.core.channel.Channel`; the handler answers synchronously
 with the response bytes (or ``None`` when the request has no response).  What this class
 adds is transport policy:
 
 * **Order.** Responses leave in request order.  All responses produced from one read are
   joined and written with a single ``transport.write`` (per-request Python overhead, not
-  I/O, dominates; see field-notes.md).  When the server asks for a durability barrier
-  (pushes staged for the landing log's once-per-loop-turn write, collector/net/flush.py, or
+  I/O, dominates; see the Performance section of docs/collector.md).  When the server asks
+  for a durability barrier (pushes staged for the landing log's once-per-loop-turn write,
+  collector/net/flush.py, or
   an fsync under ``fsync: always``), the batch waits for it, and later batches queue
   behind it, so order still holds.
 * **Backpressure.** Reading pauses while the transport's write buffer is above its high
   water mark, while more than ``max_inflight_requests`` responses wait for a barrier, and
   while the connection is muted.  Reasons are tracked separately so one resuming does not
   undo another.
-* **Throttling.** :meth:`mute_for` pauses reading for ``throttle_ms`` after the response
-  carrying ``throttle_time_ms`` is sent, as Kafka mutes a throttled channel (KIP-219);
-  frames already buffered are held until the channel unmutes.
+* **Throttling.** :meth:`mute` pauses reading after the response carrying
+  ``throttle_time_ms`` is sent, as Kafka mutes a throttled channel (KIP-219), until the
+  quota pipeline calls :meth:`unmute`; frames already buffered are held until then.
 * **Malformed input.** A framing error or a request the dispatcher cannot parse closes
   this connection with one log line; earlier responses are still flushed; other
   connections are unaffected.
@@ -31,23 +34,20 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Protocol, cast
 
+from collector.core.context import CloseConnection
+from collector.core.handler import RequestHandler
+from collector.core.session import Session
 from collector.net.flush import FlushBarrier
 from collector.net.tls import ssl_principal
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
-    from collector.pipeline.dispatch import Dispatcher
     from collector.net.flush import DurabilityGate
 
-__all__ = ["CloseConnection", "ConnectionHost", "KafkaProtocol"]
+__all__ = ["ConnectionHost", "KafkaProtocol"]
 
 log = logging.getLogger(__name__)
-
-# "unknown" is Kafka's ClientInformation.UNKNOWN_NAME_OR_VERSION, used until the client
-# sends ApiVersions v3+.
-UNKNOWN_SOFTWARE = "unknown"
-ANONYMOUS_PRINCIPAL = "User:ANONYMOUS"
 
 # Pause-reading reasons.
 _WRITE_BUFFER_FULL = 1
@@ -55,14 +55,10 @@ _TOO_MANY_INFLIGHT = 2
 _MUTED = 4
 
 
-class CloseConnection(Exception):
-    """The peer broke the protocol; close its connection (no response)."""
-
-
 class ConnectionHost(Protocol):
     """What a connection needs from the server that owns it."""
 
-    dispatcher: Dispatcher
+    handler: RequestHandler
     max_request_size: int
     max_inflight_requests: int
     # What answers wait for before they are written (None: nothing, write at once).
@@ -76,30 +72,22 @@ class ConnectionHost(Protocol):
 
 
 class KafkaProtocol(asyncio.Protocol):
-    # Also the ``ConnectionContext`` the ClientMetricsManager reads.
+    """One connection: its :class:`Session` (identity) and the :class:`Channel` its
+    handlers and the quota pipeline mute, unmute and close."""
+
     __slots__ = (
         "_closing",
         "_codec",
         "_durability",
+        "_handler",
         "_host",
-        "_loop",
         "_max_inflight_requests",
         "_paused",
         "_reading_paused",
         "_transport",
-        "_unmute_handle",
         "_waiting",
         "_waiting_requests",
-        "client_software_name",
-        "client_software_version",
-        "client_source_address",
-        "client_source_port",
-        "connection_id",
-        "listener_name",
-        "peer_ip",
-        "principal",
-        "principal_name",
-        "security_protocol",
+        "session",
     )
 
     def __init__(
@@ -109,54 +97,40 @@ class KafkaProtocol(asyncio.Protocol):
         listener_name: str,
         security_protocol: str,
     ) -> None:
-        self.connection_id = connection_id
-        self.listener_name = listener_name
-        self.security_protocol = security_protocol
-        self.principal = ANONYMOUS_PRINCIPAL
-        self.principal_name = ANONYMOUS_PRINCIPAL.partition(":")[2]  # the quota "user"
-        self.client_source_address = ""
-        self.client_source_port = 0
-        self.peer_ip = ""  # as the socket reports it (what connection quotas count)
-        self.client_software_name = UNKNOWN_SOFTWARE
-        self.client_software_version = UNKNOWN_SOFTWARE
+        self.session = Session(connection_id, listener_name, security_protocol)
         self._host = host
         self._codec = ServerConnection(max_request_size=host.max_request_size)
-        # The host's settings, read once (asked on every read otherwise).
+        # The host's handler and settings, read once (asked on every read otherwise).
+        self._handler: RequestHandler = host.handler
         self._durability: DurabilityGate | None = host.durability
         self._max_inflight_requests = host.max_inflight_requests
         self._transport: asyncio.Transport | None = None
-        self._loop = asyncio.get_event_loop()
         self._paused = 0  # bit set of pause reasons
         self._reading_paused = False
         # Batches of response bytes waiting for a durability barrier, oldest first.
         self._waiting: collections.deque[tuple[FlushBarrier, list[bytes]]] = collections.deque()
         self._waiting_requests = 0
         self._closing = False
-        self._unmute_handle: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement the interface without subclassing it.
         self._transport = cast(asyncio.Transport, transport)
+        session = self.session
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
-            # Java's InetAddress.getHostAddress() form ("0:0:0:0:0:0:0:1" for ::1): what
-            # Kafka matches client_source_address selectors against and hands plugins.
-            self.peer_ip = str(peer[0])
-            self.client_source_address = java_host_address(self.peer_ip)
-        if self.security_protocol == "SSL":
+            session.peer_ip = str(peer[0])
+            session.client_source_address = java_host_address(session.peer_ip)
+        if session.security_protocol == "SSL":
             # The handshake is done by now; Kafka's DefaultKafkaPrincipalBuilder.
-            self.principal = ssl_principal(transport.get_extra_info("peercert"))
-            self.principal_name = self.principal.partition(":")[2]
-            self.client_source_port = int(peer[1])
+            session.set_principal(ssl_principal(transport.get_extra_info("peercert")))
+            session.client_source_port = int(peer[1])
         if not self._host.connection_opened(self):
             self._closing = True
             self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        if self._unmute_handle is not None:
-            self._unmute_handle.cancel()
         self._host.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
@@ -185,25 +159,17 @@ class KafkaProtocol(asyncio.Protocol):
     def unmute(self) -> None:
         self._resume(_MUTED)
 
-    def mute_for(self, throttle_ms: int) -> None:
-        """Stop reading for ``throttle_ms`` (without the quota engine's delay queue)."""
-        if throttle_ms <= 0 or self._closing:
-            return
-        self.mute()
-        if self._unmute_handle is not None:
-            self._unmute_handle.cancel()
-        self._unmute_handle = self._loop.call_later(throttle_ms / 1000.0, self.unmute)
-
     def close_for(self, reason: str) -> None:
         """Close the connection after flushing what is already answered."""
         if self._closing:
             return
+        session = self.session
         log.info(
             "closing connection %d from %s:%d on %s: %s",
-            self.connection_id,
-            self.client_source_address,
-            self.client_source_port,
-            self.listener_name,
+            session.connection_id,
+            session.client_source_address,
+            session.client_source_port,
+            session.listener_name,
             reason,
         )
         self._closing = True
@@ -225,13 +191,19 @@ class KafkaProtocol(asyncio.Protocol):
         return not self._waiting
 
     @property
+    def reading_paused(self) -> bool:
+        """Reading is paused, for any reason (backpressure, a throttle, shutdown)."""
+        return self._reading_paused
+
+    @property
     def muted(self) -> bool:
         """Reads are stopped by a throttle (or by a graceful shutdown)."""
         return bool(self._paused & _MUTED)
 
     # ------------------------------------------------------------------ internals
     def _process(self) -> None:
-        dispatcher = self._host.dispatcher
+        handler = self._handler
+        session = self.session
         responses: list[bytes] = []
         codec = self._codec
         try:
@@ -239,7 +211,7 @@ class KafkaProtocol(asyncio.Protocol):
                 frame = codec.next_request()
                 if frame is None:
                     break
-                response = dispatcher.handle(frame, self)
+                response = handler.handle(frame, session, self)
                 if response is not None:
                     responses.append(response)
         except (FramingError, CloseConnection) as exc:

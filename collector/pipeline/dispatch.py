@@ -28,7 +28,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from collector.net.protocol import CloseConnection
+from collector.core.context import CloseConnection, RequestContext
+from collector.core.handler import PushTelemetryHandler, RequestHandler
+from collector.core.session import Session
 from proto import (
     ApiKeys,
     RequestFrame,
@@ -39,15 +41,14 @@ from proto import (
 from proto.errors import Errors, KafkaError, UnsupportedVersionError
 
 if TYPE_CHECKING:
-    # Concrete classes, not protocols: all three are compiled, and a call on a compiled
-    # class from compiled code is a direct C call (through a protocol it is a method lookup
-    # and an argument parse, several times per push).
-    from collector.telemetry.client_metrics import ClientMetricsManager
-    from collector.pipeline.metrics import CollectorMetrics
-    from collector.net.protocol import KafkaProtocol
+    # Concrete classes, not protocols: both are compiled, and a call on a compiled class
+    # from compiled code is a direct C call (through a protocol it is a method lookup and
+    # an argument parse, several times per push).
+    from collector.core.channel import Channel
+    from collector.pipeline.metrics import RequestMetrics
     from collector.pipeline.quotas import QuotaEnforcer
 
-__all__ = ["Api", "Dispatcher", "RequestContext", "push_response_v0"]
+__all__ = ["Api", "Dispatcher", "push_response_v0"]
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +68,6 @@ _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 _UNSUPPORTED_API_VERSIONS = object()
 
 
-# Not frozen: one is built per request, and a frozen dataclass pays an
-# object.__setattr__ call per field in __init__ (measurable on the push path).
-@dataclasses.dataclass(slots=True)
-class RequestContext:
-    """Kafka's ``RequestContext``: who sent the request, on which listener, when."""
-
-    frame: RequestFrame
-    connection: KafkaProtocol
-    now_ms: int
-
-    @property
-    def client_id(self) -> str | None:
-        return self.frame.client_id
-
-
 @dataclasses.dataclass(frozen=True, slots=True)
 class Api:
     """One row of the dispatch table."""
@@ -96,7 +82,7 @@ class Api:
     unexpected_error: Errors = Errors.UNKNOWN_SERVER_ERROR
     # PushTelemetry only: the manager whose ``push_telemetry`` answers version 0 without a
     # RequestContext (see Dispatcher._push).
-    push_manager: ClientMetricsManager | None = None
+    push_manager: PushTelemetryHandler | None = None
 
 
 def push_response_v0(correlation_id: int, error_code: int) -> bytes:
@@ -108,14 +94,16 @@ def push_response_v0(correlation_id: int, error_code: int) -> bytes:
     return _pack_size_and_correlation_id(_PUSH_RESPONSE_V0_SIZE, correlation_id) + tail
 
 
-class Dispatcher:
+class Dispatcher(RequestHandler):
+    """The serving node's :class:`~collector.core.handler.RequestHandler`."""
+
     def __init__(
         self,
         apis: Mapping[int, Api],
         *,
         clock_ms: Callable[[], int],
         quota: QuotaEnforcer | None = None,
-        observer: CollectorMetrics | None = None,
+        observer: RequestMetrics | None = None,
     ) -> None:
         self._apis = dict(apis)
         self._clock_ms = clock_ms
@@ -126,24 +114,24 @@ class Dispatcher:
     def api_keys(self) -> frozenset[int]:
         return frozenset(self._apis)
 
-    def handle(self, frame: RequestFrame, connection: KafkaProtocol) -> bytes | None:
+    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> bytes | None:
         api = self._apis.get(frame.api_key)
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
         push_manager = api.push_manager
         if push_manager is not None and frame.api_version == 0:
-            return self._push(api, push_manager, frame, connection)
+            return self._push(api, push_manager, frame, session, channel)
         request = self._decode(api, frame)
         if request is _UNSUPPORTED_API_VERSIONS:
             return api_versions_unsupported_response(frame.correlation_id)
 
         quota = self.quota
         started_ns = time.perf_counter_ns() if quota is not None else 0
-        context = RequestContext(frame, connection, self._clock_ms())
+        context = RequestContext(frame, session, self._clock_ms(), channel)
         try:
             response = api.handle(request, context)
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
-            response = self._unexpected(api, frame, connection, request)
+            response = self._unexpected(api, frame, session, request)
 
         if quota is not None:
             throttle_ms = quota.record(
@@ -162,9 +150,10 @@ class Dispatcher:
     def _push(
         self,
         api: Api,
-        push_manager: ClientMetricsManager,
+        push_manager: PushTelemetryHandler,
         frame: RequestFrame,
-        connection: KafkaProtocol,
+        session: Session,
+        channel: Channel,
     ) -> bytes:
         """``handle`` for PushTelemetry v0, nearly all of a collector's traffic: the same
         steps with the same results, minus what the generic path builds for every request.
@@ -180,15 +169,15 @@ class Dispatcher:
         started_ns = time.perf_counter_ns() if metered else 0
         try:
             response = push_manager.push_telemetry(
-                request, connection, client_id, frame.correlation_id, now_ms
+                request, session, client_id, frame.correlation_id, now_ms
             )
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
-            response = self._unexpected(api, frame, connection, request)
+            response = self._unexpected(api, frame, session, request)
         error_code = response.error_code
         throttle_ms = 0
         if metered:
             throttle_ms = quota.record_push(  # type: ignore[union-attr]
-                connection.principal_name,
+                session.principal_name,
                 client_id,
                 len(frame.raw),
                 time.perf_counter_ns() - started_ns,
@@ -196,12 +185,12 @@ class Dispatcher:
                 error_code,
             )
         elif error_code == _THROTTLING_QUOTA_EXCEEDED and quota is not None:
-            quota.count_push_interval_gate(connection.principal_name, client_id, now_ms)
+            quota.count_push_interval_gate(session.principal_name, client_id, now_ms)
         if self._observer is not None:
             self._observer.observe(_PUSH_TELEMETRY, error_code)
         if throttle_ms > 0:
             response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
-            quota.throttle(RequestContext(frame, connection, now_ms), throttle_ms)  # type: ignore[union-attr]
+            quota.throttle(RequestContext(frame, session, now_ms, channel), throttle_ms)  # type: ignore[union-attr]
             return encode_response(_PUSH_TELEMETRY, 0, frame.correlation_id, response)
         return push_response_v0(frame.correlation_id, error_code)
 
@@ -219,12 +208,12 @@ class Dispatcher:
             raise CloseConnection(f"malformed {api.name} v{frame.api_version}: {exc}") from None
 
     @staticmethod
-    def _unexpected(api: Api, frame: RequestFrame, connection: KafkaProtocol, request: Any) -> Any:
+    def _unexpected(api: Api, frame: RequestFrame, session: Session, request: Any) -> Any:
         log.exception(
             "unexpected error handling %s v%d (correlation id %d) from %s",
             api.name,
             frame.api_version,
             frame.correlation_id,
-            connection.client_source_address,
+            session.client_source_address,
         )
         return api.error_response(request, api.unexpected_error)

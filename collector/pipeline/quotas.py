@@ -45,7 +45,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.core import CounterMetricFamily, Metric
 
-from collector.app.config import CollectorConfig
 from proto import ApiKeys
 from proto.errors import Errors
 from quota import (
@@ -63,10 +62,10 @@ from quota.entity_quotas import InvalidQuotaError
 from quota.prometheus import QuotaMetricsCollector
 
 if TYPE_CHECKING:
-    from collector.pipeline.dispatch import RequestContext
-    from collector.net.protocol import KafkaProtocol
+    from collector.core.channel import Channel
+    from collector.core.context import RequestContext
 
-__all__ = ["PUSH_INTERVAL", "QuotaEnforcer", "quota_settings"]
+__all__ = ["PUSH_INTERVAL", "QuotaEnforcer"]
 
 log = logging.getLogger(__name__)
 
@@ -88,27 +87,6 @@ _QUOTA_LABEL: Final[Mapping[QuotaType, str]] = {
 # Throttle counters of a (quota, user, client-id) idle this long are dropped, as the
 # engine drops an idle client's sensors (Kafka: 1 h inactive-sensor expiry).
 _COUNTER_EXPIRY_MS: Final = 3600 * 1000
-
-
-def quota_settings(config: CollectorConfig) -> dict[str, object]:
-    """The broker keys QuotaEngineConfig.from_mapping reads, from the collector config:
-    Kafka's names, plus ``inter.broker.listener.name`` (the protected listener) and the
-    ``listener.name.<name>.`` connection limits as given."""
-    return {
-        "quota.window.num": config.quota_window_num,
-        "quota.window.size.seconds": config.quota_window_size_seconds,
-        "max.connections": config.max_connections,
-        "max.connections.per.ip": config.max_connections_per_ip,
-        "max.connections.per.ip.overrides": config.max_connections_per_ip_overrides,
-        "max.connection.creation.rate": config.max_connection_creation_rate,
-        "listeners": config.listeners,
-        **config.connection_quota_overrides,
-    }
-
-
-def principal_name(principal: str) -> str:
-    """``User:ANONYMOUS`` -> ``ANONYMOUS`` (KafkaPrincipal.getName)."""
-    return principal.partition(":")[2] or principal
 
 
 @dataclass(slots=True)
@@ -171,10 +149,10 @@ class QuotaEnforcer:
                 and response.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
             ):
                 self.count_push_interval_gate(
-                    context.connection.principal_name, frame.client_id, context.now_ms
+                    context.session.principal_name, frame.client_id, context.now_ms
                 )
             return 0
-        user = context.connection.principal_name
+        user = context.session.principal_name
         client_id = frame.client_id
         now_ms = context.now_ms
         if api_key == ApiKeys.PUSH_TELEMETRY:
@@ -253,12 +231,12 @@ class QuotaEnforcer:
     def throttle(self, context: RequestContext, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` under the quota that produced it; its
         response (already built, carrying ``throttle_time_ms``) is still written."""
-        connection = context.connection
-        connection.mute()
+        channel = context.channel
+        channel.mute()
         now_ms = self._clock_ms()
         self.engine.throttle(
-            connection,
-            connection.principal_name,
+            channel,
+            context.session.principal_name,
             context.frame.client_id,
             throttle_ms,
             now_ms,
@@ -271,7 +249,7 @@ class QuotaEnforcer:
         raises ``ThrottlingQuotaExceededError`` when strict and exhausted); its throttle
         time joins the response's in :meth:`record`."""
         quota = self.engine.mutation_quota(
-            context.connection.principal_name, context.frame.client_id, strict, context.now_ms
+            context.session.principal_name, context.frame.client_id, strict, context.now_ms
         )
         self._pending_mutation = (context, quota)
         return quota
@@ -303,8 +281,8 @@ class QuotaEnforcer:
         self._reaper_deadline_ms = None
         now_ms = self._clock_ms()
         for throttled in self.engine.pop_expired(now_ms):
-            connection: KafkaProtocol = throttled.channel
-            connection.unmute()
+            channel: Channel = throttled.channel
+            channel.unmute()
         self._arm(now_ms)
 
     # -- connections ---------------------------------------------------------------------

@@ -38,8 +38,10 @@ from collections import OrderedDict
 from collections.abc import Callable, ValuesView
 from typing import Final, Protocol
 
-from collector.pipeline.metrics import CollectorMetrics
+from collector.core.handler import PushTelemetryHandler
+from collector.core.session import Session
 from collector.telemetry.payload import MetricsDataValidator
+from collector.telemetry.stats import ClientMetricsStats
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from proto.compression import decompress
@@ -59,7 +61,6 @@ __all__ = [
     "ZERO_UUID",
     "ClientMetricsInstance",
     "ClientMetricsManager",
-    "ConnectionContext",
     "SubscriptionSource",
 ]
 
@@ -89,19 +90,6 @@ GET_GATE_EXEMPT_ERRORS = frozenset(
 
 # "Never happened": far enough in the past that now - NEVER_MS exceeds any interval.
 NEVER_MS = -(1 << 62)
-
-
-class ConnectionContext(Protocol):
-    """What the manager reads from the connection a request arrived on."""
-
-    connection_id: int
-    client_software_name: str
-    client_software_version: str
-    client_source_address: str
-    client_source_port: int
-    listener_name: str
-    security_protocol: str
-    principal: str
 
 
 class SubscriptionSource(Protocol):
@@ -252,7 +240,7 @@ class _InstanceCache:
         del self._entries[instance_id.int]
 
 
-class ClientMetricsManager:
+class ClientMetricsManager(PushTelemetryHandler):
     """Instance cache, gating and the Get/Push ladders, in Kafka's order."""
 
     def __init__(
@@ -268,7 +256,7 @@ class ClientMetricsManager:
         cache_max_size: int = DEFAULT_CACHE_MAX_SIZE,
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
         # Kafka's ClientMetricsStats sensors (group client-metrics); None: a private set.
-        stats: CollectorMetrics | None = None,
+        stats: ClientMetricsStats | None = None,
         wall_clock_ns: Callable[[], int] = time.time_ns,
     ) -> None:
         self._subscriptions = subscriptions
@@ -280,7 +268,7 @@ class ClientMetricsManager:
         self._cluster_id = cluster_id
         self._cache_expiry_ms = cache_expiry_ms
         # A compiled class, not a protocol: its calls from here are direct C calls.
-        self._stats = stats if stats is not None else CollectorMetrics()
+        self._stats = stats if stats is not None else ClientMetricsStats()
         # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError).
         self._validator = MetricsDataValidator()
         self._wall_clock_ns = wall_clock_ns
@@ -303,7 +291,7 @@ class ClientMetricsManager:
     def get_telemetry_subscriptions(
         self,
         client_instance_id: uuid.UUID,
-        connection: ConnectionContext,
+        session: Session,
         client_id: str | None,
         now_ms: int,
     ) -> GetTelemetrySubscriptionsResponse:
@@ -311,7 +299,7 @@ class ClientMetricsManager:
         instance_id = client_instance_id
         if instance_id == ZERO_UUID:
             instance_id = self._generate_new_client_id()
-        instance = self._client_instance(instance_id, connection, client_id, now_ms)
+        instance = self._client_instance(instance_id, session, client_id, now_ms)
 
         if (
             not instance.maybe_update_get_request_timestamp(now_ms)
@@ -340,7 +328,7 @@ class ClientMetricsManager:
     def push_telemetry(
         self,
         request: PushTelemetryRequest,
-        connection: ConnectionContext,
+        session: Session,
         client_id: str | None,
         correlation_id: int,
         now_ms: int,
@@ -354,7 +342,7 @@ class ClientMetricsManager:
         if instance_id is None or instance_id.int in _RESERVED_UUID_INTS:
             return _push_error(Errors.INVALID_REQUEST)
 
-        instance = self._client_instance(instance_id, connection, client_id, now_ms)
+        instance = self._client_instance(instance_id, session, client_id, now_ms)
         compression_type = request.compression_type
         try:
             self._validate_push(
@@ -372,7 +360,7 @@ class ClientMetricsManager:
         if metrics:
             error = self._export(
                 instance,
-                connection,
+                session,
                 client_id,
                 correlation_id,
                 terminating,
@@ -429,7 +417,7 @@ class ClientMetricsManager:
     def _export(
         self,
         instance: ClientMetricsInstance,
-        connection: ConnectionContext,
+        session: Session,
         client_id: str | None,
         correlation_id: int,
         terminating: bool,
@@ -454,13 +442,13 @@ class ClientMetricsManager:
             context = TelemetryContext(
                 instance.instance_id_str,
                 client_id,
-                connection.client_software_name,
-                connection.client_software_version,
-                connection.client_source_address,
-                connection.client_source_port,
-                connection.listener_name,
-                connection.security_protocol,
-                connection.principal,
+                session.client_software_name,
+                session.client_software_version,
+                session.client_source_address,
+                session.client_source_port,
+                session.listener_name,
+                session.security_protocol,
+                session.principal,
                 instance.push_interval_ms,
                 terminating,
                 self._wall_clock_ns(),
@@ -539,7 +527,7 @@ class ClientMetricsManager:
     def _client_instance(
         self,
         instance_id: uuid.UUID,
-        connection: ConnectionContext,
+        session: Session,
         client_id: str | None,
         now_ms: int,
     ) -> ClientMetricsInstance:
@@ -550,19 +538,19 @@ class ClientMetricsManager:
             metadata = ClientMetadata(
                 client_instance_id=self._to_str(instance_id),
                 client_id=client_id,
-                client_software_name=connection.client_software_name,
-                client_software_version=connection.client_software_version,
-                client_source_address=connection.client_source_address or None,
-                client_source_port=str(connection.client_source_port),
+                client_software_name=session.client_software_name,
+                client_software_version=session.client_software_version,
+                client_source_address=session.client_source_address or None,
+                client_source_port=str(session.client_source_port),
             )
-            instance = self._create(instance_id, metadata, connection.connection_id, version, None)
+            instance = self._create(instance_id, metadata, session.connection_id, version, None)
         elif instance.subscription_version < version:
             # Re-evaluated from the *old* metadata; timestamps, terminating flag and last
             # error start fresh, so the client's next Get is answered at once.
             instance = self._create(
                 instance_id,
                 instance.metadata,
-                connection.connection_id,
+                session.connection_id,
                 version,
                 instance.scheduled_at_ms,
             )

@@ -16,8 +16,9 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
 )
 
-from collector.telemetry.client_metrics import ClientMetricsManager
+from collector.core.session import Session
 from collector.net.protocol import KafkaProtocol
+from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import compression
 from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -46,18 +47,53 @@ class MemorySubscriptions:
         return resolve(self.subscriptions, metadata, client_instance_id)
 
 
-@dataclasses.dataclass
-class Conn:
-    """A connection's identity as the manager reads it (ConnectionContext)."""
+def make_session(
+    connection_id: int = 1,
+    *,
+    client_software_name: str = "confluent-kafka-python",
+    client_software_version: str = "2.16.1-rdkafka-2.16.0",
+    client_source_address: str = "127.0.0.1",
+    client_source_port: int = 50000,
+    listener_name: str = "PLAINTEXT",
+    security_protocol: str = "PLAINTEXT",
+    principal: str = "User:ANONYMOUS",
+) -> Session:
+    """A connection's identity as a confluent-kafka client on loopback shows it."""
+    return Session(
+        connection_id,
+        listener_name,
+        security_protocol,
+        principal=principal,
+        peer_ip=client_source_address,
+        client_source_address=client_source_address,
+        client_source_port=client_source_port,
+        client_software_name=client_software_name,
+        client_software_version=client_software_version,
+    )
 
-    connection_id: int = 1
-    client_software_name: str = "confluent-kafka-python"
-    client_software_version: str = "2.16.1-rdkafka-2.16.0"
-    client_source_address: str = "127.0.0.1"
-    client_source_port: int = 50000
-    listener_name: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-    principal: str = "User:ANONYMOUS"
+
+@dataclasses.dataclass
+class RecordingChannel:
+    """A :class:`~collector.core.channel.Channel` that records what was asked of it, with
+    the session of the connection it stands for (``handle(frame, channel.session,
+    channel)``)."""
+
+    session: Session = dataclasses.field(default_factory=make_session)
+    muted: bool = False
+    mutes: int = 0
+    unmutes: int = 0
+    closed_for: list[str] = dataclasses.field(default_factory=list)
+
+    def mute(self) -> None:
+        self.muted = True
+        self.mutes += 1
+
+    def unmute(self) -> None:
+        self.muted = False
+        self.unmutes += 1
+
+    def close_for(self, reason: str) -> None:
+        self.closed_for.append(reason)
 
 
 def subscription(name: str, metrics: str, interval_ms: int = 1000, match: str = "") -> Subscription:
@@ -140,11 +176,11 @@ class RecordingTransport:
 
 
 class LoneHost:
-    """The ConnectionHost of a KafkaProtocol driven without a server: its dispatcher (if
+    """The ConnectionHost of a KafkaProtocol driven without a server: its handler (if
     any), default limits, every connection welcome."""
 
-    def __init__(self, dispatcher: Any = None) -> None:
-        self.dispatcher = dispatcher
+    def __init__(self, handler: Any = None) -> None:
+        self.handler = handler
         self.max_request_size = 104_857_600
         self.max_inflight_requests = 100
         self.durability = None
@@ -159,10 +195,18 @@ class LoneHost:
         pass
 
 
-def lone_connection(dispatcher: Any = None, port: int = 50000) -> KafkaProtocol:
-    """A real KafkaProtocol on a RecordingTransport, for handing to a Dispatcher or a
-    QuotaEnforcer directly (their connection parameter is a KafkaProtocol, and compiled
-    code checks that at run time)."""
-    connection = KafkaProtocol(LoneHost(dispatcher), 1, "PLAINTEXT", "PLAINTEXT")  # type: ignore[arg-type]
+def lone_connection(handler: Any = None, port: int = 50000) -> KafkaProtocol:
+    """A real KafkaProtocol on a RecordingTransport, driven without a server."""
+    connection = KafkaProtocol(LoneHost(handler), 1, "PLAINTEXT", "PLAINTEXT")  # type: ignore[arg-type]
     connection.connection_made(RecordingTransport(port))  # type: ignore[arg-type]
     return connection
+
+
+def open_connections(server: Any) -> list[KafkaProtocol]:
+    """A running CollectorServer's open connections, oldest first."""
+    return server.connections()  # type: ignore[no-any-return]
+
+
+def newest_session(server: Any) -> Session:
+    """The session of a running CollectorServer's most recent open connection."""
+    return open_connections(server)[-1].session

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 from collector_testkit import (
-    Conn,
+    make_session,
     MemorySubscriptions,
     make_manager,
     otlp_payload,
@@ -28,7 +28,7 @@ from proto.messages import PushTelemetryRequest
 from subscriptions.kafka_uuid import kafka_uuid_from_str
 
 INTERVAL = 1000
-CONN = Conn()
+CONN = make_session()
 
 
 def get(manager, instance_id=ZERO_UUID, now_ms=0, conn=CONN, client_id="app-1"):  # type: ignore[no-untyped-def]
@@ -377,7 +377,7 @@ def test_expiry_heap_holds_one_entry_per_instance(manager) -> None:  # type: ign
 
 def test_connection_close_drops_the_instance_it_created(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, _ = handshake(manager)
-    other = get(manager, conn=Conn(connection_id=2)).client_instance_id
+    other = get(manager, conn=make_session(connection_id=2)).client_instance_id
     manager.connection_closed(CONN.connection_id)
     assert manager.instance(instance_id) is None
     assert manager.instance(other) is not None
@@ -386,10 +386,10 @@ def test_connection_close_drops_the_instance_it_created(manager) -> None:  # typ
 
 def test_lru_eviction_at_cache_size(subs, landing) -> None:  # type: ignore[no-untyped-def]
     manager = make_manager(subs, landing, cache_max_size=2)
-    first = get(manager, conn=Conn(connection_id=1)).client_instance_id
-    second = get(manager, conn=Conn(connection_id=2)).client_instance_id
+    first = get(manager, conn=make_session(connection_id=1)).client_instance_id
+    second = get(manager, conn=make_session(connection_id=2)).client_instance_id
     get(manager, first, now_ms=2000)  # touch: second is now least recently used
-    third = get(manager, conn=Conn(connection_id=3)).client_instance_id
+    third = get(manager, conn=make_session(connection_id=3)).client_instance_id
     assert manager.instance_count == 2
     assert manager.instance(second) is None
     assert manager.instance(first) is not None and manager.instance(third) is not None

@@ -1,28 +1,33 @@
-"""The client-metrics series: aggregate by default, per instance only when asked."""
+"""The client-metrics series: aggregate by default, per instance only when asked; request
+and connection counts beside them on the server's registry."""
 
 from __future__ import annotations
 
 from prometheus_client import generate_latest
 
-from collector.pipeline.metrics import CollectorMetrics
+from collector.pipeline.request_metrics import RequestMetrics
+from collector.telemetry.stats import ClientMetricsStats
 
 
-def scrape(metrics: CollectorMetrics) -> str:
+def scrape(metrics: ClientMetricsStats | RequestMetrics) -> str:
     return generate_latest(metrics.registry).decode()
 
 
 def test_aggregate_series_by_default() -> None:
-    metrics = CollectorMetrics(api_names=lambda k: {72: "PUSH_TELEMETRY"}.get(k, str(k)))
+    metrics = ClientMetricsStats()
+    requests = RequestMetrics(
+        metrics.registry, api_names=lambda k: {72: "PUSH_TELEMETRY"}.get(k, str(k))
+    )
     metrics.instance_count = lambda: 3
     metrics.record_plugin_export("AAAAAAAAAAAAAAAAAAAAAA", 0.0002)
     metrics.record_plugin_export("BBBBBBBBBBBBBBBBBBBBBB", 0.002)
     metrics.record_plugin_error("AAAAAAAAAAAAAAAAAAAAAA")
     metrics.record_throttle("AAAAAAAAAAAAAAAAAAAAAA")
     metrics.record_unknown_subscription()
-    metrics.observe(72, 0)
-    metrics.observe(72, 0)
-    metrics.observe(72, 89)
-    metrics.connection_opened("PLAINTEXT")
+    requests.observe(72, 0)
+    requests.observe(72, 0)
+    requests.observe(72, 89)
+    requests.connection_opened("PLAINTEXT")
     text = scrape(metrics)
     assert "kafka_server_client_metrics_instance_count 3.0" in text
     assert "kafka_server_client_metrics_plugin_export_total 2.0" in text
@@ -39,7 +44,7 @@ def test_aggregate_series_by_default() -> None:
 
 
 def test_per_instance_labels_are_opt_in_and_removed_with_the_instance() -> None:
-    metrics = CollectorMetrics(instance_labels=True)
+    metrics = ClientMetricsStats(instance_labels=True)
     metrics.record_plugin_export("AAAAAAAAAAAAAAAAAAAAAA", 0.001)
     metrics.record_throttle("BBBBBBBBBBBBBBBBBBBBBB")
     text = scrape(metrics)
@@ -56,6 +61,6 @@ def test_per_instance_labels_are_opt_in_and_removed_with_the_instance() -> None:
 
 
 def test_each_server_has_its_own_registry() -> None:
-    first, second = CollectorMetrics(), CollectorMetrics()
+    first, second = ClientMetricsStats(), ClientMetricsStats()
     first.record_unknown_subscription()
     assert "unknown_subscription_request_total 0.0" in scrape(second)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from collector_testkit import (
     MemorySubscriptions,
-    lone_connection,
+    RecordingChannel,
     make_manager,
     otlp_payload,
     subscription,
@@ -23,7 +23,7 @@ from collector_testkit import (
 
 from collector.pipeline.dispatch import Dispatcher
 from collector.broker.kafka_apis import KafkaApis
-from collector.pipeline.metrics import CollectorMetrics
+from collector.pipeline.request_metrics import RequestMetrics
 from collector.pipeline.quotas import QuotaEnforcer
 from exporters.landing import LandingLog, LandingReader
 from proto import ApiKeys, ClientConnection, ServerConnection
@@ -49,7 +49,7 @@ HIGH_QUOTAS = {
 class Path_:
     name: str
     dispatcher: Dispatcher
-    metrics: CollectorMetrics
+    metrics: RequestMetrics
     quotas: QuotaEnforcer | None
     landing: LandingLog
 
@@ -72,7 +72,7 @@ def build(name: str, tmp_path: Path, now: list[int]) -> Path_:
         engine = QuotaEngine.from_config({}, 0)
         quotas = QuotaEnforcer(engine, lambda: now[0])
         quotas.apply_entity_quotas(HIGH_QUOTAS)
-    metrics = CollectorMetrics()
+    metrics = RequestMetrics()
     dispatcher = Dispatcher(table, clock_ms=lambda: now[0], quota=quotas, observer=metrics)
     return Path_(name, dispatcher, metrics, quotas, landing)
 
@@ -100,9 +100,9 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
     now, built = paths
     payload = zstd(otlp_payload("org.apache.kafka.producer.record.send.rate"))
     assert built[0].quotas is None and not built[1].quotas.is_idle()  # type: ignore[union-attr]
-    channel = lone_connection()
+    channel = RecordingChannel()
     get = frame_of(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(ZERO), 1)
-    answers = {p.name: [p.dispatcher.handle(get, channel)] for p in built}
+    answers = {p.name: [p.dispatcher.handle(get, channel.session, channel)] for p in built}
     assert answers["unmetered"] == answers["metered"] == answers["generic"]
     # The subscription id the Get answered (the same for all three: same instance id).
     response, _ = get_telemetry_subscriptions_response.READERS[0](answers["generic"][0], 4 + 5)
@@ -126,7 +126,7 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
         now[0] += advance_ms
         frame = frame_of(ApiKeys.PUSH_TELEMETRY, request, correlation_id)
         for path in built:
-            answers[path.name].append(path.dispatcher.handle(frame, channel))
+            answers[path.name].append(path.dispatcher.handle(frame, channel.session, channel))
 
     error_codes = [int.from_bytes(a[13:15], "big") for a in answers["generic"][1:]]  # type: ignore[index]
     assert error_codes == [0, 89, 117, 76, 0, 0, 42, 42]

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import lone_connection, otlp_payload
+from collector_testkit import RecordingChannel, open_connections, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
 
@@ -87,7 +87,7 @@ async def test_max_connections_per_ip_refuses_the_extra_connection(start: Factor
     await first.close()
     # Once the first is gone, a new connection is admitted.
     for _ in range(100):
-        if not server._connections:
+        if not open_connections(server):
             break
         await asyncio.sleep(0.01)
     third = await WireClient.connect(server.port())
@@ -365,7 +365,7 @@ def _push_frame(client_id: str) -> Any:
 async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota(
     bytes_per_limit: float, expected_quota: QuotaType
 ) -> None:
-    from collector.pipeline.dispatch import RequestContext
+    from collector.core.context import RequestContext
 
     now_ms = 1_000_000
     engine = QuotaEngine.from_config(SHORT_WINDOWS, now_ms)
@@ -375,8 +375,8 @@ async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota
         {"clients/both": {"producer_byte_rate": limit, "request_percentage": 10}}
     )
     enforcer = QuotaEnforcer(engine, lambda: now_ms)
-    channel = lone_connection()
-    context = RequestContext(frame, channel, now_ms)
+    channel = RecordingChannel()
+    context = RequestContext(frame, channel.session, now_ms, channel)
     bytes_ms = int((len(frame.raw) / limit - 1) * 1000)
     expected_ms = max(bytes_ms, 1000)
 
@@ -630,7 +630,7 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
 
 def test_connection_quota_keys_are_kafkas_and_checked_at_load() -> None:
     from collector.app.config import ConfigError
-    from collector.pipeline.quotas import quota_settings
+    from collector.app.server import quota_settings
 
     two_listeners = {
         "listeners": "PLAINTEXT://:9092,ADMIN://:9093",

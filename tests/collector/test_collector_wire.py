@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from collector_testkit import otlp_payload, zstd
+from collector_testkit import newest_session, open_connections, otlp_payload, zstd
 from wire_client import WireClient
 
 from collector.app.config import load_config
@@ -93,9 +93,7 @@ async def test_api_versions_lists_exactly_what_is_served(server: CollectorServer
     listed = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
     assert set(listed) == SERVED
     assert all(listed[k] == SUPPORTED_VERSIONS[k] for k in listed)
-    assert (
-        c_sw := server._connections[max(server._connections)]
-    ).client_software_name == "confluent-kafka-python"
+    assert (c_sw := newest_session(server)).client_software_name == "confluent-kafka-python"
     assert c_sw.client_software_version == "2.16.1"
     await c.close()
 
@@ -112,7 +110,7 @@ async def test_api_versions_v3_validates_software_strings(
     # The connection stays usable, and the bad strings were not recorded.
     response = await c.request(ApiKeys.API_VERSIONS, 0, ApiVersionsRequest())
     assert response.error_code == Errors.NONE
-    assert server._connections[max(server._connections)].client_software_name == "unknown"
+    assert newest_session(server).client_software_name == "unknown"
     await c.close()
 
 
@@ -417,11 +415,11 @@ async def test_a_client_that_does_not_read_stops_being_read(server: CollectorSer
     count = 400
     for _ in range(count):
         c.send(ApiKeys.DESCRIBE_CONFIGS, 4, describe)
-    (connection,) = server._connections.values()
+    (connection,) = open_connections(server)
 
     async def paused() -> bool:
         for _ in range(500):
-            if connection._reading_paused:
+            if connection.reading_paused:
                 return True
             await asyncio.sleep(0.01)
         return False
@@ -433,5 +431,5 @@ async def test_a_client_that_does_not_read_stops_being_read(server: CollectorSer
     for _ in range(count):  # every request answered, in order (the client codec checks ids)
         response = await c.receive(timeout_s=10)
         assert len(response.results) == 60
-    assert not connection._reading_paused
+    assert not connection.reading_paused
     await c.close()

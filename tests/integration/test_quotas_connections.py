@@ -110,7 +110,7 @@ def test_per_ip_count_refuses_the_excess_and_serves_the_rest(tmp_path: Path) -> 
         assert quota_metric(collector, "ktc_connections_rejected_total") == 50
         # The slots come back when the connections close.
         wait_for(
-            lambda: collector.call(lambda: not collector.server._connections),  # type: ignore[union-attr]
+            lambda: collector.call(lambda: not collector.server.connections()),  # type: ignore[union-attr]
             timeout_s=10,
             what="the storm's connections to close",
         )

@@ -142,6 +142,6 @@ def test_a_client_without_a_certificate_is_refused(tmp_path: Path, pki: Path) ->
             except Exception as exc:  # noqa: BLE001 - KafkaException: transport failure
                 metadata_error = exc
             assert metadata_error is not None
-            assert collector.server is not None and not collector.server._connections
+            assert collector.server is not None and not collector.server.connections()
         finally:
             client.close()

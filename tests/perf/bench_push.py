@@ -204,6 +204,7 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     """Bytes allocated per cached instance (instance, metadata, subscription, LRU and
     expiry-heap bookkeeping, and the landing log's remembered context part), measured with
     tracemalloc."""
+    from collector.core.session import Session
     from collector.telemetry.client_metrics import ClientMetricsManager
     from exporters.base import ExportResult
     from exporters.context import TelemetryContext
@@ -231,19 +232,19 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
         def close(self) -> None:
             pass
 
-    class Conn:
-        def __init__(self, connection_id: int) -> None:
-            self.connection_id = connection_id
-            self.client_software_name = "confluent-kafka-python"
-            self.client_software_version = "2.16.1-rdkafka-2.16.0"
-            self.client_source_address = "10.1.2.3"
-            self.client_source_port = 40000 + connection_id % 20000
-            self.listener_name = "PLAINTEXT"
-            self.security_protocol = "PLAINTEXT"
-            self.principal = "User:ANONYMOUS"
+    def session(connection_id: int) -> Session:
+        return Session(
+            connection_id,
+            "PLAINTEXT",
+            "PLAINTEXT",
+            client_software_name="confluent-kafka-python",
+            client_software_version="2.16.1-rdkafka-2.16.0",
+            client_source_address="10.1.2.3",
+            client_source_port=40000 + connection_id % 20000,
+        )
 
     # One connection per instance, as librdkafka clients have (the worst case for us).
-    connections = [Conn(i) for i in range(count)]
+    connections = [session(i) for i in range(count)]
     client_ids = [f"app-{i % 500}" for i in range(count)]
     ids = iter([uuid.uuid4() for _ in range(count)])
     manager = ClientMetricsManager(

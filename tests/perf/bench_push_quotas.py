@@ -111,10 +111,10 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     import time
     import uuid
 
-    from collector_testkit import lone_connection
+    from collector_testkit import RecordingChannel
     from loadgen import producer_payload
 
-    from collector.pipeline.dispatch import RequestContext
+    from collector.core.context import RequestContext
     from collector.pipeline.quotas import QuotaEnforcer
     from proto import ApiKeys, ClientConnection, ServerConnection, compression
     from proto.messages import PushTelemetryRequest, PushTelemetryResponse
@@ -140,8 +140,8 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
         if quotas:
             engine.apply_entity_quotas(ENTITY_QUOTAS)
         enforcer = QuotaEnforcer(engine, lambda: 0)  # the clock is only read to throttle
-        connection = lone_connection()  # a real KafkaProtocol on a stub transport
-        contexts = [RequestContext(frame, connection, now_ms) for frame in frames]
+        channel = RecordingChannel()
+        contexts = [RequestContext(frame, channel.session, now_ms, channel) for frame in frames]
         started = time.perf_counter()
         for call in range(calls):
             context = contexts[call % 100]

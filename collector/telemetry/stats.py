@@ -1,4 +1,4 @@
-"""The collector's own metrics, in Kafka's ``client-metrics`` vocabulary.
+"""The ClientMetricsManager's metrics, in Kafka's ``client-metrics`` vocabulary.
 
 Kafka registers these sensors in ``ClientMetricsManager.ClientMetricsStats`` (group
 ``client-metrics``); the JMX->Prometheus rendering operators know is
@@ -16,23 +16,21 @@ series are aggregates.
 | plugin-export-time-avg / -max         | kafka_server_client_metrics_plugin_export_time_seconds (histogram) |
 | plugin-error-count                    | kafka_server_client_metrics_plugin_error_total                     |
 
-Plus the server's own: ``ktc_requests_total{api,error_code}``, ``ktc_connections{listener}``,
-connections closed for protocol errors and refused by the connection limits.
+The node's request and connection counts are ``collector.pipeline.request_metrics``.
 
 Why a custom collector instead of ``Counter``/``Histogram`` objects: every push touches
 four of these series, and prometheus_client's metric objects take a lock and make several
 Python calls per increment (about 25 us per push on the bench machine, more than the
 landing-log append).  Here the hot path adds to plain ints on one event-loop thread;
-:meth:`CollectorMetrics.collect` turns them into metric families when scraped.  One
+:meth:`ClientMetricsStats.collect` turns them into metric families when scraped.  One
 registry per server, so several servers in one process (tests) never share series.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Final
 
-from mypy_extensions import mypyc_attr
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -40,9 +38,10 @@ from prometheus_client.core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import Collector
 
-__all__ = ["CollectorMetrics", "ScrapeCollector"]
+from collector.core.scrape import ScrapeCollector
+
+__all__ = ["ClientMetricsStats"]
 
 _PREFIX = "kafka_server_client_metrics_"
 
@@ -98,36 +97,17 @@ class _Histogram:
         return out
 
 
-@mypyc_attr(native_class=False)
-class ScrapeCollector(Collector):
-    """Hands a ``collect`` function to a prometheus registry.
-
-    The classes that keep the server's metrics are compiled (mypyc, see pyproject.toml) and
-    count on every request; a compiled class cannot derive from prometheus_client's
-    ``Collector`` (the isolated build sees prometheus_client untyped), so they register this
-    regular Python class instead of themselves."""
-
-    def __init__(self, collect: Callable[[], Iterable[Metric]]) -> None:
-        self._collect = collect
-
-    def collect(self) -> Iterable[Metric]:
-        return self._collect()
-
-
-class CollectorMetrics:
-    """What the manager records (Kafka's ``ClientMetricsStats`` sensors) and what the
-    dispatcher counts per request (api key x error code)."""
+class ClientMetricsStats:
+    """What the manager records (Kafka's ``ClientMetricsStats`` sensors)."""
 
     def __init__(
         self,
+        registry: CollectorRegistry | None = None,
         *,
         instance_labels: bool = False,
-        api_names: Callable[[int], str] = str,
-        registry: CollectorRegistry | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self._instance_labels = instance_labels
-        self._api_names = api_names
         self.instance_count: Callable[[], int] = lambda: 0
         self.unknown_subscription_requests = 0
         # Keyed by client_instance_id with labels on, else by "" (one aggregate series).
@@ -139,13 +119,6 @@ class CollectorMetrics:
         self.plugin_export_time: dict[str, _Histogram] = (
             {} if instance_labels else {"": self._all_export_time}
         )
-        # Requests answered: api key -> error code -> count (small int keys: no tuple to
-        # build and hash per request).
-        self._requests_by_api: dict[int, dict[int, int]] = {}
-        self.connections: dict[str, int] = {}
-        self.connections_closed_on_error = 0
-        # Connections the acceptors refused under the connection quotas (set by the server).
-        self.connections_rejected: Callable[[], int] = lambda: 0
         self.registry.register(ScrapeCollector(self.collect))
 
     # ClientMetricsStats (Kafka's) ------------------------------------------------------
@@ -182,29 +155,6 @@ class CollectorMetrics:
 
     def _export_counts(self) -> dict[str, int]:
         return {key: hist.count for key, hist in self._export_times().items()}
-
-    # requests (the dispatcher) ---------------------------------------------------------
-    def observe(self, api_key: int, error_code: int) -> None:
-        by_error = self._requests_by_api.get(api_key)
-        if by_error is None:
-            by_error = self._requests_by_api[api_key] = {}
-        by_error[error_code] = by_error.get(error_code, 0) + 1
-
-    @property
-    def requests(self) -> dict[tuple[int, int], int]:
-        """Requests answered, by (api key, error code)."""
-        return {
-            (api_key, error_code): count
-            for api_key, by_error in self._requests_by_api.items()
-            for error_code, count in by_error.items()
-        }
-
-    # connections -----------------------------------------------------------------------
-    def connection_opened(self, listener: str) -> None:
-        self.connections[listener] = self.connections.get(listener, 0) + 1
-
-    def connection_closed(self, listener: str) -> None:
-        self.connections[listener] = self.connections.get(listener, 0) - 1
 
     # scrape ------------------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
@@ -251,27 +201,3 @@ class CollectorMetrics:
         for key, hist in self._export_times().items():
             histogram.add_metric([key] if labels else [], hist.buckets(), hist.sum)
         yield histogram
-        requests = CounterMetricFamily(
-            "ktc_requests",
-            "Kafka requests answered, by API and error code",
-            labels=["api", "error_code"],
-        )
-        for (api_key, error_code), count in sorted(self.requests.items()):
-            requests.add_metric([self._api_names(api_key), str(error_code)], count)
-        yield requests
-        connections = GaugeMetricFamily(
-            "ktc_connections", "Open Kafka connections", labels=["listener"]
-        )
-        for listener, count in sorted(self.connections.items()):
-            connections.add_metric([listener], count)
-        yield connections
-        yield CounterMetricFamily(
-            "ktc_connections_closed_on_error",
-            "Connections closed because the peer broke the protocol",
-            value=self.connections_closed_on_error,
-        )
-        yield CounterMetricFamily(
-            "ktc_connections_rejected",
-            "Connections refused by the connection limits",
-            value=self.connections_rejected(),
-        )

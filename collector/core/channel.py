@@ -1,0 +1,24 @@
+"""What a request's handlers and the quota pipeline may do to the connection a request came
+on, without knowing the network layer: stop and resume reading it (a throttle) and close it.
+
+A structural ``Protocol``: the asyncio adapter (``collector.net.protocol.KafkaProtocol``)
+is one, a test's recording fake another.  It is used off the hot path only (a throttled
+response, a broken peer), so a protocol call costs nothing that matters.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["Channel"]
+
+
+class Channel(Protocol):
+    def mute(self) -> None:
+        """Stop reading (a throttled channel, KIP-219); frames already read wait too."""
+
+    def unmute(self) -> None:
+        """Resume reading after :meth:`mute`."""
+
+    def close_for(self, reason: str) -> None:
+        """Close after flushing what is already answered; ``reason`` is logged."""
