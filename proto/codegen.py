@@ -50,7 +50,10 @@ FIXED_TYPES: dict[str, tuple[str, int, str, str]] = {
     "float64": ("d", 8, "float", "0.0"),
     "uuid": ("16s", 16, "uuid.UUID", "ZERO_UUID"),
 }
-VARIABLE_TYPES = {"string": "str", "bytes": "BytesLike"}
+VARIABLE_TYPES = {"string": "str", "bytes": "BytesLike", "records": "BytesLike"}
+# "records" (a record set: Produce, Fetch, ShareFetch) is encoded exactly like "bytes" and
+# decodes to the raw bytes, undecoded; like Kafka's generator it always defaults to null
+# ("Records fields default to null", clients/src/main/resources/common/message/README.md).
 
 
 # ---- spec model --------------------------------------------------------------------------------
@@ -235,14 +238,14 @@ def python_type(f: FieldSpec) -> str:
     else:
         base = VARIABLE_TYPES[element]
     typ = f"tuple[{base}, ...]" if f.is_array else base
-    if f.nullable_versions != NO_VERSIONS:
+    if f.nullable_versions != NO_VERSIONS or f.type == "records":
         typ += " | None"
     return typ
 
 
 def default_source(f: FieldSpec) -> str:
     """Python source of the field's default, following Kafka's generator rules."""
-    if f.default == "null":
+    if f.default == "null" or f.type == "records":
         return "None"
     if f.is_array:
         return "()"
@@ -431,7 +434,7 @@ class ReaderGen:
                 lines.append(f"{ind}{target} = {self.e.prim('uuid_from_bytes')}({target})")
             return lines
         reader = "read_" + ("nullable_" if nullable else "") + ("compact_" if compact else "")
-        reader += f.type
+        reader += "bytes" if f.type == "records" else f.type
         return [f"{ind}{target}, pos = {self.e.prim(reader)}(buf, pos)"]
 
     def array_read(
@@ -547,7 +550,7 @@ class WriterGen:
             arg = f"{value}.bytes" if f.type == "uuid" else value
             return [f"{ind}{out} += {s}.pack({arg})"]
         writer = "write_" + ("nullable_" if nullable else "") + ("compact_" if compact else "")
-        writer += f.type
+        writer += "bytes" if f.type == "records" else f.type
         return [f"{ind}{self.e.prim(writer)}({out}, {value})"]
 
     def array_write(
@@ -726,7 +729,7 @@ def render_module(spec: MessageSpec) -> str:
         f"VALID_VERSIONS = ({spec.valid_versions.low}, {spec.valid_versions.high})\n"
         f"FIRST_FLEXIBLE_VERSION: int | None = {first_flexible}\n"
     )
-    for struct_name, struct_fields in reversed(list(structs.items())):
+    for struct_name, struct_fields in _definition_order(structs):
         parts.append(dataclass_source(struct_name, struct_fields, ""))
     parts.append(dataclass_source(spec.name, spec.fields, ""))
     parts.append(
@@ -758,6 +761,25 @@ def render_module(spec: MessageSpec) -> str:
         + "\n}\n"
     )
     return "\n\n".join(p.rstrip("\n") + "\n" for p in parts if p).replace("\n\n\n\n", "\n\n\n")
+
+
+def _definition_order(structs: dict[str, list[FieldSpec]]) -> list[tuple[str, list[FieldSpec]]]:
+    """Outermost struct first (annotations are lazy), except that a struct held in a single
+    (non-array) field is defined before its holder: its class is the field's default factory,
+    evaluated when the holder's class is created."""
+    order: list[str] = []
+
+    def place(name: str) -> None:
+        if name in order:
+            return
+        for f in structs[name]:
+            if f.is_struct and not f.is_array:
+                place(f.element_type)
+        order.append(name)
+
+    for name in reversed(list(structs)):
+        place(name)
+    return [(name, structs[name]) for name in order]
 
 
 def _all_fields(fields: list[FieldSpec]) -> list[FieldSpec]:
@@ -823,10 +845,312 @@ def render_init(specs: list[MessageSpec]) -> str:
     )
 
 
+# ---- the API table: every API key of a Kafka release ----------------------------------------
+
+# A compact table derived from every request/response spec of one Kafka release (all ~95 API
+# keys, most of which have no generated module here): what a gateway must know to frame, route
+# and patch any request or response without decoding it. Refresh it from a kafka-clients jar
+# (or a directory of specs) with ``python -m proto.codegen --api-table SOURCE``.
+API_TABLE_DIR = SPEC_DIR / "apis"
+API_TABLE_OUT = Path(__file__).resolve().parent / "api_table.py"
+
+API_TABLE_LICENSE = """\
+// Licensed to the Apache Software Foundation (ASF) under one or more
+// contributor license agreements.  See the NOTICE file distributed with
+// this work for additional information regarding copyright ownership.
+// The ASF licenses this file to You under the Apache License, Version 2.0
+// (the "License"); you may not use this file except in compliance with
+// the License.  You may obtain a copy of the License at
+//
+//    http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+"""
+
+
+def _version_set_text(versions: list[int]) -> str:
+    """A contiguous version list as a spec range ("3-13", "5", "none")."""
+    if not versions:
+        return "none"
+    low, high = versions[0], versions[-1]
+    if versions != list(range(low, high + 1)):
+        raise ValueError(f"versions {versions} are not contiguous")
+    return str(low) if low == high else f"{low}-{high}"
+
+
+def _throttle_versions(response: MessageSpec, first_only: bool) -> list[int]:
+    """Versions whose response has a top-level, untagged int32 ThrottleTimeMs (first_only: as
+    its very first field, at offset 0 of the body)."""
+    if response.valid_versions == NO_VERSIONS:
+        return []
+    found = []
+    for version in response.versions():
+        present = [f for f in response.fields if f.present(version) and not f.tagged(version)]
+        candidates = present[:1] if first_only else present
+        if any(f.name == "ThrottleTimeMs" and f.type == "int32" for f in candidates):
+            found.append(version)
+    return found
+
+
+def _throttle_offset(response: MessageSpec) -> str:
+    """"LOW-HIGH@OFFSET": the versions whose ThrottleTimeMs sits at a fixed offset of the body
+    (only fixed-size fields before it); "none" if there is no such version."""
+    found: dict[int, int] = {}
+    for version in _throttle_versions(response, False):
+        offset = 0
+        for f in response.fields:
+            if not f.present(version) or f.tagged(version):
+                continue
+            if f.name == "ThrottleTimeMs":
+                found[version] = offset
+                break
+            if f.is_array or f.type not in FIXED_TYPES:
+                break
+            offset += FIXED_TYPES[f.type][1]
+    if not found:
+        return "none"
+    if len(set(found.values())) != 1:
+        raise ValueError(f"{response.name}: the throttle offset differs between versions")
+    return f"{_version_set_text(sorted(found))}@{next(iter(found.values()))}"
+
+
+def api_table_rows(texts: dict[str, str]) -> list[dict[str, Any]]:
+    """One row per API key from spec file name -> JSON text (all *Request/*Response specs)."""
+    requests: dict[int, tuple[dict[str, Any], MessageSpec]] = {}
+    responses: dict[int, MessageSpec] = {}
+    for name, text in sorted(texts.items()):
+        raw = json.loads(strip_comments(text))
+        if raw.get("type") not in ("request", "response"):
+            continue
+        raw.setdefault("flexibleVersions", "none")
+        common = {str(s["name"]): s["fields"] for s in raw.get("commonStructs", [])}
+        spec = MessageSpec(
+            name=raw["name"],
+            api_key=raw["apiKey"],
+            kind=raw["type"],
+            valid_versions=Versions.parse(raw["validVersions"]),
+            flexible_versions=Versions.parse(raw["flexibleVersions"]),
+            fields=[_field_from_json(f, common) for f in raw.get("fields", [])],
+            source=name,
+        )
+        if spec.kind == "request":
+            requests[int(raw["apiKey"])] = (raw, spec)
+        else:
+            responses[int(raw["apiKey"])] = spec
+    if set(requests) != set(responses):
+        raise ValueError(f"unpaired API keys: {sorted(set(requests) ^ set(responses))}")
+    rows = []
+    for api_key in sorted(requests):
+        raw, request = requests[api_key]
+        response = responses[api_key]
+        for what in ("valid_versions", "flexible_versions"):
+            if getattr(request, what) != getattr(response, what):
+                raise ValueError(f"{request.name} and its response differ in {what}")
+        rows.append(
+            {
+                "apiKey": api_key,
+                "name": request.name.removesuffix("Request"),
+                "listeners": sorted(raw.get("listeners", [])),
+                "validVersions": raw["validVersions"],
+                "flexibleVersions": raw["flexibleVersions"],
+                "latestVersionUnstable": bool(raw.get("latestVersionUnstable", False)),
+                "throttleFirst": _version_set_text(_throttle_versions(response, True)),
+                "throttleField": _version_set_text(_throttle_versions(response, False)),
+                "throttleOffset": _throttle_offset(response),
+            }
+        )
+    return rows
+
+
+def api_table_spec() -> Path:
+    """The one vendored table, named after its source (``kafka-clients-4.4.0.json``)."""
+    (path,) = API_TABLE_DIR.glob("*.json")
+    return path
+
+
+def vendor_api_table(source: Path) -> Path:
+    """Replace the vendored table with one derived from a kafka-clients jar or a directory of
+    message specs (``common/message/*.json``)."""
+    import zipfile
+
+    texts: dict[str, str] = {}
+    if source.is_dir():
+        for path in source.glob("*.json"):
+            texts[path.name] = path.read_text()
+        origin = source.name
+    else:
+        with zipfile.ZipFile(source) as jar:
+            for info in jar.infolist():
+                if info.filename.startswith("common/message/") and info.filename.endswith(".json"):
+                    texts[info.filename.rsplit("/", 1)[1]] = jar.read(info).decode()
+        origin = source.name
+    names = [n for n in texts if n.endswith(("Request.json", "Response.json"))]
+    rows = api_table_rows({n: texts[n] for n in names})
+    body = ",\n".join("    " + json.dumps(row, separators=(", ", ": ")) for row in rows)
+    API_TABLE_DIR.mkdir(exist_ok=True)
+    for old in API_TABLE_DIR.glob("*.json"):
+        old.unlink()
+    target = API_TABLE_DIR / f"{source.stem}.json"
+    target.write_text(
+        API_TABLE_LICENSE
+        + f"\n// Derived from the {len(names)} request/response specs in common/message/ of\n"
+        + f"// {origin} by `python -m proto.codegen --api-table {origin}`. One row per API key.\n"
+        + "// throttleFirst: versions whose response body starts with ThrottleTimeMs (int32);\n"
+        + "// throttleField: versions whose response has ThrottleTimeMs anywhere at top level;\n"
+        + "// throttleOffset: VERSIONS@OFFSET, the versions where it is at that fixed offset.\n"
+        + "[\n"
+        + body
+        + "\n]\n"
+    )
+    return target
+
+
+API_TABLE_TEMPLATE = '''\
+# Generated by `python -m proto.codegen` from proto/specs/apis/{source}
+# (derived from Apache Kafka's message specs, Apache License 2.0, see proto/specs/LICENSE).
+# Do not edit by hand.
+"""Every API key of Apache Kafka {release}: versions, header versions, where the throttle time is.
+
+A gateway forwards requests it does not decode, so it still needs, for every API key: whether
+the key exists, which versions are valid, the request header version (v2, with a tagged-field
+section, from the first flexible version; else v1), the response header version (v1 from the
+first flexible version, else v0; ApiVersions always v0, KIP-511), and where the response's
+``ThrottleTimeMs`` is: ``throttle_first`` lists the versions whose response body starts with it
+(read or patch it at offset 0 after the response header); ``throttle_field`` the versions
+that have it at top level at all (Produce's comes after its Responses array).
+``tests/proto/test_api_table.py`` checks this table against ``ApiKeys`` in the release's jar.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "API_TABLE",
+    "KAFKA_RELEASE",
+    "ApiInfo",
+    "request_header_version",
+    "response_header_version",
+]
+
+KAFKA_RELEASE = "{release}"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiInfo:
+    api_key: int
+    name: str
+    """Kafka's message name without Request/Response, e.g. "Produce"."""
+    min_version: int | None
+    """None: no valid version left (an API removed from the protocol, e.g. LeaderAndIsr)."""
+    max_version: int | None
+    latest_version_unstable: bool
+    """max_version is unstable: brokers advertise it only with unstable.api.versions.enable."""
+    first_flexible: int | None
+    """First flexible version (request header v2, response header v1); None: never."""
+    throttle_first: tuple[int, int] | None
+    """Versions whose response body starts with ThrottleTimeMs, as (low, high)."""
+    throttle_field: tuple[int, int] | None
+    """Versions whose response has a top-level ThrottleTimeMs at all, as (low, high)."""
+    throttle_offset: tuple[int, int, int] | None
+    """(low, high, offset): versions whose ThrottleTimeMs is at a fixed offset of the body,
+    only fixed-size fields before it (OffsetDelete: 2, after its ErrorCode)."""
+    listeners: frozenset[str]
+    """Kafka's "listeners": broker, controller (which servers answer the API)."""
+
+    def is_valid(self, version: int) -> bool:
+        return self.min_version is not None and self.min_version <= version <= (
+            self.max_version if self.max_version is not None else -1
+        )
+
+    def is_flexible(self, version: int) -> bool:
+        return self.first_flexible is not None and version >= self.first_flexible
+
+    def throttle_at_start(self, version: int) -> bool:
+        span = self.throttle_first
+        return span is not None and span[0] <= version <= span[1]
+
+    def fixed_throttle_offset(self, version: int) -> int | None:
+        at = self.throttle_offset
+        return at[2] if at is not None and at[0] <= version <= at[1] else None
+
+    def has_throttle(self, version: int) -> bool:
+        span = self.throttle_field
+        return span is not None and span[0] <= version <= span[1]
+
+
+# api_key: ApiInfo(api_key, name, min_version, max_version, latest_version_unstable,
+#                  first_flexible, throttle_first, throttle_field, throttle_offset, listeners)
+API_TABLE: dict[int, ApiInfo] = {{
+{rows}
+}}
+
+_API_VERSIONS = 18
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """2 from the first flexible version, else 1; KeyError for an API key Kafka does not have."""
+    return 2 if API_TABLE[api_key].is_flexible(api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """1 from the first flexible version, else 0; ApiVersions is always 0 (KIP-511)."""
+    if api_key == _API_VERSIONS:
+        return 0
+    return 1 if API_TABLE[api_key].is_flexible(api_version) else 0
+'''
+
+
+def _span_source(text: str) -> str:
+    versions = Versions.parse(text)
+    if versions == NO_VERSIONS:
+        return "None"
+    return f"({versions.low}, {versions.high})"
+
+
+def _offset_source(text: str) -> str:
+    if text == "none":
+        return "None"
+    versions, offset = text.split("@")
+    span = Versions.parse(versions)
+    return f"({span.low}, {span.high}, {offset})"
+
+
+def render_api_table(path: Path | None = None) -> str:
+    path = path or api_table_spec()
+    rows = json.loads(strip_comments(path.read_text()))
+    lines = []
+    for row in rows:
+        valid = Versions.parse(row["validVersions"])
+        flexible = Versions.parse(row["flexibleVersions"])
+        empty = valid == NO_VERSIONS
+        listeners = ", ".join(f'"{name}"' for name in row["listeners"])
+        fields = [
+            str(row["apiKey"]),
+            f'"{row["name"]}"',
+            str(None if empty else valid.low),
+            str(None if empty else valid.high),
+            str(row["latestVersionUnstable"]),
+            str(None if flexible == NO_VERSIONS else flexible.low),
+            _span_source(row["throttleFirst"]),
+            _span_source(row["throttleField"]),
+            _offset_source(row["throttleOffset"]),
+            f"frozenset({{{listeners}}})" if listeners else "frozenset()",
+        ]
+        lines.extend(wrap_items(f"    {row['apiKey']}: ApiInfo(", fields, "),"))
+    release = path.stem.removeprefix("kafka-clients-")
+    return API_TABLE_TEMPLATE.format(source=path.name, release=release, rows="\n".join(lines))
+
+
 def render_all() -> dict[Path, str]:
     specs = [load_spec(p) for p in sorted(SPEC_DIR.glob("*.json"))]
     files = {OUT_DIR / f"{s.module}.py": render_module(s) for s in specs}
     files[OUT_DIR / "__init__.py"] = render_init(specs)
+    files[API_TABLE_OUT] = render_api_table()
     return files
 
 
@@ -841,7 +1165,15 @@ def stale_files() -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only report stale files")
+    parser.add_argument(
+        "--api-table",
+        metavar="SOURCE",
+        type=Path,
+        help="first refresh proto/specs/apis/ from a kafka-clients jar or a directory of specs",
+    )
     args = parser.parse_args(argv)
+    if args.api_table is not None:
+        print(f"wrote {vendor_api_table(args.api_table)}")
     if args.check:
         stale = stale_files()
         for path in stale:

@@ -14,10 +14,20 @@ from proto.messages import (
     alter_client_quotas_response,
     api_versions_request,
     api_versions_response,
+    create_partitions_request,
+    create_partitions_response,
+    create_topics_request,
+    create_topics_response,
+    delete_topics_request,
+    delete_topics_response,
     describe_client_quotas_request,
     describe_client_quotas_response,
+    describe_cluster_response,
     describe_configs_request,
     describe_configs_response,
+    describe_quorum_response,
+    fetch_response,
+    find_coordinator_response,
     get_telemetry_subscriptions_request,
     get_telemetry_subscriptions_response,
     incremental_alter_configs_request,
@@ -26,17 +36,35 @@ from proto.messages import (
     list_config_resources_response,
     metadata_request,
     metadata_response,
+    produce_request,
+    produce_response,
     push_telemetry_request,
     push_telemetry_response,
+    sasl_authenticate_request,
+    sasl_authenticate_response,
+    sasl_handshake_request,
+    sasl_handshake_response,
+    share_acknowledge_response,
+    share_fetch_response,
 )
 from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from proto.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from proto.messages.api_versions_request import ApiVersionsRequest
 from proto.messages.api_versions_response import ApiVersionsResponse
+from proto.messages.create_partitions_request import CreatePartitionsRequest
+from proto.messages.create_partitions_response import CreatePartitionsResponse
+from proto.messages.create_topics_request import CreateTopicsRequest
+from proto.messages.create_topics_response import CreateTopicsResponse
+from proto.messages.delete_topics_request import DeleteTopicsRequest
+from proto.messages.delete_topics_response import DeleteTopicsResponse
 from proto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from proto.messages.describe_client_quotas_response import DescribeClientQuotasResponse
+from proto.messages.describe_cluster_response import DescribeClusterResponse
 from proto.messages.describe_configs_request import DescribeConfigsRequest
 from proto.messages.describe_configs_response import DescribeConfigsResponse
+from proto.messages.describe_quorum_response import DescribeQuorumResponse
+from proto.messages.fetch_response import FetchResponse
+from proto.messages.find_coordinator_response import FindCoordinatorResponse
 from proto.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
 from proto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
 from proto.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
@@ -45,10 +73,18 @@ from proto.messages.list_config_resources_request import ListConfigResourcesRequ
 from proto.messages.list_config_resources_response import ListConfigResourcesResponse
 from proto.messages.metadata_request import MetadataRequest
 from proto.messages.metadata_response import MetadataResponse
+from proto.messages.produce_request import ProduceRequest
+from proto.messages.produce_response import ProduceResponse
 from proto.messages.push_telemetry_request import PushTelemetryRequest
 from proto.messages.push_telemetry_response import PushTelemetryResponse
 from proto.messages.request_header import RequestHeader
 from proto.messages.response_header import ResponseHeader
+from proto.messages.sasl_authenticate_request import SaslAuthenticateRequest
+from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from proto.messages.sasl_handshake_request import SaslHandshakeRequest
+from proto.messages.sasl_handshake_response import SaslHandshakeResponse
+from proto.messages.share_acknowledge_response import ShareAcknowledgeResponse
+from proto.messages.share_fetch_response import ShareFetchResponse
 
 __all__ = [
     "REQUEST_MODULES",
@@ -57,10 +93,20 @@ __all__ = [
     "AlterClientQuotasResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreatePartitionsRequest",
+    "CreatePartitionsResponse",
+    "CreateTopicsRequest",
+    "CreateTopicsResponse",
+    "DeleteTopicsRequest",
+    "DeleteTopicsResponse",
     "DescribeClientQuotasRequest",
     "DescribeClientQuotasResponse",
+    "DescribeClusterResponse",
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
+    "DescribeQuorumResponse",
+    "FetchResponse",
+    "FindCoordinatorResponse",
     "GetTelemetrySubscriptionsRequest",
     "GetTelemetrySubscriptionsResponse",
     "IncrementalAlterConfigsRequest",
@@ -69,16 +115,30 @@ __all__ = [
     "ListConfigResourcesResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "ProduceRequest",
+    "ProduceResponse",
     "PushTelemetryRequest",
     "PushTelemetryResponse",
     "RequestHeader",
     "ResponseHeader",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
+    "ShareAcknowledgeResponse",
+    "ShareFetchResponse",
 ]
 
 REQUEST_MODULES: dict[int, ModuleType] = {
+    0: produce_request,
     3: metadata_request,
+    17: sasl_handshake_request,
     18: api_versions_request,
+    19: create_topics_request,
+    20: delete_topics_request,
     32: describe_configs_request,
+    36: sasl_authenticate_request,
+    37: create_partitions_request,
     44: incremental_alter_configs_request,
     48: describe_client_quotas_request,
     49: alter_client_quotas_request,
@@ -87,13 +147,25 @@ REQUEST_MODULES: dict[int, ModuleType] = {
     74: list_config_resources_request,
 }
 RESPONSE_MODULES: dict[int, ModuleType] = {
+    0: produce_response,
+    1: fetch_response,
     3: metadata_response,
+    10: find_coordinator_response,
+    17: sasl_handshake_response,
     18: api_versions_response,
+    19: create_topics_response,
+    20: delete_topics_response,
     32: describe_configs_response,
+    36: sasl_authenticate_response,
+    37: create_partitions_response,
     44: incremental_alter_configs_response,
     48: describe_client_quotas_response,
     49: alter_client_quotas_response,
+    55: describe_quorum_response,
+    60: describe_cluster_response,
     71: get_telemetry_subscriptions_response,
     72: push_telemetry_response,
     74: list_config_resources_response,
+    78: share_fetch_response,
+    79: share_acknowledge_response,
 }

@@ -24,6 +24,10 @@ from proto.codegen import FIXED_TYPES, SPEC_DIR, FieldSpec, MessageSpec, load_sp
 from proto.primitives import ZERO_UUID
 
 KIO_ERROR_CODES = sorted(int(code) for code in ErrorCode)
+# int64 fields kio types as a nullable UTC datetime (-1 = None)
+KIO_DATETIME_FIELDS = frozenset({"LogAppendTimeMs"})
+# int64 fields kio types as a timedelta, exact only within about 2**52 microseconds
+KIO_TIMEDELTA_I64_FIELDS = frozenset({"SessionLifetimeMs"})
 
 _INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1),
@@ -58,6 +62,10 @@ def _scalar(f: FieldSpec, type_name: str) -> st.SearchStrategy[Any]:
     if type_name in _INT_RANGES:
         if f.name == "ErrorCode":
             return st.sampled_from(KIO_ERROR_CODES)  # kio types error codes as an enum
+        if f.name in KIO_DATETIME_FIELDS:  # -1 or a millisecond time a datetime holds exactly
+            return st.integers(-1, 2**42)
+        if type_name == "int64" and f.name in KIO_TIMEDELTA_I64_FIELDS:  # kio: float seconds
+            return st.integers(-(2**42), 2**42)
         low, high = _INT_RANGES[type_name]
         return st.integers(low, high) | st.sampled_from([low, high, 0, -1 if low else 1])
     if type_name == "float64":
@@ -66,7 +74,7 @@ def _scalar(f: FieldSpec, type_name: str) -> st.SearchStrategy[Any]:
         return st.uuids() | st.just(ZERO_UUID)
     if type_name == "string":
         return st.text(max_size=12)
-    if type_name == "bytes":
+    if type_name in ("bytes", "records"):  # records are raw bytes here, undecoded
         return st.binary(max_size=24)
     raise AssertionError(type_name)
 
@@ -133,8 +141,12 @@ def to_kio(ours: Any, kio_cls: type) -> Any:
         element = _element_type(hints[f.name])
         if value is None:
             pass
+        elif dataclasses.is_dataclass(hints[f.name]):  # a single nested struct
+            value = to_kio(value, hints[f.name])
         elif dataclasses.is_dataclass(element):
             value = tuple(to_kio(item, element) for item in value)
+        elif kind == "datetime_i64":
+            value = None if value == -1 else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
         elif kind in ("timedelta_i32", "timedelta_i64"):
             value = datetime.timedelta(milliseconds=value)
         elif kind == "error_code":

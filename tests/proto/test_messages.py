@@ -22,7 +22,7 @@ from message_strategies import (
     to_kio,
 )
 
-from proto.codegen import MessageSpec
+from proto.codegen import FieldSpec, MessageSpec
 
 CASES = list(api_messages())
 IDS = [f"{spec.name}-v{version}" for spec, version in CASES]
@@ -30,6 +30,22 @@ IDS = [f"{spec.name}-v{version}" for spec, version in CASES]
 # Versions kio 0.6.5 does not have (it predates ApiVersions v5 and MetadataRequest v13's
 # sibling changes); these are still covered by the round-trip test.
 KIO_MISSING = {(spec.name, v) for spec, v in CASES if kio_class(spec, v) is None}
+
+
+def _tagged_struct(fields: list[FieldSpec], version: int) -> bool:
+    return any(
+        f.present(version)
+        and ((f.tagged(version) and f.is_struct and not f.is_array) or _tagged_struct(f.fields, version))
+        for f in fields
+    )
+
+
+# kio writes a tagged struct field (FetchResponse's DivergingEpoch, CurrentLeader, SnapshotId;
+# ProduceResponse's CurrentLeader) even at its default, and reads an absent one as zeros. Kafka's
+# MessageDataGenerator writes it only when it differs from a new instance, and so do we: the
+# bytes of these versions are checked against Kafka's own classes instead (tests/gateway/
+# test_wire_golden.py, golden bytes serialized by the kafka-clients 4.4.0 jar).
+KIO_TAGGED_STRUCT = {(spec.name, v) for spec, v in CASES if _tagged_struct(spec.fields, v)}
 
 
 def encode(spec: MessageSpec, version: int, message: Any) -> bytes:
@@ -62,6 +78,8 @@ def test_same_bytes_as_kio(spec: MessageSpec, version: int, data: st.DataObject)
     kio_cls = kio_class(spec, version)
     if kio_cls is None:
         pytest.skip(f"kio has no {spec.name} v{version}")
+    if (spec.name, version) in KIO_TAGGED_STRUCT:
+        pytest.skip(f"kio writes {spec.name} v{version}'s tagged structs at their defaults")
     message = data.draw(message_strategy(spec, version))
     ours = encode(spec, version, message)
     theirs = kio_encode(message, kio_cls)
