@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mypy_extensions import trait
+
 from quota.metric_config import MetricConfig
 from quota.rate import Rate
 from quota.sampled_stat import WindowedSum
 from quota.stat import MeasurableStat
 from quota.token_bucket import TokenBucket
 
-__all__ = ["KafkaMetric", "MetricName"]
+__all__ = ["KafkaMetric", "MetricName", "MetricRegistry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +64,11 @@ class KafkaMetric:
 
     def __repr__(self) -> str:
         return f"KafkaMetric({self.metric_name!r}, {type(self.stat).__name__}, {self.config!r})"
+
+
+@trait
+class MetricRegistry:
+    """Where a sensor registers the metrics added to it (``quota.metrics.Metrics``)."""
+
+    def register_metric(self, metric: KafkaMetric) -> None:
+        raise NotImplementedError

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from quota.metric import KafkaMetric, MetricName
+from quota.metric import KafkaMetric, MetricName, MetricRegistry
 from quota.metric_config import MetricConfig
 from quota.sensor import Sensor
 
@@ -26,7 +26,7 @@ class MetricValue:
     value: float
 
 
-class Metrics:
+class Metrics(MetricRegistry):
     __slots__ = ("_metrics", "_removal_listeners", "_sensors", "default_config")
 
     def __init__(self, default_config: MetricConfig | None = None) -> None:

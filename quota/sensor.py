@@ -7,15 +7,10 @@ levels and compound stats, which no quota path uses.  Kafka guards ``record`` +
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from quota.errors import QuotaViolationError
-from quota.metric import KafkaMetric, MetricName
+from quota.metric import KafkaMetric, MetricName, MetricRegistry
 from quota.metric_config import MetricConfig
 from quota.stat import MeasurableStat
-
-if TYPE_CHECKING:
-    from quota.metrics import Metrics
 
 __all__ = ["Sensor"]
 
@@ -33,7 +28,7 @@ class Sensor:
 
     def __init__(
         self,
-        registry: Metrics | None,
+        registry: MetricRegistry | None,
         name: str,
         config: MetricConfig,
         now_ms: int,
