@@ -33,10 +33,11 @@ __all__ = ["FunctionHandler", "PushTelemetryHandler", "RequestHandler"]
 
 @trait
 class RequestHandler:
-    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> bytes | None:
-        """Answer one request: the whole response frame, or None when the request has no
-        response (or is answered later).  Raises ``CloseConnection`` when the peer broke
-        the protocol."""
+    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:
+        """Answer one request: the whole response frame (``bytes``), None when the request
+        has no response, or a ``collector.net.flush.PendingResponse`` the handler resolves
+        later (a gateway's forwarded request).  Raises ``CloseConnection`` when the peer
+        broke the protocol."""
         raise NotImplementedError
 
 
@@ -46,11 +47,11 @@ class FunctionHandler(RequestHandler):
     __slots__ = ("_handle",)
 
     def __init__(
-        self, handle: Callable[[RequestFrame, Session, Channel], bytes | None]
+        self, handle: Callable[[RequestFrame, Session, Channel], object]
     ) -> None:
         self._handle = handle
 
-    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> bytes | None:
+    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:
         return self._handle(frame, session, channel)
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from exporters.landing.log import LandingLog
 
-__all__ = ["DurabilityGate", "FlushBarrier", "TurnFlusher"]
+__all__ = ["DurabilityGate", "FlushBarrier", "PendingResponse", "TurnFlusher"]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +74,27 @@ class FlushBarrier:
                 callback(self)
             except Exception:  # one connection's failure must not hold the others' answers
                 log.exception("releasing answers after a landing flush failed")
+
+
+class PendingResponse(FlushBarrier):
+    """An answer that comes later (a gateway waits for the upstream broker): a slot in the
+    connection's ordered answer queue, resolved with the response's bytes, size prefix
+    included, in pieces written as they are (a large Fetch response is not copied to join
+    them).  A failed one closes the connection after the answers queued before it."""
+
+    __slots__ = ("responses",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.responses: list[bytes] = []
+
+    def complete(self, pieces: list[bytes]) -> None:
+        self.responses.extend(pieces)
+        self.resolve()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.done():
+            self.resolve(error)
 
 
 class TurnFlusher:

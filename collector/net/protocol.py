@@ -32,12 +32,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from collector.core.context import CloseConnection
 from collector.core.handler import RequestHandler
 from collector.core.session import Session
-from collector.net.flush import FlushBarrier
+from collector.net.flush import FlushBarrier, PendingResponse
 from collector.net.tls import ssl_principal
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 _WRITE_BUFFER_FULL = 1
 _TOO_MANY_INFLIGHT = 2
 _MUTED = 4
+_UPSTREAM_FULL = 8  # gateway: the upstream broker is not draining what we forward
 
 
 class ConnectionHost(Protocol):
@@ -82,6 +84,7 @@ class KafkaProtocol(asyncio.Protocol):
         "_handler",
         "_host",
         "_max_inflight_requests",
+        "on_write_congested",
         "_paused",
         "_reading_paused",
         "_transport",
@@ -96,19 +99,27 @@ class KafkaProtocol(asyncio.Protocol):
         connection_id: int,
         listener_name: str,
         security_protocol: str,
+        handler: RequestHandler | None = None,
     ) -> None:
         self.session = Session(connection_id, listener_name, security_protocol)
         self._host = host
         self._codec = ServerConnection(max_request_size=host.max_request_size)
-        # The host's handler and settings, read once (asked on every read otherwise).
-        self._handler: RequestHandler = host.handler
+        # The handler (this connection's own, or the host's shared one) and the host's
+        # settings, read once (asked on every read otherwise).
+        self._handler: RequestHandler = handler if handler is not None else host.handler
+        # Told when the client stops (True) or resumes (False) draining our answers (a
+        # gateway then stops reading from the upstream broker).
+        self.on_write_congested: Callable[[bool], None] | None = None
         self._durability: DurabilityGate | None = host.durability
         self._max_inflight_requests = host.max_inflight_requests
         self._transport: asyncio.Transport | None = None
         self._paused = 0  # bit set of pause reasons
         self._reading_paused = False
-        # Batches of response bytes waiting for a durability barrier, oldest first.
-        self._waiting: collections.deque[tuple[FlushBarrier, list[bytes]]] = collections.deque()
+        # Batches of response bytes waiting for a barrier (a durability flush, or an answer
+        # still to come), oldest first, with the number of requests each answers.
+        self._waiting: collections.deque[tuple[FlushBarrier, list[bytes], int]] = (
+            collections.deque()
+        )
         self._waiting_requests = 0
         self._closing = False
 
@@ -146,8 +157,12 @@ class KafkaProtocol(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._pause(_WRITE_BUFFER_FULL)
+        if self.on_write_congested is not None:
+            self.on_write_congested(True)
 
     def resume_writing(self) -> None:
+        if self.on_write_congested is not None:
+            self.on_write_congested(False)
         self._resume(_WRITE_BUFFER_FULL)
 
     # ------------------------------------------------------------------ control
@@ -158,6 +173,15 @@ class KafkaProtocol(asyncio.Protocol):
 
     def unmute(self) -> None:
         self._resume(_MUTED)
+
+    def hold_reading(self, held: bool) -> None:
+        """Stop (True) or resume (False) reading because the gateway's upstream connection
+        is not draining what this client sends."""
+        if held:
+            if not self._closing:
+                self._pause(_UPSTREAM_FULL)
+        else:
+            self._resume(_UPSTREAM_FULL)
 
     def close_for(self, reason: str) -> None:
         """Close the connection after flushing what is already answered."""
@@ -212,8 +236,14 @@ class KafkaProtocol(asyncio.Protocol):
                 if frame is None:
                     break
                 response = handler.handle(frame, session, self)
-                if response is not None:
+                if response is None:
+                    continue
+                if type(response) is bytes:
                     responses.append(response)
+                else:  # answered later, after whatever is answered already
+                    self._send(responses)
+                    responses = []
+                    self._wait(cast(PendingResponse, response), 1)
         except (FramingError, CloseConnection) as exc:
             self._send(responses)
             self._host.protocol_error(self)
@@ -234,26 +264,37 @@ class KafkaProtocol(asyncio.Protocol):
                 return
             barrier = FlushBarrier()  # queue behind earlier batches, ready at once
             barrier.resolve()
-        self._waiting.append((barrier, responses))
+        self._waiting.append((barrier, responses, len(responses)))
         self._waiting_requests += len(responses)
         if self._waiting_requests >= self._max_inflight_requests:
             self._pause(_TOO_MANY_INFLIGHT)
         barrier.add_done_callback(self._write_ready)
 
+    def _wait(self, pending: PendingResponse, requests: int) -> None:
+        self._waiting.append((pending, pending.responses, requests))
+        self._waiting_requests += requests
+        if self._waiting_requests >= self._max_inflight_requests:
+            self._pause(_TOO_MANY_INFLIGHT)
+        pending.add_done_callback(self._write_ready)
+
     def _write_ready(self, _: FlushBarrier) -> None:
         # Write every leading batch whose barrier is done, preserving order.
         waiting = self._waiting
         while waiting and waiting[0][0].done():
-            barrier, responses = waiting.popleft()
-            self._waiting_requests -= len(responses)
+            barrier, responses, requests = waiting.popleft()
+            self._waiting_requests -= requests
             if self._transport is None or self._transport.is_closing():
                 continue
             error = barrier.exception()
             if error is not None:
-                # The landing log could not be made durable: answering "ok" would lie.
-                self.close_for(f"durability barrier failed: {error}")
+                # The landing log could not be made durable (answering "ok" would lie), or
+                # the upstream broker of a gateway's forwarded request is gone.
+                self.close_for(f"answer failed: {error}")
                 continue
-            self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
+            if len(responses) == 1:
+                self._transport.write(responses[0])
+            elif responses:
+                self._transport.writelines(responses)
         if self._closing and not waiting and self._transport is not None:
             self._transport.close()
             return
