@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exporters.lakehouse.schema import (
+    PARTITION_COLUMNS,
     POINT_TABLES,
     PUSHES_TABLE,
     TABLES,
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VIEW_NAMES",
+    "CatalogSchemaError",
+    "add_missing_columns",
     "clients_view_sql",
     "create_views",
     "ensure_catalog",
@@ -89,6 +92,8 @@ _METRICS_COLUMNS: tuple[tuple[str, str, dict[str, str] | None], ...] = (
     ("listener", "STRING", None),
     ("node_id", "INT", None),
     ("cluster_id", "STRING", None),
+    ("upstream_cluster_id", "STRING", None),
+    ("upstream_node_id", "INT", None),
     ("terminating", "BOOLEAN", None),
     ("received_time", "TIMESTAMP", None),
     ("received_time_unix_nano", "BIGINT", None),
@@ -125,7 +130,7 @@ def metrics_view_sql(database: str) -> str:
 _CLIENT_LATEST = (
     "client_id", "client_software_name", "client_software_version", "client_source_address",
     "client_source_port", "principal", "listener", "security_protocol", "node_id", "cluster_id",
-    "push_interval_ms",
+    "upstream_cluster_id", "upstream_node_id", "push_interval_ms",
 )
 
 
@@ -165,31 +170,68 @@ def create_views(spark: SparkSession, database: str) -> None:
         spark.sql(sql)
 
 
-_VIEWS_PROPERTY = "ktc.views.sha256"
+_CATALOG_PROPERTY = "ktc.catalog.sha256"
 
 
-def _views_fingerprint(database: str) -> str:
-    sql = (metrics_view_sql(database), clients_view_sql(database), latest_view_sql(database))
+def _catalog_fingerprint(database: str) -> str:
+    """Every table's DDL and every view's SQL: what a database that records it has."""
+    sql = tuple(create_table_sql(database, table) for table in TABLES) + (
+        metrics_view_sql(database),
+        clients_view_sql(database),
+        latest_view_sql(database),
+    )
     return hashlib.sha256("\n".join(sql).encode()).hexdigest()
 
 
+class CatalogSchemaError(RuntimeError):
+    """An existing table's columns are not a prefix of the declared ones: it cannot be
+    brought up to date by adding columns."""
+
+
 def ensure_catalog(spark: SparkSession, database: str) -> None:
-    """Create the database, missing tables, and the views unless the database already
-    records these exact view definitions (idempotent; every metastore call costs,
-    and this runs at the start of every ingest and query process)."""
+    """Create the database and missing tables, give existing tables the columns they
+    lack, and create the views, unless the database already records this exact catalog
+    (idempotent; every metastore call costs, and this runs at the start of every ingest
+    and query process)."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     existing = {row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()}
     for table in TABLES:
         if table.name not in existing:
             spark.sql(create_table_sql(database, table))
-    fingerprint = _views_fingerprint(database)
+    fingerprint = _catalog_fingerprint(database)
     described = spark.sql(f"DESCRIBE DATABASE EXTENDED `{database}`").collect()
     properties = next((r[1] for r in described if r[0] == "Properties"), "") or ""
     if fingerprint not in properties or not set(VIEW_NAMES) <= existing:
+        for table in TABLES:
+            if table.name in existing:
+                add_missing_columns(spark, database, table)
         create_views(spark, database)
         spark.sql(
-            f"ALTER DATABASE `{database}` SET DBPROPERTIES ('{_VIEWS_PROPERTY}' = '{fingerprint}')"
+            f"ALTER DATABASE `{database}` SET DBPROPERTIES ('{_CATALOG_PROPERTY}' = '{fingerprint}')"
         )
+
+
+def add_missing_columns(spark: SparkSession, database: str, table: TableSpec) -> list[str]:
+    """``ALTER TABLE ADD COLUMNS`` for the declared data columns an existing table lacks;
+    returns their names.  Spark appends them after the table's last data column, and
+    schema.py declares every such column at the end, so the table ends up in the declared
+    order, which positional ``insertInto`` depends on.  Files written before read the new
+    columns as null."""
+    name = _q(database, table.name)
+    spark.catalog.refreshTable(name)
+    present = [f.name for f in spark.table(name).schema if f.name not in PARTITION_COLUMNS]
+    declared = table.data_columns
+    if present != [f.name for f in declared[: len(present)]]:
+        raise CatalogSchemaError(
+            f"table {name} has columns {present}, which do not begin the declared "
+            f"{[f.name for f in declared]}"
+        )
+    missing = declared[len(present):]
+    if missing:
+        columns = ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in missing)
+        spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")
+        spark.catalog.refreshTable(name)
+    return [f.name for f in missing]
 
 
 def _external_table_sql(database: str, table: TableSpec, location: str) -> str:

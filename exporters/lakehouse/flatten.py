@@ -72,6 +72,8 @@ def _context_columns(context: TelemetryContext) -> dict[str, Any]:
         "security_protocol": context.security_protocol,
         "node_id": context.node_id,
         "cluster_id": context.cluster_id,
+        "upstream_cluster_id": context.upstream_cluster_id,
+        "upstream_node_id": context.upstream_node_id,
         "subscription_id": context.subscription_id,
         "push_interval_ms": context.push_interval_ms,
         "compression_type": context.compression_type,
@@ -195,7 +197,8 @@ _DATA_COLUMNS: dict[str, tuple[str, ...]] = {
 _PUSH_COLUMNS: tuple[str, ...] = (
     "client_instance_id", "client_id", "client_software_name", "client_software_version",
     "client_source_address", "client_source_port", "principal", "listener",
-    "security_protocol", "node_id", "cluster_id", "subscription_id", "push_interval_ms",
+    "security_protocol", "node_id", "cluster_id", "upstream_cluster_id", "upstream_node_id",
+    "subscription_id", "push_interval_ms",
     "compression_type", "terminating", "received_time_unix_nano", "received_time", "dt", "hour",
     "landing_node", "landing_offset",
 )

@@ -10,6 +10,12 @@ Everything else is derived from the Arrow schemas below: the Spark DDL
 (:func:`create_table_sql`), the column order ``insertInto`` relies on (it is
 positional), and the column reference in docs/lakehouse.md.
 
+Tables already in a metastore get the columns they lack with ``ALTER TABLE ... ADD
+COLUMNS`` (catalog.py), which appends after the last data column.  So a column that
+existing tables gain goes at the end of the data columns here too (``_APPENDED_COLUMNS``):
+a table created now and a table extended then have the same column order, the one
+``insertInto`` writes by.  Rows written before such a column existed read it as null.
+
 Type choices (Spark has no unsigned types and TIMESTAMP is microsecond precision):
 
 * OTLP ``fixed64``/``uint64`` (times, counts) are stored as ``BIGINT`` holding the same
@@ -67,6 +73,15 @@ _CONTEXT_COLUMNS: tuple[pa.Field, ...] = (
     pa.field("terminating", pa.bool_()),
     pa.field("received_time_unix_nano", pa.int64()),
     pa.field("received_time", _TIMESTAMP),
+)
+
+# Context columns that tables created before them gain by ADD COLUMNS (see the module
+# docstring): the end of every table's data columns, in the order they were added.  Gateway mode's
+# upstream cluster and broker (null when the collector runs standalone, and for rows
+# landed before the context had them).
+_APPENDED_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("upstream_cluster_id", pa.string()),
+    pa.field("upstream_node_id", pa.int32()),
 )
 
 # Where a row came from: (landing_node, landing_offset) names the push, the four
@@ -199,6 +214,11 @@ class TableSpec:
         return tuple(self.arrow_schema.names)
 
     @property
+    def data_columns(self) -> tuple[pa.Field, ...]:
+        """Every column but the partition columns, in table order."""
+        return tuple(f for f in self.arrow_schema if f.name not in PARTITION_COLUMNS)
+
+    @property
     def data_schema(self) -> pa.Schema:
         """The columns flatten produces (everything but ``batch_id``)."""
         return pa.schema([f for f in self.arrow_schema if f.name != "batch_id"])
@@ -211,6 +231,7 @@ def _table(point_type: str) -> TableSpec:
         + _RESOURCE_SCOPE_METRIC_COLUMNS
         + _POINT_COLUMNS
         + _TYPE_COLUMNS[point_type]
+        + _APPENDED_COLUMNS
         + _PARTITION_FIELDS
     )
     return TableSpec(point_type, f"metrics_{point_type}", pa.schema(list(fields)))
@@ -236,6 +257,7 @@ PUSHES_TABLE = TableSpec(
                 pa.field("metric_count", pa.int32()),
                 pa.field("point_count", pa.int32()),
             )
+            + _APPENDED_COLUMNS
             + _PARTITION_FIELDS
         )
     ),

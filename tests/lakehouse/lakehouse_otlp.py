@@ -205,6 +205,8 @@ CONTEXTS = st.builds(
     cluster_id=TEXT,
     subscription_id=st.integers(-(1 << 31), (1 << 31) - 1),
     compression_type=st.integers(0, 4),
+    upstream_cluster_id=st.none() | TEXT,
+    upstream_node_id=st.none() | st.integers(0, (1 << 31) - 1),
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 
 import pyarrow as pa
@@ -40,6 +41,8 @@ def test_round_trip_through_arrow_rows(md: MetricsData, context, offset: int) ->
     pushes = tables.pop("pushes").to_pylist()
     assert sum(t.num_rows for t in tables.values()) == _points(md)
     assert [(p["landing_offset"], p["point_count"]) for p in pushes] == [(offset, _points(md))]
+    upstream = (context.upstream_cluster_id, context.upstream_node_id)
+    assert (pushes[0]["upstream_cluster_id"], pushes[0]["upstream_node_id"]) == upstream
     rebuilt = rebuild(_rows(tables))
     assert list(rebuilt) == [("node-1", offset)]
     assert canonical(rebuilt[("node-1", offset)]) == canonical(md)
@@ -121,6 +124,26 @@ def test_context_columns_and_partitions_follow_receive_time() -> None:
     assert row["attributes"] == [("node.id", "1")]
 
 
+def test_upstream_columns_carry_the_gateway_context_and_null_without_it() -> None:
+    md = MetricsData()
+    md.resource_metrics.add().scope_metrics.add().metrics.add(name="m").sum.data_points.add(
+        as_int=1
+    )
+    builder = PointRowsBuilder()
+    gateway = make_context(upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2)
+    builder.add(md, gateway, "node-1", 0)
+    builder.add(md, dataclasses.replace(gateway, upstream_node_id=None), "node-1", 1)
+    builder.add(md, make_context(), "node-1", 2)  # standalone
+    tables = builder.finish()
+    for kind in ("sum", "pushes"):
+        rows = tables[kind].to_pylist()
+        assert [(r["upstream_cluster_id"], r["upstream_node_id"]) for r in rows] == [
+            ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2),
+            ("Yw3dJ2xXQ6qRbtJmPMOxZw", None),
+            (None, None),
+        ]
+
+
 def test_builder_accumulates_many_pushes_and_resets() -> None:
     md = MetricsData()
     metric = md.resource_metrics.add().scope_metrics.add().metrics.add(name="m")
@@ -145,3 +168,16 @@ def test_table_ddl_names_every_column_with_partitions_last() -> None:
         assert table.column_names[-3:] == ("dt", "hour", "batch_id")
         for name in table.column_names:
             assert f"`{name}`" in ddl
+
+
+def test_upstream_columns_end_the_data_columns_of_every_table() -> None:
+    """Existing tables gain them with ALTER TABLE ADD COLUMNS, which appends after the last
+    data column; a new table must have the same order, because insertInto is positional."""
+    for table in TABLES:
+        assert [f.name for f in table.data_columns[-2:]] == [
+            "upstream_cluster_id",
+            "upstream_node_id",
+        ]
+        assert table.arrow_schema.field("upstream_cluster_id").type == pa.string()
+        assert table.arrow_schema.field("upstream_node_id").type == pa.int32()
+        assert table.arrow_schema.field("upstream_node_id").nullable

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from conftest import SPARK_TEST_CONF, write_landing
 from hypothesis import HealthCheck, Phase, given, settings
@@ -14,13 +16,17 @@ from lakehouse_otlp import CONTEXTS, canonical, make_context, metrics_data
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob, IngestSettings
+from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob, IngestSettings, load
 from exporters.lakehouse.rebuild import rebuild
-from exporters.lakehouse.schema import TABLES
+from exporters.lakehouse.schema import TABLES, TableSpec, create_table_sql
 from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
 
 pytestmark = pytest.mark.spark
+
+# Written by the landing log before the telemetry context had its upstream fields.
+GOLDEN_LANDING = Path(__file__).parents[1] / "exporters" / "data" / "landing-before-upstream-fields"
 
 _examples = itertools.count()
 
@@ -93,7 +99,9 @@ def _gauge_push(value: float, *, attrs: dict[str, str] | None = None, time_s: in
 
 def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
     t0 = 1_795_000_000
-    a = make_context(client_instance_id="A" * 22, client_id="producer-a")
+    # A is behind a gateway (first push on upstream broker 1, then on 2); B is standalone.
+    a = make_context(client_instance_id="A" * 22, client_id="producer-a",
+                     upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=1)
     b = make_context(client_instance_id="B" * 22, client_id="consumer-b",
                      client_software_version="2.15.0-rdkafka-2.15.0")
     md = MetricsData()
@@ -101,7 +109,8 @@ def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
     hist.histogram.data_points.add(count=4, sum=10.0, min=1.0, max=4.0, time_unix_nano=t0 * 10**9)
     pushes = [
         (dataclasses.replace(a, received_time_unix_nano=(t0 + 1) * 10**9), _gauge_push(5, time_s=t0)),
-        (dataclasses.replace(a, received_time_unix_nano=(t0 + 2) * 10**9), _gauge_push(7.5, time_s=t0 + 1)),
+        (dataclasses.replace(a, received_time_unix_nano=(t0 + 2) * 10**9, upstream_node_id=2),
+         _gauge_push(7.5, time_s=t0 + 1)),
         (dataclasses.replace(b, received_time_unix_nano=(t0 + 3) * 10**9), _gauge_push(1.0, time_s=t0)),
         (dataclasses.replace(b, received_time_unix_nano=(t0 + 4) * 10**9, terminating=True),
          md.SerializeToString()),
@@ -112,8 +121,8 @@ def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
     db = lake_config.database
 
     metrics = spark.sql(
-        f"SELECT metric_name, metric_type, value, value_int, count, sum, client_id "
-        f"FROM {db}.metrics ORDER BY received_time"
+        f"SELECT metric_name, metric_type, value, value_int, count, sum, client_id, "
+        f"upstream_cluster_id, upstream_node_id FROM {db}.metrics ORDER BY received_time"
     ).collect()
     assert [(r.metric_type, r.value, r.value_int, r.client_id) for r in metrics] == [
         ("gauge", 5.0, 5, "producer-a"),
@@ -121,17 +130,88 @@ def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
         ("gauge", 1.0, None, "consumer-b"),
         ("histogram", 2.5, None, "consumer-b"),  # mean: sum 10 / count 4
     ]
+    assert [(r.upstream_cluster_id, r.upstream_node_id) for r in metrics] == [
+        ("Yw3dJ2xXQ6qRbtJmPMOxZw", 1),
+        ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2),
+        (None, None),
+        (None, None),
+    ]
     clients = {r.client_instance_id: r for r in spark.sql(f"SELECT * FROM {db}.clients").collect()}
     assert clients["A" * 22].push_count == 2 and clients["A" * 22].terminated is False
     assert clients["B" * 22].terminated is True
     assert clients["B" * 22].client_software_version == "2.15.0-rdkafka-2.15.0"
+    assert (clients["A" * 22].upstream_cluster_id, clients["A" * 22].upstream_node_id) == (
+        "Yw3dJ2xXQ6qRbtJmPMOxZw", 2)  # as of the latest push
+    assert (clients["B" * 22].upstream_cluster_id, clients["B" * 22].upstream_node_id) == (None, None)
     # PySpark hands TIMESTAMPs back as naive local datetimes; .timestamp() undoes that.
     assert clients["A" * 22].first_push.timestamp() == t0 + 1
     assert clients["A" * 22].last_push.timestamp() == t0 + 2
     latest = spark.sql(
-        f"SELECT client_id, value FROM {db}.latest WHERE metric_type = 'gauge' ORDER BY client_id"
+        f"SELECT client_id, value, upstream_node_id FROM {db}.latest "
+        f"WHERE metric_type = 'gauge' ORDER BY client_id"
     ).collect()
-    assert [(r.client_id, r.value) for r in latest] == [("consumer-b", 1.0), ("producer-a", 7.5)]
+    assert [(r.client_id, r.value, r.upstream_node_id) for r in latest] == [
+        ("consumer-b", 1.0, None), ("producer-a", 7.5, 2)]
+
+
+def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_null(
+    spark, lake_config, tmp_path
+) -> None:
+    """A lake created before the context had its upstream fields: its tables lack the two
+    columns and hold rows without them.  The next ingest adds the columns (in the order a
+    new table has them), old rows read null, and records landed before the fields existed
+    (the golden segment, written by that code) ingest with null too."""
+    db = lake_config.database
+    upstream = {"upstream_cluster_id", "upstream_node_id"}
+    spark.sql(f"CREATE DATABASE `{db}`")
+    old_tables = {}
+    for table in TABLES:
+        old = TableSpec(table.kind, table.name,
+                        pa.schema([f for f in table.arrow_schema if f.name not in upstream]))
+        spark.sql(create_table_sql(db, old))
+        old_tables[table.kind] = old
+    # Rows as the old ingest wrote them: no upstream columns, a batch of their own.
+    builder = PointRowsBuilder()
+    builder.add_payload(_gauge_push(1.0, time_s=1_795_000_000), make_context(
+        client_id="before", received_time_unix_nano=1_795_000_000 * 10**9), "node-0", 0)
+    old_rows = {kind: table.select([f.name for f in old_tables[kind].data_schema])
+                for kind, table in builder.finish().items()}
+    load(spark, db, old_rows, batch_id=1_000)
+
+    node = tmp_path / "node-1"
+    shutil.copytree(GOLDEN_LANDING, node)  # offsets 0-2, landed without the upstream fields
+    write_landing(node, [(make_context(client_id="behind-gateway", upstream_node_id=2,
+                                       upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw"),
+                          _gauge_push(3.0))])
+    with job_for(lake_config, spark, [node]) as job:
+        assert sum(r.records for r in job.run_once()) == 4
+
+    for table in TABLES:
+        assert spark.table(f"`{db}`.`{table.name}`").columns == list(table.column_names)
+    pushes = spark.sql(
+        f"SELECT client_id, landing_node, landing_offset, upstream_cluster_id, upstream_node_id "
+        f"FROM {db}.pushes ORDER BY landing_node, landing_offset"
+    ).collect()
+    assert [tuple(r) for r in pushes] == [
+        ("before", "node-0", 0, None, None),
+        ("producer-1", "node-1", 0, None, None),
+        ("producer-1", "node-1", 1, None, None),
+        (None, "node-1", 2, None, None),
+        ("behind-gateway", "node-1", 3, "Yw3dJ2xXQ6qRbtJmPMOxZw", 2),
+    ]
+    gauges = spark.sql(
+        f"SELECT client_id, upstream_cluster_id, upstream_node_id FROM {db}.metrics "
+        f"WHERE client_id IN ('before', 'behind-gateway') AND metric_type = 'gauge' ORDER BY value"
+    ).collect()
+    assert [tuple(r) for r in gauges] == [
+        ("before", None, None), ("behind-gateway", "Yw3dJ2xXQ6qRbtJmPMOxZw", 2)]
+    # `ktc sql --catalog files` reads the warehouse files with the declared schema: the
+    # files written without the columns read null there too.
+    files = spark.read.schema(spark.table(f"`{db}`.pushes").schema).parquet(
+        str(lake_config.table_location("pushes")))
+    counts = files.groupBy("upstream_cluster_id", "upstream_node_id").count().collect()
+    assert {(r[0], r[1]): r[2] for r in counts} == {
+        (None, None): 4, ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2): 1}
 
 
 def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(spark, lake_config, tmp_path) -> None:
