@@ -1,0 +1,136 @@
+"""Client-metrics administration at the gateway: CLIENT_METRICS resources are the gateway's.
+
+The gateway terminates telemetry, so its subscription store, not the upstream cluster's,
+decides what clients send; ``kafka-client-metrics.sh`` / ``kafka-configs.sh`` pointed at
+the gateway must read and change that store.  Requests that name config resources are
+split by resource type:
+
+| request                         | CLIENT_METRICS part           | the rest                  |
+|---------------------------------|-------------------------------|---------------------------|
+| DescribeConfigs                 | answered by the gateway's     | forwarded; the answers    |
+| IncrementalAlterConfigs         | dispatcher                    | merged in request order   |
+| ListConfigResources v1, types   | the gateway's subscriptions   | forwarded with the other  |
+| empty (all) or including 16     | (the upstream's own CLIENT_   | types; upstream CLIENT_   |
+|                                 | METRICS entries are dropped)  | METRICS entries dropped   |
+| ListConfigResources v0          | all of it (v0 lists only      | -                         |
+|                                 | client-metrics resources)     |                           |
+
+A request with only one side goes whole to that side, untouched.  The local part is
+answered by the same dispatcher (and so the same admin handlers, validation and quota
+records) as in ``ktc serve``: the splitter builds a request frame for it and reads the
+encoded answer back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Final
+
+from proto import ApiKeys, ServerConnection, decode_request, decode_response, encode_request
+from proto import encode_response
+from proto.connection import response_is_flexible
+
+__all__ = ["CLIENT_METRICS", "AdminSplitter"]
+
+CLIENT_METRICS: Final = 16  # ConfigResource.Type.CLIENT_METRICS
+
+_ADMIN_APIS: Final = frozenset(
+    {ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS, ApiKeys.LIST_CONFIG_RESOURCES}
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Split:
+    """What the merge needs: which request positions were local, and the local answer."""
+
+    api_key: int
+    local_positions: tuple[bool, ...]  # per request resource: answered by the gateway
+    local_response: Any
+
+
+class AdminSplitter:
+    def __init__(self, dispatcher: Any, max_request_size: int) -> None:
+        self._dispatcher = dispatcher
+        self._max_request_size = max_request_size
+
+    def split(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
+        """The local answer (bytes, size prefix included) when the request names only
+        CLIENT_METRICS resources; None when it names none (forward it untouched); else the
+        merge state and the request to forward (header and body, no size prefix)."""
+        api_key = frame.api_key
+        if api_key == ApiKeys.LIST_CONFIG_RESOURCES:
+            return self._split_list(frame, session, channel)
+        request = decode_request(frame)
+        resources = request.resources
+        local = tuple(r.resource_type == CLIENT_METRICS for r in resources)
+        if not any(local):
+            return None
+        if all(local):
+            return self._dispatcher.handle(frame, session, channel)
+        mine = tuple(r for r, is_local in zip(resources, local) if is_local)
+        theirs = tuple(r for r, is_local in zip(resources, local) if not is_local)
+        local_response = self._answer(frame, dataclasses.replace(request, resources=mine), session, channel)
+        forwarded = _wire(frame, dataclasses.replace(request, resources=theirs))
+        return _Split(api_key, local, local_response), forwarded
+
+    def _split_list(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
+        if frame.api_version == 0:
+            return self._dispatcher.handle(frame, session, channel)
+        request = decode_request(frame)
+        types = request.resource_types
+        if types and CLIENT_METRICS not in types:
+            return None
+        if tuple(types) == (CLIENT_METRICS,):
+            return self._dispatcher.handle(frame, session, channel)
+        local_response = self._answer(
+            frame, dataclasses.replace(request, resource_types=(CLIENT_METRICS,)), session, channel
+        )
+        others = tuple(t for t in types if t != CLIENT_METRICS)
+        forwarded = (
+            frame.raw if not types else _wire(frame, dataclasses.replace(request, resource_types=others))
+        )
+        return _Split(ApiKeys.LIST_CONFIG_RESOURCES, (), local_response), forwarded
+
+    def merge(self, split: _Split, frame: Any, payload: bytes) -> bytes:
+        """The response body (after the response header) joining the upstream's answer to
+        the local one, in the order of the client's request."""
+        upstream = decode_response(frame.api_key, frame.api_version, payload).message
+        local = split.local_response
+        throttle_ms = max(upstream.throttle_time_ms, local.throttle_time_ms)
+        if split.api_key == ApiKeys.LIST_CONFIG_RESOURCES:
+            if upstream.error_code != 0:
+                merged = upstream
+            else:
+                theirs = tuple(
+                    r for r in upstream.config_resources if r.resource_type != CLIENT_METRICS
+                )
+                merged = dataclasses.replace(
+                    upstream,
+                    config_resources=theirs + tuple(local.config_resources),
+                    throttle_time_ms=throttle_ms,
+                )
+        else:
+            field = "results" if split.api_key == ApiKeys.DESCRIBE_CONFIGS else "responses"
+            mine = iter(getattr(local, field))
+            theirs = iter(getattr(upstream, field))
+            results = tuple(next(mine) if is_local else next(theirs) for is_local in split.local_positions)
+            merged = dataclasses.replace(upstream, throttle_time_ms=throttle_ms, **{field: results})
+        wire = encode_response(frame.api_key, frame.api_version, frame.correlation_id, merged)
+        header = 9 if response_is_flexible(frame.api_key, frame.api_version) else 8
+        return wire[header:]
+
+    def _answer(self, frame: Any, request: Any, session: Any, channel: Any) -> Any:
+        """The gateway's own answer to the CLIENT_METRICS part, decoded."""
+        wire = _wire(frame, request)
+        codec = ServerConnection(max_request_size=self._max_request_size)
+        codec.receive_data(len(wire).to_bytes(4, "big") + wire)
+        local_frame = codec.next_request()
+        answer = self._dispatcher.handle(local_frame, session, channel)
+        return decode_response(frame.api_key, frame.api_version, answer[4:]).message
+
+
+def _wire(frame: Any, request: Any) -> bytes:
+    """``request`` as a frame with ``frame``'s header (no size prefix)."""
+    return encode_request(
+        frame.api_key, frame.api_version, frame.correlation_id, frame.client_id, request
+    )[4:]

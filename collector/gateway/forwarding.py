@@ -1,0 +1,279 @@
+"""One client connection of the gateway and the upstream connection paired with it.
+
+Every request the client sends is either answered here (telemetry, client-metrics
+administration, an ApiVersions request newer than the gateway speaks) or forwarded, as the
+bytes the client sent with its own correlation id, on the client's own upstream connection.
+Responses come back in request order (a broker answers one connection in order), so the
+requests in flight are a FIFO: the head must carry the correlation id of the response that
+arrived, or the broker broke the protocol and the pair is closed.
+
+What happens to a forwarded request is a table (:data:`ROUTES`), api key -> route; a route
+says what must be read of the request and what must be done to its response.  Everything
+not in the table but known to Kafka 4.4 passes as opaque bytes both ways.
+
+Quotas are recorded as a Kafka broker records them (``KafkaApis``), with the gateway's
+engine and config store:
+
+| quota                     | what counts                                   | when                 |
+|---------------------------|-----------------------------------------------|----------------------|
+| ``producer_byte_rate``    | a Produce request's size, header and body     | request forwarded    |
+| ``consumer_byte_rate``    | a Fetch response's size                       | response received    |
+| ``request_percentage``    | the gateway's own handling time of the pair   | response received    |
+| ``controller_mutation``   | partitions CreateTopics/CreatePartitions/     | before forwarding    |
+|                           | DeleteTopics would mutate (strict: rejected)  |                      |
+
+The client sees the larger of the broker's and the gateway's ``throttle_time_ms``; its
+channel is muted for the gateway's part after the response is queued (KIP-219).  The
+throttle field is patched in place, never by re-encoding a (possibly large) response.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Final
+
+from collector.net.flush import PendingResponse
+from proto import ApiKeys, RequestFrame
+
+if TYPE_CHECKING:
+    from collector.gateway.service import Gateway
+
+__all__ = ["ClientPair", "Route", "ROUTES"]
+
+log = logging.getLogger(__name__)
+
+_SIZE_PREFIX: Final = struct.Struct(">i")
+_CORRELATION_ID: Final = struct.Struct(">i")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Route:
+    """What the gateway does with one API's requests and responses."""
+
+    # Answered by the gateway's own dispatcher, never forwarded.
+    local: bool = False
+    # The response carries broker addresses to rewrite (and nodes to learn).
+    addresses: bool = False
+    # Quota bookkeeping beyond request time: "produce", "fetch" or "mutation".
+    quota: str = ""
+    # Read SASL usernames (SaslHandshake / SaslAuthenticate).
+    sasl: bool = False
+    # ApiVersions: cap the upstream's ranges and add the gateway's own APIs.
+    api_versions: bool = False
+    # Client-metrics administration: CLIENT_METRICS resources are answered here.
+    admin_split: bool = False
+
+
+_OPAQUE: Final = Route()
+
+ROUTES: Final[dict[int, Route]] = {
+    ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: Route(local=True),
+    ApiKeys.PUSH_TELEMETRY: Route(local=True),
+    ApiKeys.API_VERSIONS: Route(api_versions=True),
+    ApiKeys.METADATA: Route(addresses=True),
+    ApiKeys.FIND_COORDINATOR: Route(addresses=True),
+    ApiKeys.DESCRIBE_CLUSTER: Route(addresses=True),
+    ApiKeys.DESCRIBE_QUORUM: Route(addresses=True),
+    ApiKeys.SHARE_FETCH: Route(addresses=True),
+    ApiKeys.SHARE_ACKNOWLEDGE: Route(addresses=True),
+    ApiKeys.PRODUCE: Route(addresses=True, quota="produce"),
+    ApiKeys.FETCH: Route(addresses=True, quota="fetch"),
+    ApiKeys.CREATE_TOPICS: Route(quota="mutation"),
+    ApiKeys.CREATE_PARTITIONS: Route(quota="mutation"),
+    ApiKeys.DELETE_TOPICS: Route(quota="mutation"),
+    ApiKeys.SASL_HANDSHAKE: Route(sasl=True),
+    ApiKeys.SASL_AUTHENTICATE: Route(sasl=True),
+    ApiKeys.DESCRIBE_CONFIGS: Route(admin_split=True),
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS: Route(admin_split=True),
+    ApiKeys.LIST_CONFIG_RESOURCES: Route(admin_split=True),
+}
+
+
+@dataclasses.dataclass(slots=True)
+class _InFlight:
+    """A forwarded request waiting for its response."""
+
+    frame: RequestFrame
+    route: Route
+    pending: PendingResponse
+    # The gateway's throttle decided when the request was forwarded (produce bytes).
+    throttle_ms: int
+    # The gateway's own handling time so far (request side).
+    handling_ns: int
+    # Per-route state: the SASL username seen, the local half of a split admin request.
+    state: Any = None
+
+
+class ClientPair:
+    """The handler of one client connection: answers locally or forwards, and owns the
+    upstream connection that carries this client's forwarded requests."""
+
+    def __init__(self, gateway: Gateway, node_id: int | None) -> None:
+        self._gateway = gateway
+        # The upstream node this client's listener stands for (None: the bootstrap listener).
+        self.node_id = node_id
+        # The client connection (a Channel: mute, close_for, hold_reading) and its identity.
+        self.channel: Any = None
+        self.session: Any = None
+        self._upstream: Any = None
+        self._outbox: list[bytes] = []  # frames written before the upstream connected
+        self._in_flight: deque[_InFlight] = deque()
+        self._closed = False
+        # SASL: the username of the SaslAuthenticate in flight, set as the principal once
+        # the broker accepts it.
+        self._sasl_mechanism = ""
+
+    # -- the client connection's handler interface ---------------------------------------
+    def opened(self, channel: Any, session: Any) -> None:
+        self.channel = channel
+        self.session = session
+        self._gateway.connect_upstream(self)
+
+    def handle(self, frame: RequestFrame, session: Any, channel: Any) -> bytes | PendingResponse | None:
+        gateway = self._gateway
+        api_key = frame.api_key
+        route = ROUTES.get(api_key, _OPAQUE)
+        if route.local:
+            return gateway.dispatcher.handle(frame, session, channel)
+        if api_key not in gateway.known_api_keys:
+            # Kafka closes a connection whose header names an API it does not know.
+            raise gateway.close_connection(f"unknown api key {api_key}")
+        started_ns = time.perf_counter_ns()
+        state: Any = None
+        throttle_ms = 0
+        if route.api_versions:
+            local = gateway.api_versions_request(frame, session)
+            if local is not None:
+                return local
+        elif route.quota == "produce":
+            throttle_ms = gateway.quotas.record_produce_bytes(
+                session.principal_name, frame.client_id, len(frame.raw), gateway.now_ms()
+            )
+            if gateway.produce_acks(frame) == 0:
+                # acks=0: the broker sends nothing back, so there is no response to carry
+                # a throttle time; the channel is muted all the same (Kafka's handleProduce).
+                self._forward(frame.raw)
+                handling_ns = time.perf_counter_ns() - started_ns
+                throttle_ms = max(
+                    throttle_ms,
+                    gateway.quotas.record_request_time(
+                        session.principal_name, frame.client_id, handling_ns, gateway.now_ms()
+                    ),
+                )
+                if throttle_ms > 0:
+                    gateway.quotas.mute(channel, session.principal_name, frame.client_id, throttle_ms)
+                return None
+        elif route.quota == "mutation":
+            decision = gateway.mutation_check(frame, session, channel)
+            if isinstance(decision, bytes):
+                return decision  # strict quota exceeded: answered here, not forwarded
+            throttle_ms = decision
+        elif route.sasl:
+            state = gateway.sasl_request(frame)
+        elif route.admin_split:
+            split = gateway.admin_split(frame, session, channel)
+            if isinstance(split, bytes):
+                return split  # only CLIENT_METRICS resources: answered here
+            if split is not None:
+                state, raw = split
+                self._forward(raw)
+                return self._wait(frame, route, throttle_ms, started_ns, state)
+        self._forward(frame.raw)
+        return self._wait(frame, route, throttle_ms, started_ns, state)
+
+    def write_congested(self, congested: bool) -> None:
+        """The client stopped (True) or resumed (False) draining our answers."""
+        if self._upstream is not None:
+            self._upstream.hold(congested)
+
+    def closed(self) -> None:
+        """The client connection closed: close its upstream, drop what is in flight."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._upstream is not None:
+            self._upstream.close()
+        self._in_flight.clear()
+        self._outbox.clear()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing forwarded is waiting for the broker (graceful shutdown waits for it)."""
+        return not self._in_flight
+
+    # -- the upstream connection's sink --------------------------------------------------
+    def upstream_ready(self, upstream: Any) -> None:
+        if self._closed:
+            upstream.close()
+            return
+        self._upstream = upstream
+        outbox, self._outbox = self._outbox, []
+        for raw in outbox:
+            upstream.send_frame(raw)
+
+    def upstream_response(self, payload: bytes) -> None:
+        if not self._in_flight:
+            self._break("a response for no request in flight")
+            return
+        entry = self._in_flight.popleft()
+        if len(payload) < 4 or _CORRELATION_ID.unpack_from(payload, 0)[0] != entry.frame.correlation_id:
+            self._break(
+                f"a response out of order (expected correlation id {entry.frame.correlation_id})"
+            )
+            return
+        try:
+            response = self._gateway.response(entry, payload, self)
+        except Exception as exc:  # noqa: BLE001 - a malformed response closes this pair only
+            self._break(f"malformed {ApiKeys(entry.frame.api_key).name} response: {exc}")
+            return
+        entry.pending.complete(response)
+
+    def upstream_lost(self, reason: str) -> None:
+        self._gateway.upstream_lost(self, reason)
+        self._fail(reason)
+
+    def upstream_congested(self, congested: bool) -> None:
+        if self.channel is not None:
+            self.channel.hold_reading(congested)
+
+    def upstream_unreachable(self, reason: str) -> None:
+        self._fail(reason)
+
+    # -- internals -----------------------------------------------------------------------
+    def _forward(self, raw: bytes) -> None:
+        if self._upstream is not None:
+            self._upstream.send_frame(raw)
+        else:
+            self._outbox.append(raw)
+
+    def _wait(
+        self, frame: RequestFrame, route: Route, throttle_ms: int, started_ns: int, state: Any
+    ) -> PendingResponse:
+        pending = PendingResponse()
+        self._in_flight.append(
+            _InFlight(frame, route, pending, throttle_ms, time.perf_counter_ns() - started_ns, state)
+        )
+        return pending
+
+    def _break(self, reason: str) -> None:
+        self._gateway.upstream_broken(self, reason)
+        self._fail(f"upstream protocol error: {reason}")
+
+    def _fail(self, reason: str) -> None:
+        """The pair is over: answers already queued are written, then the client's
+        connection closes, as a dead broker's would."""
+        if self._closed:
+            return
+        self._closed = True
+        error = ConnectionAbortedError(reason)
+        in_flight, self._in_flight = self._in_flight, deque()
+        for entry in in_flight:
+            entry.pending.fail(error)
+        if self._upstream is not None:
+            self._upstream.close()
+        if self.channel is not None:
+            self.channel.close_for(reason)

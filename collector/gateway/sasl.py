@@ -1,0 +1,162 @@
+"""The principal of a SASL exchange the gateway forwards: ``User:<name>``, never the secret.
+
+SASL passes through the gateway unchanged on the client's own upstream connection; the
+gateway only reads who the client says it is, for quota entities and the telemetry context.
+Kafka's clients (Java since 1.0, librdkafka) send SaslHandshake v1 and then every token in a
+SaslAuthenticate request (KIP-152); the first token names the user:
+
+* PLAIN (RFC 4616, Kafka's ``PlainSaslServer``): ``authzid NUL authcid NUL passwd``, exactly
+  three tokens; the principal is the authcid. An authzid that is neither empty nor the
+  authcid is refused by Kafka, and gives no principal here.
+* SCRAM-SHA-256 / SCRAM-SHA-512 (RFC 5802, Kafka's ``ScramMessages.ClientFirstMessage``):
+  ``n,[a=authzid],n=saslname,r=nonce[,extensions]``; Kafka accepts only the ``n`` gs2 flag
+  (no channel binding) and ASCII names, with ``=2C`` for "," and ``=3D`` for "=". The same
+  authzid rule. With the ``tokenauth=true`` extension the name is a delegation-token id and
+  Kafka's principal is the token's owner, which only the broker knows: no principal here.
+
+Other mechanisms (GSSAPI, OAUTHBEARER) give no principal. A SaslHandshake v0 client sends its
+tokens as bare size-prefixed frames without a request header (pre-KIP-152); no current
+client does, so the gateway does not parse them (``principal_from_token`` reads such a token
+just as well, should the lead decide to follow that path).
+
+Nothing here returns, keeps or puts in an exception message the password or any other byte
+of a token but the name it returns.
+"""
+
+from __future__ import annotations
+
+import re
+
+from proto.api_keys import ApiKeys
+from proto.connection import RequestFrame
+from proto.errors import KafkaError
+from proto.messages import sasl_authenticate_request, sasl_handshake_request
+from proto.primitives import INT16, BytesLike, MalformedError
+
+__all__ = [
+    "SCRAM_MECHANISMS",
+    "SaslCapture",
+    "authenticate_bytes",
+    "handshake_mechanism",
+    "principal_from_token",
+]
+
+SCRAM_MECHANISMS = frozenset({"SCRAM-SHA-256", "SCRAM-SHA-512"})
+_PLAIN = "PLAIN"
+
+# ScramMessages.ClientFirstMessage's pattern: "n,(a=(?<authzid>SASLNAME))?,RESERVEDn=(?<saslname>
+# SASLNAME),r=(?<nonce>PRINTABLE)(?<extensions>EXTENSIONS)" with SASLNAME = "(?:[\x01-\x7F&&
+# [^=,]]|=2C|=3D)+", VALUE = "[\x01-\x7F&&[^,]]+", RESERVED = "(m=VALUE,)?", PRINTABLE =
+# "[\x21-\x7E&&[^,]]+", EXTENSIONS = "(,[A-Za-z]+=VALUE)*".
+_SASLNAME = r"(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+"
+_VALUE = r"[\x01-\x2B\x2D-\x7F]+"
+_CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?n=(?P<saslname>{_SASLNAME}),"
+    rf"r=(?P<nonce>[\x21-\x2B\x2D-\x7E]+)(?P<extensions>(?:,[A-Za-z]+={_VALUE})*)"
+)
+
+
+def _unescape(saslname: str) -> str:
+    return saslname.replace("=2C", ",").replace("=3D", "=")
+
+
+def _plain_user(token: bytes) -> str | None:
+    parts = token.decode("utf-8", "replace").split("\x00")
+    if len(parts) != 3:
+        return None
+    authzid, authcid = parts[0], parts[1]
+    if not authcid or (authzid and authzid != authcid):
+        return None
+    return authcid
+
+
+def _scram_user(token: bytes) -> str | None:
+    match = _CLIENT_FIRST.fullmatch(token.decode("utf-8", "replace"))
+    if match is None:
+        return None
+    extensions = dict(
+        item.split("=", 1) for item in match.group("extensions").split(",")[1:]
+    )
+    if extensions.get("tokenauth", "").lower() == "true":
+        return None  # a delegation token: the principal is its owner, known to the broker
+    user = _unescape(match.group("saslname"))  # ScramFormatter.username
+    authzid = match.group("authzid")  # ScramSaslServer compares it as sent, unescaped not
+    if authzid and authzid != user:
+        return None
+    return user
+
+
+def principal_from_token(mechanism: str, token: BytesLike) -> str | None:
+    """``User:<name>`` from the client's first SASL token, or None (another mechanism, a token
+    Kafka would refuse, a delegation token)."""
+    raw = bytes(token)
+    if mechanism == _PLAIN:
+        user = _plain_user(raw)
+    elif mechanism in SCRAM_MECHANISMS:
+        user = _scram_user(raw)
+    else:
+        return None
+    return None if user is None else f"User:{user}"
+
+
+def handshake_mechanism(frame: RequestFrame) -> str:
+    """The mechanism of a SaslHandshake request (v0-1)."""
+    message = _decode(frame, sasl_handshake_request.READERS)
+    return str(message.mechanism)
+
+
+def authenticate_bytes(frame: RequestFrame) -> BytesLike:
+    """The AuthBytes of a SaslAuthenticate request (v0-2), a view into the frame."""
+    message = _decode(frame, sasl_authenticate_request.READERS)
+    return message.auth_bytes  # type: ignore[no-any-return]
+
+
+def _decode(frame: RequestFrame, readers: dict[int, object]) -> object:
+    reader = readers.get(frame.api_version)
+    if reader is None:
+        raise MalformedError(f"No schema for API {frame.api_key} v{frame.api_version}")
+    try:
+        message, _ = reader(memoryview(frame.raw), frame.header_size)  # type: ignore[operator]
+    except KafkaError:
+        raise
+    except Exception:  # noqa: BLE001 - struct.error, IndexError: no token bytes in the message
+        raise MalformedError(f"Malformed SASL request v{frame.api_version}") from None
+    return message
+
+
+class SaslCapture:
+    """Per client connection: feed it every SaslHandshake / SaslAuthenticate request and
+    response; ``principal`` is the user once the exchange has not failed.
+
+    >>> capture = SaslCapture()
+    >>> capture.on_request(handshake_frame)          # doctest: +SKIP
+    >>> capture.on_request(authenticate_frame)       # doctest: +SKIP  -> "User:alice"
+    """
+
+    __slots__ = ("mechanism", "principal")
+
+    def __init__(self) -> None:
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+
+    def on_request(self, frame: RequestFrame) -> str | None:
+        """Reads a SaslHandshake (the mechanism) or the first SaslAuthenticate of an exchange
+        (the principal); returns the principal when this request revealed it."""
+        if frame.api_key == ApiKeys.SASL_HANDSHAKE:
+            self.mechanism = handshake_mechanism(frame)
+            self.principal = None
+            return None
+        if frame.api_key != ApiKeys.SASL_AUTHENTICATE or self.mechanism is None:
+            return None
+        if self.principal is not None:
+            return None  # later tokens of the exchange (SCRAM's client-final) name no one
+        self.principal = principal_from_token(self.mechanism, authenticate_bytes(frame))
+        return self.principal
+
+    def on_response(self, api_key: int, body: BytesLike) -> None:
+        """A SaslAuthenticate or SaslHandshake response with an error ends the exchange
+        without a principal (Kafka then closes the connection)."""
+        if api_key in (ApiKeys.SASL_AUTHENTICATE, ApiKeys.SASL_HANDSHAKE):
+            (error_code,) = INT16.unpack_from(body, 0)  # ErrorCode is the first field of both
+            if error_code != 0:
+                self.principal = None

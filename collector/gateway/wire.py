@@ -1,0 +1,170 @@
+"""Walking a Kafka message without decoding it: skip what is not needed, note where things are.
+
+The gateway decodes as little as it can (docs/protocol.md, "What the gateway decodes"): it
+walks a response's bytes to find a few fields (broker addresses, the throttle time) and
+splices the bytes it changes, copying every other byte as the upstream sent it, including
+tagged fields it does not know. These helpers are the walking steps: each takes
+``(buf, pos)`` and returns the position after what it skipped; ``flexible`` selects Kafka's
+compact encodings (uvarint length + 1) over the legacy ones (int16/int32 lengths).
+
+Every length and count is checked against the bytes that remain before it is used; a
+response that breaks its schema raises ``MalformedResponseError``, and the gateway closes
+the client/upstream pair (there is nothing valid to forward).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from proto.errors import FramingError, KafkaError
+from proto.primitives import INT16, INT32, BytesLike, read_uvarint
+
+__all__ = [
+    "MalformedResponseError",
+    "array_length",
+    "check_end",
+    "malformed",
+    "read_string",
+    "skip_bytes",
+    "skip_int32_array",
+    "skip_string",
+    "skip_tagged",
+    "tagged_fields",
+]
+
+
+class MalformedResponseError(FramingError):
+    """An upstream response that does not follow its schema (a length or count past the end,
+    a truncated field, bytes left after the body). The gateway closes the pair."""
+
+
+# What a walk over a truncated or corrupt buffer raises (struct on a short read, primitives'
+# MalformedError, an index past the end), turned into MalformedResponseError at each public
+# entry point.
+WALK_ERRORS = (struct.error, IndexError, ValueError, KafkaError)
+
+
+def malformed(what: str, exc: BaseException) -> MalformedResponseError:
+    return MalformedResponseError(f"Malformed {what}: {exc}")
+
+
+def _past_end(what: str, pos: int, size: int, buf: BytesLike) -> MalformedResponseError:
+    return MalformedResponseError(
+        f"{what} of {size} at offset {pos} runs past the end ({len(buf)} bytes)"
+    )
+
+
+def array_length(buf: BytesLike, pos: int, flexible: bool) -> tuple[int, int]:
+    """An array's element count (-1 for null) and the position of its first element."""
+    if flexible:
+        count, pos = read_uvarint(buf, pos)
+        count -= 1
+    else:
+        (count,) = INT32.unpack_from(buf, pos)
+        pos += 4
+        if count < -1:
+            raise MalformedResponseError(f"Array length {count} at offset {pos - 4}")
+    if count > len(buf) - pos:  # every element takes at least a byte
+        raise _past_end("Array", pos, count, buf)
+    return count, pos
+
+
+def skip_string(buf: BytesLike, pos: int, flexible: bool) -> int:
+    """Skips a string, nullable or not (null is not checked against the schema here)."""
+    if flexible:
+        length, pos = read_uvarint(buf, pos)
+        length -= 1
+    else:
+        (length,) = INT16.unpack_from(buf, pos)
+        pos += 2
+    if length < 0:
+        if length != -1:
+            raise MalformedResponseError(f"String length {length} at offset {pos}")
+        return pos
+    end = pos + length
+    if end > len(buf):
+        raise _past_end("String", pos, length, buf)
+    return end
+
+
+def read_string(buf: BytesLike, pos: int, flexible: bool) -> tuple[str | None, int]:
+    """A string as Kafka reads it (invalid UTF-8 replaced, as Java's new String does)."""
+    start = pos
+    end = skip_string(buf, pos, flexible)
+    if flexible:
+        length, pos = read_uvarint(buf, start)
+        if length == 0:
+            return None, end
+    else:
+        (length,) = INT16.unpack_from(buf, start)
+        pos = start + 2
+        if length < 0:
+            return None, end
+    return str(buf[pos:end], "utf-8", "replace"), end
+
+
+def skip_bytes(buf: BytesLike, pos: int, flexible: bool) -> int:
+    """Skips a bytes or records field (nullable or not) without looking inside it."""
+    if flexible:
+        length, pos = read_uvarint(buf, pos)
+        length -= 1
+    else:
+        (length,) = INT32.unpack_from(buf, pos)
+        pos += 4
+    if length < 0:
+        if length != -1:
+            raise MalformedResponseError(f"Bytes length {length} at offset {pos}")
+        return pos
+    end = pos + length
+    if end > len(buf):
+        raise _past_end("Bytes", pos, length, buf)
+    return end
+
+
+def skip_int32_array(buf: BytesLike, pos: int, flexible: bool) -> int:
+    count, pos = array_length(buf, pos, flexible)
+    if count > 0:
+        end = pos + 4 * count
+        if end > len(buf):
+            raise _past_end("int32 array", pos, count, buf)
+        return end
+    return pos
+
+
+def skip_tagged(buf: BytesLike, pos: int) -> int:
+    """Skips a tagged-field section (uvarint count, then tag, size, bytes each)."""
+    if buf[pos] == 0:  # the usual empty section
+        return pos + 1
+    return tagged_fields(buf, pos)[1]
+
+
+def tagged_fields(buf: BytesLike, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
+    """Each field of a tagged section as (tag, offset of its size, value start, value end),
+    in wire order, and the position after the section."""
+    count, pos = read_uvarint(buf, pos)
+    if count > len(buf) - pos:
+        raise _past_end("Tagged-field section", pos, count, buf)
+    fields = []
+    previous = -1
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        if tag <= previous:  # Kafka's reader rejects repeated tags; writers sort them
+            raise MalformedResponseError(f"Tagged field {tag} out of order or repeated")
+        previous = tag
+        size_at = pos
+        size, pos = read_uvarint(buf, pos)
+        end = pos + size
+        if end > len(buf):
+            raise _past_end(f"Tagged field {tag}", pos, size, buf)
+        fields.append((tag, size_at, pos, end))
+        pos = end
+    return fields, pos
+
+
+def check_end(buf: BytesLike, pos: int, what: str) -> None:
+    """A response body must end where its schema ends: bytes left over mean the walk and the
+    upstream disagree about the layout, so nothing in it can be trusted (or spliced)."""
+    if pos != len(buf):
+        raise MalformedResponseError(
+            f"{what}: {len(buf) - pos} bytes left after the body ({len(buf)} bytes)"
+        )
