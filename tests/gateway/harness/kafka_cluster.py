@@ -23,6 +23,7 @@ all on ports picked at start and kept across kill_node/start_node.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import subprocess
@@ -140,12 +141,14 @@ class KafkaCluster:
     work_dir: Path | None = None
     keep_work_dir: bool = False
     log_level: str = "INFO"
+    class_data_sharing: bool = True
 
     def __post_init__(self) -> None:
         self.cluster_id = random_cluster_id()
         self._nodes: dict[int, KafkaNode] = {}
         self._owns_work_dir = self.work_dir is None
         self.startup_seconds: float | None = None
+        self._archive_dumper: int | None = None
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -180,7 +183,10 @@ class KafkaCluster:
         return self
 
     def stop(self) -> None:
-        """Kills every node (SIGKILL: the data is thrown away) and removes the work dir."""
+        """Kills every node (SIGKILL: the data is thrown away) and removes the work dir. The
+        first cluster on a machine stops one node gracefully instead, so that its JVM writes
+        the class-data-sharing archive later clusters start from (see _jvm)."""
+        self._finish_archive()
         for node in self._nodes.values():
             if node.process is not None:
                 _proc.kill(node.process)
@@ -483,11 +489,68 @@ class KafkaCluster:
         config.update(self.broker_config)
         return "".join(f"{key}={value}\n" for key, value in config.items())
 
-    def _jvm(self, heap: str) -> list[str]:
+    # A JDK 17 dynamic CDS archive of the broker's classes, dumped once per machine (per
+    # JDK and jar set) by one node's JVM at its graceful exit, cuts each JVM's start by a
+    # third to a half here. Written to a temporary name, checked, then renamed: a truncated
+    # archive crashes the JVM that maps it.
+    def _archive_path(self) -> Path:
+        java = os.path.realpath(java_bin() or "java")
+        jars = sorted(p.name for p in (self.libs or kafka_libs_dir()).glob("*.jar"))
+        key = f"{java}:{os.stat(java).st_mtime_ns}:{','.join(jars)}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        return (self.libs or kafka_libs_dir()) / ".cds" / f"kafka-broker-{digest}.jsa"
+
+    def _cds_options(self, node_id: int | None) -> list[str]:
+        if not self.class_data_sharing:
+            return []
+        archive = self._archive_path()
+        if archive.is_file():
+            return [f"-XX:SharedArchiveFile={archive}"]
+        if node_id is None or self._archive_dumper not in (None, node_id):
+            return []
+        if self._nodes[node_id].starts > 1:  # its first JVM was killed: no archive from it
+            return []
+        try:
+            archive.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return []
+        self._archive_dumper = node_id
+        return [f"-XX:ArchiveClassesAtExit={self._archive_staging()}"]
+
+    def _archive_staging(self) -> Path:
+        archive = self._archive_path()
+        return archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+
+    def _finish_archive(self) -> None:
+        dumper, self._archive_dumper = self._archive_dumper, None
+        if dumper is None or dumper not in self._nodes:
+            return
+        node = self._nodes[dumper]
+        staging = self._archive_staging()
+        if node.running and node.starts == 1 and node.process is not None:
+            _proc.kill(node.process, graceful_s=60)
+        try:
+            if staging.is_file() and staging.stat().st_size > 0:
+                java = java_bin()
+                check = subprocess.run(
+                    [java or "java", f"-XX:SharedArchiveFile={staging}", "-cp",
+                     classpath(self.libs), "-version"],
+                    capture_output=True,
+                    timeout=60,
+                )
+                if check.returncode == 0:
+                    os.replace(staging, self._archive_path())
+        except (OSError, subprocess.SubprocessError):
+            pass
+        finally:
+            staging.unlink(missing_ok=True)
+
+    def _jvm(self, heap: str, node_id: int | None = None) -> list[str]:
         java = java_bin()
         assert java is not None
         return [
             java,
+            *self._cds_options(node_id),
             f"-Xmx{heap}",
             "-Xms64m",
             "-XX:+UseSerialGC",
@@ -539,7 +602,7 @@ class KafkaCluster:
             log.write(f"\n===== ktc harness: start #{node.starts} of node {node_id}\n".encode())
             log.flush()
             node.process = subprocess.Popen(
-                [*self._jvm(self.heap), KAFKA_MAIN, str(node.config_path)],
+                [*self._jvm(self.heap, node_id), KAFKA_MAIN, str(node.config_path)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
