@@ -179,8 +179,10 @@ def test_java_clients_scram(
         records=500,
         txn_records=10,
         instance_id_timeout_ms=0,
+        client_props={"client.id": "ktc-smoke", "compression.type": "zstd"},
     )
     assert result["ok"], (result["errors"], result["stderr_tail"])
+    assert result["producer_client_id"] == result["consumer_client_id"] == "ktc-smoke"
     assert result["consumed"] == 510
     sasl = {f"127.0.0.1:{ports['SASL_PLAINTEXT']}" for ports in kafka_cluster.node_ports.values()}
     assert set(result["remote_endpoints"]) == sasl

@@ -147,7 +147,8 @@ def run_java_clients(
     log_level: str = "WARN",
     extra_args: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Runs the Java clients (see GatewayClientsCheck.java for what they do) and returns the
+    """Runs the Java clients (see GatewayClientsCheck.java for what they do; `client_props`
+    are set on every client last, over the runner's own settings) and returns the
     runner's JSON result plus `remote_endpoints` (sorted "host:port" the JVM was connected to),
     `returncode`, `wall_seconds` and `stderr_tail`. Raises RuntimeError when the runner printed
     no result (crash, timeout); a result with `ok: false` is returned for the test to assert."""

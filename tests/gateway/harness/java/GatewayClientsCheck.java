@@ -17,7 +17,7 @@
 //   --instance-id-timeout-ms N    clientInstanceId(Duration) wait (10000; 0 skips the call)
 //   --timeout-ms N                budget for each phase (120000)
 //   --sasl-username U --sasl-password P [--sasl-mechanism SCRAM-SHA-512|SCRAM-SHA-256|PLAIN]
-//   --prop key=value              extra client config for every client (repeatable)
+//   --prop key=value              client config for every client, over this runner's (repeatable)
 //   --allow-existing-topic true   reuse the topic if it exists (false)
 
 import java.time.Duration;
@@ -61,6 +61,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class GatewayClientsCheck {
     private static final Map<String, Object> result = new LinkedHashMap<>();
     private static final List<String> errors = new ArrayList<>();
+    // --prop settings: applied last to every client, over this runner's own choices.
+    private static final Properties overrides = new Properties();
 
     public static void main(String[] argv) {
         Map<String, String> opts = new HashMap<>();
@@ -118,7 +120,7 @@ public final class GatewayClientsCheck {
         }
         for (String prop : extraProps) {
             int eq = prop.indexOf('=');
-            common.put(prop.substring(0, eq), prop.substring(eq + 1));
+            overrides.put(prop.substring(0, eq), prop.substring(eq + 1));
         }
         result.put("topic", topic);
         result.put("group", group);
@@ -126,7 +128,7 @@ public final class GatewayClientsCheck {
         // ---- Admin: describeCluster, create the topic, wait for its leaders.
         Properties adminProps = copy(common);
         adminProps.put("client.id", "ktc-java-admin");
-        try (Admin admin = Admin.create(adminProps)) {
+        try (Admin admin = Admin.create(withOverrides(adminProps))) {
             DescribeClusterResult cluster = admin.describeCluster();
             Collection<Node> nodes = cluster.nodes().get(timeoutMs, TimeUnit.MILLISECONDS);
             Map<String, String> nodeMap = new TreeMap<>();
@@ -186,7 +188,7 @@ public final class GatewayClientsCheck {
         AtomicLong acked = new AtomicLong();
         AtomicLong failed = new AtomicLong();
         AtomicReference<String> firstFailure = new AtomicReference<>();
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(producerProps)) {
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(withOverrides(producerProps))) {
             for (int i = 0; i < records; i++) {
                 producer.send(new ProducerRecord<>(topic, "k-" + i, "value-" + i), (metadata, error) -> {
                     if (error == null) acked.incrementAndGet();
@@ -205,6 +207,7 @@ public final class GatewayClientsCheck {
             result.put("producer_partition_leaders", leaders);
             result.put("producer_instance_id", instanceId(() -> producer.clientInstanceId(Duration.ofMillis(idTimeoutMs)), idTimeoutMs));
             result.put("producer_node_ids", nodeIds(producer.metrics(), "producer-node-metrics"));
+            result.put("producer_client_id", clientId(producer.metrics()));
             result.put("producer_metrics", pick(producer.metrics(), "producer-metrics",
                 "record-send-total", "record-error-total", "connection-creation-total", "connection-count"));
         }
@@ -218,7 +221,7 @@ public final class GatewayClientsCheck {
         txnProps.put("client.id", "ktc-java-txn-producer");
         txnProps.put("transactional.id", topic + "-txn");
         long txnAcked = 0;
-        try (KafkaProducer<String, String> producer = new KafkaProducer<>(txnProps)) {
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(withOverrides(txnProps))) {
             producer.initTransactions();
             producer.beginTransaction();
             List<java.util.concurrent.Future<org.apache.kafka.clients.producer.RecordMetadata>> sent = new ArrayList<>();
@@ -247,7 +250,7 @@ public final class GatewayClientsCheck {
         Set<String> keys = new HashSet<>();
         long consumed = 0;
         Map<String, Long> perPartition = new TreeMap<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(consumerProps)) {
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(withOverrides(consumerProps))) {
             consumer.subscribe(List.of(topic));
             long deadline = System.currentTimeMillis() + timeoutMs;
             while (keys.size() < expected && System.currentTimeMillis() < deadline) {
@@ -291,6 +294,7 @@ public final class GatewayClientsCheck {
             result.put("end_total", endTotal);
             result.put("consumer_instance_id", instanceId(() -> consumer.clientInstanceId(Duration.ofMillis(idTimeoutMs)), idTimeoutMs));
             result.put("consumer_node_ids", nodeIds(consumer.metrics(), "consumer-node-metrics"));
+            result.put("consumer_client_id", clientId(consumer.metrics()));
             result.put("consumer_group_metadata_member", consumer.groupMetadata().memberId());
         }
         result.put("expected", expected);
@@ -338,6 +342,14 @@ public final class GatewayClientsCheck {
         return new ArrayList<>(ids);
     }
 
+    private static String clientId(Map<MetricName, ? extends Metric> metrics) {
+        for (MetricName name : metrics.keySet()) {
+            String id = name.tags().get("client-id");
+            if (id != null) return id;
+        }
+        return null;
+    }
+
     private static Map<String, Object> pick(Map<MetricName, ? extends Metric> metrics, String group, String... names) {
         Map<String, Object> picked = new TreeMap<>();
         Set<String> wanted = Set.of(names);
@@ -346,6 +358,12 @@ public final class GatewayClientsCheck {
             if (name.group().equals(group) && wanted.contains(name.name())) picked.put(name.name(), entry.getValue().metricValue());
         }
         return picked;
+    }
+
+    private static Properties withOverrides(Properties props) {
+        Properties merged = copy(props);
+        merged.putAll(overrides);
+        return merged;
     }
 
     private static Properties copy(Properties source) {
