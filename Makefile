@@ -47,4 +47,4 @@ bench: $(STAMP) kafka-libs
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis *__mypyc*.so
-	find collector proto quota exporters -name '*.so' -delete
+	find collector proto quota exporters subscriptions clock -name '*.so' -delete

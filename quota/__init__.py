@@ -1,6 +1,6 @@
 """The quota engine: a port of Apache Kafka's quota subsystem, sans I/O.
 
-Time is always a parameter (``now_ms``); a ``Clock`` is injected at the edge.  The
+Time is always a parameter (``now_ms``); the owner holds the clock (``clock.Clock``).  The
 collector uses ``QuotaEngine`` (``quota/engine.py``); the building blocks are public for
 tests and for reuse.  See docs/quotas.md.
 """
@@ -11,7 +11,6 @@ from quota.client_quota_manager import (
     ClientSensors,
     QuotaTypes,
 )
-from quota.clock import Clock, ManualClock, SystemClock
 from quota.connection_quotas import (
     ACCEPT,
     WAIT_FOR_SLOT,
@@ -81,7 +80,6 @@ __all__ = [
     "ClientQuotaManagerConfig",
     "ClientRequestQuotaManager",
     "ClientSensors",
-    "Clock",
     "ConnectionDecision",
     "ConnectionQuotaConfig",
     "ConnectionQuotas",
@@ -94,7 +92,6 @@ __all__ = [
     "IpQuotaEntity",
     "KafkaMetric",
     "ListenerLimits",
-    "ManualClock",
     "Max",
     "MeasurableStat",
     "MetricConfig",
@@ -116,7 +113,6 @@ __all__ = [
     "SampledStat",
     "Sensor",
     "StrictControllerMutationQuota",
-    "SystemClock",
     "ThrottledChannel",
     "ThrottledChannelQueue",
     "ThrottlingQuotaExceededError",

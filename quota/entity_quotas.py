@@ -71,17 +71,22 @@ _TYPE_ARTICLE: Final = {ValueType.INT: "an INT", ValueType.LONG: "a LONG"}
 
 
 def validate_quota_value(key: str, raw: object, for_ip: bool) -> float:
-    """The value of quota ``key`` as a float, or InvalidQuotaError with Kafka's message."""
+    """The value of quota ``key`` as a float, or InvalidQuotaError with Kafka's message
+    (``ClientQuotaControlManager.validateQuotaKeyValue``).
+
+    The one check of a quota value: the engine applies it, the config store (file,
+    ``ktc quotas alter``, AlterClientQuotas) refuses with it.  A value must already be a
+    number: text such as ``"100"`` is refused, as Kafka's controller only ever sees the
+    double the client sent."""
     spec = QUOTA_KEYS.get(key)
     if spec is None or spec.for_ip != for_ip:
         raise InvalidQuotaError(f"Invalid configuration key {key}")
-    if isinstance(raw, bool):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise InvalidQuotaError(f"Quota {key} must be a number, got {raw!r}")
-    try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidQuotaError(f"Quota {key} must be a number, got {raw!r}") from None
-    if math.isnan(value) or value <= 0.0:
+    value = float(raw)
+    if math.isnan(value) or math.isinf(value):
+        raise InvalidQuotaError(f"Quota {key} must be a finite number")  # Kafka would store NaN
+    if value <= 0.0:
         raise InvalidQuotaError(f"Quota {key} must be greater than 0")
     if spec.value_type is not ValueType.DOUBLE:
         if value > _MAX_BY_TYPE[spec.value_type]:
@@ -90,8 +95,6 @@ def validate_quota_value(key: str, raw: object, for_ip: bool) -> float:
             )
         if abs(value % 1.0) > 1e-6:
             raise InvalidQuotaError(f"{key} cannot be a fractional value.")
-    elif math.isinf(value):
-        raise InvalidQuotaError(f"Quota {key} must be finite")
     return value
 
 

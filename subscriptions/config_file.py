@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import itertools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,14 +97,24 @@ def _located(node: yaml.Node, path: Path) -> Any:
     return _scalar(node, path) if node is not None else None
 
 
+# YAML 1.2's core-schema float (the forms YAML 1.1 reads as text: no dot, or no sign in
+# the exponent).
+_YAML12_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+
+
 def _scalar(node: yaml.Node, path: Path) -> Any:
     if not isinstance(node, yaml.ScalarNode):
         raise ConfigFileError(path, node.start_mark.line + 1, None, "expected a plain value here")
     loader = yaml.SafeLoader("")
     try:
-        return loader.construct_object(node, deep=True)
+        value = loader.construct_object(node, deep=True)
     finally:
         loader.dispose()
+    if isinstance(value, str) and node.style is None and _YAML12_FLOAT.fullmatch(value):
+        # An unquoted number such as 1e6 is a float in YAML 1.2; PyYAML (YAML 1.1) wants
+        # 1.0e+6.  A quoted "100" stays text.
+        return float(value)
+    return value
 
 
 class ConfigDocument(abc.ABC, Generic[StateT]):

@@ -23,26 +23,26 @@ from __future__ import annotations
 
 import enum
 import ipaddress
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote
 
 from proto.errors import Errors, KafkaError
+from quota.entity_quotas import InvalidQuotaError
+from quota.entity_quotas import validate_quota_value as quota_value
 
 __all__ = [
     "ANY",
     "CLIENT_ID",
     "DEFAULT_NAME",
     "IP",
-    "QUOTA_KEYS",
     "USER",
     "QuotaEntity",
     "QuotaFilterComponent",
-    "QuotaKey",
     "filter_quotas",
     "validate_quota_alteration",
+    "validate_quota_value",
 ]
 
 USER = "user"
@@ -53,38 +53,6 @@ DEFAULT_NAME = "<default>"
 _PATH_SEGMENTS = {"users": USER, "clients": CLIENT_ID, "ips": IP}
 _SEGMENT_FOR_TYPE = {entity_type: segment for segment, entity_type in _PATH_SEGMENTS.items()}
 _PATH_ORDER = (USER, CLIENT_ID, IP)  # users/<u>/clients/<c>, as in ZooKeeper's layout
-
-_INT_MAX = 2**31 - 1
-_LONG_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaKey:
-    """One quota config: its ConfigDef type decides integrality and range."""
-
-    name: str
-    type: Literal["LONG", "DOUBLE", "INT"]
-    applies_to: Literal["user-client", "ip"]
-    documentation: str
-
-
-QUOTA_KEYS: tuple[QuotaKey, ...] = (
-    QuotaKey("producer_byte_rate", "LONG", "user-client",
-             "A rate representing the upper bound (bytes/sec) for producer traffic."),
-    QuotaKey("consumer_byte_rate", "LONG", "user-client",
-             "A rate representing the upper bound (bytes/sec) for consumer traffic."),
-    QuotaKey("request_percentage", "DOUBLE", "user-client",
-             "A percentage representing the upper bound of time spent for processing requests."),
-    QuotaKey("controller_mutation_rate", "DOUBLE", "user-client",
-             "The rate at which mutations are accepted for the create topics request, the create "
-             "partitions request and the delete topics request."),
-    QuotaKey("connection_creation_rate", "INT", "ip",
-             "An int representing the upper bound of connections accepted for the specified IP."),
-)
-_KEYS_BY_KIND: dict[str, dict[str, QuotaKey]] = {
-    kind: {key.name: key for key in QUOTA_KEYS if key.applies_to == kind}
-    for kind in ("user-client", "ip")
-}
 
 
 def _invalid(message: str) -> KafkaError:
@@ -167,29 +135,18 @@ def _is_ip_literal(text: str) -> bool:
     return True
 
 
-def validate_quota_value(entity: QuotaEntity, key: str, value: float) -> float:
-    """``ClientQuotaControlManager.validateQuotaKeyValue``; returns the value as float."""
-    spec = _KEYS_BY_KIND[entity.kind].get(key)
-    if spec is None:
-        raise _invalid(f"Invalid configuration key {key}")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _invalid(f"Quota {key} must be a number, got {value!r}")
-    number = float(value)
-    if math.isnan(number) or math.isinf(number):
-        raise _invalid(f"Quota {key} must be a finite number")  # Kafka would store NaN
-    if number <= 0.0:
-        raise _invalid(f"Quota {key} must be greater than 0")
-    if spec.type == "INT" and number > _INT_MAX:
-        raise _invalid(f"Proposed value for {key} is too large for an INT.")
-    if spec.type == "LONG" and number > _LONG_MAX:
-        raise _invalid(f"Proposed value for {key} is too large for a LONG.")
-    if spec.type != "DOUBLE" and abs(number % 1.0) > 1e-6:
-        raise _invalid(f"{key} cannot be a fractional value.")
-    return number
+def validate_quota_value(entity: QuotaEntity, key: str, value: object) -> float:
+    """``ClientQuotaControlManager.validateQuotaKeyValue``, as the quota engine applies it
+    (``quota.entity_quotas.validate_quota_value``, the one check): the value as a float, or
+    INVALID_REQUEST with Kafka's message."""
+    try:
+        return quota_value(key, value, entity.kind == "ip")
+    except InvalidQuotaError as exc:
+        raise _invalid(str(exc)) from None
 
 
 def validate_quota_alteration(
-    entity: Mapping[str, str | None], set_values: Mapping[str, float], delete: Iterable[str]
+    entity: Mapping[str, str | None], set_values: Mapping[str, object], delete: Iterable[str]
 ) -> tuple[QuotaEntity, dict[str, float], tuple[str, ...]]:
     """Validate one ``AlterClientQuotas`` entry; returns the normalised pieces."""
     delete = tuple(delete)

@@ -146,14 +146,8 @@ class QuotasDocument(ConfigDocument[Quotas]):
                 raise self.fail(located.line, str(path), "expected a mapping of quota keys")
             values: dict[str, float] = {}
             for key, value in body.items():
-                number = value.value
-                if isinstance(number, str):
-                    try:
-                        number = float(number)
-                    except ValueError:
-                        raise self.fail(value.line, f"{path}.{key}", "expected a number") from None
                 try:
-                    values[str(key)] = validate_quota_value(entity, str(key), number)
+                    values[str(key)] = validate_quota_value(entity, str(key), value.value)
                 except KafkaError as exc:
                     raise self.fail(value.line, f"{path}.{key}", exc) from None
             if values:
@@ -334,7 +328,7 @@ class ConfigStore:
 
     # -- quotas -----------------------------------------------------------------------
 
-    def alter_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, float],
+    def alter_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, object],
                      delete: Iterable[str] = (), validate_only: bool = False) -> None:
         """AlterClientQuotas for one entity (``None`` name = ``<default>``)."""
         quota_entity, values, removed = validate_quota_alteration(entity, set, delete)

@@ -11,7 +11,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 # The project's packages (pyproject.toml), where compiled modules sit beside their sources.
-_PACKAGES = ("collector", "exporters", "proto", "quota", "subscriptions")
+_PACKAGES = ("clock", "collector", "exporters", "proto", "quota", "subscriptions")
 
 
 def pytest_sessionstart(session: object) -> None:

@@ -417,15 +417,14 @@ def quotas_alter(
     data_dir: str, entity: dict[str, str | None], add_config: str, delete_config: str
 ) -> None:
     """Set or remove quotas of one entity (a running server picks them up in about a second)."""
-    to_set: dict[str, float] = {}
+    to_set: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in add_config.split(","))):
         key, sep, value = item.partition("=")
-        try:
-            to_set[key.strip()] = float(value)
-        except ValueError:
-            raise click.UsageError(f"--add-config: {item!r} is not key=number") from None
         if not sep:
-            raise click.UsageError(f"--add-config: {item!r} is not key=number")
+            raise click.UsageError(f"--add-config: {item!r} is not key=value")
+        # A number is passed as one; other text as it is, for the store to refuse with the
+        # same message as a quotas.yaml value or an AlterClientQuotas request would get.
+        to_set[key.strip()] = _number_or_text(value.strip())
     to_delete = [k.strip() for k in delete_config.split(",") if k.strip()]
     if not to_set and not to_delete:
         raise click.UsageError("give --add-config and/or --delete-config")
@@ -434,6 +433,13 @@ def quotas_alter(
     except Exception as exc:  # noqa: BLE001 - KafkaError with its code
         _kafka_error_exit(exc)
     click.echo("Completed updating config for the entity.")
+
+
+def _number_or_text(text: str) -> object:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 @quotas.command("describe")

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Mapping
 from typing import cast
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from clock import SYSTEM_CLOCK, Clock, Timer
 
 __all__ = ["HealthEndpoints", "ReadinessCheck"]
 
@@ -33,14 +34,16 @@ class HealthEndpoints:
         *,
         heartbeat_interval_s: float = 1.0,
         stall_after_s: float = 10.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self._clock = clock
         self._registry = registry
         self._checks: dict[str, ReadinessCheck] = {}
         self._shutting_down = False
         self._heartbeat_interval_s = heartbeat_interval_s
         self._stall_after_s = stall_after_s
-        self._last_beat = time.monotonic()
-        self._beat_handle: asyncio.TimerHandle | None = None
+        self._last_beat = clock.monotonic()
+        self._beat_handle: Timer | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
 
@@ -86,17 +89,15 @@ class HealthEndpoints:
             self._runner = None
 
     def _beat(self) -> None:
-        self._last_beat = time.monotonic()
-        self._beat_handle = asyncio.get_running_loop().call_later(
-            self._heartbeat_interval_s, self._beat
-        )
+        self._last_beat = self._clock.monotonic()
+        self._beat_handle = self._clock.call_later(self._heartbeat_interval_s * 1000, self._beat)
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _healthz(self, _: web.Request) -> web.Response:
-        lag = time.monotonic() - self._last_beat
+        lag = self._clock.monotonic() - self._last_beat
         ok = lag < self._stall_after_s
         body = {"status": "ok" if ok else "event loop stalled", "heartbeat_age_s": round(lag, 3)}
         return _json(body, 200 if ok else 503)

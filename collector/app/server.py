@@ -1,16 +1,31 @@
 """The collector process: listeners, the dispatch table, the telemetry manager, the
 landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that ties them.
 
-Start-up order: data directory and cluster id; subscription store; landing log; manager
-and dispatch table; Kafka listeners (port 0 -> the bound port is what Metadata
-advertises); HTTP endpoints; background tasks (instance expiry, store watch, forwarder).
+:meth:`CollectorServer.start` runs these steps, in this order (each a method):
+
+| step | what it does |
+|---|---|
+| ``_plan_listeners`` | parse ``listeners`` / ``advertised.listeners`` (nothing bound yet) |
+| ``_open_data_dir`` | the data directory and the cluster id (``meta.properties``) |
+| ``_open_store`` | the subscription and quota store |
+| ``_open_landing`` | the landing log (unless an exporter was given) and its flush gate |
+| ``_build_manager`` | the ClientMetricsManager over the store's subscriptions |
+| ``_build_quotas`` | the quota engine and enforcer, with the store's quotas applied |
+| ``_build_dispatcher`` | the Kafka and admin API table, the dispatcher |
+| ``_bind_listeners`` | bind every listener (port 0: the bound port is what Metadata advertises) and start accepting |
+| ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz`` |
+| ``_start_background`` | instance expiry, quota sensor expiry, store watch, OTLP forwarder |
+
 Only then is ``/readyz`` green.
 
 Shutdown (SIGTERM/SIGINT, or :meth:`CollectorServer.stop`): readiness off first, so load
 balancers stop routing; listeners stop accepting; every connection finishes writing what
 it already answered and closes; the landing log is flushed, fsynced and closed; the
-forwarder drains and stops; the HTTP endpoint goes last.  SIGHUP reloads the
-subscription store.
+forwarder drains and stops; the HTTP endpoint goes last.  SIGHUP reloads the config store.
+
+Quota configuration reaches the running engine in one place,
+:meth:`CollectorServer.apply_store_quotas`: at start, after an AlterClientQuotas, when the
+store's files change, on SIGHUP.
 """
 
 from __future__ import annotations
@@ -19,21 +34,22 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import signal
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from collector.net.acceptor import Acceptor, bind_listener
-from collector.telemetry.client_metrics import ClientMetricsManager
-from collector.core.clock import monotonic_ms
+from prometheus_client import CollectorRegistry
+
+from clock import SYSTEM_CLOCK, Clock
 from collector.app.config import CollectorConfig
-from collector.core.handler import RequestHandler
-from collector.pipeline.dispatch import Dispatcher
-from collector.net.flush import DurabilityGate
 from collector.app.http import HealthEndpoints
 from collector.broker.kafka_apis import KafkaApis, api_name
+from collector.core.handler import RequestHandler
+from collector.core.scrape import ScrapeCollector
+from collector.net.acceptor import Acceptor, bind_listener
+from collector.net.flush import DurabilityGate
 from collector.net.listeners import (
     SUPPORTED_SECURITY_PROTOCOLS,
     EndPoint,
@@ -41,25 +57,27 @@ from collector.net.listeners import (
     parse_listeners,
     parse_security_protocol_map,
 )
-from collector.core.scrape import ScrapeCollector
-from collector.pipeline.request_metrics import RequestMetrics
 from collector.net.protocol import KafkaProtocol
+from collector.net.tls import TlsError, server_ssl_context
+from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.request_metrics import RequestMetrics
+from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
-from collector.net.tls import TlsError, server_ssl_context
 from exporters.base import Exporter
-from prometheus_client import CollectorRegistry
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
 
-__all__ = ["CollectorServer", "StartupError", "monotonic_ms"]
+__all__ = ["CollectorServer", "StartupError", "quota_settings"]
 
 log = logging.getLogger(__name__)
 
-EXPIRY_TICK_S = 1.0
-QUOTA_SENSOR_EXPIRY_TICK_S = 30.0
+EXPIRY_TICK_MS = 1000
+QUOTA_SENSOR_EXPIRY_TICK_MS = 30_000
+# How long a graceful shutdown waits for connections to write what they answered.
+CONNECTIONS_DRAIN_S = 5.0
 
 
 class StartupError(RuntimeError):
@@ -115,10 +133,10 @@ class CollectorServer:
         *,
         exporter: Exporter | None = None,
         store: Any | None = None,
-        clock_ms: Callable[[], int] = monotonic_ms,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
-        self._clock_ms = clock_ms
+        self.clock = clock
         self._exporter = exporter
         self._owns_exporter = exporter is None
         self._store: Any = store
@@ -130,7 +148,7 @@ class CollectorServer:
             self.registry, instance_labels=config.telemetry_metrics_instance_labels
         )
         self.request_metrics = RequestMetrics(self.registry, api_names=api_name)
-        self.health = HealthEndpoints(self.registry)
+        self.health = HealthEndpoints(self.registry, clock=clock)
         self.max_request_size = config.socket_request_max_bytes
         self.max_inflight_requests = config.connection_max_inflight_requests
         self.cluster_id = ""
@@ -143,16 +161,15 @@ class CollectorServer:
         self.bound: dict[str, EndPoint] = {}
         self.advertised: dict[str, EndPoint] = {}
         self._connections: dict[int, KafkaProtocol] = {}
+        self._all_closed = asyncio.Event()
         self._next_connection_id = 0
         self._tasks: list[asyncio.Task[Any]] = []
-        self._stop_event: asyncio.Event | None = None
         self._stopped = asyncio.Event()
         self._forwarder: Any = None
         self._forwarder_stop = asyncio.Event()
         self._started = False
         self._stopping = False
-        self._group_commit_log: Any = None
-        self._landing: Any = None  # the LandingLog this server owns (write-behind)
+        self._landing: Any = None  # the LandingLog this server owns
         self._sync_executor: Any = None
         # What answers wait for (the landing log's per-turn flush), set with the landing log.
         self.durability: DurabilityGate | None = None
@@ -173,6 +190,11 @@ class CollectorServer:
         return self.health.port
 
     @property
+    def exporter(self) -> Exporter | None:
+        """Where accepted pushes go: the landing log this server opened, or the one given."""
+        return self._exporter
+
+    @property
     def landing_directory(self) -> Path:
         from exporters.landing.layout import landing_directory
 
@@ -180,16 +202,36 @@ class CollectorServer:
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
+        listeners, advertised = self._plan_listeners()
+        self._open_data_dir()
+        store = self._open_store()
+        self._open_landing()
+        manager = self._build_manager(store)
+        quotas = self._build_quotas()
+        self._build_dispatcher(store, manager, quotas)
+        await self._bind_listeners(listeners, advertised, quotas)
+        await self._start_http()
+        self._start_background(store, manager, quotas)
+        self._started = True
+        log.info(
+            "collector node %d of cluster %s started (data dir %s)",
+            self.config.node_id,
+            self.cluster_id,
+            self.config.data_dir,
+        )
+
+    def _plan_listeners(self) -> tuple[list[EndPoint], dict[str, EndPoint]]:
+        """The listeners to bind, and what each advertises by name (as configured)."""
         config = self.config
         protocol_map = parse_security_protocol_map(config.listener_security_protocol_map)
         listeners = parse_listeners(config.listeners, protocol_map)
-        advertised_by_name: dict[str, EndPoint] = {}
+        advertised: dict[str, EndPoint] = {}
         if config.advertised_listeners:
             for endpoint in parse_listeners(
                 config.advertised_listeners, protocol_map, key="advertised.listeners"
             ):
-                advertised_by_name[endpoint.listener_name] = endpoint
-        unknown = set(advertised_by_name) - {e.listener_name for e in listeners}
+                advertised[endpoint.listener_name] = endpoint
+        unknown = set(advertised) - {e.listener_name for e in listeners}
         if unknown:
             raise StartupError(
                 f"advertised.listeners names {', '.join(sorted(unknown))} not in listeners"
@@ -200,45 +242,58 @@ class CollectorServer:
                     f"listeners: {endpoint}: security protocol {endpoint.security_protocol} "
                     "is not supported yet (PLAINTEXT and SSL are)"
                 )
+        return listeners, advertised
 
+    def _open_data_dir(self) -> None:
+        config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = _read_or_create_cluster_id(
             config.data_dir, config.node_id, config.cluster_id
         )
-        store = self._store
-        if store is None:
+
+    def _open_store(self) -> Any:
+        if self._store is None:
             from subscriptions.store import ConfigStore
 
             try:
-                store = self._store = ConfigStore(config.data_dir)
+                self._store = ConfigStore(self.config.data_dir)
             except Exception as exc:
                 raise StartupError(f"subscription store: {exc}") from exc
-        if self._exporter is None:
-            from exporters.landing import LandingLog
+        return self._store
 
-            landing_options = dict(config.landing)
-            if config.exporters_otlp is not None:
-                # Retention must not delete what the forwarder has not sent, even before
-                # its first commit (a consumer that never committed protects nothing).
-                from exporters.otlp import consumer_name_for
+    def _open_landing(self) -> None:
+        """The landing log this node owns (unless an exporter was given): the config's
+        ``landing`` options, with retention protecting the forwarder's position.
 
-                required = list(landing_options.get("retention_required_consumers", ()))
-                if consumer_name_for("otlp") not in required:
-                    required.append(consumer_name_for("otlp"))
-                landing_options["retention_required_consumers"] = required
-            # Write-behind: a push is staged by the manager and written, one writev per
-            # event-loop turn for all connections, before that turn's answers go out
-            # (collector/net/flush.py: DurabilityGate).
-            # (landing.write_behind: false writes each push in its own writev instead.)
-            landing_options.setdefault("write_behind", True)
-            self._exporter = self._landing = LandingLog(self.landing_directory, **landing_options)
-            if config.landing.get("group_commit"):
-                self._group_commit_log = self._exporter
-            self.durability = DurabilityGate(
-                self._landing, self._pending_sync if self._group_commit_log is not None else None
-            )
+        Write-behind (the default): a push is staged by the manager and written, one
+        ``writev`` per event-loop turn for all connections, before that turn's answers go
+        out (collector/net/flush.py: DurabilityGate)."""
+        if self._exporter is not None:
+            return
+        from exporters.landing import LandingLog, LandingOptions
 
-        self.manager = ClientMetricsManager(
+        config = self.config
+        try:
+            options = LandingOptions.from_mapping(config.landing)
+        except (TypeError, ValueError) as exc:
+            raise StartupError(f"landing: {exc}") from exc
+        if config.exporters_otlp is not None:
+            # Retention must not delete what the forwarder has not sent, even before its
+            # first commit (a consumer that never committed protects nothing).
+            from exporters.otlp import consumer_name_for
+
+            options = options.with_required_consumer(consumer_name_for("otlp"))
+        self._exporter = self._landing = LandingLog(
+            self.landing_directory, options, clock=self.clock
+        )
+        self.durability = DurabilityGate(
+            self._landing, self._pending_sync if options.group_commit else None
+        )
+
+    def _build_manager(self, store: Any) -> ClientMetricsManager:
+        config = self.config
+        assert self._exporter is not None
+        manager = self.manager = ClientMetricsManager(
             subscriptions=StoreSubscriptions(
                 store, honour_long_intervals=config.telemetry_honour_long_intervals
             ),
@@ -251,40 +306,44 @@ class CollectorServer:
             cache_max_size=config.telemetry_instance_cache_max_size,
             cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
             stats=self.client_metrics_stats,
+            clock=self.clock,
         )
-        self.client_metrics_stats.instance_count = (
-            lambda: self.manager.instance_count if self.manager else 0
-        )
-        self.request_metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
-        self._apis = KafkaApis(
-            manager=self.manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
-        )
+        self.client_metrics_stats.instance_count = lambda: manager.instance_count
+        return manager
+
+    def _build_quotas(self) -> QuotaEnforcer:
         try:
-            engine = QuotaEngine.from_config(quota_settings(config), self._clock_ms())
+            engine = QuotaEngine.from_config(quota_settings(self.config), self.clock.now_ms())
         except QuotaConfigError as exc:
             raise StartupError(str(exc)) from exc
-        self.quotas = QuotaEnforcer(engine, self._clock_ms)
-        self.quotas.apply_entity_quotas(store.snapshot().quotas)
+        self.quotas = QuotaEnforcer(engine, clock=self.clock)
+        self.apply_store_quotas()
         self.registry.register(ScrapeCollector(self.quotas.collect))
+        self.request_metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
+        return self.quotas
+
+    def _build_dispatcher(
+        self, store: Any, manager: ClientMetricsManager, quotas: QuotaEnforcer
+    ) -> None:
+        from collector.broker.admin_apis import AdminApis
+
+        config = self.config
+        self._apis = KafkaApis(
+            manager=manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
+        )
         table = self._apis.table()
-        table.update(self._admin_table(store))
+        table.update(AdminApis(store, self.apply_store_quotas, quotas).table())
         self.dispatcher = self.handler = Dispatcher(
-            table, clock_ms=self._clock_ms, quota=self.quotas, observer=self.request_metrics
+            table, clock=self.clock, quota=quotas, observer=self.request_metrics
         )
         self._apis.set_served_apis(self.dispatcher.api_keys)
 
-        ssl_context = None
-        if any(e.security_protocol == "SSL" for e in listeners):
-            try:
-                ssl_context = server_ssl_context(
-                    keystore_location=config.ssl_keystore_location,
-                    key_password=config.ssl_key_password,
-                    truststore_location=config.ssl_truststore_location,
-                    client_auth=config.ssl_client_auth,
-                    enabled_protocols=config.ssl_enabled_protocols.split(","),
-                )
-            except TlsError as exc:
-                raise StartupError(str(exc)) from exc
+    async def _bind_listeners(
+        self, listeners: list[EndPoint], advertised: dict[str, EndPoint], quotas: QuotaEnforcer
+    ) -> None:
+        ssl_context = self._ssl_context() if any(
+            e.security_protocol == "SSL" for e in listeners
+        ) else None
         try:
             for endpoint in listeners:
                 sock = bind_listener(endpoint)
@@ -292,16 +351,17 @@ class CollectorServer:
                 acceptor = Acceptor(
                     bound,
                     sock,
-                    functools.partial(self._new_connection, bound),
-                    self.quotas.on_accept,
-                    self._slot_freed,
-                    ssl_context if bound.security_protocol == "SSL" else None,
+                    protocol_factory=functools.partial(self._new_connection, bound),
+                    decide=quotas.on_accept,
+                    slot_freed=self._slot_freed,
+                    ssl_context=ssl_context if bound.security_protocol == "SSL" else None,
+                    clock=self.clock,
                 )
                 acceptor.on_failed_setup = self._setup_failed
                 self._acceptors.append(acceptor)
                 self.bound[bound.listener_name] = bound
                 self.advertised[bound.listener_name] = advertised_endpoint(
-                    bound, advertised_by_name.get(bound.listener_name)
+                    bound, advertised.get(bound.listener_name)
                 )
                 log.info(
                     "listening on %s (advertised as %s)",
@@ -318,40 +378,51 @@ class CollectorServer:
                 )
             )
         await asyncio.sleep(0)  # let the acceptors start before readiness is asked
+        assert self._apis is not None
         self._apis.set_advertised(self.advertised)
 
+    def _ssl_context(self) -> Any:
+        config = self.config
+        try:
+            return server_ssl_context(
+                keystore_location=config.ssl_keystore_location,
+                key_password=config.ssl_key_password,
+                truststore_location=config.ssl_truststore_location,
+                client_auth=config.ssl_client_auth,
+                enabled_protocols=config.ssl_enabled_protocols.split(","),
+            )
+        except TlsError as exc:
+            raise StartupError(str(exc)) from exc
+
+    async def _start_http(self) -> None:
         self.health.add_readiness_check("listeners", self._listeners_ready)
         self.health.add_readiness_check("landing", self._landing_ready)
-        if config.http_host_port is not None:
-            host, port = config.http_host_port
+        if self.config.http_host_port is not None:
+            host, port = self.config.http_host_port
             await self.health.start(host, port)
 
-        self._tasks.append(asyncio.create_task(self._expiry_loop(), name="instance-expiry"))
-        self._tasks.append(asyncio.create_task(self._quota_sensor_loop(), name="quota-sensors"))
+    def _start_background(
+        self, store: Any, manager: ClientMetricsManager, quotas: QuotaEnforcer
+    ) -> None:
+        clock = self.clock
+        self._every(EXPIRY_TICK_MS, "instance-expiry", lambda: manager.expire(clock.now_ms()))
+        # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
+        self._every(QUOTA_SENSOR_EXPIRY_TICK_MS, "quota-sensors", quotas.expire_inactive_sensors)
         watch = getattr(store, "watch", None)
         if watch is not None:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
-        if config.exporters_otlp is not None:
-            self._start_forwarder(config.exporters_otlp)
-        self._started = True
-        log.info(
-            "collector node %d of cluster %s started (data dir %s)",
-            config.node_id,
-            self.cluster_id,
-            config.data_dir,
-        )
+        if self.config.exporters_otlp is not None:
+            self._start_forwarder(self.config.exporters_otlp)
 
-    def _admin_table(self, store: Any) -> dict[int, Any]:
-        try:
-            from collector.broker.admin_apis import AdminApis
-        except ImportError:  # admin APIs not available in this build
-            return {}
+    def _every(self, period_ms: int, name: str, work: Callable[[], object]) -> None:
+        """Run ``work`` every ``period_ms`` on the clock, until shutdown."""
 
-        def quotas_changed() -> None:
-            if self.quotas is not None:
-                self.quotas.apply_entity_quotas(store.snapshot().quotas)
+        async def loop() -> None:
+            while True:
+                await self.clock.sleep(period_ms)
+                work()
 
-        return AdminApis(store, quotas_changed, self.quotas).table()
+        self._tasks.append(asyncio.create_task(loop(), name=name))
 
     def _start_forwarder(self, otlp: dict[str, Any]) -> None:
         from exporters.otlp import OtlpExporterConfig, OtlpForwarder
@@ -359,11 +430,19 @@ class CollectorServer:
         self._forwarder = OtlpForwarder(
             [self.landing_directory],
             OtlpExporterConfig.model_validate(otlp),
+            clock=self.clock,
             registry=self.registry,
         )
         self._tasks.append(
             asyncio.create_task(self._forwarder.run(self._forwarder_stop), name="otlp-forwarder")
         )
+
+    # ------------------------------------------------------------------ quota configuration
+    def apply_store_quotas(self) -> None:
+        """Make the running quota engine's entity quotas the store's (the one place quota
+        configuration reaches it: start, AlterClientQuotas, a file change, SIGHUP)."""
+        if self.quotas is not None and self._store is not None:
+            self.quotas.apply_entity_quotas(self._store.snapshot().quotas)
 
     # ------------------------------------------------------------------ connections
     def _new_connection(self, endpoint: EndPoint) -> KafkaProtocol:
@@ -375,6 +454,7 @@ class CollectorServer:
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         # The acceptor already counted this connection in the connection quotas.
         self._connections[protocol.session.connection_id] = protocol
+        self._all_closed.clear()
         self.request_metrics.connection_opened(protocol.session.listener_name)
         return not self._stopping
 
@@ -390,6 +470,8 @@ class CollectorServer:
         if self.quotas is not None:
             self.quotas.on_close(session.listener_name, session.peer_ip)
         self._slot_freed.set()  # an acceptor waiting for a slot may retry
+        if not self._connections:
+            self._all_closed.set()
         self.request_metrics.connection_closed(session.listener_name)
         if self.manager is not None:
             self.manager.connection_closed(session.connection_id)
@@ -399,7 +481,7 @@ class CollectorServer:
 
     def _pending_sync(self) -> asyncio.Future[None] | None:
         """The group-commit fsync still owed for what is written, or None."""
-        log = self._group_commit_log
+        log = self._landing
         if log is None or log.durable_offset >= log.next_offset:
             return None
         if self._sync_executor is None:
@@ -419,34 +501,17 @@ class CollectorServer:
             directory = self.landing_directory
             if not directory.is_dir():
                 return f"{directory} missing"
-            import os
-
             if not os.access(directory, os.W_OK):
                 return f"{directory} not writable"
         return None
 
     # ------------------------------------------------------------------ background
-    async def _expiry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(EXPIRY_TICK_S)
-            if self.manager is not None:
-                self.manager.expire(self._clock_ms())
-
-    async def _quota_sensor_loop(self) -> None:
-        # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
-        while True:
-            await asyncio.sleep(QUOTA_SENSOR_EXPIRY_TICK_S)
-            if self.quotas is not None:
-                self.quotas.expire_inactive_sensors()
-
     async def _watch_store(self, watch: Callable[..., Any]) -> None:
         store = self._store
 
         def changed(*_: Any) -> None:
-            snapshot = store.snapshot()
-            log.info("config store changed (version %s)", snapshot.version)
-            if self.quotas is not None:
-                self.quotas.apply_entity_quotas(snapshot.quotas)
+            log.info("config store changed (version %s)", store.snapshot().version)
+            self.apply_store_quotas()
 
         try:
             await watch(changed)
@@ -462,10 +527,8 @@ class CollectorServer:
             return
         try:
             store.reload()
-            snapshot = store.snapshot()
-            log.info("config store reloaded (version %s)", snapshot.version)
-            if self.quotas is not None:
-                self.quotas.apply_entity_quotas(snapshot.quotas)
+            log.info("config store reloaded (version %s)", store.snapshot().version)
+            self.apply_store_quotas()
         except Exception as exc:  # noqa: BLE001
             log.error("reload failed, keeping the last good subscriptions: %s", exc)
 
@@ -500,9 +563,9 @@ class CollectorServer:
         await self._close_listeners()
         for protocol in list(self._connections.values()):
             protocol.close_when_idle()
-        deadline = time.monotonic() + 5.0
-        while self._connections and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
+        if self._connections:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._all_closed.wait(), CONNECTIONS_DRAIN_S)
         for task in self._tasks:
             if task.get_name() != "otlp-forwarder":
                 task.cancel()

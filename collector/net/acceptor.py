@@ -22,6 +22,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
+from clock import SYSTEM_CLOCK, Clock
 from collector.net.listeners import EndPoint
 from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
 
@@ -57,10 +58,12 @@ class Acceptor:
         self,
         endpoint: EndPoint,
         sock: socket.socket,
+        *,
         protocol_factory: Callable[[], asyncio.Protocol],
         decide: Callable[[str, str], ConnectionDecision],
         slot_freed: asyncio.Event,
         ssl_context: ssl.SSLContext | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.endpoint = endpoint
         self.sock = sock
@@ -68,6 +71,7 @@ class Acceptor:
         self._decide = decide
         self._slot_freed = slot_freed
         self._ssl_context = ssl_context
+        self._clock = clock
         self._serving = False
         self.rejected = 0
         # Called when an admitted socket never became a connection, so the connection
@@ -122,14 +126,13 @@ class Acceptor:
             conn.close()
 
     async def _admit(self, ip: str, conn: socket.socket) -> bool:
-        loop = asyncio.get_running_loop()
         listener = self.endpoint.listener_name
         while True:
             decision = self._decide(listener, ip)
             if isinstance(decision, Accept):
                 return True
             if isinstance(decision, Delay):
-                await asyncio.sleep(decision.delay_ms / 1000.0)
+                await self._clock.sleep(decision.delay_ms)
             elif isinstance(decision, WaitForSlot):
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -140,7 +143,7 @@ class Acceptor:
                 )
                 # Kafka closes an IP-throttled connection only after the throttle time, so
                 # a client does not reconnect in a tight loop.
-                loop.call_later(decision.close_delay_ms / 1000.0, conn.close)
+                self._clock.call_later(decision.close_delay_ms, conn.close)
                 return False
             else:  # pragma: no cover - the decision type is closed
                 raise TypeError(f"unknown connection decision {decision!r}")

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     # Concrete classes, not protocols: both are compiled, and a call on a compiled class
     # from compiled code is a direct C call (through a protocol it is a method lookup and
     # an argument parse, several times per push).
+    from clock import Clock
     from collector.core.channel import Channel
     from collector.pipeline.metrics import RequestMetrics
     from collector.pipeline.quotas import QuotaEnforcer
@@ -101,12 +102,13 @@ class Dispatcher(RequestHandler):
         self,
         apis: Mapping[int, Api],
         *,
-        clock_ms: Callable[[], int],
+        clock: Clock,
         quota: QuotaEnforcer | None = None,
         observer: RequestMetrics | None = None,
     ) -> None:
         self._apis = dict(apis)
-        self._clock_ms = clock_ms
+        # The clock's bound method, read once: one call per request, no attribute lookup.
+        self._now_ms: Callable[[], int] = clock.now_ms
         self.quota = quota
         self._observer = observer
 
@@ -127,7 +129,7 @@ class Dispatcher(RequestHandler):
 
         quota = self.quota
         started_ns = time.perf_counter_ns() if quota is not None else 0
-        context = RequestContext(frame, session, self._clock_ms(), channel)
+        context = RequestContext(frame, session, self._now_ms(), channel)
         try:
             response = api.handle(request, context)
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
@@ -164,7 +166,7 @@ class Dispatcher(RequestHandler):
         request = self._decode(api, frame)
         quota = self.quota
         metered = quota is not None and not quota.is_idle()
-        now_ms = self._clock_ms()
+        now_ms = self._now_ms()
         client_id = frame.client_id
         started_ns = time.perf_counter_ns() if metered else 0
         try:

@@ -37,9 +37,8 @@ listener), never a client instance.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -62,6 +61,7 @@ from quota.entity_quotas import InvalidQuotaError
 from quota.prometheus import QuotaMetricsCollector
 
 if TYPE_CHECKING:
+    from clock import Clock, Timer
     from collector.core.channel import Channel
     from collector.core.context import RequestContext
 
@@ -104,10 +104,10 @@ class QuotaEnforcer:
     the admin APIs' mutation quotas; ``collect`` gives the quota metrics (registered with
     ``collector.pipeline.metrics.ScrapeCollector``)."""
 
-    def __init__(self, engine: QuotaEngine, clock_ms: Callable[[], int]) -> None:
+    def __init__(self, engine: QuotaEngine, *, clock: Clock) -> None:
         self.engine = engine
-        self._clock_ms = clock_ms
-        self._reaper: asyncio.TimerHandle | None = None
+        self._clock = clock
+        self._reaper: Timer | None = None
         self._reaper_deadline_ms: int | None = None
         # The quota whose throttle record() returned last: throttle() mutes under it.  The
         # dispatcher calls record() then throttle() for one request with no await between,
@@ -116,7 +116,7 @@ class QuotaEnforcer:
         # The mutation quota a handler took for the request being handled (its throttle
         # joins the request's in record()).
         self._pending_mutation: tuple[RequestContext, ControllerMutationQuota] | None = None
-        self._engine_metrics = QuotaMetricsCollector(engine.metrics_snapshot, clock_ms)
+        self._engine_metrics = QuotaMetricsCollector(engine.metrics_snapshot, clock.now_ms)
         # (quota label, user, client-id) -> throttled responses and their throttle time.
         self.throttles: dict[tuple[str, str, str], _ThrottleCount] = {}
         # (listener, decision) -> count, for refused and held connections.
@@ -233,7 +233,7 @@ class QuotaEnforcer:
         response (already built, carrying ``throttle_time_ms``) is still written."""
         channel = context.channel
         channel.mute()
-        now_ms = self._clock_ms()
+        now_ms = self._clock.now_ms()
         self.engine.throttle(
             channel,
             context.session.principal_name,
@@ -272,14 +272,12 @@ class QuotaEnforcer:
                 return
             self._reaper.cancel()
         self._reaper_deadline_ms = deadline
-        self._reaper = asyncio.get_running_loop().call_later(
-            max(0, deadline - now_ms) / 1000.0, self._reap
-        )
+        self._reaper = self._clock.call_later(max(0, deadline - now_ms), self._reap)
 
     def _reap(self) -> None:
         self._reaper = None
         self._reaper_deadline_ms = None
-        now_ms = self._clock_ms()
+        now_ms = self._clock.now_ms()
         for throttled in self.engine.pop_expired(now_ms):
             channel: Channel = throttled.channel
             channel.unmute()
@@ -287,7 +285,7 @@ class QuotaEnforcer:
 
     # -- connections ---------------------------------------------------------------------
     def on_accept(self, listener: str, ip: str) -> ConnectionDecision:
-        decision = self.engine.on_accept(listener, ip, self._clock_ms())
+        decision = self.engine.on_accept(listener, ip, self._clock.now_ms())
         if not isinstance(decision, Accept):
             key = (listener, _decision_label(decision))
             self.connection_decisions[key] = self.connection_decisions.get(key, 0) + 1
@@ -308,7 +306,7 @@ class QuotaEnforcer:
             log.info("quota %s %s = %s", change.entity, change.key, change.value)
 
     def expire_inactive_sensors(self) -> None:
-        now_ms = self._clock_ms()
+        now_ms = self._clock.now_ms()
         self.engine.expire_inactive_sensors(now_ms)
         idle = [k for k, c in self.throttles.items() if now_ms - c.last_ms > _COUNTER_EXPIRY_MS]
         for key in idle:

@@ -38,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable, ValuesView
 from typing import Final, Protocol
 
+from clock import SYSTEM_CLOCK, Clock
 from collector.core.handler import PushTelemetryHandler
 from collector.core.session import Session
 from collector.telemetry.payload import MetricsDataValidator
@@ -257,7 +258,8 @@ class ClientMetricsManager(PushTelemetryHandler):
         cache_expiry_ms: int = DEFAULT_CACHE_EXPIRY_MS,
         # Kafka's ClientMetricsStats sensors (group client-metrics); None: a private set.
         stats: ClientMetricsStats | None = None,
-        wall_clock_ns: Callable[[], int] = time.time_ns,
+        # Stamps each exported push's context (wall clock); ``now_ms`` is a parameter.
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._subscriptions = subscriptions
         self._exporter = exporter
@@ -271,7 +273,8 @@ class ClientMetricsManager(PushTelemetryHandler):
         self._stats = stats if stats is not None else ClientMetricsStats()
         # Rejects bytes that are not an OTLP MetricsData message (raises DecodeError).
         self._validator = MetricsDataValidator()
-        self._wall_clock_ns = wall_clock_ns
+        # The clock's bound method, read once (one call per exported push).
+        self._time_ns: Callable[[], int] = clock.time_ns
         self._cache = _InstanceCache(cache_max_size, self._evicted)
         # Kafka's clientConnectionIdMap: the connection that last (re)created an instance.
         self._connection_instances: dict[int, uuid.UUID] = {}
@@ -438,25 +441,26 @@ class ClientMetricsManager(PushTelemetryHandler):
             # Both compiled, called directly (the bounded codec, then the OTLP parse).
             payload = decompress(compression_type, metrics, self.telemetry_max_bytes)
             self._validator.validate(payload)
-            # Positional, in TelemetryContext's field order (keywords cost ~0.5 us more).
+            # Keywords cost nothing here: both classes are compiled, and mypyc resolves
+            # them to the same C call as positional arguments.
             context = TelemetryContext(
-                instance.instance_id_str,
-                client_id,
-                session.client_software_name,
-                session.client_software_version,
-                session.client_source_address,
-                session.client_source_port,
-                session.listener_name,
-                session.security_protocol,
-                session.principal,
-                instance.push_interval_ms,
-                terminating,
-                self._wall_clock_ns(),
-                self._node_id,
-                self._cluster_id,
-                instance.subscription_id,
-                compression_type,
-                correlation_id,
+                client_instance_id=instance.instance_id_str,
+                client_id=client_id,
+                client_software_name=session.client_software_name,
+                client_software_version=session.client_software_version,
+                client_source_address=session.client_source_address,
+                client_source_port=session.client_source_port,
+                listener_name=session.listener_name,
+                security_protocol=session.security_protocol,
+                principal=session.principal,
+                push_interval_ms=instance.push_interval_ms,
+                terminating=terminating,
+                received_time_unix_nano=self._time_ns(),
+                node_id=self._node_id,
+                cluster_id=self._cluster_id,
+                subscription_id=instance.subscription_id,
+                compression_type=compression_type,
+                correlation_id=correlation_id,
             )
             result = self._exporter.export(context, payload)
         except TelemetryTooLargeError as exc:

@@ -1,6 +1,6 @@
 """The durable landing log: every accepted push, appended before it is acknowledged.
 
-Writers use ``LandingLog`` (an Exporter); consumers (the OTLP forwarder, the lakehouse
+Writers use ``LandingLog`` (an Exporter), told how with ``LandingOptions``; consumers (the OTLP forwarder, the lakehouse
 ingest) use ``LandingReader`` and keep their place with ``ConsumerPositions``. The format
 is in format.py and docs/landing-log.md.
 """
@@ -15,6 +15,7 @@ from exporters.landing.log import (
     LandingStats,
     RecordTooLarge,
 )
+from exporters.landing.options import LandingOptions
 from exporters.landing.positions import ConsumerPositions, PositionsError, committed_offsets
 from exporters.landing.reader import LandingReader, LandingRecord
 
@@ -25,6 +26,7 @@ __all__ = [
     "LandingLog",
     "LandingLogClosed",
     "LandingLogLocked",
+    "LandingOptions",
     "LandingReader",
     "LandingRecord",
     "LandingStats",

@@ -32,16 +32,15 @@ import fcntl
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
+from clock import SYSTEM_CLOCK, Clock
 from exporters.base import ExportResult
 from exporters.context import TelemetryContext
 from exporters.landing.durability import FsyncPolicy, fsync_directory
 from exporters.landing.format import (
-    DEFAULT_MAX_RECORD_BYTES,
     RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
     ContextEncodingError,
@@ -53,6 +52,7 @@ from exporters.landing.format import (
     encode_segment_header,
     new_sync_marker,
 )
+from exporters.landing.options import LandingOptions
 from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments, segment_path
 from exporters.landing.positions import committed_offsets
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
@@ -69,8 +69,6 @@ __all__ = [
 
 _log = logging.getLogger("exporters.landing")
 
-MIB: Final = 1024 * 1024
-DAY_MS: Final = 24 * 60 * 60 * 1000
 _NS_PER_MS: Final = 1_000_000
 # writev takes at most IOV_MAX (1024 on Linux) buffers; a record uses three.
 _MAX_RECORDS_PER_WRITEV: Final = 300
@@ -112,8 +110,9 @@ class LandingStats:
 class LandingLog:
     """The durable landing log of one collector node (an Exporter).
 
-    ``clock`` returns Unix time in nanoseconds (like ``time.time_ns``); it stamps records
-    and drives age-based rolling. ``housekeeping`` starts a daemon thread that, every
+    ``options`` (:class:`~exporters.landing.options.LandingOptions`) say how it rolls,
+    syncs, retains and writes. ``clock`` stamps records (its wall clock) and paces the
+    housekeeping. ``housekeeping`` starts a daemon thread that, every
     ``fsync_interval_ms`` (1 s when the policy is not ``interval``), fsyncs under the
     ``interval`` policy, rolls an aged idle segment and, every
     ``retention_check_interval_ms``, applies retention. Tests pass ``housekeeping=False``
@@ -123,40 +122,31 @@ class LandingLog:
     def __init__(
         self,
         directory: Path,
+        options: LandingOptions | None = None,
         *,
-        segment_max_bytes: int = 64 * MIB,
-        segment_max_age_ms: int = 10_000,
-        fsync: str | FsyncPolicy = "interval",
-        fsync_interval_ms: int = 1000,
-        retention_ms: int | None = 7 * DAY_MS,
-        retention_bytes: int | None = None,
-        retention_respect_consumers: bool = True,
-        retention_required_consumers: Sequence[str] = (),
-        retention_check_interval_ms: int = 300_000,
-        max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
-        clock: Callable[[], int] = time.time_ns,
+        clock: Clock = SYSTEM_CLOCK,
         housekeeping: bool = True,
-        group_commit: bool = False,
-        write_behind: bool = False,
-        write_behind_max_records: int = 32,
     ) -> None:
-        if segment_max_bytes <= SEGMENT_HEADER_BYTES:
-            raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")
-        if segment_max_age_ms <= 0 or fsync_interval_ms <= 0 or retention_check_interval_ms <= 0:
-            raise ValueError(
-                "segment_max_age_ms, fsync_interval_ms and "
-                "retention_check_interval_ms must be positive"
-            )
-        if not 0 < max_record_bytes <= 2**31:
-            raise ValueError("max_record_bytes must be in 1..2**31")
-        if write_behind_max_records < 1:
-            raise ValueError("write_behind_max_records must be at least 1")
+        if options is None:
+            options = LandingOptions()
+        segment_max_bytes = options.segment_max_bytes
+        segment_max_age_ms = options.segment_max_age_ms
+        fsync = options.fsync
+        fsync_interval_ms = options.fsync_interval_ms
+        retention_ms = options.retention_ms
+        retention_bytes = options.retention_bytes
+        retention_respect_consumers = options.retention_respect_consumers
+        retention_required_consumers = options.retention_required_consumers
+        retention_check_interval_ms = options.retention_check_interval_ms
+        max_record_bytes = options.max_record_bytes
+        group_commit = options.group_commit
+        write_behind = options.write_behind
+        write_behind_max_records = options.write_behind_max_records
+        self.options = options
         self.directory = Path(directory)
         self._segment_max_bytes = segment_max_bytes
         self._segment_max_age_ns = segment_max_age_ms * _NS_PER_MS
         self._policy = FsyncPolicy.parse(fsync)
-        if group_commit and self._policy is not FsyncPolicy.ALWAYS:
-            raise ValueError("group_commit only applies to fsync='always'")
         # fsync inside append (and at a roll) only for plain "always"; with group commit the
         # owner calls sync(), typically from a worker thread, before acknowledging.
         self._fsync_inline = self._policy is FsyncPolicy.ALWAYS and not group_commit
@@ -171,6 +161,8 @@ class LandingLog:
         self._retention_check_interval_ms = retention_check_interval_ms
         self._max_record_bytes = max_record_bytes
         self._clock = clock
+        # The wall clock's bound method, read once (called for every flush and append).
+        self._time_ns: Callable[[], int] = clock.time_ns
         self._write_behind = write_behind
         # How many staged records the owner lets wait for its flush (see needs_flush_now).
         self.write_behind_max_records = write_behind_max_records
@@ -262,7 +254,7 @@ class LandingLog:
         # A full disk fails every push: count each, log at most one line per second.
         with self._lock:
             self._counters["export_failures"] += records
-            now = time.monotonic()
+            now = self._clock.monotonic()
             if now - self._last_failure_log_s < 1.0:
                 return
             self._last_failure_log_s = now
@@ -279,7 +271,7 @@ class LandingLog:
         self._check_record_size(context_json, payload)
         with self._lock:
             self._check_writable()
-            offset = self._stage_locked(context_json, payload, self._clock())
+            offset = self._stage_locked(context_json, payload, self._time_ns())
             self._write_staged_locked()
             if self._fsync_inline:
                 self._fsync_active_locked()
@@ -299,7 +291,7 @@ class LandingLog:
             return []
         with self._lock:
             self._check_writable()
-            now_ns = self._clock()
+            now_ns = self._time_ns()
             offsets = [
                 self._stage_locked(context_json, payload, now_ns)
                 for context_json, payload in encoded
@@ -353,7 +345,7 @@ class LandingLog:
                 # One clock read per flush: a record's append time is when its batch is
                 # handed to the kernel (the records of one socket read share it), not
                 # when it was staged microseconds earlier.
-                now_ns = self._clock()
+                now_ns = self._time_ns()
                 # This runs once per event-loop turn that carried pushes: encode and check
                 # every context first, then stage the batch in one tight loop when it fits
                 # the active segment (the usual case), else record by record with rolls.
@@ -756,7 +748,7 @@ class LandingLog:
             if name.endswith(TEMP_SUFFIX) and not name.startswith("."):
                 # A segment whose creation was interrupted: it never held a record.
                 os.unlink(self.directory / name)
-        self._last_append_ns = self._clock()
+        self._last_append_ns = self._time_ns()
         segments = list_segments(self.directory)
         if not segments:
             self._create_segment_locked(0)
@@ -878,7 +870,7 @@ class LandingLog:
             else min(self._fsync_interval_ms, 1000)
         )
         next_retention_ms = 0
-        while not self._stop.wait(period_ms / 1000):
+        while not self._clock.wait(self._stop, period_ms / 1000):
             if self._broken is not None:
                 continue  # appends already fail with the reason; no log line every tick
             try:
@@ -886,7 +878,7 @@ class LandingLog:
                     with self._lock:
                         target = self._next_offset
                     self._sync_round(target)
-                now_ms = self._clock() // _NS_PER_MS
+                now_ms = self._time_ns() // _NS_PER_MS
                 self.maybe_roll(now_ms)
                 if now_ms >= next_retention_ms:
                     next_retention_ms = now_ms + self._retention_check_interval_ms

@@ -1,6 +1,5 @@
 """OTLP/gRPC forwarding of landed client telemetry (the Collector's ``otlp`` exporter)."""
 
-from exporters.otlp.clock import Clock, SystemClock
 from exporters.otlp.config import OtlpExporterConfig, parse_go_duration
 from exporters.otlp.enrich import (
     RESOURCE_ATTRIBUTES,
@@ -21,7 +20,6 @@ __all__ = [
     "ALWAYS_RETRYABLE_CODES",
     "CONSUMER_NAME",
     "RESOURCE_ATTRIBUTES",
-    "Clock",
     "ExponentialBackoff",
     "ExportAccepted",
     "ForwardStats",
@@ -29,7 +27,6 @@ __all__ = [
     "OtlpForwarder",
     "OtlpGrpcTransport",
     "RpcFailure",
-    "SystemClock",
     "UPSTREAM_RESOURCE_ATTRIBUTES",
     "consumer_name_for",
     "count_data_points",

@@ -39,8 +39,8 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client import CollectorRegistry
 
+from clock import SYSTEM_CLOCK, Clock
 from exporters.landing import ConsumerPositions, LandingReader, LandingRecord
-from exporters.otlp.clock import Clock, SystemClock
 from exporters.otlp.config import OtlpExporterConfig
 from exporters.otlp.enrich import count_data_points, enrich
 from exporters.otlp.metrics import ForwarderMetrics
@@ -177,7 +177,7 @@ class OtlpForwarder:
         landing_dirs: Sequence[Path],
         config: OtlpExporterConfig,
         *,
-        clock: Clock | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         registry: CollectorRegistry | None = None,
         exporter_name: str = "otlp",
         rng: random.Random | None = None,
@@ -186,7 +186,7 @@ class OtlpForwarder:
         commit_interval_s: float = DEFAULT_COMMIT_INTERVAL_S,
     ) -> None:
         self._config = config
-        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._clock = clock
         self._rng = rng if rng is not None else random.Random()
         self._poll_interval_s = poll_interval_s
         self._max_request_bytes = max_request_bytes
@@ -306,7 +306,7 @@ class OtlpForwarder:
 
     def _commit(self, tail: _LogTail, *, force: bool) -> None:
         """Write the delivered position if it moved and the interval passed (or ``force``)."""
-        now_s = self._clock.monotonic_s()
+        now_s = self._clock.monotonic()
         if tail.acked > tail.committed and (
             force or now_s - tail.last_commit_s >= self._commit_interval_s
         ):
@@ -445,7 +445,7 @@ class OtlpForwarder:
         retry = self._config.retry_on_failure
         backoff = ExponentialBackoff(retry, self._rng)
         max_elapsed_s = retry.max_elapsed_time.total_seconds()
-        started_s = self._clock.monotonic_s()
+        started_s = self._clock.monotonic()
         past_max_elapsed = False
         try:
             while not stop.is_set():
@@ -472,7 +472,7 @@ class OtlpForwarder:
                     return _Outcome(0, points, "retry_disabled")
                 self.metrics.retries.inc()
                 delay_s = backoff.next_delay_s()
-                elapsed_s = self._clock.monotonic_s() - started_s
+                elapsed_s = self._clock.monotonic() - started_s
                 if not past_max_elapsed and max_elapsed_s and elapsed_s + delay_s > max_elapsed_s:
                     # Where the Collector gives up.  The landing log still holds the batch,
                     # so keep it and settle into retrying every max_interval.

@@ -10,12 +10,13 @@ import pytest
 from collector_testkit import MemorySubscriptions, make_manager, subscription
 
 from collector.telemetry.client_metrics import ClientMetricsManager
-from exporters.landing import LandingLog
+from exporters.landing import LandingLog, LandingOptions
 
 
 @pytest.fixture
 def landing(tmp_path: Path) -> Iterator[LandingLog]:
-    log = LandingLog(tmp_path / "landing", housekeeping=False)
+    # export() appends at once (no server flushes write-behind records here).
+    log = LandingLog(tmp_path / "landing", LandingOptions(write_behind=False), housekeeping=False)
     yield log
     log.close()
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clock.testing import FakeClock
 from collector_testkit import (
     MemorySubscriptions,
     RecordingChannel,
@@ -25,7 +26,7 @@ from collector.pipeline.dispatch import Dispatcher
 from collector.broker.kafka_apis import KafkaApis
 from collector.pipeline.request_metrics import RequestMetrics
 from collector.pipeline.quotas import QuotaEnforcer
-from exporters.landing import LandingLog, LandingReader
+from exporters.landing import LandingLog, LandingOptions, LandingReader
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.messages import (
     GetTelemetrySubscriptionsRequest,
@@ -54,12 +55,12 @@ class Path_:
     landing: LandingLog
 
 
-def build(name: str, tmp_path: Path, now: list[int]) -> Path_:
+def build(name: str, tmp_path: Path, clock: FakeClock) -> Path_:
     subs = MemorySubscriptions(subscription("producers", "org.apache.kafka.producer.", 1000))
-    landing = LandingLog(tmp_path / name, housekeeping=False)
+    landing = LandingLog(tmp_path / name, LandingOptions(write_behind=False), housekeeping=False)
     ids = iter([INSTANCE])
     manager = make_manager(
-        subs, landing, new_instance_id=lambda: next(ids), wall_clock_ns=lambda: 1
+        subs, landing, new_instance_id=lambda: next(ids), clock=FakeClock(wall_ns=1)
     )
     apis = KafkaApis(manager=manager, node_id=7, cluster_id="test-cluster", advertised={})
     table = apis.table()
@@ -70,18 +71,18 @@ def build(name: str, tmp_path: Path, now: list[int]) -> Path_:
         )
     if name in ("metered", "generic"):
         engine = QuotaEngine.from_config({}, 0)
-        quotas = QuotaEnforcer(engine, lambda: now[0])
+        quotas = QuotaEnforcer(engine, clock=clock)
         quotas.apply_entity_quotas(HIGH_QUOTAS)
     metrics = RequestMetrics()
-    dispatcher = Dispatcher(table, clock_ms=lambda: now[0], quota=quotas, observer=metrics)
+    dispatcher = Dispatcher(table, clock=clock, quota=quotas, observer=metrics)
     return Path_(name, dispatcher, metrics, quotas, landing)
 
 
 @pytest.fixture
-def paths(tmp_path: Path) -> Iterator[tuple[list[int], list[Path_]]]:
-    now = [1_000_000]
-    built = [build(name, tmp_path, now) for name in ("unmetered", "metered", "generic")]
-    yield now, built
+def paths(tmp_path: Path) -> Iterator[tuple[FakeClock, list[Path_]]]:
+    clock = FakeClock(1_000_000)
+    built = [build(name, tmp_path, clock) for name in ("unmetered", "metered", "generic")]
+    yield clock, built
     for path in built:
         path.landing.close()
 
@@ -95,9 +96,9 @@ def frame_of(api_key: int, message: object, correlation_id: int) -> object:
 
 
 async def test_every_push_path_answers_kafkas_ladder_identically(
-    paths: tuple[list[int], list[Path_]],
+    paths: tuple[FakeClock, list[Path_]],
 ) -> None:
-    now, built = paths
+    clock, built = paths
     payload = zstd(otlp_payload("org.apache.kafka.producer.record.send.rate"))
     assert built[0].quotas is None and not built[1].quotas.is_idle()  # type: ignore[union-attr]
     channel = RecordingChannel()
@@ -123,7 +124,7 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
         (1000, PushTelemetryRequest(ZERO, sid, False, 4, payload)),
     ]
     for correlation_id, (advance_ms, request) in enumerate(ladder, start=2):
-        now[0] += advance_ms
+        clock.advance(advance_ms)
         frame = frame_of(ApiKeys.PUSH_TELEMETRY, request, correlation_id)
         for path in built:
             answers[path.name].append(path.dispatcher.handle(frame, channel.session, channel))

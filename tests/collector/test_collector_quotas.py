@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from clock.testing import FakeClock
 from collector_testkit import RecordingChannel, open_connections, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
@@ -374,7 +375,7 @@ async def test_a_response_carries_the_largest_throttle_and_mutes_under_its_quota
     engine.apply_entity_quotas(
         {"clients/both": {"producer_byte_rate": limit, "request_percentage": 10}}
     )
-    enforcer = QuotaEnforcer(engine, lambda: now_ms)
+    enforcer = QuotaEnforcer(engine, clock=FakeClock(now_ms))
     channel = RecordingChannel()
     context = RequestContext(frame, channel.session, now_ms, channel)
     bytes_ms = int((len(frame.raw) / limit - 1) * 1000)

@@ -24,10 +24,10 @@ WRITER = textwrap.dedent(
     import sys
     from pathlib import Path
     from exporters.context import TelemetryContext
-    from exporters.landing import LandingLog
+    from exporters.landing import LandingLog, LandingOptions
 
     directory, fsync = Path(sys.argv[1]), sys.argv[2]
-    log = LandingLog(directory, fsync=fsync, segment_max_bytes=256 * 1024)
+    log = LandingLog(directory, LandingOptions(fsync=fsync, segment_max_bytes=256 * 1024))
     print("ready", log.next_offset, flush=True)
     while True:
         offset = log.next_offset

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from clock.testing import FakeClock
 from exporters.context import TelemetryContext
 from exporters.landing import (
     FsyncPolicy,
     LandingLog,
     LandingLogClosed,
     LandingLogLocked,
+    LandingOptions,
     LandingReader,
     RecordTooLarge,
 )
@@ -36,7 +38,7 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
 
 
 def test_always_fsyncs_before_append_returns(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, fsync="always", housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="always"), housekeeping=False) as log:
         before = log.stats().fsyncs
         log.append(make_context(0), b"a")
         log.append(make_context(1), b"b")
@@ -45,7 +47,7 @@ def test_always_fsyncs_before_append_returns(tmp_path: Path, make_context: MakeC
 
 def test_append_many_is_one_group_commit(tmp_path: Path, make_context: MakeContext) -> None:
     items = [(make_context(i), f"p{i}".encode()) for i in range(700)]  # > one writev
-    with LandingLog(tmp_path, fsync="always", housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="always"), housekeeping=False) as log:
         before = log.stats().fsyncs
         assert log.append_many(items) == list(range(700))
         assert log.stats().fsyncs == before + 1
@@ -55,7 +57,7 @@ def test_append_many_is_one_group_commit(tmp_path: Path, make_context: MakeConte
 
 def test_append_many_rolls_inside_a_batch(tmp_path: Path, make_context: MakeContext) -> None:
     items = [(make_context(i), b"z" * 200) for i in range(40)]
-    with LandingLog(tmp_path, segment_max_bytes=4000, fsync="always", housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=4000, fsync="always"), housekeeping=False) as log:
         log.append_many(items)
         rolled = log.stats().segments_rolled
     segments = LandingReader(tmp_path).segments()
@@ -67,14 +69,14 @@ def test_append_many_rolls_inside_a_batch(tmp_path: Path, make_context: MakeCont
 def test_append_many_checks_every_size_before_writing(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, max_record_bytes=1000, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(max_record_bytes=1000), housekeeping=False) as log:
         with pytest.raises(RecordTooLarge):
             log.append_many([(make_context(0), b"ok"), (make_context(1), b"x" * 1000)])
         assert log.next_offset == 0
 
 
 def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, fsync="never", segment_max_bytes=2000, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False) as log:
         for i in range(20):
             log.append(make_context(i), b"n" * 100)
         assert log.stats().segments_rolled > 0
@@ -84,9 +86,7 @@ def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeCo
 
 
 def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(
-        tmp_path, fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000
-    ) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000)) as log:
         assert log.fsync_policy is FsyncPolicy.INTERVAL
         for i in range(20):
             log.append(make_context(i), b"i" * 100)
@@ -96,12 +96,11 @@ def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeCon
 
 
 def test_housekeeping_rolls_an_idle_aged_segment(tmp_path: Path, make_context: MakeContext) -> None:
-    now_ns = [1_763_700_000_000 * 1_000_000]
-    with LandingLog(
-        tmp_path, fsync_interval_ms=10, segment_max_age_ms=1000, clock=lambda: now_ns[0]
-    ) as log:
+    clock = FakeClock()
+    options = LandingOptions(fsync_interval_ms=10, segment_max_age_ms=1000)
+    with LandingLog(tmp_path, options, clock=clock) as log:
         log.append(make_context(0), b"a")
-        now_ns[0] += 1000 * 1_000_000
+        clock.advance(1000)  # the housekeeper's wait ends, and the segment is a second old
         wait_until(lambda: log.stats().segments_rolled == 1)
     assert [s.sealed for s in LandingReader(tmp_path).segments()] == [True, False]
 
@@ -130,7 +129,8 @@ def test_a_closed_log_refuses_and_reports_through_export(
 def test_an_oversized_record_is_refused_with_a_clear_error(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, max_record_bytes=4096, housekeeping=False) as log:
+    options = LandingOptions(max_record_bytes=4096, write_behind=False)  # export() appends
+    with LandingLog(tmp_path, options, housekeeping=False) as log:
         result = log.export(make_context(0), b"x" * 4096)
         assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
         assert log.next_offset == 0
@@ -139,9 +139,9 @@ def test_an_oversized_record_is_refused_with_a_clear_error(
 
 def test_invalid_options_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="fsync policy 'sometimes'"):
-        LandingLog(tmp_path, fsync="sometimes")
+        LandingLog(tmp_path, LandingOptions(fsync="sometimes"))
     with pytest.raises(ValueError, match="segment_max_bytes"):
-        LandingLog(tmp_path, segment_max_bytes=10)
+        LandingLog(tmp_path, LandingOptions(segment_max_bytes=10))
 
 
 FULL_DISK_WRITER = textwrap.dedent(
@@ -149,12 +149,12 @@ FULL_DISK_WRITER = textwrap.dedent(
     import resource, signal, sys
     from pathlib import Path
     from exporters.context import TelemetryContext
-    from exporters.landing import LandingLog
+    from exporters.landing import LandingLog, LandingOptions
 
     # A file size limit makes writes fail part-way (EFBIG), as a full disk would.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
-    log = LandingLog(Path(sys.argv[1]), housekeeping=False)
+    log = LandingLog(Path(sys.argv[1]), LandingOptions(write_behind=False), housekeeping=False)
     context = TelemetryContext("AAAAAAAAAAAAAAAAAAAAAA", None, "librdkafka", "2.16.0",
         "127.0.0.1", 1, "PLAINTEXT", "PLAINTEXT", "User:ANONYMOUS", 1000, False, 0, 1, "c", 1, 0)
     for i in range(100):
@@ -188,9 +188,7 @@ def test_a_failing_write_loses_nothing_accepted(tmp_path: Path) -> None:
 
 
 def test_group_commit_leaves_the_fsync_to_sync(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(
-        tmp_path, fsync="always", group_commit=True, segment_max_bytes=2000, housekeeping=False
-    ) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="always", group_commit=True, segment_max_bytes=2000), housekeeping=False) as log:
         assert log.durable_offset == 0
         before = log.stats().fsyncs
         for i in range(10):
@@ -209,7 +207,7 @@ def test_group_commit_leaves_the_fsync_to_sync(tmp_path: Path, make_context: Mak
 
 def test_group_commit_only_with_always(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="group_commit"):
-        LandingLog(tmp_path, fsync="interval", group_commit=True)
+        LandingLog(tmp_path, LandingOptions(fsync="interval", group_commit=True))
 
 
 def test_sync_from_another_thread_while_appending(
@@ -219,9 +217,7 @@ def test_sync_from_another_thread_while_appending(
     fsyncs; every sync() returns with at least what was appended before it durable."""
     import threading
 
-    log = LandingLog(
-        tmp_path, fsync="always", group_commit=True, segment_max_bytes=20_000, housekeeping=False
-    )
+    log = LandingLog(tmp_path, LandingOptions(fsync="always", group_commit=True, segment_max_bytes=20_000), housekeeping=False)
     stop = threading.Event()
     violations: list[tuple[int, int]] = []
 
@@ -251,7 +247,7 @@ def test_sync_from_another_thread_while_appending(
 def test_sync_under_never_covers_sealed_segments_too(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, fsync="never", segment_max_bytes=2000, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False) as log:
         for i in range(10):
             log.append(make_context(i), b"n" * 100)
         rolled = log.stats().segments_rolled

@@ -7,13 +7,14 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from exporters.context import TelemetryContext
-from exporters.landing import LandingLog, LandingReader
+from exporters.landing import LandingLog, LandingOptions, LandingReader
 from exporters.landing.format import (
     RECORD_HEADER_BYTES,
     SEGMENT_HEADER_BYTES,
@@ -30,9 +31,9 @@ MakeContext = Callable[..., TelemetryContext]
 
 
 def write_records(
-    directory: Path, make_context: MakeContext, count: int, **options: object
+    directory: Path, make_context: MakeContext, count: int, **options: Any
 ) -> None:
-    with LandingLog(directory, housekeeping=False, **options) as log:  # type: ignore[arg-type]
+    with LandingLog(directory, LandingOptions(**options), housekeeping=False) as log:
         for i in range(count):
             log.append(make_context(i), payload_for(i))
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from exporters.context import TelemetryContext
-from exporters.landing import ConsumerPositions, LandingLog, LandingReader, PositionsError
+from clock.testing import FakeClock
+from exporters.landing import ConsumerPositions, LandingLog, LandingOptions, LandingReader, PositionsError
 from exporters.landing.layout import SegmentInfo
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
 
@@ -72,33 +73,25 @@ def test_retention_is_a_prefix_only() -> None:
     assert segments_to_delete(log, RetentionPolicy(1000, None), NOW_MS, None) == []
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ns = NOW_MS * MS
-
-    def __call__(self) -> int:
-        return self.now_ns
-
-
 def fill(log: LandingLog, clock: FakeClock, make_context: MakeContext, segments: int) -> None:
     """One record per segment, a minute apart."""
     for i in range(segments):
         log.append(make_context(i), b"x" * 100)
-        clock.now_ns += 60_000 * MS
-        log.maybe_roll(clock.now_ns // MS)
+        clock.advance(60_000)
+        log.maybe_roll(clock.time_ns() // MS)
 
 
 def test_retention_on_a_real_log_respects_committed_consumers(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    clock = FakeClock()
-    with LandingLog(tmp_path, retention_ms=150_000, clock=clock, housekeeping=False) as log:
+    clock = FakeClock(wall_ns=NOW_MS * MS)
+    with LandingLog(tmp_path, LandingOptions(retention_ms=150_000), clock=clock, housekeeping=False) as log:
         fill(log, clock, make_context, 6)  # segments 0..5 sealed, 6 active (empty)
         forwarder = ConsumerPositions(tmp_path, "otlp-forwarder")
         ingest = ConsumerPositions(tmp_path, "lakehouse-ingest")
         forwarder.commit(6)
         ingest.commit(2)
-        now_ms = clock.now_ns // MS
+        now_ms = clock.time_ns() // MS
         # Segments 0..3 are older than 150 s, but the ingest has only done offsets 0 and 1.
         assert [s.base_offset for s in log.apply_retention(now_ms)] == [0, 1]
         ingest.commit(6)
@@ -115,33 +108,20 @@ def test_retention_on_a_real_log_respects_committed_consumers(
 def test_a_required_consumer_that_never_committed_protects_everything(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    clock = FakeClock()
-    with LandingLog(
-        tmp_path,
-        retention_ms=0,
-        clock=clock,
-        housekeeping=False,
-        retention_required_consumers=("lakehouse-ingest",),
-    ) as log:
+    clock = FakeClock(wall_ns=NOW_MS * MS)
+    with LandingLog(tmp_path, LandingOptions(retention_ms=0, retention_required_consumers=("lakehouse-ingest",)), clock=clock, housekeeping=False) as log:
         fill(log, clock, make_context, 3)
         ConsumerPositions(tmp_path, "otlp-forwarder").commit(3)
-        assert log.apply_retention(clock.now_ns // MS) == []
+        assert log.apply_retention(clock.time_ns() // MS) == []
         ConsumerPositions(tmp_path, "lakehouse-ingest").commit(1)
-        assert [s.base_offset for s in log.apply_retention(clock.now_ns // MS)] == [0]
+        assert [s.base_offset for s in log.apply_retention(clock.time_ns() // MS)] == [0]
 
 
 def test_retention_by_bytes_on_a_real_log(tmp_path: Path, make_context: MakeContext) -> None:
-    clock = FakeClock()
-    with LandingLog(
-        tmp_path,
-        retention_ms=None,
-        retention_bytes=1,
-        clock=clock,
-        retention_respect_consumers=False,
-        housekeeping=False,
-    ) as log:
+    clock = FakeClock(wall_ns=NOW_MS * MS)
+    with LandingLog(tmp_path, LandingOptions(retention_ms=None, retention_bytes=1, retention_respect_consumers=False), clock=clock, housekeeping=False) as log:
         fill(log, clock, make_context, 4)
-        deleted = log.apply_retention(clock.now_ns // MS)
+        deleted = log.apply_retention(clock.time_ns() // MS)
     assert [s.base_offset for s in deleted] == [0, 1, 2, 3]
     assert [s.base_offset for s in LandingReader(tmp_path).segments()] == [4]
 
@@ -149,15 +129,13 @@ def test_retention_by_bytes_on_a_real_log(tmp_path: Path, make_context: MakeCont
 def test_a_reader_survives_segments_deleted_under_it(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    clock = FakeClock()
-    with LandingLog(
-        tmp_path, retention_ms=0, clock=clock, housekeeping=False, retention_respect_consumers=False
-    ) as log:
+    clock = FakeClock(wall_ns=NOW_MS * MS)
+    with LandingLog(tmp_path, LandingOptions(retention_ms=0, retention_respect_consumers=False), clock=clock, housekeeping=False) as log:
         fill(log, clock, make_context, 5)
         reader = LandingReader(tmp_path)
         records = reader.read(0)
         assert next(records).offset == 0
-        log.apply_retention(clock.now_ns // MS)
+        log.apply_retention(clock.time_ns() // MS)
         # Segment 0 was open (still readable); 1..4 vanished; the reader goes on quietly.
         assert [r.offset for r in records] == []
         log.append(make_context(5), b"y")

@@ -7,6 +7,7 @@ import json
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
-from exporters.landing import ConsumerPositions, LandingLog, LandingReader
+from exporters.landing import ConsumerPositions, LandingLog, LandingOptions, LandingReader
 from exporters.landing.format import (
     ContextEncodingError,
     _constant_parts,
@@ -27,9 +28,10 @@ MakeContext = Callable[..., TelemetryContext]
 MakePayload = Callable[[int], bytes]
 
 
-def new_log(directory: Path, **options: object) -> LandingLog:
-    options.setdefault("housekeeping", False)
-    return LandingLog(directory, **options)  # type: ignore[arg-type]
+def new_log(directory: Path, **options: Any) -> LandingLog:
+    housekeeping = bool(options.pop("housekeeping", False))
+    options.setdefault("write_behind", False)  # export() appends: readable at once
+    return LandingLog(directory, LandingOptions(**options), housekeeping=housekeeping)
 
 
 def test_records_come_back_as_written(

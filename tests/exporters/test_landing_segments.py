@@ -10,29 +10,13 @@ from pathlib import Path
 import pytest
 
 from exporters.context import TelemetryContext
-from exporters.landing import LandingLog, LandingReader
+from clock.testing import FakeClock
+from exporters.landing import LandingLog, LandingOptions, LandingReader
 from exporters.landing.format import RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, encode_context
 from exporters.landing.layout import segment_path
 
 MakeContext = Callable[..., TelemetryContext]
 NS_PER_MS = 1_000_000
-
-
-class FakeClock:
-    """Unix time in ns that moves only when told to."""
-
-    def __init__(self, start_ms: int = 1_763_700_000_000) -> None:
-        self.now_ns = start_ms * NS_PER_MS
-
-    def __call__(self) -> int:
-        return self.now_ns
-
-    @property
-    def now_ms(self) -> int:
-        return self.now_ns // NS_PER_MS
-
-    def advance_ms(self, delta_ms: int) -> None:
-        self.now_ns += delta_ms * NS_PER_MS
 
 
 def record_size(context: TelemetryContext, payload: bytes) -> int:
@@ -45,7 +29,7 @@ def test_rolls_by_size_at_record_boundaries(tmp_path: Path, make_context: MakeCo
     size = record_size(context, payload)
     # Room for exactly three records after the header.
     segment_max_bytes = SEGMENT_HEADER_BYTES + 3 * size
-    with LandingLog(tmp_path, segment_max_bytes=segment_max_bytes, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=segment_max_bytes), housekeeping=False) as log:
         for _ in range(10):
             log.append(context, payload)
         assert log.stats().segments_rolled == 3
@@ -61,7 +45,7 @@ def test_rolls_by_size_at_record_boundaries(tmp_path: Path, make_context: MakeCo
 def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, segment_max_bytes=1000, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=1000), housekeeping=False) as log:
         log.append(make_context(0), b"small")
         log.append(make_context(1), b"x" * 5000)
         log.append(make_context(2), b"small")
@@ -70,39 +54,39 @@ def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(
 
 
 def test_rolls_by_age_with_an_injected_clock(tmp_path: Path, make_context: MakeContext) -> None:
-    clock = FakeClock()
-    with LandingLog(tmp_path, segment_max_age_ms=10_000, clock=clock, housekeeping=False) as log:
-        assert not log.maybe_roll(clock.now_ms + 60_000)  # an empty segment never rolls
+    clock = FakeClock(wall_ns=1_763_700_000_000 * NS_PER_MS)
+    with LandingLog(tmp_path, LandingOptions(segment_max_age_ms=10_000), clock=clock, housekeeping=False) as log:
+        assert not log.maybe_roll(clock.time_ns() // NS_PER_MS + 60_000)  # an empty segment never rolls
         log.append(make_context(0), b"a")
-        clock.advance_ms(9_999)
-        assert not log.maybe_roll(clock.now_ms)
+        clock.advance(9_999)
+        assert not log.maybe_roll(clock.time_ns() // NS_PER_MS)
         log.append(make_context(1), b"b")  # still the same segment
-        clock.advance_ms(1)
-        assert log.maybe_roll(clock.now_ms)  # first record is now 10 s old
-        assert not log.maybe_roll(clock.now_ms)
+        clock.advance(1)
+        assert log.maybe_roll(clock.time_ns() // NS_PER_MS)  # first record is now 10 s old
+        assert not log.maybe_roll(clock.time_ns() // NS_PER_MS)
         log.append(make_context(2), b"c")
-        clock.advance_ms(10_000)
+        clock.advance(10_000)
         log.append(make_context(3), b"d")  # append itself rolls an aged segment
     segments = LandingReader(tmp_path).segments()
     assert [s.base_offset for s in segments] == [0, 2, 3]
     # A sealed segment's mtime is its last record's appended time (retention uses it).
     records = {r.offset: r for r in LandingReader(tmp_path).read(0)}
     assert segments[0].modified_time_unix_nano == records[1].appended_time_unix_nano
-    assert records[3].appended_time_unix_nano == clock.now_ns
+    assert records[3].appended_time_unix_nano == clock.time_ns()
 
 
 def test_age_survives_a_restart(tmp_path: Path, make_context: MakeContext) -> None:
-    clock = FakeClock()
+    clock = FakeClock(wall_ns=1_763_700_000_000 * NS_PER_MS)
     with LandingLog(tmp_path, clock=clock, housekeeping=False) as log:
         log.append(make_context(0), b"a")
-    clock.advance_ms(10_000)
+    clock.advance(10_000)
     with LandingLog(tmp_path, clock=clock, housekeeping=False) as log:
-        assert log.maybe_roll(clock.now_ms)
+        assert log.maybe_roll(clock.time_ns() // NS_PER_MS)
 
 
 @pytest.mark.parametrize("from_offset", [0, 1, 7, 8, 9, 23, 29, 30, 31, 1000])
 def test_reads_from_any_offset(tmp_path: Path, make_context: MakeContext, from_offset: int) -> None:
-    with LandingLog(tmp_path, segment_max_bytes=2500, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=2500), housekeeping=False) as log:
         for i in range(30):
             log.append(make_context(i), i.to_bytes(4, "big") * (i + 1))
     assert len(LandingReader(tmp_path).segments()) > 5
@@ -114,7 +98,7 @@ def test_reads_from_any_offset(tmp_path: Path, make_context: MakeContext, from_o
 
 
 def test_max_records_and_max_bytes(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, segment_max_bytes=2000, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=2000), housekeeping=False) as log:
         for i in range(20):
             log.append(make_context(i), b"x" * 100)
     reader = LandingReader(tmp_path)
@@ -144,7 +128,7 @@ def test_reading_inside_a_large_segment_uses_the_sparse_index(
 def test_end_offset(tmp_path: Path, make_context: MakeContext) -> None:
     reader = LandingReader(tmp_path)
     assert reader.end_offset() == 0
-    with LandingLog(tmp_path, segment_max_bytes=1500, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=1500), housekeeping=False) as log:
         assert reader.end_offset() == 0
         for i in range(7):
             log.append(make_context(i), b"x" * 300)
@@ -156,7 +140,7 @@ def test_reader_tails_a_writer_in_another_thread(tmp_path: Path, make_context: M
     order, intact, and never raises on a record caught half written."""
     total = 3000
     contexts = [make_context(i) for i in range(50)]
-    log = LandingLog(tmp_path, segment_max_bytes=64 * 1024, fsync="never", housekeeping=False)
+    log = LandingLog(tmp_path, LandingOptions(segment_max_bytes=64 * 1024, fsync="never"), housekeeping=False)
     done = threading.Event()
 
     def write() -> None:

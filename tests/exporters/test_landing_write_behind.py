@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from exporters.context import TelemetryContext
-from exporters.landing import LandingError, LandingLog, LandingReader
+from exporters.landing import LandingError, LandingLog, LandingOptions, LandingReader
 
 MakeContext = Callable[..., TelemetryContext]
 
@@ -27,7 +27,7 @@ def read_all(directory: Path) -> list[tuple[int, int, bytes]]:
 def test_staged_records_are_written_by_flush_only(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True), housekeeping=False) as log:
         for i in range(5):
             assert log.export(make_context(i), b"p%d" % i).ok
         assert log.needs_flush and log.next_offset == 0
@@ -40,7 +40,7 @@ def test_staged_records_are_written_by_flush_only(
 
 
 def test_append_writes_what_was_staged_first(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True), housekeeping=False) as log:
         log.stage(make_context(0), b"staged")
         assert log.append(make_context(1), b"appended") == 1
         assert not log.needs_flush
@@ -50,7 +50,7 @@ def test_append_writes_what_was_staged_first(tmp_path: Path, make_context: MakeC
 def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=1500) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True, segment_max_bytes=1500), housekeeping=False) as log:
         for i in range(20):
             log.stage(make_context(i), bytes([i]) * 300)
         log.flush()
@@ -61,7 +61,7 @@ def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(
 
 
 def test_close_writes_staged_records(tmp_path: Path, make_context: MakeContext) -> None:
-    log = LandingLog(tmp_path, write_behind=True, housekeeping=False)
+    log = LandingLog(tmp_path, LandingOptions(write_behind=True), housekeeping=False)
     log.stage(make_context(7), b"last")
     log.close()
     assert read_all(tmp_path) == [(0, 7, b"last")]
@@ -74,7 +74,7 @@ def _failing_writev(fd: int, buffers: object) -> int:
 def test_a_failed_flush_raises_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True), housekeeping=False) as log:
         for i in range(3):
             log.stage(make_context(i), b"lost")
         with monkeypatch.context() as patch:
@@ -94,7 +94,7 @@ def test_a_roll_failing_inside_flush_fails_the_whole_batch(
 ) -> None:
     # The second record does not fit the segment: flushing rolls, which first writes the
     # first record. That write fails: no record of the batch may be acknowledged.
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False, segment_max_bytes=800) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True, segment_max_bytes=800), housekeeping=False) as log:
         log.stage(make_context(0), b"a" * 300)
         log.stage(make_context(1), b"b" * 300)
         log.stage(make_context(2), b"c" * 10)
@@ -111,7 +111,7 @@ def test_a_roll_failing_inside_flush_fails_the_whole_batch(
 def test_an_oversized_payload_fails_its_own_export_only(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False, max_record_bytes=4096) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True, max_record_bytes=4096), housekeeping=False) as log:
         assert log.export(make_context(0), b"ok").ok
         result = log.export(make_context(1), b"x" * 5000)
         assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
@@ -125,7 +125,7 @@ def test_a_batch_larger_than_one_writev_lands_whole_and_checksummed(
 ) -> None:
     # The batch fits the segment, so flush stages it in its inlined loop (one writev per
     # 300 records); the reader checks every record's CRC and sync marker.
-    with LandingLog(tmp_path, write_behind=True, housekeeping=False) as log:
+    with LandingLog(tmp_path, LandingOptions(write_behind=True), housekeeping=False) as log:
         log.stage(make_context(10_000), b"staged before")  # an earlier batch, already staged
         log.flush()
         for i in range(records):
@@ -143,10 +143,8 @@ def test_a_batch_larger_than_one_writev_lands_whole_and_checksummed(
 
 def test_the_flush_bound_counts_staged_records(tmp_path: Path, make_context: MakeContext) -> None:
     with pytest.raises(ValueError, match="write_behind_max_records"):
-        LandingLog(tmp_path, write_behind=True, housekeeping=False, write_behind_max_records=0)
-    with LandingLog(
-        tmp_path, write_behind=True, housekeeping=False, write_behind_max_records=3
-    ) as log:
+        LandingLog(tmp_path, LandingOptions(write_behind=True, write_behind_max_records=0), housekeeping=False)
+    with LandingLog(tmp_path, LandingOptions(write_behind=True, write_behind_max_records=3), housekeeping=False) as log:
         for i in range(3):
             assert not log.needs_flush_now
             assert log.export(make_context(i), b"p").ok

@@ -30,7 +30,8 @@ from otlp_receiver import (
 from prometheus_client import CollectorRegistry
 
 from exporters.context import TelemetryContext
-from exporters.landing import ConsumerPositions, LandingLog
+from clock.testing import FakeClock
+from exporters.landing import ConsumerPositions, LandingLog, LandingOptions
 from exporters.otlp import (
     CONSUMER_NAME,
     ForwardStats,
@@ -42,16 +43,12 @@ from exporters.otlp import (
 POINTS_PER_PUSH = 3  # sample_metrics_data(gauges=2): two gauge points and one sum point
 
 
-class StepClock:
+class StepClock(FakeClock):
     """A clock whose waits take no time: each wait is recorded, then time jumps ahead."""
 
     def __init__(self) -> None:
-        self.now_s = 1_000.0
-        self.waits_s: list[float] = []
+        super().__init__(1_000_000)
         self.on_wait: Callable[[float], None] | None = None
-
-    def monotonic_s(self) -> float:
-        return self.now_s
 
     def time_ns(self) -> int:
         return time.time_ns()  # compared with the landing log's wall-clock append times
@@ -60,11 +57,11 @@ class StepClock:
         self.waits_s.append(timeout_s)
         if self.on_wait is not None:
             self.on_wait(timeout_s)
-        self.now_s += timeout_s
+        self.advance(timeout_s * 1000)
         return stop.is_set()
 
 
-class FastForwardClock:
+class FastForwardClock(FakeClock):
     """Time that moves only when the forwarder waits: a wait jumps it ahead by the whole
     timeout but takes at most ``_REAL_PAUSE_S`` of real time, so a forwarder thread goes
     through a 200 ms max_elapsed_time in a few milliseconds, without spinning a core."""
@@ -72,38 +69,30 @@ class FastForwardClock:
     _REAL_PAUSE_S = 0.001
 
     def __init__(self) -> None:
-        self.now_s = 1_000.0  # read and advanced by the one consumer thread only
-
-    def monotonic_s(self) -> float:
-        return self.now_s
+        super().__init__(1_000_000)  # read and advanced by the one consumer thread only
 
     def time_ns(self) -> int:
         return time.time_ns()  # compared with the landing log's wall-clock append times
 
     def wait(self, stop: threading.Event, timeout_s: float) -> bool:
-        self.now_s += timeout_s
+        self.advance(timeout_s * 1000)
         return stop.wait(min(timeout_s, self._REAL_PAUSE_S))
 
 
-class StandstillClock:
+class StandstillClock(FakeClock):
     """Time that never moves: a wait ends only when ``stop`` is set.  ``wait_began`` tells
     the test the forwarder is waiting (without guessing how long that takes to happen)."""
 
     def __init__(self) -> None:
-        self.now_s = 1_000.0
-        self.waits_s: list[float] = []
+        super().__init__(1_000_000)
         self.wait_began = threading.Event()
-
-    def monotonic_s(self) -> float:
-        return self.now_s
 
     def time_ns(self) -> int:
         return time.time_ns()
 
     def wait(self, stop: threading.Event, timeout_s: float) -> bool:
-        self.waits_s.append(timeout_s)
         self.wait_began.set()
-        return stop.wait()
+        return super().wait(stop, timeout_s)  # nothing advances it: only ``stop`` ends it
 
 
 @pytest.fixture
@@ -118,7 +107,7 @@ def landing_dir(tmp_path: Path) -> Path:
 
 
 def land(directory: Path, pushes: list[tuple[TelemetryContext, bytes]]) -> None:
-    with LandingLog(directory, fsync="never", housekeeping=False) as log:
+    with LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False) as log:
         for context, payload in pushes:
             log.append(context, payload)
 
@@ -454,7 +443,7 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
 ) -> None:
     cfg = config(receiver.target, retry_on_failure={
         "initial_interval": "20ms", "max_interval": "100ms", "max_elapsed_time": "200ms"})
-    log = LandingLog(landing_dir, fsync="never", housekeeping=False)
+    log = LandingLog(landing_dir, LandingOptions(fsync="never"), housekeeping=False)
     registry = CollectorRegistry()
     fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry,
                     commit_interval_s=0.01, clock=FastForwardClock())

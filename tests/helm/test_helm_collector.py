@@ -30,7 +30,7 @@ from ktc_chart import (
 
 from collector.app.config import CollectorConfig, load_config
 from collector.net.listeners import EndPoint, parse_listeners, parse_security_protocol_map
-from exporters.landing import LandingLog
+from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
 from subscriptions.quotas import QuotaEntity
 from subscriptions.store import ConfigStore
@@ -163,8 +163,9 @@ def test_scenario_config_loads_in_the_collector(
         assert str(config.data_dir) == values.get("dataDir", "/var/lib/ktc")
         if config.exporters_otlp is not None:
             OtlpExporterConfig.model_validate(config.exporters_otlp)
-    # `landing` becomes LandingLog keyword arguments at start-up: they must be accepted.
-    LandingLog(tmp_path / "landing", housekeeping=False, **config.landing).close()
+    # `landing` becomes the landing log's options at start-up: they must be accepted.
+    options = LandingOptions.from_mapping(config.landing)
+    LandingLog(tmp_path / "landing", options, housekeeping=False).close()
     # Extra KTC_ variables are config overrides too: they were part of what just loaded.
     environment = pod_environment(find(docs, "StatefulSet"), 0)
     for entry in values.get("extraEnvs", []):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from exporters.lakehouse.session import LakehouseConfig, open_session
-from exporters.landing import LandingLog
+from exporters.landing import LandingLog, LandingOptions
 
 # Two cores in CI: one task thread, one shuffle partition, no UI.
 SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
@@ -41,7 +41,7 @@ def lake_config(spark_lake: tuple[object, Path], request: pytest.FixtureRequest)
 
 def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[int]:
     """Append (context, payload) pairs with the real landing log; returns the offsets."""
-    log = LandingLog(directory, fsync="never", housekeeping=False)
+    log = LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False)
     try:
         return [log.append(context, payload) for context, payload in pushes]
     finally:

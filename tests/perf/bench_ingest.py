@@ -28,7 +28,7 @@ from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.flatten import PointRowsBuilder
 from exporters.lakehouse.ingest import IngestJob, IngestSettings, load
 from exporters.lakehouse.session import LakehouseConfig, open_session
-from exporters.landing import LandingLog, LandingReader
+from exporters.landing import LandingLog, LandingOptions, LandingReader
 
 PRODUCER_METRICS = (
     "org.apache.kafka.producer.connection.creation.rate",
@@ -101,7 +101,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ktc-bench-ingest-"))
     try:
         landing = root / "landing" / "node-1"
-        log = LandingLog(landing, fsync="never", housekeeping=False)
+        log = LandingLog(landing, LandingOptions(fsync="never"), housekeeping=False)
         for seq in range(args.pushes):
             log.append(context(seq), librdkafka_like_push(seq))
         log.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from exporters.context import TelemetryContext
-from exporters.landing import LandingLog, LandingReader
+from exporters.landing import LandingLog, LandingOptions, LandingReader
 from exporters.landing.format import encode_context, encode_record_head
 
 
@@ -81,12 +81,7 @@ def landing(
     directory: Path, fsync: str, contexts: list[TelemetryContext], payload: bytes, batch: int
 ) -> float:
     group_commit = fsync == "group"
-    with LandingLog(
-        directory,
-        fsync="always" if group_commit else fsync,
-        group_commit=group_commit,
-        segment_max_bytes=64 << 20,
-    ) as log:
+    with LandingLog(directory, LandingOptions(fsync="always" if group_commit else fsync, group_commit=group_commit, segment_max_bytes=64 << 20)) as log:
         if group_commit:
             # The collector's way: append each push, sync() once per read of requests.
             def run() -> None:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
 
 from otlp_receiver import OtlpReceiver, sample_context, sample_metrics_data
 
-from exporters.landing import LandingLog
+from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp import OtlpExporterConfig, OtlpForwarder
 from exporters.otlp.transport import EXPORT_METHOD
 
@@ -71,7 +71,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp, OtlpReceiver() as receiver:
         directory = Path(tmp) / "landing" / "node-1"
-        with LandingLog(directory, fsync="never", housekeeping=False) as log:
+        with LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False) as log:
             context = sample_context()
             for _ in range(args.records):
                 log.append(context, PUSH)

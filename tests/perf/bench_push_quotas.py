@@ -111,6 +111,7 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     import time
     import uuid
 
+    from clock.testing import FakeClock
     from collector_testkit import RecordingChannel
     from loadgen import producer_payload
 
@@ -139,7 +140,7 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
         )
         if quotas:
             engine.apply_entity_quotas(ENTITY_QUOTAS)
-        enforcer = QuotaEnforcer(engine, lambda: 0)  # the clock is only read to throttle
+        enforcer = QuotaEnforcer(engine, clock=FakeClock())  # only read to throttle
         channel = RecordingChannel()
         contexts = [RequestContext(frame, channel.session, now_ms, channel) for frame in frames]
         started = time.perf_counter()

@@ -74,9 +74,10 @@ async def measure(
 ) -> dict[str, float]:
     from collector.app.config import load_config
     from collector.app.server import CollectorServer
+    from clock.testing import FakeClock
     from subscriptions.store import ConfigStore
 
-    now_ms = [0]
+    clock = FakeClock()
     with tempfile.TemporaryDirectory(prefix="ktc-profile-") as tmp:
         data_dir = Path(tmp)
         store = ConfigStore(data_dir)
@@ -99,7 +100,7 @@ async def measure(
                 "data.dir": str(data_dir),
             },
         )
-        server = CollectorServer(config, clock_ms=lambda: now_ms[0])
+        server = CollectorServer(config, clock=clock)
         await server.start()
         try:
             full = server._new_connection(next(iter(server.bound.values())))
@@ -150,7 +151,7 @@ async def measure(
 
             samples: dict[str, list[float]] = {"full": [], "baseline": []}
             for _ in range(rounds):
-                now_ms[0] += INTERVAL_MS  # every instance is due again
+                clock.advance(INTERVAL_MS)  # every instance is due again
                 started = time.process_time()
                 for turn in turns:
                     for read in turn:

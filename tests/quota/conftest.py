@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from quota import ManualClock, Metrics
+from clock.testing import FakeClock
+from quota import Metrics
 
 START_MS = 1_700_000_000_000
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(START_MS)
+def clock() -> FakeClock:
+    return FakeClock(START_MS)
 
 
 @pytest.fixture

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from clock.testing import FakeClock
 from quota import (
     DEFAULT,
     ClientQuotaEntity,
     ClientQuotaManager,
     ClientQuotaManagerConfig,
     ClientRequestQuotaManager,
-    ManualClock,
     MetricName,
     Metrics,
     Quota,
@@ -26,18 +26,18 @@ SECOND_MS = 1000
 
 def make_manager(
     metrics: Metrics,
-    clock: ManualClock,
+    clock: FakeClock,
     config: ClientQuotaManagerConfig = CONFIG,
     quota_type: QuotaType = QuotaType.PRODUCE,
 ) -> ClientQuotaManager:
-    return ClientQuotaManager(config, metrics, quota_type, clock.milliseconds())
+    return ClientQuotaManager(config, metrics, quota_type, clock.now_ms())
 
 
 def maybe_record(
-    manager: ClientQuotaManager, clock: ManualClock, user: str, client_id: str, value: float
+    manager: ClientQuotaManager, clock: FakeClock, user: str, client_id: str, value: float
 ) -> int:
     return manager.maybe_record_and_get_throttle_time_ms(
-        user, client_id, value, clock.milliseconds()
+        user, client_id, value, clock.now_ms()
     )
 
 
@@ -79,7 +79,7 @@ PARSING_CASES = {
 
 
 @pytest.mark.parametrize("case", list(PARSING_CASES))
-def test_quota_parsing(metrics: Metrics, clock: ManualClock, case: str) -> None:
+def test_quota_parsing(metrics: Metrics, clock: FakeClock, case: str) -> None:
     entity1, client1, entity2, client2, random_client, default_entity = PARSING_CASES[case]
     manager = make_manager(metrics, clock)
     samples = CONFIG.num_quota_samples
@@ -115,7 +115,7 @@ def test_quota_parsing(metrics: Metrics, clock: ManualClock, case: str) -> None:
 
 def check_quota(
     manager: ClientQuotaManager,
-    clock: ManualClock,
+    clock: FakeClock,
     user: str,
     client_id: str,
     expected_bound: float,
@@ -123,7 +123,7 @@ def check_quota(
     expect_throttle: bool,
 ) -> None:
     assert manager.quota(user, client_id).bound == expected_bound
-    max_value = manager.max_value_in_quota_window(user, client_id, clock.milliseconds())
+    max_value = manager.max_value_in_quota_window(user, client_id, clock.now_ms())
     if expected_bound < UNLIMITED:
         expected_max = (
             CONFIG.quota_window_size_seconds * (CONFIG.num_quota_samples - 1) * expected_bound
@@ -138,7 +138,7 @@ def check_quota(
         assert throttle_ms == 0, (user, client_id)
 
 
-def test_quota_config_precedence(metrics: Metrics, clock: ManualClock) -> None:
+def test_quota_config_precedence(metrics: Metrics, clock: FakeClock) -> None:
     m = make_manager(metrics, clock)
 
     def q(user: object, client_id: object, bound: float | None) -> None:
@@ -211,7 +211,7 @@ def test_quota_config_precedence(metrics: Metrics, clock: ManualClock) -> None:
     ids=["default-user", "user", "user-client"],
 )
 def test_set_and_remove_quota(
-    metrics: Metrics, clock: ManualClock, entity: ClientQuotaEntity
+    metrics: Metrics, clock: FakeClock, entity: ClientQuotaEntity
 ) -> None:
     manager = make_manager(metrics, clock)
     check_quota(manager, clock, "userA", "client1", UNLIMITED, 1000, False)
@@ -223,7 +223,7 @@ def test_set_and_remove_quota(
 
 
 def test_max_value_in_quota_window_with_non_default_window(
-    metrics: Metrics, clock: ManualClock
+    metrics: Metrics, clock: FakeClock
 ) -> None:
     full_windows = 3
     manager = make_manager(
@@ -232,12 +232,12 @@ def test_max_value_in_quota_window_with_non_default_window(
         ClientQuotaManagerConfig(num_quota_samples=full_windows + 1),
         QuotaType.FETCH,
     )
-    assert manager.max_value_in_quota_window("userA", "client1", clock.milliseconds()) == float(
+    assert manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == float(
         "inf"
     )
     manager.update_quota(ClientQuotaEntity(DEFAULT, None), Quota.upper_bound(10))
     assert (
-        manager.max_value_in_quota_window("userA", "client1", clock.milliseconds())
+        manager.max_value_in_quota_window("userA", "client1", clock.now_ms())
         == 10 * full_windows
     )
 
@@ -245,18 +245,18 @@ def test_max_value_in_quota_window_with_non_default_window(
 # -- testQuotaViolation -----------------------------------------------------------------------
 
 
-def test_quota_violation_and_delay_queue(metrics: Metrics, clock: ManualClock) -> None:
+def test_quota_violation_and_delay_queue(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     quota_bytes_per_s = 500
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(quota_bytes_per_s))
     for _ in range(10):  # 400 B/s for ten seconds: under the quota
         assert maybe_record(manager, clock, "ANONYMOUS", "unknown", 400) == 0
-        clock.sleep(SECOND_MS)
+        clock.advance(SECOND_MS)
     assert queue_size(metrics, "Produce") == 0
 
     # A spike half-way into the 11th window: (400·10 + 2300) / 10.5 s = 600 B/s, and
     # X = (600 - 500) / 500 · 10.5 s = 2100 ms.
-    clock.sleep(500)
+    clock.advance(500)
     spike = 2300
     observed = (400 * 10 + spike) / 10.5
     expected_ms = round((observed - quota_bytes_per_s) / quota_bytes_per_s * 10_500)
@@ -264,37 +264,37 @@ def test_quota_violation_and_delay_queue(metrics: Metrics, clock: ManualClock) -
     assert throttle_ms == expected_ms == 2100
 
     channel = object()
-    manager.throttle("ANONYMOUS", "unknown", channel, throttle_ms, clock.milliseconds())
+    manager.throttle("ANONYMOUS", "unknown", channel, throttle_ms, clock.now_ms())
     assert queue_size(metrics, "Produce") == 1
-    assert manager.queue.pop_expired(clock.milliseconds()) == []  # not before the delay
-    clock.sleep(throttle_ms)
-    (expired,) = manager.queue.pop_expired(clock.milliseconds())
+    assert manager.queue.pop_expired(clock.now_ms()) == []  # not before the delay
+    clock.advance(throttle_ms)
+    (expired,) = manager.queue.pop_expired(clock.now_ms())
     assert expired.channel is channel and expired.throttle_time_ms == throttle_ms
     assert queue_size(metrics, "Produce") == 0
 
     # The burst keeps throttling until its sample has rolled out of the window.
     for _ in range(10):
         maybe_record(manager, clock, "ANONYMOUS", "unknown", 400)
-        clock.sleep(SECOND_MS)
+        clock.advance(SECOND_MS)
     assert maybe_record(manager, clock, "ANONYMOUS", "unknown", 0) == 0
 
 
-def test_throttle_records_the_throttle_time_sensor(metrics: Metrics, clock: ManualClock) -> None:
+def test_throttle_records_the_throttle_time_sensor(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     for throttle_ms in (100, 300):
-        manager.throttle("ANONYMOUS", "c1", object(), throttle_ms, clock.milliseconds())
+        manager.throttle("ANONYMOUS", "c1", object(), throttle_ms, clock.now_ms())
     metric = metrics.metric(
         MetricName("throttle-time", "Produce", (("user", ""), ("client-id", "c1")))
     )
     assert metric is not None
-    assert metric.measurable_value(clock.milliseconds()) == 200  # Avg of 100 and 300
+    assert metric.measurable_value(clock.now_ms()) == 200  # Avg of 100 and 300
 
 
 # -- sensors: fast path, expiry, re-creation --------------------------------------------------
 
 
-def test_no_quota_means_no_sensor_work(metrics: Metrics, clock: ManualClock) -> None:
+def test_no_quota_means_no_sensor_work(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     sensors_before = set(metrics.sensors)
     assert maybe_record(manager, clock, "alice", "app", 10**12) == 0
@@ -306,7 +306,7 @@ def test_no_quota_means_no_sensor_work(metrics: Metrics, clock: ManualClock) -> 
     [("ProduceThrottleTime-:client1",), ("ProduceThrottleTime-:client1", "Produce-:client1")],
 )
 def test_removed_sensors_are_recreated(
-    metrics: Metrics, clock: ManualClock, removed: tuple[str, ...]
+    metrics: Metrics, clock: FakeClock, removed: tuple[str, ...]
 ) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
@@ -318,15 +318,15 @@ def test_removed_sensors_are_recreated(
     assert metrics.get_sensor("Produce-:client1") is not None
 
 
-def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: ManualClock) -> None:
+def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     maybe_record(manager, clock, "ANONYMOUS", "idle", 100)
     hour_ms = 3600 * SECOND_MS
-    clock.sleep(hour_ms)
-    assert metrics.expire_inactive_sensors(clock.milliseconds()) == []  # exactly an hour: kept
-    clock.sleep(1)
-    assert set(metrics.expire_inactive_sensors(clock.milliseconds())) == {
+    clock.advance(hour_ms)
+    assert metrics.expire_inactive_sensors(clock.now_ms()) == []  # exactly an hour: kept
+    clock.advance(1)
+    assert set(metrics.expire_inactive_sensors(clock.now_ms())) == {
         "Produce-:idle",
         "ProduceThrottleTime-:idle",
     }
@@ -338,17 +338,17 @@ def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: Man
 # -- dynamic limits keep usage ----------------------------------------------------------------
 
 
-def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: ManualClock) -> None:
+def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     entity = ClientQuotaEntity(None, "app")
     manager.update_quota(entity, Quota.upper_bound(1000))
     recorded = 5000  # over the padded 10 s window: 500 B/s, under 1000
     assert maybe_record(manager, clock, "u", "app", recorded) == 0
-    clock.sleep(400)  # mid-window
+    clock.advance(400)  # mid-window
     manager.update_quota(entity, Quota.upper_bound(250))
     rate = metrics.metric(MetricName("byte-rate", "Produce", (("user", ""), ("client-id", "app"))))
     assert rate is not None
-    assert rate.measurable_value(clock.milliseconds()) == pytest.approx(recorded / 10.4)
+    assert rate.measurable_value(clock.now_ms()) == pytest.approx(recorded / 10.4)
     # The usage recorded before the change now violates the lower limit:
     # X = (5000 / 10.4 - 250) / 250 · 10.4 s = 9600 ms.
     assert maybe_record(manager, clock, "u", "app", 0) == round(
@@ -356,11 +356,11 @@ def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: M
     )
 
 
-def test_unrecord_takes_a_throttled_fetch_back(metrics: Metrics, clock: ManualClock) -> None:
+def test_unrecord_takes_a_throttled_fetch_back(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock, quota_type=QuotaType.FETCH)
     manager.update_quota(ClientQuotaEntity(None, "c"), Quota.upper_bound(100))
     assert maybe_record(manager, clock, "u", "c", 5000) > 0
-    manager.unrecord("u", "c", 5000, clock.milliseconds())
+    manager.unrecord("u", "c", 5000, clock.now_ms())
     assert maybe_record(manager, clock, "u", "c", 0) == 0
 
 
@@ -371,8 +371,8 @@ def millis_to_percent(millis: float) -> float:
     return millis * 1_000_000 * NANOS_TO_PERCENTAGE_PER_SECOND
 
 
-def test_request_percentage_quota_violation(metrics: Metrics, clock: ManualClock) -> None:
-    manager = ClientRequestQuotaManager(CONFIG, metrics, clock.milliseconds())
+def test_request_percentage_quota_violation(metrics: Metrics, clock: FakeClock) -> None:
+    manager = ClientRequestQuotaManager(CONFIG, metrics, clock.now_ms())
     manager.update_quota(
         ClientQuotaEntity("ANONYMOUS", "test-client"), Quota.upper_bound(1)
     )  # 10 ms/s
@@ -382,21 +382,21 @@ def test_request_percentage_quota_violation(metrics: Metrics, clock: ManualClock
 
     for _ in range(10):
         assert record(4) == 0
-        clock.sleep(SECOND_MS)
+        clock.advance(SECOND_MS)
     assert queue_size(metrics, "Request") == 0
 
     # (4·10 + 67.1) ms / 10.5 s = 10.2 ms per s; X = (10.2 - 10) / 10 · 10.5 s = 210 ms
-    clock.sleep(500)
+    clock.advance(500)
     throttle_ms = record(67.1)
     assert throttle_ms == 210
-    manager.throttle("ANONYMOUS", "test-client", object(), throttle_ms, clock.milliseconds())
+    manager.throttle("ANONYMOUS", "test-client", object(), throttle_ms, clock.now_ms())
     assert queue_size(metrics, "Request") == 1
-    clock.sleep(throttle_ms)
-    assert len(manager.queue.pop_expired(clock.milliseconds())) == 1
+    clock.advance(throttle_ms)
+    assert len(manager.queue.pop_expired(clock.now_ms())) == 1
 
     for _ in range(11):
         record(4)
-        clock.sleep(SECOND_MS)
+        clock.advance(SECOND_MS)
     assert record(0) == 0
 
     # A single 500 ms request would need 40 s; the request quota never holds longer than one
@@ -404,25 +404,25 @@ def test_request_percentage_quota_violation(metrics: Metrics, clock: ManualClock
     window_ms = CONFIG.quota_window_size_seconds * SECOND_MS
     assert record(500) == window_ms
     for _ in range(10):
-        clock.sleep(SECOND_MS)
+        clock.advance(SECOND_MS)
         assert record(0) == window_ms
-    clock.sleep(SECOND_MS)
+    clock.advance(SECOND_MS)
     assert record(0) == 0
 
 
 def test_request_time_is_recorded_in_nanoseconds_and_network_time_unchecked(
-    metrics: Metrics, clock: ManualClock
+    metrics: Metrics, clock: FakeClock
 ) -> None:
-    manager = ClientRequestQuotaManager(CONFIG, metrics, clock.milliseconds())
+    manager = ClientRequestQuotaManager(CONFIG, metrics, clock.now_ms())
     manager.update_quota(ClientQuotaEntity(None, "c"), Quota.upper_bound(1))
     ten_ms_ns = 10_000_000
-    assert manager.maybe_record_request_time_ns("u", "c", ten_ms_ns, clock.milliseconds()) == 0
-    manager.record_network_thread_time_ns("u", "c", 200 * ten_ms_ns, clock.milliseconds())
-    assert manager.maybe_record_request_time_ns("u", "c", 0, clock.milliseconds()) == 1000
-    manager.maybe_record_exempt_ns(ten_ms_ns, clock.milliseconds())
+    assert manager.maybe_record_request_time_ns("u", "c", ten_ms_ns, clock.now_ms()) == 0
+    manager.record_network_thread_time_ns("u", "c", 200 * ten_ms_ns, clock.now_ms())
+    assert manager.maybe_record_request_time_ns("u", "c", 0, clock.now_ms()) == 1000
+    manager.maybe_record_exempt_ns(ten_ms_ns, clock.now_ms())
     exempt = metrics.metric(MetricName("exempt-request-time", "Request"))
     assert exempt is not None
     # The exempt sensor has the registry's default config (2 samples of 30 s, as Kafka's
     # metrics.num.samples / metrics.sample.window.ms): 1 % over the padded 30 s window.
     default_window_s = metrics.default_config.time_window_ms / SECOND_MS
-    assert exempt.measurable_value(clock.milliseconds()) == pytest.approx(1.0 / default_window_s)
+    assert exempt.measurable_value(clock.now_ms()) == pytest.approx(1.0 / default_window_s)

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from clock.testing import FakeClock
 from quota import (
     ACCEPT,
     WAIT_FOR_SLOT,
     ConnectionQuotaConfig,
     ConnectionQuotas,
     Delay,
-    ManualClock,
     MetricName,
     Metrics,
     QuotaConfigError,
@@ -31,25 +31,25 @@ KNOWN_HOST, UNKNOWN_HOST = "192.168.10.0", "192.168.2.0"
 NUM_QUOTA_SAMPLES, WINDOW_S = 2, 1
 
 
-def make_quotas(metrics: Metrics, clock: ManualClock, **limits: object) -> ConnectionQuotas:
+def make_quotas(metrics: Metrics, clock: FakeClock, **limits: object) -> ConnectionQuotas:
     config = ConnectionQuotaConfig(
         protected_listener=REPLICATION,
         num_quota_samples=NUM_QUOTA_SAMPLES,
         quota_window_size_seconds=WINDOW_S,
         **limits,  # type: ignore[arg-type]
     )
-    quotas = ConnectionQuotas(config, metrics, clock.milliseconds())
+    quotas = ConnectionQuotas(config, metrics, clock.now_ms())
     for listener in LISTENER_IPS:
-        quotas.add_listener(listener, clock.milliseconds())
+        quotas.add_listener(listener, clock.now_ms())
     return quotas
 
 
 def accept(
-    quotas: ConnectionQuotas, clock: ManualClock, listener: str, count: int, ip: str | None = None
+    quotas: ConnectionQuotas, clock: FakeClock, listener: str, count: int, ip: str | None = None
 ) -> None:
     """``count`` connections that must each be accepted immediately."""
     for _ in range(count):
-        assert quotas.inc(listener, ip or LISTENER_IPS[listener], clock.milliseconds()) == ACCEPT
+        assert quotas.inc(listener, ip or LISTENER_IPS[listener], clock.now_ms()) == ACCEPT
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Outcome:
 
 def accept_at_interval(
     quotas: ConnectionQuotas,
-    clock: ManualClock,
+    clock: FakeClock,
     listener: str,
     count: int,
     interval_ms: int,
@@ -73,10 +73,10 @@ def accept_at_interval(
     address = ip or LISTENER_IPS[listener]
     for _ in range(count):
         while True:
-            decision = quotas.inc(listener, address, clock.milliseconds())
+            decision = quotas.inc(listener, address, clock.now_ms())
             if isinstance(decision, Delay):
                 outcome.delayed_ms += decision.delay_ms
-                clock.sleep(decision.delay_ms)
+                clock.advance(decision.delay_ms)
                 continue
             break
         if decision == ACCEPT:
@@ -85,32 +85,32 @@ def accept_at_interval(
             assert isinstance(decision, Reject), decision
             assert decision.reason is RejectReason.IP_CONNECTION_RATE_EXCEEDED
             outcome.ip_rejected += 1
-        clock.sleep(interval_ms)
+        clock.advance(interval_ms)
     return outcome
 
 
-def metric_value(metrics: Metrics, clock: ManualClock, name: str, *tags: tuple[str, str]) -> float:
+def metric_value(metrics: Metrics, clock: FakeClock, name: str, *tags: tuple[str, str]) -> float:
     metric = metrics.metric(MetricName(name, METRICS_GROUP, tuple(tags)))
     assert metric is not None, name
-    return metric.measurable_value(clock.milliseconds())
+    return metric.measurable_value(clock.now_ms())
 
 
 # -- counts -----------------------------------------------------------------------------------
 
 
-def test_fail_when_no_listeners(metrics: Metrics, clock: ManualClock) -> None:
-    quotas = ConnectionQuotas(ConnectionQuotaConfig(), metrics, clock.milliseconds())
+def test_fail_when_no_listeners(metrics: Metrics, clock: FakeClock) -> None:
+    quotas = ConnectionQuotas(ConnectionQuotaConfig(), metrics, clock.now_ms())
     with pytest.raises(KeyError, match="unknown listener"):
-        quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds())
+        quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
 
 
-def test_fail_decrement_for_unknown_ip(metrics: Metrics, clock: ManualClock) -> None:
+def test_fail_decrement_for_unknown_ip(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     with pytest.raises(ValueError, match="no connections"):
         quotas.dec(EXTERNAL, UNKNOWN_HOST)
 
 
-def test_no_connection_limits_by_default(metrics: Metrics, clock: ManualClock) -> None:
+def test_no_connection_limits_by_default(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     connections_per_listener = 10_000
     for listener in LISTENER_IPS:
@@ -120,14 +120,14 @@ def test_no_connection_limits_by_default(metrics: Metrics, clock: ManualClock) -
         assert quotas.listener_count(listener) == connections_per_listener
 
 
-def test_max_connections_per_ip(metrics: Metrics, clock: ManualClock) -> None:
+def test_max_connections_per_ip(metrics: Metrics, clock: FakeClock) -> None:
     max_per_ip = 17
     quotas = make_quotas(metrics, clock, max_connections_per_ip=max_per_ip)
     ip = LISTENER_IPS[EXTERNAL]
     accept(quotas, clock, EXTERNAL, max_per_ip)
     assert quotas.get(ip) == max_per_ip
     for _ in range(2):
-        assert quotas.inc(EXTERNAL, ip, clock.milliseconds()) == Reject(
+        assert quotas.inc(EXTERNAL, ip, clock.now_ms()) == Reject(
             RejectReason.TOO_MANY_CONNECTIONS_PER_IP, 0, max_per_ip
         )
     # Kafka counts the refused connection and its acceptor decrements it on close; the
@@ -140,7 +140,7 @@ def test_max_connections_per_ip(metrics: Metrics, clock: ManualClock) -> None:
     assert quotas.get(ip) == max_per_ip
 
 
-def test_max_connections_per_ip_overrides(metrics: Metrics, clock: ManualClock) -> None:
+def test_max_connections_per_ip_overrides(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(
         metrics,
         clock,
@@ -148,12 +148,12 @@ def test_max_connections_per_ip_overrides(metrics: Metrics, clock: ManualClock) 
         max_connections_per_ip_overrides={KNOWN_HOST: 5, "0:0:0:0:0:0:0:1": 0},
     )
     accept(quotas, clock, EXTERNAL, 5, ip=KNOWN_HOST)
-    assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.milliseconds()), Reject)
+    assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()), Reject)
     accept(quotas, clock, EXTERNAL, 2, ip=UNKNOWN_HOST)
-    assert isinstance(quotas.inc(EXTERNAL, UNKNOWN_HOST, clock.milliseconds()), Reject)
-    assert isinstance(quotas.inc(EXTERNAL, "::1", clock.milliseconds()), Reject)  # same address
+    assert isinstance(quotas.inc(EXTERNAL, UNKNOWN_HOST, clock.now_ms()), Reject)
+    assert isinstance(quotas.inc(EXTERNAL, "::1", clock.now_ms()), Reject)  # same address
     quotas.update_max_connections_per_ip_overrides({})
-    assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.milliseconds()), Reject)  # now 2
+    assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()), Reject)  # now 2
 
 
 def test_overrides_must_be_ip_addresses() -> None:
@@ -165,13 +165,13 @@ def test_overrides_must_be_ip_addresses() -> None:
         )
 
 
-def test_max_broker_wide_connection_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_max_broker_wide_connection_limit(metrics: Metrics, clock: FakeClock) -> None:
     max_connections = 800
     quotas = make_quotas(metrics, clock, max_connections=max_connections)
     accept(quotas, clock, EXTERNAL, max_connections)  # all of them may go to one listener
     assert not quotas.max_connections_exceeded(EXTERNAL)  # exactly at the maximum
 
-    now = clock.milliseconds()
+    now = clock.now_ms()
     assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT  # acceptor holds
     assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT  # still no slot
     quotas.dec(EXTERNAL, LISTENER_IPS[EXTERNAL])
@@ -193,14 +193,14 @@ def test_max_broker_wide_connection_limit(metrics: Metrics, clock: ManualClock) 
     assert quotas.inc(ADMIN, LISTENER_IPS[ADMIN], now) == ACCEPT
 
 
-def test_max_listener_connection_limits(metrics: Metrics, clock: ManualClock) -> None:
+def test_max_listener_connection_limits(metrics: Metrics, clock: FakeClock) -> None:
     listener_max = 200  # three listeners: 600, under the broker-wide 800
     quotas = make_quotas(metrics, clock, max_connections=800)
     for listener in LISTENER_IPS:
         quotas.reconfigure_listener(listener, max_connections=listener_max)
         accept(quotas, clock, listener, listener_max)
         assert not quotas.max_connections_exceeded(listener)
-    now = clock.milliseconds()
+    now = clock.now_ms()
     for listener, ip in LISTENER_IPS.items():  # every listener blocks, the protected one too
         assert quotas.inc(listener, ip, now) == WAIT_FOR_SLOT
     for listener, ip in LISTENER_IPS.items():
@@ -215,41 +215,41 @@ def test_max_listener_connection_limits(metrics: Metrics, clock: ManualClock) ->
     ids=["connections", "rate", "negative"],
 )
 def test_listener_limits_must_be_above_zero(
-    metrics: Metrics, clock: ManualClock, max_connections: int, rate: int
+    metrics: Metrics, clock: FakeClock, max_connections: int, rate: int
 ) -> None:
     quotas = make_quotas(metrics, clock)
     with pytest.raises(QuotaConfigError, match=r"Invalid listener\.name\.EXTERNAL"):
         quotas.reconfigure_listener(EXTERNAL, max_connections, rate)
 
 
-def test_a_protected_listener_needs_other_listeners(metrics: Metrics, clock: ManualClock) -> None:
+def test_a_protected_listener_needs_other_listeners(metrics: Metrics, clock: FakeClock) -> None:
     config = ConnectionQuotaConfig(max_connections=1, protected_listener=REPLICATION)
-    quotas = ConnectionQuotas(config, metrics, clock.milliseconds())
-    quotas.add_listener(REPLICATION, clock.milliseconds())
+    quotas = ConnectionQuotas(config, metrics, clock.now_ms())
+    quotas.add_listener(REPLICATION, clock.now_ms())
     accept(quotas, clock, REPLICATION, 1)
-    assert quotas.inc(REPLICATION, LISTENER_IPS[REPLICATION], clock.milliseconds()) == WAIT_FOR_SLOT
+    assert quotas.inc(REPLICATION, LISTENER_IPS[REPLICATION], clock.now_ms()) == WAIT_FOR_SLOT
 
 
 # -- creation rates ---------------------------------------------------------------------------
 
 
-def test_broker_connection_rate_when_below_the_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_broker_connection_rate_when_below_the_limit(metrics: Metrics, clock: FakeClock) -> None:
     broker_rate = 125
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=broker_rate)
     outcome = accept_at_interval(quotas, clock, EXTERNAL, 200, interval_ms=25)  # 40/s
     assert outcome == Outcome(accepted=200, delayed_ms=0)
 
 
-def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
     broker_rate = 90
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=broker_rate)
-    start_ms = clock.milliseconds()
+    start_ms = clock.now_ms()
     connections = 400
     outcome = accept_at_interval(
         quotas, clock, EXTERNAL, connections, interval_ms=10
     )  # 100/s offered
     assert outcome.accepted == connections and outcome.delayed_ms > 0
-    actual_rate = connections / ((clock.milliseconds() - start_ms) / 1000)
+    actual_rate = connections / ((clock.now_ms() - start_ms) / 1000)
     assert actual_rate == pytest.approx(broker_rate, rel=0.1)
     throttle = metric_value(
         metrics, clock, "connection-accept-throttle-time", ("listener", EXTERNAL)
@@ -258,64 +258,64 @@ def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: Ma
 
 
 def test_listener_connection_rate_when_above_the_limit(
-    metrics: Metrics, clock: ManualClock
+    metrics: Metrics, clock: FakeClock
 ) -> None:
     listener_rate = 30
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=125)
     quotas.reconfigure_listener(EXTERNAL, max_connection_creation_rate=listener_rate)
-    start_ms = clock.milliseconds()
+    start_ms = clock.now_ms()
     connections = 600
     outcome = accept_at_interval(
         quotas, clock, EXTERNAL, connections, interval_ms=25
     )  # 40/s offered
-    actual_rate = outcome.accepted / ((clock.milliseconds() - start_ms) / 1000)
+    actual_rate = outcome.accepted / ((clock.now_ms() - start_ms) / 1000)
     assert actual_rate == pytest.approx(listener_rate, rel=0.1)
     # the other listeners are not slowed by EXTERNAL's limit
     assert accept_at_interval(quotas, clock, ADMIN, 40, interval_ms=25).delayed_ms == 0
 
 
-def test_a_delayed_connection_is_recorded_once(metrics: Metrics, clock: ManualClock) -> None:
+def test_a_delayed_connection_is_recorded_once(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=1)
-    first = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds())
+    first = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
     assert first == ACCEPT  # 1 connection over the padded 1 s window: exactly the limit
-    held = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds())
+    held = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
     assert isinstance(held, Delay) and held.delay_ms == WINDOW_S * 1000  # 2/s -> capped at 1 s
-    clock.sleep(held.delay_ms // 2)
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds()) == Delay(
+    clock.advance(held.delay_ms // 2)
+    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == Delay(
         held.delay_ms // 2
     )
-    clock.sleep(held.delay_ms // 2)
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.milliseconds()) == ACCEPT
+    clock.advance(held.delay_ms // 2)
+    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == ACCEPT
     # two connections recorded in the broker rate, not one per retry
     assert metric_value(metrics, clock, "broker-connection-accept-rate") == pytest.approx(2 / 1.0)
 
 
-def test_protected_listener_skips_the_broker_rate(metrics: Metrics, clock: ManualClock) -> None:
+def test_protected_listener_skips_the_broker_rate(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=1)
     accept(quotas, clock, REPLICATION, 50)
     assert metric_value(metrics, clock, "broker-connection-accept-rate") == 0
 
 
-def test_ip_connection_rate_when_below_the_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_ip_connection_rate_when_below_the_limit(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(LISTENER_IPS[EXTERNAL], 30)
-    start_ms = clock.milliseconds()
+    start_ms = clock.now_ms()
     outcome = accept_at_interval(quotas, clock, EXTERNAL, 200, interval_ms=40)  # 25/s
     assert outcome == Outcome(accepted=200)
-    assert outcome.accepted / ((clock.milliseconds() - start_ms) / 1000) == 25
+    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == 25
     # an IP without a quota is not limited at all
     assert accept_at_interval(quotas, clock, ADMIN, 200, interval_ms=20) == Outcome(accepted=200)
     assert quotas.connection_rate_for_ip(LISTENER_IPS[ADMIN]) == 2**31 - 1
 
 
-def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: ManualClock) -> None:
+def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
     ip_rate = 20
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(LISTENER_IPS[EXTERNAL], ip_rate)
     connections, interval_ms = 80, 25  # 40/s offered for 2 s
-    start_ms = clock.milliseconds()
+    start_ms = clock.now_ms()
     outcome = accept_at_interval(quotas, clock, EXTERNAL, connections, interval_ms)
-    elapsed_s = (clock.milliseconds() - start_ms) / 1000
+    elapsed_s = (clock.now_ms() - start_ms) / 1000
     assert outcome.delayed_ms == 0  # IP limits never block the acceptor
     assert outcome.ip_rejected > 0
     assert outcome.accepted / elapsed_s == pytest.approx(ip_rate, abs=1)
@@ -326,9 +326,9 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: Manual
 
     # the default IP quota applies to IPs without their own
     quotas.update_ip_connection_rate_quota(None, ip_rate)
-    start_ms = clock.milliseconds()
+    start_ms = clock.now_ms()
     outcome = accept_at_interval(quotas, clock, ADMIN, connections, interval_ms)
-    assert outcome.accepted / ((clock.milliseconds() - start_ms) / 1000) == pytest.approx(
+    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == pytest.approx(
         ip_rate, abs=1
     )
     # nothing was refused on the replication listener: no IP throttle time there at all
@@ -339,11 +339,11 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: Manual
     )
 
 
-def test_ip_rejection_closes_after_the_throttle_time(metrics: Metrics, clock: ManualClock) -> None:
+def test_ip_rejection_closes_after_the_throttle_time(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(KNOWN_HOST, 1)
-    assert quotas.inc(EXTERNAL, KNOWN_HOST, clock.milliseconds()) == ACCEPT
-    rejected = quotas.inc(EXTERNAL, KNOWN_HOST, clock.milliseconds())
+    assert quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()) == ACCEPT
+    rejected = quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms())
     assert isinstance(rejected, Reject)
     assert rejected.reason is RejectReason.IP_CONNECTION_RATE_EXCEEDED
     assert rejected.close_delay_ms == WINDOW_S * 1000 and rejected.limit == 1
@@ -352,18 +352,18 @@ def test_ip_rejection_closes_after_the_throttle_time(metrics: Metrics, clock: Ma
 
 @pytest.mark.parametrize("listener", [EXTERNAL, REPLICATION])
 def test_rejected_ip_connection_is_unrecorded_from_every_rate(
-    metrics: Metrics, clock: ManualClock, listener: str
+    metrics: Metrics, clock: FakeClock, listener: str
 ) -> None:
     quotas = make_quotas(metrics, clock)
     ip = LISTENER_IPS[listener]
     quotas.update_ip_connection_rate_quota(ip, 0)
-    assert isinstance(quotas.inc(listener, ip, clock.milliseconds()), Reject)
+    assert isinstance(quotas.inc(listener, ip, clock.now_ms()), Reject)
     assert metric_value(metrics, clock, "connection-accept-rate", ("ip", ip)) == 0
     assert metric_value(metrics, clock, "connection-accept-rate", ("listener", listener)) == 0
     assert metric_value(metrics, clock, "broker-connection-accept-rate") == 0
 
 
-def test_ip_quota_updates_reach_existing_sensors(metrics: Metrics, clock: ManualClock) -> None:
+def test_ip_quota_updates_reach_existing_sensors(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(None, 5)
     accept(quotas, clock, EXTERNAL, 1, ip=KNOWN_HOST)
@@ -380,9 +380,9 @@ def test_ip_quota_updates_reach_existing_sensors(metrics: Metrics, clock: Manual
     assert sensor_metric.config.quota.bound == 50
 
 
-def test_remove_listener_drops_its_sensors(metrics: Metrics, clock: ManualClock) -> None:
+def test_remove_listener_drops_its_sensors(metrics: Metrics, clock: FakeClock) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.remove_listener(ADMIN)
     assert metrics.get_sensor(f"Connection-Accept-Rate-{ADMIN}") is None
     with pytest.raises(KeyError):
-        quotas.inc(ADMIN, LISTENER_IPS[ADMIN], clock.milliseconds())
+        quotas.inc(ADMIN, LISTENER_IPS[ADMIN], clock.now_ms())

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from clock.testing import FakeClock
 from quota import (
     ACCEPT,
     THROTTLING_QUOTA_EXCEEDED,
     WAIT_FOR_SLOT,
     EntityQuotaChange,
     InvalidQuotaError,
-    ManualClock,
     QuotaConfigError,
     QuotaEngine,
     QuotaEngineConfig,
@@ -25,8 +25,8 @@ from quota.connection_quotas import INT_MAX
 SECOND_MS = 1000
 
 
-def make_engine(clock: ManualClock, **settings: object) -> QuotaEngine:
-    return QuotaEngine.from_config(settings, clock.milliseconds())
+def make_engine(clock: FakeClock, **settings: object) -> QuotaEngine:
+    return QuotaEngine.from_config(settings, clock.now_ms())
 
 
 # -- broker settings --------------------------------------------------------------------------
@@ -94,12 +94,12 @@ def test_bad_settings_name_the_key(settings: dict[str, object], message: str) ->
 # -- entity quotas ----------------------------------------------------------------------------
 
 
-def test_apply_entity_quotas_from_the_store_shape(clock: ManualClock) -> None:
+def test_apply_entity_quotas_from_the_store_shape(clock: FakeClock) -> None:
     engine = make_engine(clock)
     changes = engine.apply_entity_quotas(
         {
             "users/alice": {"producer_byte_rate": 1024, "request_percentage": 25.5},
-            "clients/<default>": {"consumer_byte_rate": "2048"},
+            "clients/<default>": {"consumer_byte_rate": 2048},
             "users/<default>/clients/<default>": {"controller_mutation_rate": 5},
             "ips/10.0.0.7": {"connection_creation_rate": 3},
         }
@@ -116,7 +116,7 @@ def test_apply_entity_quotas_from_the_store_shape(clock: ManualClock) -> None:
     }
 
 
-def test_apply_entity_quotas_is_the_complete_desired_state(clock: ManualClock) -> None:
+def test_apply_entity_quotas_is_the_complete_desired_state(clock: FakeClock) -> None:
     engine = make_engine(clock)
     engine.apply_entity_quotas(
         {
@@ -171,7 +171,7 @@ def test_apply_entity_quotas_is_the_complete_desired_state(clock: ManualClock) -
     ],
 )
 def test_invalid_entity_quotas_change_nothing(
-    clock: ManualClock, entity_quotas: dict[str, dict[str, object]], message: str
+    clock: FakeClock, entity_quotas: dict[str, dict[str, object]], message: str
 ) -> None:
     engine = make_engine(clock)
     engine.apply_entity_quotas({"clients/app": {"producer_byte_rate": 100}})
@@ -183,7 +183,7 @@ def test_invalid_entity_quotas_change_nothing(
     assert engine.produce.quota("bob", "x").bound != 5
 
 
-def test_alter_entity_quota_one_key_at_a_time(clock: ManualClock) -> None:
+def test_alter_entity_quota_one_key_at_a_time(clock: FakeClock) -> None:
     engine = make_engine(clock)
     engine.alter_entity_quota({"user": "alice", "client-id": None}, "producer_byte_rate", 100)
     assert engine.entity_quotas() == {"users/alice/clients/<default>": {"producer_byte_rate": 100}}
@@ -196,96 +196,96 @@ def test_alter_entity_quota_one_key_at_a_time(clock: ManualClock) -> None:
 # -- per request ------------------------------------------------------------------------------
 
 
-def test_produce_bytes_throttle_and_the_shared_delay_queue(clock: ManualClock) -> None:
+def test_produce_bytes_throttle_and_the_shared_delay_queue(clock: FakeClock) -> None:
     engine = make_engine(clock)
-    assert engine.record_produce_bytes("alice", "app", 10**9, clock.milliseconds()) == 0  # no quota
+    assert engine.record_produce_bytes("alice", "app", 10**9, clock.now_ms()) == 0  # no quota
     engine.apply_entity_quotas({"clients/app": {"producer_byte_rate": 1000}})
-    throttle_ms = engine.record_produce_bytes("alice", "app", 20_000, clock.milliseconds())
+    throttle_ms = engine.record_produce_bytes("alice", "app", 20_000, clock.now_ms())
     # 20 000 B over the padded 10 s window: 2000 B/s, X = (2000 - 1000) / 1000 · 10 s
     assert throttle_ms == 10_000
     channel = "connection-1"
-    engine.throttle(channel, "alice", "app", throttle_ms, clock.milliseconds(), QuotaType.PRODUCE)
-    engine.throttle("connection-2", "alice", "app", 300, clock.milliseconds())
-    assert engine.next_deadline_ms() == clock.milliseconds() + 300
-    clock.sleep(300)
-    assert [entry.channel for entry in engine.pop_expired(clock.milliseconds())] == ["connection-2"]
-    clock.sleep(throttle_ms - 300)
-    assert [entry.channel for entry in engine.pop_expired(clock.milliseconds())] == [channel]
+    engine.throttle(channel, "alice", "app", throttle_ms, clock.now_ms(), QuotaType.PRODUCE)
+    engine.throttle("connection-2", "alice", "app", 300, clock.now_ms())
+    assert engine.next_deadline_ms() == clock.now_ms() + 300
+    clock.advance(300)
+    assert [entry.channel for entry in engine.pop_expired(clock.now_ms())] == ["connection-2"]
+    clock.advance(throttle_ms - 300)
+    assert [entry.channel for entry in engine.pop_expired(clock.now_ms())] == [channel]
     assert engine.next_deadline_ms() is None
 
 
-def test_fetch_bytes_unrecord_and_max_fetch(clock: ManualClock) -> None:
+def test_fetch_bytes_unrecord_and_max_fetch(clock: FakeClock) -> None:
     engine = make_engine(clock)
-    assert engine.max_fetch_bytes("u", "c", clock.milliseconds()) == float("inf")
+    assert engine.max_fetch_bytes("u", "c", clock.now_ms()) == float("inf")
     engine.apply_entity_quotas({"users/u": {"consumer_byte_rate": 100}})
-    assert engine.max_fetch_bytes("u", "c", clock.milliseconds()) == 100 * 10 * 1
-    assert engine.record_fetch_bytes("u", "c", 5000, clock.milliseconds()) > 0
-    engine.unrecord_fetch_bytes("u", "c", 5000, clock.milliseconds())
-    assert engine.record_fetch_bytes("u", "c", 0, clock.milliseconds()) == 0
+    assert engine.max_fetch_bytes("u", "c", clock.now_ms()) == 100 * 10 * 1
+    assert engine.record_fetch_bytes("u", "c", 5000, clock.now_ms()) > 0
+    engine.unrecord_fetch_bytes("u", "c", 5000, clock.now_ms())
+    assert engine.record_fetch_bytes("u", "c", 0, clock.now_ms()) == 0
 
 
-def test_request_time_throttle_is_capped_at_one_window(clock: ManualClock) -> None:
+def test_request_time_throttle_is_capped_at_one_window(clock: FakeClock) -> None:
     engine = make_engine(clock, **{"quota.window.size.seconds": 2})
     engine.apply_entity_quotas({"clients/<default>": {"request_percentage": 1}})
     one_second_ns = 1_000_000_000
-    assert engine.record_request("u", "c", one_second_ns, clock.milliseconds()) == 2 * SECOND_MS
-    engine.record_network_time("u", "c", one_second_ns, clock.milliseconds())
-    engine.record_exempt_request(one_second_ns, clock.milliseconds())
+    assert engine.record_request("u", "c", one_second_ns, clock.now_ms()) == 2 * SECOND_MS
+    engine.record_network_time("u", "c", one_second_ns, clock.now_ms())
+    engine.record_exempt_request(one_second_ns, clock.now_ms())
 
 
-def test_strict_mutation_quota_carries_error_code_89(clock: ManualClock) -> None:
+def test_strict_mutation_quota_carries_error_code_89(clock: FakeClock) -> None:
     engine = make_engine(clock)
     engine.apply_entity_quotas({"users/admin": {"controller_mutation_rate": 5}})
     burst = 11 * 1 * 5  # controller.quota.window.num × window s × rate = 55 tokens
-    quota = engine.mutation_quota("admin", "cli", strict=True, now_ms=clock.milliseconds())
-    quota.record(560, clock.milliseconds())  # the bucket wasn't negative: accepted
+    quota = engine.mutation_quota("admin", "cli", strict=True, now_ms=clock.now_ms())
+    quota.record(560, clock.now_ms())  # the bucket wasn't negative: accepted
     with pytest.raises(ThrottlingQuotaExceededError) as rejected:
-        quota.record(1, clock.milliseconds())
+        quota.record(1, clock.now_ms())
     assert rejected.value.error_code == THROTTLING_QUOTA_EXCEEDED
     assert rejected.value.throttle_time_ms == (560 - burst) * 1000 // 5
-    permissive = engine.mutation_quota("admin", "cli", strict=False, now_ms=clock.milliseconds())
-    permissive.record(1, clock.milliseconds())
-    assert permissive.throttle_time_ms(clock.milliseconds()) == (560 + 1 - burst) * 1000 // 5
+    permissive = engine.mutation_quota("admin", "cli", strict=False, now_ms=clock.now_ms())
+    permissive.record(1, clock.now_ms())
+    assert permissive.throttle_time_ms(clock.now_ms()) == (560 + 1 - burst) * 1000 // 5
 
 
-def test_listeners_can_be_added_later(clock: ManualClock) -> None:
+def test_listeners_can_be_added_later(clock: FakeClock) -> None:
     engine = make_engine(clock)
     with pytest.raises(KeyError, match="unknown listener"):
-        engine.on_accept("SSL", "10.0.0.1", clock.milliseconds())
-    engine.add_listener("ssl", clock.milliseconds(), max_connections=1)
-    assert engine.on_accept("SSL", "10.0.0.1", clock.milliseconds()) == ACCEPT
-    assert engine.on_accept("SSL", "10.0.0.2", clock.milliseconds()) == WAIT_FOR_SLOT
+        engine.on_accept("SSL", "10.0.0.1", clock.now_ms())
+    engine.add_listener("ssl", clock.now_ms(), max_connections=1)
+    assert engine.on_accept("SSL", "10.0.0.1", clock.now_ms()) == ACCEPT
+    assert engine.on_accept("SSL", "10.0.0.2", clock.now_ms()) == WAIT_FOR_SLOT
 
 
-def test_connections_through_the_engine(clock: ManualClock) -> None:
+def test_connections_through_the_engine(clock: FakeClock) -> None:
     engine = make_engine(
         clock, listeners="PLAINTEXT://:9092", **{"max.connections": 1, "max.connections.per.ip": 5}
     )
-    assert engine.on_accept("plaintext", "127.0.0.1", clock.milliseconds()) == ACCEPT
-    assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.milliseconds()) == WAIT_FOR_SLOT
+    assert engine.on_accept("plaintext", "127.0.0.1", clock.now_ms()) == ACCEPT
+    assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.now_ms()) == WAIT_FOR_SLOT
     engine.on_close("PLAINTEXT", "127.0.0.1")
-    assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.milliseconds()) == ACCEPT
+    assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.now_ms()) == ACCEPT
     engine.on_close("PLAINTEXT", "127.0.0.1")
     # 1 connection/s from this IP: over the padded 10 s window that is 10 at once, then no.
     engine.apply_entity_quotas({"ips/127.0.0.1": {"connection_creation_rate": 1}})
     padded_window_s = 10
     for _ in range(padded_window_s):
-        assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.milliseconds()) == ACCEPT
+        assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.now_ms()) == ACCEPT
         engine.on_close("PLAINTEXT", "127.0.0.1")
-    refused = engine.on_accept("PLAINTEXT", "127.0.0.1", clock.milliseconds())
+    refused = engine.on_accept("PLAINTEXT", "127.0.0.1", clock.now_ms())
     assert isinstance(refused, Reject) and refused.close_delay_ms == SECOND_MS
 
 
 # -- observability and housekeeping -----------------------------------------------------------
 
 
-def test_metrics_snapshot_has_entity_level_labels(clock: ManualClock) -> None:
+def test_metrics_snapshot_has_entity_level_labels(clock: FakeClock) -> None:
     engine = make_engine(clock, listeners="PLAINTEXT://:9092")
     engine.apply_entity_quotas({"users/alice": {"producer_byte_rate": 1000}})
-    engine.record_produce_bytes("alice", "instance-specific-client-id", 5000, clock.milliseconds())
+    engine.record_produce_bytes("alice", "instance-specific-client-id", 5000, clock.now_ms())
     values = {
         (v.name.group, v.name.name, v.name.tags): v.value
-        for v in engine.metrics_snapshot(clock.milliseconds())
+        for v in engine.metrics_snapshot(clock.now_ms())
     }
     # a user-level quota: every client of alice shares the sensor, whatever its client-id
     assert values[("Produce", "byte-rate", (("user", "alice"), ("client-id", "")))] == 500
@@ -299,12 +299,12 @@ def test_metrics_snapshot_has_entity_level_labels(clock: ManualClock) -> None:
     assert tag_keys <= {"user", "client-id", "listener", "ip"}
 
 
-def test_expire_inactive_sensors_after_an_hour(clock: ManualClock) -> None:
+def test_expire_inactive_sensors_after_an_hour(clock: FakeClock) -> None:
     engine = make_engine(clock)
     engine.apply_entity_quotas({"clients/<default>": {"producer_byte_rate": 1000}})
-    engine.record_produce_bytes("u", "c", 1, clock.milliseconds())
-    clock.sleep(3600 * SECOND_MS + 1)
-    assert sorted(engine.expire_inactive_sensors(clock.milliseconds())) == [
+    engine.record_produce_bytes("u", "c", 1, clock.now_ms())
+    clock.advance(3600 * SECOND_MS + 1)
+    assert sorted(engine.expire_inactive_sensors(clock.now_ms())) == [
         "Produce-:c",
         "ProduceThrottleTime-:c",
     ]
@@ -313,9 +313,9 @@ def test_expire_inactive_sensors_after_an_hour(clock: ManualClock) -> None:
 # -- the delay queue --------------------------------------------------------------------------
 
 
-def test_delay_queue_orders_by_deadline_then_insertion(clock: ManualClock) -> None:
+def test_delay_queue_orders_by_deadline_then_insertion(clock: FakeClock) -> None:
     queue: ThrottledChannelQueue[str] = ThrottledChannelQueue()
-    now = clock.milliseconds()
+    now = clock.now_ms()
     queue.add("late", 500, now, "Produce")
     queue.add("first", 100, now, "Request")
     queue.add("second", 100, now, "Request")
@@ -333,23 +333,23 @@ def test_delay_queue_orders_by_deadline_then_insertion(clock: ManualClock) -> No
 # -- Prometheus rendering ---------------------------------------------------------------------
 
 
-def test_prometheus_collector_renders_kafka_style_series(clock: ManualClock) -> None:
+def test_prometheus_collector_renders_kafka_style_series(clock: FakeClock) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
     from quota.prometheus import QuotaMetricsCollector, prometheus_name
 
     engine = make_engine(clock, listeners="PLAINTEXT://:9092")
     engine.apply_entity_quotas({"users/alice": {"producer_byte_rate": 1000}})
-    engine.record_produce_bytes("alice", "app", 5000, clock.milliseconds())
+    engine.record_produce_bytes("alice", "app", 5000, clock.now_ms())
     engine.apply_entity_quotas(
         {
             "users/alice": {"producer_byte_rate": 1000},
             "ips/<default>": {"connection_creation_rate": 50},
         }
     )
-    engine.on_accept("PLAINTEXT", "10.0.0.1", clock.milliseconds())
+    engine.on_accept("PLAINTEXT", "10.0.0.1", clock.now_ms())
     registry = CollectorRegistry()
-    registry.register(QuotaMetricsCollector(engine.metrics_snapshot, clock.milliseconds))
+    registry.register(QuotaMetricsCollector(engine.metrics_snapshot, clock.now_ms))
     text = generate_latest(registry).decode()
     assert prometheus_name("Produce", "byte-rate") == "kafka_server_produce_byte_rate"
     assert 'kafka_server_produce_byte_rate{client_id="",user="alice"} 500.0' in text

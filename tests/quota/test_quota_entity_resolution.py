@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from clock.testing import FakeClock
 from quota import (
     DEFAULT,
     QUOTA_PRECEDENCE,
@@ -13,7 +14,6 @@ from quota import (
     ClientQuotaManager,
     ClientQuotaManagerConfig,
     IpQuotaEntity,
-    ManualClock,
     Metrics,
     Quota,
     QuotaType,
@@ -63,21 +63,21 @@ def test_the_table_is_kafkas_documented_order() -> None:
         assert level.entity_key(USER, CLIENT) == entity.key
 
 
-def make_manager(metrics: Metrics, clock: ManualClock) -> ClientQuotaManager:
+def make_manager(metrics: Metrics, clock: FakeClock) -> ClientQuotaManager:
     return ClientQuotaManager(
-        ClientQuotaManagerConfig(), metrics, QuotaType.PRODUCE, clock.milliseconds()
+        ClientQuotaManagerConfig(), metrics, QuotaType.PRODUCE, clock.now_ms()
     )
 
 
 def test_most_specific_level_wins_walking_down_all_eight(
-    metrics: Metrics, clock: ManualClock
+    metrics: Metrics, clock: FakeClock
 ) -> None:
     manager = make_manager(metrics, clock)
     for _rank, entity, limit, _tags in LEVELS:
         manager.update_quota(entity, Quota.upper_bound(limit))
     for rank, entity, limit, tags in LEVELS:
         assert manager.quota(USER, CLIENT).bound == limit, f"rank {rank}"
-        sensors = manager.get_or_create_quota_sensors(USER, CLIENT, clock.milliseconds())
+        sensors = manager.get_or_create_quota_sensors(USER, CLIENT, clock.now_ms())
         assert sensors.metric_tags == tags, f"rank {rank}"
         (metric,) = sensors.quota_sensor.metrics
         assert metric.config.quota == Quota.upper_bound(limit), f"rank {rank}"
@@ -91,7 +91,7 @@ def test_most_specific_level_wins_walking_down_all_eight(
 )
 def test_each_level_alone_applies_to_the_client(
     metrics: Metrics,
-    clock: ManualClock,
+    clock: FakeClock,
     rank: int,
     entity: ClientQuotaEntity,
     limit: float,
@@ -102,7 +102,7 @@ def test_each_level_alone_applies_to_the_client(
     assert manager.quota(USER, CLIENT).bound == limit
     # With one kind of entity configured Kafka takes a fast path for the tags: the user tag
     # when users are configured, the client-id tag when client-ids are, both for pairs.
-    sensors = manager.get_or_create_quota_sensors(USER, CLIENT, clock.milliseconds())
+    sensors = manager.get_or_create_quota_sensors(USER, CLIENT, clock.now_ms())
     expected_tags = (
         USER if entity.user is not None else "",
         CLIENT if entity.client_id is not None else "",
@@ -121,7 +121,7 @@ def test_each_level_alone_applies_to_the_client(
 )
 def test_defaults_apply_to_other_users_and_clients(
     metrics: Metrics,
-    clock: ManualClock,
+    clock: FakeClock,
     user: str,
     client_id: str,
     expected_limit: float,
@@ -132,18 +132,18 @@ def test_defaults_apply_to_other_users_and_clients(
         manager.update_quota(entity, Quota.upper_bound(limit))
     assert manager.quota(user, client_id).bound == expected_limit
     assert (
-        manager.get_or_create_quota_sensors(user, client_id, clock.milliseconds()).metric_tags
+        manager.get_or_create_quota_sensors(user, client_id, clock.now_ms()).metric_tags
         == expected_tags
     )
 
 
 def test_user_names_are_sanitized_in_tags_and_keys_client_ids_are_not(
-    metrics: Metrics, clock: ManualClock
+    metrics: Metrics, clock: FakeClock
 ) -> None:
     manager = make_manager(metrics, clock)
     user, client_id = "CN=alice,O=acme", "client@#$%"
     manager.update_quota(ClientQuotaEntity(user, client_id), Quota.upper_bound(10))
-    sensors = manager.get_or_create_quota_sensors(user, client_id, clock.milliseconds())
+    sensors = manager.get_or_create_quota_sensors(user, client_id, clock.now_ms())
     assert sensors.metric_tags == ("CN%3Dalice%2CO%3Dacme", client_id)
     assert sensors.quota_sensor.name == "Produce-CN%3Dalice%2CO%3Dacme:client@#$%"
     assert manager.quota(user, client_id).bound == 10

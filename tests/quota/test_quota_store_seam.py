@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from quota import ManualClock, QuotaEngine
+from clock.testing import FakeClock
+from quota import QuotaEngine
 from subscriptions.store import ConfigStore
 
 QUOTAS_YAML = """\
@@ -18,11 +19,11 @@ quotas:
 """
 
 
-def test_store_snapshot_feeds_the_engine(tmp_path: Path, clock: ManualClock) -> None:
+def test_store_snapshot_feeds_the_engine(tmp_path: Path, clock: FakeClock) -> None:
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "quotas.yaml").write_text(QUOTAS_YAML)
     store = ConfigStore(tmp_path)
-    engine = QuotaEngine.from_config({}, clock.milliseconds())
+    engine = QuotaEngine.from_config({}, clock.now_ms())
     changes = engine.apply_entity_quotas(store.snapshot().quotas)
     assert len(changes) == 6
     # the principal as the client presents it; the file holds it URL-encoded

@@ -153,7 +153,8 @@ def test_bad_filters(store: ConfigStore, components: list[QuotaFilterComponent],
 @pytest.mark.parametrize(("content", "line", "fragment"), [
     ("quotas:\n  users/alice:\n    producer_byte_rate: -1\n", 3,
      "at 'users/alice.producer_byte_rate': Quota producer_byte_rate must be greater than 0"),
-    ("quotas:\n  users/alice:\n    producer_byte_rate: lots\n", 3, "expected a number"),
+    ("quotas:\n  users/alice:\n    producer_byte_rate: lots\n", 3,
+     "Quota producer_byte_rate must be a number, got 'lots'"),
     ("quotas:\n  teams/a:\n    producer_byte_rate: 1\n", 2, "unknown entity kind 'teams'"),
     ("quotas:\n  ips/10.0.0.1:\n    producer_byte_rate: 1\n", 3, "Invalid configuration key producer_byte_rate"),
     ("quotas:\n  users/a: {producer_byte_rate: 1}\n  users/%61: {producer_byte_rate: 2}\n", 3,
@@ -168,13 +169,19 @@ def test_invalid_quota_files(tmp_path: Path, content: str, line: int, fragment: 
     assert fragment in str(raised.value)
 
 
-def test_hand_written_quotas_accept_numeric_strings(tmp_path: Path) -> None:
+def test_hand_written_quotas_accept_unquoted_numbers_and_refuse_text(tmp_path: Path) -> None:
+    """1e6 is a number (YAML 1.2, although PyYAML reads YAML 1.1); '12.5' is text, refused
+    as the one quota validation refuses it from the CLI and the wire."""
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "quotas.yaml").write_text(
-        "quotas:\n  clients/<default>: {producer_byte_rate: 1e6, request_percentage: '12.5'}\n")
+        "quotas:\n  clients/<default>: {producer_byte_rate: 1e6, request_percentage: 12.5}\n")
     quotas = ConfigStore(tmp_path).load().quotas
     assert quotas[QuotaEntity.of({"client-id": None})] == {
         "producer_byte_rate": 1e6, "request_percentage": 12.5}
+    (tmp_path / "config" / "quotas.yaml").write_text(
+        "quotas:\n  clients/<default>: {request_percentage: '12.5'}\n")
+    with pytest.raises(ConfigFileError, match="Quota request_percentage must be a number, got '12.5'"):
+        ConfigStore(tmp_path).load()
 
 
 def test_a_bad_subscriptions_file_does_not_block_a_good_quotas_file(store: ConfigStore) -> None:
