@@ -220,6 +220,8 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
     if v >= 1:
         pos += 4  # ControllerId
     count, pos = array_length(buf, pos, flex)
+    fixed = 14 if v >= 7 else 10  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch (v7+)
+    arrays = 3 if v >= 5 else 2  # ReplicaNodes, IsrNodes, OfflineReplicas (v5+)
     for _ in range(count):
         pos = skip_string(buf, pos + 2, flex)  # ErrorCode, Name
         if v >= 10:
@@ -227,14 +229,13 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
         if v >= 1:
             pos += 1  # IsInternal
         partitions, pos = array_length(buf, pos, flex)
-        for _ in range(partitions):
-            pos += 14 if v >= 7 else 10  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch
-            pos = skip_int32_array(buf, pos, flex)  # ReplicaNodes
-            pos = skip_int32_array(buf, pos, flex)  # IsrNodes
-            if v >= 5:
-                pos = skip_int32_array(buf, pos, flex)  # OfflineReplicas
-            if flex:
-                pos = skip_tagged(buf, pos)
+        if flex:
+            pos = _skip_flexible_partitions(buf, pos, partitions, fixed, arrays)
+        else:
+            for _ in range(partitions):
+                pos += fixed
+                for _ in range(arrays):
+                    pos = skip_int32_array(buf, pos, False)
         if v >= 8:
             pos += 4  # TopicAuthorizedOperations
         if flex:
@@ -247,6 +248,25 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
         pos = skip_tagged(buf, pos)
     check_end(buf, pos, "MetadataResponse")
     return AddressScan(buf, sites)
+
+
+def _skip_flexible_partitions(
+    buf: BytesLike, pos: int, partitions: int, fixed: int, arrays: int
+) -> int:
+    """Metadata v9+ partitions, the hot part of a large Metadata response (thousands of
+    partitions): one-byte compact lengths and empty tag sections are read inline."""
+    for _ in range(partitions):
+        pos += fixed
+        for _ in range(arrays):
+            length = buf[pos]
+            if length < 0x80:  # fewer than 127 replicas: the one-byte count
+                pos += 1 + 4 * (length - 1) if length else 1
+            else:
+                pos = skip_int32_array(buf, pos, True)
+        pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
+    if pos > len(buf):
+        raise MalformedResponseError(f"MetadataResponse: partitions run past the end ({pos})")
+    return pos
 
 
 def _find_coordinator(buf: BytesLike, v: int) -> AddressScan:

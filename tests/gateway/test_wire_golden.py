@@ -188,5 +188,9 @@ def test_goldens_are_what_kafka_serializes(tmp_path: Path) -> None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    for program, name in (("GoldenResponses", "responses.txt"), ("GoldenRequests", "requests.txt")):
+    for program, name in (
+        ("GoldenResponses", "responses.txt"),
+        ("GoldenRequests", "requests.txt"),
+        ("GoldenThrottle", "throttle.txt"),
+    ):
         assert run_java(program, java, classpath, tmp_path) == (HERE / name).read_text(), name

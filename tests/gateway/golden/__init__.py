@@ -1,7 +1,8 @@
 """Golden bytes for the gateway's wire tests, serialized by Apache Kafka 4.4.0's own classes.
 
-``responses.txt`` and ``requests.txt`` are the output of ``java/GoldenResponses.java`` and
-``java/GoldenRequests.java`` (each file says what its lines hold). The tests read them
+``responses.txt``, ``requests.txt`` and ``throttle.txt`` are the output of
+``java/GoldenResponses.java``, ``java/GoldenRequests.java`` and ``java/GoldenThrottle.java``
+(each program says what its lines hold). The tests read them
 without Java; ``test_wire_golden.py`` also re-runs the programs when java and the jars are
 there (``make kafka-libs``, or Maven's cache) and checks that the committed files are theirs.
 """
@@ -74,6 +75,27 @@ def requests(case: str | None = None) -> list[GoldenRequest]:
         name, key, version, *fields = line.split()
         if case is None or name == case:
             rows.append(GoldenRequest(name, int(key), int(version), tuple(fields)))
+    return rows
+
+
+@dataclass(frozen=True)
+class GoldenThrottle:
+    api_key: int
+    version: int
+    has_throttle: bool
+    body: bytes
+
+    @property
+    def id(self) -> str:
+        return f"{self.api_key}-v{self.version}"
+
+
+def throttles() -> list[GoldenThrottle]:
+    """throttle.txt: every 4.4.0 response at every version, ThrottleTimeMs 4321 where it has one."""
+    rows = []
+    for line in (HERE / "throttle.txt").read_text().splitlines():
+        key, version, has, body = (line.split() + [""])[:4]
+        rows.append(GoldenThrottle(int(key), int(version), has == "1", bytes.fromhex(body)))
     return rows
 
 
