@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -53,6 +54,16 @@ def _kill_all_children() -> None:
     for process in children:
         with contextlib.suppress(Exception):
             kill(process)
+
+
+def die_with_parent() -> list[str]:
+    """A command prefix (util-linux `setpriv --pdeathsig KILL`, which execs in place: same pid)
+    that makes the kernel SIGKILL the child when its parent dies, so that servers do not
+    outlive a pytest killed by a signal (atexit does not run then). Linux ties this to the
+    *thread* that forked: start long-lived servers from the test's own thread, not from a
+    short-lived worker thread. Empty where setpriv is missing."""
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "KILL"] if setpriv else []
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

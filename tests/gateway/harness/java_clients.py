@@ -156,6 +156,7 @@ def run_java_clients(
     java = java_bin()
     assert java is not None
     command = [
+        *_proc.die_with_parent(),
         java,
         "-Xmx256m",
         "-XX:+UseSerialGC",

@@ -602,7 +602,12 @@ class KafkaCluster:
             log.write(f"\n===== ktc harness: start #{node.starts} of node {node_id}\n".encode())
             log.flush()
             node.process = subprocess.Popen(
-                [*self._jvm(self.heap, node_id), KAFKA_MAIN, str(node.config_path)],
+                [
+                    *_proc.die_with_parent(),
+                    *self._jvm(self.heap, node_id),
+                    KAFKA_MAIN,
+                    str(node.config_path),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

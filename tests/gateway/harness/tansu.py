@@ -100,6 +100,7 @@ class TansuBroker:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [
+                    *_proc.die_with_parent(),
                     binary,
                     "broker",
                     "--cluster-id",
