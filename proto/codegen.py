@@ -897,7 +897,7 @@ def _throttle_versions(response: MessageSpec, first_only: bool) -> list[int]:
 
 
 def _throttle_offset(response: MessageSpec) -> str:
-    """"LOW-HIGH@OFFSET": the versions whose ThrottleTimeMs sits at a fixed offset of the body
+    """ "LOW-HIGH@OFFSET": the versions whose ThrottleTimeMs sits at a fixed offset of the body
     (only fixed-size fields before it); "none" if there is no such version."""
     found: dict[int, int] = {}
     for version in _throttle_versions(response, False):

@@ -54,10 +54,6 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from proto.api_keys import ApiKeys
-from proto.errors import UnsupportedVersionError
-from proto.primitives import INT32, UINT16, BytesLike, read_uvarint, write_uvarint
-
 from collector.gateway.wire import (
     WALK_ERRORS,
     MalformedResponseError,
@@ -71,6 +67,9 @@ from collector.gateway.wire import (
     skip_tagged,
     tagged_fields,
 )
+from proto.api_keys import ApiKeys
+from proto.errors import UnsupportedVersionError
+from proto.primitives import INT32, UINT16, BytesLike, read_uvarint, write_uvarint
 
 __all__ = [
     "ADDRESS_VERSIONS",

@@ -29,12 +29,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from proto.api_keys import ApiKeys
-from proto.api_table import API_TABLE
-from proto.connection import SUPPORTED_VERSIONS, api_versions_unsupported_response
-from proto.messages import REQUEST_MODULES, RESPONSE_MODULES
-from proto.primitives import INT16, INT32, BytesLike, write_uvarint
-
 from collector.gateway.addresses import ADDRESS_VERSIONS
 from collector.gateway.wire import (
     WALK_ERRORS,
@@ -44,6 +38,11 @@ from collector.gateway.wire import (
     malformed,
     skip_tagged,
 )
+from proto.api_keys import ApiKeys
+from proto.api_table import API_TABLE
+from proto.connection import SUPPORTED_VERSIONS, api_versions_unsupported_response
+from proto.messages import REQUEST_MODULES, RESPONSE_MODULES
+from proto.primitives import INT16, INT32, BytesLike, write_uvarint
 
 __all__ = [
     "API_VERSIONS_RANGE",
@@ -148,17 +147,17 @@ def _cap(
         for api_key, (low, high) in sorted(local.items()):
             if api_key in listed:
                 continue
-            entry = INT16.pack(api_key) + INT16.pack(low) + INT16.pack(high)
-            entry += b"\x00" if flexible else b""  # an empty tagged-field section
+            added = INT16.pack(api_key) + INT16.pack(low) + INT16.pack(high)
+            added += b"\x00" if flexible else b""  # an empty tagged-field section
             at = next((i for i, (key, _) in enumerate(entries) if key > api_key), len(entries))
-            entries.insert(at, (api_key, entry))
+            entries.insert(at, (api_key, added))
     out = bytearray(body[:2])
     if flexible:
         write_uvarint(out, len(entries) + 1)
     else:
         out += INT32.pack(len(entries))
-    for _, entry in entries:
-        out += entry
+    for _, encoded in entries:
+        out += encoded
     out += body[rest:]
     return bytes(out)
 

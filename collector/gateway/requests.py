@@ -42,8 +42,10 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+from collector.gateway.wire import WALK_ERRORS, MalformedResponseError, skip_string
 from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
 from proto.connection import RequestFrame, encode_response
@@ -56,8 +58,6 @@ from proto.messages import delete_topics_request as dt_req
 from proto.messages import delete_topics_response as dt_resp
 from proto.messages import metadata_response
 from proto.primitives import INT16, BytesLike, MalformedError, skip_tagged_fields
-
-from collector.gateway.wire import skip_string
 
 __all__ = [
     "STRICT_MUTATION_QUOTA_FROM",
@@ -125,13 +125,13 @@ def produce_acks(version: int, body: BytesLike) -> int:
         return int(INT16.unpack_from(body, pos)[0])
     except KafkaError:
         raise
-    except Exception as exc:  # noqa: BLE001 - struct.error, IndexError, the walk's own
+    except (MalformedResponseError, *WALK_ERRORS) as exc:
         raise MalformedError(f"Malformed Produce v{version} request: {exc}") from None
 
 
 # ---- partition mutations -------------------------------------------------------------------
 
-_MUTATION_MODULES = {
+_MUTATION_MODULES: dict[int, tuple[ModuleType, ModuleType]] = {
     ApiKeys.CREATE_TOPICS: (ct_req, ct_resp),
     ApiKeys.CREATE_PARTITIONS: (cp_req, cp_resp),
     ApiKeys.DELETE_TOPICS: (dt_req, dt_resp),
@@ -150,7 +150,7 @@ def decode_mutation_request(frame: RequestFrame) -> Any:
         message, _ = reader(memoryview(frame.raw), frame.header_size)
     except KafkaError:
         raise
-    except Exception as exc:  # noqa: BLE001 - struct.error, IndexError, ValueError
+    except WALK_ERRORS as exc:
         raise MalformedError(f"Malformed request: {exc}") from None
     return message
 
@@ -197,9 +197,12 @@ def create_partitions_mutations(
     total = 0
     for topic in request.topics:
         current = None if topic.name in duplicates else partition_count(topic.name)
-        if current is not None and topic.count > current:
-            if topic.assignments is None or len(topic.assignments) == topic.count - current:
-                total += topic.count - current
+        if (
+            current is not None
+            and topic.count > current
+            and (topic.assignments is None or len(topic.assignments) == topic.count - current)
+        ):
+            total += topic.count - current
     return total
 
 
@@ -262,9 +265,7 @@ def _error_response(api_key: int, request: Any, throttle_ms: int) -> Any:
             ),
         )
     results = [
-        dt_resp.DeletableTopicResult(
-            name=name, error_code=code, error_message=message
-        )
+        dt_resp.DeletableTopicResult(name=name, error_code=code, error_message=message)
         for name in request.topic_names
     ]
     results.extend(

@@ -26,6 +26,9 @@ of a token but the name it returns.
 from __future__ import annotations
 
 import re
+import struct
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from proto.api_keys import ApiKeys
 from proto.connection import RequestFrame
@@ -74,9 +77,7 @@ def _scram_user(token: bytes) -> str | None:
     match = _CLIENT_FIRST.fullmatch(token.decode("utf-8", "replace"))
     if match is None:
         return None
-    extensions = dict(
-        item.split("=", 1) for item in match.group("extensions").split(",")[1:]
-    )
+    extensions = dict(item.split("=", 1) for item in match.group("extensions").split(",")[1:])
     if extensions.get("tokenauth", "").lower() == "true":
         return None  # a delegation token: the principal is its owner, known to the broker
     user = _unescape(match.group("saslname"))  # ScramFormatter.username
@@ -101,25 +102,29 @@ def principal_from_token(mechanism: str, token: BytesLike) -> str | None:
 
 def handshake_mechanism(frame: RequestFrame) -> str:
     """The mechanism of a SaslHandshake request (v0-1)."""
-    message = _decode(frame, sasl_handshake_request.READERS)
-    return str(message.mechanism)
+    message: sasl_handshake_request.SaslHandshakeRequest = _decode(
+        frame, sasl_handshake_request.READERS
+    )
+    return message.mechanism
 
 
 def authenticate_bytes(frame: RequestFrame) -> BytesLike:
     """The AuthBytes of a SaslAuthenticate request (v0-2), a view into the frame."""
-    message = _decode(frame, sasl_authenticate_request.READERS)
-    return message.auth_bytes  # type: ignore[no-any-return]
+    message: sasl_authenticate_request.SaslAuthenticateRequest = _decode(
+        frame, sasl_authenticate_request.READERS
+    )
+    return message.auth_bytes
 
 
-def _decode(frame: RequestFrame, readers: dict[int, object]) -> object:
+def _decode(frame: RequestFrame, readers: Mapping[int, Callable[[BytesLike, int], Any]]) -> Any:
     reader = readers.get(frame.api_version)
     if reader is None:
         raise MalformedError(f"No schema for API {frame.api_key} v{frame.api_version}")
     try:
-        message, _ = reader(memoryview(frame.raw), frame.header_size)  # type: ignore[operator]
+        message, _ = reader(memoryview(frame.raw), frame.header_size)
     except KafkaError:
         raise
-    except Exception:  # noqa: BLE001 - struct.error, IndexError: no token bytes in the message
+    except (struct.error, IndexError, ValueError):  # no token bytes in the message
         raise MalformedError(f"Malformed SASL request v{frame.api_version}") from None
     return message
 

@@ -21,10 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from proto.api_keys import ApiKeys
-from proto.api_table import API_TABLE
-from proto.primitives import INT32, BytesLike
-
 from collector.gateway.addresses import walk_produce_responses
 from collector.gateway.wire import (
     WALK_ERRORS,
@@ -35,6 +31,9 @@ from collector.gateway.wire import (
     skip_string,
     skip_tagged,
 )
+from proto.api_keys import ApiKeys
+from proto.api_table import API_TABLE
+from proto.primitives import INT32, BytesLike
 
 __all__ = ["read_throttle_ms", "throttle_offset", "with_throttle_ms"]
 

@@ -156,7 +156,9 @@ def test_endpoint_values() -> None:
 
     out = bytearray()
     m.WRITERS[12](
-        m.MetadataResponse(brokers=(m.MetadataResponseBroker(1, "h", 1), m.MetadataResponseBroker(-1, "x", 2))),
+        m.MetadataResponse(
+            brokers=(m.MetadataResponseBroker(1, "h", 1), m.MetadataResponseBroker(-1, "x", 2))
+        ),
         out,
     )
     scan = scan_addresses(ApiKeys.METADATA, 12, bytes(out))

@@ -100,7 +100,9 @@ def test_a_key_whose_range_becomes_empty_is_dropped() -> None:
     assert capped_range(9999, 0, 1) is None
     assert capped_range(ApiKeys.OFFSET_COMMIT, 0, 99) == (2, 10)  # not decoded: the table
     assert capped_range(ApiKeys.METADATA, 0, 13) == (0, 13)
-    assert capped_range(ApiKeys.DESCRIBE_CONFIGS, 0, 4) == DECODED_VERSIONS[ApiKeys.DESCRIBE_CONFIGS]
+    assert (
+        capped_range(ApiKeys.DESCRIBE_CONFIGS, 0, 4) == DECODED_VERSIONS[ApiKeys.DESCRIBE_CONFIGS]
+    )
 
 
 def test_local_apis_override_the_upstream() -> None:
@@ -163,7 +165,9 @@ def test_unsupported_version_answer_is_kafkas_v0() -> None:
     ),
     throttle=st.integers(0, 1000),
 )
-def test_any_upstream_answer(version: int, entries: list[tuple[int, int, int]], throttle: int) -> None:
+def test_any_upstream_answer(
+    version: int, entries: list[tuple[int, int, int]], throttle: int
+) -> None:
     upstream = av.ApiVersionsResponse(
         api_keys=tuple(av.ApiVersion(k, low, high) for k, low, high in entries),
         throttle_time_ms=throttle if version >= 1 else 0,

@@ -94,7 +94,7 @@ def test_generated_codec_reads_kafkas_bytes(g: GoldenResponse) -> None:
     module = RESPONSE_MODULES[g.api_key]
     upstream, end = module.READERS[g.version](memoryview(g.upstream), 0)
     assert end == len(g.upstream)
-    expected, end = module.READERS[g.version](memoryview(g.expected), 0)
+    _, end = module.READERS[g.version](memoryview(g.expected), 0)
     assert end == len(g.expected)
     if module.FIRST_FLEXIBLE_VERSION is None or g.version < module.FIRST_FLEXIBLE_VERSION:
         out = bytearray()
@@ -111,7 +111,9 @@ def test_trailing_bytes(g: GoldenResponse) -> None:
             with pytest.raises(MalformedResponseError):
                 rewrite_addresses(g.api_key, g.version, g.upstream + tail, gateway_address)
         else:
-            assert rewrite_addresses(g.api_key, g.version, g.upstream + tail, gateway_address) is None
+            assert (
+                rewrite_addresses(g.api_key, g.version, g.upstream + tail, gateway_address) is None
+            )
 
 
 WALKED = [g for g in GOLDEN if walked(g)]

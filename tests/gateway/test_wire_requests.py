@@ -73,7 +73,12 @@ def test_header_with_tagged_fields_null_client_id_and_bad_input() -> None:
 
 def test_header_matches_server_connection_where_proto_has_the_module() -> None:
     """proto's ServerConnection and this parser agree wherever proto knows the API."""
-    for api_key in (ApiKeys.PRODUCE, ApiKeys.METADATA, ApiKeys.CREATE_TOPICS, ApiKeys.SASL_HANDSHAKE):
+    for api_key in (
+        ApiKeys.PRODUCE,
+        ApiKeys.METADATA,
+        ApiKeys.CREATE_TOPICS,
+        ApiKeys.SASL_HANDSHAKE,
+    ):
         info = API_TABLE[api_key]
         assert info.min_version is not None and info.max_version is not None
         for version in range(info.min_version, info.max_version + 1):
@@ -98,7 +103,7 @@ def test_produce_acks(g: GoldenRequest) -> None:
 
 def test_produce_acks_of_a_truncated_body() -> None:
     body = PRODUCE[0].body
-    for size in range(0, 9):  # TransactionalId "txn-1" (2 + 5) then acks (2)
+    for size in range(9):  # TransactionalId "txn-1" (2 + 5) then acks (2)
         with pytest.raises(MalformedError):
             produce_acks(3, body[:size])
 
@@ -120,7 +125,9 @@ def test_quota_exceeded_response_is_kafkas(g: GoldenRequest) -> None:
 
 
 def _frame(g: GoldenRequest) -> object:
-    return decode_mutation_request(parse_request_header(request_frame(g.api_key, g.version, g.body)))
+    return decode_mutation_request(
+        parse_request_header(request_frame(g.api_key, g.version, g.body))
+    )
 
 
 @pytest.mark.parametrize("g", requests("create_topics"), ids=lambda g: g.id)

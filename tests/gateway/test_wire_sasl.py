@@ -129,8 +129,10 @@ def test_the_password_never_leaves() -> None:
     capture = SaslCapture()
     capture.on_request(handshake("PLAIN"))
     capture.on_request(authenticate(b"\x00alice\x00" + SECRET.encode()))
-    state = repr(capture.principal) + repr(capture.mechanism) + repr(
-        [getattr(capture, slot) for slot in SaslCapture.__slots__]
+    state = (
+        repr(capture.principal)
+        + repr(capture.mechanism)
+        + repr([getattr(capture, slot) for slot in SaslCapture.__slots__])
     )
     assert SECRET not in state
     broken = authenticate(b"\x00alice\x00" + SECRET.encode())

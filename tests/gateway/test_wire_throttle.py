@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from golden import GoldenThrottle, throttles
+from golden.strategies import message_strategy, response_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from golden.strategies import message_strategy, response_specs
 
 from collector.gateway.throttle import read_throttle_ms, throttle_offset, with_throttle_ms
 from collector.gateway.wire import MalformedResponseError

@@ -146,7 +146,9 @@ def to_kio(ours: Any, kio_cls: type) -> Any:
         elif dataclasses.is_dataclass(element):
             value = tuple(to_kio(item, element) for item in value)
         elif kind == "datetime_i64":
-            value = None if value == -1 else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+            value = (
+                None if value == -1 else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+            )
         elif kind in ("timedelta_i32", "timedelta_i64"):
             value = datetime.timedelta(milliseconds=value)
         elif kind == "error_code":

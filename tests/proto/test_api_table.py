@@ -94,8 +94,8 @@ def test_table_agrees_with_every_generated_module() -> None:
     for modules in (REQUEST_MODULES, RESPONSE_MODULES):
         for api_key, module in modules.items():
             info = API_TABLE[api_key]
-            assert module.VALID_VERSIONS == (info.min_version, info.max_version), module
-            assert module.FIRST_FLEXIBLE_VERSION == info.first_flexible, module
+            assert (info.min_version, info.max_version) == module.VALID_VERSIONS, module
+            assert info.first_flexible == module.FIRST_FLEXIBLE_VERSION, module
 
 
 def test_throttle_columns() -> None:
@@ -115,9 +115,7 @@ def test_the_table_is_derived_from_specs_like_the_vendored_ones() -> None:
     """api_table_rows on our vendored specs gives the vendored table's rows for those keys."""
     texts = {p.name: p.read_text() for p in codegen.SPEC_DIR.glob("*.json")}
     pairs = {
-        n
-        for n in texts
-        if n.endswith("Request.json") and n.replace("Request", "Response") in texts
+        n for n in texts if n.endswith("Request.json") and n.replace("Request", "Response") in texts
     }
     rows = codegen.api_table_rows(
         {n: texts[n] for n in texts if n in pairs or n.replace("Response", "Request") in pairs}

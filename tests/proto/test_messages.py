@@ -35,7 +35,10 @@ KIO_MISSING = {(spec.name, v) for spec, v in CASES if kio_class(spec, v) is None
 def _tagged_struct(fields: list[FieldSpec], version: int) -> bool:
     return any(
         f.present(version)
-        and ((f.tagged(version) and f.is_struct and not f.is_array) or _tagged_struct(f.fields, version))
+        and (
+            (f.tagged(version) and f.is_struct and not f.is_array)
+            or _tagged_struct(f.fields, version)
+        )
         for f in fields
     )
 

@@ -94,7 +94,7 @@ def throttles() -> list[GoldenThrottle]:
     """throttle.txt: every 4.4.0 response at every version, ThrottleTimeMs 4321 where it has one."""
     rows = []
     for line in (HERE / "throttle.txt").read_text().splitlines():
-        key, version, has, body = (line.split() + [""])[:4]
+        key, version, has, body = [*line.split(), ""][:4]
         rows.append(GoldenThrottle(int(key), int(version), has == "1", bytes.fromhex(body)))
     return rows
 
@@ -107,7 +107,9 @@ def kafka_classpath() -> str | None:
     if (libs / f"kafka-clients-{KAFKA_RELEASE}.jar").is_file():
         return str(libs / "*")
     m2 = Path.home() / ".m2/repository"
-    clients = m2 / f"org/apache/kafka/kafka-clients/{KAFKA_RELEASE}/kafka-clients-{KAFKA_RELEASE}.jar"
+    clients = (
+        m2 / f"org/apache/kafka/kafka-clients/{KAFKA_RELEASE}/kafka-clients-{KAFKA_RELEASE}.jar"
+    )
     slf4j = sorted((m2 / "org/slf4j/slf4j-api").glob("*/slf4j-api-*.jar"))
     if clients.is_file() and slf4j:
         return f"{clients}:{slf4j[-1]}"
@@ -117,7 +119,13 @@ def kafka_classpath() -> str | None:
 def run_java(program: str, java: str, classpath: str, work: Path) -> str:
     """Runs java/<program>.java (single-file source mode) and returns what it printed."""
     done = subprocess.run(
-        [java, f"-Djava.io.tmpdir={work}", "-cp", classpath, str(HERE / "java" / f"{program}.java")],
+        [
+            java,
+            f"-Djava.io.tmpdir={work}",
+            "-cp",
+            classpath,
+            str(HERE / "java" / f"{program}.java"),
+        ],
         check=False,
         capture_output=True,
         text=True,
