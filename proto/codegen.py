@@ -19,7 +19,13 @@ a version in ``flexibleVersions`` uses compact strings/bytes/arrays (unless the 
 ``flexibleVersions``, as the header's ClientId does) and ends every struct with a tagged-field
 section; tagged fields are written only when they differ from their default, in tag order; a
 non-ignorable field that is absent from the version being written must hold its default, else
-``UnsupportedVersionError`` (``MessageDataGenerator`` does the same).
+``UnsupportedVersionError`` (``MessageDataGenerator`` does the same). A ``records`` field is
+encoded like ``bytes`` and decodes to the raw record set; a struct held in a single field is
+defined before its holder (its class is the holder's default factory).
+
+It also writes ``proto/api_table.py`` (every API key of a Kafka release) from the compact
+table in ``proto/specs/apis/``, which ``--api-table JAR_OR_DIR`` derives from a release's
+specs.
 """
 
 from __future__ import annotations
