@@ -10,10 +10,12 @@ import base64
 import binascii
 import uuid
 
+from proto.primitives import ZERO_UUID
 from subscriptions.java_lang import to_int32
 
 __all__ = [
     "ONE_UUID",
+    "RESERVED_UUIDS",
     "ZERO_UUID",
     "kafka_uuid_from_str",
     "kafka_uuid_hash_code",
@@ -21,10 +23,10 @@ __all__ = [
     "random_instance_id",
 ]
 
-ZERO_UUID = uuid.UUID(int=0)
+# Uuid.ONE_UUID, the metadata topic id (ZERO_UUID is the wire codec's, proto.primitives).
 ONE_UUID = uuid.UUID(int=1)
-# Uuid.RESERVED: ids a broker never hands out (METADATA_TOPIC_ID is ONE_UUID).
-_RESERVED = frozenset({ZERO_UUID, ONE_UUID})
+# Uuid.RESERVED: ids a broker never hands out.
+RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
 
 
 def kafka_uuid_to_str(value: uuid.UUID) -> str:
@@ -63,5 +65,5 @@ def random_instance_id() -> uuid.UUID:
     """
     while True:
         candidate = uuid.uuid4()
-        if candidate not in _RESERVED and "-" not in kafka_uuid_to_str(candidate):
+        if candidate not in RESERVED_UUIDS and "-" not in kafka_uuid_to_str(candidate):
             return candidate

@@ -36,6 +36,7 @@ Every change of the effective state bumps ``snapshot().version``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -254,25 +255,45 @@ class ConfigStore:
         return self._snapshot
 
     async def watch(self, on_change: OnChange, stop_event: asyncio.Event | None = None,
-                    *, debounce_ms: int = 300, force_polling: bool | None = None) -> None:
+                    *, debounce_ms: int = 300, force_polling: bool | None = None,
+                    ready: asyncio.Event | None = None) -> None:
         """Reload whenever something in the config directory changes; call ``on_change``.
 
         Watches the directory, not the files, so editors that write-and-rename and the
         Kubernetes ConfigMap ``..data`` symlink swap are both seen. Runs until
-        ``stop_event`` is set (or the task is cancelled).
+        ``stop_event`` is set (or the task is cancelled).  ``ready`` is set once the
+        operating system watches the directory: a change made after that is seen.
         """
         import watchfiles  # imported here: only the server needs the watcher
 
-        async for changes in watchfiles.awatch(
+        changes_of = watchfiles.awatch(
             self.config_dir, stop_event=stop_event, debounce=debounce_ms, step=50,
             force_polling=force_polling, recursive=True,
-        ):
-            if all(TMP_MARKER in Path(path).name for _, path in changes):
-                continue  # our own temp files
-            if await asyncio.to_thread(self.reload):
-                result = on_change(self._snapshot)
-                if inspect.isawaitable(result):
-                    await result
+        )
+        # The generator's first step registers the watch (watchfiles creates its notifier
+        # before its first wait); the task runs that step before this one resumes.
+        pending = asyncio.ensure_future(anext(changes_of))
+        try:
+            await asyncio.sleep(0)
+            if ready is not None:
+                ready.set()
+            while True:
+                try:
+                    changes = await pending
+                except StopAsyncIteration:
+                    return
+                pending = asyncio.ensure_future(anext(changes_of))
+                if all(TMP_MARKER in Path(path).name for _, path in changes):
+                    continue  # our own temp files
+                if await asyncio.to_thread(self.reload):
+                    result = on_change(self._snapshot)
+                    if inspect.isawaitable(result):
+                        await result
+        finally:
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
+            await changes_of.aclose()
 
     # -- subscriptions ----------------------------------------------------------------
 

@@ -436,6 +436,10 @@ def quotas_alter(
 
 
 def _number_or_text(text: str) -> object:
+    """``100`` is a number; ``"100"`` (quoted) and anything else that is not a number is
+    text, which the store refuses with the message it gives a quoted value in quotas.yaml."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
     try:
         return float(text)
     except ValueError:

@@ -167,6 +167,8 @@ class CollectorServer:
         self._stopped = asyncio.Event()
         self._forwarder: Any = None
         self._forwarder_stop = asyncio.Event()
+        # Set once the config store's directory is watched (a change after it is seen).
+        self.store_watching = asyncio.Event()
         self._started = False
         self._stopping = False
         self._landing: Any = None  # the LandingLog this server owns
@@ -514,7 +516,7 @@ class CollectorServer:
             self.apply_store_quotas()
 
         try:
-            await watch(changed)
+            await watch(changed, ready=self.store_watching)
         except asyncio.CancelledError:
             raise
         except Exception:

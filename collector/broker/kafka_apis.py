@@ -14,7 +14,6 @@ The admin APIs (DescribeConfigs, IncrementalAlterConfigs, ListConfigResources) l
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,7 +21,7 @@ from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.core.context import RequestContext
 from collector.pipeline.dispatch import Api
 from collector.net.listeners import EndPoint
-from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto import SUPPORTED_VERSIONS, ZERO_UUID, ApiKeys
 from proto.errors import Errors
 from proto.messages import (
     ApiVersionsRequest,
@@ -45,7 +44,6 @@ SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9]
 # org.apache.kafka.common.internals.Topic: legal names.
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _TOPIC_MAX_LENGTH = 249
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 def _topic_name_error(name: str) -> Errors | None:
@@ -150,7 +148,7 @@ class KafkaApis:
         topics = []
         for topic in request.topics or ():
             name = topic.name
-            if name is None or (not name and getattr(topic, "topic_id", _ZERO_UUID) != _ZERO_UUID):
+            if name is None or (not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID):
                 topics.append(
                     MetadataResponseTopic(
                         error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic.topic_id

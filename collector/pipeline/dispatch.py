@@ -65,6 +65,11 @@ _PUSH_RESPONSE_V0_TAILS: Final = {
     int(code): _PUSH_RESPONSE_V0.pack(0, 0, 0, 0, int(code), 0)[8:] for code in Errors
 }
 _THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
+# Requests whose THROTTLING_QUOTA_EXCEEDED answer is push-interval gating (an admin API's
+# 89 is the strict mutation quota, counted by the enforcer as controller_mutation).
+_GATED_APIS: Final = frozenset(
+    {int(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS), int(ApiKeys.PUSH_TELEMETRY)}
+)
 # decode() found an ApiVersions request at a version we don't speak (answered with v0).
 _UNSUPPORTED_API_VERSIONS = object()
 
@@ -135,6 +140,7 @@ class Dispatcher(RequestHandler):
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, session, request)
 
+        error_code = getattr(response, "error_code", 0)
         if quota is not None:
             throttle_ms = quota.record(
                 context,
@@ -142,11 +148,15 @@ class Dispatcher(RequestHandler):
                 time.perf_counter_ns() - started_ns,
                 response,
             )
+            if error_code == _THROTTLING_QUOTA_EXCEEDED and frame.api_key in _GATED_APIS:
+                quota.count_push_interval_gate(
+                    session.principal_name, frame.client_id, context.now_ms
+                )
             if throttle_ms > 0 and hasattr(response, "throttle_time_ms"):
                 response = dataclasses.replace(response, throttle_time_ms=throttle_ms)
                 quota.throttle(context, throttle_ms)
         if self._observer is not None:
-            self._observer.observe(frame.api_key, getattr(response, "error_code", 0))
+            self._observer.observe(frame.api_key, error_code)
         return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
 
     def _push(
@@ -184,9 +194,8 @@ class Dispatcher(RequestHandler):
                 len(frame.raw),
                 time.perf_counter_ns() - started_ns,
                 now_ms,
-                error_code,
             )
-        elif error_code == _THROTTLING_QUOTA_EXCEEDED and quota is not None:
+        if error_code == _THROTTLING_QUOTA_EXCEEDED and quota is not None:
             quota.count_push_interval_gate(session.principal_name, client_id, now_ms)
         if self._observer is not None:
             self._observer.observe(_PUSH_TELEMETRY, error_code)

@@ -21,7 +21,8 @@ the server, applied the way a Kafka broker applies it (``KafkaApis`` /
 
 Push-interval gating (a Get or Push too early, answered THROTTLING_QUOTA_EXCEEDED by the
 ClientMetricsManager with ``throttle_time_ms`` 0, as Kafka answers it) stays its own
-throttle; :meth:`record` counts it in the same throttle metrics, as ``push_interval``.
+throttle; the dispatcher reports each such answer to :meth:`count_push_interval_gate`,
+which counts it in the same throttle metrics, as ``push_interval``.
 
 The quota user is the principal's name (``ANONYMOUS`` on PLAINTEXT, as Kafka's
 ``KafkaPrincipal.getName``), the client id the request header's.  No request type the
@@ -45,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Final
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from proto import ApiKeys
-from proto.errors import Errors
 from quota import (
     Accept,
     ConnectionDecision,
@@ -72,10 +72,6 @@ log = logging.getLogger(__name__)
 # The label of push-interval gating in the throttle counters, beside the quota types.
 PUSH_INTERVAL: Final = "push_interval"
 
-# Requests whose THROTTLING_QUOTA_EXCEEDED answer is push-interval gating (an admin API's
-# 89 is the strict mutation quota, counted by record() as controller_mutation).
-_GATED_APIS: Final = frozenset({ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, ApiKeys.PUSH_TELEMETRY})
-
 # Metric label of each quota type (Prometheus style of Kafka's QuotaType names).
 _QUOTA_LABEL: Final[Mapping[QuotaType, str]] = {
     QuotaType.PRODUCE: "produce",
@@ -96,7 +92,6 @@ class _ThrottleCount:
     last_ms: int = 0
 
 
-_THROTTLING_QUOTA_EXCEEDED = int(Errors.THROTTLING_QUOTA_EXCEEDED)
 
 
 class QuotaEnforcer:
@@ -142,36 +137,15 @@ class QuotaEnforcer:
         api_key = frame.api_key
         if self.is_idle():
             # Fast path: the engine would record nothing and return 0 (each manager checks
-            # the same flag first). Only push-interval gating still counts.
-            if (
-                response is not None
-                and api_key in _GATED_APIS
-                and response.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
-            ):
-                self.count_push_interval_gate(
-                    context.session.principal_name, frame.client_id, context.now_ms
-                )
+            # the same flag first).
             return 0
         user = context.session.principal_name
         client_id = frame.client_id
         now_ms = context.now_ms
         if api_key == ApiKeys.PUSH_TELEMETRY:
-            return self.record_push(
-                user,
-                client_id,
-                len(frame.raw),
-                handling_ns,
-                now_ms,
-                response.error_code if response is not None else 0,
-            )
+            return self.record_push(user, client_id, len(frame.raw), handling_ns, now_ms)
         throttle_ms = engine.record_request(user, client_id, handling_ns, now_ms)
         throttled_by = QuotaType.REQUEST
-        if (
-            api_key in _GATED_APIS
-            and response is not None
-            and response.error_code == Errors.THROTTLING_QUOTA_EXCEEDED
-        ):
-            self._count(PUSH_INTERVAL, user, client_id, 0, now_ms)
         pending = self._pending_mutation
         if pending is not None:
             self._pending_mutation = None
@@ -192,18 +166,15 @@ class QuotaEnforcer:
         push_bytes: int,
         handling_ns: int,
         now_ms: int,
-        error_code: int,
     ) -> int:
         """``record`` for a PushTelemetry, from its parts (the dispatcher's push path builds
         no RequestContext): its handler time against ``request_percentage``, its size
         (header and body, as Kafka's handleProduce records ``request.sizeInBytes``)
         against ``producer_byte_rate``; the larger throttle wins and names the quota the
-        channel is muted under.  Push-interval gating (89) is counted with the throttles."""
+        channel is muted under."""
         engine = self.engine
         throttle_ms = engine.record_request(user, client_id, handling_ns, now_ms)  # type: ignore[arg-type]
         bytes_ms = engine.record_produce_bytes(user, client_id, push_bytes, now_ms)  # type: ignore[arg-type]
-        if error_code == _THROTTLING_QUOTA_EXCEEDED:
-            self._count(PUSH_INTERVAL, user, client_id or "", 0, now_ms)
         if throttle_ms > 0 or bytes_ms > 0:
             throttled_by = QuotaType.REQUEST
             if bytes_ms > throttle_ms:
@@ -225,24 +196,32 @@ class QuotaEnforcer:
 
     def count_push_interval_gate(self, user: str, client_id: str | None, now_ms: int) -> None:
         """A Get or Push refused by push-interval gating (89): counted with the throttles,
-        with no throttle time of its own (the client waits for its interval)."""
+        with no throttle time of its own (the client waits for its interval).  The one
+        place it is counted (the dispatcher calls it for every such answer)."""
         self._count(PUSH_INTERVAL, user, client_id or "", 0, now_ms)
 
     def throttle(self, context: RequestContext, throttle_ms: int) -> None:
         """Mute the channel for ``throttle_ms`` under the quota that produced it; its
         response (already built, carrying ``throttle_time_ms``) is still written."""
-        channel = context.channel
+        self.mute(
+            context.channel, context.session.principal_name, context.frame.client_id, throttle_ms
+        )
+
+    def mute(self, channel: Channel, user: str, client_id: str, throttle_ms: int) -> None:
+        """Mute ``channel`` for ``throttle_ms`` under the quota that produced the throttle
+        (the last one counted); the engine's delay queue unmutes it."""
         channel.mute()
         now_ms = self._clock.now_ms()
-        self.engine.throttle(
-            channel,
-            context.session.principal_name,
-            context.frame.client_id,
-            throttle_ms,
-            now_ms,
-            self._throttled_by,
-        )
+        self.engine.throttle(channel, user, client_id, throttle_ms, now_ms, self._throttled_by)
         self._arm(now_ms)
+
+    def count_throttle(
+        self, quota_type: QuotaType, user: str, client_id: str, throttle_ms: int, now_ms: int
+    ) -> None:
+        """A throttle a gateway's forwarded request earned under ``quota_type`` (recorded by
+        the engine already): counted with the others, and the quota a mute is under."""
+        self._throttled_by = quota_type
+        self._count(_QUOTA_LABEL[quota_type], user, client_id, throttle_ms, now_ms)
 
     def mutation_quota(self, context: RequestContext, strict: bool) -> ControllerMutationQuota:
         """The controller-mutation quota of one admin request (``record(permits, now_ms)``

@@ -54,12 +54,11 @@ from proto.messages import (
 )
 from proto.primitives import BytesLike
 from subscriptions.effective import EffectiveSubscription
+from subscriptions.kafka_uuid import RESERVED_UUIDS, ZERO_UUID
 from subscriptions.matching import ClientMetadata
 
 __all__ = [
-    "ONE_UUID",
     "SUPPORTED_COMPRESSION_TYPES",
-    "ZERO_UUID",
     "ClientMetricsInstance",
     "ClientMetricsManager",
     "SubscriptionSource",
@@ -67,9 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ZERO_UUID = uuid.UUID(int=0)
-ONE_UUID = uuid.UUID(int=1)  # Uuid.ONE_UUID (the metadata topic id): reserved, never a client
-RESERVED_UUIDS = frozenset({ZERO_UUID, ONE_UUID})
 # The same by value: an int hashes in C, a UUID through its Python __hash__ (push path).
 _RESERVED_UUID_INTS = frozenset(u.int for u in RESERVED_UUIDS)
 

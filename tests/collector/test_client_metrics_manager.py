@@ -19,13 +19,13 @@ from collector_testkit import (
     zstd,
 )
 
-from collector.telemetry.client_metrics import ONE_UUID, SUPPORTED_COMPRESSION_TYPES, ZERO_UUID
+from collector.telemetry.client_metrics import SUPPORTED_COMPRESSION_TYPES
 from exporters.base import ExportResult
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, LandingReader
 from proto.errors import Errors
 from proto.messages import PushTelemetryRequest
-from subscriptions.kafka_uuid import kafka_uuid_from_str
+from subscriptions.kafka_uuid import ONE_UUID, ZERO_UUID, kafka_uuid_from_str
 
 INTERVAL = 1000
 CONN = make_session()

@@ -12,7 +12,6 @@ tolerance.  The arithmetic of ``QuotaEnforcer.record`` is checked with the clock
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -20,8 +19,10 @@ from typing import Any
 
 import aiohttp
 import pytest
+from clock import SYSTEM_CLOCK, Clock
 from clock.testing import FakeClock
 from collector_testkit import RecordingChannel, open_connections, otlp_payload
+from waiting import eventually
 from prometheus_client.parser import text_string_to_metric_families
 from wire_client import WireClient
 
@@ -54,7 +55,7 @@ SHORT_WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     servers: list[CollectorServer] = []
 
-    async def factory(**overrides: object) -> CollectorServer:
+    async def factory(clock: Clock = SYSTEM_CLOCK, **overrides: object) -> CollectorServer:
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
@@ -62,7 +63,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
             "landing": {"fsync": "never"},
         }
         settings.update(overrides)
-        server = CollectorServer(load_config(environ={}, overrides=settings))
+        server = CollectorServer(load_config(environ={}, overrides=settings), clock=clock)
         await server.start()
         servers.append(server)
         return server
@@ -87,10 +88,7 @@ async def test_max_connections_per_ip_refuses_the_extra_connection(start: Factor
     assert await api_versions_ok(first)  # the first is unaffected
     await first.close()
     # Once the first is gone, a new connection is admitted.
-    for _ in range(100):
-        if not open_connections(server):
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: not open_connections(server), timeout_s=5, what="first closed")
     third = await WireClient.connect(server.port())
     assert await api_versions_ok(third)
     await third.close()
@@ -117,7 +115,8 @@ async def test_request_quota_throttles_and_mutes_the_channel(
     ConfigStore(tmp_path / "data").alter_quotas(
         {"client-id": "greedy"}, {"request_percentage": 0.01}
     )
-    server = await start()
+    clock = FakeClock(1_000_000)
+    server = await start(clock=clock)
     greedy = await WireClient.connect(server.port(), client_id="greedy")
     throttle_ms = 0
     for _ in range(2000):
@@ -127,9 +126,7 @@ async def test_request_quota_throttles_and_mutes_the_channel(
             break
     assert 0 < throttle_ms <= 1000  # Kafka caps a request throttle at one quota window
     # The channel is muted: the next request is only read once the throttle expired.
-    started = time.monotonic()
-    await greedy.request(ApiKeys.METADATA, 12, MetadataRequest(topics=None))
-    assert (time.monotonic() - started) * 1000 >= throttle_ms * 0.8
+    await answered_only_after(server, clock, greedy, throttle_ms)
     # Other clients are not throttled.
     modest = await WireClient.connect(server.port(), client_id="modest")
     assert (
@@ -249,14 +246,33 @@ def sample(
     return samples.get((name, frozenset(labels.items())))
 
 
-async def next_request_ms(client: WireClient) -> float:
-    """How long the server takes to answer a trivial request (a muted channel: the rest
-    of its throttle)."""
-    started = time.monotonic()
+async def answered_only_after(
+    server: CollectorServer, clock: FakeClock, client: WireClient, throttle_ms: int
+) -> None:
+    """A trivial request on a throttled channel is not even read until the clock passes
+    the throttle: a millisecond before, the server has read nothing; at the throttle's
+    end the channel unmutes and the request is answered."""
+    answered = dict(server.request_metrics.requests)
     client.send(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("quota-test", "1"))
     await client.writer.drain()
-    await client.receive(10.0)
-    return (time.monotonic() - started) * 1000
+    await settle()
+    assert server.request_metrics.requests == answered
+    clock.advance(throttle_ms - 1)
+    await settle()
+    assert server.request_metrics.requests == answered
+    clock.advance(1)
+    assert (await client.receive(10.0)).error_code == Errors.NONE
+
+
+async def answered_at_once(client: WireClient) -> bool:
+    """A trivial request is answered without the clock moving."""
+    return await api_versions_ok(client, timeout_s=10.0)
+
+
+async def settle() -> None:
+    """Let the event loop run what is ready (a read the kernel already has, its answer)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
 
 
 def subscribe_producers(data_dir: Path, interval_ms: int = 60_000) -> None:
@@ -287,7 +303,8 @@ async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_p
     # One push a second against a limit 1.3 x smaller: (1.3 - 1) / 1 x 1000 ms = 300 ms.
     limit = int(frame_bytes / 1.3)
     ConfigStore(data_dir).alter_quotas({"client-id": "bulky"}, {"producer_byte_rate": limit})
-    server = await start(**SHORT_WINDOWS)
+    clock = FakeClock(1_000_000)
+    server = await start(clock, **SHORT_WINDOWS)
 
     bulky = await WireClient.connect(server.port(), client_id="bulky")
     get = await bulky.request(
@@ -303,11 +320,11 @@ async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_p
     assert push.error_code == Errors.NONE
     expected_ms = (frame_bytes / limit - 1) * 1000
     assert abs(push.throttle_time_ms - expected_ms) <= 0.05 * expected_ms
-    # The channel is muted: a client that ignores throttle_time_ms waits it out anyway.
-    assert await next_request_ms(bulky) >= 0.8 * push.throttle_time_ms
-    # Another client id has its own (unlimited) quota.
+    # Another client id has its own (unlimited) quota: answered with the clock standing.
     modest = await WireClient.connect(server.port(), client_id="modest")
-    assert await next_request_ms(modest) < push.throttle_time_ms
+    assert await answered_at_once(modest)
+    # The channel is muted: a client that ignores throttle_time_ms waits it out anyway.
+    await answered_only_after(server, clock, bulky, push.throttle_time_ms)
 
     samples = await scrape(server)
     labels = {"user": "ANONYMOUS", "client_id": "bulky"}
@@ -419,26 +436,28 @@ async def test_strict_mutation_quota_refuses_with_throttling_quota_exceeded(
     ConfigStore(tmp_path / "data").alter_quotas(
         {"client-id": "kafka-configs"}, {"controller_mutation_rate": MUTATION_RATE}
     )
-    server = await start()
+    clock = FakeClock(1_000_000)
+    server = await start(clock)
     admin = await WireClient.connect(server.port(), client_id="kafka-configs")
     # validate_only: counted as Kafka's controller counts it, without writing 120 quotas.
     request = AlterClientQuotasRequest(entries=_quota_entries(BURST + 10), validate_only=True)
     response = await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 1, request)  # v1: strict
     codes = [entry.error_code for entry in response.entries]
     accepted = codes.index(Errors.THROTTLING_QUOTA_EXCEEDED)
-    # The bucket refills at 10/s while the request runs: a token or so more at most.
+    # The clock stands while the request runs: the bucket does not refill.
     assert BURST + 1 <= accepted <= BURST + 3
     assert set(codes[accepted:]) == {Errors.THROTTLING_QUOTA_EXCEEDED}
     refused = response.entries[accepted]
     assert refused.error_message == "The throttling quota has been exceeded."
     assert 0 < response.throttle_time_ms <= 1000 // MUTATION_RATE
-    assert await next_request_ms(admin) >= 0.8 * response.throttle_time_ms - 5
+    await answered_only_after(server, clock, admin, response.throttle_time_ms)
     samples = await scrape(server)
     labels = {"quota": "controller_mutation", "user": "ANONYMOUS", "client_id": "kafka-configs"}
     assert sample(samples, "ktc_quota_throttled_responses_total", **labels) == 1
     # The bucket (refilling since, during the mute) is far from full.
     entity = {"user": "", "client_id": "kafka-configs"}
-    assert (sample(samples, "kafka_server_controllermutation_tokens", **entity) or BURST) < 5
+    tokens = sample(samples, "kafka_server_controllermutation_tokens", **entity)
+    assert tokens is not None and tokens < 5
     await admin.close()
 
 
@@ -454,7 +473,8 @@ async def test_permissive_mutation_quota_applies_then_throttles(
     ConfigStore(tmp_path / "data").alter_quotas(
         {"client-id": "old-tool"}, {"controller_mutation_rate": MUTATION_RATE}
     )
-    server = await start()
+    clock = FakeClock(1_000_000)
+    server = await start(clock)
     admin = await WireClient.connect(server.port(), client_id="old-tool")
     resources = tuple(
         AlterConfigsResource(16, f"sub-{i}", (AlterableConfig("metrics", 0, "*"),))
@@ -465,12 +485,14 @@ async def test_permissive_mutation_quota_applies_then_throttles(
     # Every change is accepted; the bucket ends about 2 tokens short: ~200 ms of throttle.
     assert {r.error_code for r in response.responses} == {Errors.NONE}
     assert 0 < response.throttle_time_ms <= 2 * 1000 // MUTATION_RATE
-    assert await next_request_ms(admin) >= 0.8 * response.throttle_time_ms - 5
+    await answered_only_after(server, clock, admin, response.throttle_time_ms)
     await admin.close()
 
 
 # ----------------------------------------------------------------------------- admin preprocess
-async def test_incremental_alter_configs_preprocess_is_kafkas(start: Factory) -> None:
+async def test_incremental_alter_configs_preprocess_is_kafkas(
+    start: Factory, tmp_path: Path
+) -> None:
     from proto.messages import IncrementalAlterConfigsRequest
     from proto.messages.incremental_alter_configs_request import (
         AlterableConfig,
@@ -509,7 +531,7 @@ async def test_incremental_alter_configs_preprocess_is_kafkas(start: Factory) ->
         (Errors.INVALID_REQUEST, "Each resource must appear at most once."),
         (Errors.INVALID_REQUEST, "Each resource must appear at most once."),
     ]
-    assert server._store is not None and server._store.list_names() == []
+    assert ConfigStore(tmp_path / "data").list_names() == []
     await admin.close()
 
 
@@ -524,9 +546,9 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
     data_dir = str(tmp_path / "data")
     server = await start()
     assert server.quotas is not None
-    # The store watcher registers with the OS on a worker thread once its task runs; a
-    # change written before that would only be seen at the next SIGHUP.
-    await asyncio.sleep(1.0)
+    # A change written before the store watcher watches the directory would only be seen
+    # at the next SIGHUP.
+    await server.store_watching.wait()
 
     def ktc(*args: str) -> str:
         result = CliRunner().invoke(cli, ["quotas", *args, "--data-dir", data_dir])
@@ -563,10 +585,11 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         "ips/<default>": {"connection_creation_rate": 20.0},
     }
     # Hot reload: the server's store watcher applies the file change (no SIGHUP needed).
-    deadline = time.monotonic() + 10
-    while server.quotas.engine.entity_quotas() != expected and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert server.quotas.engine.entity_quotas() == expected
+    await eventually(
+        lambda: server.quotas.engine.entity_quotas() == expected,  # type: ignore[union-attr]
+        timeout_s=10,
+        what="the quotas file change applied",
+    )
     described = ktc(
         "describe",
         "--entity-type",
@@ -589,10 +612,11 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         "--delete-config",
         "connection_creation_rate",
     )
-    deadline = time.monotonic() + 10
-    while "ips/<default>" in server.quotas.engine.entity_quotas() and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    assert "ips/<default>" not in server.quotas.engine.entity_quotas()
+    await eventually(
+        lambda: "ips/<default>" not in server.quotas.engine.entity_quotas(),  # type: ignore[union-attr]
+        timeout_s=10,
+        what="the deleted quota removed",
+    )
 
     mixed = CliRunner().invoke(
         cli,
@@ -622,7 +646,12 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
     first = await WireClient.connect(server.port())
     assert await api_versions_ok(first)
     held = await WireClient.connect(server.port())  # accepted by the kernel, held by us
-    await asyncio.sleep(0.1)  # the acceptor takes it and waits for a slot
+    assert server.quotas is not None
+    await eventually(  # the acceptor takes it and waits for a slot
+        lambda: ("PLAINTEXT", "wait_for_slot") in server.quotas.connection_decisions,  # type: ignore[union-attr]
+        timeout_s=5,
+        what="the held connection waiting for a slot",
+    )
     await server.stop()
     assert await held.closed_by_server(timeout_s=5.0)
     await first.close()

@@ -12,6 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from collector_testkit import newest_session, open_connections, otlp_payload, zstd
+from waiting import eventually
 from wire_client import WireClient
 
 from collector.app.config import load_config
@@ -261,11 +262,11 @@ async def test_closing_the_connection_drops_its_instance(server: CollectorServer
         server.manager is not None and server.manager.instance(get.client_instance_id) is not None
     )
     await c.close()
-    for _ in range(200):
-        if server.manager.instance(get.client_instance_id) is None:
-            break
-        await asyncio.sleep(0.01)
-    assert server.manager.instance(get.client_instance_id) is None
+    await eventually(
+        lambda: server.manager.instance(get.client_instance_id) is None,  # type: ignore[union-attr]
+        timeout_s=2,
+        what="the instance dropped with its connection",
+    )
 
 
 # ----------------------------------------------------------------------------- malformed
@@ -364,7 +365,7 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
     server = CollectorServer(config)
     await server.start()
     try:
-        log = server._exporter
+        log = server.exporter
         c = await client(server)
         gets = []
         for _ in range(5):
@@ -416,17 +417,9 @@ async def test_a_client_that_does_not_read_stops_being_read(server: CollectorSer
     for _ in range(count):
         c.send(ApiKeys.DESCRIBE_CONFIGS, 4, describe)
     (connection,) = open_connections(server)
-
-    async def paused() -> bool:
-        for _ in range(500):
-            if connection.reading_paused:
-                return True
-            await asyncio.sleep(0.01)
-        return False
-
     # Responses pile up in the server's write buffer; past its high-water mark the
     # server stops reading this connection instead of buffering without bound.
-    assert await paused()
+    await eventually(lambda: connection.reading_paused, timeout_s=5, what="reading paused")
     await still_serving(server)  # others are served meanwhile
     for _ in range(count):  # every request answered, in order (the client codec checks ids)
         response = await c.receive(timeout_s=10)

@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from clock.testing import FakeClock
+from waiting import eventually_sync
 from exporters.context import TelemetryContext
 from exporters.landing import (
     FsyncPolicy,
@@ -30,11 +30,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """For a background thread's work (not a time window): poll with a deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.005)
+    """For a background thread's work (not a time window)."""
+    eventually_sync(condition, timeout_s=timeout_s, what="the housekeeper's work")
 
 
 def test_always_fsyncs_before_append_returns(tmp_path: Path, make_context: MakeContext) -> None:

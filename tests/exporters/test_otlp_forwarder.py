@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 
 from exporters.context import TelemetryContext
 from clock.testing import FakeClock
+from waiting import eventually_sync
 from exporters.landing import ConsumerPositions, LandingLog, LandingOptions
 from exporters.otlp import (
     CONSUMER_NAME,
@@ -423,11 +424,11 @@ def test_with_retry_disabled_a_retryable_failure_drops_as_the_collector_does(
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
+    """For the forwarder's threads and the receiver's gRPC server (not a time window)."""
+    try:
+        eventually_sync(predicate, timeout_s=timeout_s, what="the forwarder's progress")
+    except AssertionError:
+        return False
     return True
 
 

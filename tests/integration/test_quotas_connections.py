@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from collector_harness import RunningCollector, wait_for
+from waiting import eventually
 from prometheus_client.parser import text_string_to_metric_families
 
 from proto import ApiKeys, encode_request
@@ -89,8 +90,9 @@ def test_per_ip_count_refuses_the_excess_and_serves_the_rest(tmp_path: Path) -> 
                 asyncio.create_task(attempt(collector.port, started, hold=hold)) for _ in range(60)
             ]
             # Every attempt is answered or refused while the served ones stay open.
-            while sum(t.done() for t in tasks) < 50 and time.monotonic() - started < 20:
-                await asyncio.sleep(0.05)
+            await eventually(
+                lambda: sum(t.done() for t in tasks) >= 50, timeout_s=20, what="50 settled"
+            )
             settled_s = time.monotonic() - started
             hold.set()
             return list(await asyncio.gather(*tasks)), settled_s
@@ -176,10 +178,18 @@ def test_creation_rate_holds_the_listener_while_another_stays_usable(
         assert collector.server is not None
         admin_port = collector.server.port("ADMIN")
 
+        def held() -> bool:
+            """The acceptor has made a connection wait for the creation rate."""
+            server = collector.server
+            assert server is not None and server.quotas is not None
+            quotas = server.quotas
+            decisions = collector.call(lambda: dict(quotas.connection_decisions))
+            return any(decision == "rate_delay" for _, decision in decisions)
+
         async def storm() -> tuple[list[Attempt], Attempt]:
             started = time.monotonic()
             tasks = [asyncio.create_task(attempt(collector.port, started)) for _ in range(60)]
-            await asyncio.sleep(0.3)  # the storm is being held by now
+            await eventually(held, timeout_s=10, what="the storm held by the rate")
             admin = await attempt(admin_port, time.monotonic())
             return list(await asyncio.gather(*tasks)), admin
 

@@ -31,7 +31,7 @@ from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp import OtlpExporterConfig, OtlpForwarder
 from exporters.otlp.transport import EXPORT_METHOD
 
-# A librdkafka producer pushes 10 metrics with one point each (field-notes.md).
+# A librdkafka producer pushes 10 metrics with one point each.
 PUSH = sample_metrics_data(gauges=9).SerializeToString()
 POINTS_PER_PUSH = 10
 

@@ -1,7 +1,8 @@
 """Hot reload with real filesystem events: a change takes effect within 2 s.
 
-These wait for the operating system's file events, not for a quota window, so they poll
-the store's snapshot against a 2 s deadline.
+The watcher says when the operating system watches the directory (its ``ready`` event);
+the changes' effects arrive on the operating system's schedule, so they are awaited
+against a 2 s deadline.
 """
 
 from __future__ import annotations
@@ -10,25 +11,21 @@ import asyncio
 import os
 from pathlib import Path
 
+from waiting import eventually
+
 from subscriptions.store import ConfigSnapshot, ConfigStore
 
 DEADLINE_S = 2.0
 
 
-async def _until(condition, deadline_s: float = DEADLINE_S) -> float:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    start = loop.time()
-    while not condition():
-        if loop.time() - start > deadline_s:
-            raise AssertionError(f"not within {deadline_s} s")
-        await asyncio.sleep(0.02)
-    return loop.time() - start
+async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+    await eventually(condition, timeout_s=DEADLINE_S, what="the watcher's reload")
 
 
 async def _watching(store: ConfigStore, seen: list[ConfigSnapshot]) -> tuple[asyncio.Task[None], asyncio.Event]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(store.watch(seen.append, stop_event=stop))
-    await asyncio.sleep(0.3)  # let the watcher register before the first change
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(store.watch(seen.append, stop_event=stop, ready=ready))
+    await ready.wait()  # the directory is watched: the first change is seen
     return task, stop
 
 
@@ -93,9 +90,12 @@ async def test_api_writes_do_not_count_as_outside_changes(tmp_path: Path) -> Non
     try:
         store.alter_subscription("s", {"metrics": "a."})
         version = store.snapshot().version
-        await asyncio.sleep(0.8)  # give the watcher time to see our own write
-        assert store.snapshot().version == version
-        assert seen == []
+        # A hand edit after our own write: once the watcher reports it, it has been through
+        # our write's events too (they come first), and the hand edit is all it reported.
+        (store.config_dir / "quotas.yaml").write_text("quotas:\n  users/a: {producer_byte_rate: 1}\n")
+        await _until(lambda: seen)
+        assert [snapshot.version for snapshot in seen] == [version + 1]
+        assert [s.name for s in seen[0].subscriptions] == ["s"] and len(seen[0].quotas) == 1
     finally:
         stop.set()
         await asyncio.wait_for(task, 5)
@@ -110,9 +110,9 @@ async def test_an_async_callback_is_awaited(tmp_path: Path) -> None:
         await asyncio.sleep(0)
         applied.append(snapshot.version)
 
-    stop = asyncio.Event()
-    task = asyncio.create_task(store.watch(on_change, stop_event=stop))
-    await asyncio.sleep(0.3)
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(store.watch(on_change, stop_event=stop, ready=ready))
+    await ready.wait()
     try:
         (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  s: {metrics: a.}\n")
         await _until(lambda: applied == [store.snapshot().version])
