@@ -63,6 +63,7 @@ __all__ = [
     "ClientConnection",
     "RequestFrame",
     "ResponseFrame",
+    "ResponseFramer",
     "ServerConnection",
     "api_versions_unsupported_response",
     "decode_request",
@@ -459,6 +460,27 @@ def _decode_response(api_key: int, api_version: int, payload: bytes | memoryview
     except (struct.error, IndexError, ValueError, OverflowError) as exc:
         raise MalformedError(f"Malformed {ApiKeys(api_key).name} response: {exc}") from None
     return ResponseFrame(correlation_id, api_key, api_version, message)
+
+
+class ResponseFramer:
+    """Cuts a client's (or a gateway's upstream) byte stream into response payloads: size
+    prefix removed, correlation id first.  Each size prefix is checked on arrival, before its
+    bytes are buffered."""
+
+    def __init__(self, max_response_size: int = 1 << 30) -> None:
+        self._frames = _FrameBuffer(max_response_size, "response")
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._frames.buffered_bytes
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Raises FramingError on a negative or oversized size prefix."""
+        self._frames.receive(data)
+
+    def next_frame(self) -> bytes | None:
+        """The next whole response payload, or None."""
+        return self._frames.next_frame()
 
 
 class ClientConnection:

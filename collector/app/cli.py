@@ -3,6 +3,7 @@
 | command                                   | what it does                                    |
 |-------------------------------------------|-------------------------------------------------|
 | ``ktc serve``                             | run the collector until SIGTERM/SIGINT          |
+| ``ktc gateway --upstream HOST:PORT``      | run it as a gateway in front of a Kafka cluster |
 | ``ktc validate-config FILE``              | load and validate a config file, print it       |
 | ``ktc subscriptions alter|describe|list|delete`` | kafka-client-metrics.sh, on the local store |
 | ``ktc landing dump``                      | the landing log as JSON lines                    |
@@ -111,12 +112,22 @@ def serve(
     sys.exit(exit_code)
 
 
-async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
-    from collector.net.listeners import ListenerError
+async def _serve(config: CollectorConfig, ready_file: str | None, *, gateway: bool = False) -> int:
     from collector.app.process_tuning import tune_serving_process
     from collector.app.server import CollectorServer, StartupError
+    from collector.net.listeners import ListenerError
 
-    server = CollectorServer(config)
+    server: CollectorServer
+    try:
+        if gateway:
+            from collector.app.gateway_server import GatewayServer
+
+            server = GatewayServer(config)
+        else:
+            server = CollectorServer(config)
+    except StartupError as exc:
+        click.echo(f"ktc: cannot start: {exc}", err=True)
+        return CONFIG_ERROR_EXIT
     try:
         await server.start()
     except (StartupError, ListenerError) as exc:
@@ -132,11 +143,75 @@ async def _serve(config: CollectorConfig, ready_file: str | None) -> int:
             "http_port": server.http_port,
             "cluster_id": server.cluster_id,
         }
+        topology = getattr(server, "topology", None)
+        if topology is not None:
+            info["node_ports"] = {str(node): port for node, port in topology.ports.items()}
         tmp = Path(ready_file + ".tmp")
         tmp.write_text(json.dumps(info))
         tmp.replace(ready_file)
     await server.wait_stopped()
     return 0
+
+
+# ---------------------------------------------------------------------------- gateway
+@cli.command()
+@click.option(
+    "--upstream",
+    help="The cluster's bootstrap servers, HOST:PORT[,HOST:PORT...] "
+    "(gateway.upstream.bootstrap.servers).",
+)
+@click.option("--listeners", help="The bootstrap listener, e.g. PLAINTEXT://0.0.0.0:9092.")
+@click.option(
+    "--broker-port-start",
+    type=int,
+    help="Upstream node n is served on this port + n - gateway.min.node.id; 0 picks free ports "
+    "(gateway.broker.port.start).",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Landing log, config store, learned topology.",
+)
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file.")
+@click.option(
+    "--advertised-host",
+    help="The host clients are sent to for every broker (gateway.advertised.host).",
+)
+@click.option("--http-listener", help="host:port for /metrics, /healthz, /readyz.")
+@click.option("--ready-file", type=click.Path(dir_okay=False), hidden=True)
+def gateway(
+    upstream: str | None,
+    listeners: str | None,
+    broker_port_start: int | None,
+    data_dir: str | None,
+    config_file: str | None,
+    advertised_host: str | None,
+    http_listener: str | None,
+    ready_file: str | None,
+) -> None:
+    """Run as a gateway in front of a Kafka-compatible cluster: forward clients' traffic,
+    terminate their telemetry, apply quotas (SIGTERM drains, SIGHUP reloads)."""
+    config = _load(
+        config_file,
+        {
+            "gateway.upstream.bootstrap.servers": upstream,
+            "listeners": listeners,
+            "gateway.broker.port.start": broker_port_start,
+            "data.dir": data_dir,
+            "gateway.advertised.host": advertised_host,
+            "http.listener": http_listener,
+        },
+    )
+    if not config.gateway_upstream_bootstrap_servers:
+        _fail_config(
+            "gateway mode needs the upstream cluster: --upstream HOST:PORT[,HOST:PORT...] "
+            "or gateway.upstream.bootstrap.servers in the config file"
+        )
+    _setup_logging(config.log_level)
+    from collector.app.server import install_uvloop
+
+    install_uvloop()
+    sys.exit(asyncio.run(_serve(config, ready_file, gateway=True)))
 
 
 # ---------------------------------------------------------------------------- config

@@ -27,7 +27,7 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config"]
+__all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config", "parse_host_ports"]
 
 ENV_PREFIX = "KTC_"
 
@@ -119,6 +119,45 @@ class CollectorConfig(BaseModel):
         False, alias="telemetry.metrics.instance.labels"
     )
 
+    # --- gateway mode (``ktc gateway``; see docs/gateway.md) -------------------------------
+    # The upstream cluster's bootstrap servers, "host:port,host:port".
+    gateway_upstream_bootstrap_servers: str | None = Field(
+        None, alias="gateway.upstream.bootstrap.servers", min_length=1
+    )
+    # Upstream node n is served on port start + n - gateway.min.node.id (0: OS-chosen ports).
+    gateway_broker_port_start: int = Field(9093, alias="gateway.broker.port.start", ge=0, le=65535)
+    gateway_min_node_id: int = Field(0, alias="gateway.min.node.id", ge=0)
+    # How many node ids the port range holds (node ids above min + this are refused).
+    gateway_max_nodes: int = Field(64, alias="gateway.max.nodes", ge=1, le=4096)
+    # The host clients are sent to for every broker; None: the bootstrap listener's
+    # advertised host.
+    gateway_advertised_host: str | None = Field(None, alias="gateway.advertised.host", min_length=1)
+    # The transport to the cluster: PLAINTEXT or SSL (SASL passes through either).
+    gateway_upstream_security_protocol: str = Field(
+        "PLAINTEXT", alias="gateway.upstream.security.protocol"
+    )
+    gateway_upstream_ssl_truststore_location: str | None = Field(
+        None, alias="gateway.upstream.ssl.truststore.location"
+    )
+    gateway_upstream_ssl_keystore_location: str | None = Field(
+        None, alias="gateway.upstream.ssl.keystore.location"
+    )
+    gateway_upstream_ssl_key_password: str | None = Field(
+        None, alias="gateway.upstream.ssl.key.password"
+    )
+    # "https" checks the broker's certificate names its host (Kafka's default); "" does not.
+    gateway_upstream_ssl_endpoint_identification_algorithm: str = Field(
+        "https", alias="gateway.upstream.ssl.endpoint.identification.algorithm"
+    )
+    gateway_upstream_connect_timeout_ms: int = Field(
+        10000, alias="gateway.upstream.connect.timeout.ms", ge=1
+    )
+    # The largest upstream response a client pair buffers (a Fetch answer is at most the
+    # client's fetch.max.bytes, 50 MiB by default, plus framing).
+    gateway_upstream_max_response_bytes: int = Field(
+        104857600, alias="gateway.upstream.max.response.bytes", ge=1024
+    )
+
     # --- ours -----------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.
@@ -173,6 +212,30 @@ class CollectorConfig(BaseModel):
             raise ValueError("only PEM stores are supported (JKS/PKCS12 need a JVM)")
         return "PEM"
 
+    @pydantic.field_validator("gateway_upstream_bootstrap_servers")
+    @classmethod
+    def _upstream_servers(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_host_ports(value)
+        return value
+
+    @pydantic.field_validator("gateway_upstream_security_protocol")
+    @classmethod
+    def _upstream_protocol(cls, value: str) -> str:
+        protocol = value.upper()
+        if protocol not in {"PLAINTEXT", "SSL"}:
+            raise ValueError(
+                "must be PLAINTEXT or SSL (clients' SASL passes through the gateway unchanged)"
+            )
+        return protocol
+
+    @pydantic.field_validator("gateway_upstream_ssl_endpoint_identification_algorithm")
+    @classmethod
+    def _endpoint_identification(cls, value: str) -> str:
+        if value.lower() not in {"https", ""}:
+            raise ValueError('must be "https" or "" (Kafka\'s two choices)')
+        return value.lower()
+
     @pydantic.field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -209,6 +272,18 @@ class CollectorConfig(BaseModel):
             return None
         host, _, port = self.http_listener.rpartition(":")
         return host.strip("[]"), int(port)
+
+
+def parse_host_ports(text: str) -> list[tuple[str, int]]:
+    """``"a:9092,[::1]:9093"`` -> ``[("a", 9092), ("::1", 9093)]``; ValueError says what is wrong."""
+    out = []
+    for item in text.split(","):
+        item = item.strip()
+        host, sep, port = item.rpartition(":")
+        if not item or not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ValueError(f"{item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
 
 
 def env_var_for(key: str) -> str:

@@ -20,5 +20,9 @@ class Channel(Protocol):
     def unmute(self) -> None:
         """Resume reading after :meth:`mute`."""
 
+    def hold_reading(self, held: bool) -> None:
+        """Stop (True) or resume (False) reading because what the connection sends on is
+        not draining (a gateway's upstream connection)."""
+
     def close_for(self, reason: str) -> None:
         """Close after flushing what is already answered; ``reason`` is logged."""

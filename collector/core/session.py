@@ -44,6 +44,8 @@ class Session:
         "principal",
         "principal_name",
         "security_protocol",
+        "upstream_cluster_id",
+        "upstream_node_id",
     )
 
     def __init__(
@@ -72,6 +74,11 @@ class Session:
         self.client_source_port = client_source_port
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        # Gateway mode: the cluster the gateway stands in front of, and the upstream node
+        # whose gateway listener this connection came in on (None: the bootstrap listener,
+        # or a standalone collector).
+        self.upstream_cluster_id: str | None = None
+        self.upstream_node_id: int | None = None
 
     def set_principal(self, principal: str) -> None:
         self.principal = principal

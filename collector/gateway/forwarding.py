@@ -36,6 +36,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from collector.gateway.sasl import SaslCapture
 from collector.net.flush import PendingResponse
 from proto import ApiKeys, RequestFrame
 
@@ -123,9 +124,9 @@ class ClientPair:
         self._outbox: list[bytes] = []  # frames written before the upstream connected
         self._in_flight: deque[_InFlight] = deque()
         self._closed = False
-        # SASL: the username of the SaslAuthenticate in flight, set as the principal once
-        # the broker accepts it.
-        self._sasl_mechanism = ""
+        # SASL passthrough: who the client says it is, the session's principal once the
+        # broker accepts the exchange.
+        self._sasl = SaslCapture()
 
     # -- the client connection's handler interface ---------------------------------------
     def opened(self, channel: Any, session: Any) -> None:
@@ -173,7 +174,7 @@ class ClientPair:
                 return decision  # strict quota exceeded: answered here, not forwarded
             throttle_ms = decision
         elif route.sasl:
-            state = gateway.sasl_request(frame)
+            self._sasl.on_request(frame)
         elif route.admin_split:
             split = gateway.admin_split(frame, session, channel)
             if isinstance(split, bytes):
@@ -231,6 +232,15 @@ class ClientPair:
             self._break(f"malformed {ApiKeys(entry.frame.api_key).name} response: {exc}")
             return
         entry.pending.complete(response)
+
+    def sasl_response(self, api_key: int, body: Any) -> None:
+        """A SaslHandshake/SaslAuthenticate answer: a successful authentication makes the
+        captured user this connection's principal (quota entity, telemetry context)."""
+        capture = self._sasl
+        capture.on_response(api_key, body)
+        if api_key == ApiKeys.SASL_AUTHENTICATE and capture.principal is not None:
+            if self.session is not None and int.from_bytes(body[:2], "big", signed=True) == 0:
+                self.session.set_principal(capture.principal)
 
     def upstream_lost(self, reason: str) -> None:
         self._gateway.upstream_lost(self, reason)

@@ -18,7 +18,7 @@ parsed by the caller, with the API key and version it remembered:
 from __future__ import annotations
 
 from proto.api_table import response_header_version
-from proto.connection import _FrameBuffer
+from proto.connection import ResponseFramer
 from proto.errors import FramingError
 from proto.primitives import INT32, BytesLike, MalformedError, skip_tagged_fields
 
@@ -33,26 +33,6 @@ __all__ = [
 # buffered. Kafka's client has none (fetch.max.bytes is a soft target: one record batch
 # larger than it is still returned whole); 1 GiB stops only a corrupt or hostile prefix.
 DEFAULT_MAX_RESPONSE_SIZE = 1 << 30
-
-
-class ResponseFramer:
-    """Cuts an upstream connection's bytes into response payloads (size prefix removed)."""
-
-    def __init__(self, max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE) -> None:
-        # proto's frame buffer: validates each size prefix on arrival, one copy per frame.
-        self._frames = _FrameBuffer(max_response_size, "response")
-
-    @property
-    def buffered_bytes(self) -> int:
-        return self._frames.buffered_bytes
-
-    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Raises FramingError on a negative or oversized size prefix."""
-        self._frames.receive(data)
-
-    def next_frame(self) -> bytes | None:
-        """The next whole response payload (correlation id, header rest, body), or None."""
-        return self._frames.next_frame()
 
 
 def response_correlation_id(payload: BytesLike) -> int:

@@ -15,22 +15,33 @@ traffic each quota meters (``KafkaApis`` is the model):
 |                            | per topic; strict versions answer     | versions get THROTTLING_QUOTA_       |
 |                            | THROTTLING_QUOTA_EXCEEDED (89)        | EXCEEDED here, not forwarded         |
 
-Strict mutation quotas are checked per request: when the quota is already exceeded the
-whole request is answered 89 here; otherwise every topic's partitions are recorded and the
-request is forwarded.  (A broker checks before each topic, so a request whose own topics
-cross the limit has its later topics refused there; here they pass and the next request
-is refused.  The broker's own quotas, if any, still apply upstream.)
+Strict mutation quotas are checked per request: the partitions the request would mutate
+(counted as Kafka's controller counts them, ``requests.py``) are recorded at once, and when
+the quota is already exceeded the whole request is answered 89 here.  (A broker records
+topic by topic, so a request whose own topics cross the limit has its later topics refused
+there; here they pass and the next request is refused.  The broker's own quotas, if any,
+still apply upstream.)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 from collector.gateway import requests
+from proto import ApiKeys
 from quota import QuotaType
 from quota.errors import ThrottlingQuotaExceededError
 
 __all__ = ["GatewayQuotas"]
+
+# ControllerApis: newQuotaFor(request, strictSinceVersion): from these versions a request
+# over the quota is refused (89); before, it is admitted and throttled after.
+_STRICT_SINCE: Final = {
+    ApiKeys.CREATE_TOPICS: 6,
+    ApiKeys.CREATE_PARTITIONS: 3,
+    ApiKeys.DELETE_TOPICS: 5,
+}
 
 
 class GatewayQuotas:
@@ -76,17 +87,30 @@ class GatewayQuotas:
         """Mute the client's channel for the gateway's part of a throttle (KIP-219)."""
         self.enforcer.mute(channel, user, client_id, throttle_ms)
 
-    def mutation_check(self, frame: Any, session: Any, channel: Any, now_ms: int) -> bytes | int:
+    def mutation_check(
+        self,
+        frame: Any,
+        session: Any,
+        channel: Any,
+        now_ms: int,
+        partition_count: Callable[[Any], int | None],
+    ) -> bytes | int:
         """The local THROTTLING_QUOTA_EXCEEDED answer of a strict request over its quota,
         else the throttle the request's mutations earned (0 when none)."""
-        permits = requests.mutation_permits(frame)
-        strict = requests.mutation_is_strict(frame.api_key, frame.api_version)
+        request = requests.decode_mutation_request(frame)
+        api_key = frame.api_key
+        if api_key == ApiKeys.CREATE_TOPICS:
+            permits = requests.create_topics_mutations(request)
+        elif api_key == ApiKeys.CREATE_PARTITIONS:
+            permits = requests.create_partitions_mutations(request, partition_count)
+        else:
+            permits = requests.delete_topics_mutations(request, partition_count)
+        strict = frame.api_version >= _STRICT_SINCE[api_key]
         user = session.principal_name
         client_id = frame.client_id
         quota = self.engine.mutation_quota(user, client_id, strict, now_ms)
         try:
-            for count in permits:
-                quota.record(count, now_ms)
+            quota.record(permits, now_ms)
         except ThrottlingQuotaExceededError:
             throttle_ms = quota.throttle_time_ms(now_ms)
             self.enforcer.count_throttle(
@@ -94,7 +118,7 @@ class GatewayQuotas:
             )
             if throttle_ms > 0:
                 self.mute(channel, user, client_id, throttle_ms)
-            return requests.mutation_rejection(frame, throttle_ms)
+            return requests.quota_exceeded_response(frame, throttle_ms)
         throttle_ms = quota.throttle_time_ms(now_ms)
         if throttle_ms > 0:
             self.enforcer.count_throttle(

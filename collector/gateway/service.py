@@ -18,13 +18,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from collector.core.context import CloseConnection
-from collector.gateway import addresses, api_versions, requests, sasl
+from collector.gateway import addresses, api_versions, requests
 from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.forwarding import ClientPair, _InFlight
+from collector.gateway.frames import response_body_offset
 from collector.gateway.quotas import GatewayQuotas
+from collector.gateway.throttle import read_throttle_ms, with_throttle_ms
 from collector.gateway.topology import Topology
-from proto import ApiKeys, RequestFrame, api_versions_unsupported_response
-from proto.api_table import API_TABLE, response_header_size
+from proto import ApiKeys, RequestFrame, decode_request
+from proto.api_table import API_TABLE
+from proto.messages import describe_cluster_response, metadata_response
 
 __all__ = ["Gateway", "GatewayStats"]
 
@@ -71,11 +74,15 @@ class Gateway:
         self._open_upstream = open_upstream
         self._local_api_versions = dict(local_api_versions)
         self.now_ms = clock_ms
-        self.known_api_keys = frozenset(API_TABLE)
-        self._api_versions_max = local_api_versions[ApiKeys.API_VERSIONS][1]
+        self.known_api_keys = frozenset(
+            key for key, info in API_TABLE.items() if info.min_version is not None
+        )
         self.stats = GatewayStats()
-        # The upstream cluster's id, from the first Metadata/DescribeCluster that says it.
+        # The upstream cluster's id, from the Metadata/DescribeCluster responses passing by.
         self.cluster_id: str | None = None
+        # Topic name or id -> partition count, from the Metadata responses passing by (what
+        # CreatePartitions and DeleteTopics charge to the mutation quota).
+        self.partition_counts: dict[Any, int] = {}
         self.pairs: set[ClientPair] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
@@ -133,12 +140,14 @@ class Gateway:
     # -- request side --------------------------------------------------------------------
     def api_versions_request(self, frame: RequestFrame, session: Any) -> bytes | None:
         """A local answer for an ApiVersions request newer than the gateway speaks (Kafka's
-        v0 UNSUPPORTED_VERSION), else None (forward it); records the client's software."""
-        if frame.api_version > self._api_versions_max:
-            return api_versions_unsupported_response(frame.correlation_id)
-        software = requests.client_software(frame)
-        if software is not None:
-            session.client_software_name, session.client_software_version = software
+        v0 UNSUPPORTED_VERSION), else None (forward it); records the client's software
+        (KIP-511), as the broker's ApiVersions handler does in serve."""
+        if frame.api_version > api_versions.API_VERSIONS_RANGE[1]:
+            return api_versions.unsupported_version_response(frame.correlation_id)
+        if frame.api_version >= 3:
+            request = decode_request(frame)
+            session.client_software_name = request.client_software_name
+            session.client_software_version = request.client_software_version
         return None
 
     @staticmethod
@@ -146,13 +155,9 @@ class Gateway:
         return requests.produce_acks(frame.api_version, frame.body)
 
     def mutation_check(self, frame: RequestFrame, session: Any, channel: Any) -> bytes | int:
-        return self.quotas.mutation_check(frame, session, channel, self.now_ms())
-
-    @staticmethod
-    def sasl_request(frame: RequestFrame) -> Any:
-        if frame.api_key == ApiKeys.SASL_AUTHENTICATE:
-            return sasl.authenticate_username(frame)
-        return None
+        return self.quotas.mutation_check(
+            frame, session, channel, self.now_ms(), self.partition_counts.get
+        )
 
     def admin_split(self, frame: RequestFrame, session: Any, channel: Any) -> Any:
         return self.admin.split(frame, session, channel)
@@ -166,16 +171,15 @@ class Gateway:
         route = entry.route
         api_key = frame.api_key
         version = frame.api_version
-        body_at = response_header_size(api_key, version, payload)
+        body_at = response_body_offset(api_key, version, payload)
         body = memoryview(payload)[body_at:]
-        new_body: bytes | None = None
+        new_body: Any = None
         if route.api_versions:
-            new_body = api_versions.cap_response(version, body, self._local_api_versions)
+            new_body = api_versions.cap_api_versions(version, body, self._local_api_versions)
         elif route.addresses:
             new_body = self._rewrite(api_key, version, body)
         elif route.sasl:
-            if entry.state is not None and sasl.authenticate_succeeded(version, body):
-                pair.session.set_principal(f"User:{entry.state}")
+            pair.sasl_response(api_key, body)
         elif route.admin_split and entry.state is not None:
             new_body = self.admin.merge(entry.state, frame, payload)
         session = pair.session
@@ -195,25 +199,43 @@ class Gateway:
             )
             if throttle_ms > 0:
                 current = memoryview(new_body) if new_body is not None else body
-                if throttle_ms > addresses.read_throttle_ms(api_key, version, current):
-                    new_body = addresses.with_throttle_ms(api_key, version, current, throttle_ms)
+                if throttle_ms > (read_throttle_ms(api_key, version, current) or 0):
+                    new_body = with_throttle_ms(api_key, version, current, throttle_ms)
                 quotas.mute(pair.channel, user, client_id, throttle_ms)
         if new_body is None:
             return [_SIZE_PREFIX.pack(len(payload)), payload]
         return [_SIZE_PREFIX.pack(body_at + len(new_body)), payload[:body_at], new_body]
 
     def _rewrite(self, api_key: int, version: int, body: memoryview) -> bytes | None:
-        topology = self.topology
-        revealed = addresses.revealed_nodes(api_key, version, body)
-        if not revealed.nodes:
-            if revealed.cluster_id and self.cluster_id is None:
-                self.cluster_id = revealed.cluster_id
+        scan = addresses.scan_addresses(api_key, version, body)
+        if scan is None:
             return None
-        if revealed.cluster_id and self.cluster_id != revealed.cluster_id:
-            self.cluster_id = revealed.cluster_id
-        for node_id, host, port in revealed.nodes:
+        if api_key == ApiKeys.METADATA:
+            message, _ = metadata_response.READERS[version](body, 0)
+            self._learn_cluster_id(message.cluster_id)
+            self.partition_counts.update(requests.metadata_partition_counts(version, body))
+        elif api_key == ApiKeys.DESCRIBE_CLUSTER:
+            message, _ = describe_cluster_response.READERS[version](body, 0)
+            self._learn_cluster_id(message.cluster_id)
+        topology = self.topology
+        for node_id, (host, port) in scan.nodes().items():
             topology.learn(node_id, host, port)
-        return addresses.rewrite_addresses(api_key, version, body, topology.address_for)
+        for endpoint in scan.endpoints:
+            # A controller endpoint (DescribeQuorum, DescribeCluster type 2) of a node no
+            # broker endpoint named gets a port of its own; a combined node keeps its broker's.
+            if endpoint.node_id not in topology.upstream:
+                topology.learn(endpoint.node_id, endpoint.host, endpoint.port)
+        return scan.rewrite(topology.address_for)
+
+    def _learn_cluster_id(self, cluster_id: str | None) -> None:
+        if not cluster_id or cluster_id == self.cluster_id:
+            return
+        if self.cluster_id is not None:
+            log.warning("upstream cluster id changed from %s to %s", self.cluster_id, cluster_id)
+        self.cluster_id = cluster_id
+        for pair in self.pairs:
+            if pair.session is not None:
+                pair.session.upstream_cluster_id = cluster_id
 
     # -- shutdown ------------------------------------------------------------------------
     @property

@@ -92,8 +92,6 @@ class _ThrottleCount:
     last_ms: int = 0
 
 
-
-
 class QuotaEnforcer:
     """The dispatcher's quota recording and throttling, the acceptor's connection checks and
     the admin APIs' mutation quotas; ``collect`` gives the quota metrics (registered with

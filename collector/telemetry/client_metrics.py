@@ -454,6 +454,8 @@ class ClientMetricsManager(PushTelemetryHandler):
                 received_time_unix_nano=self._time_ns(),
                 node_id=self._node_id,
                 cluster_id=self._cluster_id,
+                upstream_cluster_id=session.upstream_cluster_id,
+                upstream_node_id=session.upstream_node_id,
                 subscription_id=instance.subscription_id,
                 compression_type=compression_type,
                 correlation_id=correlation_id,

@@ -18,6 +18,9 @@ T = TypeVar("T")
 
 
 class RunningCollector:
+    # What runs: ``ktc serve``'s server here; the gateway tests run ``ktc gateway``'s.
+    server_class: type[CollectorServer] = CollectorServer
+
     def __init__(self, data_dir: Path, **overrides: Any) -> None:
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -51,7 +54,7 @@ class RunningCollector:
         asyncio.set_event_loop(loop)
 
         async def main() -> None:
-            self.server = CollectorServer(self.config)
+            self.server = self.server_class(self.config)
             try:
                 await self.server.start()
             except BaseException as exc:  # noqa: BLE001 - handed to the starting thread

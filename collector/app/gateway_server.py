@@ -1,0 +1,265 @@
+"""``ktc gateway``: the collector in front of any Kafka-compatible cluster.
+
+The same node as ``ktc serve`` — subscription store, landing log, ClientMetricsManager,
+quota engine, forwarder, metrics and health — with a different answer to "what handles a
+request": each client connection gets its own :class:`~collector.gateway.forwarding.ClientPair`
+(telemetry and client-metrics administration answered by the same dispatcher as in serve,
+everything else forwarded on the client's own upstream connection).
+
+Listeners: the configured ``listeners`` are the bootstrap listener(s); upstream node ``n``
+gets its own listener on ``gateway.broker.port.start + n - gateway.min.node.id``, bound the
+first time a response reveals the node (``collector.gateway.topology``), with the bootstrap
+listener's name, security protocol and interface (so listener-level connection quotas and
+TLS settings cover every port of the gateway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import ssl
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from collector.app.config import CollectorConfig, parse_host_ports
+from collector.app.server import CollectorServer, StartupError
+from collector.broker.admin_apis import AdminApis
+from collector.broker.kafka_apis import KafkaApis
+from collector.core.handler import FunctionHandler
+from collector.core.scrape import ScrapeCollector
+from collector.gateway.admin_split import AdminSplitter
+from collector.gateway.forwarding import ClientPair
+from collector.gateway.quotas import GatewayQuotas
+from collector.gateway.service import Gateway
+from collector.gateway.topology import Topology, TopologyError
+from collector.net.acceptor import Acceptor, bind_listener
+from collector.net.listeners import EndPoint
+from collector.net.protocol import KafkaProtocol
+from collector.net.upstream import open_upstream
+from collector.pipeline.dispatch import Dispatcher
+from collector.telemetry.client_metrics import ClientMetricsManager
+from proto import SUPPORTED_VERSIONS, ApiKeys
+
+__all__ = ["GatewayServer"]
+
+log = logging.getLogger(__name__)
+
+# What the gateway answers itself on every listener, with the collector's versions.
+_TELEMETRY_APIS = (ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, ApiKeys.PUSH_TELEMETRY)
+
+
+class GatewayServer(CollectorServer):
+    def __init__(self, config: CollectorConfig, **kwargs: Any) -> None:
+        if not config.gateway_upstream_bootstrap_servers:
+            raise StartupError(
+                "gateway mode needs the upstream cluster: --upstream HOST:PORT[,HOST:PORT...] "
+                "or gateway.upstream.bootstrap.servers"
+            )
+        super().__init__(config, **kwargs)
+        self.gateway: Gateway | None = None
+        self.topology: Topology | None = None
+        self._pairs: dict[int, ClientPair] = {}  # connection id -> its pair
+        self._bootstrap_endpoint: EndPoint | None = None
+        self._upstream_ssl: ssl.SSLContext | None = None
+
+    # ------------------------------------------------------------------ start
+    async def start(self) -> None:
+        listeners, advertised = self._plan_listeners()
+        self._open_data_dir()
+        store = self._open_store()
+        self._open_landing()
+        manager = self._build_manager(store)
+        quotas = self._build_quotas()
+        self._build_gateway(store, manager, quotas)
+        await self._bind_listeners(listeners, advertised, quotas)
+        self._build_topology()
+        await self._start_http()
+        self._start_background(store, manager, quotas)
+        self._started = True
+        log.info(
+            "gateway node %d started in front of %s (data dir %s)",
+            self.config.node_id,
+            self.config.gateway_upstream_bootstrap_servers,
+            self.config.data_dir,
+        )
+
+    def _build_gateway(self, store: Any, manager: ClientMetricsManager, quotas: Any) -> None:
+        config = self.config
+        self._upstream_ssl = self._upstream_ssl_context()
+        self._apis = KafkaApis(
+            manager=manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
+        )
+        table = {k: v for k, v in self._apis.table().items() if k in _TELEMETRY_APIS}
+        table.update(AdminApis(store, self.apply_store_quotas, quotas).table())
+        self.dispatcher = Dispatcher(
+            table, clock=self.clock, quota=quotas, observer=self.request_metrics
+        )
+        local_versions = {key: SUPPORTED_VERSIONS[key] for key in self.dispatcher.api_keys}
+        local_versions[ApiKeys.API_VERSIONS] = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
+        self.gateway = Gateway(
+            dispatcher=self.dispatcher,
+            topology=None,  # bound listeners first: the topology needs the advertised host
+            quotas=GatewayQuotas(quotas),
+            admin=AdminSplitter(self.dispatcher, config.socket_request_max_bytes),
+            open_upstream=self._open_upstream,
+            local_api_versions=local_versions,
+            clock_ms=self.clock.now_ms,
+        )
+        self.handler = FunctionHandler(self._no_pair)  # every connection has its own
+        self.registry.register(ScrapeCollector(self._collect_gateway_metrics))
+
+    def _build_topology(self) -> None:
+        config = self.config
+        assert self.gateway is not None
+        bootstrap = next(iter(self.bound.values()))
+        self._bootstrap_endpoint = bootstrap
+        advertised_host = config.gateway_advertised_host or self.advertised[
+            bootstrap.listener_name
+        ].host
+        try:
+            self.topology = Topology(
+                bootstrap=parse_host_ports(config.gateway_upstream_bootstrap_servers or ""),
+                broker_port_start=config.gateway_broker_port_start,
+                min_node_id=config.gateway_min_node_id,
+                max_nodes=config.gateway_max_nodes,
+                advertised_host=advertised_host,
+                bind_node=self._bind_node,
+                state_dir=config.data_dir,
+            )
+            self.topology.load()
+        except TopologyError as exc:
+            raise StartupError(str(exc)) from exc
+        self.gateway.topology = self.topology
+
+    def _bind_node(self, node_id: int, port: int) -> int:
+        """Bind upstream node ``node_id``'s listener (synchronously: a response that
+        names the node is being rewritten right now) and start accepting on it."""
+        template = self._bootstrap_endpoint
+        assert template is not None and self.quotas is not None
+        endpoint = template.with_port(port)
+        sock = bind_listener(endpoint)
+        bound = endpoint.with_port(int(sock.getsockname()[1]))
+        acceptor = Acceptor(
+            bound,
+            sock,
+            protocol_factory=functools.partial(self._new_connection, bound, node_id),
+            decide=self.quotas.on_accept,
+            slot_freed=self._slot_freed,
+            ssl_context=self._listener_ssl if bound.security_protocol == "SSL" else None,
+            clock=self.clock,
+        )
+        acceptor.on_failed_setup = self._setup_failed
+        self._acceptors.append(acceptor)
+        self._tasks.append(
+            asyncio.get_running_loop().create_task(
+                acceptor.run(), name=f"acceptor-{bound.listener_name}-node-{node_id}"
+            )
+        )
+        log.info("listening on %s for upstream node %d", bound, node_id)
+        return bound.port
+
+    @functools.cached_property
+    def _listener_ssl(self) -> ssl.SSLContext | None:
+        return self._ssl_context()
+
+    def _upstream_ssl_context(self) -> ssl.SSLContext | None:
+        config = self.config
+        if config.gateway_upstream_security_protocol != "SSL":
+            return None
+        try:
+            context = ssl.create_default_context(
+                cafile=config.gateway_upstream_ssl_truststore_location
+            )
+            if config.gateway_upstream_ssl_keystore_location:
+                context.load_cert_chain(
+                    config.gateway_upstream_ssl_keystore_location,
+                    password=config.gateway_upstream_ssl_key_password,
+                )
+        except (OSError, ssl.SSLError) as exc:
+            raise StartupError(f"gateway.upstream.ssl: {exc}") from exc
+        if config.gateway_upstream_ssl_endpoint_identification_algorithm == "":
+            context.check_hostname = False
+        return context
+
+    async def _open_upstream(self, host: str, port: int, pair: ClientPair) -> Any:
+        config = self.config
+        return await open_upstream(
+            host,
+            port,
+            pair,
+            max_response_size=config.gateway_upstream_max_response_bytes,
+            ssl_context=self._upstream_ssl,
+            connect_timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
+        )
+
+    # ------------------------------------------------------------------ connections
+    @staticmethod
+    def _no_pair(frame: Any, session: Any, channel: Any) -> object:
+        raise AssertionError("a gateway connection always has its own handler")
+
+    def _new_connection(self, endpoint: EndPoint, node_id: int | None = None) -> KafkaProtocol:
+        assert self.gateway is not None
+        self._next_connection_id += 1
+        pair = self.gateway.new_pair(node_id)
+        self._pairs[self._next_connection_id] = pair
+        return KafkaProtocol(
+            self,
+            self._next_connection_id,
+            endpoint.listener_name,
+            endpoint.security_protocol,
+            handler=FunctionHandler(pair.handle),
+        )
+
+    def connection_opened(self, protocol: KafkaProtocol) -> bool:
+        if not super().connection_opened(protocol):
+            return False
+        pair = self._pairs.get(protocol.session.connection_id)
+        if pair is None:
+            return False
+        session = protocol.session
+        session.upstream_node_id = pair.node_id
+        assert self.gateway is not None
+        session.upstream_cluster_id = self.gateway.cluster_id
+        protocol.on_write_congested = pair.write_congested
+        pair.opened(protocol, session)
+        return True
+
+    def connection_closed(self, protocol: KafkaProtocol) -> None:
+        super().connection_closed(protocol)
+        pair = self._pairs.pop(protocol.session.connection_id, None)
+        if pair is not None and self.gateway is not None:
+            self.gateway.pair_closed(pair)
+
+    # ------------------------------------------------------------------ metrics
+    def _collect_gateway_metrics(self) -> Iterator[Metric]:
+        gateway = self.gateway
+        if gateway is None:
+            return
+        stats = gateway.stats
+        failures = CounterMetricFamily(
+            "ktc_gateway_upstream_failures",
+            "Upstream connections that could not be opened (unreachable), dropped (lost) or "
+            "broke the protocol, by upstream node.",
+            labels=["node", "reason"],
+        )
+        for (node, reason), count in sorted(stats.upstream_failures.items()):
+            failures.add_metric([node, reason], count)
+        yield failures
+        yield GaugeMetricFamily(
+            "ktc_gateway_client_pairs",
+            "Client connections paired with an upstream connection.",
+            value=len(gateway.pairs),
+        )
+        nodes = GaugeMetricFamily(
+            "ktc_gateway_node_port",
+            "The gateway port that stands for each upstream node.",
+            labels=["node", "upstream"],
+        )
+        if self.topology is not None:
+            for node_id, port in sorted(self.topology.ports.items()):
+                host, upstream_port = self.topology.upstream.get(node_id, ("", 0))
+                nodes.add_metric([str(node_id), f"{host}:{upstream_port}"], port)
+        yield nodes

@@ -1,0 +1,57 @@
+"""A real ``ktc gateway`` on a background thread (its own event loop) in front of an upstream,
+bound to 127.0.0.1 port 0 with OS-chosen per-node ports; helpers to read what it learned
+and what it landed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+
+from collector_harness import RunningCollector, wait_for  # noqa: E402
+
+from collector.app.gateway_server import GatewayServer  # noqa: E402
+
+__all__ = ["RunningGateway", "wait_for"]
+
+
+class RunningGateway(RunningCollector):
+    server_class = GatewayServer
+
+    def __init__(self, data_dir: Path, upstream: str, **overrides: Any) -> None:
+        settings: dict[str, Any] = {
+            "gateway.upstream.bootstrap.servers": upstream,
+            "gateway.broker.port.start": 0,
+        }
+        settings.update(overrides)
+        super().__init__(data_dir, **settings)
+
+    @property
+    def gateway_server(self) -> GatewayServer:
+        assert isinstance(self.server, GatewayServer)
+        return self.server
+
+    def gateway_ports(self) -> set[int]:
+        """Every port the gateway listens on: the bootstrap listener and each node's."""
+
+        def ports() -> set[int]:
+            server = self.gateway_server
+            found = {endpoint.port for endpoint in server.bound.values()}
+            if server.topology is not None:
+                found |= set(server.topology.ports.values())
+            return found
+
+        return self.call(ports)
+
+    def node_ports(self) -> dict[int, int]:
+        return self.call(lambda: dict(self.gateway_server.topology.ports))  # type: ignore[union-attr]
+
+    def upstream_cluster_id(self) -> str | None:
+        return self.call(lambda: self.gateway_server.gateway.cluster_id)  # type: ignore[union-attr]
+
+    def metrics_text(self) -> str:
+        from prometheus_client import generate_latest
+
+        return self.call(lambda: generate_latest(self.gateway_server.registry).decode())

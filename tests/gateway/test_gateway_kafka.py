@@ -1,0 +1,211 @@
+"""``ktc gateway`` in front of a real Apache Kafka 4.4.0 cluster (3 KRaft nodes), with real
+clients: librdkafka (confluent-kafka) and the Java client (kafka-clients 4.4.0).
+
+Through the gateway each client creates a 6-partition topic, produces 10,000 records with
+acks=all and idempotence, commits a transaction, consumes everything in a group with
+committed offsets and describes the cluster; every broker connection it made must have gone
+to a gateway port, and its telemetry must land at the gateway with the upstream cluster id
+and only the metrics its subscription names.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from gateway_harness import RunningGateway, wait_for
+from harness.kafka_cluster import KafkaCluster
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from exporters.landing import LandingRecord
+from subscriptions.store import ConfigStore
+
+pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
+
+PRODUCER_METRICS = "org.apache.kafka.producer."
+CONSUMER_METRICS = "org.apache.kafka.consumer."
+
+
+def topic_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def metric_names(record: LandingRecord) -> set[str]:
+    data = MetricsData.FromString(record.payload)
+    return {
+        metric.name
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+
+
+@pytest.fixture(scope="module")
+def gateway(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+    data_dir = tmp_path_factory.mktemp("gateway") / "data"
+    store = ConfigStore(data_dir)
+    # Producers and consumers each get their own prefix; nothing else is subscribed.
+    store.alter_subscription("producers", {"metrics": PRODUCER_METRICS, "interval.ms": "1000"}, [])
+    store.alter_subscription("consumers", {"metrics": CONSUMER_METRICS, "interval.ms": "1000"}, [])
+    with RunningGateway(data_dir, kafka_cluster.bootstrap_servers()) as running:
+        yield running
+
+
+def gateway_addresses(gateway: RunningGateway) -> set[str]:
+    return {f"127.0.0.1:{port}" for port in gateway.gateway_ports()}
+
+
+class BrokerStats:
+    """Every broker address a librdkafka client had a connection to (its statistics)."""
+
+    def __init__(self) -> None:
+        self.addresses: set[str] = set()
+
+    def __call__(self, raw: str) -> None:
+        for broker in json.loads(raw).get("brokers", {}).values():
+            # Logical brokers (a coordinator not chosen yet) have no address: "".
+            if broker["nodename"] and (broker.get("state") == "UP" or broker.get("connects", 0) > 0):
+                self.addresses.add(broker["nodename"])
+
+
+def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: KafkaCluster) -> None:
+    stats = BrokerStats()
+    common: dict[str, Any] = {
+        "bootstrap.servers": gateway.bootstrap,
+        "statistics.interval.ms": 200,
+        "stats_cb": stats,
+        "enable.metrics.push": True,
+    }
+    topic = topic_name("gw-rdkafka")
+    admin = AdminClient({**common, "client.id": "gw-admin"})
+    admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(timeout=60)
+    kafka_cluster.wait_in_sync([topic])
+
+    cluster = admin.describe_cluster(request_timeout=30).result()
+    described = {f"{node.host}:{node.port}" for node in cluster.nodes}
+    assert len(described) == 3
+    assert described <= gateway_addresses(gateway)
+    assert cluster.cluster_id == gateway.upstream_cluster_id()
+
+    acked: set[str] = set()
+    errors: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            acked.add(message.key().decode())
+        else:
+            errors.append(error)
+
+    producer = Producer(
+        {**common, "client.id": "gw-producer", "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+    )
+    keys = [f"k-{i}" for i in range(10_000)]
+    for key in keys:
+        producer.produce(topic, key=key, value=b"v" * 100, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert not errors, errors[:3]
+    assert acked == set(keys)
+
+    txn = Producer({**common, "client.id": "gw-txn", "transactional.id": topic_name("txn")})
+    txn.init_transactions(60)
+    txn.begin_transaction()
+    txn_keys = [f"t-{i}" for i in range(100)]
+    for key in txn_keys:
+        txn.produce(topic, key=key, value=b"t")
+    txn.commit_transaction(60)
+
+    consumer = Consumer(
+        {
+            **common,
+            "client.id": "gw-consumer",
+            "group.id": topic_name("gw-group"),
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    consumed: set[str] = set()
+    try:
+        consumer.subscribe([topic])
+
+        def consume() -> bool:
+            message = consumer.poll(0.5)
+            if message is not None:
+                if message.error():
+                    raise KafkaException(message.error())
+                consumed.add(message.key().decode())
+            return len(consumed) == len(keys) + len(txn_keys)
+
+        wait_for(consume, timeout_s=120, what="every record consumed through the gateway", poll_s=0)
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed(consumer.assignment(), timeout=30)
+        assert sorted(tp.partition for tp in committed) == list(range(6))
+        assert all(tp.offset > 0 for tp in committed)
+
+        # Telemetry: the producer's and the consumer's pushes land at the gateway, with the
+        # upstream cluster id, and only the subscribed metrics.
+        def landed(client_id: str) -> list[LandingRecord]:
+            return [r for r in gateway.landed() if r.context.client_id == client_id and r.payload]
+
+        for client_id, prefix in (("gw-producer", PRODUCER_METRICS), ("gw-consumer", CONSUMER_METRICS)):
+            records = wait_for(
+                lambda c=client_id: landed(c), timeout_s=30, what=f"a telemetry push from {client_id}"
+            )
+            for record in records:
+                assert record.context.upstream_cluster_id == cluster.cluster_id
+                assert record.context.upstream_node_id in {1, 2, 3}
+                names = metric_names(record)
+                assert names and all(name.startswith(prefix) for name in names), names
+    finally:
+        consumer.close()
+        producer.flush(10)
+        txn.flush(10)
+
+    # Every broker connection the clients made went through the gateway.
+    assert stats.addresses, "no statistics arrived"
+    assert stats.addresses <= gateway_addresses(gateway) | {gateway.bootstrap}, stats.addresses
+
+
+def test_java_client_through_the_gateway(
+    gateway: RunningGateway, kafka_cluster: KafkaCluster, java_clients: Callable[..., dict[str, Any]]
+) -> None:
+    topic = topic_name("gw-java")
+    result = java_clients(
+        gateway.bootstrap,
+        topic,
+        replication_factor=3,
+        client_props={"client.id": "gw-java"},
+        instance_id_timeout_ms=10_000,
+    )
+    assert result["ok"], (result["errors"], result["stderr_tail"])
+    assert result["acked"] == 10_000 and result["produce_errors"] == 0
+    assert result["txn_committed"] == 100
+    assert result["consumed"] == result["consumed_distinct_keys"] == 10_100
+    assert result["committed_offsets"] == result["end_offsets"]
+    gateway_addrs = gateway_addresses(gateway)
+    assert set(result["nodes"].values()) <= gateway_addrs
+    # psutil saw every TCP connection of the JVM: all of them to gateway ports.
+    assert result["remote_endpoints"] and set(result["remote_endpoints"]) <= gateway_addrs
+
+    java_records = wait_for(
+        lambda: [
+            r
+            for r in gateway.landed()
+            if r.context.client_software_name == "apache-kafka-java" and r.payload
+        ],
+        timeout_s=30,
+        what="a telemetry push from the Java clients",
+    )
+    for record in java_records:
+        assert record.context.upstream_cluster_id == gateway.upstream_cluster_id()
+        names = metric_names(record)
+        assert names and all(
+            name.startswith((PRODUCER_METRICS, CONSUMER_METRICS)) for name in names
+        ), names
