@@ -47,8 +47,15 @@ __all__ = ["GatewayServer"]
 
 log = logging.getLogger(__name__)
 
-# What the gateway answers itself on every listener, with the collector's versions.
+# What the gateway answers itself on every listener, with the collector's versions:
+# telemetry, and the client-metrics administration it splits from the rest.
 _TELEMETRY_APIS = (ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, ApiKeys.PUSH_TELEMETRY)
+_LOCAL_APIS = (
+    *_TELEMETRY_APIS,
+    ApiKeys.DESCRIBE_CONFIGS,
+    ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+    ApiKeys.LIST_CONFIG_RESOURCES,
+)
 
 
 class GatewayServer(CollectorServer):
@@ -97,8 +104,7 @@ class GatewayServer(CollectorServer):
         self.dispatcher = Dispatcher(
             table, clock=self.clock, quota=quotas, observer=self.request_metrics
         )
-        local_versions = {key: SUPPORTED_VERSIONS[key] for key in self.dispatcher.api_keys}
-        local_versions[ApiKeys.API_VERSIONS] = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
+        local_versions = {key: SUPPORTED_VERSIONS[key] for key in _LOCAL_APIS}
         self.gateway = Gateway(
             dispatcher=self.dispatcher,
             topology=None,  # bound listeners first: the topology needs the advertised host
