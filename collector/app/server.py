@@ -343,9 +343,9 @@ class CollectorServer:
     async def _bind_listeners(
         self, listeners: list[EndPoint], advertised: dict[str, EndPoint], quotas: QuotaEnforcer
     ) -> None:
-        ssl_context = self._ssl_context() if any(
-            e.security_protocol == "SSL" for e in listeners
-        ) else None
+        ssl_context = (
+            self._ssl_context() if any(e.security_protocol == "SSL" for e in listeners) else None
+        )
         try:
             for endpoint in listeners:
                 sock = bind_listener(endpoint)

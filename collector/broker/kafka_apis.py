@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.core.context import RequestContext
-from collector.pipeline.dispatch import Api
 from collector.net.listeners import EndPoint
+from collector.pipeline.dispatch import Api
+from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import SUPPORTED_VERSIONS, ZERO_UUID, ApiKeys
 from proto.errors import Errors
 from proto.messages import (

@@ -52,8 +52,8 @@ from exporters.landing.format import (
     encode_segment_header,
     new_sync_marker,
 )
-from exporters.landing.options import LandingOptions
 from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments, segment_path
+from exporters.landing.options import LandingOptions
 from exporters.landing.positions import committed_offsets
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
 from exporters.landing.scan import CorruptRegion, ScannedRecord, Tail, open_for_scan, scan_records

@@ -96,4 +96,3 @@ class LandingOptions:
         return self.replace(
             retention_required_consumers=(*self.retention_required_consumers, consumer)
         )
-

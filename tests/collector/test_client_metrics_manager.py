@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 from collector_testkit import (
-    make_session,
     MemorySubscriptions,
     make_manager,
+    make_session,
     otlp_payload,
     subscription,
     zstd,

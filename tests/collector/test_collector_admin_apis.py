@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from wire_client import WireClient
 
-from collector.broker.admin_apis import AdminApis
 from collector.app.config import load_config
 from collector.app.server import CollectorServer
+from collector.broker.admin_apis import AdminApis
 from proto import ApiKeys
 from proto.errors import Errors
 from proto.messages import (

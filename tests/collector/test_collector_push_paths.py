@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clock.testing import FakeClock
 from collector_testkit import (
     MemorySubscriptions,
     RecordingChannel,
@@ -22,10 +21,11 @@ from collector_testkit import (
     zstd,
 )
 
-from collector.pipeline.dispatch import Dispatcher
+from clock.testing import FakeClock
 from collector.broker.kafka_apis import KafkaApis
-from collector.pipeline.request_metrics import RequestMetrics
+from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.request_metrics import RequestMetrics
 from exporters.landing import LandingLog, LandingOptions, LandingReader
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.messages import (

@@ -19,16 +19,16 @@ from typing import Any
 
 import aiohttp
 import pytest
-from clock import SYSTEM_CLOCK, Clock
-from clock.testing import FakeClock
 from collector_testkit import RecordingChannel, open_connections, otlp_payload
-from waiting import eventually
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 from wire_client import WireClient
 
+from clock import SYSTEM_CLOCK, Clock
+from clock.testing import FakeClock
 from collector.app.config import load_config
-from collector.pipeline.quotas import QuotaEnforcer
 from collector.app.server import CollectorServer
+from collector.pipeline.quotas import QuotaEnforcer
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.errors import Errors
 from proto.messages import (

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from waiting import eventually_sync
 
 from clock.testing import FakeClock
-from waiting import eventually_sync
 from exporters.context import TelemetryContext
 from exporters.landing import (
     FsyncPolicy,
@@ -54,7 +54,9 @@ def test_append_many_is_one_group_commit(tmp_path: Path, make_context: MakeConte
 
 def test_append_many_rolls_inside_a_batch(tmp_path: Path, make_context: MakeContext) -> None:
     items = [(make_context(i), b"z" * 200) for i in range(40)]
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=4000, fsync="always"), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=4000, fsync="always"), housekeeping=False
+    ) as log:
         log.append_many(items)
         rolled = log.stats().segments_rolled
     segments = LandingReader(tmp_path).segments()
@@ -73,7 +75,9 @@ def test_append_many_checks_every_size_before_writing(
 
 
 def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False
+    ) as log:
         for i in range(20):
             log.append(make_context(i), b"n" * 100)
         assert log.stats().segments_rolled > 0
@@ -83,7 +87,9 @@ def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeCo
 
 
 def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, LandingOptions(fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000)) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000)
+    ) as log:
         assert log.fsync_policy is FsyncPolicy.INTERVAL
         for i in range(20):
             log.append(make_context(i), b"i" * 100)
@@ -185,7 +191,11 @@ def test_a_failing_write_loses_nothing_accepted(tmp_path: Path) -> None:
 
 
 def test_group_commit_leaves_the_fsync_to_sync(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, LandingOptions(fsync="always", group_commit=True, segment_max_bytes=2000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path,
+        LandingOptions(fsync="always", group_commit=True, segment_max_bytes=2000),
+        housekeeping=False,
+    ) as log:
         assert log.durable_offset == 0
         before = log.stats().fsyncs
         for i in range(10):
@@ -214,7 +224,11 @@ def test_sync_from_another_thread_while_appending(
     fsyncs; every sync() returns with at least what was appended before it durable."""
     import threading
 
-    log = LandingLog(tmp_path, LandingOptions(fsync="always", group_commit=True, segment_max_bytes=20_000), housekeeping=False)
+    log = LandingLog(
+        tmp_path,
+        LandingOptions(fsync="always", group_commit=True, segment_max_bytes=20_000),
+        housekeeping=False,
+    )
     stop = threading.Event()
     violations: list[tuple[int, int]] = []
 
@@ -244,7 +258,9 @@ def test_sync_from_another_thread_while_appending(
 def test_sync_under_never_covers_sealed_segments_too(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False
+    ) as log:
         for i in range(10):
             log.append(make_context(i), b"n" * 100)
         rolled = log.stats().segments_rolled

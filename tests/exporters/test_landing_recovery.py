@@ -30,9 +30,7 @@ from exporters.landing.scan import ScannedRecord, open_for_scan, scan_records
 MakeContext = Callable[..., TelemetryContext]
 
 
-def write_records(
-    directory: Path, make_context: MakeContext, count: int, **options: Any
-) -> None:
+def write_records(directory: Path, make_context: MakeContext, count: int, **options: Any) -> None:
     with LandingLog(directory, LandingOptions(**options), housekeeping=False) as log:
         for i in range(count):
             log.append(make_context(i), payload_for(i))

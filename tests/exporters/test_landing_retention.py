@@ -8,9 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from exporters.context import TelemetryContext
 from clock.testing import FakeClock
-from exporters.landing import ConsumerPositions, LandingLog, LandingOptions, LandingReader, PositionsError
+from exporters.context import TelemetryContext
+from exporters.landing import (
+    ConsumerPositions,
+    LandingLog,
+    LandingOptions,
+    LandingReader,
+    PositionsError,
+)
 from exporters.landing.layout import SegmentInfo
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
 
@@ -85,7 +91,9 @@ def test_retention_on_a_real_log_respects_committed_consumers(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     clock = FakeClock(wall_ns=NOW_MS * MS)
-    with LandingLog(tmp_path, LandingOptions(retention_ms=150_000), clock=clock, housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(retention_ms=150_000), clock=clock, housekeeping=False
+    ) as log:
         fill(log, clock, make_context, 6)  # segments 0..5 sealed, 6 active (empty)
         forwarder = ConsumerPositions(tmp_path, "otlp-forwarder")
         ingest = ConsumerPositions(tmp_path, "lakehouse-ingest")
@@ -109,7 +117,12 @@ def test_a_required_consumer_that_never_committed_protects_everything(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     clock = FakeClock(wall_ns=NOW_MS * MS)
-    with LandingLog(tmp_path, LandingOptions(retention_ms=0, retention_required_consumers=("lakehouse-ingest",)), clock=clock, housekeeping=False) as log:
+    with LandingLog(
+        tmp_path,
+        LandingOptions(retention_ms=0, retention_required_consumers=("lakehouse-ingest",)),
+        clock=clock,
+        housekeeping=False,
+    ) as log:
         fill(log, clock, make_context, 3)
         ConsumerPositions(tmp_path, "otlp-forwarder").commit(3)
         assert log.apply_retention(clock.time_ns() // MS) == []
@@ -119,7 +132,12 @@ def test_a_required_consumer_that_never_committed_protects_everything(
 
 def test_retention_by_bytes_on_a_real_log(tmp_path: Path, make_context: MakeContext) -> None:
     clock = FakeClock(wall_ns=NOW_MS * MS)
-    with LandingLog(tmp_path, LandingOptions(retention_ms=None, retention_bytes=1, retention_respect_consumers=False), clock=clock, housekeeping=False) as log:
+    with LandingLog(
+        tmp_path,
+        LandingOptions(retention_ms=None, retention_bytes=1, retention_respect_consumers=False),
+        clock=clock,
+        housekeeping=False,
+    ) as log:
         fill(log, clock, make_context, 4)
         deleted = log.apply_retention(clock.time_ns() // MS)
     assert [s.base_offset for s in deleted] == [0, 1, 2, 3]
@@ -130,7 +148,12 @@ def test_a_reader_survives_segments_deleted_under_it(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     clock = FakeClock(wall_ns=NOW_MS * MS)
-    with LandingLog(tmp_path, LandingOptions(retention_ms=0, retention_respect_consumers=False), clock=clock, housekeeping=False) as log:
+    with LandingLog(
+        tmp_path,
+        LandingOptions(retention_ms=0, retention_respect_consumers=False),
+        clock=clock,
+        housekeeping=False,
+    ) as log:
         fill(log, clock, make_context, 5)
         reader = LandingReader(tmp_path)
         records = reader.read(0)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from exporters.context import TelemetryContext
 from clock.testing import FakeClock
+from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, LandingOptions, LandingReader
 from exporters.landing.format import RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, encode_context
 from exporters.landing.layout import segment_path
@@ -29,7 +29,9 @@ def test_rolls_by_size_at_record_boundaries(tmp_path: Path, make_context: MakeCo
     size = record_size(context, payload)
     # Room for exactly three records after the header.
     segment_max_bytes = SEGMENT_HEADER_BYTES + 3 * size
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=segment_max_bytes), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=segment_max_bytes), housekeeping=False
+    ) as log:
         for _ in range(10):
             log.append(context, payload)
         assert log.stats().segments_rolled == 3
@@ -55,8 +57,12 @@ def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(
 
 def test_rolls_by_age_with_an_injected_clock(tmp_path: Path, make_context: MakeContext) -> None:
     clock = FakeClock(wall_ns=1_763_700_000_000 * NS_PER_MS)
-    with LandingLog(tmp_path, LandingOptions(segment_max_age_ms=10_000), clock=clock, housekeeping=False) as log:
-        assert not log.maybe_roll(clock.time_ns() // NS_PER_MS + 60_000)  # an empty segment never rolls
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_age_ms=10_000), clock=clock, housekeeping=False
+    ) as log:
+        assert not log.maybe_roll(
+            clock.time_ns() // NS_PER_MS + 60_000
+        )  # an empty segment never rolls
         log.append(make_context(0), b"a")
         clock.advance(9_999)
         assert not log.maybe_roll(clock.time_ns() // NS_PER_MS)
@@ -140,7 +146,9 @@ def test_reader_tails_a_writer_in_another_thread(tmp_path: Path, make_context: M
     order, intact, and never raises on a record caught half written."""
     total = 3000
     contexts = [make_context(i) for i in range(50)]
-    log = LandingLog(tmp_path, LandingOptions(segment_max_bytes=64 * 1024, fsync="never"), housekeeping=False)
+    log = LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=64 * 1024, fsync="never"), housekeeping=False
+    )
     done = threading.Event()
 
     def write() -> None:

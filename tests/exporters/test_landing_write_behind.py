@@ -50,7 +50,9 @@ def test_append_writes_what_was_staged_first(tmp_path: Path, make_context: MakeC
 def test_rolls_inside_a_staged_batch_keep_records_in_their_segments(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, LandingOptions(write_behind=True, segment_max_bytes=1500), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(write_behind=True, segment_max_bytes=1500), housekeeping=False
+    ) as log:
         for i in range(20):
             log.stage(make_context(i), bytes([i]) * 300)
         log.flush()
@@ -94,7 +96,9 @@ def test_a_roll_failing_inside_flush_fails_the_whole_batch(
 ) -> None:
     # The second record does not fit the segment: flushing rolls, which first writes the
     # first record. That write fails: no record of the batch may be acknowledged.
-    with LandingLog(tmp_path, LandingOptions(write_behind=True, segment_max_bytes=800), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(write_behind=True, segment_max_bytes=800), housekeeping=False
+    ) as log:
         log.stage(make_context(0), b"a" * 300)
         log.stage(make_context(1), b"b" * 300)
         log.stage(make_context(2), b"c" * 10)
@@ -111,7 +115,9 @@ def test_a_roll_failing_inside_flush_fails_the_whole_batch(
 def test_an_oversized_payload_fails_its_own_export_only(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, LandingOptions(write_behind=True, max_record_bytes=4096), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(write_behind=True, max_record_bytes=4096), housekeeping=False
+    ) as log:
         assert log.export(make_context(0), b"ok").ok
         result = log.export(make_context(1), b"x" * 5000)
         assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
@@ -143,8 +149,14 @@ def test_a_batch_larger_than_one_writev_lands_whole_and_checksummed(
 
 def test_the_flush_bound_counts_staged_records(tmp_path: Path, make_context: MakeContext) -> None:
     with pytest.raises(ValueError, match="write_behind_max_records"):
-        LandingLog(tmp_path, LandingOptions(write_behind=True, write_behind_max_records=0), housekeeping=False)
-    with LandingLog(tmp_path, LandingOptions(write_behind=True, write_behind_max_records=3), housekeeping=False) as log:
+        LandingLog(
+            tmp_path,
+            LandingOptions(write_behind=True, write_behind_max_records=0),
+            housekeeping=False,
+        )
+    with LandingLog(
+        tmp_path, LandingOptions(write_behind=True, write_behind_max_records=3), housekeeping=False
+    ) as log:
         for i in range(3):
             assert not log.needs_flush_now
             assert log.export(make_context(i), b"p").ok

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 from collector_harness import RunningCollector, wait_for
-from waiting import eventually
 from prometheus_client.parser import text_string_to_metric_families
+from waiting import eventually
 
 from proto import ApiKeys, encode_request
 from proto.messages import ApiVersionsRequest

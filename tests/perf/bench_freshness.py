@@ -60,7 +60,9 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1")
     root = Path(tempfile.mkdtemp(prefix="ktc-bench-fresh-"))
     data_dir = root / "data"
-    log = LandingLog(data_dir / "landing" / "node-1", LandingOptions(fsync="never"), housekeeping=False)
+    log = LandingLog(
+        data_dir / "landing" / "node-1", LandingOptions(fsync="never"), housekeeping=False
+    )
     journal = IngestJournal(data_dir / "lakehouse" / "_ingest" / "ktc")
     ingest = subprocess.Popen(
         lake_cli("ingest", data_dir=data_dir),

@@ -81,7 +81,14 @@ def landing(
     directory: Path, fsync: str, contexts: list[TelemetryContext], payload: bytes, batch: int
 ) -> float:
     group_commit = fsync == "group"
-    with LandingLog(directory, LandingOptions(fsync="always" if group_commit else fsync, group_commit=group_commit, segment_max_bytes=64 << 20)) as log:
+    with LandingLog(
+        directory,
+        LandingOptions(
+            fsync="always" if group_commit else fsync,
+            group_commit=group_commit,
+            segment_max_bytes=64 << 20,
+        ),
+    ) as log:
         if group_commit:
             # The collector's way: append each push, sync() once per read of requests.
             def run() -> None:

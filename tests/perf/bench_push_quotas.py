@@ -111,10 +111,10 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     import time
     import uuid
 
-    from clock.testing import FakeClock
     from collector_testkit import RecordingChannel
     from loadgen import producer_payload
 
+    from clock.testing import FakeClock
     from collector.core.context import RequestContext
     from collector.pipeline.quotas import QuotaEnforcer
     from proto import ApiKeys, ClientConnection, ServerConnection, compression

@@ -72,9 +72,9 @@ def _fastest_quarter_median(samples: list[float]) -> float:
 async def measure(
     instances: int, batch: int, rounds: int, reads_per_turn: int, quotas: bool = False
 ) -> dict[str, float]:
+    from clock.testing import FakeClock
     from collector.app.config import load_config
     from collector.app.server import CollectorServer
-    from clock.testing import FakeClock
     from subscriptions.store import ConfigStore
 
     clock = FakeClock()

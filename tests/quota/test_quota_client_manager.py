@@ -36,9 +36,7 @@ def make_manager(
 def maybe_record(
     manager: ClientQuotaManager, clock: FakeClock, user: str, client_id: str, value: float
 ) -> int:
-    return manager.maybe_record_and_get_throttle_time_ms(
-        user, client_id, value, clock.now_ms()
-    )
+    return manager.maybe_record_and_get_throttle_time_ms(user, client_id, value, clock.now_ms())
 
 
 def queue_size(metrics: Metrics, group: str) -> float:
@@ -232,13 +230,10 @@ def test_max_value_in_quota_window_with_non_default_window(
         ClientQuotaManagerConfig(num_quota_samples=full_windows + 1),
         QuotaType.FETCH,
     )
-    assert manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == float(
-        "inf"
-    )
+    assert manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == float("inf")
     manager.update_quota(ClientQuotaEntity(DEFAULT, None), Quota.upper_bound(10))
     assert (
-        manager.max_value_in_quota_window("userA", "client1", clock.now_ms())
-        == 10 * full_windows
+        manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == 10 * full_windows
     )
 
 

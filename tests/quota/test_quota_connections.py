@@ -257,9 +257,7 @@ def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: Fa
     assert 0 < throttle <= WINDOW_S * 1000  # delays are capped at one quota window
 
 
-def test_listener_connection_rate_when_above_the_limit(
-    metrics: Metrics, clock: FakeClock
-) -> None:
+def test_listener_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
     listener_rate = 30
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=125)
     quotas.reconfigure_listener(EXTERNAL, max_connection_creation_rate=listener_rate)
@@ -281,9 +279,7 @@ def test_a_delayed_connection_is_recorded_once(metrics: Metrics, clock: FakeCloc
     held = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
     assert isinstance(held, Delay) and held.delay_ms == WINDOW_S * 1000  # 2/s -> capped at 1 s
     clock.advance(held.delay_ms // 2)
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == Delay(
-        held.delay_ms // 2
-    )
+    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == Delay(held.delay_ms // 2)
     clock.advance(held.delay_ms // 2)
     assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == ACCEPT
     # two connections recorded in the broker rate, not one per retry
@@ -328,9 +324,7 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeCl
     quotas.update_ip_connection_rate_quota(None, ip_rate)
     start_ms = clock.now_ms()
     outcome = accept_at_interval(quotas, clock, ADMIN, connections, interval_ms)
-    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == pytest.approx(
-        ip_rate, abs=1
-    )
+    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == pytest.approx(ip_rate, abs=1)
     # nothing was refused on the replication listener: no IP throttle time there at all
     assert math.isnan(
         metric_value(

@@ -100,9 +100,7 @@ def test_manager_strict_accounting(metrics: Metrics, clock: FakeClock) -> None:
     manager.update_quota(ClientQuotaEntity(USER, CLIENT), Quota.upper_bound(RATE_PER_S))
 
     def record(value: float) -> int:
-        return manager.maybe_record_and_get_throttle_time_ms(
-            USER, CLIENT, value, clock.now_ms()
-        )
+        return manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, value, clock.now_ms())
 
     for _ in range(10):  # exactly the refill rate: the bucket stays full
         assert record(RATE_PER_S) == 0
@@ -154,9 +152,7 @@ def test_new_quota_for_picks_strictness_by_version(
     assert isinstance(quota, expected)
 
 
-def test_manager_sensor_has_a_rate_and_the_token_bucket(
-    metrics: Metrics, clock: FakeClock
-) -> None:
+def test_manager_sensor_has_a_rate_and_the_token_bucket(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, CLIENT), Quota.upper_bound(RATE_PER_S))
     manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, 30, clock.now_ms())

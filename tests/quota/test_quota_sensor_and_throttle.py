@@ -83,9 +83,7 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: FakeClock) 
     burst = 30
     strict_record(sensor, burst, clock.now_ms())
     padded_window_s = samples - 1
-    assert rate_metric.measurable_value(clock.now_ms()) == pytest.approx(
-        burst / padded_window_s
-    )
+    assert rate_metric.measurable_value(clock.now_ms()) == pytest.approx(burst / padded_window_s)
     # In theory ((30 / 10) - 2) / 2 * 10 = 5 s brings the rate back to 2; but 5 s later the
     # padded window is still 10 s, the rate still 3, and the next record is refused.
     clock.advance(5000)
@@ -148,9 +146,7 @@ def test_updating_the_metric_config_is_reflected_in_the_sensor(
 def test_violation_keeps_the_recorded_value_and_unrecord_takes_it_back(
     metrics: Metrics, clock: FakeClock
 ) -> None:
-    sensor = metrics.sensor(
-        "sensor", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5))
-    )
+    sensor = metrics.sensor("sensor", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5)))
     name = MetricName("total", "g")
     sensor.add(name, CumulativeSum())
     with pytest.raises(QuotaViolationError):
