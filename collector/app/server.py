@@ -447,7 +447,13 @@ class CollectorServer:
             self.quotas.apply_entity_quotas(self._store.snapshot().quotas)
 
     # ------------------------------------------------------------------ connections
+    def new_connection(self, endpoint: EndPoint) -> KafkaProtocol:
+        """A connection on listener ``endpoint``, as the acceptor makes one (tests and the
+        profiler feed one bytes in process)."""
+        return self._new_connection(endpoint)
+
     def _new_connection(self, endpoint: EndPoint) -> KafkaProtocol:
+        # The acceptors' protocol factory (the gateway's server gives each its own handler).
         self._next_connection_id += 1
         return KafkaProtocol(
             self, self._next_connection_id, endpoint.listener_name, endpoint.security_protocol

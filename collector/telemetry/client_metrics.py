@@ -286,6 +286,19 @@ class ClientMetricsManager(PushTelemetryHandler):
         """The cached instance, without touching LRU order (for tests and /debug)."""
         return self._cache.peek(client_instance_id)
 
+    def instances(self) -> list[ClientMetricsInstance]:
+        """Every cached instance, least recently used first (for tests and /debug)."""
+        return list(self._cache.values())
+
+    @property
+    def scheduled_expiries(self) -> int:
+        """Entries in the expiry schedule (at most one per cached instance)."""
+        return len(self._expiry_heap)
+
+    def connection_instance(self, connection_id: int) -> uuid.UUID | None:
+        """The instance a connection last (re)created, while it is cached."""
+        return self._connection_instances.get(connection_id)
+
     # ------------------------------------------------------------------ Get (api 71)
     def get_telemetry_subscriptions(
         self,

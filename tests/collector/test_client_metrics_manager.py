@@ -372,7 +372,7 @@ def test_expiry_heap_holds_one_entry_per_instance(manager) -> None:  # type: ign
     instance_id, sub_id = handshake(manager, now_ms=0)
     for now in range(1000, 50_000, 1000):
         push(manager, instance_id, sub_id, now)
-    assert len(manager._expiry_heap) == 1
+    assert manager.scheduled_expiries == 1
 
 
 def test_connection_close_drops_the_instance_it_created(manager) -> None:  # type: ignore[no-untyped-def]
@@ -393,7 +393,7 @@ def test_lru_eviction_at_cache_size(subs, landing) -> None:  # type: ignore[no-u
     assert manager.instance_count == 2
     assert manager.instance(second) is None
     assert manager.instance(first) is not None and manager.instance(third) is not None
-    assert 2 not in manager._connection_instances
+    assert manager.connection_instance(2) is None
 
 
 def test_instance_recreated_after_expiry_is_new(manager) -> None:  # type: ignore[no-untyped-def]

@@ -144,7 +144,7 @@ def connected(
     for index in range(count):
         assert server.quotas is not None
         server.quotas.on_accept(endpoint.listener_name, "127.0.0.1")  # as the acceptor does
-        protocol = server._new_connection(endpoint)
+        protocol = server.new_connection(endpoint)
         transport = RecordingTransport(40_000 + index)
         protocol.connection_made(transport)  # type: ignore[arg-type]
         client = ClientConnection(client_id=f"turn-{index}")

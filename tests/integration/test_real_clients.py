@@ -135,7 +135,7 @@ def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
                 return collector.call(
                     lambda: [
                         i.metrics
-                        for i in list(manager._cache.values())
+                        for i in manager.instances()
                         if i.metadata.client_id == "lonely-1"
                     ]
                 )
