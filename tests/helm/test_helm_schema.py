@@ -25,9 +25,21 @@ CHART_OWNED_CONFIG_KEYS = {
     "listeners",
     "http.listener",
     "data.dir",
+    # gateway mode: from the `gateway` values (TLS files from their Secret mount)
+    "gateway.upstream.bootstrap.servers",
+    "gateway.broker.port.start",
+    "gateway.min.node.id",
+    "gateway.max.nodes",
+    "gateway.advertised.host",
+    "gateway.upstream.security.protocol",
+    "gateway.upstream.ssl.truststore.location",
+    "gateway.upstream.ssl.keystore.location",
+    "gateway.upstream.ssl.key.password",
+    "gateway.upstream.ssl.endpoint.identification.algorithm",
 }
 
 OTLP = {"endpoint": "otel:4317"}
+GATEWAY: dict[str, Any] = {"enabled": True, "upstream": {"bootstrapServers": "kafka:9092"}}
 
 # values -> a fragment of Helm's error message (it names the key and the rule).
 REJECTED: list[tuple[str, dict[str, Any], str]] = [
@@ -87,6 +99,41 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("bad size", {"persistence": {"data": {"size": "lots"}}}, "size"),
     ("bad trigger interval", {"ingest": {"enabled": True, "triggerInterval": "soon"}}, "trigger"),
     ("bad pdb", {"podDisruptionBudget": {"maxUnavailable": "half"}}, "maxUnavailable"),
+    ("gateway without upstream", {"gateway": {"enabled": True}}, "bootstrapServers"),
+    (
+        "gateway with empty upstream",
+        {"gateway": {"enabled": True, "upstream": {"bootstrapServers": ""}}},
+        "bootstrapServers",
+    ),
+    (
+        "gateway upstream not host:port",
+        {"gateway": {**GATEWAY, "upstream": {"bootstrapServers": "kafka"}}},
+        "bootstrapServers",
+    ),
+    ("gateway unknown key", {"gateway": {**GATEWAY, "brokerPortStrat": 9093}}, "brokerPortStrat"),
+    (
+        "gateway upstream unknown key",
+        {"gateway": {"enabled": True, "upstream": {"bootstrapServer": "kafka:9092"}}},
+        "bootstrapServer",
+    ),
+    (
+        "gateway tls unknown key",
+        {"gateway": {**GATEWAY, "upstream": {**GATEWAY["upstream"], "tls": {"caFile": "x"}}}},
+        "caFile",
+    ),
+    (
+        "gateway SASL upstream",
+        {"gateway": {**GATEWAY, "upstream": {**GATEWAY["upstream"], "securityProtocol": "SASL"}}},
+        "securityProtocol",
+    ),
+    ("gateway OS-chosen ports", {"gateway": {**GATEWAY, "brokerPortStart": 0}}, "brokerPortStart"),
+    ("gateway no nodes", {"gateway": {**GATEWAY, "maxNodes": 0}}, "maxNodes"),
+    ("gateway negative node id", {"gateway": {**GATEWAY, "minNodeId": -1}}, "minNodeId"),
+    (
+        "chart-owned gateway key",
+        {"config": {"gateway.upstream.bootstrap.servers": "kafka:9092"}},
+        "gateway.upstream.bootstrap.servers",
+    ),
 ]
 
 
@@ -116,6 +163,12 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ),
     ("pdb percentage", {"podDisruptionBudget": {"maxUnavailable": "25%"}}),
     ("quantities", {"persistence": {"landing": {"size": "1.5Ti"}, "data": {"size": "500Mi"}}}),
+    ("gateway off without upstream", {"gateway": {"enabled": False}}),
+    ("gateway", {"gateway": GATEWAY}),
+    (
+        "gateway tuning",
+        {"gateway": GATEWAY, "config": {"gateway.upstream.max.response.bytes": 2048}},
+    ),
 ]
 
 
@@ -171,7 +224,9 @@ def test_every_object_in_the_schema_is_closed() -> None:
             if "properties" in node and node.get("additionalProperties") is not False:
                 open_objects.append(path)
             for key, child in node.items():
-                walk(child, f"{path}/{key}")
+                # if/then only add conditions to the (closed) object they sit on.
+                if key not in ("if", "then"):
+                    walk(child, f"{path}/{key}")
         elif isinstance(node, list):
             for index, child in enumerate(node):
                 walk(child, f"{path}/{index}")

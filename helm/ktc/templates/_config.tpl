@@ -16,6 +16,17 @@ Defaults the operator may override:
                             the kubelet's SIGKILL (30 s grace -> 25 s drain).
 Added when ingest.enabled:
   landing.retention_required_consumers  + lakehouse-ingest (the ingest's consumer name)
+Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePorts):
+  gateway.upstream.bootstrap.servers     gateway.upstream.bootstrapServers
+  gateway.broker.port.start              gateway.brokerPortStart
+  gateway.min.node.id, gateway.max.nodes gateway.minNodeId, gateway.maxNodes
+  gateway.advertised.host                gateway.advertisedHost, when set (otherwise the
+                                         gateway sends clients to the pod's own
+                                         advertised name)
+  gateway.upstream.security.protocol     gateway.upstream.securityProtocol
+  gateway.upstream.ssl.*                 the files of gateway.upstream.tls.secretName at
+                                         their mount path; the key password comes through
+                                         the environment (KTC_GATEWAY_UPSTREAM_SSL_KEY_PASSWORD)
 */}}
 {{- define "ktc.configData" -}}
 {{- $owned := dict
@@ -25,6 +36,27 @@ Added when ingest.enabled:
 -}}
 {{- if .Values.ports.metrics.enabled }}
 {{- $_ := set $owned "http.listener" (printf "0.0.0.0:%d" (int .Values.ports.metrics.containerPort)) }}
+{{- end }}
+{{- if .Values.gateway.enabled }}
+{{- $gw := .Values.gateway }}
+{{- $_ := set $owned "gateway.upstream.bootstrap.servers" $gw.upstream.bootstrapServers }}
+{{- $_ := set $owned "gateway.broker.port.start" (int $gw.brokerPortStart) }}
+{{- $_ := set $owned "gateway.min.node.id" (int $gw.minNodeId) }}
+{{- $_ := set $owned "gateway.max.nodes" (int $gw.maxNodes) }}
+{{- $_ := set $owned "gateway.upstream.security.protocol" (upper $gw.upstream.securityProtocol) }}
+{{- with $gw.advertisedHost }}
+{{- $_ := set $owned "gateway.advertised.host" . }}
+{{- end }}
+{{- if eq (upper $gw.upstream.securityProtocol) "SSL" }}
+{{- $tls := $gw.upstream.tls }}
+{{- $_ := set $owned "gateway.upstream.ssl.endpoint.identification.algorithm" (ternary "https" "" $tls.endpointIdentification) }}
+{{- if and $tls.secretName $tls.caKey }}
+{{- $_ := set $owned "gateway.upstream.ssl.truststore.location" (printf "%s/%s" (include "ktc.gatewayTlsDir" .) $tls.caKey) }}
+{{- end }}
+{{- if and $tls.secretName $tls.keystoreKey }}
+{{- $_ := set $owned "gateway.upstream.ssl.keystore.location" (printf "%s/%s" (include "ktc.gatewayTlsDir" .) $tls.keystoreKey) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $defaults := dict
   "cluster.id" (include "ktc.clusterId" .)

@@ -124,3 +124,65 @@ upgrades; set config."cluster.id" to choose another.
 {{- $seed := printf "%s/%s" (include "ktc.namespace" .) (include "ktc.fullname" .) }}
 {{- sha256sum $seed | trunc 16 | b64enc | trimSuffix "=" | trimSuffix "=" | replace "+" "-" | replace "/" "_" }}
 {{- end }}
+
+{{/*
+Gateway mode (gateway.enabled): where the upstream TLS Secret is mounted, and the
+per-broker ports.  Upstream node id n is served on brokerPortStart + n - minNodeId (the
+gateway's deterministic listeners), so every id of minNodeId .. minNodeId + maxNodes - 1
+gets a container port and a port on both Services, named node-<id>.
+*/}}
+{{- define "ktc.gatewayTlsDir" -}}
+/etc/ktc-upstream-tls
+{{- end }}
+
+{{/* The per-broker ports as a JSON list of {name, port}; empty unless gateway.enabled. */}}
+{{- define "ktc.gatewayNodePorts" -}}
+{{- $ports := list }}
+{{- if .Values.gateway.enabled }}
+{{- $start := int .Values.gateway.brokerPortStart }}
+{{- $min := int .Values.gateway.minNodeId }}
+{{- range $i := until (int .Values.gateway.maxNodes) }}
+{{- $ports = append $ports (dict "name" (printf "node-%d" (add $min $i)) "port" (add $start $i)) }}
+{{- end }}
+{{- end }}
+{{- toJson $ports }}
+{{- end }}
+
+{{/* Values the schema cannot relate to each other; a failure names the fix. */}}
+{{- define "ktc.gatewayChecks" -}}
+{{- if .Values.gateway.enabled }}
+{{- $gw := .Values.gateway }}
+{{- $_ := required "gateway.upstream.bootstrapServers is required when gateway.enabled is true" $gw.upstream.bootstrapServers }}
+{{- $start := int $gw.brokerPortStart }}
+{{- $last := sub (add $start (int $gw.maxNodes)) 1 }}
+{{- if gt $last 65535 }}
+{{- fail (printf "gateway.brokerPortStart + gateway.maxNodes - 1 is %d: the per-broker ports must end at 65535 or below" $last) }}
+{{- end }}
+{{- $taken := dict "ports.kafka.containerPort" .Values.ports.kafka.containerPort "ports.kafka.servicePort" .Values.ports.kafka.servicePort }}
+{{- if .Values.ports.metrics.enabled }}
+{{- $_ := set $taken "ports.metrics.containerPort" .Values.ports.metrics.containerPort }}
+{{- $_ := set $taken "ports.metrics.servicePort" .Values.ports.metrics.servicePort }}
+{{- end }}
+{{- range $key, $port := $taken }}
+{{- if and (ge (int $port) $start) (le (int $port) $last) }}
+{{- fail (printf "%s %d lies in the gateway's per-broker port range %d-%d (gateway.brokerPortStart, gateway.maxNodes); move one of them" $key (int $port) $start $last) }}
+{{- end }}
+{{- end }}
+{{- if and $gw.advertisedHost (gt (int .Values.replicaCount) 1) }}
+{{- fail "gateway.advertisedHost sends every client to one address, so replicaCount must be 1: a replica binds a broker's port only after a response through it named that broker, and a fresh replica behind the shared address would refuse connections to it. Leave gateway.advertisedHost empty to give each pod its own name" }}
+{{- end }}
+{{- $tls := $gw.upstream.tls }}
+{{- if and $tls.secretName (ne (upper $gw.upstream.securityProtocol) "SSL") }}
+{{- fail "gateway.upstream.tls.secretName needs gateway.upstream.securityProtocol SSL" }}
+{{- end }}
+{{- if and (or $tls.keystoreKey $tls.keyPasswordKey) (not $tls.secretName) }}
+{{- fail "gateway.upstream.tls.keystoreKey and keyPasswordKey name keys of gateway.upstream.tls.secretName: set it" }}
+{{- end }}
+{{- if and $tls.secretName (not (or $tls.caKey $tls.keystoreKey)) }}
+{{- fail "gateway.upstream.tls.secretName is set but neither caKey nor keystoreKey names a key of it" }}
+{{- end }}
+{{- if and $tls.keyPasswordKey (not $tls.keystoreKey) }}
+{{- fail "gateway.upstream.tls.keyPasswordKey is the password of gateway.upstream.tls.keystoreKey's private key: set keystoreKey" }}
+{{- end }}
+{{- end }}
+{{- end }}
