@@ -18,6 +18,10 @@ Three things cannot be as in the cluster, and are overridden through the environ
   * the advertised name: `ktc-1.ktc-headless.telemetry.svc` resolves only inside the
     cluster, so the client is told 127.0.0.1 with the bound port
     (KTC_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:0).
+
+Gateway mode (`gateway.enabled`) runs the same way in front of a real one-node Apache Kafka
+(tests/gateway/harness); its per-broker ports are not overridden: the values name a block
+of ports free on this machine, and the gateway binds them where the chart declares them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -425,3 +430,132 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
     )
     per_node = {node: pushes["node_id"].to_pylist().count(node) for node in (0, 1)}
     assert per_node == landed
+
+
+# --- gateway mode -------------------------------------------------------------------------
+# The rendered `ktc gateway` pod in front of a real Apache Kafka (one KRaft node, node id 1,
+# from tests/gateway/harness).  Its per-broker port range is a block of ports free on this
+# machine, put in the values as an operator would, so the port the gateway binds for node 1
+# is checked against the container port the chart declares for it.
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
+from harness import kafka_cluster as kafka_cluster_module  # noqa: E402
+from harness.kafka_cluster import KafkaCluster  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    reason = kafka_cluster_module.missing_prerequisites()
+    if reason is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = KafkaCluster(nodes=1, work_dir=tmp_path_factory.mktemp("kafka"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def free_port_block(count: int) -> int:
+    """The first of ``count`` consecutive ports free on 127.0.0.1 (below the ephemeral range,
+    where the OS does not hand out ports on its own)."""
+    for start in range(21000, 31000, 97):
+        sockets: list[socket.socket] = []
+        try:
+            for port in range(start, start + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return start
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def test_rendered_gateway_pod_forwards_to_kafka_and_lands_telemetry(
+    rendered: Callable[..., Docs], kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """`ktc gateway` as the StatefulSet starts it: probes answer, a librdkafka producer
+    bootstrapped through the pod is sent to the pod's node-1 port (the number the Services
+    expose), its records reach Kafka, its telemetry lands on the pod, and SIGTERM exits
+    cleanly."""
+    port_start = free_port_block(2)
+    client_id = f"{CLIENT_PREFIX}-gateway"
+    values = {
+        "gateway": {
+            "enabled": True,
+            "upstream": {"bootstrapServers": kafka.bootstrap_servers("PLAINTEXT")},
+            "brokerPortStart": port_start,
+            "minNodeId": 1,
+            "maxNodes": 2,
+        },
+        "subscriptions": {
+            "gateway-producers": {
+                "metrics": "org.apache.kafka.producer.",
+                "interval.ms": 500,
+                "match": f"client_id={client_id}",
+            },
+        },
+    }
+    docs = rendered(values)
+    spec = container(find(docs, "StatefulSet"), "collector")
+    assert spec["args"][0] == "gateway"
+    node_1_port = {p["name"]: p["containerPort"] for p in spec["ports"]}["node-1"]
+    pod = start_pod(docs, 0, tmp_path)
+    try:
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            path = spec[probe]["httpGet"]["path"]
+            assert http_status(pod.ready["http_port"], path) == 200, probe
+
+        producer = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{pod.kafka_port}",
+                "client.id": client_id,
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
+        try:
+            # The cluster as the client sees it: node 1 at the port the chart declared.
+            brokers = producer.list_topics(timeout=20).brokers
+            assert {b.id: (b.host, b.port) for b in brokers.values()} == {
+                1: ("127.0.0.1", node_1_port)
+            }
+            delivered: list[Any] = []
+            producer.produce(
+                "helm-gateway",
+                b"through the gateway",
+                on_delivery=lambda error, message: delivered.append((error, message)),
+            )
+            assert producer.flush(30) == 0
+            ((error, message),) = delivered
+            assert error is None and message.offset() >= 0
+
+            landing = pod.data_dir / "landing" / "node-0"
+
+            def pushes() -> list[LandingRecord]:
+                pod.check_alive()
+                producer.poll(0.05)
+                return [
+                    r for r in LandingReader(landing).read(0) if r.context.client_id == client_id
+                ]
+
+            records = wait_for(pushes, timeout_s=30, what="a push through the gateway")
+        finally:
+            producer.close()
+        assert records[0].context.push_interval_ms == 500
+        # What the gateway learned stays on the data volume for its next start.
+        learned = json.loads((pod.data_dir / "gateway-topology.json").read_text())
+        assert list(learned["upstream"]) == ["1"]
+
+        pod.process.send_signal(signal.SIGTERM)
+        assert pod.process.wait(timeout=25) == 0, pod.log.read_text(errors="replace")
+    finally:
+        if pod.process.poll() is None:
+            pod.process.kill()
+            pod.process.wait(10)
