@@ -31,6 +31,7 @@ from collector.broker.kafka_apis import KafkaApis
 from collector.core.handler import FunctionHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.admin_split import AdminSplitter
+from collector.gateway.discovery import Discovered, discover_brokers
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.service import Gateway
@@ -111,6 +112,7 @@ class GatewayServer(CollectorServer):
             quotas=GatewayQuotas(quotas),
             admin=AdminSplitter(self.dispatcher, config.socket_request_max_bytes),
             open_upstream=self._open_upstream,
+            discover=self._discover,
             local_api_versions=local_versions,
             clock_ms=self.clock.now_ms,
         )
@@ -136,6 +138,7 @@ class GatewayServer(CollectorServer):
                 state_dir=config.data_dir,
             )
             self.topology.load()
+            self.topology.bind_range()
         except TopologyError as exc:
             raise StartupError(str(exc)) from exc
         self.gateway.topology = self.topology
@@ -189,6 +192,16 @@ class GatewayServer(CollectorServer):
         if config.gateway_upstream_ssl_endpoint_identification_algorithm == "":
             context.check_hostname = False
         return context
+
+    async def _discover(self) -> Discovered | None:
+        config = self.config
+        assert self.topology is not None
+        return await discover_brokers(
+            self.topology.bootstrap,
+            ssl_context=self._upstream_ssl,
+            timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
+            max_response_size=config.gateway_upstream_max_response_bytes,
+        )
 
     async def _open_upstream(self, host: str, port: int, pair: ClientPair) -> Any:
         config = self.config
@@ -247,17 +260,32 @@ class GatewayServer(CollectorServer):
         stats = gateway.stats
         failures = CounterMetricFamily(
             "ktc_gateway_upstream_failures",
-            "Upstream connections that could not be opened (unreachable), dropped (lost) or "
-            "broke the protocol, by upstream node.",
+            "Upstream connections that could not be opened (unreachable), were dropped with "
+            "requests in flight (lost) or with none (closed), or broke the protocol "
+            "(protocol), by upstream node (bootstrap: the bootstrap listener's).",
             labels=["node", "reason"],
         )
         for (node, reason), count in sorted(stats.upstream_failures.items()):
             failures.add_metric([node, reason], count)
         yield failures
+        down = GaugeMetricFamily(
+            "ktc_gateway_upstream_down",
+            "1 while an upstream node is down: from a failed or lost connection until a "
+            "connection to it succeeds again.",
+            labels=["node"],
+        )
+        for node in stats.health.down:
+            down.add_metric([node], 1)
+        yield down
         yield GaugeMetricFamily(
             "ktc_gateway_client_pairs",
             "Client connections paired with an upstream connection.",
             value=len(gateway.pairs),
+        )
+        yield GaugeMetricFamily(
+            "ktc_gateway_requests_in_flight",
+            "Forwarded requests waiting for the upstream broker's response.",
+            value=sum(pair.in_flight for pair in gateway.pairs),
         )
         nodes = GaugeMetricFamily(
             "ktc_gateway_node_port",

@@ -20,12 +20,14 @@ from typing import Any, Final
 from collector.core.context import CloseConnection
 from collector.gateway import addresses, api_versions, requests
 from collector.gateway.admin_split import AdminSplitter
+from collector.gateway.discovery import Discovered
 from collector.gateway.forwarding import ClientPair, _InFlight
 from collector.gateway.frames import response_body_offset
+from collector.gateway.outages import UpstreamHealth
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.throttle import read_throttle_ms, with_throttle_ms
 from collector.gateway.topology import Topology
-from proto import ApiKeys, RequestFrame, decode_request
+from proto import ApiKeys, KafkaError, RequestFrame, decode_request
 from proto.api_table import API_TABLE
 from proto.messages import describe_cluster_response, metadata_response
 
@@ -37,20 +39,24 @@ _SIZE_PREFIX: Final = struct.Struct(">i")
 
 # Opens a connection to an upstream broker for a pair; raises OSError when it cannot.
 OpenUpstream = Callable[[str, int, ClientPair], Awaitable[Any]]
+# Asks the cluster for its brokers (discovery.discover_brokers with the app's settings).
+Discover = Callable[[], Awaitable[Discovered | None]]
 
 
 class GatewayStats:
     """Counters the gateway's /metrics exports (labels: upstream node, api)."""
 
     def __init__(self) -> None:
-        self.upstream_failures: dict[tuple[str, str], int] = {}  # (node, reason) -> count
-        self.upstream_open = 0
+        # Upstream failures by (node, reason) and the nodes down now, logged once per
+        # outage (outages.py).
+        self.health = UpstreamHealth()
         self.forwarded: dict[int, int] = {}  # api key -> requests forwarded
         self.answered_locally: dict[int, int] = {}
 
-    def failure(self, node_id: int | None, reason: str) -> None:
-        key = ("bootstrap" if node_id is None else str(node_id), reason)
-        self.upstream_failures[key] = self.upstream_failures.get(key, 0) + 1
+    @property
+    def upstream_failures(self) -> dict[tuple[str, str], int]:
+        """(node, reason) -> count."""
+        return self.health.failures
 
 
 class Gateway:
@@ -64,6 +70,7 @@ class Gateway:
         quotas: GatewayQuotas,
         admin: AdminSplitter,
         open_upstream: OpenUpstream,
+        discover: Discover,
         local_api_versions: Mapping[int, tuple[int, int]],
         clock_ms: Callable[[], int],
     ) -> None:
@@ -72,6 +79,8 @@ class Gateway:
         self.quotas = quotas
         self.admin = admin
         self._open_upstream = open_upstream
+        self._discover = discover
+        self._discovering: asyncio.Future[None] | None = None
         self._local_api_versions = dict(local_api_versions)
         self.now_ms = clock_ms
         self.known_api_keys = frozenset(
@@ -86,6 +95,8 @@ class Gateway:
         self.pairs: set[ClientPair] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
+        # The bootstrap server the last bootstrap connection reached.
+        self._bootstrap_first: tuple[str, int] | None = None
 
     @staticmethod
     def close_connection(reason: str) -> CloseConnection:
@@ -100,6 +111,7 @@ class Gateway:
     def pair_closed(self, pair: ClientPair) -> None:
         pair.closed()
         self.pairs.discard(pair)
+        self.quotas.forget(pair.channel)
 
     def connect_upstream(self, pair: ClientPair) -> None:
         task = asyncio.get_running_loop().create_task(self._connect(pair))
@@ -108,6 +120,14 @@ class Gateway:
 
     async def _connect(self, pair: ClientPair) -> None:
         candidates = self.topology.upstream_candidates(pair.node_id)
+        if not candidates:
+            await self._discover_once()
+            candidates = self.topology.upstream_candidates(pair.node_id)
+        if pair.node_id is None and self._bootstrap_first:
+            # The bootstrap server that answered last goes first: a dead one is not
+            # retried ahead of it for every client connection.
+            first = self._bootstrap_first
+            candidates = [first, *(c for c in candidates if c != first)]
         errors = []
         for host, port in candidates:
             try:
@@ -115,27 +135,50 @@ class Gateway:
             except (OSError, asyncio.TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue
-            self.stats.upstream_open += 1
+            if pair.node_id is None:
+                self._bootstrap_first = (host, port)
+            self.stats.health.connected(pair.node_id, host, port)
             pair.upstream_ready(upstream)
             return
-        what = "bootstrap servers" if pair.node_id is None else f"node {pair.node_id}"
-        reason = (
-            f"upstream {what} unreachable ({'; '.join(errors)})"
+        detail = (
+            f"cannot connect ({'; '.join(errors)})"
             if errors
-            else f"upstream node {pair.node_id} is not known yet"
+            else "its address is not known (no response has named it)"
         )
-        self.stats.failure(pair.node_id, "unreachable")
-        log.warning("%s: closing the client connection", reason)
-        pair.upstream_unreachable(reason)
+        self.stats.health.failed(pair.node_id, "unreachable", detail)
+        pair.upstream_unreachable(f"upstream {_node(pair.node_id)}: {detail}")
 
-    def upstream_lost(self, pair: ClientPair, reason: str) -> None:
-        self.stats.upstream_open -= 1
-        self.stats.failure(pair.node_id, "lost")
-        log.info("upstream %s: %s", _node(pair.node_id), reason)
+    async def _discover_once(self) -> None:
+        """Ask the cluster for its brokers; clients arriving meanwhile share the answer."""
+        if self._discovering is not None:
+            await asyncio.shield(self._discovering)
+            return
+        self._discovering = asyncio.get_running_loop().create_future()
+        try:
+            discovered = await self._discover()
+            if discovered is not None:
+                cluster_id, brokers = discovered
+                self._learn_cluster_id(cluster_id)
+                for node_id, (host, port) in brokers.items():
+                    self.topology.learn(node_id, host, port)
+        except Exception:  # noqa: BLE001 - a failed question leaves the topology as it was
+            log.exception("broker discovery failed")
+        finally:
+            self._discovering.set_result(None)
+            self._discovering = None
+
+    def upstream_lost(self, pair: ClientPair, reason: str, in_flight: int) -> None:
+        """A pair's upstream connection ended; with requests in flight the broker is taken
+        for dead (an outage), with none it may have closed an idle connection or one whose
+        authentication failed, and the client's reconnect tells."""
+        if in_flight:
+            detail = f"{reason} ({in_flight} request{'s' if in_flight > 1 else ''} in flight)"
+            self.stats.health.failed(pair.node_id, "lost", detail)
+        else:
+            self.stats.health.failed(pair.node_id, "closed", reason)
 
     def upstream_broken(self, pair: ClientPair, reason: str) -> None:
-        self.stats.failure(pair.node_id, "protocol")
-        log.warning("upstream %s broke the protocol: %s", _node(pair.node_id), reason)
+        self.stats.health.failed(pair.node_id, "protocol", reason)
 
     # -- request side --------------------------------------------------------------------
     def api_versions_request(self, frame: RequestFrame, session: Any) -> bytes | None:
@@ -145,22 +188,34 @@ class Gateway:
         if frame.api_version > api_versions.API_VERSIONS_RANGE[1]:
             return api_versions.unsupported_version_response(frame.correlation_id)
         if frame.api_version >= 3:
-            request = decode_request(frame)
+            try:
+                request = decode_request(frame)
+            except KafkaError as exc:
+                raise _malformed(frame, exc) from None
             session.client_software_name = request.client_software_name
             session.client_software_version = request.client_software_version
         return None
 
     @staticmethod
     def produce_acks(frame: RequestFrame) -> int:
-        return requests.produce_acks(frame.api_version, frame.body)
+        try:
+            return requests.produce_acks(frame.api_version, frame.body)
+        except KafkaError as exc:
+            raise _malformed(frame, exc) from None
 
     def mutation_check(self, frame: RequestFrame, session: Any, channel: Any) -> bytes | int:
-        return self.quotas.mutation_check(
-            frame, session, channel, self.now_ms(), self.partition_counts.get
-        )
+        try:
+            return self.quotas.mutation_check(
+                frame, session, channel, self.now_ms(), self.partition_counts.get
+            )
+        except KafkaError as exc:
+            raise _malformed(frame, exc) from None
 
     def admin_split(self, frame: RequestFrame, session: Any, channel: Any) -> Any:
-        return self.admin.split(frame, session, channel)
+        try:
+            return self.admin.split(frame, session, channel)
+        except KafkaError as exc:
+            raise _malformed(frame, exc) from None
 
     # -- response side -------------------------------------------------------------------
     def response(self, entry: _InFlight, payload: bytes, pair: ClientPair) -> list[bytes]:
@@ -197,11 +252,20 @@ class Gateway:
             throttle_ms = max(
                 throttle_ms, quotas.record_request_time(user, client_id, handling_ns, now_ms)
             )
-            if throttle_ms > 0:
-                current = memoryview(new_body) if new_body is not None else body
-                if throttle_ms > (read_throttle_ms(api_key, version, current) or 0):
-                    new_body = with_throttle_ms(api_key, version, current, throttle_ms)
-                quotas.mute(pair.channel, user, client_id, throttle_ms)
+        if throttle_ms > 0:
+            # (Also with only a mutation quota configured: the request's own throttle.)
+            current = memoryview(new_body) if new_body is not None else body
+            if throttle_ms > (read_throttle_ms(api_key, version, current) or 0):
+                new_body = with_throttle_ms(api_key, version, current, throttle_ms)
+            # A request throttled by its own recording held the channel since; the timed
+            # mute takes over (quotas.py).
+            quotas.mute(
+                pair.channel,
+                session.principal_name,
+                frame.client_id,
+                throttle_ms,
+                held=entry.throttle_ms > 0,
+            )
         if new_body is None:
             return [_SIZE_PREFIX.pack(len(payload)), payload]
         return [_SIZE_PREFIX.pack(body_at + len(new_body)), payload[:body_at], new_body]
@@ -243,5 +307,15 @@ class Gateway:
         return all(pair.idle for pair in self.pairs)
 
 
+def _malformed(frame: RequestFrame, exc: Exception) -> CloseConnection:
+    """A request the gateway must read and cannot: only this client's connection closes
+    (the network layer logs the reason once and counts it as a protocol error)."""
+    try:
+        name = ApiKeys(frame.api_key).name
+    except ValueError:
+        name = f"api key {frame.api_key}"
+    return CloseConnection(f"malformed {name} v{frame.api_version} request: {exc}")
+
+
 def _node(node_id: int | None) -> str:
-    return "bootstrap" if node_id is None else f"node {node_id}"
+    return "bootstrap servers" if node_id is None else f"node {node_id}"

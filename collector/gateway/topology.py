@@ -7,11 +7,12 @@ deterministic, as Conduktor's and kafka-proxy's ``--deterministic-listeners`` ar
 gateway restart, or to another gateway replica with the same settings, finds the same
 broker behind the same port.  ``broker_port_start = 0`` lets the OS pick (tests).
 
-A node's listener is bound the first time a response reveals the node (Metadata,
-DescribeCluster, FindCoordinator, a KIP-951 NodeEndpoints), and the upstream address
-learned with it is remembered in ``gateway-topology.json`` in the data directory, so that
-after a restart a client connecting straight to a node's port is served before any
-Metadata passed (with a SASL-only upstream the gateway cannot ask on its own).
+With fixed ports the whole range is bound at start; with OS-chosen ports a node's listener is
+bound the first time a response reveals the node.  Responses (Metadata, DescribeCluster,
+FindCoordinator, a KIP-951 NodeEndpoints) also say where each node is upstream; what was
+learned is remembered in ``gateway-topology.json`` in the data directory, so that after a
+restart a client connecting straight to a node's port is served before any Metadata passed
+(a node still unknown is asked of the cluster, ``discovery.py``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ class Topology:
         for node_id, (host, port) in sorted(nodes.items()):
             self.learn(node_id, host, port, persist=False)
 
+    def bind_range(self) -> None:
+        """Bind every node port of the configured range now (fixed ports only), so that a
+        client connecting straight to a node's port is accepted before this gateway learned
+        the node (a replica behind a shared address; the node's upstream address is then
+        asked of the cluster, ``discovery.py``)."""
+        if self._port_start == 0:
+            return
+        for node_id in range(self._min_node_id, self._min_node_id + self._max_nodes):
+            if node_id not in self.ports:
+                self.ports[node_id] = self._bind(node_id)
+
     def learn(self, node_id: int, host: str, port: int, *, persist: bool = True) -> None:
         """A response said node ``node_id`` is at ``host:port`` upstream."""
         if node_id < 0:
@@ -79,9 +91,10 @@ class Topology:
         known = self.upstream.get(node_id)
         if known == (host, port) and node_id in self.ports:
             return
-        self.upstream[node_id] = (host, port)
         if node_id not in self.ports:
-            self.ports[node_id] = self._bind(node_id)
+            self.ports[node_id] = self._bind(node_id)  # raises for a node out of range
+        self.upstream[node_id] = (host, port)
+        if known is None:
             log.info(
                 "upstream node %d (%s:%d) is served on %s:%d",
                 node_id,
@@ -90,7 +103,7 @@ class Topology:
                 self.advertised_host,
                 self.ports[node_id],
             )
-        elif known is not None:
+        else:
             log.info("upstream node %d moved from %s:%d to %s:%d", node_id, *known, host, port)
         if persist:
             self._save()

@@ -209,3 +209,47 @@ def test_java_client_through_the_gateway(
         assert names and all(
             name.startswith((PRODUCER_METRICS, CONSUMER_METRICS)) for name in names
         ), names
+
+
+def free_port_block(count: int) -> int:
+    """The first of ``count`` consecutive ports that are free on 127.0.0.1 right now."""
+    import random
+    import socket
+
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def test_a_node_port_serves_before_any_metadata_passed(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """A client that connects straight to a node's port of a fresh gateway (its metadata came
+    from another replica, or from before a restart) is served: the fixed port range is bound
+    at start and the node's upstream address is asked of the cluster."""
+    base = free_port_block(4)
+    with RunningGateway(
+        tmp_path / "data",
+        kafka_cluster.bootstrap_servers(),
+        **{"gateway.broker.port.start": base, "gateway.max.nodes": 4},
+    ) as fresh:
+        assert fresh.node_ports() == {n: base + n for n in range(4)}  # bound, none learned
+        node_2 = f"127.0.0.1:{base + 2}"
+        metadata = AdminClient({"bootstrap.servers": node_2}).list_topics(timeout=30)
+        assert sorted(metadata.brokers) == [1, 2, 3]
+        assert {f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {
+            f"127.0.0.1:{base + n}" for n in (1, 2, 3)
+        }
+        assert metadata.cluster_id == fresh.upstream_cluster_id()
