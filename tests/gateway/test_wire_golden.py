@@ -1,7 +1,8 @@
 """Address rewriting against Kafka's own bytes: every address-bearing response, every version.
 
-Each golden line (golden/responses.txt) holds a response body as Kafka 4.4.0's classes
-serialize it and the same message with the gateway's addresses, also serialized by Kafka.
+Each golden line (golden/responses.txt; golden/live.txt for answers captured from a running
+Kafka 4.4.0 cluster, golden/capture_live.py) holds a response body as Kafka 4.4.0 sends it
+and the same message with the gateway's addresses, serialized by Kafka's classes.
 Rewriting the first must give exactly the second: every broker address replaced, node ids,
 racks, keys, messages, topic names and unknown tagged fields untouched, node id -1 and
 DescribeCluster's controller endpoints left alone. Each body is also fed whole, byte by
@@ -194,5 +195,6 @@ def test_goldens_are_what_kafka_serializes(tmp_path: Path) -> None:
         ("GoldenResponses", "responses.txt"),
         ("GoldenRequests", "requests.txt"),
         ("GoldenThrottle", "throttle.txt"),
+        ("GoldenLive", "live.txt"),
     ):
         assert run_java(program, java, classpath, tmp_path) == (HERE / name).read_text(), name

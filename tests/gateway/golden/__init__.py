@@ -2,7 +2,9 @@
 
 ``responses.txt``, ``requests.txt`` and ``throttle.txt`` are the output of
 ``java/GoldenResponses.java``, ``java/GoldenRequests.java`` and ``java/GoldenThrottle.java``
-(each program says what its lines hold). The tests read them
+(each program says what its lines hold). ``live/*.bin`` are answers captured from a real
+Kafka 4.4.0 cluster (``capture_live.py`` says how to capture them again) and ``live.txt``
+is ``java/GoldenLive.java``'s golden lines for them. The tests read them
 without Java; ``test_wire_golden.py`` also re-runs the programs when java and the jars are
 there (``make kafka-libs``, or Maven's cache) and checks that the committed files are theirs.
 """
@@ -58,8 +60,15 @@ class GoldenRequest:
 
 
 def responses() -> list[GoldenResponse]:
+    """responses.txt (built by Kafka's classes), then live.txt (captured from a running
+    Kafka 4.4.0 cluster by capture_live.py; cases named ``live-...``)."""
     rows = []
-    for line in (HERE / "responses.txt").read_text().splitlines():
+    lines = [
+        line
+        for name in ("responses.txt", "live.txt")
+        for line in (HERE / name).read_text().splitlines()
+    ]
+    for line in lines:
         key, version, case, upstream, expected = line.split()
         rows.append(
             GoldenResponse(
