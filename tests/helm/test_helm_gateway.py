@@ -278,10 +278,6 @@ def test_upstream_ssl_without_a_secret_uses_the_system_cas(
             "ports.metrics.containerPort 8888 lies in",
         ),
         (
-            {**gateway_values(advertisedHost="kafka.example.com"), "replicaCount": 2},
-            "replicaCount must be 1",
-        ),
-        (
             gateway_values(upstream={"bootstrapServers": "k:9092", "tls": {"secretName": "s"}}),
             "needs gateway.upstream.securityProtocol SSL",
         ),
@@ -320,7 +316,6 @@ def test_upstream_ssl_without_a_secret_uses_the_system_cas(
         "range-past-65535",
         "range-covers-bootstrap",
         "range-covers-http",
-        "shared-host-several-replicas",
         "tls-secret-on-plaintext",
         "keystore-without-secret",
         "password-without-keystore",

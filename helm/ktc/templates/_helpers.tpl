@@ -168,9 +168,6 @@ gets a container port and a port on both Services, named node-<id>.
 {{- fail (printf "%s %d lies in the gateway's per-broker port range %d-%d (gateway.brokerPortStart, gateway.maxNodes); move one of them" $key (int $port) $start $last) }}
 {{- end }}
 {{- end }}
-{{- if and $gw.advertisedHost (gt (int .Values.replicaCount) 1) }}
-{{- fail "gateway.advertisedHost sends every client to one address, so replicaCount must be 1: a replica binds a broker's port only after a response through it named that broker, and a fresh replica behind the shared address would refuse connections to it. Leave gateway.advertisedHost empty to give each pod its own name" }}
-{{- end }}
 {{- $tls := $gw.upstream.tls }}
 {{- if and $tls.secretName (ne (upper $gw.upstream.securityProtocol) "SSL") }}
 {{- fail "gateway.upstream.tls.secretName needs gateway.upstream.securityProtocol SSL" }}
