@@ -27,7 +27,6 @@ import importlib
 import io
 import shutil
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -150,8 +149,8 @@ def live_requests(topic: str, group: str, transactional_id: str) -> list[LiveReq
         keys = (group,) if version < 4 else (group, f"{group}-b")
         out.append(find_coordinator(version, 0, keys))
         if version >= 1:
-            ids = (transactional_id,) if version < 4 else (transactional_id, f"{transactional_id}-b")
-            out.append(find_coordinator(version, 1, ids))
+            ids = (transactional_id, f"{transactional_id}-b")
+            out.append(find_coordinator(version, 1, ids if version >= 4 else ids[:1]))
     out += [describe_cluster(version) for version in range(3)]
     out += [describe_quorum(version) for version in range(3)]
     return out
@@ -197,6 +196,7 @@ def capture(cluster: Any) -> list[Path]:
     """Sends every live request to node 1's EXTERNAL listener; writes the answers."""
     from confluent_kafka.admin import AdminClient, NewTopic
     from harness.wire import exchange
+    from waiting import eventually_sync
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
     admin.create_topics([NewTopic(GOLDEN_TOPIC, 3, 3)])[GOLDEN_TOPIC].result(timeout=60)
@@ -204,14 +204,13 @@ def capture(cluster: Any) -> list[Path]:
     port = cluster.node_ports[1]["EXTERNAL"]
     requests = live_requests(GOLDEN_TOPIC, GOLDEN_GROUP, GOLDEN_TRANSACTION)
     # Coordinators exist once their internal topics do: ask until every answer is clean.
-    deadline = time.monotonic() + 90
-    while True:
-        answers = {r.name: exchange(port, r.request, r.response_type) for r in requests}
-        if all(_clean(message) for message, _ in answers.values()):
-            break
-        if time.monotonic() > deadline:
-            raise RuntimeError("coordinators not available after 90 s")
-        time.sleep(0.5)
+    answers: dict[str, tuple[Any, bytes]] = {}
+
+    def clean() -> bool:
+        answers.update({r.name: exchange(port, r.request, r.response_type) for r in requests})
+        return all(_clean(message) for message, _ in answers.values())
+
+    eventually_sync(clean, timeout_s=90, what="every coordinator")
     shutil.rmtree(LIVE, ignore_errors=True)
     LIVE.mkdir()
     written = []
