@@ -24,5 +24,6 @@ class Channel(Protocol):
         """Stop (True) or resume (False) reading because what the connection sends on is
         not draining (a gateway's upstream connection)."""
 
-    def close_for(self, reason: str) -> None:
-        """Close after flushing what is already answered; ``reason`` is logged."""
+    def close_for(self, reason: str, quiet: bool = False) -> None:
+        """Close after flushing what is already answered; ``reason`` is logged (at DEBUG
+        when ``quiet``: the caller logged the cause once for many connections)."""

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from collector.gateway.sasl import SaslCapture
 from collector.net.flush import PendingResponse
-from proto import ApiKeys, RequestFrame
+from proto import ApiKeys, KafkaError, RequestFrame
 
 if TYPE_CHECKING:
     from collector.gateway.service import Gateway
@@ -174,7 +174,11 @@ class ClientPair:
                 return decision  # strict quota exceeded: answered here, not forwarded
             throttle_ms = decision
         elif route.sasl:
-            self._sasl.on_request(frame)
+            try:
+                self._sasl.on_request(frame)
+            except KafkaError as exc:
+                reason = f"malformed {_api_name(api_key)} request: {exc}"
+                raise gateway.close_connection(reason) from None
         elif route.admin_split:
             split = gateway.admin_split(frame, session, channel)
             if isinstance(split, bytes):
@@ -206,6 +210,11 @@ class ClientPair:
         """Nothing forwarded is waiting for the broker (graceful shutdown waits for it)."""
         return not self._in_flight
 
+    @property
+    def in_flight(self) -> int:
+        """Forwarded requests waiting for the broker's response."""
+        return len(self._in_flight)
+
     # -- the upstream connection's sink --------------------------------------------------
     def upstream_ready(self, upstream: Any) -> None:
         if self._closed:
@@ -229,7 +238,7 @@ class ClientPair:
         try:
             response = self._gateway.response(entry, payload, self)
         except Exception as exc:  # noqa: BLE001 - a malformed response closes this pair only
-            self._break(f"malformed {ApiKeys(entry.frame.api_key).name} response: {exc}")
+            self._break(f"malformed {_api_name(entry.frame.api_key)} response: {exc}")
             return
         entry.pending.complete(response)
 
@@ -243,8 +252,12 @@ class ClientPair:
                 self.session.set_principal(capture.principal)
 
     def upstream_lost(self, reason: str) -> None:
-        self._gateway.upstream_lost(self, reason)
+        self._gateway.upstream_lost(self, reason, len(self._in_flight))
         self._fail(reason)
+
+    def upstream_malformed(self, reason: str) -> None:
+        """The broker sent bytes that are not a response frame: this pair is closed."""
+        self._break(reason)
 
     def upstream_congested(self, congested: bool) -> None:
         if self.channel is not None:
@@ -279,11 +292,20 @@ class ClientPair:
         if self._closed:
             return
         self._closed = True
+        # Closed first, quietly: the gateway logged the cause once for every connection of
+        # this upstream node (outages.py), and the requests failed below then drop silently.
+        if self.channel is not None:
+            self.channel.close_for(reason, quiet=True)
         error = ConnectionAbortedError(reason)
         in_flight, self._in_flight = self._in_flight, deque()
         for entry in in_flight:
             entry.pending.fail(error)
         if self._upstream is not None:
             self._upstream.close()
-        if self.channel is not None:
-            self.channel.close_for(reason)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKeys(api_key).name
+    except ValueError:
+        return f"api key {api_key}"

@@ -183,12 +183,15 @@ class KafkaProtocol(asyncio.Protocol):
         else:
             self._resume(_UPSTREAM_FULL)
 
-    def close_for(self, reason: str) -> None:
-        """Close the connection after flushing what is already answered."""
+    def close_for(self, reason: str, quiet: bool = False) -> None:
+        """Close the connection after flushing what is already answered; ``reason`` is
+        logged at INFO, or at DEBUG when ``quiet`` (the caller logged the cause once for
+        many connections: a gateway's upstream broker that died)."""
         if self._closing:
             return
         session = self.session
-        log.info(
+        log.log(
+            logging.DEBUG if quiet else logging.INFO,
             "closing connection %d from %s:%d on %s: %s",
             session.connection_id,
             session.client_source_address,

@@ -46,7 +46,11 @@ class UpstreamSink(Protocol):
         """One whole response frame (size prefix removed)."""
 
     def upstream_lost(self, reason: str) -> None:
-        """The broker closed, reset or broke framing; nothing more will arrive."""
+        """The broker closed or reset the connection; nothing more will arrive."""
+
+    def upstream_malformed(self, reason: str) -> None:
+        """The broker sent bytes that cannot be a response frame (a negative size, one
+        over the limit); the connection is aborted and nothing more will arrive."""
 
     def upstream_congested(self, congested: bool) -> None:
         """The broker stopped (True) or resumed (False) draining what we write."""
@@ -81,7 +85,7 @@ class Upstream(asyncio.Protocol):
                 if self._closed:
                     return
         except FramingError as exc:
-            self._lost(f"malformed response from the broker: {exc}")
+            self._lost(f"malformed response frame: {exc}", malformed=True)
 
     def eof_received(self) -> bool | None:
         self._lost("the broker closed the connection")
@@ -123,13 +127,16 @@ class Upstream(asyncio.Protocol):
         """Bytes of a response still being received (memory held for this pair)."""
         return self._frames.buffered_bytes
 
-    def _lost(self, reason: str) -> None:
+    def _lost(self, reason: str, *, malformed: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
         if self._transport is not None:
             self._transport.abort()
-        self._sink.upstream_lost(reason)
+        if malformed:
+            self._sink.upstream_malformed(reason)
+        else:
+            self._sink.upstream_lost(reason)
 
 
 async def open_upstream(

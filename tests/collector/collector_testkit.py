@@ -92,7 +92,7 @@ class RecordingChannel:
         self.muted = False
         self.unmutes += 1
 
-    def close_for(self, reason: str) -> None:
+    def close_for(self, reason: str, quiet: bool = False) -> None:
         self.closed_for.append(reason)
 
 
