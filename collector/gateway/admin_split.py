@@ -80,12 +80,12 @@ class AdminSplitter:
         types = request.resource_types
         if types and CLIENT_METRICS not in types:
             return None
-        if tuple(types) == (CLIENT_METRICS,):
+        others = tuple(t for t in types if t != CLIENT_METRICS)
+        if types and not others:  # CLIENT_METRICS only (perhaps named more than once)
             return self._dispatcher.handle(frame, session, channel)
         local_response = self._answer(
             frame, dataclasses.replace(request, resource_types=(CLIENT_METRICS,)), session, channel
         )
-        others = tuple(t for t in types if t != CLIENT_METRICS)
         forwarded = (
             frame.raw if not types else _wire(frame, dataclasses.replace(request, resource_types=others))
         )

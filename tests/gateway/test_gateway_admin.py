@@ -351,6 +351,11 @@ def test_list_config_resources_lists_the_gateways_client_metrics_and_the_cluster
     kafka_rest = {entry for entry in kafka_all if entry[0] != CLIENT_METRICS}
     assert list_resources(gateway.port) == kafka_rest | gateway_names
     assert list_resources(gateway.port, CLIENT_METRICS) == gateway_names
+    # A type named twice is still that type alone (an empty filter would mean every type).
+    assert list_resources(gateway.port, CLIENT_METRICS, CLIENT_METRICS) == gateway_names
+    assert list_resources(direct, CLIENT_METRICS, CLIENT_METRICS) == list_resources(
+        direct, CLIENT_METRICS
+    )
     assert (
         list_resources(gateway.port, TOPIC, CLIENT_METRICS)
         == {entry for entry in kafka_rest if entry[0] == TOPIC} | gateway_names
