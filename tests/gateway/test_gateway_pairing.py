@@ -44,14 +44,17 @@ from clock.testing import FakeClock
 from collector.app.config import load_config
 from collector.app.gateway_server import GatewayServer
 from collector.gateway.api_versions import API_VERSIONS_RANGE
-from proto import ApiKeys, encode_request
+from proto import SUPPORTED_VERSIONS, ApiKeys, encode_request, encode_response
 from proto.connection import decode_response, request_is_flexible
 from proto.errors import Errors
 from proto.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
     GetTelemetrySubscriptionsRequest,
     ProduceRequest,
     PushTelemetryRequest,
 )
+from proto.messages import api_versions_response as av
 from proto.messages import produce_request as pr
 
 pytestmark = pytest.mark.timeout(60)
@@ -499,6 +502,47 @@ async def test_api_versions_newer_than_the_gateway_speaks_is_answered_locally(
     connection = await upstream.connection(0)
     (forwarded,) = await connection.wait_requests(1)
     assert correlation_id_of(forwarded[8:]) == 78  # the first thing the upstream saw
+    await client.close()
+
+
+async def test_api_versions_lists_what_the_gateway_answers_and_what_the_upstream_has(
+    start_gateway: Start, upstream: ScriptedUpstream
+) -> None:
+    """An upstream without the client-quota APIs and ListConfigResources (Tansu 0.6 lists
+    neither): the gateway adds what it answers itself (telemetry, CLIENT_METRICS
+    administration) and never an API it would only forward to an upstream that lacks it."""
+    server = await start_gateway(await upstream.start())
+    client = await Client.connect(server.port())
+    await client.send(
+        encode_request(ApiKeys.API_VERSIONS, 3, 9, CLIENT_ID, ApiVersionsRequest("t", "1"))
+    )
+    connection = await upstream.connection(0)
+    await connection.wait_requests(1)
+    listed = {
+        ApiKeys.PRODUCE: (0, 11),
+        ApiKeys.METADATA: (0, 12),
+        ApiKeys.API_VERSIONS: (0, 4),
+        ApiKeys.DESCRIBE_CONFIGS: (0, 4),
+        ApiKeys.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    }
+    answer = ApiVersionsResponse(
+        api_keys=tuple(av.ApiVersion(k, low, high) for k, (low, high) in sorted(listed.items()))
+    )
+    connection.send(encode_response(ApiKeys.API_VERSIONS, 3, 9, answer))
+    got = decode_response(ApiKeys.API_VERSIONS, 3, await client.response()).message
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in got.api_keys}
+    local = SUPPORTED_VERSIONS
+    assert ranges[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS] == local[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS]
+    assert ranges[ApiKeys.PUSH_TELEMETRY] == local[ApiKeys.PUSH_TELEMETRY]
+    assert ranges[ApiKeys.LIST_CONFIG_RESOURCES] == local[ApiKeys.LIST_CONFIG_RESOURCES]
+    assert ranges[ApiKeys.DESCRIBE_CONFIGS] == local[ApiKeys.DESCRIBE_CONFIGS]
+    assert ApiKeys.DESCRIBE_CLIENT_QUOTAS not in ranges  # forwarded: the upstream has none
+    assert ApiKeys.ALTER_CLIENT_QUOTAS not in ranges
+    assert set(ranges) == set(listed) | {
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        ApiKeys.PUSH_TELEMETRY,
+        ApiKeys.LIST_CONFIG_RESOURCES,
+    }
     await client.close()
 
 
