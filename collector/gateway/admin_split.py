@@ -14,8 +14,15 @@ split by resource type:
 |                                 | METRICS entries are dropped)  | METRICS entries dropped   |
 | ListConfigResources v0          | all of it (v0 lists only      | -                         |
 |                                 | client-metrics resources)     |                           |
+| ListConfigResources, upstream   | all of it, as ``ktc serve``   | -                         |
+| without it (Tansu 0.6)          | answers (client metrics only) |                           |
 
-A request with only one side goes whole to that side, untouched.  The local part is
+A request with only one side goes whole to that side, untouched.  The gateway lists
+ListConfigResources in ApiVersions whatever the upstream has (client-metrics administration
+needs it); what the upstream lists is read from the ApiVersions answers passing by
+(:meth:`AdminSplitter.upstream_api_versions`), and a ListConfigResources request is never
+forwarded to an upstream that does not list it at the request's version (one that does not
+know the API closes the connection).  The local part is
 answered by the same dispatcher (and so the same admin handlers, validation and quota
 records) as in ``ktc serve``: the splitter builds a request frame for it and reads the
 encoded answer back.
@@ -29,6 +36,7 @@ from typing import Any, Final
 from proto import ApiKeys, ServerConnection, decode_request, decode_response, encode_request
 from proto import encode_response
 from proto.connection import response_is_flexible
+from proto.messages import api_versions_response
 
 __all__ = ["CLIENT_METRICS", "AdminSplitter"]
 
@@ -52,6 +60,26 @@ class AdminSplitter:
     def __init__(self, dispatcher: Any, max_request_size: int) -> None:
         self._dispatcher = dispatcher
         self._max_request_size = max_request_size
+        # The upstream's ListConfigResources versions (None: it does not list the API), as
+        # its latest ApiVersions answer said; unknown until one passes by.
+        self._upstream_list_versions: tuple[int, int] | None = (0, 0x7FFF)
+
+    def upstream_api_versions(self, version: int, body: Any) -> None:
+        """Reads the upstream's own ApiVersions answer (the body, before capping)."""
+        try:
+            message, _ = api_versions_response.READERS[version](body, 0)
+        except Exception:  # noqa: BLE001 - capping reports a malformed answer; keep what we knew
+            return
+        if message.error_code != 0:
+            return  # an UNSUPPORTED_VERSION fallback: the client asks again
+        self._upstream_list_versions = next(
+            (
+                (k.min_version, k.max_version)
+                for k in message.api_keys
+                if k.api_key == ApiKeys.LIST_CONFIG_RESOURCES
+            ),
+            None,
+        )
 
     def split(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
         """The local answer (bytes, size prefix included) when the request names only
@@ -74,7 +102,12 @@ class AdminSplitter:
         return _Split(api_key, local, local_response), forwarded
 
     def _split_list(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
-        if frame.api_version == 0:
+        upstream = self._upstream_list_versions
+        if (
+            frame.api_version == 0
+            or upstream is None
+            or not upstream[0] <= frame.api_version <= upstream[1]
+        ):
             return self._dispatcher.handle(frame, session, channel)
         request = decode_request(frame)
         types = request.resource_types

@@ -231,6 +231,7 @@ class Gateway:
         new_body: Any = None
         if route.api_versions:
             new_body = api_versions.cap_api_versions(version, body, self._local_api_versions)
+            self.admin.upstream_api_versions(version, body)
         elif route.addresses:
             new_body = self._rewrite(api_key, version, body)
         elif route.sasl:

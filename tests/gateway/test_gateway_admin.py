@@ -17,7 +17,9 @@ one of the gateway's) so an answer from the wrong side shows:
 * ListConfigResources v1 lists the gateway's CLIENT_METRICS resources and the cluster's
   other resources, never the cluster's CLIENT_METRICS ones;
 * ``ktc subscriptions alter --data-dir`` on a running gateway's data dir reaches clients:
-  GetTelemetrySubscriptions through the gateway returns the new subscription.
+  GetTelemetrySubscriptions through the gateway returns the new subscription;
+* in front of an upstream without ListConfigResources (Tansu 0.6), the gateway answers it
+  whole instead of forwarding it to an upstream that would close the connection.
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from gateway_harness import RunningGateway
 from harness.kafka_cluster import KafkaCluster
+from harness.tansu import TansuBroker
 from harness.wire import exchange
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 from kio.schema.get_telemetry_subscriptions.v0.response import GetTelemetrySubscriptionsResponse
@@ -418,3 +423,43 @@ def test_ktc_subscriptions_alter_reaches_clients_through_the_gateway(
         client_id="someone-else",
     )
     assert metric not in answer.requested_metrics
+
+
+# ---- an upstream without ListConfigResources -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tansu_gateway(
+    tansu_broker: TansuBroker, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
+    data_dir = tmp_path_factory.mktemp("gateway-admin-tansu") / "data"
+    ConfigStore(data_dir).alter_subscription(SHARED, {"metrics": GATEWAY_METRICS}, [])
+    with RunningGateway(data_dir, tansu_broker.bootstrap_servers()) as running:
+        yield running
+
+
+def test_list_config_resources_in_front_of_an_upstream_without_it(
+    tansu_gateway: RunningGateway, tansu_broker: TansuBroker
+) -> None:
+    """Tansu 0.6 does not list ListConfigResources (and closes a connection that sends it):
+    the gateway lists it all the same, for client-metrics administration, and answers every
+    ListConfigResources itself, as ``ktc serve`` does."""
+    versions, _ = exchange(
+        tansu_gateway.port,
+        ApiVersionsRequest(client_software_name="ktc-admin-test", client_software_version="1"),
+        ApiVersionsResponse,
+    )  # what a client asks first; the gateway learns what the upstream lists from it
+    listed = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in versions.api_keys}
+    assert listed[74] == (0, 1)
+    direct, _ = exchange(
+        tansu_broker.port,
+        ApiVersionsRequest(client_software_name="ktc-admin-test", client_software_version="1"),
+        ApiVersionsResponse,
+    )
+    assert 74 not in {int(k.api_key) for k in direct.api_keys}
+    mine = {(CLIENT_METRICS, SHARED)}
+    assert list_resources(tansu_gateway.port) == mine
+    assert list_resources(tansu_gateway.port, TOPIC, CLIENT_METRICS) == mine
+    assert list_resources(tansu_gateway.port, TOPIC) == set()
+    (result,) = describe(tansu_gateway.port, (CLIENT_METRICS, SHARED)).results
+    assert config(result)["metrics"] == GATEWAY_METRICS
