@@ -168,6 +168,10 @@ class ClientPair:
                 if throttle_ms > 0:
                     gateway.quotas.mute(channel, session.principal_name, frame.client_id, throttle_ms)
                 return None
+        elif route.quota == "fetch":
+            # MaxBytes clamped to what the client's fetch quota allows (as KafkaApis does).
+            self._forward(gateway.quotas.fetch_request(frame, session.principal_name, gateway.now_ms()))
+            return self._wait(frame, route, throttle_ms, started_ns, state)
         elif route.quota == "mutation":
             decision = gateway.mutation_check(frame, session, channel)
             if isinstance(decision, bytes):
@@ -187,6 +191,10 @@ class ClientPair:
                 state, raw = split
                 self._forward(raw)
                 return self._wait(frame, route, throttle_ms, started_ns, state)
+        if throttle_ms > 0:
+            # Throttled by its own recording: read nothing more from the client until its
+            # response is written and the throttle is over (a broker's one request at a time).
+            gateway.quotas.hold(channel)
         self._forward(frame.raw)
         return self._wait(frame, route, throttle_ms, started_ns, state)
 

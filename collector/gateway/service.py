@@ -254,6 +254,14 @@ class Gateway:
                 throttle_ms, quotas.record_request_time(user, client_id, handling_ns, now_ms)
             )
         if throttle_ms > 0:
+            if route.quota == "fetch":
+                # Kafka answers a fetch it throttles empty, un-recorded (quotas.py).
+                empty = quotas.throttled_fetch_response(
+                    frame, body, len(payload) + 4, session.principal_name, throttle_ms, self.now_ms()
+                )
+                if empty is not None:
+                    quotas.mute(pair.channel, session.principal_name, frame.client_id, throttle_ms)
+                    return [empty]
             # (Also with only a mutation quota configured: the request's own throttle.)
             current = memoryview(new_body) if new_body is not None else body
             if throttle_ms > (read_throttle_ms(api_key, version, current) or 0):
