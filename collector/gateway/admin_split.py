@@ -33,8 +33,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Final
 
-from proto import ApiKeys, ServerConnection, decode_request, decode_response, encode_request
-from proto import encode_response
+from proto import (
+    ApiKeys,
+    ServerConnection,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from proto.connection import response_is_flexible
 from proto.messages import api_versions_response
 
@@ -94,33 +100,39 @@ class AdminSplitter:
         if not any(local):
             return None
         if all(local):
-            return self._dispatcher.handle(frame, session, channel)
+            return self._handle(frame, session, channel)
         mine = tuple(r for r, is_local in zip(resources, local) if is_local)
         theirs = tuple(r for r, is_local in zip(resources, local) if not is_local)
-        local_response = self._answer(frame, dataclasses.replace(request, resources=mine), session, channel)
+        local_response = self._answer(
+            frame, dataclasses.replace(request, resources=mine), session, channel
+        )
         forwarded = _wire(frame, dataclasses.replace(request, resources=theirs))
         return _Split(api_key, local, local_response), forwarded
 
-    def _split_list(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
+    def _split_list(
+        self, frame: Any, session: Any, channel: Any
+    ) -> bytes | tuple[_Split, bytes] | None:
         upstream = self._upstream_list_versions
         if (
             frame.api_version == 0
             or upstream is None
             or not upstream[0] <= frame.api_version <= upstream[1]
         ):
-            return self._dispatcher.handle(frame, session, channel)
+            return self._handle(frame, session, channel)
         request = decode_request(frame)
         types = request.resource_types
         if types and CLIENT_METRICS not in types:
             return None
         others = tuple(t for t in types if t != CLIENT_METRICS)
         if types and not others:  # CLIENT_METRICS only (perhaps named more than once)
-            return self._dispatcher.handle(frame, session, channel)
+            return self._handle(frame, session, channel)
         local_response = self._answer(
             frame, dataclasses.replace(request, resource_types=(CLIENT_METRICS,)), session, channel
         )
         forwarded = (
-            frame.raw if not types else _wire(frame, dataclasses.replace(request, resource_types=others))
+            frame.raw
+            if not types
+            else _wire(frame, dataclasses.replace(request, resource_types=others))
         )
         return _Split(ApiKeys.LIST_CONFIG_RESOURCES, (), local_response), forwarded
 
@@ -146,11 +158,18 @@ class AdminSplitter:
             field = "results" if split.api_key == ApiKeys.DESCRIBE_CONFIGS else "responses"
             mine = iter(getattr(local, field))
             theirs = iter(getattr(upstream, field))
-            results = tuple(next(mine) if is_local else next(theirs) for is_local in split.local_positions)
+            results = tuple(
+                next(mine) if is_local else next(theirs) for is_local in split.local_positions
+            )
             merged = dataclasses.replace(upstream, throttle_time_ms=throttle_ms, **{field: results})
         wire = encode_response(frame.api_key, frame.api_version, frame.correlation_id, merged)
         header = 9 if response_is_flexible(frame.api_key, frame.api_version) else 8
         return wire[header:]
+
+    def _handle(self, frame: Any, session: Any, channel: Any) -> bytes:
+        """The dispatcher's answer (size prefix included), as ``ktc serve`` gives it."""
+        answer: bytes = self._dispatcher.handle(frame, session, channel)
+        return answer
 
     def _answer(self, frame: Any, request: Any, session: Any, channel: Any) -> Any:
         """The gateway's own answer to the CLIENT_METRICS part, decoded."""
@@ -158,7 +177,7 @@ class AdminSplitter:
         codec = ServerConnection(max_request_size=self._max_request_size)
         codec.receive_data(len(wire).to_bytes(4, "big") + wire)
         local_frame = codec.next_request()
-        answer = self._dispatcher.handle(local_frame, session, channel)
+        answer = self._handle(local_frame, session, channel)
         return decode_response(frame.api_key, frame.api_version, answer[4:]).message
 
 
