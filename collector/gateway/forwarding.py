@@ -139,6 +139,11 @@ class ClientPair:
         api_key = frame.api_key
         route = ROUTES.get(api_key, _OPAQUE)
         if route.local:
+            if self._sasl.authenticating:
+                # Not authenticated yet: a broker closes such a connection (SaslCapture).
+                raise gateway.close_connection(
+                    f"unexpected {_api_name(api_key)} request during SASL authentication"
+                )
             return gateway.dispatcher.handle(frame, session, channel)
         if api_key not in gateway.known_api_keys:
             # Kafka closes a connection whose header names an API it does not know.
@@ -251,13 +256,25 @@ class ClientPair:
         entry.pending.complete(response)
 
     def sasl_response(self, api_key: int, body: Any) -> None:
-        """A SaslHandshake/SaslAuthenticate answer: a successful authentication makes the
-        captured user this connection's principal (quota entity, telemetry context)."""
+        """A SaslHandshake/SaslAuthenticate answer: the broker's acceptance of the whole
+        exchange (SCRAM: its proof too, not only the first message) makes the captured user
+        this connection's principal (quota entity, telemetry context)."""
         capture = self._sasl
-        capture.on_response(api_key, body)
-        if api_key == ApiKeys.SASL_AUTHENTICATE and capture.principal is not None:
-            if self.session is not None and int.from_bytes(body[:2], "big", signed=True) == 0:
-                self.session.set_principal(capture.principal)
+        named = capture.principal
+        principal = capture.on_response(api_key, body)
+        if principal is not None and self.session is not None:
+            self.session.set_principal(principal)
+        elif capture.authenticating and named is not None and capture.principal is None:
+            # Refused upstream (as a broker logs a failed authentication; the name the
+            # client gave and the error, never a token).
+            error = int.from_bytes(body[:2], "big", signed=True)
+            log.info(
+                "SASL %s authentication of %s refused upstream (error %d) for the client at %s",
+                capture.mechanism,
+                named,
+                error,
+                _peer(self.session),
+            )
 
     def upstream_lost(self, reason: str) -> None:
         self._gateway.upstream_lost(self, reason, len(self._in_flight))
@@ -310,6 +327,12 @@ class ClientPair:
             entry.pending.fail(error)
         if self._upstream is not None:
             self._upstream.close()
+
+
+def _peer(session: Any) -> str:
+    if session is None:
+        return "?"
+    return f"{session.client_source_address}:{session.client_source_port}"
 
 
 def _api_name(api_key: int) -> str:

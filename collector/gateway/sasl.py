@@ -129,39 +129,79 @@ def _decode(frame: RequestFrame, readers: Mapping[int, Callable[[BytesLike, int]
     return message
 
 
+# SaslAuthenticate round trips of a successful exchange: PLAIN's one token; SCRAM's
+# client-first (answered with the server-first) and client-final (the server-final).
+_ROUNDS = {_PLAIN: 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2}
+
+
 class SaslCapture:
     """Per client connection: feed it every SaslHandshake / SaslAuthenticate request and
-    response; ``principal`` is the user once the exchange has not failed.
+    response; ``principal`` is the user the exchange names once it has not failed, and
+    ``authenticated`` that user once the broker has accepted the whole exchange (PLAIN: its
+    one SaslAuthenticate; SCRAM: the second, which carries the proof).
+
+    ``authenticating`` is true while a PLAIN or SCRAM exchange still owes the broker a
+    SaslAuthenticate request: a broker then takes any other request for a protocol error and
+    closes the connection (``SaslServerAuthenticator``: "Unexpected Kafka request of type ...
+    during SASL handshake"), so a gateway answering a request itself must too.
 
     >>> capture = SaslCapture()
     >>> capture.on_request(handshake_frame)          # doctest: +SKIP
     >>> capture.on_request(authenticate_frame)       # doctest: +SKIP  -> "User:alice"
     """
 
-    __slots__ = ("mechanism", "principal")
+    __slots__ = ("_accepted", "_failed", "_sent", "authenticated", "mechanism", "principal")
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.principal: str | None = None
+        self.authenticated: str | None = None
+        self._sent = 0  # SaslAuthenticate requests of this exchange
+        self._accepted = 0  # ... and the broker's answers without an error
+        self._failed = False  # the broker refused the exchange (and closes the connection)
+
+    @property
+    def authenticating(self) -> bool:
+        """A PLAIN or SCRAM exchange is under way (or was refused): only SASL requests may
+        come now."""
+        rounds = _ROUNDS.get(self.mechanism or "")
+        return self._failed or (rounds is not None and self._sent < rounds)
 
     def on_request(self, frame: RequestFrame) -> str | None:
         """Reads a SaslHandshake (the mechanism) or the first SaslAuthenticate of an exchange
         (the principal); returns the principal when this request revealed it."""
         if frame.api_key == ApiKeys.SASL_HANDSHAKE:
+            # A new exchange (or a re-authentication, KIP-368: the connection keeps the
+            # principal it has until the new exchange succeeds).
             self.mechanism = handshake_mechanism(frame)
             self.principal = None
+            self._sent = self._accepted = 0
+            self._failed = False
             return None
         if frame.api_key != ApiKeys.SASL_AUTHENTICATE or self.mechanism is None:
             return None
-        if self.principal is not None:
+        self._sent += 1
+        if self._sent > 1:
             return None  # later tokens of the exchange (SCRAM's client-final) name no one
         self.principal = principal_from_token(self.mechanism, authenticate_bytes(frame))
         return self.principal
 
-    def on_response(self, api_key: int, body: BytesLike) -> None:
+    def on_response(self, api_key: int, body: BytesLike) -> str | None:
         """A SaslAuthenticate or SaslHandshake response with an error ends the exchange
-        without a principal (Kafka then closes the connection)."""
-        if api_key in (ApiKeys.SASL_AUTHENTICATE, ApiKeys.SASL_HANDSHAKE):
-            (error_code,) = INT16.unpack_from(body, 0)  # ErrorCode is the first field of both
-            if error_code != 0:
-                self.principal = None
+        without a principal (Kafka then closes the connection); the answer to the last
+        SaslAuthenticate of a PLAIN or SCRAM exchange without one authenticates the
+        principal, which it returns."""
+        if api_key not in (ApiKeys.SASL_AUTHENTICATE, ApiKeys.SASL_HANDSHAKE):
+            return None
+        (error_code,) = INT16.unpack_from(body, 0)  # ErrorCode is the first field of both
+        if error_code != 0:
+            self.principal = None
+            self._failed = True
+            return None
+        if api_key != ApiKeys.SASL_AUTHENTICATE or self.principal is None:
+            return None
+        self._accepted += 1
+        if self._accepted != _ROUNDS.get(self.mechanism or ""):
+            return None
+        self.authenticated = self.principal
+        return self.authenticated

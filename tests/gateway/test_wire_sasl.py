@@ -157,3 +157,64 @@ def test_any_plain_or_scram_user(user: str, password: str) -> None:
     saslname = user.replace("=", "=3D").replace(",", "=2C")
     principal = principal_from_token("SCRAM-SHA-256", f"n,,n={saslname},r=nonce".encode())
     assert principal == f"User:{user}"
+
+
+OK = struct.pack(">h", 0) + b"\x00"  # a SaslAuthenticate/SaslHandshake answer without error
+REFUSED = struct.pack(">h", 58) + b"\x00"  # SASL_AUTHENTICATION_FAILED
+
+
+def test_scram_authenticates_only_with_the_brokers_answer_to_the_proof() -> None:
+    capture = SaslCapture()
+    assert not capture.authenticating
+    capture.on_request(handshake("SCRAM-SHA-512"))
+    assert capture.on_response(ApiKeys.SASL_HANDSHAKE, OK) is None
+    assert capture.authenticating
+    capture.on_request(authenticate(b"n,,n=alice,r=abc"))
+    # The server-first message: the broker has only heard a name, no proof.
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) is None
+    assert capture.authenticated is None and capture.authenticating
+    capture.on_request(authenticate(b"c=biws,r=abcdef,p=cHJvb2Y="))
+    assert not capture.authenticating  # nothing more is owed; the answer decides
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) == "User:alice"
+    assert capture.authenticated == "User:alice"
+
+
+def test_plain_authenticates_with_its_one_token() -> None:
+    capture = SaslCapture()
+    capture.on_request(handshake("PLAIN"))
+    capture.on_request(authenticate(b"\x00bob\x00" + SECRET.encode()))
+    assert not capture.authenticating
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) == "User:bob"
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_a_refused_exchange_authenticates_no_one_and_stays_closed(mechanism: str) -> None:
+    capture = SaslCapture()
+    capture.on_request(handshake(mechanism))
+    token = b"\x00alice\x00wrong" if mechanism == "PLAIN" else b"n,,n=alice,r=abc"
+    capture.on_request(authenticate(token))
+    if mechanism != "PLAIN":
+        capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK)
+        capture.on_request(authenticate(b"c=biws,r=abcdef,p=d3Jvbmc="))
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, REFUSED) is None
+    assert capture.authenticated is None
+    assert capture.authenticating  # the broker closes the connection; nothing else is served
+
+
+def test_other_mechanisms_never_hold_the_connection() -> None:
+    capture = SaslCapture()
+    capture.on_request(handshake("GSSAPI"))
+    capture.on_request(authenticate(b"\x60\x82kerberos"))
+    assert not capture.authenticating
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) is None
+
+
+def test_reauthentication_keeps_the_principal_until_it_succeeds() -> None:
+    capture = SaslCapture()
+    capture.on_request(handshake("PLAIN"))
+    capture.on_request(authenticate(b"\x00alice\x00pw"))
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) == "User:alice"
+    capture.on_request(handshake("PLAIN"))  # KIP-368 re-authentication
+    assert capture.authenticating and capture.authenticated == "User:alice"
+    capture.on_request(authenticate(b"\x00alice\x00pw"))
+    assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, OK) == "User:alice"
