@@ -41,7 +41,9 @@ from collector.net.flush import PendingResponse
 from proto import ApiKeys, KafkaError, RequestFrame
 
 if TYPE_CHECKING:
-    from collector.gateway.service import Gateway
+    # The gateway the pair belongs to (``service.Gateway``), as the pair sees it: the
+    # service creates pairs, so the pair knows it only by this shape (no import circle).
+    Gateway = Any
 
 __all__ = ["ClientPair", "Route", "ROUTES"]
 

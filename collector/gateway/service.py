@@ -36,6 +36,9 @@ __all__ = ["Gateway", "GatewayStats"]
 log = logging.getLogger(__name__)
 
 _SIZE_PREFIX: Final = struct.Struct(">i")
+# At most one out-of-band Metadata request per interval: clients retrying a node port the
+# cluster does not have must not turn into a request storm upstream.
+_DISCOVERY_INTERVAL_MS: Final = 5000
 
 # Opens a connection to an upstream broker for a pair; raises OSError when it cannot.
 OpenUpstream = Callable[[str, int, ClientPair], Awaitable[Any]]
@@ -81,6 +84,7 @@ class Gateway:
         self._open_upstream = open_upstream
         self._discover = discover
         self._discovering: asyncio.Future[None] | None = None
+        self._discovered_at_ms = -_DISCOVERY_INTERVAL_MS
         self._local_api_versions = dict(local_api_versions)
         self.now_ms = clock_ms
         self.known_api_keys = frozenset(
@@ -132,7 +136,7 @@ class Gateway:
         for host, port in candidates:
             try:
                 upstream = await self._open_upstream(host, port, pair)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (OSError, TimeoutError) as exc:
                 errors.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue
             if pair.node_id is None:
@@ -153,6 +157,10 @@ class Gateway:
         if self._discovering is not None:
             await asyncio.shield(self._discovering)
             return
+        now_ms = self.now_ms()
+        if now_ms - self._discovered_at_ms < _DISCOVERY_INTERVAL_MS:
+            return  # asked a moment ago: a node still unknown is not there
+        self._discovered_at_ms = now_ms
         self._discovering = asyncio.get_running_loop().create_future()
         try:
             discovered = await self._discover()
