@@ -50,6 +50,9 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("perf/bench_freshness.py", "time.sleep(0.1)"): (
         "benchmark: watches the ingest journal of a real ingest process"
     ),
+    ("perf/bench_gateway.py", "time.sleep(0.05)"): (
+        "benchmark: waits for a gateway or relay process it started to write its ready file"
+    ),
     ("perf/loadgen.py", "asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)"): (
         "benchmark: paces real load against a real server until the end of its window"
     ),

@@ -15,6 +15,7 @@ landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that tie
 | ``_bind_listeners`` | bind every listener (port 0: the bound port is what Metadata advertises) and start accepting |
 | ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz`` |
 | ``_start_background`` | instance expiry, quota sensor expiry, store watch, OTLP forwarder |
+| ``_store_watch_started`` | wait until the store's directory is watched (a change after start is seen) |
 
 Only then is ``/readyz`` green.
 
@@ -214,6 +215,7 @@ class CollectorServer:
         await self._bind_listeners(listeners, advertised, quotas)
         await self._start_http()
         self._start_background(store, manager, quotas)
+        await self._store_watch_started()
         self._started = True
         log.info(
             "collector node %d of cluster %s started (data dir %s)",
@@ -415,6 +417,18 @@ class CollectorServer:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
         if self.config.exporters_otlp is not None:
             self._start_forwarder(self.config.exporters_otlp)
+
+    async def _store_watch_started(self) -> None:
+        """Return once the config store's directory is watched (or its watcher stopped):
+        a change made after start() returns is seen without a SIGHUP."""
+        watcher = next((t for t in self._tasks if t.get_name() == "store-watch"), None)
+        if watcher is None:
+            return
+        watching = asyncio.ensure_future(self.store_watching.wait())
+        try:
+            await asyncio.wait({watching, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watching.cancel()
 
     def _every(self, period_ms: int, name: str, work: Callable[[], object]) -> None:
         """Run ``work`` every ``period_ms`` on the clock, until shutdown."""
