@@ -86,6 +86,7 @@ class GatewayServer(CollectorServer):
         self._build_topology()
         await self._start_http()
         self._start_background(store, manager, quotas)
+        await self._store_watch_started()
         self._started = True
         log.info(
             "gateway node %d started in front of %s (data dir %s)",
