@@ -24,10 +24,12 @@ machine hits all legs alike), on a fresh 6-partition topic per leg:
    from the beginning, librdkafka's default fetch sizes), timed from the first batch to the
    last record.
 3. **Produce latency**: ``--latency-rate`` records/s (default 500; 1 KiB, acks=all,
-   linger.ms 0, so about one Produce request per record) for ``--latency-seconds`` per leg,
-   in slices that alternate between the legs; per record, the time from produce() to its
-   delivery callback (``Message.latency()``, with a thread that polls so that callbacks run
-   as soon as the acknowledgement is in), p50 and p99.
+   linger.ms 0, so about one Produce request per record) for ``--latency-seconds``, all
+   legs at the same time, one producer process per leg (a burst of load from another job
+   lands on every leg alike; measured one leg after the other, a p99 said mostly which leg
+   such a burst hit); per record, the time from produce() to its delivery callback
+   (``Message.latency()``, with a thread that polls so that callbacks run as soon as the
+   acknowledgement is in), p50 and p99.
 
 For the relay and the gateway the process's CPU time (psutil ``cpu_times``, user + system)
 over each throughput phase is divided by the MiB of record payload it forwarded, and over the
@@ -57,6 +59,7 @@ import argparse
 import contextlib
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -439,6 +442,68 @@ class LatencyProbe:
         self.sent += count
 
 
+def _latency_worker(bootstrap: str, topic: str, rate: float, seconds: float, conn: Any) -> None:
+    """One leg's latency probe in a process of its own (see run_round)."""
+    probe = LatencyProbe(bootstrap, topic)
+    conn.send("ready")
+    start_at = conn.recv()
+    delay = start_at - time.time()
+    if delay > 0:
+        time.sleep(delay)
+    probe.run(rate, seconds)
+    conn.send((probe.latencies_s, probe.errors, probe.sent))
+    conn.close()
+
+
+def measure_latency(
+    legs: list[str],
+    ways: dict[str, tuple[str, int | None]],
+    create_topic: Callable[[str], str],
+    args: argparse.Namespace,
+    results: dict[str, LegResult],
+) -> None:
+    """Every leg's latency at the same time, one producer process per leg: a burst of load
+    from another job on the machine then lands on all legs alike (measured one after the
+    other, a p99 says mostly which leg such a burst happened to hit)."""
+    context = multiprocessing.get_context("spawn")
+    workers = {}
+    for leg in legs:
+        parent, child = context.Pipe()
+        process = context.Process(
+            target=_latency_worker,
+            args=(ways[leg][0], create_topic(f"{leg}-latency"), args.latency_rate,
+                  args.latency_seconds, child),
+            daemon=True,
+        )
+        process.start()
+        workers[leg] = (process, parent)
+    try:
+        for leg, (_, conn) in workers.items():
+            if not conn.poll(120) or conn.recv() != "ready":
+                raise RuntimeError(f"the {leg} latency producer did not get ready")
+        cpu0 = {leg: _cpu_s(ways[leg][1]) for leg in legs}
+        # Staggered by a fraction of the send interval: sending at the same instants, the
+        # legs' requests would queue behind each other at the broker in whatever order the
+        # scheduler woke their processes.
+        start_at = time.time() + 0.5
+        for number, (_, conn) in enumerate(workers.values()):
+            conn.send(start_at + number / (len(workers) * args.latency_rate))
+        for leg, (_, conn) in workers.items():
+            if not conn.poll(args.latency_seconds + 120):
+                raise RuntimeError(f"the {leg} latency producer did not finish")
+            latencies, errors, sent = conn.recv()
+            results[leg].latencies_s = latencies
+            results[leg].latency_errors = errors
+            results[leg].latency_requests = sent
+        for leg in legs:
+            results[leg].proxy_cpu_latency_s = _cpu_s(ways[leg][1]) - cpu0[leg]
+    finally:
+        for process, _ in workers.values():
+            process.join(10)
+            if process.is_alive():
+                process.kill()
+
+
 def measure_throughput(
     bootstrap: str, proxy_pid: int | None, topic: str, args: argparse.Namespace
 ) -> LegResult:
@@ -466,27 +531,17 @@ def run_round(
     create_topic: Callable[[str], str],
     args: argparse.Namespace,
 ) -> dict[str, LegResult]:
-    """Throughput of every leg (in an order that rotates with the round), then latency in
-    slices that alternate between the legs, so that load from other jobs on the machine,
-    which drifts over seconds, lands on every leg alike."""
+    """Throughput of every leg, one after the other in an order that rotates with the round
+    (so that load from other jobs on the machine, which drifts over seconds, lands on every
+    leg alike), then the latency of all legs at once."""
     shift = index % len(legs)
     order = legs[shift:] + legs[:shift]
     results: dict[str, LegResult] = {}
     for leg in order:
         bootstrap, pid = ways[leg]
         results[leg] = measure_throughput(bootstrap, pid, create_topic(leg), args)
-    probes = {leg: LatencyProbe(ways[leg][0], create_topic(f"{leg}-latency")) for leg in order}
-    slices = max(1, args.latency_slices)
-    for number in range(slices):
-        for leg in order[number % len(order):] + order[: number % len(order)]:
-            pid = ways[leg][1]
-            cpu0 = _cpu_s(pid)
-            probes[leg].run(args.latency_rate, args.latency_seconds / slices)
-            results[leg].proxy_cpu_latency_s += _cpu_s(pid) - cpu0
+    measure_latency(order, ways, create_topic, args, results)
     for leg in order:
-        results[leg].latencies_s = probes[leg].latencies_s
-        results[leg].latency_errors = probes[leg].errors
-        results[leg].latency_requests = probes[leg].sent
         s = results[leg].summary()
         print(
             f"round {index + 1} {leg:8} produce {s['produce_mb_s']:.1f} MB/s "
@@ -643,9 +698,6 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000, help="records per throughput run")
     parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s")
     parser.add_argument("--latency-seconds", type=float, default=10.0, help="per leg and round")
-    parser.add_argument(
-        "--latency-slices", type=int, default=10, help="slices the legs' latency runs alternate in"
-    )
     parser.add_argument("--consume-passes", type=int, default=3, help="reads of each topic")
     parser.add_argument("--legs", default=",".join(LEGS), help=argparse.SUPPRESS)
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
@@ -703,9 +755,13 @@ def main() -> int:
                             **{**vars(args), "records": args.records // 4, "consume_passes": 1}
                         )
                         measure_throughput(bootstrap, pid, create_topic(f"{leg}-warm"), warm)
-                        LatencyProbe(bootstrap, create_topic(f"{leg}-warm")).run(
-                            args.latency_rate, 1.0
-                        )
+                    measure_latency(
+                        legs,
+                        ways,
+                        create_topic,
+                        argparse.Namespace(**{**vars(args), "latency_seconds": 1.0}),
+                        {leg: LegResult() for leg in legs},
+                    )
                     for index in range(args.rounds):
                         rounds.append(run_round(index, legs, ways, create_topic, args))
             finally:
