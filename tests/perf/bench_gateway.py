@@ -80,8 +80,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
-from harness import _proc  # noqa: E402
-from harness.kafka_cluster import CLIENT_LISTENERS, LISTENERS, KafkaCluster, KafkaNode, missing_prerequisites  # noqa: E402
+from harness import _proc
+from harness.kafka_cluster import (
+    CLIENT_LISTENERS,
+    LISTENERS,
+    KafkaCluster,
+    KafkaNode,
+    missing_prerequisites,
+)
 
 RECORD_BYTES = 1024
 PARTITIONS = 6
@@ -642,7 +648,8 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
             f"{'proxy CPU ms/MiB ' + phase:28}{'':>12}{relay_cpu:>12.2f}{gateway_cpu:>12.2f}"
             f"{gateway_cpu / relay_cpu:>10.2f}"
         )
-    relay_cpu, gateway_cpu = (med(leg, lambda r: r.cpu_us_per_request) for leg in ("relay", "gateway"))
+    relay_cpu = med("relay", lambda r: r.cpu_us_per_request)
+    gateway_cpu = med("gateway", lambda r: r.cpu_us_per_request)
     print(
         f"{'proxy CPU us/request (lat.)':28}{'':>12}{relay_cpu:>12.0f}{gateway_cpu:>12.0f}"
         f"{gateway_cpu / relay_cpu:>10.2f}"
@@ -718,7 +725,8 @@ def main() -> int:
         tmp = Path(tmp_name)
         cluster = RelayedKafkaCluster(nodes=args.nodes, work_dir=tmp / "kafka", log_level="WARN")
         node_ids = list(range(1, args.nodes + 1))
-        cluster.relay_listener_ports = dict(zip(node_ids, _proc.free_ports(args.nodes), strict=True))
+        relay_targets = _proc.free_ports(args.nodes)
+        cluster.relay_listener_ports = dict(zip(node_ids, relay_targets, strict=True))
         with relay_process(tmp, cluster.relay_listener_ports) as (relay_ports, relay_pid):
             cluster.relay_ports = relay_ports
             started = time.monotonic()
@@ -726,7 +734,9 @@ def main() -> int:
             print(f"{args.nodes}-node Kafka cluster up in {time.monotonic() - started:.1f} s",
                   flush=True)
             try:
-                admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers(), "log_level": 3})
+                admin = AdminClient(
+                    {"bootstrap.servers": cluster.bootstrap_servers(), "log_level": 3}
+                )
 
                 def create_topic(prefix: str) -> str:
                     name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
