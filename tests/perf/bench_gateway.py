@@ -679,6 +679,11 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
     print()
     for label, value, target, ok in checks:
         print(f"{'PASS' if ok else 'MISS'}  {label}: {value:.2f} (target {target})")
+    if relay_added <= 0:
+        print(
+            f"      (the relay's added p99 is {relay_added:.2f} ms: below the noise of this run; "
+            f"the gateway's is {gateway_added:.2f} ms)"
+        )
     if args.json:
         args.json.write_text(
             json.dumps(
