@@ -36,6 +36,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from collector.core.context import CloseConnection
 from collector.gateway.sasl import SaslCapture
 from collector.net.flush import PendingResponse
 from proto import ApiKeys, KafkaError, RequestFrame
@@ -49,7 +50,6 @@ __all__ = ["ClientPair", "Route", "ROUTES"]
 
 log = logging.getLogger(__name__)
 
-_SIZE_PREFIX: Final = struct.Struct(">i")
 _CORRELATION_ID: Final = struct.Struct(">i")
 
 
@@ -143,13 +143,13 @@ class ClientPair:
         if route.local:
             if self._sasl.authenticating:
                 # Not authenticated yet: a broker closes such a connection (SaslCapture).
-                raise gateway.close_connection(
+                raise CloseConnection(
                     f"unexpected {_api_name(api_key)} request during SASL authentication"
                 )
             return gateway.dispatcher.handle(frame, session, channel)
         if api_key not in gateway.known_api_keys:
             # Kafka closes a connection whose header names an API it does not know.
-            raise gateway.close_connection(f"unknown api key {api_key}")
+            raise CloseConnection(f"unknown api key {api_key}")
         started_ns = time.perf_counter_ns()
         state: Any = None
         throttle_ms = 0
@@ -189,7 +189,7 @@ class ClientPair:
                 self._sasl.on_request(frame)
             except KafkaError as exc:
                 reason = f"malformed {_api_name(api_key)} request: {exc}"
-                raise gateway.close_connection(reason) from None
+                raise CloseConnection(reason) from None
         elif route.admin_split:
             split = gateway.admin_split(frame, session, channel)
             if isinstance(split, bytes):

@@ -47,14 +47,12 @@ Discover = Callable[[], Awaitable[Discovered | None]]
 
 
 class GatewayStats:
-    """Counters the gateway's /metrics exports (labels: upstream node, api)."""
+    """Counters the gateway's /metrics exports (labels: upstream node, reason)."""
 
     def __init__(self) -> None:
         # Upstream failures by (node, reason) and the nodes down now, logged once per
         # outage (outages.py).
         self.health = UpstreamHealth()
-        self.forwarded: dict[int, int] = {}  # api key -> requests forwarded
-        self.answered_locally: dict[int, int] = {}
 
     @property
     def upstream_failures(self) -> dict[tuple[str, str], int]:
@@ -101,10 +99,6 @@ class Gateway:
         self.draining = False
         # The bootstrap server the last bootstrap connection reached.
         self._bootstrap_first: tuple[str, int] | None = None
-
-    @staticmethod
-    def close_connection(reason: str) -> CloseConnection:
-        return CloseConnection(reason)
 
     # -- upstream connections ------------------------------------------------------------
     def new_pair(self, node_id: int | None) -> ClientPair:
