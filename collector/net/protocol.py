@@ -132,10 +132,11 @@ class KafkaProtocol(asyncio.Protocol):
         if isinstance(peer, tuple) and len(peer) >= 2:
             session.peer_ip = str(peer[0])
             session.client_source_address = java_host_address(session.peer_ip)
+            # The real peer port on every listener kind (KAFKA-15811, Kafka 3.8+).
+            session.client_source_port = int(peer[1])
         if session.security_protocol == "SSL":
             # The handshake is done by now; Kafka's DefaultKafkaPrincipalBuilder.
             session.set_principal(ssl_principal(transport.get_extra_info("peercert")))
-            session.client_source_port = int(peer[1])
         if not self._host.connection_opened(self):
             self._closing = True
             self._transport.abort()
