@@ -12,6 +12,9 @@ resource with three keys (kip714 §3.2):
 | ``match``     | LIST | ``[]``   | item not ``selector=regex`` -> INVALID_CONFIG  |
 | anything else |      |          | INVALID_REQUEST                                |
 
+An altered value longer than 32767 UTF-16 units is INVALID_CONFIG before any of these
+(the controller's ``ConfigRecord`` limit; :func:`check_altered_value_length`).
+
 Checks run in Kafka's order: null values, subscription name, unknown keys, then each key
 parsed and validated in definition order (metrics, interval.ms, match), then the
 interval range, then the match patterns. The first failure is reported.
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from proto.errors import Errors, KafkaError
-from subscriptions.java_lang import java_parse_int, java_split, java_trim
+from subscriptions.java_lang import java_parse_int, java_split, java_trim, utf16_code_units
 from subscriptions.match_pattern import MatchPattern, MatchPatternError
 
 __all__ = [
@@ -35,11 +38,13 @@ __all__ = [
     "CONFIG_MATCH",
     "CONFIG_METRICS",
     "DEFAULT_INTERVAL_MS",
+    "MAX_CONFIG_VALUE_LENGTH",
     "MAX_INTERVAL_MS",
     "MIN_INTERVAL_MS",
     "SELECTORS",
     "ConfigKey",
     "Subscription",
+    "check_altered_value_length",
     "compile_match_pattern",
     "parse_list",
     "render_list",
@@ -53,6 +58,8 @@ ALL_METRICS = "*"  # ClientMetricsConfigs.ALL_SUBSCRIBED_METRICS
 DEFAULT_INTERVAL_MS = 300_000  # 5 minutes
 MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 3_600_000  # 1 hour
+# Short.MAX_VALUE: the longest value a KRaft ConfigRecord holds, in Java chars (UTF-16 units).
+MAX_CONFIG_VALUE_LENGTH = 32_767
 
 SELECTORS: tuple[str, ...] = (
     "client_instance_id",
@@ -119,6 +126,19 @@ def _check_list_items(key: str, items: list[str]) -> None:
         raise _invalid_config(f"Configuration '{key}' values must not be duplicated.")
     if any(item == "" for item in items):
         raise _invalid_config(f"Configuration '{key}' values must not be empty.")
+
+
+def check_altered_value_length(value: str) -> None:
+    """ConfigurationControlManager.validateAlterConfig (KAFKA-18907, Kafka 4.0+).
+
+    Checked for each value an alteration changes, before the subscription's own
+    validation; ``String.length()`` counts UTF-16 units.
+    """
+    if len(value) * 2 > MAX_CONFIG_VALUE_LENGTH and len(utf16_code_units(value)) > MAX_CONFIG_VALUE_LENGTH:
+        raise _invalid_config(
+            "The configuration value cannot be added because it exceeds the maximum value "
+            f"size of {MAX_CONFIG_VALUE_LENGTH} bytes."
+        )
 
 
 def _parse_int(key: str, value: str) -> int:

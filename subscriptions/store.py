@@ -20,11 +20,18 @@ Two hand-editable files under ``<data-dir>/config/``:
       users/<default>/clients/<default>: {consumer_byte_rate: 2097152}
       ips/<default>: {connection_creation_rate: 100}
 
-Values are Kafka config strings (numbers and lists are converted); every subscription
-is validated exactly as Kafka's controller would, every quota as
-``ClientQuotaControlManager`` would. A file that fails validation is rejected as a
-whole: at start-up ``load()`` raises, on reload the last good state stays in force and
-the error is logged (and kept in ``last_error``).
+Values are Kafka config strings (numbers and lists are converted). Loading follows a
+Kafka broker applying stored configs (KAFKA-19851): unknown subscription keys are
+ignored, and a subscription whose values do not validate is skipped with one log line
+(``ConfigSnapshot.skipped``) while the others apply; it stays in the file as written.
+A file that is not a well-formed document (YAML, shape, value types), and a quota that
+``ClientQuotaControlManager`` would refuse, reject the file as a whole: at start-up
+``load()`` raises, on reload the last good state stays in force and the error is logged
+(and kept in ``last_error``).
+
+Alterations are validated strictly, as Kafka's controller does: the full resulting
+config map, stored unknown keys included; a changed value longer than 32767 characters
+is refused; an alteration that changes no value writes nothing and keeps the version.
 
 Changes through the API (``alter_subscription``, ``alter_quotas``...) rewrite the file
 atomically; hand edits are picked up by ``watch()`` (filesystem events, including the
@@ -48,7 +55,7 @@ from typing import Any
 
 from proto.errors import Errors, KafkaError
 from subscriptions.config_file import TMP_MARKER, ConfigDocument, ConfigFileError, Located
-from subscriptions.model import CONFIG_KEYS, Subscription
+from subscriptions.model import CONFIG_KEYS, Subscription, check_altered_value_length
 from subscriptions.quotas import (
     QuotaEntity,
     QuotaFilterComponent,
@@ -90,6 +97,14 @@ class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
     header = ("# Client-metrics subscriptions (KIP-714). Edit freely: the collector reloads this\n"
               "# file on change or SIGHUP. Keys: metrics, interval.ms, match (Kafka config strings).\n")
 
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self.entry_lines: dict[str, int] = {}  # name -> line, of the latest file read
+
+    def parse_text(self, text: str) -> SubscriptionConfigs:
+        self.entry_lines = {}
+        return super().parse_text(text)
+
     def empty(self) -> SubscriptionConfigs:
         return {}
 
@@ -110,12 +125,11 @@ class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
                     raise self.fail(value.line, f"{name}.{key}",
                                     "expected a string, an integer or a list of strings")
                 configs[str(key)] = text
-            try:
-                Subscription.from_configs(name, configs)
-            except KafkaError as exc:
-                raise self.fail(located.line, name, exc) from None
+            # Kept as written: the values are validated when applied (_freeze), one
+            # subscription at a time, so a bad one is skipped and never lost on a rewrite.
             if configs:
                 result[name] = configs
+                self.entry_lines[name] = located.line
         return result
 
     def render(self, state: SubscriptionConfigs) -> dict[str, Any]:
@@ -167,21 +181,45 @@ class ConfigSnapshot:
     """One immutable, validated view of both documents; ``version`` grows on every change."""
 
     version: int
-    subscriptions: tuple[Subscription, ...]  # document order (= creation order)
+    subscriptions: tuple[Subscription, ...]  # in force, document order (= creation order)
+    # Every stored subscription as written, the skipped ones and unknown keys included.
     subscription_configs: Mapping[str, Mapping[str, str]] = field(repr=False)
     quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(repr=False)
+    # Stored but not in force: name -> why ("<Kafka's message> (<error name>)").
+    skipped: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # Unknown keys of subscriptions in force, ignored: name -> keys.
+    ignored_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def subscription(self, name: str) -> Subscription | None:
         return next((s for s in self.subscriptions if s.name == name), None)
 
 
+_KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
+
+
 def _freeze(version: int, configs: SubscriptionConfigs, quotas: Quotas) -> ConfigSnapshot:
+    """Apply stored subscriptions as a broker applies stored configs (KAFKA-19851):
+    unknown keys ignored, a subscription that does not validate skipped, never the rest."""
+    subscriptions: list[Subscription] = []
+    skipped: dict[str, str] = {}
+    ignored_keys: dict[str, tuple[str, ...]] = {}
+    for name, stored in configs.items():
+        known = {key: value for key, value in stored.items() if key in _KNOWN_KEYS}
+        try:
+            subscriptions.append(Subscription.from_configs(name, known))
+        except KafkaError as exc:
+            skipped[name] = f"{exc} ({exc.error_code.name})"
+            continue
+        if len(known) != len(stored):
+            ignored_keys[name] = tuple(key for key in stored if key not in _KNOWN_KEYS)
     return ConfigSnapshot(
         version=version,
-        subscriptions=tuple(Subscription.from_configs(name, c) for name, c in configs.items()),
+        subscriptions=tuple(subscriptions),
         subscription_configs=MappingProxyType(
             {name: MappingProxyType(dict(c)) for name, c in configs.items()}),
         quotas=MappingProxyType({e: MappingProxyType(dict(v)) for e, v in quotas.items()}),
+        skipped=MappingProxyType(skipped),
+        ignored_keys=MappingProxyType(ignored_keys),
     )
 
 
@@ -322,12 +360,18 @@ class ConfigStore:
         if len({*set, *delete}) != len(set) + len(delete):
             raise KafkaError("Error due to duplicate config keys", Errors.INVALID_REQUEST)
         with self._lock:
-            merged = dict(self._configs.get(name, {}))
+            stored = self._configs.get(name, {})
+            for key, value in set.items():
+                if value is not None and value != stored.get(key):
+                    check_altered_value_length(value)
+            merged = dict(stored)
             merged.update({key: value for key, value in set.items() if value is not None})
             for key in delete:
                 merged.pop(key, None)
             subscription = Subscription.from_configs(name, merged)
-            if validate_only:
+            if validate_only or merged == stored:
+                # Kafka's controller writes a ConfigRecord only for a value that changes:
+                # the same value again is no change, no new version, no re-evaluation.
                 return subscription if merged else None
             configs = dict(self._configs)
             if merged:
@@ -387,7 +431,23 @@ class ConfigStore:
             raise KafkaError(f"cannot write {document.path}: {exc}", Errors.UNKNOWN_SERVER_ERROR) from exc
 
     def _install(self, configs: SubscriptionConfigs, quotas: Quotas) -> None:
+        previous = self._snapshot
         self._configs = configs
         self._quota_values = quotas
-        self._snapshot = _freeze(self._snapshot.version + 1, configs, quotas)
+        self._snapshot = _freeze(previous.version + 1, configs, quotas)
         self.version = self._snapshot.version
+        self._log_not_applied(previous)
+
+    def _log_not_applied(self, previous: ConfigSnapshot) -> None:
+        """One line per subscription newly skipped, or newly with ignored keys."""
+        snapshot = self._snapshot
+        path = self._client_metrics.path
+        lines = self._client_metrics.entry_lines
+        for name, reason in snapshot.skipped.items():
+            if previous.skipped.get(name) != reason:
+                log.error("%s, line %s at %r: subscription skipped, its configs do not validate: %s",
+                          path, lines.get(name, "?"), name, reason)
+        for name, keys in snapshot.ignored_keys.items():
+            if previous.ignored_keys.get(name) != keys:
+                log.warning("%s, line %s at %r: unknown client metrics configuration ignored: %s",
+                            path, lines.get(name, "?"), name, ", ".join(keys))

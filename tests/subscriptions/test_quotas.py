@@ -185,7 +185,7 @@ def test_hand_written_quotas_accept_unquoted_numbers_and_refuse_text(tmp_path: P
 
 
 def test_a_bad_subscriptions_file_does_not_block_a_good_quotas_file(store: ConfigStore) -> None:
-    (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  s: {interval.ms: 1}\n")
+    (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  s: [a]\n")
     (store.config_dir / "quotas.yaml").write_text("quotas:\n  users/a: {producer_byte_rate: 1}\n")
     assert store.reload() is True
     assert store.last_error is not None and "client-metrics.yaml" in store.last_error

@@ -42,7 +42,7 @@ async def test_a_hand_edit_takes_effect_within_two_seconds(tmp_path: Path) -> No
         assert seen[0].subscriptions[0].name == "edited"
 
         # an invalid edit is ignored, the last good state stays
-        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  edited: {interval.ms: 1}\n")
+        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  edited: [a]\n")
         await _until(lambda: store.last_error is not None)
         assert store.list_names() == ["edited"] and len(seen) == 1
 
