@@ -1,8 +1,11 @@
 """The exporter interface: one call per accepted push, a result value back.
 
-An exporter never takes the pipeline down: it reports failure through its result and
-the collector turns a failure into Kafka's INVALID_RECORD (87), as Kafka does when a
-plugin throws.
+An exporter never takes the pipeline down: it reports failure through its result.  The
+collector turns a failure into Kafka's INVALID_RECORD (87), as Kafka does when a plugin
+throws, and a *retriable* one (the exporter cannot take records now: a full or failing
+disk under the landing log) into THROTTLING_QUOTA_EXCEEDED (89), the push error both
+librdkafka and the Java client retry at the next push interval (docs/landing-log.md,
+"Full or failing disk").
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ __all__ = ["ExportResult", "Exporter"]
 class ExportResult:
     ok: bool
     error: str | None = None
+    # The push may succeed later (storage full or failing), as opposed to a push this
+    # exporter will never take (too large, not encodable).
+    retriable: bool = False
 
     @classmethod
     def success(cls) -> "ExportResult":
@@ -27,6 +33,11 @@ class ExportResult:
     @classmethod
     def failure(cls, error: str) -> "ExportResult":
         return cls(False, error)
+
+    @classmethod
+    def unavailable(cls, error: str) -> "ExportResult":
+        """The exporter cannot take records now; the client should push again later."""
+        return cls(False, error, retriable=True)
 
 
 _SUCCESS = ExportResult(True)

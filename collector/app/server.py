@@ -176,6 +176,8 @@ class CollectorServer:
         self._sync_executor: Any = None
         # What answers wait for (the landing log's per-turn flush), set with the landing log.
         self.durability: DurabilityGate | None = None
+        # Readiness and /metrics of the landing log's writes, set with the landing log.
+        self._landing_health: Any = None
 
     # ------------------------------------------------------------------ ports
     def port(self, listener_name: str | None = None) -> int:
@@ -293,6 +295,10 @@ class CollectorServer:
         self.durability = DurabilityGate(
             self._landing, self._pending_sync if options.group_commit else None
         )
+        from collector.app.landing_health import LandingHealth
+
+        self._landing_health = LandingHealth(self._landing, self.durability)
+        self.registry.register(ScrapeCollector(self._landing_health.collect))
 
     def _build_manager(self, store: Any) -> ClientMetricsManager:
         config = self.config
@@ -525,6 +531,8 @@ class CollectorServer:
                 return f"{directory} missing"
             if not os.access(directory, os.W_OK):
                 return f"{directory} not writable"
+        if self._landing_health is not None:  # a full or failing disk
+            return self._landing_health.not_ready_reason()  # type: ignore[no-any-return]
         return None
 
     # ------------------------------------------------------------------ background

@@ -13,8 +13,10 @@ their records with one ``writev`` and releases every waiting connection's answer
 :class:`FlushBarrier` is the part of ``asyncio.Future`` that ``KafkaProtocol`` waits on
 (``done``, ``exception``, ``add_done_callback``), resolved synchronously: the answers go
 out in the same loop turn as the flush, without one more scheduled callback per
-connection.  A failed flush resolves it with the error, and each waiting connection closes
-without its answers (nothing unwritten is acknowledged).  :class:`DurabilityGate` is what a
+connection.  A failed flush (or group-commit fsync) resolves it with the error, and each
+waiting connection answers the pushes of that batch with THROTTLING_QUOTA_EXCEEDED instead
+of "accepted" (:meth:`DurabilityGate.refuse_pushes`): nothing unwritten is acknowledged,
+and the client pushes again one interval later.  :class:`DurabilityGate` is what a
 connection asks for its barrier; every barrier is a FlushBarrier (a group-commit fsync's
 future is wrapped in one), so the connection's calls on it are compiled calls.
 """
@@ -23,8 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from proto.errors import Errors
 
 if TYPE_CHECKING:
     from exporters.landing.log import LandingLog
@@ -32,6 +37,49 @@ if TYPE_CHECKING:
 __all__ = ["DurabilityGate", "FlushBarrier", "PendingResponse", "TurnFlusher"]
 
 log = logging.getLogger(__name__)
+
+# A PushTelemetry v0 answer, the whole frame: size 12, correlation id, response header v1's
+# empty tagged fields, ThrottleTimeMs, ErrorCode, the body's empty tagged fields.
+_PUSH_ANSWER = struct.Struct(">iiBihB")
+_PUSH_ANSWER_BYTES: Final = _PUSH_ANSWER.size
+_PUSH_ANSWER_SIZE_FIELD: Final = _PUSH_ANSWER.size - 4
+# Why 89: the one push error both clients retry after one interval without a log line that
+# blames the client's payload.  librdkafka (src/rdkafka_telemetry.c,
+# rd_kafka_handle_push_telemetry) stops telemetry on INVALID_REQUEST and INVALID_RECORD,
+# keeps pushing on TELEMETRY_TOO_LARGE (warning that the payload is too large) and on any
+# other code asks for the subscription again after push_interval_ms, then pushes.  The Java
+# client (ClientTelemetryUtils.maybeFetchErrorIntervalMs, from
+# ClientTelemetryReporter...handleResponse(PushTelemetryResponse)) disables telemetry on
+# INVALID_REQUEST, INVALID_RECORD, UNSUPPORTED_VERSION *and every unmapped code*, Kafka's
+# own KAFKA_STORAGE_ERROR (56) included; it re-Gets after one interval on
+# THROTTLING_QUOTA_EXCEEDED and TELEMETRY_TOO_LARGE.
+_REFUSED: Final = int(Errors.THROTTLING_QUOTA_EXCEEDED)
+_ACCEPTED: Final = int(Errors.NONE)
+
+
+def refused_push(answer: bytes) -> bytes | None:
+    """``answer`` turned from "accepted" into THROTTLING_QUOTA_EXCEEDED when it is a
+    PushTelemetry v0 answer with error 0 (throttle time kept); None for any other answer.
+
+    Told apart by layout: 16 bytes, size field 12, both tagged-field bytes empty.  Among
+    the answers a durability barrier holds (the node's own: ApiVersions, Metadata, 71, 72
+    and the admin APIs; a gateway's forwarded answers wait on their own PendingResponse)
+    no other has a body of exactly ThrottleTimeMs, ErrorCode and tags: each carries an
+    array or a string more (tests/collector/test_collector_full_disk.py pins it for every
+    API the dispatcher serves)."""
+    if len(answer) != _PUSH_ANSWER_BYTES:
+        return None
+    size, correlation_id, header_tags, throttle_ms, error_code, body_tags = _PUSH_ANSWER.unpack(
+        answer
+    )
+    if (
+        size != _PUSH_ANSWER_SIZE_FIELD
+        or header_tags != 0
+        or body_tags != 0
+        or error_code != _ACCEPTED
+    ):
+        return None
+    return _PUSH_ANSWER.pack(size, correlation_id, 0, throttle_ms, _REFUSED, 0)
 
 
 class FlushBarrier:
@@ -172,7 +220,7 @@ class DurabilityGate:
     one fsync covering everything written so far, or None when nothing is owed.
     """
 
-    __slots__ = ("_landing", "_pending_sync", "_turn_flusher")
+    __slots__ = ("_landing", "_pending_sync", "_turn_flusher", "pushes_refused")
 
     def __init__(
         self,
@@ -184,6 +232,24 @@ class DurabilityGate:
         self._turn_flusher = (
             TurnFlusher(landing.flush, pending_sync) if landing is not None else None
         )
+        # Push answers turned from "accepted" into 89 because their records did not land.
+        self.pushes_refused = 0
+
+    def refuse_pushes(self, answers: list[bytes]) -> list[bytes]:
+        """The answers of a batch whose barrier failed (the landing log could not write or
+        fsync its records): every push answered "accepted" becomes THROTTLING_QUOTA_EXCEEDED
+        (see ``refused_push``), every other answer stays (it does not depend on the log)."""
+        refused = 0
+        result: list[bytes] = []
+        for answer in answers:
+            replaced = refused_push(answer)
+            if replaced is None:
+                result.append(answer)
+            else:
+                result.append(replaced)
+                refused += 1
+        self.pushes_refused += refused
+        return result
 
     def barrier(self) -> FlushBarrier | None:
         landing = self._landing

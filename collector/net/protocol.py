@@ -291,10 +291,15 @@ class KafkaProtocol(asyncio.Protocol):
                 continue
             error = barrier.exception()
             if error is not None:
-                # The landing log could not be made durable (answering "ok" would lie), or
-                # the upstream broker of a gateway's forwarded request is gone.
-                self.close_for(f"answer failed: {error}")
-                continue
+                durability = self._durability
+                if type(barrier) is PendingResponse or durability is None:
+                    # The upstream broker of a gateway's forwarded request is gone.
+                    self.close_for(f"answer failed: {error}")
+                    continue
+                # The landing log could not write (or fsync) this batch's records: answering
+                # "accepted" would lie, so its pushes are answered 89 and the client pushes
+                # again one interval later (flush.py: refuse_pushes); the rest still go.
+                responses = durability.refuse_pushes(responses)
             if len(responses) == 1:
                 self._transport.write(responses[0])
             elif responses:

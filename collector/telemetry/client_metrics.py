@@ -494,6 +494,14 @@ class ClientMetricsManager(PushTelemetryHandler):
             log.error(
                 "exporter failed for client instance %s: %s", instance.instance_id_str, result.error
             )
+            if result.retriable:
+                # The landing log cannot write now (full or failing disk). 87 or 42 would stop
+                # the client's telemetry for good, and so would Kafka's own storage error 56
+                # for the Java client (ClientTelemetryUtils.maybeFetchErrorIntervalMs: an
+                # unmapped code disables telemetry); 89 makes librdkafka
+                # (rdkafka_telemetry.c: rd_kafka_handle_push_telemetry) and the Java client
+                # ask for the subscription again after one push interval, then push.
+                return Errors.THROTTLING_QUOTA_EXCEEDED
             return Errors.INVALID_RECORD
         self._stats.record_plugin_export(instance.instance_id_str, _perf_counter() - started)
         return None

@@ -13,6 +13,7 @@ from exporters.landing.log import (
     LandingLogClosed,
     LandingLogLocked,
     LandingStats,
+    RecordRejected,
     RecordTooLarge,
 )
 from exporters.landing.options import LandingOptions
@@ -31,6 +32,7 @@ __all__ = [
     "LandingRecord",
     "LandingStats",
     "PositionsError",
+    "RecordRejected",
     "RecordTooLarge",
     "SegmentInfo",
     "committed_offsets",

@@ -22,6 +22,14 @@ record and hands them to the kernel in one ``writev``.  The collector flushes on
 read, just before writing that read's responses, so one system call covers every push of
 the read, and "acknowledged means in the log" still holds.  A failed flush raises: none of
 the staged records is in the log and none may be acknowledged.
+
+A full or failing disk (docs/landing-log.md, "Full or failing disk"): a failed write is cut
+back to the last whole record, so the log stays readable, and the log reports itself
+unwritable (``unwritable_reason``) until a write succeeds again.  Writes keep being tried:
+the next flush tries with its own records, and ``probe`` (the housekeeping thread, every
+tick while unwritable) writes and removes a scratch file of the failed write's size, or,
+after a failed fsync or a failed truncate, reopens the active segment exactly as a restart
+would.  Nothing here needs a restart to accept pushes again.
 """
 
 from __future__ import annotations
@@ -64,6 +72,7 @@ __all__ = [
     "LandingLogClosed",
     "LandingLogLocked",
     "LandingStats",
+    "RecordRejected",
     "RecordTooLarge",
 ]
 
@@ -74,6 +83,11 @@ _NS_PER_MS: Final = 1_000_000
 _MAX_RECORDS_PER_WRITEV: Final = 300
 _EXPORTED: Final = ExportResult.success()
 _LOCK_FILE_NAME: Final = ".lock"
+# The scratch file ``probe`` writes and removes (a dot name: no reader or lister sees it).
+_PROBE_FILE_NAME: Final = ".probe"
+_PROBE_MIN_BYTES: Final = 4096
+_PROBE_MAX_BYTES: Final = 8 << 20
+_PROBE_CHUNK: Final = bytes(64 << 10)
 
 
 class LandingError(Exception):
@@ -88,7 +102,12 @@ class LandingLogClosed(LandingError):
     pass
 
 
-class RecordTooLarge(LandingError):
+class RecordRejected(LandingError):
+    """This record can never be taken (too large, context not encodable), unlike a write
+    that failed and may succeed later."""
+
+
+class RecordTooLarge(RecordRejected):
     pass
 
 
@@ -104,7 +123,8 @@ class LandingStats:
     fsyncs: int
     recovered_truncated_bytes: int  # torn tail removed when opening
     recovered_corrupt_regions: int  # damage kept in the active segment when opening
-    export_failures: int  # export() calls answered with a failure
+    export_failures: int  # records refused (export() failures and failed flushes)
+    write_failures: int  # writes, fsyncs and rolls that failed since open
 
 
 class LandingLog:
@@ -187,6 +207,10 @@ class LandingLog:
         self._closed = False  # close() started: no more appends
         self._descriptors_closed = False
         self._broken: str | None = None  # a failed write could not be undone
+        # Why the last write failed; None once a write (or a probe) succeeds. Readiness.
+        self._unwritable: str | None = None
+        # How many bytes probe() writes: the size of the write that failed.
+        self._probe_bytes = _PROBE_MIN_BYTES
         # Base offset of the oldest sealed segment not fsynced yet (policies that do not
         # fsync inline); the next sync round fsyncs it and every later sealed one by path.
         self._unsynced_sealed_base: int | None = None
@@ -201,6 +225,7 @@ class LandingLog:
             "recovered_truncated_bytes": 0,
             "recovered_corrupt_regions": 0,
             "export_failures": 0,
+            "write_failures": 0,
         }
         self._last_failure_log_s = -1e9
 
@@ -237,17 +262,19 @@ class LandingLog:
         try:
             if not self._write_behind:
                 self.append(context, payload)
-            elif (
-                len(payload) <= self._max_record_bytes and not self._closed and self._broken is None
-            ):
+            elif len(payload) <= self._max_record_bytes and not self._closed:
                 # stage()'s checks, inlined (it runs once per accepted push); a log closed
-                # or broken meanwhile is caught by flush(), under the lock, before writing.
+                # meanwhile, or one that cannot write, is caught by flush(), under the lock.
                 self._pending.append((context, payload))
             else:
                 self.stage(context, payload)  # raises the right error
+        except RecordRejected as rejected:
+            self._note_export_failure(rejected)
+            return ExportResult.failure(f"landing log: {rejected}")
         except (LandingError, OSError) as error:
+            # Storage trouble (or shutting down): the client may push again later.
             self._note_export_failure(error)
-            return ExportResult.failure(f"landing log: {error}")
+            return ExportResult.unavailable(f"landing log: {error}")
         return _EXPORTED
 
     def _note_export_failure(self, error: Exception, records: int = 1) -> None:
@@ -309,9 +336,11 @@ class LandingLog:
             raise RecordTooLarge(
                 f"record of {len(payload)} bytes exceeds max_record_bytes {self._max_record_bytes}"
             )
-        if self._closed or self._broken is not None:
+        if self._closed:
             with self._lock:
-                self._check_writable()
+                self._check_open()
+        # A log that cannot write still stages: the flush tries the disk again (or refuses
+        # at once while a reopen is owed), so every refusal comes from one place.
         self._pending.append((context, payload))
 
     @property
@@ -373,6 +402,7 @@ class LandingLog:
                 self._discard_staged_locked()
                 failure = landing_error
             except OSError as fsync_error:  # the fsync failed: the records are not durable
+                self._discard_staged_locked()
                 failure = LandingError(f"fsync failed: {fsync_error}")
         self._note_export_failure(failure, len(pending))
         raise failure
@@ -392,6 +422,53 @@ class LandingLog:
         """Every offset below this is fsynced (under ``never`` only what sync() covered)."""
         with self._lock:
             return self._durable_offset
+
+    @property
+    def unwritable_reason(self) -> str | None:
+        """Why the last write failed (disk full, I/O error, fsync failed), or None when the
+        log writes: set by a failed write, cleared by the next one that succeeds or by a
+        successful ``probe``. The collector's readiness check."""
+        return self._unwritable
+
+    def probe(self) -> bool:
+        """While the log cannot write, tries whether it can again; True when it can.
+
+        | state                                   | probe                                     |
+        |-----------------------------------------|-------------------------------------------|
+        | writable                                | nothing                                   |
+        | a write failed, its bytes were cut off  | writes, fsyncs and removes ``.probe``, as large as the failed write |
+        | an fsync or the cut-off failed (broken) | reopens the active segment as a restart does: scan, truncate a torn tail, fsync |
+
+        The housekeeping thread calls it every tick while the log cannot write, so
+        readiness comes back once space does, with no push needed to find out."""
+        with self._fsync_lock:
+            with self._lock:
+                self._check_open()
+                if self._unwritable is None:
+                    return True
+                failures = self._counters["write_failures"]
+                if self._broken is not None:
+                    try:
+                        self._reopen_locked()
+                    except (OSError, LandingError) as error:
+                        _log.debug("landing log %s: reopen failed: %s", self.directory, error)
+                        return False
+                    self._broken = None
+                    self._unwritable = None
+                    _log.warning("landing log %s: reopened, writing again", self.directory)
+                    return True
+                size = self._probe_bytes
+            try:
+                self._write_probe_file(size)
+            except OSError as error:
+                _log.debug("landing log %s: probe failed: %s", self.directory, error)
+                return False
+            with self._lock:
+                if self._counters["write_failures"] != failures:
+                    return False  # a write failed while probing: that answer is newer
+                self._unwritable = None
+        _log.warning("landing log %s: %d bytes fit again, writing again", self.directory, size)
+        return True
 
     def close(self) -> None:
         """Stops the housekeeper, fsyncs (unless the policy is ``never``), releases the
@@ -499,7 +576,7 @@ class LandingLog:
         try:
             return encode_context(context)
         except ContextEncodingError as error:
-            raise LandingError(str(error)) from error
+            raise RecordRejected(str(error)) from error
 
     def _check_record_size(self, context_json: bytes, payload: bytes) -> None:
         size = len(context_json) + len(payload)
@@ -607,7 +684,10 @@ class LandingLog:
                     written += os.write(self._fd, data[written:])
         except OSError as error:
             self._undo_partial_write_locked(error)
-            raise LandingError(f"write to {self._active_path.name} failed: {error}") from error
+            failure = f"write to {self._active_path.name} failed: {error}"
+            self._mark_unwritable_locked(failure, total_bytes)
+            raise LandingError(failure) from error
+        self._unwritable = None  # a broken log never gets here (_check_writable)
         if self._active_records == 0:
             self._active_first_append_ns = self._staged_first_ns
         self._active_records += records
@@ -617,6 +697,45 @@ class LandingLog:
         counters = self._counters
         counters["records_appended"] += records
         counters["bytes_appended"] += total_bytes
+
+    def _mark_unwritable_locked(self, reason: str, attempted_bytes: int) -> None:
+        self._unwritable = reason
+        self._counters["write_failures"] += 1
+        self._probe_bytes = min(max(attempted_bytes, _PROBE_MIN_BYTES), _PROBE_MAX_BYTES)
+
+    def _write_probe_file(self, size: int) -> None:
+        """Writes ``size`` bytes to a scratch file (fsynced unless the policy is ``never``)
+        and removes it: raises OSError when the file system cannot take them."""
+        path = self.directory / _PROBE_FILE_NAME
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            written = 0
+            while written < size:
+                written += os.write(fd, _PROBE_CHUNK[: size - written])
+            if self._policy is not FsyncPolicy.NEVER:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(path)
+
+    def _reopen_locked(self) -> None:
+        """What a restart does to the active segment: scan it, cut a torn tail, fsync it.
+        Holds both locks (no sync round may use the old descriptor meanwhile)."""
+        old_fd = self._fd
+        self._fd = -1
+        try:
+            self._open_active_segment()
+            if self._policy is not FsyncPolicy.NEVER:
+                os.fsync(self._fd)
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+            self._fd = old_fd
+            raise
+        os.close(old_fd)
+        self._discard_staged_locked()
+        if self._policy is not FsyncPolicy.NEVER:
+            self._durable_offset = self._next_offset
 
     def _undo_partial_write_locked(self, error: OSError) -> None:
         """A failed write may have left part of a record; cut it off so later records do
@@ -644,6 +763,7 @@ class LandingLog:
         # After a failed fsync the kernel may have dropped the dirty pages, and a retry
         # would "succeed" without them (PostgreSQL's fsyncgate): stop acknowledging.
         self._broken = f"fsync failed: {error}"
+        self._mark_unwritable_locked(self._broken, self._probe_bytes)
         _log.error("landing log %s: %s", self.directory, self._broken)
 
     def _sync_round(self, target_offset: int) -> None:
@@ -698,7 +818,13 @@ class LandingLog:
         # A sealed segment's mtime is its last record's appended time: retention compares
         # it with now_ms, so an injected clock and a restart agree with what was written.
         os.utime(old_fd, ns=(self._last_append_ns, self._last_append_ns))
-        self._create_segment_locked(self._next_offset)
+        try:
+            self._create_segment_locked(self._next_offset)
+        except OSError as error:
+            # No room for a new segment: keep writing the old one once there is.
+            failure = f"rolling {self._active_path.name} failed: {error}"
+            self._mark_unwritable_locked(failure, SEGMENT_HEADER_BYTES)
+            raise LandingError(failure) from error
         self._counters["segments_rolled"] += 1
         try:
             if self._fsync_inline:
@@ -722,13 +848,14 @@ class LandingLog:
         )
         try:
             if os.write(fd, header) != len(header):
-                raise LandingError(f"short write of segment header {temp_path.name}")
+                raise OSError(errno.ENOSPC, f"short write of segment header {temp_path.name}")
             if self._fsync_inline:
                 self._fsync_locked(fd)
             # Otherwise the next sync round fsyncs the new file before its directory entry.
             os.rename(temp_path, final_path)
         except BaseException:
             os.close(fd)
+            temp_path.unlink(missing_ok=True)  # a full disk: give back what it took
             raise
         if self._fsync_inline:
             fsync_directory(self.directory)
@@ -748,6 +875,8 @@ class LandingLog:
             if name.endswith(TEMP_SUFFIX) and not name.startswith("."):
                 # A segment whose creation was interrupted: it never held a record.
                 os.unlink(self.directory / name)
+        # A probe interrupted by a crash (a restart, or a reopen after a failed fsync).
+        (self.directory / _PROBE_FILE_NAME).unlink(missing_ok=True)
         self._last_append_ns = self._time_ns()
         segments = list_segments(self.directory)
         if not segments:
@@ -810,10 +939,14 @@ class LandingLog:
                 tail.position,
                 tail.reason,
             )
-            os.ftruncate(fd, tail.position)
-            if self._policy is not FsyncPolicy.NEVER:
-                os.fsync(fd)
-            self._counters["recovered_truncated_bytes"] = torn_bytes
+            try:
+                os.ftruncate(fd, tail.position)
+                if self._policy is not FsyncPolicy.NEVER:
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._counters["recovered_truncated_bytes"] += torn_bytes
         self._fd = fd
         self._sync_marker = header.sync_marker
         self._active_path = active.path
@@ -871,15 +1004,18 @@ class LandingLog:
         )
         next_retention_ms = 0
         while not self._clock.wait(self._stop, period_ms / 1000):
-            if self._broken is not None:
-                continue  # appends already fail with the reason; no log line every tick
             try:
+                if self._unwritable is not None:
+                    self.probe()  # room again? (a reopen after a failed fsync)
+                if self._broken is not None:
+                    continue  # appends already fail with the reason; no log line every tick
                 if self._policy is FsyncPolicy.INTERVAL:
                     with self._lock:
                         target = self._next_offset
                     self._sync_round(target)
                 now_ms = self._time_ns() // _NS_PER_MS
-                self.maybe_roll(now_ms)
+                if self._unwritable is None:  # no new segment on a full disk
+                    self.maybe_roll(now_ms)
                 if now_ms >= next_retention_ms:
                     next_retention_ms = now_ms + self._retention_check_interval_ms
                     self.apply_retention(now_ms)

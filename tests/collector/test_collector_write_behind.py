@@ -1,7 +1,8 @@
 """The collector stages each accepted push in the landing log and writes a read's worth
 with one writev just before that read's answers go out. Every push answered "ok" is in
-the log by the time the answer arrives; a write that fails answers nothing: the
-connection closes, and nothing of that batch is acknowledged."""
+the log by the time the answer arrives; a write that fails acknowledges nothing of that
+batch: its pushes are answered THROTTLING_QUOTA_EXCEEDED (the clients push again one
+interval later), and the connection stays open."""
 
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ async def test_a_pipelined_batch_is_in_the_log_when_answered(server: CollectorSe
     await c.close()
 
 
-async def test_a_failed_write_answers_nothing_and_closes(
+async def test_a_failed_write_refuses_its_pushes_with_89(
     server: CollectorServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     c, gets = await subscribed(server, 3)
@@ -102,9 +103,12 @@ async def test_a_failed_write_answers_nothing_and_closes(
     for request in pushes(gets, b"lost"):
         c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
     await c.writer.drain()
-    assert await c.closed_by_server()  # no answer at all: none of the three was written
+    # None of the three was written: none is acknowledged, the connection stays.
+    refused = [(await c.receive()).error_code for _ in gets]
+    assert refused == [Errors.THROTTLING_QUOTA_EXCEEDED] * 3
     monkeypatch.undo()
     assert list(LandingReader(server.landing_directory).read()) == []
+    await c.close()
 
     # The log carries on for everyone (the failed write left nothing behind).
     other, other_gets = await subscribed(server, 2)
