@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
@@ -155,6 +156,10 @@ class RecordingTransport:
 
     def write(self, data: bytes) -> None:
         self.written.append(data)
+
+    def writelines(self, data: Iterable[bytes]) -> None:
+        # KafkaProtocol hands a read's several answers over in one call.
+        self.written.extend(data)
 
     def get_extra_info(self, name: str, default: object = None) -> object:
         return ("127.0.0.1", self.port) if name == "peername" else default
