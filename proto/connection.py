@@ -6,7 +6,10 @@ whatever the transport read and writes what ``encode_response`` returns (the h11
 Framing (Kafka's ``NetworkReceive``): every request is an int32 size, then that many bytes of
 header + body. A size prefix is validated as soon as its 4 bytes are buffered, before any of
 its body is: negative, or over ``max_request_size`` (the broker's ``socket.request.max.bytes``,
-default 104857600) -> ``FramingError``, and the connection must be closed.
+default 104857600) -> ``FramingError``, and the connection must be closed.  Given per-API
+limits (``proto.request_limits``), a request's size is also held against its API's limit as
+soon as the api key after the prefix is in, before its body is kept: over it,
+``FramingError`` too.
 
 What Kafka does with a bad request, and what this module raises (the collector decides):
 
@@ -50,11 +53,13 @@ from proto.errors import (
 from proto.messages import REQUEST_MODULES, RESPONSE_MODULES
 from proto.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from proto.primitives import (
+    INT16,
     INT32,
     MalformedError,
     skip_tagged_fields,
     write_nullable_string,
 )
+from proto.request_limits import RequestSizeLimits
 
 __all__ = [
     "DEFAULT_MAX_REQUEST_SIZE",
@@ -95,6 +100,7 @@ _HEADER_FIXED = struct.Struct(">hhih")
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 _REQUEST_FIXED = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _SIZE_PREFIX_BYTES = 4
+_SIZE_AND_API_KEY = 6  # a request's size prefix and api key: what a size limit needs
 # Pieces of a frame smaller than this are coalesced while the frame is assembled.
 _SMALL_PIECE = 16384
 
@@ -213,13 +219,28 @@ class _FrameBuffer:
     faulted in) on its way through, which was most of the gateway's CPU per forwarded MiB.
     Small pieces (a client trickling a frame a few bytes per read) are coalesced, so the
     bookkeeping stays proportional to the bytes held.
+
+    With ``api_limits`` (requests only), a frame is also held against its API's own limit
+    as soon as its api key (the two bytes after the size) is in, before its body is kept.
     """
 
-    def __init__(self, max_frame_size: int, what: str) -> None:
+    def __init__(
+        self,
+        max_frame_size: int,
+        what: str,
+        api_limits: dict[int, int] | None = None,
+        other_api_limit: int = 0,
+    ) -> None:
         if max_frame_size < 0:
             raise ValueError(f"max frame size must be >= 0, got {max_frame_size}")
         self._max_frame_size = max_frame_size
         self._what = what
+        self._api_limits = api_limits
+        self._other_api_limit = other_api_limit
+        # The frame in progress still has its api key to be checked (fewer than 6 bytes).
+        self._api_unchecked = False
+        # How many frames have started arriving without being whole in one read.
+        self.partial_frames = 0
         self._ready: deque[bytes] = deque()  # complete frames, in order
         self._ready_bytes = 0
         # The frame still arriving: its pieces from its size prefix on, how many bytes they
@@ -233,6 +254,17 @@ class _FrameBuffer:
     def buffered_bytes(self) -> int:
         return self._ready_bytes + self._parts_bytes
 
+    @property
+    def reserved_bytes(self) -> int:
+        """Complete frames not yet taken, plus the whole announced size of the frame in
+        progress (what it will hold once its last byte is in)."""
+        return self._ready_bytes + (self._needed if self._needed else self._parts_bytes)
+
+    @property
+    def frame_in_progress(self) -> bool:
+        """A frame's size is known and not all of its bytes are in."""
+        return self._needed != 0
+
     def receive(self, data: bytes | bytearray | memoryview) -> None:
         if self._broken is not None:
             raise self._broken
@@ -245,6 +277,8 @@ class _FrameBuffer:
                 self._parts = []
                 self._parts_bytes = 0
             else:
+                if self._api_unchecked:
+                    self._check_partial_api(chunk)
                 missing = self._needed - self._parts_bytes
                 if len(chunk) < missing:
                     self._keep(chunk)
@@ -259,6 +293,8 @@ class _FrameBuffer:
             (size,) = INT32.unpack_from(chunk, 0)
             if len(chunk) - _SIZE_PREFIX_BYTES == size:  # exactly one frame: the usual read
                 self._check_size(size)
+                if self._api_limits is not None and size >= 2:
+                    self._check_api(INT16.unpack_from(chunk, _SIZE_PREFIX_BYTES)[0], size)
                 self._ready.append(chunk[_SIZE_PREFIX_BYTES:])
                 self._ready_bytes += len(chunk)
                 return
@@ -271,6 +307,27 @@ class _FrameBuffer:
             )
             raise self._broken
 
+    def _check_api(self, api_key: int, size: int) -> None:
+        api_limits = self._api_limits
+        assert api_limits is not None
+        limit = api_limits.get(api_key, self._other_api_limit)
+        if size > limit:
+            self._broken = FramingError(
+                f"Request of {size} bytes for api key {api_key} is over that API's limit "
+                f"of {limit} bytes"
+            )
+            raise self._broken
+
+    def _check_partial_api(self, chunk: bytes) -> None:
+        """The frame in progress had fewer than 6 bytes (size and api key): check its api
+        key once ``chunk`` completes them."""
+        head = b"".join(self._parts) + chunk[:_SIZE_AND_API_KEY]
+        if len(head) >= _SIZE_AND_API_KEY:
+            self._api_unchecked = False
+            self._check_api(
+                INT16.unpack_from(head, _SIZE_PREFIX_BYTES)[0], self._needed - _SIZE_PREFIX_BYTES
+            )
+
     def _cut(self, view: memoryview) -> None:
         """Whole frames of ``view`` to the ready queue, the rest kept as the next frame's
         first piece (no frame is being assembled when this is called)."""
@@ -279,9 +336,15 @@ class _FrameBuffer:
         while length - at >= _SIZE_PREFIX_BYTES:
             (size,) = INT32.unpack_from(view, at)
             self._check_size(size)
+            if self._api_limits is not None:
+                if length - at >= _SIZE_AND_API_KEY:
+                    self._check_api(INT16.unpack_from(view, at + _SIZE_PREFIX_BYTES)[0], size)
+                else:
+                    self._api_unchecked = True
             end = at + _SIZE_PREFIX_BYTES + size
             if end > length:
                 self._needed = end - at
+                self.partial_frames += 1
                 break
             self._ready.append(bytes(view[at + _SIZE_PREFIX_BYTES : end]))
             self._ready_bytes += end - at
@@ -315,6 +378,7 @@ class _FrameBuffer:
         self._parts = []
         self._parts_bytes = 0
         self._needed = 0
+        self._api_unchecked = False
 
     def next_frame(self) -> bytes | None:
         if self._broken is not None:
@@ -335,14 +399,39 @@ class ServerConnection:
     True
     """
 
-    def __init__(self, max_request_size: int = DEFAULT_MAX_REQUEST_SIZE) -> None:
+    def __init__(
+        self,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+        limits: RequestSizeLimits | None = None,
+    ) -> None:
         self.max_request_size = max_request_size
-        self._frames = _FrameBuffer(max_request_size, "request")
+        if limits is None:
+            self._frames = _FrameBuffer(max_request_size, "request")
+        else:
+            self._frames = _FrameBuffer(
+                max_request_size, "request", dict(limits.per_api), limits.other
+            )
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as a request (for flow control)."""
         return self._frames.buffered_bytes
+
+    @property
+    def reserved_bytes(self) -> int:
+        """What this connection's requests hold: the complete ones not yet taken, and the
+        frame in progress at its announced size (``queued.max.request.bytes`` counts this)."""
+        return self._frames.reserved_bytes
+
+    @property
+    def frame_in_progress(self) -> bool:
+        return self._frames.frame_in_progress
+
+    @property
+    def partial_frames(self) -> int:
+        """How many requests have begun without arriving whole in one read (a counter:
+        a change tells a caller that a new frame began)."""
+        return self._frames.partial_frames
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Buffer ``data``; raises FramingError on a bad size prefix (close the connection)."""

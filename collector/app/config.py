@@ -102,6 +102,14 @@ class CollectorConfig(BaseModel):
     connection_max_inflight_requests: int = Field(
         64, alias="connection.max.inflight.requests", ge=1
     )
+    # The bytes of requests held across all connections (a request counts at its announced
+    # size from its first bytes until it is handed on); when they reach this, the server stops
+    # reading until they fall below.  Kafka's key (its default, -1, is unbounded): 100 MiB is
+    # one request at socket.request.max.bytes, and a fifth of the 512 MiB memory limit the
+    # Helm chart sets (docs/operations.md, Memory).
+    queued_max_request_bytes: int = Field(104857600, alias="queued.max.request.bytes", ge=1)
+    # Close connections with no traffic for this long (Kafka's default); -1 never does.
+    connections_max_idle_ms: int = Field(600000, alias="connections.max.idle.ms")
 
     # --- telemetry (ClientMetricsManager) -----------------------------------------------
     telemetry_instance_cache_max_size: int = Field(
@@ -204,6 +212,13 @@ class CollectorConfig(BaseModel):
                 f"listeners ({', '.join(sorted(names))})"
             )
         return self
+
+    @pydantic.field_validator("connections_max_idle_ms")
+    @classmethod
+    def _idle_ms(cls, value: int) -> int:
+        if value < 1 and value != -1:
+            raise ValueError("must be a positive number of milliseconds, or -1 (never close)")
+        return value
 
     @pydantic.field_validator("ssl_keystore_type", "ssl_truststore_type")
     @classmethod

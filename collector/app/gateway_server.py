@@ -43,6 +43,7 @@ from collector.net.upstream import open_upstream
 from collector.pipeline.dispatch import Dispatcher
 from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto.request_limits import RequestSizeLimits, request_size_limits
 
 __all__ = ["GatewayServer"]
 
@@ -118,6 +119,16 @@ class GatewayServer(CollectorServer):
             clock_ms=self.clock.now_ms,
         )
         self.handler = FunctionHandler(self._no_pair)  # every connection has its own
+        # Telemetry is answered here only, at its own limits; every other API is (at least
+        # partly) forwarded, and a Produce may be as large as the cluster accepts.
+        self.request_size_limits = RequestSizeLimits(
+            request_size_limits(
+                _TELEMETRY_APIS,
+                telemetry_max_bytes=config.telemetry_max_bytes,
+                max_request_size=config.socket_request_max_bytes,
+            ),
+            other=config.socket_request_max_bytes,
+        )
         self.registry.register(ScrapeCollector(self._collect_gateway_metrics))
 
     def _build_topology(self) -> None:
@@ -231,6 +242,8 @@ class GatewayServer(CollectorServer):
             endpoint.listener_name,
             endpoint.security_protocol,
             handler=FunctionHandler(pair.handle),
+            size_limits=self.request_size_limits,
+            memory=self.request_memory,
         )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:

@@ -14,7 +14,7 @@ landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that tie
 | ``_build_dispatcher`` | the Kafka and admin API table, the dispatcher |
 | ``_bind_listeners`` | bind every listener (port 0: the bound port is what Metadata advertises) and start accepting |
 | ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz`` |
-| ``_start_background`` | instance expiry, quota sensor expiry, store watch, OTLP forwarder |
+| ``_start_background`` | instance expiry, quota sensor expiry, idle connections, store watch, OTLP forwarder |
 | ``_store_watch_started`` | wait until the store's directory is watched (a change after start is seen) |
 
 Only then is ``/readyz`` green.
@@ -37,11 +37,12 @@ import functools
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from clock import SYSTEM_CLOCK, Clock
 from collector.app.config import CollectorConfig
@@ -51,6 +52,7 @@ from collector.core.handler import RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.net.acceptor import Acceptor, bind_listener
 from collector.net.flush import DurabilityGate
+from collector.net.idle import IdleConnections, sweep_period_ms
 from collector.net.listeners import (
     SUPPORTED_SECURITY_PROTOCOLS,
     EndPoint,
@@ -59,6 +61,7 @@ from collector.net.listeners import (
     parse_security_protocol_map,
 )
 from collector.net.protocol import KafkaProtocol
+from collector.net.request_memory import RequestMemory
 from collector.net.tls import TlsError, server_ssl_context
 from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quotas import QuotaEnforcer
@@ -67,6 +70,11 @@ from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
 from exporters.base import Exporter
+from proto.request_limits import (
+    REQUEST_HEADER_MAX_BYTES,
+    RequestSizeLimits,
+    request_size_limits,
+)
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
@@ -152,6 +160,12 @@ class CollectorServer:
         self.health = HealthEndpoints(self.registry, clock=clock)
         self.max_request_size = config.socket_request_max_bytes
         self.max_inflight_requests = config.connection_max_inflight_requests
+        # queued.max.request.bytes, shared by every connection; and each API's request size
+        # limit, from the API table this node serves (set with the dispatcher).
+        self.request_memory = RequestMemory(config.queued_max_request_bytes)
+        self.request_size_limits = RequestSizeLimits(other=config.socket_request_max_bytes)
+        self.idle_connections: IdleConnections | None = None
+        self.registry.register(ScrapeCollector(self._collect_connection_limits))
         self.cluster_id = ""
         self.manager: ClientMetricsManager | None = None
         self.dispatcher: Dispatcher  # set in start()
@@ -347,6 +361,16 @@ class CollectorServer:
             table, clock=self.clock, quota=quotas, observer=self.request_metrics
         )
         self._apis.set_served_apis(self.dispatcher.api_keys)
+        # An API this node does not serve closes the connection once its header is read:
+        # its body is never needed.
+        self.request_size_limits = RequestSizeLimits(
+            request_size_limits(
+                self.dispatcher.api_keys,
+                telemetry_max_bytes=config.telemetry_max_bytes,
+                max_request_size=config.socket_request_max_bytes,
+            ),
+            other=min(REQUEST_HEADER_MAX_BYTES, config.socket_request_max_bytes),
+        )
 
     async def _bind_listeners(
         self, listeners: list[EndPoint], advertised: dict[str, EndPoint], quotas: QuotaEnforcer
@@ -418,6 +442,14 @@ class CollectorServer:
         self._every(EXPIRY_TICK_MS, "instance-expiry", lambda: manager.expire(clock.now_ms()))
         # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
         self._every(QUOTA_SENSOR_EXPIRY_TICK_MS, "quota-sensors", quotas.expire_inactive_sensors)
+        max_idle_ms = self.config.connections_max_idle_ms
+        if max_idle_ms > 0:
+            idle = self.idle_connections = IdleConnections(
+                max_idle_ms, lambda: list(self._connections.items())
+            )
+            self._every(
+                sweep_period_ms(max_idle_ms), "idle-connections", lambda: idle.sweep(clock.now_ms())
+            )
         watch = getattr(store, "watch", None)
         if watch is not None:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
@@ -476,7 +508,12 @@ class CollectorServer:
         # The acceptors' protocol factory (the gateway's server gives each its own handler).
         self._next_connection_id += 1
         return KafkaProtocol(
-            self, self._next_connection_id, endpoint.listener_name, endpoint.security_protocol
+            self,
+            self._next_connection_id,
+            endpoint.listener_name,
+            endpoint.security_protocol,
+            size_limits=self.request_size_limits,
+            memory=self.request_memory,
         )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
@@ -506,6 +543,35 @@ class CollectorServer:
 
     def protocol_error(self, protocol: KafkaProtocol) -> None:
         self.request_metrics.connections_closed_on_error += 1
+
+    def _collect_connection_limits(self) -> Iterator[Metric]:
+        memory = self.request_memory
+        yield GaugeMetricFamily(
+            "ktc_queued_request_bytes",
+            "Bytes of requests held across connections (a request in progress at its "
+            "announced size), counted against queued.max.request.bytes",
+            value=memory.held,
+        )
+        yield GaugeMetricFamily(
+            "ktc_queued_request_bytes_limit",
+            "queued.max.request.bytes",
+            value=memory.limit,
+        )
+        yield GaugeMetricFamily(
+            "ktc_connections_waiting_for_memory",
+            "Connections not read from because queued.max.request.bytes is used up",
+            value=memory.waiting,
+        )
+        yield CounterMetricFamily(
+            "ktc_queued_request_bytes_exhausted",
+            "Times queued.max.request.bytes was used up (reading stopped until it had room)",
+            value=memory.exhaustions,
+        )
+        yield CounterMetricFamily(
+            "ktc_connections_closed_idle",
+            "Connections closed after connections.max.idle.ms without traffic",
+            value=self.idle_connections.closed if self.idle_connections is not None else 0,
+        )
 
     def _pending_sync(self) -> asyncio.Future[None] | None:
         """The group-commit fsync still owed for what is written, or None."""

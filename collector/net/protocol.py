@@ -22,9 +22,16 @@ adds is transport policy:
 * **Throttling.** :meth:`mute` pauses reading after the response carrying
   ``throttle_time_ms`` is sent, as Kafka mutes a throttled channel (KIP-219), until the
   quota pipeline calls :meth:`unmute`; frames already buffered are held until then.
-* **Malformed input.** A framing error or a request the dispatcher cannot parse closes
-  this connection with one log line; earlier responses are still flushed; other
-  connections are unaffected.
+* **Malformed input.** A framing error (a size over ``socket.request.max.bytes`` or over
+  its API's own limit, ``proto.request_limits``, checked before the body is read) or a
+  request the dispatcher cannot parse closes this connection with one log line; earlier
+  responses are still flushed; other connections are unaffected.
+* **Memory.** The bytes of requests this connection holds (a request in progress at its
+  announced size, requests read and not yet handled) are counted in the node's
+  ``queued.max.request.bytes`` budget (collector/net/request_memory.py); while the budget
+  is used up, reading pauses unless this connection is finishing a request it was admitted.
+* **Idleness.** ``activity`` counts reads and writes, and ``busy`` says an answer is owed
+  or a throttle holds the connection, for the idle sweep (collector/net/idle.py).
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
     from collector.net.flush import DurabilityGate
+    from collector.net.request_memory import RequestMemory
+    from proto.request_limits import RequestSizeLimits
 
 __all__ = ["ConnectionHost", "KafkaProtocol"]
 
@@ -55,6 +64,7 @@ _WRITE_BUFFER_FULL = 1
 _TOO_MANY_INFLIGHT = 2
 _MUTED = 4
 _UPSTREAM_FULL = 8  # gateway: the upstream broker is not draining what we forward
+_NO_MEMORY = 16  # queued.max.request.bytes is used up
 
 
 class ConnectionHost(Protocol):
@@ -78,12 +88,16 @@ class KafkaProtocol(asyncio.Protocol):
     handlers and the quota pipeline mute, unmute and close."""
 
     __slots__ = (
+        "activity",
         "_closing",
         "_codec",
         "_durability",
         "_handler",
         "_host",
         "_max_inflight_requests",
+        "_memory",
+        "_memory_granted",
+        "_held_bytes",
         "on_write_congested",
         "_paused",
         "_reading_paused",
@@ -100,10 +114,20 @@ class KafkaProtocol(asyncio.Protocol):
         listener_name: str,
         security_protocol: str,
         handler: RequestHandler | None = None,
+        *,
+        size_limits: RequestSizeLimits | None = None,
+        memory: RequestMemory | None = None,
     ) -> None:
         self.session = Session(connection_id, listener_name, security_protocol)
         self._host = host
-        self._codec = ServerConnection(max_request_size=host.max_request_size)
+        self._codec = ServerConnection(max_request_size=host.max_request_size, limits=size_limits)
+        # The node's request-bytes budget, what this connection holds of it, and whether
+        # the request in progress was admitted while the budget had room.
+        self._memory = memory
+        self._held_bytes = 0
+        self._memory_granted = False
+        # Reads and writes so far (the idle sweep compares it between its looks).
+        self.activity = 0
         # The handler (this connection's own, or the host's shared one) and the host's
         # settings, read once (asked on every read otherwise).
         self._handler: RequestHandler = handler if handler is not None else host.handler
@@ -140,20 +164,42 @@ class KafkaProtocol(asyncio.Protocol):
         if not self._host.connection_opened(self):
             self._closing = True
             self._transport.abort()
+            return
+        memory = self._memory
+        if memory is not None:
+            memory.register(session.connection_id, self)
+            if memory.exhausted:
+                memory.hold(session.connection_id)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        memory = self._memory
+        if memory is not None:
+            memory.unregister(self.session.connection_id)
+            if self._held_bytes:
+                held = self._held_bytes
+                self._held_bytes = 0
+                memory.adjust(-held)
         self._host.connection_closed(self)
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        self.activity += 1
+        codec = self._codec
+        memory = self._memory
+        started = codec.partial_frames
         try:
-            self._codec.receive_data(data)
+            codec.receive_data(data)
         except FramingError as exc:
             self._host.protocol_error(self)
             self.close_for(f"framing error: {exc}")
             return
+        if memory is not None and codec.partial_frames != started:
+            # A request began in this read and is still arriving: admitted (it may finish
+            # even if the budget runs out meanwhile) unless the budget was already used up,
+            # as Kafka's pool refuses a buffer then.
+            self._memory_granted = not memory.exhausted
         self._process()
 
     def pause_writing(self) -> None:
@@ -214,9 +260,38 @@ class KafkaProtocol(asyncio.Protocol):
         else:
             self._closing = True  # _write_ready closes when the queue drains
 
+    def hold_for_memory(self, held: bool) -> None:
+        """Stop (True) or resume (False) reading because ``queued.max.request.bytes`` is
+        used up (called by the node's RequestMemory)."""
+        if held:
+            if not self._closing:
+                self._pause(_NO_MEMORY)
+        else:
+            self._resume(_NO_MEMORY)
+
+    @property
+    def memory_granted(self) -> bool:
+        """In the middle of a request admitted while the request budget had room."""
+        return self._memory_granted
+
+    @property
+    def held_bytes(self) -> int:
+        """What this connection's requests count in the node's request budget."""
+        return self._held_bytes
+
     @property
     def idle(self) -> bool:
         return not self._waiting
+
+    @property
+    def busy(self) -> bool:
+        """An answer is owed to the client, or a throttle holds the connection: not idle,
+        however long it has been quiet."""
+        return bool(self._waiting) or bool(self._paused & _MUTED)
+
+    @property
+    def closing(self) -> bool:
+        return self._closing
 
     @property
     def reading_paused(self) -> bool:
@@ -256,12 +331,31 @@ class KafkaProtocol(asyncio.Protocol):
             return
         if responses:
             self._send(responses)
+        if self._memory is not None:
+            self._account()
+
+    def _account(self) -> None:
+        """Tell the request budget what this connection holds now; stop reading while the
+        budget is used up, unless a request admitted earlier is still arriving."""
+        memory = self._memory
+        assert memory is not None
+        codec = self._codec
+        held = codec.reserved_bytes
+        if held != self._held_bytes:
+            delta = held - self._held_bytes
+            self._held_bytes = held
+            memory.adjust(delta)
+        if not codec.frame_in_progress:
+            self._memory_granted = False
+        if memory.exhausted and not self._memory_granted and not self._closing:
+            memory.hold(self.session.connection_id)
 
     def _send(self, responses: list[bytes]) -> None:
         if not responses or self._transport is None:
             return
         durability = self._durability
         barrier = durability.barrier() if durability is not None else None
+        self.activity += 1
         if barrier is None:
             if not self._waiting:
                 self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
@@ -300,6 +394,7 @@ class KafkaProtocol(asyncio.Protocol):
                 # "accepted" would lie, so its pushes are answered 89 and the client pushes
                 # again one interval later (flush.py: refuse_pushes); the rest still go.
                 responses = durability.refuse_pushes(responses)
+            self.activity += 1
             if len(responses) == 1:
                 self._transport.write(responses[0])
             elif responses:
