@@ -179,6 +179,7 @@ class LoadResult:
     offered_per_s: float
     send_lag_ms: list[float]  # how late sends left against their schedule (open mode)
     server_cpu_s: float | None = None  # the server process's CPU time in the window
+    acked_total: int = 0  # pushes answered without error over the whole run, window or not
 
     @property
     def server_cpu_us_per_push(self) -> float:
@@ -238,6 +239,9 @@ class _Stats:
         self.errors: dict[int, int] = {}
         self.latencies = array.array("d")
         self.send_lag = array.array("d")
+        # Every push answered without error, in the window or not: what a caller that
+        # reads the landing log back compares with (tests/perf/soak.py).
+        self.acked = 0
 
 
 class _LoadConnection(asyncio.Protocol):
@@ -339,6 +343,8 @@ class _LoadConnection(asyncio.Protocol):
                 continue
             _, error = _PUSH_RESPONSE.unpack_from(buf, start + _BODY_OFFSET)
             sent = self._inflight.popleft()
+            if error == 0:
+                stats.acked += 1
             if measuring:
                 if error == 0:
                     stats.ok += 1
@@ -449,7 +455,9 @@ async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Conne
     await asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)
     for protocol in protocols:
         protocol.close()
-    pipe.send((stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes()))
+    pipe.send(
+        (stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes(), stats.acked)
+    )
 
 
 def _worker_entry(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
@@ -544,6 +552,7 @@ def run_load_blocking(
             _sleep_until(measure_to)
             server_cpu_s = process_cpu_s(server_pid) - cpu_before
         ok = 0
+        acked = 0
         errors: dict[int, int] = {}
         latencies: list[float] = []
         send_lag: list[float] = []
@@ -554,8 +563,9 @@ def run_load_blocking(
             message = pipe.recv()
             if message[0] == "error":
                 raise RuntimeError(f"load worker failed: {message[1]}")
-            w_ok, w_errors, w_latencies, w_lag = message
+            w_ok, w_errors, w_latencies, w_lag, w_acked = message
             ok += w_ok
+            acked += w_acked
             for code, count in w_errors.items():
                 errors[code] = errors.get(code, 0) + count
             latencies += _unpack(w_latencies)
@@ -580,6 +590,7 @@ def run_load_blocking(
         offered_per_s=instances / period,
         send_lag_ms=send_lag,
         server_cpu_s=server_cpu_s,
+        acked_total=acked,
     )
 
 
