@@ -561,18 +561,71 @@ def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
         click.echo(json.dumps(record, separators=(",", ":")))
 
 
+# The lakehouse extra's commands and what they need beyond the collector's dependencies.
+LAKEHOUSE_COMMANDS = ("ingest", "sql", "thriftserver", "lake")
+LAKEHOUSE_MODULES = ("pyspark", "pyarrow")
+LAKEHOUSE_INSTALL = "pip install 'kafka-telemetry-collector[lakehouse]'"
+
+
+def _missing_modules(names: tuple[str, ...]) -> list[str]:
+    """The modules of ``names`` that cannot be imported, found without importing them
+    (pyspark's import alone costs a tenth of a second at every ``ktc`` start)."""
+    import importlib.util
+
+    missing = []
+    for name in names:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def _unavailable_command(name: str, message: str, exit_code: int) -> click.Command:
+    """A stand-in for a command that cannot run here: whatever its arguments, it says
+    why and exits with ``exit_code``."""
+
+    def explain(args: tuple[str, ...]) -> None:
+        click.echo(f"ktc {name}: {message}", err=True)
+        sys.exit(exit_code)
+
+    return click.Command(
+        name,
+        callback=explain,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        help=f"(unavailable: {message})",
+        context_settings={"ignore_unknown_options": True, "help_option_names": []},
+    )
+
+
 def _add_optional_commands() -> None:
-    """Commands other packages provide, when they are importable."""
-    lake_cli: Any = None
+    """The lakehouse commands, when the lakehouse extra is installed; without it, commands
+    that say how to install it (exit 2, a usage error); when its code fails to import, commands
+    that show that error (exit 1), so ``ktc serve`` still runs either way."""
+    missing = _missing_modules(LAKEHOUSE_MODULES)
+    if missing:
+        message = (
+            f"needs the lakehouse extra ({', '.join(missing)} not installed): {LAKEHOUSE_INSTALL}"
+        )
+        for name in LAKEHOUSE_COMMANDS:
+            cli.add_command(_unavailable_command(name, message, CONFIG_ERROR_EXIT))
+        return
     try:
         from exporters.lakehouse import cli as lake_cli
-    except Exception:  # noqa: BLE001 - the lakehouse extra is optional
-        lake_cli = None
-    if lake_cli is not None:
-        for attr in ("ingest_command", "sql_command", "thriftserver_command", "lake_group"):
-            command = getattr(lake_cli, attr, None)
-            if isinstance(command, click.Command):
-                cli.add_command(command)
+    except Exception as exc:  # noqa: BLE001 - shown by every lakehouse command instead
+        message = f"the lakehouse cannot be loaded: {type(exc).__name__}: {exc}"
+        for name in LAKEHOUSE_COMMANDS:
+            cli.add_command(_unavailable_command(name, message, 1))
+        return
+    for command in (
+        lake_cli.ingest_command,
+        lake_cli.sql_command,
+        lake_cli.thriftserver_command,
+        lake_cli.lake_group,
+    ):
+        cli.add_command(command)
 
 
 _add_optional_commands()

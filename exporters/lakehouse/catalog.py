@@ -193,7 +193,11 @@ def ensure_catalog(spark: SparkSession, database: str) -> None:
     lack, and create the views, unless the database already records this exact catalog
     (idempotent; every metastore call costs, and this runs at the start of every ingest
     and query process)."""
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    # Asked first: Hive's metastore logs an AlreadyExistsException with its stack trace
+    # at ERROR for CREATE DATABASE IF NOT EXISTS on an existing database (Spark ignores
+    # the exception, the log line stays), which every run after the first would print.
+    if not spark.catalog.databaseExists(database):
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     existing = {row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()}
     for table in TABLES:
         if table.name not in existing:

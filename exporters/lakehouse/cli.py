@@ -324,6 +324,7 @@ def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> lis
 def thriftserver_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
                          conf: Sequence[str], port: int, bind_host: str) -> None:
     """Serve the lakehouse over JDBC/ODBC (beeline -u jdbc:hive2://HOST:PORT/ktc)."""
+    from exporters.lakehouse.jvm_stderr import run_relaying_stderr
     from exporters.lakehouse.session import _write_log_config
 
     config = _config(data_dir, lake_dir, database, master, conf)
@@ -338,7 +339,7 @@ def thriftserver_command(data_dir: Path, lake_dir: Path | None, database: str, m
     argv = thriftserver_argv(config, port, bind_host)
     click.echo(f"Spark Thrift server: jdbc:hive2://{bind_host}:{port}/{database}", err=True)
     env = dict(os.environ, SPARK_HOME=str(spark_home()))
-    os.execve(argv[0], argv, env)
+    sys.exit(run_relaying_stderr(argv, env))
 
 
 # ---------------------------------------------------------------------------- maintenance

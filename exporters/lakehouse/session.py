@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporters.lakehouse.jvm_stderr import launch_spark_gateway
 from exporters.lakehouse.schema import DEFAULT_DATABASE
 
 if TYPE_CHECKING:
@@ -152,6 +153,7 @@ def open_session(config: LakehouseConfig, app_name: str, *, hive: bool = True) -
         conf["spark.sql.catalogImplementation"] = "in-memory"
         # Partitions are discovered from the directory layout, not a metastore.
         conf["spark.sql.hive.manageFilesourcePartitions"] = "false"
+    launch_spark_gateway({**conf, "spark.app.name": app_name})
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
         builder = builder.config(key, value)
