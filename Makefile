@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 COMPILED := $(patsubst /%,%,$(shell sed -n '/^include = \[/,/^\]/p' pyproject.toml | grep -o '/[a-z_/]*\.py'))
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(COMPILED) | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench setup clean
+.PHONY: run test bench setup clean fuzz
 
 $(STAMP): pyproject.toml $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,20 @@ test: $(STAMP) kafka-libs
 
 bench: $(STAMP) kafka-libs
 	$(BIN)/python tests/perf/run_all.py
+
+# Coverage-guided fuzzing (docs/fuzzing.md): each of FUZZ_TARGETS for FUZZ_SECONDS (per
+# target, default 300), starting from tests/fuzz/corpus/<target>; what it learns goes to
+# build/fuzz/<target>, a crash to build/fuzz/<target>-crash-*; fails if any target crashed.
+FUZZ_SECONDS ?= 300
+FUZZ_TARGETS ?= serve_request serve_stream gateway_request gateway_response decompress otlp_metrics
+
+fuzz: $(STAMP)
+	@failed=; for target in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/$$target; echo "fuzz: $$target for $(FUZZ_SECONDS) s"; \
+	  $(BIN)/python tests/fuzz/fuzz.py $$target build/fuzz/$$target tests/fuzz/corpus/$$target \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=1024 -max_len=65536 \
+	    -artifact_prefix=build/fuzz/$$target- -print_final_stats=1 || failed="$$failed $$target"; \
+	done; if [ -n "$$failed" ]; then echo "fuzz: crashes in$$failed (build/fuzz/)"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis *__mypyc*.so

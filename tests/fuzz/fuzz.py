@@ -7,11 +7,13 @@ the code (instrumented: its coverage guides the mutations) and then through the 
 the collector runs; a disallowed exception in either, a disagreement between them, an input
 that runs longer than ``-timeout`` or a process over ``-rss_limit_mb`` is a crash, written to
 ``-artifact_prefix`` as ``crash-<sha1>`` (``timeout-``, ``oom-``), and the run exits non-zero.
+So is an input that allocates more than ``--memory-mb`` (default 512) at once.
 ``make fuzz`` runs every target; tests/fuzz/test_fuzz.py runs a short budget of each.
 """
 
 from __future__ import annotations
 
+import resource
 import sys
 from pathlib import Path
 
@@ -20,6 +22,10 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fuzz_targets  # noqa: E402
+
+# Bytes one input may allocate beyond what the process holds before fuzzing (--memory-mb=N):
+# a push decompresses to at most telemetry.max.bytes (1 MiB by default, 64 MiB at most).
+DEFAULT_MEMORY_MB = 512
 
 
 def main() -> None:
@@ -40,8 +46,23 @@ def main() -> None:
     def one_input(data: bytes) -> None:
         fuzz_targets.check(target, interpreted, compiled, data)
 
-    atheris.Setup([sys.argv[0], *sys.argv[2:]], one_input)
+    args = [arg for arg in sys.argv[2:] if not arg.startswith("--memory-mb=")]
+    memory_mb = [int(arg.split("=", 1)[1]) for arg in sys.argv[2:] if arg not in args]
+    limit_address_space(memory_mb[-1] if memory_mb else DEFAULT_MEMORY_MB)
+    atheris.Setup([sys.argv[0], *args], one_input)
     atheris.Fuzz()
+
+
+def limit_address_space(extra_mb: int) -> None:
+    """Any allocation that takes the process more than ``extra_mb`` past its size once
+    everything is imported fails: a MemoryError in Python (not an allowed error: a crash),
+    an abort in a C codec (a crash too).  libFuzzer's own ``-malloc_limit_mb`` needs a
+    sanitizer's malloc hooks, which a Python process does not have; ``-rss_limit_mb`` still
+    applies, but only to memory actually touched, and checked once a second."""
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * resource.getpagesize()
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (size + (extra_mb << 20), hard))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,109 @@
+"""The fuzzer's CI budget (docs/fuzzing.md): every seed of the corpus through both copies of
+the code, then a fixed number of atheris runs per target with a fixed seed; any crash fails.
+
+``make fuzz`` runs the same targets for as long as asked; this is the short, deterministic
+part that ``make test`` runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fuzz_targets
+
+HERE = Path(__file__).resolve().parent
+# Runs per target (seed corpus included), sized so that all six take about 30 s on a
+# 2-core machine: serve_stream decodes a whole stream per input and runs ~1,500/s, the
+# request decoders ~10,000/s, the payload targets ~50,000/s.
+CI_RUNS = {
+    "serve_request": 30_000,
+    "serve_stream": 5_000,
+    "gateway_request": 30_000,
+    "gateway_response": 30_000,
+    "decompress": 50_000,
+    "otlp_metrics": 50_000,
+}
+CI_SEED = 1
+
+
+@pytest.fixture(scope="module")
+def code() -> tuple[fuzz_targets.Code, fuzz_targets.Code]:
+    return fuzz_targets.load_code()
+
+
+def test_every_target_has_a_budget_and_seeds() -> None:
+    assert set(CI_RUNS) == set(fuzz_targets.TARGETS)
+    for name in fuzz_targets.TARGETS:
+        assert list(fuzz_targets.corpus_files(name)), f"no seeds for {name}"
+
+
+def test_the_copies_are_interpreted_and_compiled(code: tuple[fuzz_targets.Code, ...]) -> None:
+    interpreted, compiled = code
+    assert interpreted.connection.__file__.endswith(".py")
+    assert interpreted.compression.__file__.endswith(".py")
+    assert interpreted.payload.__file__.endswith(".py")
+    if compiled.connection.__file__.endswith(".py"):
+        pytest.skip("installed without mypyc (HATCH_BUILD_NO_HOOKS): one copy only")
+    assert interpreted.connection.ServerConnection is not compiled.connection.ServerConnection
+
+
+def test_seeds_cover_every_served_version(code: tuple[fuzz_targets.Code, ...]) -> None:
+    """serve_request's seeds start from a frame of every (api key, version) ``ktc serve``
+    decodes, each of which decodes."""
+    interpreted, compiled = code
+    seen = set()
+    for path in fuzz_targets.corpus_files("serve_request"):
+        kind, result = fuzz_targets.check(
+            fuzz_targets.TARGETS["serve_request"], interpreted, compiled, path.read_bytes()
+        )
+        if kind == "ok":
+            seen.add(result[0][:2])
+    assert set(fuzz_targets.served_versions(compiled)) <= seen
+
+
+@pytest.mark.parametrize("target", sorted(fuzz_targets.TARGETS))
+def test_corpus_replays_without_crash(code: tuple[fuzz_targets.Code, ...], target: str) -> None:
+    interpreted, compiled = code
+    for path in fuzz_targets.corpus_files(target):
+        try:
+            fuzz_targets.check(
+                fuzz_targets.TARGETS[target], interpreted, compiled, path.read_bytes()
+            )
+        except Exception as exc:
+            raise AssertionError(f"{target}: seed {path.name} crashed: {exc!r}") from exc
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("target", sorted(fuzz_targets.TARGETS))
+def test_fuzz_budget_finds_no_crash(tmp_path: Path, target: str) -> None:
+    """A fixed number of coverage-guided runs with a fixed seed; new inputs go to a scratch
+    corpus, the committed one is only read."""
+    scratch = tmp_path / "corpus"
+    scratch.mkdir()
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "fuzz.py"),
+            target,
+            str(scratch),
+            str(fuzz_targets.CORPUS / target),
+            f"-runs={CI_RUNS[target]}",
+            f"-seed={CI_SEED}",
+            "-timeout=10",
+            "-rss_limit_mb=1024",
+            "-max_len=65536",
+            f"-artifact_prefix={tmp_path}/",
+            "-print_final_stats=1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    crashes = sorted(p.name for p in tmp_path.iterdir() if p.is_file())
+    tail = "\n".join(run.stderr.splitlines()[-40:])
+    assert run.returncode == 0 and not crashes, f"{target}: {crashes}\n{tail}"
+    assert f"Done {CI_RUNS[target]} runs" in run.stderr, tail
