@@ -77,6 +77,43 @@ def test_corpus_replays_without_crash(code: tuple[fuzz_targets.Code, ...], targe
             raise AssertionError(f"{target}: seed {path.name} crashed: {exc!r}") from exc
 
 
+@pytest.mark.parametrize(
+    "path",
+    sorted((HERE / "regressions").glob("*/*")),
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_regression_inputs(code: tuple[fuzz_targets.Code, ...], path: Path) -> None:
+    """Inputs that once crashed the fuzz run (docs/fuzzing.md, "What it found"), kept as they
+    were found: ``regressions/<target>/<name>``."""
+    interpreted, compiled = code
+    target = fuzz_targets.TARGETS[path.parent.name]
+    fuzz_targets.check(target, interpreted, compiled, path.read_bytes())
+
+
+def test_a_nan_decodes_the_same_in_both_copies(code: tuple[fuzz_targets.Code, ...]) -> None:
+    """The first fuzz crash: an AlterClientQuotas v0 op whose float64 value is a NaN decoded
+    alike in both copies, but NaN != NaN made the outcomes differ; values compare by bits."""
+    interpreted, compiled = code
+    data = (HERE / "regressions/serve_request/alter-client-quotas-nan-value.bin").read_bytes()
+    kind, _ = fuzz_targets.check(fuzz_targets.TARGETS["serve_request"], interpreted, compiled, data)
+    assert kind == "ok"
+    assert fuzz_targets.plain(float("nan")) == fuzz_targets.plain(float("nan"))
+    assert fuzz_targets.plain(0.0) != fuzz_targets.plain(-0.0)
+
+
+def test_a_gzip_bomb_stops_at_the_bound(code: tuple[fuzz_targets.Code, ...]) -> None:
+    """A small gzip member, then one of 16 MiB: TELEMETRY_TOO_LARGE at any bound below it,
+    in both copies (under atheris this input exposed the instrumentation crash that keeps
+    proto.compression uninstrumented)."""
+    interpreted, compiled = code
+    data = (HERE / "regressions/decompress/gzip-two-members-bomb.bin").read_bytes()
+    for bound in range(len(fuzz_targets.MAX_BYTES)):
+        selector = bytes([(data[0] & 7) | bound << 3])
+        assert fuzz_targets.check(
+            fuzz_targets.TARGETS["decompress"], interpreted, compiled, selector + data[1:]
+        ) == ("error", "TelemetryTooLargeError")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("target", sorted(fuzz_targets.TARGETS))
 def test_fuzz_budget_finds_no_crash(tmp_path: Path, target: str) -> None:
