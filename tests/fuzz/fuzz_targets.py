@@ -264,7 +264,9 @@ def gateway_response(code: Code, data: bytes) -> Any:
     api_key = int.from_bytes(data[0:2], "big", signed=True)
     version = int.from_bytes(data[2:4], "big", signed=True)
     info = code.api_table.API_TABLE.get(api_key)
-    if info is None or info.min_version is None or not info.min_version <= version <= info.max_version:
+    if info is None or info.min_version is None or info.max_version is None:
+        return None
+    if not info.min_version <= version <= info.max_version:
         return None  # the gateway forwards only requests of versions its ApiVersions offered
     payload = bytes(data[4:])
     code.frames.response_correlation_id(payload)

@@ -49,8 +49,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource  # noqa: E402
 
-from proto import SUPPORTED_VERSIONS, ServerConnection, decode_request, encode_request  # noqa: E402
-from proto.api_table import API_TABLE, request_header_version, response_header_version  # noqa: E402
+from proto import (  # noqa: E402
+    SUPPORTED_VERSIONS,
+    ServerConnection,
+    decode_request,
+    encode_request,
+)
+from proto.api_table import request_header_version, response_header_version  # noqa: E402
 from proto.compression import CompressionType, compress  # noqa: E402
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
 
@@ -73,7 +78,8 @@ def digest(data: bytes) -> str:
 def header(api_key: int, version: int, correlation_id: int = 1, client_id: str = "fuzz") -> bytes:
     """A request header of any Kafka 4.4.0 API (v2 with an empty tag section when flexible)."""
     raw = api_key.to_bytes(2, "big", signed=True) + version.to_bytes(2, "big", signed=True)
-    raw += correlation_id.to_bytes(4, "big") + len(client_id).to_bytes(2, "big") + client_id.encode()
+    raw += correlation_id.to_bytes(4, "big")
+    raw += len(client_id).to_bytes(2, "big") + client_id.encode()
     return raw + (b"\x00" if request_header_version(api_key, version) == 2 else b"")
 
 
@@ -309,7 +315,8 @@ def main() -> None:
     # serve_stream: a read size, then several frames back to back (librdkafka's own session
     # when captured), and an oversized prefix.
     frames = [raw for _, raw in requests if len(raw) < 1024]
-    stream = b"".join(len(raw).to_bytes(4, "big") + raw for raw in frames[:: max(1, len(frames) // 8)])
+    picked = frames[:: max(1, len(frames) // 8)]
+    stream = b"".join(len(raw).to_bytes(4, "big") + raw for raw in picked)
     for step in (0, 6, 63):
         write("serve_stream", f"frames-read-{step + 1}.bin", bytes([step]) + stream)
     write("serve_stream", "oversized-prefix.bin", b"\x03" + (1 << 20).to_bytes(4, "big") + b"x")
