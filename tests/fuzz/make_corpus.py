@@ -60,7 +60,7 @@ from proto.compression import CompressionType, compress  # noqa: E402
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
 
 EXAMPLES_PER_VERSION = 2
-# kip714.md 1.2: GetTelemetrySubscriptions v0 (the golden frame tests/proto/test_connection.py pins).
+# kip714.md 1.2: GetTelemetrySubscriptions v0 (tests/proto/test_connection.py pins it).
 GET_REQUEST = encode_request(71, 0, 7, "app-1", GetTelemetrySubscriptionsRequest())[4:]
 INSTANCE_ID = uuid.UUID("0b4b5c3a-7d1e-4f2a-9c3b-2e5d6f708192")
 
