@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, Final
 from proto.errors import Errors
 
 if TYPE_CHECKING:
+    from collector.core.session import Session
+    from exporters.context import TelemetryContext
     from exporters.landing.log import LandingLog
 
-__all__ = ["DurabilityGate", "FlushBarrier", "PendingResponse", "TurnFlusher"]
+__all__ = ["DurabilityGate", "FlushBarrier", "NotLanded", "PendingResponse", "TurnFlusher"]
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +56,21 @@ _PUSH_ANSWER_SIZE_FIELD: Final = _PUSH_ANSWER.size - 4
 # own KAFKA_STORAGE_ERROR (56) included; it re-Gets after one interval on
 # THROTTLING_QUOTA_EXCEEDED and TELEMETRY_TOO_LARGE.
 _REFUSED: Final = int(Errors.THROTTLING_QUOTA_EXCEEDED)
+_CORRELATION_ID = struct.Struct(">i")
 _ACCEPTED: Final = int(Errors.NONE)
 
 
-def refused_push(answer: bytes) -> bytes | None:
-    """``answer`` turned from "accepted" into THROTTLING_QUOTA_EXCEEDED when it is a
-    PushTelemetry v0 answer with error 0 (throttle time kept); None for any other answer.
+def _correlation_id(answer: bytes) -> int:
+    return int(_CORRELATION_ID.unpack_from(answer, 4)[0])
 
-    Told apart by layout: 16 bytes, size field 12, both tagged-field bytes empty.  Among
-    the answers a durability barrier holds (the node's own: ApiVersions, Metadata, 71, 72
-    and the admin APIs; a gateway's forwarded answers wait on their own PendingResponse)
-    no other has a body of exactly ThrottleTimeMs, ErrorCode and tags: each carries an
-    array or a string more (tests/collector/test_collector_full_disk.py pins it for every
-    API the dispatcher serves)."""
+
+def refused_push(answer: bytes) -> bytes | None:
+    """``answer`` turned from "accepted" into THROTTLING_QUOTA_EXCEEDED when it has the
+    layout of a PushTelemetry v0 answer with error 0 (throttle time kept); None otherwise.
+
+    The layout alone is not proof (an AlterClientQuotas v0 answer with no entries has the
+    same 16 bytes): the caller first matches the answer's correlation id to a push whose
+    record did not land (``DurabilityGate.refuse_pushes``)."""
     if len(answer) != _PUSH_ANSWER_BYTES:
         return None
     size, correlation_id, header_tags, throttle_ms, error_code, body_tags = _PUSH_ANSWER.unpack(
@@ -145,6 +149,16 @@ class PendingResponse(FlushBarrier):
             self.resolve(error)
 
 
+class NotLanded(Exception):
+    """What a barrier fails with when the landing log could not write or fsync: the
+    records (context, payload) of the pushes that must not be acknowledged."""
+
+    def __init__(self, cause: BaseException, records: list[tuple[TelemetryContext, bytes]]) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.records = records
+
+
 class TurnFlusher:
     """Schedules at most one flush per loop turn and hands out its barrier.
 
@@ -157,7 +171,7 @@ class TurnFlusher:
 
     def __init__(
         self,
-        flush: Callable[[], None],
+        flush: Callable[[], list[tuple[TelemetryContext, bytes]]],
         sync: Callable[[], asyncio.Future[Any] | None] | None = None,
     ) -> None:
         self._flush = flush
@@ -188,15 +202,36 @@ class TurnFlusher:
 
     def _flush_into(self, barrier: FlushBarrier) -> None:
         try:
-            self._flush()
+            written = self._flush()
         except Exception as exc:  # noqa: BLE001 - LandingError or OSError: both mean "not in the log"
-            barrier.resolve(exc)
+            # UnlandedRecords names the records whose pushes are refused; any other error
+            # leaves the waiting connections to close without their answers.
+            records = getattr(exc, "records", None)
+            barrier.resolve(exc if records is None else NotLanded(exc, records))
             return
         synced = self._sync() if self._sync is not None else None
         if synced is None:
             barrier.resolve()
         else:
-            barrier.resolve_when_done(synced)
+            _resolve_after_sync(barrier, synced, written)
+
+
+def _resolve_after_sync(
+    barrier: FlushBarrier,
+    synced: asyncio.Future[Any],
+    written: list[tuple[TelemetryContext, bytes]],
+) -> None:
+    """Resolves ``barrier`` when the group-commit fsync ``synced`` is done; if it fails,
+    the records this flush wrote are not durable, so their pushes are refused."""
+
+    def done(completed: asyncio.Future[Any]) -> None:
+        if completed.cancelled():
+            barrier.resolve(asyncio.CancelledError("landing sync cancelled"))
+            return
+        error = completed.exception()
+        barrier.resolve(None if error is None else NotLanded(error, written))
+
+    synced.add_done_callback(done)
 
 
 class DurabilityGate:
@@ -235,19 +270,35 @@ class DurabilityGate:
         # Push answers turned from "accepted" into 89 because their records did not land.
         self.pushes_refused = 0
 
-    def refuse_pushes(self, answers: list[bytes]) -> list[bytes]:
-        """The answers of a batch whose barrier failed (the landing log could not write or
-        fsync its records): every push answered "accepted" becomes THROTTLING_QUOTA_EXCEEDED
-        (see ``refused_push``), every other answer stays (it does not depend on the log)."""
+    def refuse_pushes(
+        self, answers: list[bytes], session: Session, error: BaseException
+    ) -> list[bytes] | None:
+        """The answers of a batch whose barrier failed with ``error``, for the connection
+        ``session``: each answer to a push of this connection whose record did not land
+        (matched by correlation id) turns from "accepted" into THROTTLING_QUOTA_EXCEEDED
+        (see ``refused_push``); every other answer stays (it does not depend on the log).
+        None when ``error`` is not the landing log's (the caller closes the connection)."""
+        if not isinstance(error, NotLanded):
+            return None
+        listener = session.listener_name
+        address = session.client_source_address
+        port = session.client_source_port
+        unlanded = {
+            context.correlation_id
+            for context, _ in error.records
+            if context.client_source_port == port
+            and context.client_source_address == address
+            and context.listener_name == listener
+        }
         refused = 0
         result: list[bytes] = []
         for answer in answers:
-            replaced = refused_push(answer)
-            if replaced is None:
-                result.append(answer)
-            else:
+            replaced = refused_push(answer) if unlanded else None
+            if replaced is not None and _correlation_id(answer) in unlanded:
                 result.append(replaced)
                 refused += 1
+            else:
+                result.append(answer)
         self.pushes_refused += refused
         return result
 

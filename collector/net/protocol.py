@@ -385,15 +385,21 @@ class KafkaProtocol(asyncio.Protocol):
                 continue
             error = barrier.exception()
             if error is not None:
-                durability = self._durability
-                if type(barrier) is PendingResponse or durability is None:
-                    # The upstream broker of a gateway's forwarded request is gone.
-                    self.close_for(f"answer failed: {error}")
-                    continue
                 # The landing log could not write (or fsync) this batch's records: answering
                 # "accepted" would lie, so its pushes are answered 89 and the client pushes
                 # again one interval later (flush.py: refuse_pushes); the rest still go.
-                responses = durability.refuse_pushes(responses)
+                durability = self._durability
+                refused = (
+                    durability.refuse_pushes(responses, self.session, error)
+                    if durability is not None and type(barrier) is not PendingResponse
+                    else None
+                )
+                if refused is None:
+                    # Any other failure, or the upstream broker of a gateway's forwarded
+                    # request is gone.
+                    self.close_for(f"answer failed: {error}")
+                    continue
+                responses = refused
             self.activity += 1
             if len(responses) == 1:
                 self._transport.write(responses[0])

@@ -15,6 +15,7 @@ from exporters.landing.log import (
     LandingStats,
     RecordRejected,
     RecordTooLarge,
+    UnlandedRecords,
 )
 from exporters.landing.options import LandingOptions
 from exporters.landing.positions import ConsumerPositions, PositionsError, committed_offsets
@@ -34,6 +35,7 @@ __all__ = [
     "PositionsError",
     "RecordRejected",
     "RecordTooLarge",
+    "UnlandedRecords",
     "SegmentInfo",
     "committed_offsets",
     "landing_directory",

@@ -74,6 +74,7 @@ __all__ = [
     "LandingStats",
     "RecordRejected",
     "RecordTooLarge",
+    "UnlandedRecords",
 ]
 
 _log = logging.getLogger("exporters.landing")
@@ -109,6 +110,15 @@ class RecordRejected(LandingError):
 
 class RecordTooLarge(RecordRejected):
     pass
+
+
+class UnlandedRecords(LandingError):
+    """A flush failed: none of ``records`` (context, payload) may be acknowledged (the
+    collector answers their pushes 89; their contexts name connection and correlation id)."""
+
+    def __init__(self, message: str, records: list[tuple[TelemetryContext, bytes]]) -> None:
+        super().__init__(message)
+        self.records = records
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -356,16 +366,17 @@ class LandingLog:
         otherwise hold every answer until its last read is handled.)"""
         return len(self._pending) >= self.write_behind_max_records
 
-    def flush(self) -> None:
+    def flush(self) -> list[tuple[TelemetryContext, bytes]]:
         """Encodes and hands every staged record to the kernel (one ``writev`` per up to 300
-        records; under ``fsync="always"`` also fsyncs). Raises ``LandingError`` when they
-        are not all in the log: then acknowledge none of them (those before the failure
-        may be in the log: delivered at least once, like ``append_many``)."""
+        records; under ``fsync="always"`` also fsyncs) and returns them. Raises
+        ``UnlandedRecords`` (a ``LandingError``) naming them when they are not all in the
+        log: then acknowledge none of them (those before the failure may be in the log:
+        delivered at least once, like ``append_many``)."""
         pending = self._pending
         if not pending:
             with self._lock:
                 self._check_open()
-            return
+            return pending
         self._pending = []
         max_record_bytes = self._max_record_bytes
         with self._lock:
@@ -393,7 +404,7 @@ class LandingLog:
                 self._write_staged_locked()
                 if self._fsync_inline:
                     self._fsync_active_locked()
-                return
+                return pending
             # (One name per exception type: mypyc gives a name one type per function.)
             except ContextEncodingError as encoding_error:
                 self._discard_staged_locked()
@@ -405,7 +416,7 @@ class LandingLog:
                 self._discard_staged_locked()
                 failure = LandingError(f"fsync failed: {fsync_error}")
         self._note_export_failure(failure, len(pending))
-        raise failure
+        raise UnlandedRecords(str(failure), pending) from failure
 
     def sync(self) -> None:
         """Returns once everything appended before the call is fsynced (with new and

@@ -29,6 +29,8 @@ import pytest
 from confluent_kafka import Producer
 
 from exporters.landing import LandingReader, LandingRecord
+from proto import ApiKeys
+from proto.errors import Errors
 from subscriptions.store import ConfigStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
@@ -216,3 +218,73 @@ def test_a_full_disk_refuses_pushes_with_89_and_recovers_without_restart(
         # answered while the client was closing, which it no longer logs).
         assert accepted <= len(landed) <= accepted + 1, (accepted, len(landed))
         assert len({r.context.client_instance_id for r in landed}) == 1
+
+
+def test_only_answers_to_unlanded_pushes_of_the_connection_are_refused() -> None:
+    from collector.core.session import Session
+    from collector.net.flush import DurabilityGate, NotLanded, refused_push
+    from exporters.context import TelemetryContext
+    from proto import encode_response
+    from proto.messages import AlterClientQuotasResponse, PushTelemetryResponse
+
+    session = Session(1, "PLAINTEXT", "PLAINTEXT")
+    session.client_source_address, session.client_source_port = "127.0.0.1", 40001
+
+    def context(correlation_id: int, port: int = 40001) -> TelemetryContext:
+        return TelemetryContext(
+            client_instance_id="AAAAAAAAAAAAAAAAAAAAAA", client_id="c", client_software_name="t",
+            client_software_version="1", client_source_address="127.0.0.1",
+            client_source_port=port, listener_name="PLAINTEXT", security_protocol="PLAINTEXT",
+            principal="User:ANONYMOUS", push_interval_ms=500, terminating=False,
+            received_time_unix_nano=0, node_id=1, cluster_id="k", subscription_id=1,
+            compression_type=0, correlation_id=correlation_id,
+        )
+
+    def push(correlation_id: int, error: Errors = Errors.NONE) -> bytes:
+        return encode_response(ApiKeys.PUSH_TELEMETRY, 0, correlation_id, PushTelemetryResponse(0, error))
+
+    # An AlterClientQuotas v0 answer with no entries has a push answer's 16-byte layout.
+    quotas = encode_response(ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, []))
+    assert len(quotas) == len(push(7))
+    answers = [push(5), push(6), quotas, push(8, Errors.UNKNOWN_SUBSCRIPTION_ID), push(9)]
+    assert refused_push(quotas) is not None  # the layout alone would rewrite it
+    # 5 and 8 were pushes of this connection that did not land; 9 did not land on another
+    # connection (the same correlation id there); 6 landed; 7 was not a push.
+    error = NotLanded(OSError("No space left on device"), [
+        (context(5), b""), (context(8), b""), (context(9, port=40002), b"")])
+    gate = DurabilityGate(None)
+    refused = gate.refuse_pushes(answers, session, error)
+    assert refused == [push(5, Errors.THROTTLING_QUOTA_EXCEEDED), push(6), quotas,
+                       push(8, Errors.UNKNOWN_SUBSCRIPTION_ID), push(9)]
+    assert gate.pushes_refused == 1
+    # Any other failure: not the gate's to answer (the connection closes).
+    assert gate.refuse_pushes(answers, session, ConnectionResetError()) is None
+
+
+async def test_a_failed_group_commit_fsync_refuses_its_pushes_and_a_probe_reopens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_collector_write_behind import pushes, start_server, subscribed
+
+    server = await start_server(tmp_path, {"fsync": "always", "group_commit": True})
+    try:
+        c, gets = await subscribed(server, 3)
+
+        def eio(fd: int) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+        monkeypatch.setattr(os, "fsync", eio)
+        for request in pushes(gets, b"not-durable"):
+            c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
+        await c.writer.drain()
+        answers = [(await c.receive()).error_code for _ in gets]
+        assert answers == [Errors.THROTTLING_QUOTA_EXCEEDED] * 3
+        landing = server.exporter
+        assert landing.unwritable_reason is not None  # type: ignore[union-attr]
+        assert "landing log cannot write" in server.health.readiness()["landing"]
+        monkeypatch.undo()
+        assert landing.probe()  # type: ignore[union-attr]
+        assert server.health.readiness()["landing"] == "ok"
+        await c.close()
+    finally:
+        await server.stop()
