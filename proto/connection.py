@@ -257,13 +257,16 @@ class _FrameBuffer:
     @property
     def reserved_bytes(self) -> int:
         """Complete frames not yet taken, plus the whole announced size of the frame in
-        progress (what it will hold once its last byte is in)."""
-        return self._ready_bytes + (self._needed if self._needed else self._parts_bytes)
+        progress once its size is accepted (with its api key's limit, when there are
+        limits): what it will hold once its last byte is in."""
+        if self._needed and not self._api_unchecked:
+            return self._ready_bytes + self._needed
+        return self._ready_bytes + self._parts_bytes
 
     @property
     def frame_in_progress(self) -> bool:
-        """A frame's size is known and not all of its bytes are in."""
-        return self._needed != 0
+        """A frame's size is known and accepted, and not all of its bytes are in."""
+        return self._needed != 0 and not self._api_unchecked
 
     def receive(self, data: bytes | bytearray | memoryview) -> None:
         if self._broken is not None:
@@ -323,10 +326,11 @@ class _FrameBuffer:
         key once ``chunk`` completes them."""
         head = b"".join(self._parts) + chunk[:_SIZE_AND_API_KEY]
         if len(head) >= _SIZE_AND_API_KEY:
-            self._api_unchecked = False
             self._check_api(
                 INT16.unpack_from(head, _SIZE_PREFIX_BYTES)[0], self._needed - _SIZE_PREFIX_BYTES
             )
+            self._api_unchecked = False
+            self.partial_frames += 1
 
     def _cut(self, view: memoryview) -> None:
         """Whole frames of ``view`` to the ready queue, the rest kept as the next frame's
@@ -336,15 +340,16 @@ class _FrameBuffer:
         while length - at >= _SIZE_PREFIX_BYTES:
             (size,) = INT32.unpack_from(view, at)
             self._check_size(size)
-            if self._api_limits is not None:
-                if length - at >= _SIZE_AND_API_KEY:
-                    self._check_api(INT16.unpack_from(view, at + _SIZE_PREFIX_BYTES)[0], size)
-                else:
-                    self._api_unchecked = True
+            has_api_key = length - at >= _SIZE_AND_API_KEY
+            if self._api_limits is not None and has_api_key:
+                self._check_api(INT16.unpack_from(view, at + _SIZE_PREFIX_BYTES)[0], size)
             end = at + _SIZE_PREFIX_BYTES + size
             if end > length:
                 self._needed = end - at
-                self.partial_frames += 1
+                if self._api_limits is not None and not has_api_key:
+                    self._api_unchecked = True  # checked, and reserved, once it is in
+                else:
+                    self.partial_frames += 1
                 break
             self._ready.append(bytes(view[at + _SIZE_PREFIX_BYTES : end]))
             self._ready_bytes += end - at

@@ -390,6 +390,7 @@ class CollectorServer:
                     slot_freed=self._slot_freed,
                     ssl_context=ssl_context if bound.security_protocol == "SSL" else None,
                     clock=self.clock,
+                    memory=self.request_memory,
                 )
                 acceptor.on_failed_setup = self._setup_failed
                 self._acceptors.append(acceptor)

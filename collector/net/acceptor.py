@@ -11,6 +11,10 @@ connection wait; this loop keeps Kafka's decisions (``quota.ConnectionQuotas``):
 |                 |                                                    | then asks again              |
 | WaitForSlot     | the acceptor blocks until a connection closes      | waits for a close, asks again|
 | Reject          | per-IP limit or rate: close (after the throttle)   | close after ``close_delay_ms``|
+
+While the node's request budget (``queued.max.request.bytes``) is used up, the loop does
+not accept: new connections wait in the kernel's backlog until it has room
+(collector/net/request_memory.py says why).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Callable
 
 from clock import SYSTEM_CLOCK, Clock
 from collector.net.listeners import EndPoint
+from collector.net.request_memory import RequestMemory
 from quota import Accept, ConnectionDecision, Delay, Reject, WaitForSlot
 
 __all__ = ["Acceptor", "bind_listener"]
@@ -64,8 +69,10 @@ class Acceptor:
         slot_freed: asyncio.Event,
         ssl_context: ssl.SSLContext | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        memory: RequestMemory | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._memory = memory
         self.sock = sock
         self._protocol_factory = protocol_factory
         self._decide = decide
@@ -87,6 +94,8 @@ class Acceptor:
         self._serving = True
         try:
             while True:
+                if self._memory is not None and self._memory.exhausted:
+                    await self._memory.room.wait()
                 conn, address = await loop.sock_accept(self.sock)
                 ip = str(address[0])
                 try:

@@ -195,10 +195,14 @@ class KafkaProtocol(asyncio.Protocol):
             self._host.protocol_error(self)
             self.close_for(f"framing error: {exc}")
             return
-        if memory is not None and codec.partial_frames != started:
-            # A request began in this read and is still arriving: admitted (it may finish
-            # even if the budget runs out meanwhile) unless the budget was already used up,
-            # as Kafka's pool refuses a buffer then.
+        if (
+            memory is not None
+            and codec.frame_in_progress
+            and (codec.partial_frames != started or not self._memory_granted)
+        ):
+            # A request is arriving that was not admitted yet: admitted now (it may finish
+            # even if the budget runs out meanwhile) unless the budget was used up when this
+            # read came, as Kafka's pool refuses a buffer then.
             self._memory_granted = not memory.exhausted
         self._process()
 
@@ -340,7 +344,9 @@ class KafkaProtocol(asyncio.Protocol):
         memory = self._memory
         assert memory is not None
         codec = self._codec
-        held = codec.reserved_bytes
+        # An admitted request counts at its announced size; one not admitted only with the
+        # bytes it has (it is not read on until it is admitted).
+        held = codec.reserved_bytes if self._memory_granted else codec.buffered_bytes
         if held != self._held_bytes:
             delta = held - self._held_bytes
             self._held_bytes = held

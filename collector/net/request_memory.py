@@ -7,8 +7,10 @@ buffer; connections already holding one finish their request.  This is the same 
 shared by a node's :class:`~collector.net.protocol.KafkaProtocol` objects:
 
 * **What is counted.** A request is counted at its announced size the moment its size
-  prefix (and api key) is read and it has not arrived whole: reserved, as Kafka allocates,
-  rather than counted as its bytes arrive.  Counting arrivals would let requests that hold
+  prefix (and api key) is read and it has not arrived whole, if the budget has room:
+  reserved, as Kafka allocates, rather than counted as its bytes arrive.  One that begins
+  while the budget is used up is not admitted: it counts only the bytes read with its
+  prefix, and its connection waits until there is room.  Counting arrivals would let requests that hold
   memory stall each other forever once the budget is full (none could complete); a
   reservation lets every admitted request complete, and the bound holds: the bytes held
   never exceed the budget by more than the requests admitted just before it ran out
@@ -21,12 +23,21 @@ shared by a node's :class:`~collector.net.protocol.KafkaProtocol` objects:
   connection closes.
 * **What happens when it runs out.** Every connection that is not in the middle of an
   admitted request stops reading (``KafkaProtocol.hold_for_memory``); answers keep being
-  written and requests already read keep being handled.  When the bytes held fall below
-  the budget, every connection held for it reads again.
+  written and requests already read keep being handled.  The listeners stop accepting
+  (``room`` is clear; new connections wait in the kernel's backlog): asyncio reads a new
+  connection's first bytes whatever its protocol asks in ``connection_made``, so accepting
+  would let each new connection add a read (up to 256 KiB) the budget never admitted.
+  When the bytes held fall below the budget, every connection held for it reads again and
+  the listeners accept again.
+
+The bound: the bytes held exceed the budget by at most the requests admitted before it ran
+out (each at most its API's limit), and the first read of each connection that was being
+opened when it ran out.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 __all__ = ["MemoryHolder", "RequestMemory"]
@@ -56,6 +67,9 @@ class RequestMemory:
         self.exhaustions = 0
         self._connections: dict[int, MemoryHolder] = {}
         self._waiting: dict[int, MemoryHolder] = {}  # held for memory, by connection id
+        # Set while the budget has room (the acceptors wait on it).
+        self.room = asyncio.Event()
+        self.room.set()
 
     @property
     def waiting(self) -> int:
@@ -84,11 +98,13 @@ class RequestMemory:
             return
         self.exhausted = exhausted
         if exhausted:
+            self.room.clear()
             self.exhaustions += 1
             for connection_id, connection in list(self._connections.items()):
                 if not connection.memory_granted:
                     self.hold(connection_id)
         else:
+            self.room.set()
             self._release_waiting()
 
     def _release_waiting(self) -> None:
