@@ -50,6 +50,9 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("perf/bench_freshness.py", "time.sleep(0.1)"): (
         "benchmark: watches the ingest journal of a real ingest process"
     ),
+    ("perf/bench_memory.py", "time.sleep(0.05)"): (
+        "benchmark: waits for the server process it started, then for it to read what it will"
+    ),
     ("perf/bench_gateway.py", "time.sleep(0.05)"): (
         "benchmark: waits for a gateway or relay process it started to write its ready file"
     ),
