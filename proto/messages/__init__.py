@@ -14,12 +14,18 @@ from proto.messages import (
     alter_client_quotas_response,
     api_versions_request,
     api_versions_response,
+    create_acls_request,
+    create_acls_response,
     create_partitions_request,
     create_partitions_response,
     create_topics_request,
     create_topics_response,
+    delete_acls_request,
+    delete_acls_response,
     delete_topics_request,
     delete_topics_response,
+    describe_acls_request,
+    describe_acls_response,
     describe_client_quotas_request,
     describe_client_quotas_response,
     describe_cluster_response,
@@ -51,12 +57,18 @@ from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from proto.messages.alter_client_quotas_response import AlterClientQuotasResponse
 from proto.messages.api_versions_request import ApiVersionsRequest
 from proto.messages.api_versions_response import ApiVersionsResponse
+from proto.messages.create_acls_request import CreateAclsRequest
+from proto.messages.create_acls_response import CreateAclsResponse
 from proto.messages.create_partitions_request import CreatePartitionsRequest
 from proto.messages.create_partitions_response import CreatePartitionsResponse
 from proto.messages.create_topics_request import CreateTopicsRequest
 from proto.messages.create_topics_response import CreateTopicsResponse
+from proto.messages.delete_acls_request import DeleteAclsRequest
+from proto.messages.delete_acls_response import DeleteAclsResponse
 from proto.messages.delete_topics_request import DeleteTopicsRequest
 from proto.messages.delete_topics_response import DeleteTopicsResponse
+from proto.messages.describe_acls_request import DescribeAclsRequest
+from proto.messages.describe_acls_response import DescribeAclsResponse
 from proto.messages.describe_client_quotas_request import DescribeClientQuotasRequest
 from proto.messages.describe_client_quotas_response import DescribeClientQuotasResponse
 from proto.messages.describe_cluster_response import DescribeClusterResponse
@@ -93,12 +105,18 @@ __all__ = [
     "AlterClientQuotasResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClientQuotasRequest",
     "DescribeClientQuotasResponse",
     "DescribeClusterResponse",
@@ -136,6 +154,9 @@ REQUEST_MODULES: dict[int, ModuleType] = {
     18: api_versions_request,
     19: create_topics_request,
     20: delete_topics_request,
+    29: describe_acls_request,
+    30: create_acls_request,
+    31: delete_acls_request,
     32: describe_configs_request,
     36: sasl_authenticate_request,
     37: create_partitions_request,
@@ -155,6 +176,9 @@ RESPONSE_MODULES: dict[int, ModuleType] = {
     18: api_versions_response,
     19: create_topics_response,
     20: delete_topics_response,
+    29: describe_acls_response,
+    30: create_acls_response,
+    31: delete_acls_response,
     32: describe_configs_response,
     36: sasl_authenticate_response,
     37: create_partitions_response,
