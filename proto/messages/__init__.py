@@ -12,6 +12,8 @@ from types import ModuleType
 from proto.messages import (
     alter_client_quotas_request,
     alter_client_quotas_response,
+    alter_user_scram_credentials_request,
+    alter_user_scram_credentials_response,
     api_versions_request,
     api_versions_response,
     create_acls_request,
@@ -32,6 +34,8 @@ from proto.messages import (
     describe_configs_request,
     describe_configs_response,
     describe_quorum_response,
+    describe_user_scram_credentials_request,
+    describe_user_scram_credentials_response,
     fetch_response,
     find_coordinator_response,
     get_telemetry_subscriptions_request,
@@ -55,6 +59,8 @@ from proto.messages import (
 )
 from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from proto.messages.alter_client_quotas_response import AlterClientQuotasResponse
+from proto.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from proto.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from proto.messages.api_versions_request import ApiVersionsRequest
 from proto.messages.api_versions_response import ApiVersionsResponse
 from proto.messages.create_acls_request import CreateAclsRequest
@@ -75,6 +81,8 @@ from proto.messages.describe_cluster_response import DescribeClusterResponse
 from proto.messages.describe_configs_request import DescribeConfigsRequest
 from proto.messages.describe_configs_response import DescribeConfigsResponse
 from proto.messages.describe_quorum_response import DescribeQuorumResponse
+from proto.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from proto.messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 from proto.messages.fetch_response import FetchResponse
 from proto.messages.find_coordinator_response import FindCoordinatorResponse
 from proto.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
@@ -103,6 +111,8 @@ __all__ = [
     "RESPONSE_MODULES",
     "AlterClientQuotasRequest",
     "AlterClientQuotasResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "CreateAclsRequest",
@@ -123,6 +133,8 @@ __all__ = [
     "DescribeConfigsRequest",
     "DescribeConfigsResponse",
     "DescribeQuorumResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "FetchResponse",
     "FindCoordinatorResponse",
     "GetTelemetrySubscriptionsRequest",
@@ -163,6 +175,8 @@ REQUEST_MODULES: dict[int, ModuleType] = {
     44: incremental_alter_configs_request,
     48: describe_client_quotas_request,
     49: alter_client_quotas_request,
+    50: describe_user_scram_credentials_request,
+    51: alter_user_scram_credentials_request,
     71: get_telemetry_subscriptions_request,
     72: push_telemetry_request,
     74: list_config_resources_request,
@@ -185,6 +199,8 @@ RESPONSE_MODULES: dict[int, ModuleType] = {
     44: incremental_alter_configs_response,
     48: describe_client_quotas_response,
     49: alter_client_quotas_response,
+    50: describe_user_scram_credentials_response,
+    51: alter_user_scram_credentials_response,
     55: describe_quorum_response,
     60: describe_cluster_response,
     71: get_telemetry_subscriptions_response,
