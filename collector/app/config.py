@@ -17,6 +17,7 @@ turns it into exit code 2.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -26,6 +27,8 @@ from typing import Any
 import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
+
+from collector.security.ssl_principal_mapper import InvalidMappingRule, SslPrincipalMapper
 
 __all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config", "parse_host_ports"]
 
@@ -55,6 +58,28 @@ def is_connection_quota_key(key: str) -> bool:
     return key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
 
 
+# listener.name.<name lower case>.ssl.principal.mapping.rules (Kafka reads every SSL key with
+# the listener's prefix first).
+_LISTENER_MAPPING_RULES_KEY = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\.ssl\.principal\.mapping\.rules"
+)
+
+
+@functools.lru_cache(maxsize=64)
+def _mapper(rules: str) -> SslPrincipalMapper:
+    # Asked on every SSL connection: the rules are parsed once.
+    return SslPrincipalMapper(rules)
+
+
+def listener_mapping_rules_key(listener_name: str) -> str:
+    return f"listener.name.{listener_name.lower()}.ssl.principal.mapping.rules"
+
+
+def _mapping_rules_listener(key: str) -> str | None:
+    match = _LISTENER_MAPPING_RULES_KEY.fullmatch(key)
+    return None if match is None else match.group(1)
+
+
 class CollectorConfig(BaseModel):
     """Validated settings.  Field aliases are the dotted names used in files and env vars."""
 
@@ -82,6 +107,11 @@ class CollectorConfig(BaseModel):
     ssl_truststore_location: str | None = Field(None, alias="ssl.truststore.location")
     ssl_client_auth: str = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
+    # Client certificate subject -> principal name on SSL listeners (Kafka's rule syntax,
+    # collector/security/ssl_principal_mapper.py); per listener with
+    # listener.name.<name>.ssl.principal.mapping.rules, kept in the map below.
+    ssl_principal_mapping_rules: str = Field("DEFAULT", alias="ssl.principal.mapping.rules")
+    ssl_principal_mapping_rules_overrides: dict[str, str] = Field(default_factory=dict)
 
     # --- request limits (SocketServerConfigs / QuotaConfig / MetricConfigs) -------------
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
@@ -190,6 +220,62 @@ class CollectorConfig(BaseModel):
         }
         return rest
 
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _gather_mapping_rules_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        gathered = {
+            listener: value
+            for key, value in data.items()
+            if (listener := _mapping_rules_listener(str(key))) is not None
+        }
+        if not gathered:
+            return data
+        rest = {k: v for k, v in data.items() if _mapping_rules_listener(str(k)) is None}
+        rest["ssl_principal_mapping_rules_overrides"] = {
+            **rest.get("ssl_principal_mapping_rules_overrides", {}),
+            **gathered,
+        }
+        return rest
+
+    @pydantic.field_validator("ssl_principal_mapping_rules")
+    @classmethod
+    def _valid_mapping_rules(cls, value: str) -> str:
+        try:
+            SslPrincipalMapper(value)
+        except InvalidMappingRule as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @pydantic.field_validator("ssl_principal_mapping_rules_overrides")
+    @classmethod
+    def _valid_listener_mapping_rules(cls, value: dict[str, str]) -> dict[str, str]:
+        for listener, rules in value.items():
+            try:
+                SslPrincipalMapper(rules)
+            except InvalidMappingRule as exc:
+                raise ValueError(f"{listener_mapping_rules_key(listener)}: {exc}") from None
+        return value
+
+    def ssl_principal_mapper(self, listener_name: str) -> SslPrincipalMapper:
+        """The mapping rules of one listener: its own key, else ssl.principal.mapping.rules."""
+        rules = self.ssl_principal_mapping_rules_overrides.get(
+            listener_name.lower(), self.ssl_principal_mapping_rules
+        )
+        return _mapper(rules)
+
+    @pydantic.field_validator("super_users")
+    @classmethod
+    def _valid_super_users(cls, value: str) -> str:
+        for part in value.split(";"):
+            if part.strip() and ":" not in part:
+                raise ValueError(
+                    "expected a string in format principalType:principalName but got "
+                    f"{part.strip()} (principals are separated by ';')"
+                )
+        return value
+
     @pydantic.field_validator("connection_quota_overrides")
     @classmethod
     def _valid_connection_quotas(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -279,6 +365,10 @@ class CollectorConfig(BaseModel):
         data = self.model_dump(by_alias=True)
         data["data.dir"] = str(self.data_dir)
         data.update(data.pop("connection_quota_overrides"))
+        data.update(
+            (listener_mapping_rules_key(listener), rules)
+            for listener, rules in data.pop("ssl_principal_mapping_rules_overrides").items()
+        )
         return data
 
     @property
@@ -325,7 +415,9 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     unknown = sorted(
-        key for key in set(data) - set(_known_keys()) if not is_connection_quota_key(key)
+        key
+        for key in set(data) - set(_known_keys())
+        if not is_connection_quota_key(key) and _mapping_rules_listener(key) is None
     )
     if unknown:
         raise ConfigError(

@@ -245,6 +245,9 @@ class GatewayServer(CollectorServer):
             handler=FunctionHandler(pair.handle),
             size_limits=self.request_size_limits,
             memory=self.request_memory,
+            ssl_principal_mapper=self.config.ssl_principal_mapper(endpoint.listener_name)
+            if endpoint.security_protocol == "SSL"
+            else None,
         )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:

@@ -515,6 +515,9 @@ class CollectorServer:
             endpoint.security_protocol,
             size_limits=self.request_size_limits,
             memory=self.request_memory,
+            ssl_principal_mapper=self.config.ssl_principal_mapper(endpoint.listener_name)
+            if endpoint.security_protocol == "SSL"
+            else None,
         )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:

@@ -47,12 +47,14 @@ from collector.core.handler import RequestHandler
 from collector.core.session import Session
 from collector.net.flush import FlushBarrier, PendingResponse
 from collector.net.tls import ssl_principal
+from collector.security.ssl_principal_mapper import NoMatchingRule
 from proto import FramingError, ServerConnection
 from subscriptions.matching import java_host_address
 
 if TYPE_CHECKING:
     from collector.net.flush import DurabilityGate
     from collector.net.request_memory import RequestMemory
+    from collector.security.ssl_principal_mapper import SslPrincipalMapper
     from proto.request_limits import RequestSizeLimits
 
 __all__ = ["ConnectionHost", "KafkaProtocol"]
@@ -105,6 +107,7 @@ class KafkaProtocol(asyncio.Protocol):
         "_waiting",
         "_waiting_requests",
         "session",
+        "_ssl_principal_mapper",
     )
 
     def __init__(
@@ -117,8 +120,11 @@ class KafkaProtocol(asyncio.Protocol):
         *,
         size_limits: RequestSizeLimits | None = None,
         memory: RequestMemory | None = None,
+        ssl_principal_mapper: SslPrincipalMapper | None = None,
     ) -> None:
         self.session = Session(connection_id, listener_name, security_protocol)
+        # The listener's ssl.principal.mapping.rules (None: the subject as it is).
+        self._ssl_principal_mapper = ssl_principal_mapper
         self._host = host
         self._codec = ServerConnection(max_request_size=host.max_request_size, limits=size_limits)
         # The node's request-bytes budget, what this connection holds of it, and whether
@@ -158,12 +164,22 @@ class KafkaProtocol(asyncio.Protocol):
             session.client_source_address = java_host_address(session.peer_ip)
             # The real peer port on every listener kind (KAFKA-15811, Kafka 3.8+).
             session.client_source_port = int(peer[1])
+        unmapped: str | None = None
         if session.security_protocol == "SSL":
             # The handshake is done by now; Kafka's DefaultKafkaPrincipalBuilder.
-            session.set_principal(ssl_principal(transport.get_extra_info("peercert")))
+            try:
+                session.set_principal(
+                    ssl_principal(transport.get_extra_info("peercert"), self._ssl_principal_mapper)
+                )
+            except NoMatchingRule as exc:
+                unmapped = str(exc)
         if not self._host.connection_opened(self):
             self._closing = True
             self._transport.abort()
+            return
+        if unmapped is not None:
+            # Kafka fails the authentication: the connection closes before any request.
+            self.close_for(f"failed authentication: ssl.principal.mapping.rules: {unmapped}")
             return
         memory = self._memory
         if memory is not None:

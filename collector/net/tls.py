@@ -11,10 +11,11 @@ and the client principal Kafka derives from a client certificate.
 | ``ssl.client.auth``        | ``none`` / ``requested`` / ``required`` (Kafka's values)      |
 | ``ssl.enabled.protocols``  | lowest of the list is the minimum version (TLSv1.2 default)   |
 
-The principal follows Kafka's ``DefaultKafkaPrincipalBuilder`` with the default
-``ssl.principal.mapping.rules``: ``User:`` + the client certificate's subject as an
-RFC 2253 distinguished name (``X500Principal.getName()``: most specific RDN first, short
-attribute names, ``,`` between RDNs), or ``User:ANONYMOUS`` when the client sent none.
+The principal follows Kafka's ``DefaultKafkaPrincipalBuilder``: ``User:`` + the client
+certificate's subject as an RFC 2253 distinguished name (``X500Principal.getName()``: most
+specific RDN first, short attribute names, ``,`` between RDNs) mapped by the listener's
+``ssl.principal.mapping.rules`` (``DEFAULT``: as it is), or ``User:ANONYMOUS`` when the
+client sent none.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 import ssl
 from collections.abc import Sequence
 from typing import Any
+
+from collector.security.ssl_principal_mapper import SslPrincipalMapper
 
 __all__ = ["TlsError", "rfc2253_subject", "server_ssl_context", "ssl_principal"]
 
@@ -121,7 +124,12 @@ def rfc2253_subject(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     return ",".join(rdns)
 
 
-def ssl_principal(peercert: dict[str, Any] | None) -> str:
+def ssl_principal(
+    peercert: dict[str, Any] | None, mapper: SslPrincipalMapper | None = None
+) -> str:
+    """Raises ``NoMatchingRule`` when no mapping rule applies (Kafka then fails the
+    authentication and closes the connection)."""
     if not peercert or not peercert.get("subject"):
         return ANONYMOUS
-    return "User:" + rfc2253_subject(peercert["subject"])
+    subject = rfc2253_subject(peercert["subject"])
+    return "User:" + (subject if mapper is None else mapper.name(subject))

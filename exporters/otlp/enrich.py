@@ -39,6 +39,9 @@ RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...
     ("client_source_address", lambda c: c.client_source_address),
     ("client_source_port", lambda c: c.client_source_port),
     ("principal", lambda c: c.principal),
+    # The same under the kafka.* namespace of OpenTelemetry's registry (kafka.cluster.id):
+    # the semantic conventions name no principal attribute.
+    ("kafka.principal", lambda c: c.principal),
     ("kafka.broker.id", lambda c: c.node_id),
     ("kafka.cluster.id", lambda c: c.cluster_id),
 )

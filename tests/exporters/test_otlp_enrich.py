@@ -1,4 +1,4 @@
-"""Enrichment: the nine client labels land on every resource, the two upstream ones when the
+"""Enrichment: the ten client labels land on every resource, the two upstream ones when the
 context has them (gateway mode); nothing else changes."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ EXPECTED = {
     "client_source_address": "127.0.0.1",
     "client_source_port": "50123",
     "principal": "User:ANONYMOUS",
+    "kafka.principal": "User:ANONYMOUS",
     "kafka.broker.id": "1",
     "kafka.cluster.id": "ktc-cluster-0001",
 }

@@ -1,0 +1,116 @@
+"""ssl.principal.mapping.rules with a real librdkafka client presenting a certificate: the
+mapped principal in the landed push and at a real OTLP/gRPC receiver; a certificate no rule
+maps is refused."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+from collector_harness import RunningCollector, wait_for
+from confluent_kafka import Producer
+from test_tls import pki  # noqa: F401 - the module's CA, server and client certificates
+
+from subscriptions.store import ConfigStore
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
+from otlp_receiver import OtlpReceiver, resource_attributes
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+# The client certificate's subject is CN=orders-app,OU=payments,O=Acme\, Inc.,C=US.
+RULES = "RULE:^CN=nobody,.*$/nobody/, RULE:^CN=([^,]+),OU=([^,]+),.*$/$1@$2/U, DEFAULT"
+
+
+def ssl_settings(pki: Path, **more: str) -> dict[str, str]:
+    return {
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(pki / "server-keystore.pem"),
+        "ssl.truststore.location": str(pki / "ca.pem"),
+        "ssl.client.auth": "required",
+        **more,
+    }
+
+
+def producer(bootstrap: str, pki: Path, client_id: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": client_id,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(pki / "ca.pem"),
+            "ssl.certificate.location": str(pki / "client.pem"),
+            "ssl.key.location": str(pki / "client.key"),
+            "log_level": 3,
+        }
+    )
+
+
+def test_the_mapped_principal_lands_and_reaches_the_otlp_receiver(
+    tmp_path: Path,
+    pki: Path,  # noqa: F811
+) -> None:
+    data_dir = tmp_path / "data"
+    ConfigStore(data_dir).alter_subscription(
+        "tls", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
+    )
+    with OtlpReceiver() as receiver:
+        otlp = {"endpoint": receiver.target, "tls": {"insecure": True}, "compression": "none"}
+        settings = ssl_settings(
+            pki,
+            **{"ssl.principal.mapping.rules": "DEFAULT"},
+            # the listener's own rules win over the broker-wide ones
+            **{"listener.name.ssl.ssl.principal.mapping.rules": RULES},
+        )
+        with RunningCollector(data_dir, **settings, **{"exporters.otlp": otlp}) as collector:
+            client = producer(collector.bootstrap, pki, "mapped-producer")
+            try:
+                (record, *_) = wait_for(
+                    lambda: [
+                        r for r in collector.landed() if r.context.client_id == "mapped-producer"
+                    ],
+                    timeout_s=20,
+                    what="a push over TLS",
+                )
+                (attributes, *_) = wait_for(
+                    lambda: [
+                        attrs
+                        for rm in receiver.resource_metrics()
+                        if (attrs := resource_attributes(rm)).get("client_id") == "mapped-producer"
+                    ],
+                    timeout_s=20,
+                    what="forwarded metrics",
+                )
+            finally:
+                client.close()
+    assert record.context.principal == "User:ORDERS-APP@PAYMENTS"
+    assert attributes["principal"] == "User:ORDERS-APP@PAYMENTS"
+    assert attributes["kafka.principal"] == "User:ORDERS-APP@PAYMENTS"
+
+
+def test_a_certificate_no_rule_maps_is_refused(
+    tmp_path: Path,
+    pki: Path,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="collector.net.protocol")
+    settings = ssl_settings(pki, **{"ssl.principal.mapping.rules": "RULE:^CN=nobody,.*$/x/"})
+    with RunningCollector(tmp_path / "data", **settings) as collector:
+        client = producer(collector.bootstrap, pki, "unmapped-producer")
+        try:
+            metadata_error = None
+            try:
+                client.list_topics(timeout=3)
+            except Exception as exc:  # noqa: BLE001 - KafkaException: transport failure
+                metadata_error = exc
+            assert metadata_error is not None
+        finally:
+            client.close()
+        assert not collector.landed()
+    # Closed as Kafka fails the authentication, naming the subject (never a secret).
+    assert (
+        "failed authentication: ssl.principal.mapping.rules: No rules apply to "
+        "CN=orders-app,OU=payments,O=Acme\\, Inc.,C=US, rules [RULE:^CN=nobody,.*$/x]"
+    ) in caplog.text
