@@ -238,7 +238,10 @@ def validate_config(config_file: str) -> None:
             OtlpExporterConfig.model_validate(config.exporters_otlp)
         except ValidationError as exc:
             _fail_config(f"exporters.otlp: {exc}")
-    click.echo(yaml.safe_dump(config.to_dotted(), sort_keys=False).rstrip())
+    from collector.security.secrets import redact
+
+    # Password-typed keys print as [hidden], as Kafka logs its configs.
+    click.echo(yaml.safe_dump(redact(config.to_dotted()), sort_keys=False).rstrip())
     click.echo(f"# {config_file}: valid", err=True)
 
 

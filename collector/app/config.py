@@ -28,6 +28,14 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from collector.security.secrets import (
+    PROVIDERS_KEY,
+    ProviderError,
+    declared_providers,
+    is_password_key,
+    redact,
+    resolve_references,
+)
 from collector.security.ssl_principal_mapper import InvalidMappingRule, SslPrincipalMapper
 
 __all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config", "parse_host_ports"]
@@ -102,7 +110,7 @@ class CollectorConfig(BaseModel):
     # --- TLS for SSL listeners (Kafka's names; PEM stores only) ----------------------------
     ssl_keystore_type: str = Field("PEM", alias="ssl.keystore.type")
     ssl_keystore_location: str | None = Field(None, alias="ssl.keystore.location")
-    ssl_key_password: str | None = Field(None, alias="ssl.key.password")
+    ssl_key_password: str | None = Field(None, alias="ssl.key.password", repr=False)
     ssl_truststore_type: str = Field("PEM", alias="ssl.truststore.type")
     ssl_truststore_location: str | None = Field(None, alias="ssl.truststore.location")
     ssl_client_auth: str = Field("none", alias="ssl.client.auth")
@@ -181,7 +189,7 @@ class CollectorConfig(BaseModel):
         None, alias="gateway.upstream.ssl.keystore.location"
     )
     gateway_upstream_ssl_key_password: str | None = Field(
-        None, alias="gateway.upstream.ssl.key.password"
+        None, alias="gateway.upstream.ssl.key.password", repr=False
     )
     # "https" checks the broker's certificate names its host (Kafka's default); "" does not.
     gateway_upstream_ssl_endpoint_identification_algorithm: str = Field(
@@ -406,11 +414,33 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         raw = environ.get(env_var_for(key))
         if raw is None:
             continue
+        if is_password_key(key):  # a secret is a string as it is (123456 is no number)
+            out[key] = raw if raw != "" else None
+            continue
         try:
             out[key] = yaml.safe_load(raw) if raw != "" else None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{env_var_for(key)} ({key}): not a YAML value: {exc}") from exc
     return out
+
+
+def _resolve_references(
+    data: dict[str, Any], environ: Mapping[str, str], source: str
+) -> dict[str, Any]:
+    """Kafka's config providers: ``config.providers: env`` (or ``KTC_CONFIG_PROVIDERS``)
+    lets values say ``${env:VAR}``; the declarations are the loader's, not settings."""
+    directives = {
+        k: data.pop(k)
+        for k in list(data)
+        if k == PROVIDERS_KEY or k.startswith(PROVIDERS_KEY + ".")
+    }
+    if env_var_for(PROVIDERS_KEY) in environ:
+        directives[PROVIDERS_KEY] = environ[env_var_for(PROVIDERS_KEY)]
+    try:
+        providers = declared_providers(directives)
+        return {k: resolve_references(v, k, providers, environ) for k, v in data.items()}
+    except ProviderError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
@@ -429,7 +459,8 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
         problems = []
         for err in exc.errors():
             key = ".".join(str(p) for p in err["loc"]) or "<root>"
-            problems.append(f"{key}: {err['msg']} (got {err.get('input')!r})")
+            shown = redact(err.get("input"), key)  # a secret's value is never printed
+            problems.append(f"{key}: {err['msg']} (got {shown!r})")
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
@@ -457,10 +488,15 @@ def load_config(
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of dotted keys")
         data.update({str(k): v for k, v in loaded.items()})
-    env = _env_overrides(os.environ if environ is None else environ)
+        for key, value in data.items():
+            if is_password_key(key) and value is not None and not isinstance(value, str):
+                raise ConfigError(f"{path}: {key}: must be a string (quote it in YAML)")
+    environ = os.environ if environ is None else environ
+    env = _env_overrides(environ)
     if env:
         source = f"{source} + environment ({', '.join(env_var_for(k) for k in env)})"
     data.update(env)
+    data = _resolve_references(data, environ, source)
     if overrides:
         data.update({k: v for k, v in overrides.items() if v is not None})
         source = f"{source} + command line"
