@@ -90,6 +90,10 @@ _BODY_LIMITS: dict[int, int] = {
     ApiKeys.ALTER_CLIENT_QUOTAS: 1 * _MIB,
     # An array of resource types (int8 each).
     ApiKeys.LIST_CONFIG_RESOURCES: 64 * _KIB,
+    # A mechanism name; SASL tokens at most Kafka's sasl.server.max.receive.size (512 KiB).
+    ApiKeys.SASL_HANDSHAKE: 64 * _KIB,
+    ApiKeys.SASL_AUTHENTICATE: 512 * _KIB,
+
 }
 assert 30_000 * (16 + 1 + _TOPIC_NAME_MAX + 1) < _BODY_LIMITS[ApiKeys.METADATA]
 assert 64 * 3 * (3 + _CONFIG_VALUE_MAX) < _BODY_LIMITS[ApiKeys.INCREMENTAL_ALTER_CONFIGS]

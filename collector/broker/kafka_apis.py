@@ -6,6 +6,13 @@
 | 3       | Metadata                   | :meth:`KafkaApis.metadata`       |
 | 71      | GetTelemetrySubscriptions  | :meth:`KafkaApis.get_telemetry_subscriptions` |
 | 72      | PushTelemetry              | :meth:`KafkaApis.push_telemetry` |
+| 17, 36  | SaslHandshake, SaslAuthenticate | ILLEGAL_SASL_STATE (34), as Kafka's ``KafkaApis`` |
+
+SaslHandshake and SaslAuthenticate reach this table only where no SASL exchange is due: on
+a PLAINTEXT or SSL listener, or on a SASL listener after authentication (without a
+re-authentication to begin); a SASL listener's connection hands them to its
+``collector.security.sasl.authenticator.SaslAuthenticator`` first.  Like Kafka, the node
+lists both in ApiVersions on every listener.
 
 The admin APIs (DescribeConfigs, IncrementalAlterConfigs, ListConfigResources) live in
 ``collector.broker.admin_apis`` and join the same table.
@@ -32,6 +39,8 @@ from proto.messages import (
     MetadataResponse,
     PushTelemetryRequest,
     PushTelemetryResponse,
+    SaslAuthenticateResponse,
+    SaslHandshakeResponse,
 )
 from proto.messages.api_versions_response import ApiVersion
 from proto.messages.metadata_response import MetadataResponseBroker, MetadataResponseTopic
@@ -110,6 +119,16 @@ class KafkaApis:
                 unexpected_error=Errors.INVALID_REQUEST,
                 push_manager=self._manager,
             ),
+            ApiKeys.SASL_HANDSHAKE: Api(
+                "SaslHandshake",
+                self.sasl_handshake,
+                lambda _, error: SaslHandshakeResponse(error_code=error),
+            ),
+            ApiKeys.SASL_AUTHENTICATE: Api(
+                "SaslAuthenticate",
+                self.sasl_authenticate,
+                lambda _, error: SaslAuthenticateResponse(error_code=error),
+            ),
         }
 
     # ------------------------------------------------------------------ 18 ApiVersions
@@ -128,7 +147,20 @@ class KafkaApis:
             ctx.session.client_software_version = version
         return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
 
+    # ------------------------------------------------------------------ 17 / 36 SASL
+    def sasl_handshake(self, _request: object, _ctx: RequestContext) -> SaslHandshakeResponse:
+        """KafkaApis.handleSaslHandshakeRequest: no handshake is due here."""
+        return SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE)
+
+    def sasl_authenticate(self, _request: object, _ctx: RequestContext) -> SaslAuthenticateResponse:
+        """KafkaApis.handleSaslAuthenticateRequest."""
+        return SaslAuthenticateResponse(
+            error_code=Errors.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+        )
+
     # ------------------------------------------------------------------ 3 Metadata
+
     def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
         """The collector is the only broker and the controller; it hosts no topics.
 

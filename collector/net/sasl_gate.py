@@ -1,0 +1,90 @@
+"""A SASL listener's connection: its requests go through its
+:class:`~collector.security.sasl.authenticator.SaslAuthenticator` before the node's handler.
+
+The authenticator (sans-IO) decides; this adapter does what each step says on the
+connection, as Kafka's ``Selector`` / ``SocketServer`` do:
+
+| step   | here                                                                      |
+|--------|---------------------------------------------------------------------------|
+| pass   | the node's handler answers (the dispatcher: ApiVersions, then every API)  |
+| answer | the authenticator's bytes are the answer                                  |
+| fail   | reading stops; after ``connection.failed.authentication.delay.ms`` on the |
+|        | node's clock the error answer is written and the connection closed        |
+|        | (Kafka's delayed close, which slows password guessing)                    |
+| close  | closed at once, nothing written (``CloseConnection``)                     |
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from collector.core.context import CloseConnection
+from collector.core.handler import FunctionHandler, RequestHandler
+from collector.core.session import Session
+from collector.net.flush import PendingResponse
+from collector.security.sasl.authenticator import SaslAuthenticator, Step, StepKind
+
+if TYPE_CHECKING:
+    from clock import Clock
+    from collector.core.channel import Channel
+    from proto import RequestFrame
+
+__all__ = ["SaslGate"]
+
+log = logging.getLogger(__name__)
+
+
+class SaslGate:
+    """One connection's handler on a SASL listener (wrap with :meth:`handler`)."""
+
+    __slots__ = ("_authenticator", "_clock", "_failed_delay_ms", "_inner", "_on_failure")
+
+    def __init__(
+        self,
+        inner: RequestHandler,
+        authenticator: SaslAuthenticator,
+        *,
+        clock: Clock,
+        failed_delay_ms: int,
+        on_failure: Callable[[Session], None] | None = None,
+    ) -> None:
+        self._inner = inner
+        self._authenticator = authenticator
+        self._clock = clock
+        self._failed_delay_ms = failed_delay_ms
+        # Told of every failed authentication (the node counts them).
+        self._on_failure = on_failure
+
+    @property
+    def authenticator(self) -> SaslAuthenticator:
+        return self._authenticator
+
+    def handler(self) -> RequestHandler:
+        return FunctionHandler(self.handle)
+
+    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:
+        step = self._authenticator.receive(frame, session, self._clock.now_ms())
+        kind = step.kind
+        if kind is StepKind.PASS:
+            return self._inner.handle(frame, session, channel)
+        if kind is StepKind.ANSWER:
+            return step.response
+        if self._on_failure is not None:
+            self._on_failure(session)
+        if kind is StepKind.CLOSE:
+            raise CloseConnection(f"failed authentication: {step.reason}")
+        return self._fail(step, channel)
+
+    def _fail(self, step: Step, channel: Channel) -> PendingResponse:
+        """Answer after the failed-authentication delay, then close; nothing else is read."""
+        pending = PendingResponse()
+        channel.mute()
+
+        def answer_and_close() -> None:
+            pending.complete([step.response] if step.response is not None else [])
+            channel.close_for(f"failed authentication: {step.reason}")
+
+        self._clock.call_later(self._failed_delay_ms, answer_and_close)
+        return pending
