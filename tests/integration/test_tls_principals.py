@@ -1,6 +1,6 @@
 """ssl.principal.mapping.rules with a real librdkafka client presenting a certificate: the
-mapped principal in the landed push and at a real OTLP/gRPC receiver; a certificate no rule
-maps is refused."""
+mapped principal in the landed push, as the quota ``user`` entity and at a real OTLP/gRPC
+receiver; a certificate no rule maps is refused."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
+from test_quotas_real_clients import scrape
 from test_tls import pki  # noqa: F401 - the module's CA, server and client certificates
 
 from subscriptions.store import ConfigStore
@@ -53,9 +54,12 @@ def test_the_mapped_principal_lands_and_reaches_the_otlp_receiver(
     pki: Path,  # noqa: F811
 ) -> None:
     data_dir = tmp_path / "data"
-    ConfigStore(data_dir).alter_subscription(
+    store = ConfigStore(data_dir)
+    store.alter_subscription(
         "tls", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
     )
+    # A quota for the mapped user (never reached): its pushes are measured under it.
+    store.alter_quotas({"user": "ORDERS-APP@PAYMENTS"}, {"producer_byte_rate": 10_000_000})
     with OtlpReceiver() as receiver:
         otlp = {"endpoint": receiver.target, "tls": {"insecure": True}, "compression": "none"}
         settings = ssl_settings(
@@ -83,11 +87,16 @@ def test_the_mapped_principal_lands_and_reaches_the_otlp_receiver(
                     timeout_s=20,
                     what="forwarded metrics",
                 )
+                samples = scrape(collector)
             finally:
                 client.close()
     assert record.context.principal == "User:ORDERS-APP@PAYMENTS"
     assert attributes["principal"] == "User:ORDERS-APP@PAYMENTS"
     assert attributes["kafka.principal"] == "User:ORDERS-APP@PAYMENTS"
+    # The quota entity is the principal's name (Kafka's <user> level of the precedence),
+    # URL-encoded in the metric's tag as Kafka's Sanitizer does.
+    entity = frozenset({"user": "ORDERS-APP%40PAYMENTS", "client_id": ""}.items())
+    assert ("kafka_server_produce_byte_rate", entity) in samples
 
 
 def test_a_certificate_no_rule_maps_is_refused(
