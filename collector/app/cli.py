@@ -237,7 +237,12 @@ def validate_config(config_file: str) -> None:
         try:
             OtlpExporterConfig.model_validate(config.exporters_otlp)
         except ValidationError as exc:
-            _fail_config(f"exporters.otlp: {exc}")
+            # Named problems without the values (a header may hold a token).
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '<root>'}: {e['msg']}"
+                for e in exc.errors(include_input=False)
+            )
+            _fail_config(f"exporters.otlp: {problems}")
     from collector.security.secrets import redact
 
     # Password-typed keys print as [hidden], as Kafka logs its configs.

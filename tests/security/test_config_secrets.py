@@ -149,6 +149,17 @@ def test_ktc_validate_config_prints_secrets_hidden(tmp_path: Path) -> None:
     assert SECRET not in result.output
 
 
+def test_a_bad_otlp_exporter_setting_is_named_without_its_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        f"exporters.otlp: {{endpoint: 'otel:4317', headers: 'authorization: {SECRET}'}}\n",
+    )
+    result = CliRunner().invoke(cli, ["validate-config", str(path)])
+    assert result.exit_code == 2, result.output
+    assert "exporters.otlp: headers: " in result.output
+    assert SECRET not in result.output
+
+
 def test_mapping_rules_keys(tmp_path: Path) -> None:
     config = load_config(
         write(
