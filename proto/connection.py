@@ -95,6 +95,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     # tokens come unframed, is not served: clients use v1 when the broker offers it.
     ApiKeys.SASL_HANDSHAKE: (1, 1),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
+    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 
 }
 

@@ -93,6 +93,10 @@ _BODY_LIMITS: dict[int, int] = {
     # A mechanism name; SASL tokens at most Kafka's sasl.server.max.receive.size (512 KiB).
     ApiKeys.SASL_HANDSHAKE: 64 * _KIB,
     ApiKeys.SASL_AUTHENTICATE: 512 * _KIB,
+    # SCRAM credentials of a few users: a name, a mechanism, a salt and a salted password
+    # (64 bytes at SHA-512) each; 1 MiB holds thousands.
+    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: 1 * _MIB,
+    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: 1 * _MIB,
 
 }
 assert 30_000 * (16 + 1 + _TOPIC_NAME_MAX + 1) < _BODY_LIMITS[ApiKeys.METADATA]

@@ -43,8 +43,6 @@ Every change of the effective state bumps ``snapshot().version``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -54,7 +52,8 @@ from types import MappingProxyType
 from typing import Any
 
 from proto.errors import Errors, KafkaError
-from subscriptions.config_file import TMP_MARKER, ConfigDocument, ConfigFileError, Located
+from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
+from subscriptions.config_watch import watch_config_dir
 from subscriptions.model import CONFIG_KEYS, Subscription, check_altered_value_length
 from subscriptions.quotas import (
     QuotaEntity,
@@ -302,36 +301,9 @@ class ConfigStore:
         ``stop_event`` is set (or the task is cancelled).  ``ready`` is set once the
         operating system watches the directory: a change made after that is seen.
         """
-        import watchfiles  # imported here: only the server needs the watcher
-
-        changes_of = watchfiles.awatch(
-            self.config_dir, stop_event=stop_event, debounce=debounce_ms, step=50,
-            force_polling=force_polling, recursive=True,
-        )
-        # The generator's first step registers the watch (watchfiles creates its notifier
-        # before its first wait); the task runs that step before this one resumes.
-        pending = asyncio.ensure_future(anext(changes_of))
-        try:
-            await asyncio.sleep(0)
-            if ready is not None:
-                ready.set()
-            while True:
-                try:
-                    changes = await pending
-                except StopAsyncIteration:
-                    return
-                pending = asyncio.ensure_future(anext(changes_of))
-                if all(TMP_MARKER in Path(path).name for _, path in changes):
-                    continue  # our own temp files
-                if await asyncio.to_thread(self.reload):
-                    result = on_change(self._snapshot)
-                    if inspect.isawaitable(result):
-                        await result
-        finally:
-            pending.cancel()
-            with contextlib.suppress(BaseException):
-                await pending
-            await changes_of.aclose()
+        await watch_config_dir(
+            self.config_dir, self.reload, lambda: on_change(self._snapshot), stop_event,
+            debounce_ms=debounce_ms, force_polling=force_polling, ready=ready)
 
     # -- subscriptions ----------------------------------------------------------------
 

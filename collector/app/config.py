@@ -88,7 +88,37 @@ def _mapping_rules_listener(key: str) -> str | None:
     return None if match is None else match.group(1)
 
 
+# listener.name.<name lower case>.sasl.enabled.mechanisms (Kafka's per-listener SASL key).
+_LISTENER_SASL_MECHANISMS_KEY = re.compile(r"listener\.name\.([a-z0-9_-]+)\.sasl\.enabled\.mechanisms")
+
+
+def listener_sasl_mechanisms_key(listener_name: str) -> str:
+    return f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms"
+
+
+def _sasl_mechanisms_listener(key: str) -> str | None:
+    match = _LISTENER_SASL_MECHANISMS_KEY.fullmatch(key)
+    return None if match is None else match.group(1)
+
+
+def _mechanism_list(text: str) -> tuple[str, ...]:
+    """``"PLAIN, SCRAM-SHA-512"`` -> ("PLAIN", "SCRAM-SHA-512"); ValueError names what is not
+    served (Kafka's list type: commas, blanks trimmed)."""
+    from collector.security.sasl.mechanism import MECHANISMS
+
+    mechanisms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    if not mechanisms:
+        raise ValueError("no SASL mechanism given")
+    unserved = [m for m in mechanisms if m not in MECHANISMS]
+    if unserved:
+        raise ValueError(
+            f"{', '.join(unserved)} not served (the collector serves {', '.join(MECHANISMS)})"
+        )
+    return mechanisms
+
+
 class CollectorConfig(BaseModel):
+
     """Validated settings.  Field aliases are the dotted names used in files and env vars."""
 
     model_config = ConfigDict(
@@ -115,6 +145,22 @@ class CollectorConfig(BaseModel):
     ssl_truststore_location: str | None = Field(None, alias="ssl.truststore.location")
     ssl_client_auth: str = Field("none", alias="ssl.client.auth")
     ssl_enabled_protocols: str = Field("TLSv1.2,TLSv1.3", alias="ssl.enabled.protocols")
+
+    # --- SASL on SASL_PLAINTEXT / SASL_SSL listeners (collector/security/sasl/) -----------
+    # Kafka's default is GSSAPI, which the collector does not serve: SCRAM by default (PLAIN
+    # sends the password itself, so it is opt-in).  Per listener with
+    # listener.name.<name>.sasl.enabled.mechanisms, kept in the map below.
+    sasl_enabled_mechanisms: str = Field(
+        "SCRAM-SHA-256,SCRAM-SHA-512", alias="sasl.enabled.mechanisms"
+    )
+    sasl_enabled_mechanisms_overrides: dict[str, str] = Field(default_factory=dict)
+    # KIP-368: a SASL session's lifetime, after which the client re-authenticates on the
+    # same connection (0: sessions never expire).
+    connections_max_reauth_ms: int = Field(0, alias="connections.max.reauth.ms", ge=0)
+    # How long a failed authentication's answer and close wait (Kafka's default).
+    connection_failed_authentication_delay_ms: int = Field(
+        100, alias="connection.failed.authentication.delay.ms", ge=0
+    )
     # Client certificate subject -> principal name on SSL listeners (Kafka's rule syntax,
     # collector/security/ssl_principal_mapper.py); per listener with
     # listener.name.<name>.ssl.principal.mapping.rules, kept in the map below.
@@ -284,6 +330,49 @@ class CollectorConfig(BaseModel):
                 )
         return value
 
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _gather_sasl_mechanisms_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        gathered = {
+            listener: value
+            for key, value in data.items()
+            if (listener := _sasl_mechanisms_listener(str(key))) is not None
+        }
+        if not gathered:
+            return data
+        rest = {k: v for k, v in data.items() if _sasl_mechanisms_listener(str(k)) is None}
+        rest["sasl_enabled_mechanisms_overrides"] = {
+            **rest.get("sasl_enabled_mechanisms_overrides", {}),
+            **gathered,
+        }
+        return rest
+
+    @pydantic.field_validator("sasl_enabled_mechanisms")
+    @classmethod
+    def _served_mechanisms(cls, value: str) -> str:
+        _mechanism_list(value)
+        return value
+
+    @pydantic.field_validator("sasl_enabled_mechanisms_overrides")
+    @classmethod
+    def _served_listener_mechanisms(cls, value: dict[str, str]) -> dict[str, str]:
+        for listener, mechanisms in value.items():
+            try:
+                _mechanism_list(mechanisms)
+            except ValueError as exc:
+                raise ValueError(f"{listener_sasl_mechanisms_key(listener)}: {exc}") from None
+        return value
+
+    def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
+        """A SASL listener's mechanisms: its own key, else sasl.enabled.mechanisms."""
+        return _mechanism_list(
+            self.sasl_enabled_mechanisms_overrides.get(
+                listener_name.lower(), self.sasl_enabled_mechanisms
+            )
+        )
+
     @pydantic.field_validator("connection_quota_overrides")
     @classmethod
     def _valid_connection_quotas(cls, value: dict[str, Any]) -> dict[str, Any]:
@@ -374,6 +463,10 @@ class CollectorConfig(BaseModel):
         data["data.dir"] = str(self.data_dir)
         data.update(data.pop("connection_quota_overrides"))
         data.update(
+            (listener_sasl_mechanisms_key(listener), mechanisms)
+            for listener, mechanisms in data.pop("sasl_enabled_mechanisms_overrides").items()
+        )
+        data.update(
             (listener_mapping_rules_key(listener), rules)
             for listener, rules in data.pop("ssl_principal_mapping_rules_overrides").items()
         )
@@ -447,7 +540,10 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     unknown = sorted(
         key
         for key in set(data) - set(_known_keys())
-        if not is_connection_quota_key(key) and _mapping_rules_listener(key) is None
+        if not is_connection_quota_key(key)
+        and _mapping_rules_listener(key) is None
+        and _sasl_mechanisms_listener(key) is None
+
     )
     if unknown:
         raise ConfigError(

@@ -84,6 +84,10 @@ __all__ = ["CollectorServer", "StartupError", "quota_settings"]
 log = logging.getLogger(__name__)
 
 EXPIRY_TICK_MS = 1000
+# Listeners whose connections start with TLS, and those that authenticate with SASL.
+_TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+_SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
 QUOTA_SENSOR_EXPIRY_TICK_MS = 30_000
 # How long a graceful shutdown waits for connections to write what they answered.
 CONNECTIONS_DRAIN_S = 5.0
@@ -159,6 +163,8 @@ class CollectorServer:
         self.request_metrics = RequestMetrics(self.registry, api_names=api_name)
         self.health = HealthEndpoints(self.registry, clock=clock)
         self.max_request_size = config.socket_request_max_bytes
+        # SASL exchanges that failed (ktc_failed_authentication_total).
+        self.failed_authentications = 0
         self.max_inflight_requests = config.connection_max_inflight_requests
         # queued.max.request.bytes, shared by every connection; and each API's request size
         # limit, from the API table this node serves (set with the dispatcher).
@@ -376,7 +382,9 @@ class CollectorServer:
         self, listeners: list[EndPoint], advertised: dict[str, EndPoint], quotas: QuotaEnforcer
     ) -> None:
         ssl_context = (
-            self._ssl_context() if any(e.security_protocol == "SSL" for e in listeners) else None
+            self._ssl_context()
+            if any(e.security_protocol in _TLS_PROTOCOLS for e in listeners)
+            else None
         )
         try:
             for endpoint in listeners:
@@ -388,7 +396,7 @@ class CollectorServer:
                     protocol_factory=functools.partial(self._new_connection, bound),
                     decide=quotas.on_accept,
                     slot_freed=self._slot_freed,
-                    ssl_context=ssl_context if bound.security_protocol == "SSL" else None,
+                    ssl_context=ssl_context if bound.security_protocol in _TLS_PROTOCOLS else None,
                     clock=self.clock,
                     memory=self.request_memory,
                 )
@@ -513,12 +521,48 @@ class CollectorServer:
             self._next_connection_id,
             endpoint.listener_name,
             endpoint.security_protocol,
+            self._sasl_handler(endpoint),
             size_limits=self.request_size_limits,
             memory=self.request_memory,
             ssl_principal_mapper=self.config.ssl_principal_mapper(endpoint.listener_name)
             if endpoint.security_protocol == "SSL"
             else None,
         )
+
+    def _sasl_handler(self, endpoint: EndPoint) -> RequestHandler | None:
+        """A SASL listener's connection gets its own handler: its authenticator in front of
+        the dispatcher (None elsewhere: the dispatcher itself)."""
+        if endpoint.security_protocol not in _SASL_PROTOCOLS:
+            return None
+        from collector.net.sasl_gate import SaslGate
+        from collector.security.sasl.authenticator import SaslAuthenticator
+
+        config = self.config
+        authenticator = SaslAuthenticator(
+            config.sasl_mechanisms(endpoint.listener_name),
+            self._sasl_credentials(),
+            max_reauth_ms=config.connections_max_reauth_ms,
+        )
+        return SaslGate(
+            self.handler,
+            authenticator,
+            clock=self.clock,
+            failed_delay_ms=config.connection_failed_authentication_delay_ms,
+            on_failure=self._authentication_failed,
+        ).handler()
+
+    def _sasl_credentials(self) -> Any:
+        """What SASL checks passwords against: the node's durable credential store
+        (``credentials``, opened before the listeners), else an empty one (nobody gets in)."""
+        credentials = getattr(self, "credentials", None)
+        if credentials is None:
+            from collector.security.credentials import CredentialStore
+
+            credentials = CredentialStore()
+        return credentials
+
+    def _authentication_failed(self, session: Any) -> None:
+        self.failed_authentications += 1
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         # The acceptor already counted this connection in the connection quotas.
@@ -575,6 +619,12 @@ class CollectorServer:
             "ktc_connections_closed_idle",
             "Connections closed after connections.max.idle.ms without traffic",
             value=self.idle_connections.closed if self.idle_connections is not None else 0,
+        )
+        # Kafka's failed-authentication-total (every SASL exchange refused or broken off).
+        yield CounterMetricFamily(
+            "ktc_failed_authentication",
+            "SASL authentications that failed (the connection was closed)",
+            value=self.failed_authentications,
         )
 
     def _pending_sync(self) -> asyncio.Future[None] | None:

@@ -131,22 +131,27 @@ _DUMMY = scram_credential_from_password(ScramMechanism.SCRAM_SHA_512, secrets.to
 class CredentialStore:
     """User -> mechanism -> ScramCredential, read by SASL on every authentication.
 
-    Reads are lock-free (one immutable mapping replaced whole); ``replace`` installs a new
-    set (a reload of the durable file, an alteration). The durable, hot-reloaded store is
-    ``collector.security.credentials_file.DurableCredentialStore``, a subclass.
+    Reads are lock-free (one immutable mapping replaced whole); ``write`` installs a new
+    set (an alteration), ``replace`` too (what a reload of the durable file calls). The
+    durable, hot-reloaded store is ``collector.security.credentials_file.
+    DurableCredentialStore``, a subclass.
     """
 
     def __init__(self, users: Mapping[str, UserCredentials] | None = None) -> None:
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()  # held for a read-modify-write (alterations)
         self._users: Mapping[str, UserCredentials] = MappingProxyType({})
         self.version = 0
         self.replace(users or {})
 
     def replace(self, users: Mapping[str, UserCredentials]) -> None:
-        with self._lock:
+        with self.lock:
             self._users = MappingProxyType(
                 {user: MappingProxyType(dict(creds)) for user, creds in users.items() if creds})
             self.version += 1
+
+    def write(self, users: Mapping[str, UserCredentials]) -> None:
+        """Put ``users`` in force (the durable store persists them first)."""
+        self.replace(users)
 
     def users(self) -> Mapping[str, UserCredentials]:
         """Every user with at least one credential (an immutable view)."""

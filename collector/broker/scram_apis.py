@@ -1,0 +1,111 @@
+"""DescribeUserScramCredentials (50) and AlterUserScramCredentials (51): SCRAM credentials
+managed over the wire, so ``kafka-configs.sh --entity-type users`` and any AdminClient's
+``describeUserScramCredentials`` / ``alterUserScramCredentials`` work unchanged.
+
+Kafka's rules (errors, messages, the order of results) are in
+``collector.security.scram_admin``, shared with ``ktc users``; this module maps the wire
+messages onto them. An upsertion carries the client's salt and salted password, never the
+password; the store keeps the stored and server keys derived from them.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from collector.core.context import RequestContext
+from collector.pipeline.dispatch import Api
+from collector.security.credentials import CredentialStore
+from collector.security.scram_admin import (
+    CredentialDeletion,
+    CredentialUpsertion,
+    alter_credentials,
+    describe_credentials,
+)
+from proto import ApiKeys
+from proto.errors import Errors
+from proto.messages import alter_user_scram_credentials_response as alter_response
+from proto.messages import describe_user_scram_credentials_response as describe_response
+from proto.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from proto.messages.describe_user_scram_credentials_request import (
+    DescribeUserScramCredentialsRequest,
+)
+
+__all__ = ["ScramCredentialApis"]
+
+log = logging.getLogger(__name__)
+
+
+class ScramCredentialApis:
+    def __init__(self, store: CredentialStore) -> None:
+        self._store = store
+
+    def table(self) -> dict[int, Api]:
+        return {
+            ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: Api(
+                "DescribeUserScramCredentials",
+                self.describe,
+                lambda _, err: describe_response.DescribeUserScramCredentialsResponse(
+                    error_code=err, error_message=None, results=()
+                ),
+            ),
+            ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: Api(
+                "AlterUserScramCredentials",
+                self.alter,
+                lambda req, err: alter_response.AlterUserScramCredentialsResponse(
+                    results=tuple(
+                        alter_response.AlterUserScramCredentialsResult(
+                            user=user, error_code=err, error_message=None
+                        )
+                        for user in dict.fromkeys(
+                            [d.name for d in req.deletions] + [u.name for u in req.upsertions]
+                        )
+                    )
+                ),
+            ),
+        }
+
+    # ------------------------------------------------------------------ 50
+    def describe(
+        self, request: DescribeUserScramCredentialsRequest, ctx: RequestContext
+    ) -> describe_response.DescribeUserScramCredentialsResponse:
+        users = None if request.users is None else [user.name for user in request.users]
+        results = tuple(
+            describe_response.DescribeUserScramCredentialsResult(
+                user=result.user,
+                error_code=result.error,
+                error_message=result.message,
+                credential_infos=tuple(
+                    describe_response.CredentialInfo(mechanism=m.type_id, iterations=i)
+                    for m, i in result.credentials
+                ),
+            )
+            for result in describe_credentials(self._store, users)
+        )
+        return describe_response.DescribeUserScramCredentialsResponse(
+            error_code=Errors.NONE, error_message=None, results=results
+        )
+
+    # ------------------------------------------------------------------ 51
+    def alter(
+        self, request: AlterUserScramCredentialsRequest, ctx: RequestContext
+    ) -> alter_response.AlterUserScramCredentialsResponse:
+        results = alter_credentials(
+            self._store,
+            [CredentialDeletion(d.name, d.mechanism) for d in request.deletions],
+            [
+                CredentialUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt),
+                                    bytes(u.salted_password))
+                for u in request.upsertions
+            ],
+        )
+        for result in results:
+            if result.error == Errors.NONE:
+                log.info("SCRAM credentials of user %r altered over the wire", result.user)
+        return alter_response.AlterUserScramCredentialsResponse(
+            results=tuple(
+                alter_response.AlterUserScramCredentialsResult(
+                    user=r.user, error_code=r.error, error_message=r.message
+                )
+                for r in results
+            )
+        )
