@@ -27,9 +27,9 @@ __all__ = [
     "parse_security_protocol_map",
 ]
 
-# What the collector can serve today.  SASL names parse (so a Kafka config file loads)
-# but are rejected when the server starts.
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+# What the collector serves (SASL: PLAIN and SCRAM, collector/security/sasl/).
+SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+
 KNOWN_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
 # EndPoint.uriParseExp in Kafka: ^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)
