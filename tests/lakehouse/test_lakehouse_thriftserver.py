@@ -76,6 +76,10 @@ def test_beeline_queries_what_ingest_wrote(tmp_path: Path) -> None:
         # beeline echoes its prompt before the header: "0: jdbc:hive2://...> client_id,..."
         lines = [line for line in beeline.stdout.splitlines() if line.strip()]
         assert lines[-2].endswith("client_id,push_count") and lines[-1] == "jdbc-client,1", lines
+        # Serving a query leaves no Java stack trace or warning in the server's output.
+        served = (tmp_path / "thriftserver.log").read_text()
+        for noise in ("Exception", "\tat ", "WARN"):
+            assert noise not in served, served[-3000:]
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
