@@ -160,7 +160,6 @@ class KafkaApis:
         )
 
     # ------------------------------------------------------------------ 3 Metadata
-
     def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
         """The collector is the only broker and the controller; it hosts no topics.
 
