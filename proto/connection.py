@@ -91,13 +91,16 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
     ApiKeys.PUSH_TELEMETRY: (0, 0),
     ApiKeys.LIST_CONFIG_RESOURCES: (0, 1),
+    # ACLs (collector.broker.acl_apis): every version Kafka 4.4.0 defines (v0 removed in 4.0).
+    ApiKeys.DESCRIBE_ACLS: (1, 3),
+    ApiKeys.CREATE_ACLS: (1, 3),
+    ApiKeys.DELETE_ACLS: (1, 3),
     # SASL listeners (collector.security.sasl). SaslHandshake v0, after which the SASL
     # tokens come unframed, is not served: clients use v1 when the broker offers it.
     ApiKeys.SASL_HANDSHAKE: (1, 1),
     ApiKeys.SASL_AUTHENTICATE: (0, 2),
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
-
 }
 
 DEFAULT_MAX_REQUEST_SIZE = 104857600  # socket.request.max.bytes

@@ -766,6 +766,15 @@ def _add_optional_commands() -> None:
 _add_optional_commands()
 
 
+def _add_security_commands() -> None:
+    from collector.app.acls_cli import acls
+
+    cli.add_command(acls)
+
+
+_add_security_commands()
+
+
 def main() -> None:
     cli(prog_name="ktc")
 

@@ -167,6 +167,13 @@ class CollectorConfig(BaseModel):
     ssl_principal_mapping_rules: str = Field("DEFAULT", alias="ssl.principal.mapping.rules")
     ssl_principal_mapping_rules_overrides: dict[str, str] = Field(default_factory=dict)
 
+    # --- authorization (StandardAuthorizer; collector/security/authorizer.py) -----------
+    # Any non-empty value (Kafka's org.apache.kafka.metadata.authorizer.StandardAuthorizer)
+    # turns ACL checks on; the collector has one authorizer, its StandardAuthorizer port.
+    authorizer_class_name: str = Field("", alias="authorizer.class.name")
+    super_users: str = Field("", alias="super.users")
+    allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
+
     # --- request limits (SocketServerConfigs / QuotaConfig / MetricConfigs) -------------
     socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
     telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)

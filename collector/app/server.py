@@ -66,6 +66,8 @@ from collector.net.tls import TlsError, server_ssl_context
 from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quotas import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
+from collector.security.acls_file import DurableAclStore
+from collector.security.authorizer import StandardAuthorizer, parse_super_users
 from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
@@ -190,6 +192,9 @@ class CollectorServer:
         self._forwarder_stop = asyncio.Event()
         # Set once the config store's directory is watched (a change after it is seen).
         self.store_watching = asyncio.Event()
+        # ACLs and the authorizer over them, when authorizer.class.name is set.
+        self.acls: DurableAclStore | None = None
+        self.authorizer: StandardAuthorizer | None = None
         self._started = False
         self._stopping = False
         self._landing: Any = None  # the LandingLog this server owns
@@ -352,9 +357,33 @@ class CollectorServer:
         self.request_metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
         return self.quotas
 
+    def _build_authorizer(self) -> StandardAuthorizer | None:
+        """Kafka's StandardAuthorizer over ``config/acls.yaml`` when
+        ``authorizer.class.name`` is set (any value: the collector has this one)."""
+        config = self.config
+        if not config.authorizer_class_name:
+            return None
+        try:
+            self.acls = DurableAclStore(config.data_dir)
+            super_users = parse_super_users(config.super_users)
+        except Exception as exc:
+            raise StartupError(f"authorizer: {exc}") from exc
+        self.authorizer = StandardAuthorizer(
+            self.acls,
+            super_users=super_users,
+            allow_everyone_if_no_acl_found=config.allow_everyone_if_no_acl_found,
+        )
+        log.info(
+            "authorizer %s: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
+            config.authorizer_class_name, len(self.acls.bindings()),
+            ",".join(sorted(super_users)), config.allow_everyone_if_no_acl_found,
+        )
+        return self.authorizer
+
     def _build_dispatcher(
         self, store: Any, manager: ClientMetricsManager, quotas: QuotaEnforcer
     ) -> None:
+        from collector.broker.acl_apis import AclApis
         from collector.broker.admin_apis import AdminApis
 
         config = self.config
@@ -362,7 +391,9 @@ class CollectorServer:
             manager=manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
         )
         table = self._apis.table()
-        table.update(AdminApis(store, self.apply_store_quotas, quotas).table())
+        authorizer = self._build_authorizer()
+        table.update(AdminApis(store, self.apply_store_quotas, quotas, authorizer).table())
+        table.update(AclApis(authorizer).table())
         self.dispatcher = self.handler = Dispatcher(
             table, clock=self.clock, quota=quotas, observer=self.request_metrics
         )
@@ -462,6 +493,8 @@ class CollectorServer:
         watch = getattr(store, "watch", None)
         if watch is not None:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
+        if self.acls is not None:
+            self._tasks.append(asyncio.create_task(self._watch_acls(self.acls), name="acls-watch"))
         if self.config.exporters_otlp is not None:
             self._start_forwarder(self.config.exporters_otlp)
 
@@ -670,8 +703,18 @@ class CollectorServer:
         except Exception:
             log.exception("subscription store watcher stopped; SIGHUP still reloads")
 
+    async def _watch_acls(self, acls: DurableAclStore) -> None:
+        try:
+            await acls.watch()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("ACL watcher stopped; SIGHUP still reloads")
+
     def reload(self) -> None:
         """SIGHUP: re-read the subscription store (last good set stays on error)."""
+        if self.acls is not None:
+            self.acls.reload()
         store = self._store
         if store is None:
             return

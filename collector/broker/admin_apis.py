@@ -33,9 +33,15 @@ permissive applies it and throttles the response.  Either way the response's
 connection is muted that long.
 
 Other resource types answer INVALID_REQUEST naming the type: the collector has no topics,
-groups or broker configs to manage.  There is no authorizer: like a Kafka broker without
-``authorizer.class.name``, every principal may alter subscriptions; expose the listener
-only to trusted networks.
+groups or broker configs to manage.
+
+With an authorizer (``authorizer.class.name``), each API checks what Kafka checks
+(``ControllerApis.authorizeAlterResource``, ``ConfigHelper``, ``KafkaApis``), on the CLUSTER
+resource: CLIENT_METRICS alterations ALTER_CONFIGS (denied per resource), CLIENT_METRICS
+describes and ListConfigResources DESCRIBE_CONFIGS, AlterClientQuotas ALTER_CONFIGS,
+DescribeClientQuotas DESCRIBE_CONFIGS; a denial answers CLUSTER_AUTHORIZATION_FAILED (31),
+"Cluster authorization failed.".  Without one, like a Kafka broker without
+``authorizer.class.name``, every principal may alter subscriptions and quotas.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 from collector.core.context import RequestContext
 from collector.pipeline.dispatch import Api
+from collector.security.acls import AclOperation
 from proto import ApiKeys
 from proto.errors import Errors, KafkaError
 from proto.messages import alter_client_quotas_response as acq_response
@@ -147,16 +154,36 @@ class MutationQuotas(Protocol):
     def mutation_quota(self, context: RequestContext, strict: bool) -> ControllerMutationQuota: ...
 
 
+class ClusterAuthorizer(Protocol):
+    """May the session do ``operation`` on the CLUSTER? (the StandardAuthorizer's)"""
+
+    def authorize(
+        self, session: Any, operation: AclOperation, *, request_name: str = ""
+    ) -> bool: ...
+
+
+# Errors.CLUSTER_AUTHORIZATION_FAILED.message(), what Kafka's ApiError carries.
+CLUSTER_AUTHORIZATION_FAILED_MESSAGE: Final = "Cluster authorization failed."
+
+
 class AdminApis:
     def __init__(
         self,
         store: Any,
         on_quotas_changed: Callable[[], None] = lambda: None,
         mutation_quotas: MutationQuotas | None = None,
+        authorizer: ClusterAuthorizer | None = None,
     ) -> None:
         self._store = store
         self._on_quotas_changed = on_quotas_changed
         self._mutation_quotas = mutation_quotas
+        self._authorizer = authorizer
+
+    def _allowed(self, ctx: RequestContext, operation: AclOperation, request_name: str) -> bool:
+        authorizer = self._authorizer
+        return authorizer is None or authorizer.authorize(
+            ctx.session, operation, request_name=request_name
+        )
 
     def _mutation_quota(self, ctx: RequestContext) -> ControllerMutationQuota:
         if self._mutation_quotas is None:
@@ -226,6 +253,15 @@ class AdminApis:
                     )
                 )
                 continue
+            if not self._allowed(ctx, AclOperation.DESCRIBE_CONFIGS, "DescribeConfigs"):
+                results.append(
+                    _describe_error(
+                        resource,
+                        Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                    )
+                )
+                continue
             if not resource.resource_name:
                 results.append(
                     _describe_error(
@@ -287,7 +323,7 @@ class AdminApis:
                     "Each resource must appear at most once.",
                 )
             else:
-                error = self._alter_one(resource, request.validate_only, quota, ctx.now_ms)
+                error = self._alter_one(resource, request.validate_only, quota, ctx)
             responses.append(
                 AlterConfigsResourceResponse(
                     error_code=error[0],
@@ -299,8 +335,10 @@ class AdminApis:
         return IncrementalAlterConfigsResponse(responses=tuple(responses))
 
     def _alter_one(
-        self, resource: Any, validate_only: bool, quota: ControllerMutationQuota, now_ms: int
+        self, resource: Any, validate_only: bool, quota: ControllerMutationQuota,
+        ctx: RequestContext,
     ) -> tuple[Errors, str | None]:
+        now_ms = ctx.now_ms
         # Kafka's ConfigAdminManager.preprocess, in its order, for every resource type.
         names = [config.name for config in resource.configs]
         if len(set(names)) != len(names):
@@ -312,6 +350,9 @@ class AdminApis:
             return Errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
         if resource.resource_type != CLIENT_METRICS:
             return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
+        # The controller authorizes each resource after the broker's preprocess.
+        if not self._allowed(ctx, AclOperation.ALTER_CONFIGS, "IncrementalAlterConfigs"):
+            return Errors.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED_MESSAGE
         name = resource.resource_name
         if not name:
             return Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"
@@ -356,6 +397,12 @@ class AdminApis:
     def describe_client_quotas(
         self, request: DescribeClientQuotasRequest, ctx: RequestContext
     ) -> dcq_response.DescribeClientQuotasResponse:
+        if not self._allowed(ctx, AclOperation.DESCRIBE_CONFIGS, "DescribeClientQuotas"):
+            return dcq_response.DescribeClientQuotasResponse(
+                error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                entries=None,
+            )
         try:
             components = [_filter_component(c) for c in request.components]
             found = self._store.describe_quotas(components, strict=request.strict)
@@ -383,6 +430,20 @@ class AdminApis:
     def alter_client_quotas(
         self, request: AlterClientQuotasRequest, ctx: RequestContext
     ) -> acq_response.AlterClientQuotasResponse:
+        if not self._allowed(ctx, AclOperation.ALTER_CONFIGS, "AlterClientQuotas"):
+            return acq_response.AlterClientQuotasResponse(
+                entries=tuple(
+                    acq_response.EntryData(
+                        error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                        entity=tuple(
+                            acq_response.EntityData(c.entity_type, c.entity_name)
+                            for c in entry.entity
+                        ),
+                    )
+                    for entry in request.entries
+                )
+            )
         quota = self._mutation_quota(ctx)
         results = []
         changed = False
@@ -425,6 +486,8 @@ class AdminApis:
     def list_config_resources(
         self, request: ListConfigResourcesRequest, ctx: RequestContext
     ) -> ListConfigResourcesResponse:
+        if not self._allowed(ctx, AclOperation.DESCRIBE_CONFIGS, "ListConfigResources"):
+            return ListConfigResourcesResponse(error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
         types = set(request.resource_types) if ctx.frame.api_version >= 1 else {CLIENT_METRICS}
         if types - LISTABLE_TYPES:
             return ListConfigResourcesResponse(error_code=Errors.UNSUPPORTED_VERSION)

@@ -16,6 +16,7 @@ Version handling follows ``RequestContext.parseRequest`` / ``SocketServer``:
 | ApiVersions at a version we don't speak| ApiVersionsResponse v0, UNSUPPORTED_VERSION (35) |
 | other API at a version we don't speak  | connection closed, one log line                  |
 | body that does not parse               | connection closed, one log line                  |
+| handler raises CloseConnection         | connection closed (a request Kafka cannot build) |
 | handler raises                         | the API's error response (Kafka's catch-all)     |
 """
 
@@ -137,6 +138,10 @@ class Dispatcher(RequestHandler):
         context = RequestContext(frame, session, self._now_ms(), channel)
         try:
             response = api.handle(request, context)
+        except CloseConnection:
+            # A request Kafka's request class refuses to build (the ACL APIs' UNKNOWN
+            # elements): Kafka fails the parse and closes the connection.
+            raise
         except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, session, request)
 

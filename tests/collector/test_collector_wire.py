@@ -44,6 +44,10 @@ SERVED = {
     ApiKeys.LIST_CONFIG_RESOURCES,
     ApiKeys.DESCRIBE_CLIENT_QUOTAS,
     ApiKeys.ALTER_CLIENT_QUOTAS,
+    # ACLs (collector.broker.acl_apis): answered 54 SECURITY_DISABLED without an authorizer.
+    ApiKeys.DESCRIBE_ACLS,
+    ApiKeys.CREATE_ACLS,
+    ApiKeys.DELETE_ACLS,
     # Listed on every listener, as Kafka lists them (answered 34 outside a SASL exchange).
     ApiKeys.SASL_HANDSHAKE,
     ApiKeys.SASL_AUTHENTICATE,
