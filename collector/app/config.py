@@ -104,7 +104,7 @@ def _sasl_mechanisms_listener(key: str) -> str | None:
 def _mechanism_list(text: str) -> tuple[str, ...]:
     """``"PLAIN, SCRAM-SHA-512"`` -> ("PLAIN", "SCRAM-SHA-512"); ValueError names what is not
     served (Kafka's list type: commas, blanks trimmed)."""
-    from collector.security.sasl.mechanism import MECHANISMS
+    from collector.security.sasl.servers import MECHANISMS
 
     mechanisms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     if not mechanisms:

@@ -44,13 +44,8 @@ from collections.abc import Sequence
 
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
-from collector.security.sasl.mechanism import (
-    MECHANISMS,
-    SaslAuthenticationFailed,
-    SaslFailure,
-    SaslServer,
-    new_sasl_server,
-)
+from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure, SaslServer
+from collector.security.sasl.servers import MECHANISMS, new_sasl_server
 from proto import ApiKeys, RequestFrame, decode_request, encode_response
 from proto.errors import Errors, KafkaError
 from proto.messages.api_versions_response import ApiVersionsResponse

@@ -1,4 +1,5 @@
-"""What a SASL mechanism's server side is, how it fails, and which mechanisms are served.
+"""What a SASL mechanism's server side is and how it fails (the mechanisms served are in
+``collector.security.sasl.servers``).
 
 Kafka's ``SaslServer`` contract, reduced to what the collector needs: ``evaluate`` takes the
 client's token and returns the server's (``b""`` when there is nothing to say), and
@@ -19,18 +20,9 @@ debug log only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from collector.security.credentials import CredentialStore, ScramMechanism
-
-__all__ = [
-    "MECHANISMS",
-    "SaslAuthenticationFailed",
-    "SaslFailure",
-    "SaslServer",
-    "new_sasl_server",
-]
+__all__ = ["SaslAuthenticationFailed", "SaslFailure", "SaslServer"]
 
 
 class SaslFailure(Exception):
@@ -56,31 +48,3 @@ class SaslServer(Protocol):
     def authorization_id(self) -> str:
         """The authenticated user (only once ``complete``)."""
         ...
-
-
-def _plain(credentials: CredentialStore) -> SaslServer:
-    from collector.security.sasl.plain import PlainServer
-
-    return PlainServer(credentials)
-
-
-def _scram(mechanism: ScramMechanism) -> Callable[[CredentialStore], SaslServer]:
-    def build(credentials: CredentialStore) -> SaslServer:
-        from collector.security.sasl.scram import ScramServer
-
-        return ScramServer(mechanism, credentials)
-
-    return build
-
-
-# The mechanisms the collector serves: name (as in sasl.enabled.mechanisms) -> server.
-MECHANISMS: Mapping[str, Callable[[CredentialStore], SaslServer]] = {
-    "PLAIN": _plain,
-    "SCRAM-SHA-256": _scram(ScramMechanism.SCRAM_SHA_256),
-    "SCRAM-SHA-512": _scram(ScramMechanism.SCRAM_SHA_512),
-}
-
-
-def new_sasl_server(mechanism: str, credentials: CredentialStore) -> SaslServer:
-    """A fresh server for one exchange of ``mechanism`` (one of :data:`MECHANISMS`)."""
-    return MECHANISMS[mechanism](credentials)
