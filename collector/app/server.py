@@ -8,13 +8,14 @@ landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that tie
 | ``_plan_listeners`` | parse ``listeners`` / ``advertised.listeners`` (nothing bound yet) |
 | ``_open_data_dir`` | the data directory and the cluster id (``meta.properties``) |
 | ``_open_store`` | the subscription and quota store |
+| ``_open_credentials`` | the SCRAM credential store (``config/scram-credentials.yaml``) |
 | ``_open_landing`` | the landing log (unless an exporter was given) and its flush gate |
 | ``_build_manager`` | the ClientMetricsManager over the store's subscriptions |
 | ``_build_quotas`` | the quota engine and enforcer, with the store's quotas applied |
 | ``_build_dispatcher`` | the Kafka and admin API table, the dispatcher |
 | ``_bind_listeners`` | bind every listener (port 0: the bound port is what Metadata advertises) and start accepting |
 | ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz`` |
-| ``_start_background`` | instance expiry, quota sensor expiry, idle connections, store watch, OTLP forwarder |
+| ``_start_background`` | instance expiry, quota sensor expiry, idle connections, store and credentials watch, OTLP forwarder |
 | ``_store_watch_started`` | wait until the store's directory is watched (a change after start is seen) |
 
 Only then is ``/readyz`` green.
@@ -22,7 +23,8 @@ Only then is ``/readyz`` green.
 Shutdown (SIGTERM/SIGINT, or :meth:`CollectorServer.stop`): readiness off first, so load
 balancers stop routing; listeners stop accepting; every connection finishes writing what
 it already answered and closes; the landing log is flushed, fsynced and closed; the
-forwarder drains and stops; the HTTP endpoint goes last.  SIGHUP reloads the config store.
+forwarder drains and stops; the HTTP endpoint goes last.  SIGHUP reloads the config store
+and the credentials.
 
 Quota configuration reaches the running engine in one place,
 :meth:`CollectorServer.apply_store_quotas`: at start, after an AlterClientQuotas, when the
@@ -68,6 +70,7 @@ from collector.pipeline.quotas import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from collector.security.acls_file import DurableAclStore
 from collector.security.authorizer import StandardAuthorizer, parse_super_users
+from collector.security.credentials_file import DurableCredentialStore
 from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
@@ -192,6 +195,8 @@ class CollectorServer:
         self._forwarder_stop = asyncio.Event()
         # Set once the config store's directory is watched (a change after it is seen).
         self.store_watching = asyncio.Event()
+        # SCRAM credentials (SASL SCRAM and PLAIN check against them), set in start().
+        self.credentials: DurableCredentialStore | None = None
         # ACLs and the authorizer over them, when authorizer.class.name is set.
         self.acls: DurableAclStore | None = None
         self.authorizer: StandardAuthorizer | None = None
@@ -235,6 +240,7 @@ class CollectorServer:
         listeners, advertised = self._plan_listeners()
         self._open_data_dir()
         store = self._open_store()
+        self._open_credentials()
         self._open_landing()
         manager = self._build_manager(store)
         quotas = self._build_quotas()
@@ -291,6 +297,14 @@ class CollectorServer:
             except Exception as exc:
                 raise StartupError(f"subscription store: {exc}") from exc
         return self._store
+
+    def _open_credentials(self) -> DurableCredentialStore:
+        if self.credentials is None:
+            try:
+                self.credentials = DurableCredentialStore(self.config.data_dir)
+            except Exception as exc:
+                raise StartupError(f"credentials: {exc}") from exc
+        return self.credentials
 
     def _open_landing(self) -> None:
         """The landing log this node owns (unless an exporter was given): the config's
@@ -385,6 +399,7 @@ class CollectorServer:
     ) -> None:
         from collector.broker.acl_apis import AclApis
         from collector.broker.admin_apis import AdminApis
+        from collector.broker.scram_apis import ScramCredentialApis
 
         config = self.config
         self._apis = KafkaApis(
@@ -394,6 +409,7 @@ class CollectorServer:
         authorizer = self._build_authorizer()
         table.update(AdminApis(store, self.apply_store_quotas, quotas, authorizer).table())
         table.update(AclApis(authorizer).table())
+        table.update(ScramCredentialApis(self._open_credentials(), authorizer).table())
         self.dispatcher = self.handler = Dispatcher(
             table, clock=self.clock, quota=quotas, observer=self.request_metrics
         )
@@ -493,6 +509,9 @@ class CollectorServer:
         watch = getattr(store, "watch", None)
         if watch is not None:
             self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
+        if self.credentials is not None:
+            watcher = self._watch_credentials(self.credentials)
+            self._tasks.append(asyncio.create_task(watcher, name="credentials-watch"))
         if self.acls is not None:
             self._tasks.append(asyncio.create_task(self._watch_acls(self.acls), name="acls-watch"))
         if self.config.exporters_otlp is not None:
@@ -711,8 +730,19 @@ class CollectorServer:
         except Exception:
             log.exception("ACL watcher stopped; SIGHUP still reloads")
 
+    async def _watch_credentials(self, credentials: DurableCredentialStore) -> None:
+        try:
+            await credentials.watch()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("credentials watcher stopped; SIGHUP still reloads")
+
     def reload(self) -> None:
-        """SIGHUP: re-read the subscription store (last good set stays on error)."""
+        """SIGHUP: re-read the subscription store and the credentials (last good set
+        stays on error)."""
+        if self.credentials is not None:
+            self.credentials.reload()
         if self.acls is not None:
             self.acls.reload()
         store = self._store

@@ -6,14 +6,23 @@ Kafka's rules (errors, messages, the order of results) are in
 ``collector.security.scram_admin``, shared with ``ktc users``; this module maps the wire
 messages onto them. An upsertion carries the client's salt and salted password, never the
 password; the store keeps the stored and server keys derived from them.
+
+With an authorizer (``authorizer.class.name``) each checks what Kafka checks: describing
+needs DESCRIBE on the CLUSTER (``KafkaApis``: a denial answers CLUSTER_AUTHORIZATION_FAILED
+at the top level with "Cluster authorization failed.", one result per named user), altering
+needs ALTER on the CLUSTER (``ControllerApis``: every named user, sorted, gets
+CLUSTER_AUTHORIZATION_FAILED with ``Request ... is not authorized.``).
 """
 
 from __future__ import annotations
 
 import logging
 
+from collector.broker.acl_apis import not_authorized_message
+from collector.broker.admin_apis import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, ClusterAuthorizer
 from collector.core.context import RequestContext
 from collector.pipeline.dispatch import Api
+from collector.security.acls import AclOperation
 from collector.security.credentials import CredentialStore
 from collector.security.scram_admin import (
     CredentialDeletion,
@@ -36,8 +45,15 @@ log = logging.getLogger(__name__)
 
 
 class ScramCredentialApis:
-    def __init__(self, store: CredentialStore) -> None:
+    def __init__(self, store: CredentialStore, authorizer: ClusterAuthorizer | None = None) -> None:
         self._store = store
+        self._authorizer = authorizer
+
+    def _denied(self, ctx: RequestContext, operation: AclOperation, request_name: str) -> bool:
+        authorizer = self._authorizer
+        return authorizer is not None and not authorizer.authorize(
+            ctx.session, operation, request_name=request_name
+        )
 
     def table(self) -> dict[int, Api]:
         return {
@@ -51,16 +67,7 @@ class ScramCredentialApis:
             ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: Api(
                 "AlterUserScramCredentials",
                 self.alter,
-                lambda req, err: alter_response.AlterUserScramCredentialsResponse(
-                    results=tuple(
-                        alter_response.AlterUserScramCredentialsResult(
-                            user=user, error_code=err, error_message=None
-                        )
-                        for user in dict.fromkeys(
-                            [d.name for d in req.deletions] + [u.name for u in req.upsertions]
-                        )
-                    )
-                ),
+                lambda req, err: _alter_failed(req, err, None),
             ),
         }
 
@@ -68,6 +75,19 @@ class ScramCredentialApis:
     def describe(
         self, request: DescribeUserScramCredentialsRequest, ctx: RequestContext
     ) -> describe_response.DescribeUserScramCredentialsResponse:
+        if self._denied(ctx, AclOperation.DESCRIBE, "DescribeUserScramCredentials"):
+            return describe_response.DescribeUserScramCredentialsResponse(
+                error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                results=tuple(
+                    describe_response.DescribeUserScramCredentialsResult(
+                        user="",
+                        error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                        error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+                    )
+                    for _ in request.users or ()
+                ),
+            )
         users = None if request.users is None else [user.name for user in request.users]
         results = tuple(
             describe_response.DescribeUserScramCredentialsResult(
@@ -89,6 +109,10 @@ class ScramCredentialApis:
     def alter(
         self, request: AlterUserScramCredentialsRequest, ctx: RequestContext
     ) -> alter_response.AlterUserScramCredentialsResponse:
+        if self._denied(ctx, AclOperation.ALTER, "AlterUserScramCredentials"):
+            return _alter_failed(
+                request, Errors.CLUSTER_AUTHORIZATION_FAILED, not_authorized_message(ctx)
+            )
         results = alter_credentials(
             self._store,
             [CredentialDeletion(d.name, d.mechanism) for d in request.deletions],
@@ -109,3 +133,19 @@ class ScramCredentialApis:
                 for r in results
             )
         )
+
+
+def _alter_failed(
+    request: AlterUserScramCredentialsRequest, error: int, message: str | None
+) -> alter_response.AlterUserScramCredentialsResponse:
+    """Kafka's ``AlterUserScramCredentialsRequest.getErrorResponse``: every named user once,
+    sorted, with the error."""
+    users = {d.name for d in request.deletions} | {u.name for u in request.upsertions}
+    return alter_response.AlterUserScramCredentialsResponse(
+        results=tuple(
+            alter_response.AlterUserScramCredentialsResult(
+                user=user, error_code=error, error_message=message
+            )
+            for user in sorted(users)
+        )
+    )
