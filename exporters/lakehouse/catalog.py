@@ -1,4 +1,5 @@
-"""The catalog: database, tables and the analyst views ``metrics``, ``clients``, ``latest``.
+"""The catalog: database, tables, the analyst views ``metrics``, ``clients``, ``latest``
+and the insight views of insights.py.
 
 The views are generated from the tables below (one row per view column, one SQL
 expression per point type), so adding a column is one line and the five branches of
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from exporters.lakehouse.insights import INSIGHT_VIEW_NAMES, insight_view_sqls
 from exporters.lakehouse.schema import (
     PARTITION_COLUMNS,
     POINT_TABLES,
@@ -50,7 +52,8 @@ __all__ = [
     "register_file_tables",
 ]
 
-VIEW_NAMES: tuple[str, ...] = ("metrics", "clients", "latest")
+# The analyst views, then the insight views built on them (insights.py).
+VIEW_NAMES: tuple[str, ...] = ("metrics", "clients", "latest") + INSIGHT_VIEW_NAMES
 
 _MEAN = "CASE WHEN count > 0 THEN sum / count END"
 _NUMBER_VALUE = "COALESCE(as_double, CAST(as_int AS DOUBLE))"
@@ -165,8 +168,17 @@ def latest_view_sql(database: str) -> str:
     )
 
 
+def _view_sqls(database: str) -> tuple[str, ...]:
+    return (
+        metrics_view_sql(database),
+        clients_view_sql(database),
+        latest_view_sql(database),
+        *insight_view_sqls(database),
+    )
+
+
 def create_views(spark: SparkSession, database: str) -> None:
-    for sql in (metrics_view_sql(database), clients_view_sql(database), latest_view_sql(database)):
+    for sql in _view_sqls(database):
         spark.sql(sql)
 
 
@@ -175,11 +187,7 @@ _CATALOG_PROPERTY = "ktc.catalog.sha256"
 
 def _catalog_fingerprint(database: str) -> str:
     """Every table's DDL and every view's SQL: what a database that records it has."""
-    sql = tuple(create_table_sql(database, table) for table in TABLES) + (
-        metrics_view_sql(database),
-        clients_view_sql(database),
-        latest_view_sql(database),
-    )
+    sql = tuple(create_table_sql(database, table) for table in TABLES) + _view_sqls(database)
     return hashlib.sha256("\n".join(sql).encode()).hexdigest()
 
 
