@@ -97,6 +97,12 @@ _BODY_LIMITS: dict[int, int] = {
     # (64 bytes at SHA-512) each; 1 MiB holds thousands.
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: 1 * _MIB,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: 1 * _MIB,
+    # ACLs: a resource name, a principal and a host (int16-length strings) and four int8s
+    # each. DescribeAcls is one filter (128 KiB holds three strings at their maximum);
+    # 1 MiB holds thousands of ACLs or filters of usual size.
+    ApiKeys.DESCRIBE_ACLS: 128 * _KIB,
+    ApiKeys.CREATE_ACLS: 1 * _MIB,
+    ApiKeys.DELETE_ACLS: 1 * _MIB,
 
 }
 assert 30_000 * (16 + 1 + _TOPIC_NAME_MAX + 1) < _BODY_LIMITS[ApiKeys.METADATA]
