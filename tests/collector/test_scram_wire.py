@@ -111,3 +111,49 @@ async def test_raw_alter_creates_credentials_the_server_checks(
     assert [(r.user, r.error_code) for r in deleted.results] == [("bob", Errors.NONE)]
     assert not server.credentials.verify_plain("bob", PASSWORD)
     await client.close()
+
+
+@pytest.mark.parametrize("super_users,allowed", [("", False), ("User:ANONYMOUS", True)])
+async def test_authorizer_checks_cluster_describe_and_alter(
+    tmp_path: Path, super_users: str, allowed: bool
+) -> None:
+    config = load_config(environ={}, overrides={
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "http.listener": "127.0.0.1:0",
+        "data.dir": str(tmp_path / "data"),
+        "landing": {"fsync": "never"},
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": super_users,
+    })
+    server = CollectorServer(config)
+    await server.start()
+    try:
+        client = await WireClient.connect(server.port(), "scram-admin")
+        altered = await client.request(
+            ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0,
+            AlterUserScramCredentialsRequest(upsertions=(
+                upsertion("zed", SHA512, 4096), upsertion("amy", SHA256, 4096))),
+        )
+        described = await client.request(
+            ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+            DescribeUserScramCredentialsRequest(users=(UserName("amy"),)),
+        )
+        await client.close()
+    finally:
+        await server.stop()
+    if allowed:
+        assert [(r.user, r.error_code) for r in altered.results] == [
+            ("zed", Errors.NONE), ("amy", Errors.NONE)]
+        assert described.error_code == Errors.NONE
+        assert described.results[0].credential_infos[0].mechanism == SHA256.type_id
+        return
+    # ControllerApis: every user, sorted, with ClusterAuthorizationException's message.
+    assert [(r.user, r.error_code) for r in altered.results] == [
+        ("amy", Errors.CLUSTER_AUTHORIZATION_FAILED), ("zed", Errors.CLUSTER_AUTHORIZATION_FAILED)]
+    assert altered.results[0].error_message.startswith("Request Request(")
+    assert altered.results[0].error_message.endswith("is not authorized.")
+    assert described.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+    assert described.error_message == "Cluster authorization failed."
+    assert [(r.user, r.error_code) for r in described.results] == [
+        ("", Errors.CLUSTER_AUTHORIZATION_FAILED)]
+    assert DurableCredentialStore(tmp_path / "data").users() == {}
