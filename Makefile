@@ -36,10 +36,24 @@ $(KAFKA_LIBS_STAMP): $(KAFKA_POM)
 	mvn -q -B -f $(KAFKA_POM) dependency:copy-dependencies -DoutputDirectory='$(abspath $(KTC_KAFKA_LIBS)).tmp'; \
 	rm -rf '$(KTC_KAFKA_LIBS)'; mv '$(KTC_KAFKA_LIBS).tmp' '$(KTC_KAFKA_LIBS)'; touch '$@'
 
+# The report's browser test (tests/lakehouse/test_report_browser.py) renders `ktc report` in
+# Debian's chromium, driven by Playwright (never its own browser downloads). Installed with apt
+# when missing; without apt (or root), outside CI, that test skips instead.
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: chromium
+chromium:
+	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	  if [ "$$CI" = true ]; then echo "chromium: $(CHROMIUM) missing and no apt-get as root to install it"; exit 1; fi; \
+	  echo "chromium: no apt-get as root here, the report's browser test will skip"; exit 0; fi; \
+	set -e; apt-get update -qq; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+
 run: $(STAMP)
 	$(BIN)/ktc serve
 
-test: $(STAMP) kafka-libs
+test: $(STAMP) kafka-libs chromium
 	$(BIN)/python -m pytest
 
 bench: $(STAMP) kafka-libs

@@ -8,7 +8,7 @@
 | ``ktc subscriptions alter|describe|list|delete`` | kafka-client-metrics.sh, on the local store |
 | ``ktc users alter|describe|delete``       | kafka-configs.sh --entity-type users (SCRAM)    |
 | ``ktc landing dump``                      | the landing log as JSON lines                    |
-| ``ktc ingest|sql|thriftserver``           | the lakehouse (when its extra is installed)     |
+| ``ktc ingest|sql|report|thriftserver``    | the lakehouse (when its extra is installed)     |
 
 Configuration errors exit with code 2 and a message naming the key, like click's own
 usage errors.
@@ -697,8 +697,8 @@ def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
 
 
 # The lakehouse extra's commands and what they need beyond the collector's dependencies.
-LAKEHOUSE_COMMANDS = ("ingest", "sql", "thriftserver", "lake")
-LAKEHOUSE_MODULES = ("pyspark", "pyarrow")
+LAKEHOUSE_COMMANDS = ("ingest", "sql", "report", "thriftserver", "lake")
+LAKEHOUSE_MODULES = ("pyspark", "pyarrow", "matplotlib")
 LAKEHOUSE_INSTALL = "pip install 'kafka-telemetry-collector[lakehouse]'"
 
 
@@ -781,3 +781,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+        lake_cli.report_command,

@@ -1,4 +1,4 @@
-"""``ktc ingest``, ``ktc sql``, ``ktc thriftserver``, ``ktc lake compact|retention``.
+"""``ktc ingest``, ``ktc sql``, ``ktc report``, ``ktc thriftserver``, ``ktc lake compact|retention``.
 
 The collector's ``ktc`` group adds these commands; ``python -m exporters.lakehouse``
 runs them standalone.  Spark is imported only when a command runs.
@@ -39,6 +39,7 @@ __all__ = [
     "lake_group",
     "main",
     "parse_duration_s",
+    "report_command",
     "run_sql",
     "sql_command",
     "thriftserver_command",
@@ -296,6 +297,61 @@ def _first_line(exc: Exception) -> str:
     return text.split("\nJVM stacktrace:")[0].strip()
 
 
+# ---------------------------------------------------------------------------- report
+
+
+def _since(ctx: click.Context, param: click.Parameter, value: str) -> datetime.timedelta:
+    from exporters.lakehouse.report import parse_since
+
+    try:
+        return parse_since(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@click.command("report")
+@_lake_options
+@click.option("--since", default="24h", show_default=True, callback=_since,
+              help="The window: pushes received in the last 90m, 24h, 7d, 2w...")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
+              show_default=True, help="The HTML file to write (self-contained).")
+@click.option("--catalog", type=click.Choice(["auto", "metastore", "files"]), default="auto",
+              show_default=True,
+              help="Where table definitions come from (files: read the warehouse directly).")
+def report_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
+                   conf: Sequence[str], since: datetime.timedelta, out: Path, catalog: str) -> None:
+    """Write a self-contained HTML report of the clients: software and versions, push rate,
+    produce latency, consumer lag, throttling, stale clients; each chart with its numbers.
+
+    e.g. ktc report --data-dir data --since 7d --out report.html
+    """
+    from pyspark.errors import PySparkException
+
+    from exporters.lakehouse.report import ReportWindow, collect_report, render_report
+
+    config = _config(data_dir, lake_dir, database, master, conf)
+    if config.uses_embedded_derby and not config.metastore_dir.exists():
+        raise click.ClickException(
+            f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
+        )
+    window = ReportWindow(end=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
+                          since=since)
+    spark = open_reader(config, catalog)
+    try:
+        results = collect_report(spark, database, window)
+    except PySparkException as exc:
+        raise click.ClickException(_first_line(exc)) from None
+    finally:
+        spark.stop()
+    page = render_report(results, window, database)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(f".{out.name}.tmp")
+    temporary.write_text(page, encoding="utf-8")
+    temporary.replace(out)
+    empty = sum(1 for r in results if not r.rows)
+    click.echo(f"wrote {out} ({len(results)} charts, {empty} without data)", err=True)
+
+
 # ---------------------------------------------------------------------------- thrift server
 
 
@@ -409,5 +465,6 @@ def main() -> None:
     """Lakehouse commands (also available under `ktc`)."""
 
 
-for _command in (ingest_command, sql_command, thriftserver_command, lake_group):
+for _command in (ingest_command, sql_command, report_command, thriftserver_command,
+                 lake_group):
     main.add_command(_command)
