@@ -325,22 +325,8 @@ class ConfigStore:
         The resulting full config map is validated like Kafka's controller; an empty map
         removes the subscription (returns None). Raises KafkaError with Kafka's code.
         """
-        delete = list(delete)
-        nulls = [key for key, value in set.items() if value is None]
-        if nulls:
-            raise KafkaError("Null value not supported for : " + ", ".join(nulls), Errors.INVALID_REQUEST)
-        if len({*set, *delete}) != len(set) + len(delete):
-            raise KafkaError("Error due to duplicate config keys", Errors.INVALID_REQUEST)
         with self._lock:
-            stored = self._configs.get(name, {})
-            for key, value in set.items():
-                if value is not None and value != stored.get(key):
-                    check_altered_value_length(value)
-            merged = dict(stored)
-            merged.update({key: value for key, value in set.items() if value is not None})
-            for key in delete:
-                merged.pop(key, None)
-            subscription = Subscription.from_configs(name, merged)
+            stored, merged, subscription = self._altered(name, set, delete)
             if validate_only or merged == stored:
                 # Kafka's controller writes a ConfigRecord only for a value that changes:
                 # the same value again is no change, no new version, no re-evaluation.
@@ -352,6 +338,40 @@ class ConfigStore:
                 configs.pop(name, None)
             self._write_subscriptions(configs)
             return subscription if merged else None
+
+    def proposed_subscriptions(self, name: str, set: Mapping[str, str | None],
+                               delete: Iterable[str] = ()) -> tuple[Subscription, ...]:
+        """The subscriptions that would be in force after ``alter_subscription(name, set,
+        delete)``, computed by the same validation and the same loading rules; nothing is
+        written.  Raises what the alteration would raise."""
+        with self._lock:
+            _, merged, _ = self._altered(name, set, delete)
+            configs = dict(self._configs)
+            if merged:
+                configs[name] = merged
+            else:
+                configs.pop(name, None)
+            return _freeze(self._snapshot.version + 1, configs, self._quota_values).subscriptions
+
+    def _altered(self, name: str, set: Mapping[str, str | None], delete: Iterable[str]
+                 ) -> tuple[dict[str, str], dict[str, str], Subscription]:
+        """(stored configs, configs after the alteration, the subscription they make),
+        validated as Kafka's controller validates an IncrementalAlterConfigs."""
+        delete = list(delete)
+        nulls = [key for key, value in set.items() if value is None]
+        if nulls:
+            raise KafkaError("Null value not supported for : " + ", ".join(nulls), Errors.INVALID_REQUEST)
+        if len({*set, *delete}) != len(set) + len(delete):
+            raise KafkaError("Error due to duplicate config keys", Errors.INVALID_REQUEST)
+        stored = self._configs.get(name, {})
+        for key, value in set.items():
+            if value is not None and value != stored.get(key):
+                check_altered_value_length(value)
+        merged = dict(stored)
+        merged.update({key: value for key, value in set.items() if value is not None})
+        for key in delete:
+            merged.pop(key, None)
+        return stored, merged, Subscription.from_configs(name, merged)
 
     def delete_subscription(self, name: str) -> bool:
         """Remove a subscription (Kafka: DELETE every key); False if it did not exist."""

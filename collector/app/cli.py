@@ -6,6 +6,8 @@
 | ``ktc gateway --upstream HOST:PORT``      | run it as a gateway in front of a Kafka cluster |
 | ``ktc validate-config FILE``              | load and validate a config file, print it       |
 | ``ktc subscriptions alter|describe|list|delete`` | kafka-client-metrics.sh, on the local store |
+| ``ktc subscriptions alter ... --dry-run --server URL`` | what the change would do to the live clients |
+| ``ktc clients --server URL``              | the live client instances (``GET /v1/clients``) |
 | ``ktc users alter|describe|delete``       | kafka-configs.sh --entity-type users (SCRAM)    |
 | ``ktc landing dump``                      | the landing log as JSON lines                    |
 | ``ktc ingest|sql|report|thriftserver``    | the lakehouse (when its extra is installed)     |
@@ -291,6 +293,25 @@ def subscriptions() -> None:
     help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
     "client_software_name/version, client_source_address/port; '' resets.",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Store nothing: print what the change would do to the live clients of --server.",
+)
+@click.option("--server", help="With --dry-run: the collector's HTTP listener, e.g. http://host:8888.")
+@click.option(
+    "--admin-secret",
+    envvar="KTC_HTTP_ADMIN_SECRET",
+    help="With --dry-run: the collector's http.admin.secret, when it has one.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="With --dry-run: how to print the preview.",
+)
 def subscriptions_alter(
     data_dir: str,
     name: str | None,
@@ -298,12 +319,30 @@ def subscriptions_alter(
     metrics: str | None,
     interval: str | None,
     match: str | None,
+    dry_run: bool,
+    server: str | None,
+    admin_secret: str | None,
+    output_format: str,
 ) -> None:
-    """Create or change a subscription; options not given stay as they are."""
+    """Create or change a subscription; options not given stay as they are.
+
+    With --dry-run --server URL nothing is stored: the collector evaluates the change
+    against its live client instances (POST /v1/subscriptions/preview) and this prints,
+    per affected instance, old -> new metrics, interval and subscription id."""
     from subscriptions import admin
 
     if bool(name) == bool(generate_name):
         raise click.UsageError("give exactly one of --name and --generate-name")
+    if dry_run != (server is not None):
+        raise click.UsageError("--dry-run and --server go together")
+    if dry_run:
+        from collector.app.admin_client import post_preview, print_preview
+
+        options = {"name": name, "generate_name": generate_name, "metrics": metrics,
+                   "interval": interval, "match": match}
+        assert server is not None
+        print_preview(post_preview(server, admin_secret, options), output_format)
+        return
     try:
         altered = admin.alter(
             _store(data_dir),
@@ -767,6 +806,15 @@ _add_optional_commands()
 
 
 def _add_security_commands() -> None:
+def _add_admin_client_commands() -> None:
+    from collector.app.admin_client import clients
+
+    cli.add_command(clients)
+
+
+_add_admin_client_commands()
+
+
     from collector.app.acls_cli import acls
 
     cli.add_command(acls)

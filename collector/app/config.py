@@ -261,6 +261,9 @@ class CollectorConfig(BaseModel):
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.
     http_listener: str | None = Field("0.0.0.0:8888", alias="http.listener")
+    # The bearer secret of the admin endpoints (/v1/clients, /v1/subscriptions/preview):
+    # required of every caller when set; unset, an authorizer limits them to loopback.
+    http_admin_secret: str | None = Field(None, alias="http.admin.secret", repr=False)
     shutdown_timeout_seconds: float = Field(25.0, alias="shutdown.timeout.seconds", gt=0)
     log_level: str = Field("INFO", alias="log.level")
     landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
@@ -448,6 +451,13 @@ class CollectorConfig(BaseModel):
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
+
+    @pydantic.field_validator("http_admin_secret")
+    @classmethod
+    def _long_enough_secret(cls, value: str | None) -> str | None:
+        if value is not None and len(value) < 16:
+            raise ValueError("must be at least 16 characters (a bearer secret anyone can guess protects nothing)")
+        return value
 
     @pydantic.field_validator("http_listener")
     @classmethod

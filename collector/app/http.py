@@ -8,6 +8,9 @@
   config loaded, landing log writable), and shutdown has not begun; it flips to 503 at
   SIGTERM before the listeners close so load balancers stop sending new clients.
 * ``/metrics``: the server's ``CollectorRegistry`` in Prometheus text format.
+
+Other routes (the admin endpoints, ``collector/app/admin_http.py``) are added with
+:meth:`HealthEndpoints.add_routes` before ``start``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,12 @@ class HealthEndpoints:
         self._last_beat = clock.monotonic()
         self._beat_handle: Timer | None = None
         self._runner: web.AppRunner | None = None
+        self._extra_routes: list[web.RouteDef] = []
         self.port: int | None = None
+
+    def add_routes(self, routes: list[web.RouteDef]) -> None:
+        """Serve these too (call before ``start``)."""
+        self._extra_routes.extend(routes)
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self._checks[name] = check
@@ -71,6 +79,7 @@ class HealthEndpoints:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        app.router.add_routes(self._extra_routes)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host or None, port, reuse_address=True)

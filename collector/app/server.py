@@ -14,7 +14,7 @@ landing log, the OTLP forwarder, health/metrics HTTP, and the lifecycle that tie
 | ``_build_quotas`` | the quota engine and enforcer, with the store's quotas applied |
 | ``_build_dispatcher`` | the Kafka and admin API table, the dispatcher |
 | ``_bind_listeners`` | bind every listener (port 0: the bound port is what Metadata advertises) and start accepting |
-| ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz`` |
+| ``_start_http`` | ``/metrics``, ``/healthz``, ``/readyz``, the admin endpoints (``/v1/...``) |
 | ``_start_background`` | instance expiry, quota sensor expiry, idle connections, store and credentials watch, OTLP forwarder |
 | ``_store_watch_started`` | wait until the store's directory is watched (a change after start is seen) |
 
@@ -489,6 +489,17 @@ class CollectorServer:
         self.health.add_readiness_check("landing", self._landing_ready)
         if self.config.http_host_port is not None:
             host, port = self.config.http_host_port
+            if self.manager is not None and self._store is not None:
+                from collector.app.admin_http import AdminEndpoints
+
+                admin = AdminEndpoints(
+                    self.manager,
+                    self._store,
+                    self.clock,
+                    secret=self.config.http_admin_secret,
+                    authorizer_configured=bool(self.config.authorizer_class_name),
+                )
+                self.health.add_routes(admin.routes())
             await self.health.start(host, port)
 
     def _start_background(

@@ -9,7 +9,12 @@ What it keeps, per client instance (one per ``client_instance_id``):
 * the merged subscription (metrics, push interval, subscription id) and the store version
   it was computed from; a newer store version re-creates the instance lazily on its next
   request, exactly like Kafka's ``subscriptionUpdateVersion``;
-* the gating timestamps, the terminating flag and the last error.
+* the gating timestamps, the terminating flag and the last error;
+* for the live view (``GET /v1/clients``): the listener and principal it was created on,
+  the names of the subscriptions it matched, when it was first seen and last answered,
+  and how many pushes were accepted, refused (by error code) and gated.  The push path
+  pays two attribute stores for them; an instance re-created for a newer store version
+  keeps them (the client is the same).
 
 Time is always a parameter (``now_ms``, any monotonic millisecond clock); nothing here
 sleeps, reads a clock for logic, or touches a socket.  The asyncio layer calls
@@ -30,6 +35,7 @@ Deliberate differences from Kafka, each small:
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import logging
 import time
@@ -56,6 +62,7 @@ from proto.primitives import BytesLike
 from subscriptions.effective import EffectiveSubscription
 from subscriptions.kafka_uuid import RESERVED_UUIDS, ZERO_UUID
 from subscriptions.matching import ClientMetadata
+from subscriptions.model import Subscription
 
 __all__ = [
     "SUPPORTED_COMPRESSION_TYPES",
@@ -96,8 +103,14 @@ class SubscriptionSource(Protocol):
     def version(self) -> int: ...
 
     def resolve(
-        self, metadata: ClientMetadata, client_instance_id: uuid.UUID
-    ) -> EffectiveSubscription: ...
+        self,
+        metadata: ClientMetadata,
+        client_instance_id: uuid.UUID,
+        subscriptions: tuple[Subscription, ...] | None = None,
+    ) -> EffectiveSubscription:
+        """The instance's subscription under the store's subscriptions, or under
+        ``subscriptions`` instead (a proposed change, evaluated without storing it)."""
+        ...
 
 
 class ClientMetricsInstance:
@@ -110,14 +123,23 @@ class ClientMetricsInstance:
     __slots__ = (
         "client_instance_id",
         "connection_id",
+        "errors",
         "expires_at_ms",
+        "first_seen_ms",
+        "gated",
         "instance_id_str",
+        "last_get_answered_ms",
         "last_get_ms",
         "last_known_error",
+        "last_push_accepted_ms",
         "last_push_ms",
+        "listener_name",
+        "matched",
         "metadata",
         "metrics",
+        "principal",
         "push_interval_ms",
+        "pushes_accepted",
         "scheduled_at_ms",
         "subscription_id",
         "subscription_version",
@@ -148,6 +170,35 @@ class ClientMetricsInstance:
         self.expires_at_ms = 0
         # Deadline of this instance's single entry in the expiry heap (None: no entry).
         self.scheduled_at_ms: int | None = None
+        # The live view's fields (monotonic ms like the gating timestamps; NEVER_MS: never).
+        self.matched: tuple[str, ...] = subscription.matched
+        self.listener_name = ""
+        self.principal = ""
+        self.first_seen_ms = NEVER_MS
+        self.last_get_answered_ms = NEVER_MS
+        self.last_push_accepted_ms = NEVER_MS
+        self.pushes_accepted = 0
+        # Gets and pushes refused by the push-interval gate.
+        self.gated = 0
+        # error code -> pushes answered with it; None until the first refused push.
+        self.errors: dict[int, int] | None = None
+
+    def inherit_counters(self, previous: ClientMetricsInstance) -> None:
+        """Carry the live view's history over to a re-created instance (same client)."""
+        self.listener_name = previous.listener_name
+        self.principal = previous.principal
+        self.first_seen_ms = previous.first_seen_ms
+        self.last_get_answered_ms = previous.last_get_answered_ms
+        self.last_push_accepted_ms = previous.last_push_accepted_ms
+        self.pushes_accepted = previous.pushes_accepted
+        self.gated = previous.gated
+        self.errors = previous.errors
+
+    def count_error(self, error: int) -> None:
+        errors = self.errors
+        if errors is None:
+            errors = self.errors = {}
+        errors[error] = errors.get(error, 0) + 1
 
     def maybe_update_get_request_timestamp(self, now_ms: int) -> bool:
         """ClientMetricsInstance.maybeUpdateGetRequestTimestamp."""
@@ -186,9 +237,13 @@ class _InstanceCache:
     ``OrderedDict`` keyed by the id's 128-bit int: a lookup and its LRU refresh are two C
     calls and an int hashes in C, where a ``uuid.UUID`` hashes through a Python
     ``__hash__`` (cachetools' LRUCache took ~1.3 us per push in three Python methods).
-    Evicting for size tells the manager, before the new instance goes in."""
+    Evicting for size tells the manager, before the new instance goes in.
 
-    __slots__ = ("_entries", "_on_evict", "maxsize")
+    A sorted list of the keys lets the live view page through the cache in id order from a
+    cursor (a bisection, then a slice) without copying or walking the whole cache; it
+    changes only when an instance is added or removed, never on a push."""
+
+    __slots__ = ("_entries", "_ids", "_on_evict", "maxsize")
 
     def __init__(self, maxsize: int, on_evict: Callable[[ClientMetricsInstance], None]) -> None:
         if maxsize < 1:
@@ -196,6 +251,7 @@ class _InstanceCache:
         self.maxsize = maxsize
         self._on_evict = on_evict
         self._entries: OrderedDict[int, ClientMetricsInstance] = OrderedDict()
+        self._ids: list[int] = []  # the keys of _entries, ascending
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -226,15 +282,34 @@ class _InstanceCache:
             entries.move_to_end(key)
         else:
             while len(entries) >= self.maxsize:
-                _, evicted = entries.popitem(last=False)
+                evicted_key, evicted = entries.popitem(last=False)
+                self._forget_id(evicted_key)
                 self._on_evict(evicted)
+            bisect.insort(self._ids, key)
         entries[key] = instance
 
     def pop(self, instance_id: uuid.UUID) -> ClientMetricsInstance | None:
-        return self._entries.pop(instance_id.int, None)
+        instance = self._entries.pop(instance_id.int, None)
+        if instance is not None:
+            self._forget_id(instance_id.int)
+        return instance
 
     def __delitem__(self, instance_id: uuid.UUID) -> None:
         del self._entries[instance_id.int]
+        self._forget_id(instance_id.int)
+
+    def _forget_id(self, key: int) -> None:
+        ids = self._ids
+        index = bisect.bisect_left(ids, key)
+        if index < len(ids) and ids[index] == key:
+            del ids[index]
+
+    def after(self, cursor: int, limit: int) -> list[ClientMetricsInstance]:
+        """Up to ``limit`` instances whose id (as an int) is above ``cursor``, ascending."""
+        ids = self._ids
+        start = bisect.bisect_right(ids, cursor)
+        entries = self._entries
+        return [entries[key] for key in ids[start : start + limit]]
 
 
 class ClientMetricsManager(PushTelemetryHandler):
@@ -290,6 +365,24 @@ class ClientMetricsManager(PushTelemetryHandler):
         """Every cached instance, least recently used first (for tests and /debug)."""
         return list(self._cache.values())
 
+    def instances_after(self, cursor: int, limit: int) -> list[ClientMetricsInstance]:
+        """One page of the cache in instance-id order: up to ``limit`` instances whose id,
+        as a 128-bit int, is above ``cursor`` (-1 for the first page).  Costs a bisection
+        and ``limit`` lookups, whatever the cache's size."""
+        return self._cache.after(cursor, limit)
+
+    def subscription_for(
+        self,
+        metadata: ClientMetadata,
+        client_instance_id: uuid.UUID,
+        subscriptions: tuple[Subscription, ...] | None = None,
+    ) -> EffectiveSubscription:
+        """The subscription an instance gets when it is (re)created, from its metadata as
+        captured at creation: under the store's subscriptions, or under ``subscriptions``
+        (a proposed change).  The one evaluation: creation, re-creation after a store
+        change and the subscription preview all call it."""
+        return self._subscriptions.resolve(metadata, client_instance_id, subscriptions)
+
     @property
     def scheduled_expiries(self) -> int:
         """Entries in the expiry schedule (at most one per cached instance)."""
@@ -318,11 +411,13 @@ class ClientMetricsManager(PushTelemetryHandler):
             and instance.last_known_error not in GET_GATE_EXEMPT_ERRORS
         ):
             self._stats.record_throttle(instance.instance_id_str)
+            instance.gated += 1
             return GetTelemetrySubscriptionsResponse(
                 throttle_time_ms=0, error_code=Errors.THROTTLING_QUOTA_EXCEEDED
             )
 
         instance.last_known_error = Errors.NONE
+        instance.last_get_answered_ms = now_ms
         return GetTelemetrySubscriptionsResponse(
             throttle_time_ms=0,
             error_code=Errors.NONE,
@@ -363,6 +458,7 @@ class ClientMetricsManager(PushTelemetryHandler):
         except _PushRejected as rejected:
             log.debug("push from %s rejected: %s", instance.instance_id_str, rejected)
             instance.last_known_error = rejected.error
+            instance.count_error(rejected.error)
             return _push_error(rejected.error)
         finally:
             # Kafka stores the flag whatever the outcome (a `finally` block): after any
@@ -381,9 +477,12 @@ class ClientMetricsManager(PushTelemetryHandler):
             )
             if error is not None:
                 instance.last_known_error = error
+                instance.count_error(error)
                 return _push_error(error)
 
         instance.last_known_error = _NO_ERROR
+        instance.pushes_accepted += 1
+        instance.last_push_accepted_ms = now_ms
         return _PUSH_OK
 
     def _validate_push(
@@ -405,6 +504,7 @@ class ClientMetricsManager(PushTelemetryHandler):
         # rejected below still uses up the interval (as in Kafka).
         if not instance.maybe_update_push_request_timestamp(now_ms) and not terminating:
             self._stats.record_throttle(instance.instance_id_str)
+            instance.gated += 1
             raise _PushRejected(
                 Errors.THROTTLING_QUOTA_EXCEEDED, "push arrived before the push interval elapsed"
             )
@@ -567,9 +667,13 @@ class ClientMetricsManager(PushTelemetryHandler):
                 client_source_port=str(session.client_source_port),
             )
             instance = self._create(instance_id, metadata, session.connection_id, version, None)
+            instance.listener_name = session.listener_name
+            instance.principal = session.principal
+            instance.first_seen_ms = now_ms
         elif instance.subscription_version < version:
             # Re-evaluated from the *old* metadata; timestamps, terminating flag and last
             # error start fresh, so the client's next Get is answered at once.
+            previous = instance
             instance = self._create(
                 instance_id,
                 instance.metadata,
@@ -577,6 +681,7 @@ class ClientMetricsManager(PushTelemetryHandler):
                 version,
                 instance.scheduled_at_ms,
             )
+            instance.inherit_counters(previous)
 
         instance.expires_at_ms = now_ms + max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
         if instance.scheduled_at_ms is None:
@@ -592,7 +697,7 @@ class ClientMetricsManager(PushTelemetryHandler):
         version: int,
         scheduled_at_ms: int | None,
     ) -> ClientMetricsInstance:
-        subscription = self._subscriptions.resolve(metadata, instance_id)
+        subscription = self.subscription_for(metadata, instance_id)
         instance = ClientMetricsInstance(
             instance_id, metadata.client_instance_id, metadata, connection_id, subscription, version
         )

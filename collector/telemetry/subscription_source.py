@@ -13,6 +13,7 @@ from typing import Any
 from subscriptions import effective as subscriptions_effective
 from subscriptions.effective import EffectiveSubscription
 from subscriptions.matching import ClientMetadata
+from subscriptions.model import Subscription
 
 __all__ = ["StoreSubscriptions"]
 
@@ -30,10 +31,17 @@ class StoreSubscriptions:
         return self._store.version  # type: ignore[no-any-return]
 
     def resolve(
-        self, metadata: ClientMetadata, client_instance_id: uuid.UUID
+        self,
+        metadata: ClientMetadata,
+        client_instance_id: uuid.UUID,
+        subscriptions: tuple[Subscription, ...] | None = None,
     ) -> EffectiveSubscription:
+        """Under the store's subscriptions in force, or under ``subscriptions`` (a
+        proposed change: the preview evaluates it exactly as the change would be)."""
+        if subscriptions is None:
+            subscriptions = self._store.snapshot().subscriptions
         return subscriptions_effective.resolve(
-            self._store.snapshot().subscriptions,
+            subscriptions,
             metadata,
             client_instance_id,
             honour_long_intervals=self._honour_long_intervals,

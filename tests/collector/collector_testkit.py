@@ -43,9 +43,13 @@ class MemorySubscriptions:
         self._version += 1
 
     def resolve(
-        self, metadata: ClientMetadata, client_instance_id: uuid.UUID
+        self,
+        metadata: ClientMetadata,
+        client_instance_id: uuid.UUID,
+        subscriptions: tuple[Subscription, ...] | None = None,
     ) -> EffectiveSubscription:
-        return resolve(self.subscriptions, metadata, client_instance_id)
+        chosen = self.subscriptions if subscriptions is None else subscriptions
+        return resolve(chosen, metadata, client_instance_id)
 
 
 def make_session(

@@ -292,8 +292,8 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     class Source:
         version = 1
 
-        def resolve(self, metadata, instance_id):  # type: ignore[no-untyped-def]
-            return resolve(subscriptions, metadata, instance_id)
+        def resolve(self, metadata, instance_id, proposed=None):  # type: ignore[no-untyped-def]
+            return resolve(subscriptions if proposed is None else proposed, metadata, instance_id)
 
     class NullExporter:
         def export(self, context, payload):  # type: ignore[no-untyped-def]

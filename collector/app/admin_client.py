@@ -1,0 +1,208 @@
+"""The CLI's side of the admin endpoints: ``ktc clients`` (every page of ``GET
+/v1/clients``, printed as a table, JSON or CSV) and ``ktc subscriptions alter --dry-run``
+(``POST /v1/subscriptions/preview``, printed per affected instance).
+
+``--server`` is the collector's HTTP listener (``http.listener``), e.g.
+``http://127.0.0.1:8888``; ``--admin-secret`` (or ``KTC_HTTP_ADMIN_SECRET``) its
+``http.admin.secret`` when one is set.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import click
+
+__all__ = [
+    "ADMIN_SECRET",
+    "SERVER",
+    "AdminRequestError",
+    "clients",
+    "fetch_clients",
+    "format_preview",
+    "post_preview",
+]
+
+SERVER = click.option(
+    "--server",
+    default="http://127.0.0.1:8888",
+    show_default=True,
+    envvar="KTC_SERVER",
+    help="The collector's HTTP listener (http.listener).",
+)
+ADMIN_SECRET = click.option(
+    "--admin-secret",
+    envvar="KTC_HTTP_ADMIN_SECRET",
+    help="The collector's http.admin.secret, when it has one.",
+)
+
+# What the table shows (every field is in the JSON and CSV): header -> how to render.
+TABLE_COLUMNS: dict[str, Any] = {
+    "INSTANCE": lambda c: c["client_instance_id"],
+    "CLIENT ID": lambda c: c["client_id"] or "",
+    "SOFTWARE": lambda c: f"{c['client_software_name']} {c['client_software_version']}",
+    "SOURCE": lambda c: f"{c['client_source_address']}:{c['client_source_port']}",
+    "PRINCIPAL": lambda c: c["principal"],
+    "SUBSCRIPTIONS": lambda c: ",".join(c["subscriptions"]) or "-",
+    "INTERVAL": lambda c: c["push_interval_ms"],
+    "PUSHES": lambda c: c["pushes_accepted"],
+    "ERRORS": lambda c: ",".join(f"{k}={v}" for k, v in c["errors"].items()) or "-",
+    "THROTTLES": lambda c: c["throttles"],
+    "LAST PUSH": lambda c: c["last_push"] or "-",
+    "TERMINATING": lambda c: "yes" if c["terminating"] else "",
+}
+
+
+class AdminRequestError(click.ClickException):
+    """The endpoint refused or could not be reached (exit 1, its message on stderr)."""
+
+
+def _request(
+    server: str, path: str, secret: str | None, body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    url = server.rstrip("/") + path
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    if secret:
+        request.add_header("Authorization", f"Bearer {secret}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: dict[str, Any] = json.load(response)
+            return answer
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.load(exc).get("error", exc.reason)
+        except ValueError:
+            message = exc.reason
+        raise AdminRequestError(f"{url}: {exc.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise AdminRequestError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def fetch_clients(
+    server: str, filters: Sequence[tuple[str, str]], secret: str | None, limit: int = 1000
+) -> list[dict[str, Any]]:
+    """Every live instance passing the filters: all pages, cursor after cursor."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        query = [*filters, ("limit", str(limit))]
+        if cursor is not None:
+            query.append(("cursor", cursor))
+        page = _request(server, "/v1/clients?" + urllib.parse.urlencode(query), secret)
+        found.extend(page["clients"])
+        cursor = page["next_cursor"]
+        if cursor is None:
+            return found
+
+
+def post_preview(server: str, secret: str | None, options: dict[str, Any]) -> dict[str, Any]:
+    return _request(server, "/v1/subscriptions/preview", secret, options)
+
+
+def _filter(value: str) -> tuple[str, str]:
+    key, sep, wanted = value.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"expected key=value, got {value!r}", param_hint="--filter")
+    return key, wanted
+
+
+def _table(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> str:
+    cells = [list(headers), *([str(cell) for cell in row] for row in rows)]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in cells
+    )
+
+
+def _csv(found: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    if not found:
+        return ""
+    writer = csv.DictWriter(out, fieldnames=list(found[0]), lineterminator="\n")
+    writer.writeheader()
+    for entry in found:
+        row = dict(entry)
+        row["subscriptions"] = ";".join(entry["subscriptions"])
+        row["metrics"] = ";".join(entry["metrics"])
+        row["errors"] = ";".join(f"{k}={v}" for k, v in entry["errors"].items())
+        writer.writerow(row)
+    return out.getvalue().rstrip("\n")
+
+
+@click.command("clients")
+@SERVER
+@ADMIN_SECRET
+@click.option(
+    "--filter",
+    "filters",
+    multiple=True,
+    help="key=value, exact (repeatable): client_id, client_software_name, "
+    "client_software_version, principal, listener, subscription.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+)
+def clients(
+    server: str, admin_secret: str | None, filters: tuple[str, ...], output_format: str
+) -> None:
+    """List the client instances the collector holds now (GET /v1/clients)."""
+    found = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
+    if output_format == "json":
+        click.echo(json.dumps(found, indent=2))
+    elif output_format == "csv":
+        text = _csv(found)
+        if text:
+            click.echo(text)
+    else:
+        rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
+        click.echo(_table(rows, list(TABLE_COLUMNS)))
+        click.echo(f"{len(found)} client instance(s)", err=True)
+
+
+def format_preview(answer: dict[str, Any]) -> str:
+    """One block per affected instance (old -> new), then the count of unaffected."""
+    lines = [f"Dry run: nothing stored. Altering client metrics config for {answer['name']} would change:"]
+    for change in answer["affected"]:
+        old, new = change["old"], change["new"]
+        lines.append(
+            f"  {change['client_instance_id']} client_id={change['client_id']} "
+            f"({change['client_software_name']} {change['client_software_version']})"
+        )
+        lines.append(f"    subscription id: {old['subscription_id']} -> {new['subscription_id']}")
+        lines.append(f"    interval.ms: {old['push_interval_ms']} -> {new['push_interval_ms']}")
+        lines.append(
+            f"    metrics: {','.join(old['metrics']) or '(none)'} -> "
+            f"{','.join(new['metrics']) or '(none)'}"
+        )
+        lines.append(
+            f"    subscriptions: {','.join(old['subscriptions']) or '(none)'} -> "
+            f"{','.join(new['subscriptions']) or '(none)'}"
+        )
+    lines.append(
+        f"{len(answer['affected'])} instance(s) affected, {answer['unaffected']} unaffected."
+    )
+    return "\n".join(lines)
+
+
+def print_preview(answer: dict[str, Any], output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(answer, indent=2))
+    else:
+        click.echo(format_preview(answer))
+    sys.stdout.flush()

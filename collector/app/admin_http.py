@@ -1,0 +1,138 @@
+"""The admin endpoints on the HTTP listener (next to ``/metrics`` and the probes):
+
+| method and path                  | what                                            |
+|----------------------------------|-------------------------------------------------|
+| ``GET /v1/clients``              | the live client instances (``live_clients``)    |
+| ``POST /v1/subscriptions/preview`` | a subscription change's effect, nothing stored (``subscription_preview``) |
+
+Who may call them (the HTTP listener has no Kafka principal to check ACLs for, so
+``http.admin.secret`` stands for the operator):
+
+| ``http.admin.secret`` | authorizer (``authorizer.class.name``) | a request to ``/v1/...``                        |
+|-----------------------|-----------------------------------------|-------------------------------------------------|
+| set                   | either                                  | needs ``Authorization: Bearer <secret>`` (else 401) |
+| not set               | configured                              | served to loopback peers only (else 403)        |
+| not set               | none                                    | served to anyone who reaches the listener, like ``/metrics`` |
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from clock import Clock
+from collector.app.live_clients import FilterError, clients_page, parse_query
+from collector.app.subscription_preview import PreviewRequestError, preview
+from collector.telemetry.client_metrics import ClientMetricsManager
+from proto.errors import KafkaError
+from subscriptions.admin import AdminUsageError
+from subscriptions.store import ConfigStore
+
+__all__ = ["AdminEndpoints"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class AdminEndpoints:
+    def __init__(
+        self,
+        manager: ClientMetricsManager,
+        store: ConfigStore,
+        clock: Clock,
+        *,
+        secret: str | None,
+        authorizer_configured: bool,
+    ) -> None:
+        self._manager = manager
+        self._store = store
+        self._clock = clock
+        self._secret = secret.encode() if secret else None
+        self._loopback_only = self._secret is None and authorizer_configured
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/v1/clients", self._guarded(self._clients)),
+            web.post("/v1/subscriptions/preview", self._guarded(self._preview)),
+        ]
+
+    def _guarded(self, handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            refusal = self._refusal(request)
+            if refusal is not None:
+                return refusal
+            return await handler(request)
+
+        return guarded
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        if self._secret is not None:
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), self._secret
+            ):
+                return _json(
+                    {"error": "this endpoint needs Authorization: Bearer <http.admin.secret>"},
+                    401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            return None
+        if self._loopback_only and not _is_loopback(request.remote):
+            return _json(
+                {
+                    "error": "an authorizer is configured and http.admin.secret is not set: "
+                    "the admin endpoints answer loopback clients only"
+                },
+                403,
+            )
+        return None
+
+    async def _clients(self, request: web.Request) -> web.Response:
+        try:
+            filters, limit, cursor = parse_query(request.query)
+            page = clients_page(self._manager, self._clock, filters, limit, cursor)
+        except FilterError as exc:
+            return _json({"error": str(exc)}, 400)
+        return _json(page.to_json(), 200)
+
+    async def _preview(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError as exc:
+            return _json({"error": f"the body is not JSON: {exc}"}, 400)
+        if not isinstance(body, dict):
+            return _json({"error": "the body must be a JSON object"}, 400)
+        try:
+            answer = await preview(self._store, self._manager, body)
+        except (PreviewRequestError, AdminUsageError) as exc:
+            return _json({"error": str(exc)}, 400)
+        except KafkaError as exc:
+            return _json({"error": str(exc), "error_code": exc.error_code.name}, 400)
+        return _json(answer, 200)
+
+
+def _is_loopback(remote: str | None) -> bool:
+    if not remote:
+        return False
+    try:
+        address = ipaddress.ip_address(remote.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _json(
+    body: Mapping[str, Any], status: int, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    return web.Response(
+        text=json.dumps(body),
+        status=status,
+        content_type="application/json",
+        headers=headers,
+    )
