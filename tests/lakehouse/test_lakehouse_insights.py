@@ -1,0 +1,301 @@
+"""The insight views on pushes that real clients sent (tests/lakehouse/insight_capture.py:
+librdkafka and the Java client, throttled by quotas, one client SIGKILLed), each compared
+with what this file computes by hand from the raw OTLP points; and once with live clients:
+a confluent-kafka client killed with SIGKILL is stale, a closed one is not."""
+
+from __future__ import annotations
+
+import datetime
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+import pytest
+from conftest import SPARK_TEST_CONF, write_landing
+from insight_capture import (
+    KILLED_CLIENT,
+    RDKAFKA_PRODUCER,
+    load_captured,
+    pushes_of,
+    sigkill,
+    start_killed_client,
+    subscribe_everything,
+)
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from exporters.context import TelemetryContext
+from exporters.lakehouse.ingest import IngestJob
+from exporters.lakehouse.insights import (
+    CONSUMER_HEALTH_COLUMNS,
+    PRODUCER_HEALTH_COLUMNS,
+    STALE_FACTOR,
+    STALE_GRACE_MS,
+    THROTTLE_METRICS,
+    HealthColumn,
+    stale_clients_sql,
+    timestamp_sql,
+)
+from exporters.lakehouse.session import LakehouseConfig
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+from collector_harness import RunningCollector, wait_for
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+HOUR_US = 3600 * 10**6
+Push = tuple[TelemetryContext, int, list[tuple[str, float]]]  # context, offset, (name, value)
+
+
+def raw_points(pushes: Iterable[tuple[TelemetryContext, bytes]]) -> list[Push]:
+    """Every number point of every push, as (metric name, value as double)."""
+    out = []
+    for offset, (context, payload) in enumerate(pushes):
+        points = []
+        for rm in MetricsData.FromString(payload).resource_metrics:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    kind = metric.WhichOneof("data")
+                    assert kind in ("gauge", "sum"), f"{context.client_software_name} sent a {kind}"
+                    for p in getattr(metric, kind).data_points:
+                        value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
+                        points.append((metric.name, value))
+        out.append((context, offset, points))
+    return out
+
+
+def micros(context: TelemetryContext) -> int:
+    return context.received_time_unix_nano // 1000
+
+
+def usable(value: float) -> bool:
+    return not math.isnan(value) and not math.isinf(value)
+
+
+def identity(pushes: list[Push]) -> dict:
+    latest = max(pushes, key=lambda p: p[0].received_time_unix_nano)[0]
+    return {"client_id": latest.client_id, "client_software_name": latest.client_software_name,
+            "client_software_version": latest.client_software_version, "principal": latest.principal}
+
+
+def by_instance(pushes: list[Push]) -> dict[str, list[Push]]:
+    groups: dict[str, list[Push]] = defaultdict(list)
+    for push in pushes:
+        groups[push[0].client_instance_id].append(push)
+    return groups
+
+
+def expected_inventory(pushes: list[Push]) -> dict[str, dict]:
+    out = {}
+    for instance, group in by_instance(pushes).items():
+        latest = max(group, key=lambda p: p[0].received_time_unix_nano)[0]
+        out[instance] = {
+            **identity(group),
+            "first_push_us": min(micros(p[0]) for p in group),
+            "last_push_us": max(micros(p[0]) for p in group),
+            "push_count": len(group),
+            "push_interval_ms": latest.push_interval_ms,
+            "terminated": any(p[0].terminating for p in group),
+        }
+    return out
+
+
+def expected_health(pushes: list[Push], columns: tuple[HealthColumn, ...]) -> dict[tuple, dict]:
+    names = {m for c in columns for m in c.metrics}
+    hours: dict[tuple[str, int], list[Push]] = defaultdict(list)
+    for push in pushes:
+        if any(n in names and usable(v) for n, v in push[2]):
+            hours[(push[0].client_instance_id, micros(push[0]) // HOUR_US * HOUR_US)].append(push)
+    out = {}
+    for key, group in hours.items():
+        row: dict = {**identity(group), "pushes": len(group)}
+        for column in columns:
+            row[column.name] = None
+            for metric in column.metrics:  # the first metric the instance sent wins
+                values = [v for _, _, points in group for n, v in points if n == metric and usable(v)]
+                if values:
+                    row[column.name] = (sum(values) / len(values) if column.combine == "avg"
+                                        else max(values))
+                    break
+        out[key] = row
+    return out
+
+
+def expected_throttled(pushes: list[Push]) -> dict[str, dict]:
+    averages = {a for a, _ in THROTTLE_METRICS.values()}
+    maxima = {m for _, m in THROTTLE_METRICS.values()}
+    out = {}
+    for instance, group in by_instance(pushes).items():
+        throttled = [(p, [(n, v) for n, v in p[2] if n in averages | maxima and usable(v) and v > 0])
+                     for p in group]
+        throttled = [(p, points) for p, points in throttled if points]
+        if not throttled:
+            continue
+        avg_values = [v for _, points in throttled for n, v in points if n in averages]
+        out[instance] = {
+            **identity([p for p, _ in throttled]),
+            "throttled_pushes": len(throttled),
+            "first_throttled_us": min(micros(p[0]) for p, _ in throttled),
+            "last_throttled_us": max(micros(p[0]) for p, _ in throttled),
+            "throttle_time_avg_ms": sum(avg_values) / len(avg_values) if avg_values else None,
+            "throttle_time_max_ms": max((v for _, points in throttled for n, v in points if n in maxima),
+                                        default=None),
+        }
+    return out
+
+
+def expected_stale(pushes: list[Push], now_us: int, grace_ms: int = STALE_GRACE_MS) -> dict[str, dict]:
+    out = {}
+    for instance, row in expected_inventory(pushes).items():
+        stale_since = row["last_push_us"] + int(STALE_FACTOR * 1000 * row["push_interval_ms"]) + grace_ms * 1000
+        if not row["terminated"] and now_us > stale_since:
+            out[instance] = {key: row[key] for key in ("client_id", "client_software_name",
+                                                       "client_software_version", "principal",
+                                                       "push_interval_ms", "last_push_us")}
+            out[instance]["stale_since_us"] = stale_since
+            out[instance]["silent_seconds"] = (now_us - row["last_push_us"]) / 1e6
+    return out
+
+
+# Timestamps are compared as microseconds: no time zone between Spark and Python.
+_MICROS = {"first_push", "last_push", "first_throttled", "last_throttled", "stale_since", "hour_start"}
+
+
+def query(spark, sql: str, key: Iterable[str]) -> dict:
+    """Rows of a query keyed by the `key` columns, timestamps as `<name>_us`."""
+    df = spark.sql(sql)
+    select = [f"unix_micros(`{c}`) AS `{c}_us`" if c in _MICROS else f"`{c}`" for c in df.columns]
+    rows = [r.asDict() for r in df.selectExpr(*select).collect()]
+    key = tuple(key)
+    return {tuple(r.pop(k) for k in key) if len(key) > 1 else r.pop(key[0]): r for r in rows}
+
+
+def assert_rows(got: dict, expected: dict) -> None:
+    """Same keys and values; doubles equal to 1e-9 relative (Spark sums in another order)."""
+    assert got.keys() == expected.keys()
+    for key, row in expected.items():
+        assert got[key].keys() >= row.keys(), key
+        for column, value in row.items():
+            actual = got[key][column]
+            if isinstance(value, float) and actual is not None:
+                assert math.isclose(actual, value, rel_tol=1e-9), (key, column, actual, value)
+            else:
+                assert actual == value, (key, column, actual, value)
+
+
+def ingest(spark, lake: Path, database: str, landing: Path) -> LakehouseConfig:
+    config = LakehouseConfig(lake, database=database, master="local[1]", extra_conf=SPARK_TEST_CONF)
+    with IngestJob(config, lambda: [landing], spark=spark) as job:
+        job.run_once()
+    return config
+
+
+@pytest.fixture(scope="module")
+def captured(spark_lake, tmp_path_factory) -> tuple[object, str, list[Push]]:
+    """(spark, database, raw points): the captured pushes landed and ingested once."""
+    spark, lake = spark_lake
+    pushes = load_captured()
+    landing = tmp_path_factory.mktemp("insights") / "node-1"
+    write_landing(landing, pushes)
+    ingest(spark, lake, "insights_captured", landing)
+    return spark, "insights_captured", raw_points(pushes)
+
+
+def test_the_captured_pushes_hold_what_the_views_need(captured) -> None:
+    _, _, pushes = captured
+    software = {p[0].client_software_name for p in pushes}
+    assert software == {"confluent-kafka-python", "apache-kafka-java"}
+    names = {(p[0].client_software_name, n) for p in pushes for n, _ in p[2]}
+    for column in PRODUCER_HEALTH_COLUMNS + CONSUMER_HEALTH_COLUMNS:
+        assert any((s, column.metrics[0]) in names for s in software), column
+    assert any(math.isnan(v) for p in pushes for _, v in p[2])  # Java's empty windows
+
+
+def test_client_inventory(captured) -> None:
+    spark, db, pushes = captured
+    got = query(spark, f"SELECT * FROM `{db}`.client_inventory", ["client_instance_id"])
+    expected = expected_inventory(pushes)
+    assert_rows(got, expected)
+    assert {r["client_software_name"] for r in got.values()} == {"confluent-kafka-python",
+                                                               "apache-kafka-java"}
+
+
+@pytest.mark.parametrize(("view", "columns"), [("producer_health", PRODUCER_HEALTH_COLUMNS),
+                                              ("consumer_health", CONSUMER_HEALTH_COLUMNS)])
+def test_health_views(captured, view: str, columns: tuple[HealthColumn, ...]) -> None:
+    spark, db, pushes = captured
+    got = query(spark, f"SELECT * FROM `{db}`.{view}", ["client_instance_id", "hour_start_us"])
+    expected = expected_health(pushes, columns)
+    assert_rows(got, expected)
+    software = {r["client_software_name"] for r in got.values()}
+    assert software == {"confluent-kafka-python", "apache-kafka-java"}, view
+
+
+def test_throttled_clients(captured) -> None:
+    spark, db, pushes = captured
+    got = query(spark, f"SELECT * FROM `{db}`.throttled_clients", ["client_instance_id"])
+    expected = expected_throttled(pushes)
+    assert_rows(got, expected)
+    clients = {r["client_id"] for r in got.values()}
+    assert RDKAFKA_PRODUCER in clients and "insight-java" in clients
+
+
+def test_stale_clients_at_an_injected_now(captured) -> None:
+    spark, db, pushes = captured
+    killed = [p for p in pushes if p[0].client_id == KILLED_CLIENT]
+    threshold = (max(micros(p[0]) for p in killed) + int(STALE_FACTOR * 1000 * killed[0][0].push_interval_ms)
+                 + STALE_GRACE_MS * 1000)
+    for now_us in (threshold, threshold + 1, threshold + 3600 * 10**6):
+        now = datetime.datetime.fromtimestamp(now_us / 1e6, datetime.UTC)
+        got = query(spark, stale_clients_sql(db, now=timestamp_sql(now)), ["client_instance_id"])
+        expected = expected_stale(pushes, now_us)
+        assert_rows(got, expected)
+    assert killed[0][0].client_instance_id not in expected_stale(pushes, threshold)
+    assert killed[0][0].client_instance_id in expected_stale(pushes, threshold + 1)
+
+
+def test_stale_clients_view_uses_the_clock(captured) -> None:
+    spark, db, pushes = captured
+    got = query(spark, f"SELECT * FROM `{db}`.stale_clients", ["client_instance_id"])
+    # Captured long before now: every instance that did not terminate is stale.
+    expected = {i for i, row in expected_inventory(pushes).items() if not row["terminated"]}
+    assert got.keys() == expected
+    assert KILLED_CLIENT in {r["client_id"] for r in got.values()}
+
+
+def test_live_client_killed_with_sigkill_is_stale(spark_lake, tmp_path: Path) -> None:
+    """Live librdkafka clients, 1 s interval: the SIGKILLed one is stale right after
+    1.5 intervals + grace (an injected now), the one closed cleanly never is."""
+    spark, lake = spark_lake
+    from confluent_kafka import Producer
+
+    data = tmp_path / "data"
+    subscribe_everything(data)
+    with RunningCollector(data) as collector:
+        closed = Producer({"bootstrap.servers": collector.bootstrap, "client.id": "live-closed",
+                           "enable.metrics.push": True, "log_level": 3})
+        killed = start_killed_client(collector.bootstrap, "live-topic", "live-killed")
+        try:
+            wait_for(lambda: len(pushes_of(collector.landed(), "live-killed")) >= 2
+                     and len(pushes_of(collector.landed(), "live-closed")) >= 2,
+                     timeout_s=60, what="two pushes of each live client")
+        finally:
+            sigkill(killed)
+        closed.close()
+        wait_for(lambda: any(r.context.terminating for r in pushes_of(collector.landed(), "live-closed")),
+                 timeout_s=30, what="the closed client's terminating push")
+        landed = collector.landed()
+        landing = collector.landing_directory
+        ingest(spark, lake, "insights_live", landing)
+    pushes = raw_points((r.context, bytes(r.payload)) for r in landed)
+    last_us = max(micros(p[0]) for p in pushes)
+    now_us = last_us + int(STALE_FACTOR * 1000 * 1000) + STALE_GRACE_MS * 1000 + 1
+    now = datetime.datetime.fromtimestamp(now_us / 1e6, datetime.UTC)
+    got = query(spark, stale_clients_sql("insights_live", now=timestamp_sql(now)), ["client_instance_id"])
+    assert {r["client_id"] for r in got.values()} == {"live-killed"}
+    expected = expected_stale(pushes, now_us)
+    assert_rows(got, expected)
+    inventory = query(spark, "SELECT * FROM insights_live.client_inventory", ["client_instance_id"])
+    expected_rows = expected_inventory(pushes)
+    assert_rows(inventory, expected_rows)
