@@ -161,6 +161,29 @@ class CollectorConfig(BaseModel):
     connection_failed_authentication_delay_ms: int = Field(
         100, alias="connection.failed.authentication.delay.ms", ge=0
     )
+    # SASL/OAUTHBEARER (collector/security/sasl/oauthbearer.py): Kafka's
+    # OAuthBearerValidatorCallbackHandler keys.  The JWKS (file:, http: or https: URL) is
+    # required once OAUTHBEARER is enabled; it is read again every refresh.ms.
+    sasl_oauthbearer_jwks_endpoint_url: str | None = Field(
+        None, alias="sasl.oauthbearer.jwks.endpoint.url", min_length=1
+    )
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = Field(
+        3600000, alias="sasl.oauthbearer.jwks.endpoint.refresh.ms", ge=1000
+    )
+    sasl_oauthbearer_expected_issuer: str | None = Field(
+        None, alias="sasl.oauthbearer.expected.issuer", min_length=1
+    )
+    # Kafka's list type: comma-separated; a token's aud must name one of them.
+    sasl_oauthbearer_expected_audience: str = Field("", alias="sasl.oauthbearer.expected.audience")
+    sasl_oauthbearer_sub_claim_name: str = Field(
+        "sub", alias="sasl.oauthbearer.sub.claim.name", min_length=1
+    )
+    sasl_oauthbearer_scope_claim_name: str = Field(
+        "scope", alias="sasl.oauthbearer.scope.claim.name", min_length=1
+    )
+    sasl_oauthbearer_clock_skew_seconds: int = Field(
+        30, alias="sasl.oauthbearer.clock.skew.seconds", ge=0
+    )
     # Client certificate subject -> principal name on SSL listeners (Kafka's rule syntax,
     # collector/security/ssl_principal_mapper.py); per listener with
     # listener.name.<name>.ssl.principal.mapping.rules, kept in the map below.
@@ -374,6 +397,33 @@ class CollectorConfig(BaseModel):
             except ValueError as exc:
                 raise ValueError(f"{listener_sasl_mechanisms_key(listener)}: {exc}") from None
         return value
+
+    @pydantic.field_validator("sasl_oauthbearer_jwks_endpoint_url")
+    @classmethod
+    def _jwks_url(cls, value: str | None) -> str | None:
+        from collector.security.jwks import check_jwks_url
+
+        return None if value is None else check_jwks_url(value)
+
+    @pydantic.model_validator(mode="after")
+    def _oauthbearer_has_keys(self) -> CollectorConfig:
+        if self.oauthbearer_enabled() and self.sasl_oauthbearer_jwks_endpoint_url is None:
+            raise ValueError(
+                "sasl.oauthbearer.jwks.endpoint.url: required when OAUTHBEARER is in "
+                "sasl.enabled.mechanisms (the collector checks signed tokens only; Kafka's "
+                "unsecured validator is not served)"
+            )
+        return self
+
+    def oauthbearer_enabled(self) -> bool:
+        """Whether any listener's mechanisms include OAUTHBEARER."""
+        lists = [self.sasl_enabled_mechanisms, *self.sasl_enabled_mechanisms_overrides.values()]
+        return any("OAUTHBEARER" in _mechanism_list(text) for text in lists)
+
+    def oauthbearer_audiences(self) -> tuple[str, ...]:
+        return tuple(
+            a.strip() for a in self.sasl_oauthbearer_expected_audience.split(",") if a.strip()
+        )
 
     def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
         """A SASL listener's mechanisms: its own key, else sasl.enabled.mechanisms."""

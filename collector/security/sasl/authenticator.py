@@ -40,12 +40,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure, SaslServer
-from collector.security.sasl.servers import MECHANISMS, new_sasl_server
+from collector.security.sasl.oauthbearer import TokenValidator
+from collector.security.sasl.servers import MECHANISMS, SaslCallbacks, new_sasl_server
 from proto import ApiKeys, RequestFrame, decode_request, encode_response
 from proto.errors import Errors, KafkaError
 from proto.messages.api_versions_response import ApiVersionsResponse
@@ -108,12 +109,18 @@ class SaslAuthenticator:
         credentials: CredentialStore,
         *,
         max_reauth_ms: int = 0,
+        token_validator: TokenValidator | None = None,
+        wall_ms: Callable[[], int] | None = None,
     ) -> None:
         unknown = [m for m in enabled_mechanisms if m not in MECHANISMS]
         if not enabled_mechanisms or unknown:
             raise ValueError(f"SASL mechanisms not served: {unknown or 'none enabled'}")
+        if "OAUTHBEARER" in enabled_mechanisms and (token_validator is None or wall_ms is None):
+            raise ValueError("OAUTHBEARER needs a token validator and the wall clock")
         self._enabled = tuple(enabled_mechanisms)
-        self._credentials = credentials
+        self._callbacks = SaslCallbacks(credentials, token_validator)
+        # Wall-clock ms: a credential's expiry (an OAUTHBEARER token's exp) is wall time.
+        self._wall_ms = wall_ms
         self._max_reauth_ms = max_reauth_ms
         self._state = _State.INITIAL_REQUEST
         self._server: SaslServer | None = None
@@ -141,7 +148,7 @@ class SaslAuthenticator:
                 return self._begin_reauthentication(frame, now_ms)
             expires = self.session_expires_ms
             if expires is not None and now_ms > expires:
-                return Step(StepKind.CLOSE, reason="SASL session expired (connections.max.reauth.ms)")
+                return Step(StepKind.CLOSE, reason="SASL session expired (connections.max.reauth.ms or the credential's expiry)")
             return _PASS
         if state is _State.AUTHENTICATE:
             return self._authenticate(frame, session, now_ms)
@@ -203,7 +210,7 @@ class SaslAuthenticator:
             self._state = _State.REAUTH_BAD_MECHANISM
             return Step(StepKind.ANSWER, answer)
         self.mechanism = mechanism
-        self._server = new_sasl_server(mechanism, self._credentials)
+        self._server = new_sasl_server(mechanism, self._callbacks)
         self._state = _State.AUTHENTICATE
         return Step(StepKind.ANSWER, answer)
 
@@ -258,7 +265,7 @@ class SaslAuthenticator:
             )
         lifetime_ms = 0
         if server.complete:
-            lifetime_ms = self._complete(session, principal, now_ms)
+            lifetime_ms = self._complete(session, principal, now_ms, self._credential_remaining_ms(server))
         return Step(
             StepKind.ANSWER,
             self._encode(
@@ -269,9 +276,19 @@ class SaslAuthenticator:
             ),
         )
 
-    def _complete(self, session: Session, principal: str, now_ms: int) -> int:
-        """ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs (no credential expiry:
-        only connections.max.reauth.ms bounds a SCRAM or PLAIN session)."""
+    def _credential_remaining_ms(self, server: SaslServer) -> int | None:
+        """How long the credential stays valid (SaslInternalConfigs.CREDENTIAL_LIFETIME_MS):
+        an OAUTHBEARER token's exp less now; None for SCRAM and PLAIN, which never expire."""
+        expiry = getattr(server, "credential_expiry_wall_ms", None)
+        if expiry is None or self._wall_ms is None:
+            return None
+        return int(expiry) - self._wall_ms()
+
+    def _complete(
+        self, session: Session, principal: str, now_ms: int, credential_remaining_ms: int | None
+    ) -> int:
+        """ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs: the session lasts
+        connections.max.reauth.ms, or until the credential expires, whichever is first."""
         if self._reauthenticating:
             self.reauthentications += 1
         self._reauthenticating = False
@@ -279,11 +296,19 @@ class SaslAuthenticator:
         session.set_principal(principal)
         self._server = None
         self._state = _State.COMPLETE
-        if self._max_reauth_ms > 0:
-            self.session_expires_ms = now_ms + self._max_reauth_ms
-            return self._max_reauth_ms
-        self.session_expires_ms = None
-        return 0
+        max_reauth = self._max_reauth_ms
+        if credential_remaining_ms is None and max_reauth <= 0:
+            self.session_expires_ms = None
+            return 0
+        if credential_remaining_ms is None:
+            lifetime = max_reauth
+        elif max_reauth <= 0:
+            lifetime = credential_remaining_ms
+        else:
+            lifetime = min(credential_remaining_ms, max_reauth)
+        lifetime = max(0, lifetime)
+        self.session_expires_ms = now_ms + lifetime
+        return lifetime
 
     # ------------------------------------------------------------------ re-authentication
     def _may_reauthenticate(self, now_ms: int) -> bool:
