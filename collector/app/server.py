@@ -170,6 +170,7 @@ class CollectorServer:
         self.max_request_size = config.socket_request_max_bytes
         # SASL exchanges that failed (ktc_failed_authentication_total).
         self.failed_authentications = 0
+        self.reauthentications = 0
         self.max_inflight_requests = config.connection_max_inflight_requests
         # queued.max.request.bytes, shared by every connection; and each API's request size
         # limit, from the API table this node serves (set with the dispatcher).
@@ -612,6 +613,7 @@ class CollectorServer:
             clock=self.clock,
             failed_delay_ms=config.connection_failed_authentication_delay_ms,
             on_failure=self._authentication_failed,
+            on_reauthenticated=self._reauthenticated,
         ).handler()
 
     def _sasl_credentials(self) -> Any:
@@ -626,6 +628,9 @@ class CollectorServer:
 
     def _authentication_failed(self, session: Any) -> None:
         self.failed_authentications += 1
+
+    def _reauthenticated(self, session: Any) -> None:
+        self.reauthentications += 1
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         # The acceptor already counted this connection in the connection quotas.
@@ -688,6 +693,12 @@ class CollectorServer:
             "ktc_failed_authentication",
             "SASL authentications that failed (the connection was closed)",
             value=self.failed_authentications,
+        )
+        # Kafka's successful-reauthentication-total (KIP-368, connections.max.reauth.ms).
+        yield CounterMetricFamily(
+            "ktc_reauthentications",
+            "SASL re-authentications that succeeded on a live connection (KIP-368)",
+            value=self.reauthentications,
         )
 
     def _pending_sync(self) -> asyncio.Future[None] | None:

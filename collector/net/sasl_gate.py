@@ -39,7 +39,14 @@ log = logging.getLogger(__name__)
 class SaslGate:
     """One connection's handler on a SASL listener (wrap with :meth:`handler`)."""
 
-    __slots__ = ("_authenticator", "_clock", "_failed_delay_ms", "_inner", "_on_failure")
+    __slots__ = (
+        "_authenticator",
+        "_clock",
+        "_failed_delay_ms",
+        "_inner",
+        "_on_failure",
+        "_on_reauthenticated",
+    )
 
     def __init__(
         self,
@@ -49,6 +56,7 @@ class SaslGate:
         clock: Clock,
         failed_delay_ms: int,
         on_failure: Callable[[Session], None] | None = None,
+        on_reauthenticated: Callable[[Session], None] | None = None,
     ) -> None:
         self._inner = inner
         self._authenticator = authenticator
@@ -56,6 +64,8 @@ class SaslGate:
         self._failed_delay_ms = failed_delay_ms
         # Told of every failed authentication (the node counts them).
         self._on_failure = on_failure
+        # Told of every successful re-authentication (KIP-368; the node counts them).
+        self._on_reauthenticated = on_reauthenticated
 
     @property
     def authenticator(self) -> SaslAuthenticator:
@@ -65,11 +75,15 @@ class SaslGate:
         return FunctionHandler(self.handle)
 
     def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:
-        step = self._authenticator.receive(frame, session, self._clock.now_ms())
+        authenticator = self._authenticator
+        reauthenticated = authenticator.reauthentications
+        step = authenticator.receive(frame, session, self._clock.now_ms())
         kind = step.kind
         if kind is StepKind.PASS:
             return self._inner.handle(frame, session, channel)
         if kind is StepKind.ANSWER:
+            if authenticator.reauthentications != reauthenticated and self._on_reauthenticated:
+                self._on_reauthenticated(session)
             return step.response
         if self._on_failure is not None:
             self._on_failure(session)
