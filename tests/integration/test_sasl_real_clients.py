@@ -18,10 +18,11 @@ from collector.security.credentials_file import DurableCredentialStore
 from proto import encode_request
 from proto.messages import MetadataRequest
 from subscriptions.store import ConfigStore
+from tests.secrets_under_test import SASL_USERS, WRONG_PASSWORD
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
-USERS = {"alice": "alice-pw-1", "bob": "bob-pw-2", "carol": "carol-pw-3"}
+USERS = {user: SASL_USERS[user] for user in ("alice", "bob", "carol")}
 
 
 def prepare(data_dir: Path) -> None:
@@ -93,7 +94,7 @@ def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
             collector.bootstrap,
             "SCRAM-SHA-512",
             "alice",
-            "not-her-password",
+            WRONG_PASSWORD,
             "bad",
             error_cb=errors.append,
         )
