@@ -198,6 +198,9 @@ class CollectorServer:
         self.store_watching = asyncio.Event()
         # SCRAM credentials (SASL SCRAM and PLAIN check against them), set in start().
         self.credentials: DurableCredentialStore | None = None
+        # SASL/OAUTHBEARER: the JWKS and the token validator over it, set in start().
+        self.jwks: Any = None
+        self._token_validator: Any = None
         # ACLs and the authorizer over them, when authorizer.class.name is set.
         self.acls: DurableAclStore | None = None
         self.authorizer: StandardAuthorizer | None = None
@@ -242,6 +245,7 @@ class CollectorServer:
         self._open_data_dir()
         store = self._open_store()
         self._open_credentials()
+        await self._open_oauthbearer()
         self._open_landing()
         manager = self._build_manager(store)
         quotas = self._build_quotas()
@@ -526,6 +530,13 @@ class CollectorServer:
             self._tasks.append(asyncio.create_task(watcher, name="credentials-watch"))
         if self.acls is not None:
             self._tasks.append(asyncio.create_task(self._watch_acls(self.acls), name="acls-watch"))
+        if self.jwks is not None:
+            from collector.security.jwks import refresh_forever
+
+            refresh = refresh_forever(
+                self.jwks, clock, self.config.sasl_oauthbearer_jwks_endpoint_refresh_ms
+            )
+            self._tasks.append(asyncio.create_task(refresh, name="jwks-refresh"))
         if self.config.exporters_otlp is not None:
             self._start_forwarder(self.config.exporters_otlp)
 
@@ -606,6 +617,8 @@ class CollectorServer:
             config.sasl_mechanisms(endpoint.listener_name),
             self._sasl_credentials(),
             max_reauth_ms=config.connections_max_reauth_ms,
+            token_validator=self._token_validator,
+            wall_ms=self._wall_ms,
         )
         return SaslGate(
             self.handler,
@@ -615,6 +628,34 @@ class CollectorServer:
             on_failure=self._authentication_failed,
             on_reauthenticated=self._reauthenticated,
         ).handler()
+
+    async def _open_oauthbearer(self) -> None:
+        """OAUTHBEARER's keys, read once before the listeners open (in a worker thread:
+        an http(s) JWKS is a network fetch); a set that cannot be read fails the start."""
+        config = self.config
+        if not config.oauthbearer_enabled() or config.sasl_oauthbearer_jwks_endpoint_url is None:
+            return
+        from collector.security.jwks import JwksError, JwksSource
+        from collector.security.jwt_validator import JwtValidator
+
+        source = JwksSource(config.sasl_oauthbearer_jwks_endpoint_url)
+        try:
+            await asyncio.to_thread(source.load)
+        except JwksError as exc:
+            raise StartupError(f"sasl.oauthbearer.jwks.endpoint.url: {exc}") from exc
+        self.jwks = source
+        self._token_validator = JwtValidator(
+            source,
+            self._wall_ms,
+            expected_issuer=config.sasl_oauthbearer_expected_issuer,
+            expected_audiences=config.oauthbearer_audiences(),
+            sub_claim_name=config.sasl_oauthbearer_sub_claim_name,
+            scope_claim_name=config.sasl_oauthbearer_scope_claim_name,
+            clock_skew_seconds=config.sasl_oauthbearer_clock_skew_seconds,
+        )
+
+    def _wall_ms(self) -> int:
+        return self.clock.time_ns() // 1_000_000
 
     def _sasl_credentials(self) -> Any:
         """What SASL checks passwords against: the node's durable credential store
