@@ -82,6 +82,7 @@ class JwksSource:
         self._keys: Mapping[str | None, Any] = {}
         self._lock = threading.Lock()
         self.loads = 0  # successful loads (tests, logs)
+        self.failed_loads = 0
 
     def key(self, kid: str | None) -> Any | None:
         """The public key for ``kid``; a token without ``kid`` is matched only when the set
@@ -94,7 +95,11 @@ class JwksSource:
 
     def load(self) -> int:
         """Read the set and put it in force; returns how many keys it holds."""
-        keys = _parse(self._read(), self.url)
+        try:
+            keys = _parse(self._read(), self.url)
+        except JwksError:
+            self.failed_loads += 1
+            raise
         with self._lock:
             self._keys = keys
         self.loads += 1

@@ -7,6 +7,7 @@ lifetime bounded by the token's expiry (KIP-368)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,13 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from sasl_client import authenticate, handshake
+from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
-from collector.security.jwks import MAX_KEYS, JwksError, JwksSource, check_jwks_url
+from collector.app.config import ConfigError, load_config
+from collector.security.jwks import MAX_KEYS, JwksError, JwksSource, check_jwks_url, refresh_forever
 from collector.security.jwt_validator import InvalidToken, JwtValidator
 from collector.security.sasl.authenticator import SaslAuthenticator, StepKind
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
@@ -245,3 +248,38 @@ def test_an_expired_token_fails_with_58(validator: JwtValidator, clock: FakeCloc
 def test_oauthbearer_needs_a_validator() -> None:
     with pytest.raises(ValueError, match="OAUTHBEARER needs a token validator"):
         SaslAuthenticator(("OAUTHBEARER",), CredentialStore())
+
+
+async def test_the_key_set_is_read_again_every_refresh(tmp_path: Path, clock: FakeClock) -> None:
+    path = jwks_file(tmp_path, ("k1", KEY))
+    source = JwksSource(path.as_uri())
+    source.load()
+    task = asyncio.create_task(refresh_forever(source, clock, 60_000))
+    try:
+        await asyncio.sleep(0)  # the task waits on the fake clock
+        jwks_file(tmp_path, ("k2", OTHER_KEY))  # the provider rotated its key
+        clock.advance(59_999)
+        await asyncio.sleep(0)
+        assert source.loads == 1 and source.key("k2") is None
+        clock.advance(1)
+        await eventually(lambda: source.loads == 2, timeout_s=10, what="the JWKS read again")
+        assert source.key("k2") is not None and source.key("k1") is None
+        path.write_text("[]")  # a bad read keeps the last good keys
+        clock.advance(60_000)
+        await eventually(lambda: source.failed_loads == 1, timeout_s=10, what="the bad read")
+        assert source.loads == 2 and source.key("k2") is not None
+    finally:
+        task.cancel()
+
+
+def test_config_requires_a_key_set_for_oauthbearer(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sasl.oauthbearer.jwks.endpoint.url: required"):
+        load_config(environ={}, overrides={"listener.name.sasl.sasl.enabled.mechanisms": "OAUTHBEARER"})
+    with pytest.raises(ConfigError, match="invalid protocol"):
+        load_config(environ={}, overrides={"sasl.oauthbearer.jwks.endpoint.url": "ldap://idp"})
+    config = load_config(environ={}, overrides={
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri(),
+        "sasl.oauthbearer.expected.audience": "ktc, other ",
+    })
+    assert config.oauthbearer_enabled() and config.oauthbearer_audiences() == ("ktc", "other")
