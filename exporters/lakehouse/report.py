@@ -1,4 +1,5 @@
-"""``ktc report``: one self-contained HTML page of charts over the lakehouse's views.
+"""``ktc report``: one self-contained HTML page of charts over the lakehouse's insight views
+(insights.py) and, for the push rate, the ``pushes`` table.
 
 Each chart is drawn by matplotlib from the rows of one SQL query and rendered to inline
 SVG (text as paths, so no font is fetched); the same rows are printed under it as a
@@ -16,6 +17,8 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from exporters.lakehouse.insights import stale_clients_sql, timestamp_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -87,7 +90,8 @@ class ChartSpec:
     """One section of the report: its query and how its rows are drawn.
 
     ``kind`` is ``barh`` (``label`` columns joined as the bar's name, ``value`` its
-    length) or ``line`` (``label`` is the time axis, ``value`` the height).
+    length) or ``time`` (``label`` is the bucket's start on a time axis, ``value`` the
+    bar's height).
     """
 
     key: str
@@ -106,14 +110,15 @@ def _t(database: str, name: str) -> str:
 def _software_sql(db: str, w: ReportWindow) -> str:
     return (
         "SELECT client_software_name, client_software_version,\n"
-        "  count(DISTINCT client_instance_id) AS instances, count(*) AS pushes\n"
-        f"FROM {_t(db, 'pushes')}\nWHERE {w.sql_range('received_time')}\n"
+        "  count(*) AS instances, sum(push_count) AS pushes\n"
+        f"FROM {_t(db, 'client_inventory')}\nWHERE {w.sql_range('last_push')}\n"
         "GROUP BY client_software_name, client_software_version\n"
         "ORDER BY instances DESC, pushes DESC, client_software_name, client_software_version"
     )
 
 
 def _push_rate_sql(db: str, w: ReportWindow) -> str:
+    # The one chart on a table: no view keeps every push's time.
     b = w.bucket_seconds
     return (
         f"SELECT timestamp_seconds(floor(unix_timestamp(received_time) / {b}) * {b}) AS bucket_start,\n"
@@ -123,75 +128,81 @@ def _push_rate_sql(db: str, w: ReportWindow) -> str:
     )
 
 
-def _top_metric_sql(pattern: str, value_name: str) -> Callable[[str, ReportWindow], str]:
-    def sql(db: str, w: ReportWindow) -> str:
-        return (
-            "SELECT client_id, client_instance_id,\n"
-            f"  round(max(value), 3) AS {value_name}, round(avg(value), 3) AS avg_{value_name},\n"
-            "  count(*) AS points\n"
-            f"FROM {_t(db, 'metrics')}\n"
-            f"WHERE metric_name RLIKE '{pattern}' AND value IS NOT NULL\n"
-            f"  AND {w.sql_range('received_time')}\n"
-            "GROUP BY client_id, client_instance_id\n"
-            f"ORDER BY {value_name} DESC, client_id, client_instance_id\nLIMIT {_TOP}"
-        )
-    return sql
+def _hours_in(w: ReportWindow) -> str:
+    """The per-hour health rows of the hours the window touches."""
+    return (f"hour_start >= date_trunc('HOUR', TIMESTAMP '{_utc_text(w.start)}') "
+            f"AND hour_start < TIMESTAMP '{_utc_text(w.end)}'")
+
+
+def _produce_latency_sql(db: str, w: ReportWindow) -> str:
+    return (
+        "SELECT client_id, client_instance_id,\n"
+        "  round(avg(request_latency_avg_ms), 3) AS request_latency_avg_ms,\n"
+        "  round(max(request_latency_max_ms), 3) AS request_latency_max_ms,\n"
+        "  sum(pushes) AS pushes\n"
+        f"FROM {_t(db, 'producer_health')}\n"
+        f"WHERE {_hours_in(w)} AND request_latency_avg_ms IS NOT NULL\n"
+        "GROUP BY client_id, client_instance_id\n"
+        f"ORDER BY request_latency_avg_ms DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+    )
+
+
+def _consumer_lag_sql(db: str, w: ReportWindow) -> str:
+    return (
+        "SELECT client_id, client_instance_id,\n"
+        "  round(max(records_lag_max), 3) AS records_lag_max,\n"
+        "  round(avg(fetch_latency_avg_ms), 3) AS fetch_latency_avg_ms,\n"
+        "  sum(pushes) AS pushes\n"
+        f"FROM {_t(db, 'consumer_health')}\n"
+        f"WHERE {_hours_in(w)} AND records_lag_max IS NOT NULL\n"
+        "GROUP BY client_id, client_instance_id\n"
+        f"ORDER BY records_lag_max DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+    )
 
 
 def _throttled_sql(db: str, w: ReportWindow) -> str:
     return (
-        "SELECT client_id, client_instance_id,\n"
-        "  round(max(value), 3) AS max_throttle_ms, round(avg(value), 3) AS avg_throttle_ms,\n"
-        "  count(*) AS points\n"
-        f"FROM {_t(db, 'metrics')}\n"
-        r"WHERE metric_name RLIKE '^org\\.apache\\.kafka\\.(producer|consumer)\\..*throttle\\.time\\.max$'"
-        "\n  AND value > 0\n"
-        f"  AND {w.sql_range('received_time')}\n"
-        "GROUP BY client_id, client_instance_id\n"
-        f"ORDER BY max_throttle_ms DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+        "SELECT client_id, client_instance_id, throttled_pushes,\n"
+        "  round(throttle_time_avg_ms, 3) AS throttle_time_avg_ms,\n"
+        "  round(throttle_time_max_ms, 3) AS throttle_time_max_ms, last_throttled\n"
+        f"FROM {_t(db, 'throttled_clients')}\nWHERE {w.sql_range('last_throttled')}\n"
+        f"ORDER BY throttle_time_max_ms DESC, client_id, client_instance_id\nLIMIT {_TOP}"
     )
 
 
 def _stale_sql(db: str, w: ReportWindow) -> str:
-    # Silent for longer than 1.5 push intervals plus a 30 s grace at the report's end, and
-    # never said goodbye (a terminating push).
+    # stale_clients as of the window's end (the view itself asks at current_timestamp()),
+    # so the query under the chart gives the same rows whenever it is run again.
+    as_of_end = stale_clients_sql(db, now=timestamp_sql(w.end)).replace("\n", "\n  ")
     return (
         "SELECT client_id, client_instance_id, client_software_name, client_software_version,\n"
-        "  last_push, push_interval_ms,\n"
-        f"  unix_timestamp(TIMESTAMP '{_utc_text(w.end)}') - unix_timestamp(last_push)"
-        " AS silent_s\n"
-        f"FROM {_t(db, 'clients')}\n"
-        f"WHERE {w.sql_range('last_push')} AND NOT terminated\n"
-        f"  AND last_push < TIMESTAMP '{_utc_text(w.end)}'"
-        " - make_dt_interval(0, 0, 0, push_interval_ms * 1.5 / 1000 + 30)\n"
-        f"ORDER BY silent_s DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+        "  last_push, push_interval_ms, round(silent_seconds, 1) AS silent_seconds\n"
+        f"FROM (\n  {as_of_end}\n)\nWHERE {w.sql_range('last_push')}\n"
+        f"ORDER BY silent_seconds DESC, client_id, client_instance_id\nLIMIT {_TOP}"
     )
 
 
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec("software", "Clients by software and version",
-              "Which client libraries and versions pushed in the window?",
+              "Which client libraries and versions pushed in the window (client_inventory)?",
               "barh", ("client_software_name", "client_software_version"), "instances",
               _software_sql),
     ChartSpec("push-rate", "Push rate over time",
-              "How many pushes per second reached the collector?",
-              "line", ("bucket_start",), "pushes_per_s", _push_rate_sql),
+              "How many pushes per second reached the collector (pushes)?",
+              "time", ("bucket_start",), "pushes_per_s", _push_rate_sql),
     ChartSpec("produce-latency", "Top clients by produce latency",
-              "Which producers wait longest for the brokers (request latency, ms)?",
-              "barh", ("client_id", "client_instance_id"), "max_latency_ms",
-              _top_metric_sql(r"^org\\.apache\\.kafka\\.producer\\.(node\\.)?request\\.latency\\.avg$",
-                              "max_latency_ms")),
+              "Which producers wait longest for the brokers (producer_health, ms)?",
+              "barh", ("client_id", "client_instance_id"), "request_latency_avg_ms",
+              _produce_latency_sql),
     ChartSpec("consumer-lag", "Top clients by consumer lag",
-              "Which consumers are furthest behind (records-lag-max, records)?",
-              "barh", ("client_id", "client_instance_id"), "max_lag_records",
-              _top_metric_sql(r"^org\\.apache\\.kafka\\.consumer\\..*records\\.lag\\.max$",
-                              "max_lag_records")),
+              "Which consumers are furthest behind (consumer_health, records)?",
+              "barh", ("client_id", "client_instance_id"), "records_lag_max", _consumer_lag_sql),
     ChartSpec("throttled", "Throttled clients",
-              "Which clients did the brokers throttle (throttle time, ms)?",
-              "barh", ("client_id", "client_instance_id"), "max_throttle_ms", _throttled_sql),
+              "Which clients did the brokers throttle (throttled_clients, ms)?",
+              "barh", ("client_id", "client_instance_id"), "throttle_time_max_ms", _throttled_sql),
     ChartSpec("stale", "Stale clients",
-              "Which clients went silent without a terminating push (seconds since their last push)?",
-              "barh", ("client_id", "client_instance_id"), "silent_s", _stale_sql),
+              "Which clients went silent without a terminating push (stale_clients, seconds)?",
+              "barh", ("client_id", "client_instance_id"), "silent_seconds", _stale_sql),
 )
 
 
@@ -201,6 +212,7 @@ class ChartResult:
     sql: str
     columns: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
+    bucket_seconds: int = 0  # of a time chart
 
 
 def collect_report(spark: SparkSession, database: str, window: ReportWindow,
@@ -211,7 +223,8 @@ def collect_report(spark: SparkSession, database: str, window: ReportWindow,
         sql = spec.sql(database, window)
         df = spark.sql(sql)
         results.append(ChartResult(spec, sql, tuple(df.columns),
-                                   tuple(tuple(row) for row in df.collect())))
+                                   tuple(tuple(row) for row in df.collect()),
+                                   window.bucket_seconds))
     return results
 
 
@@ -242,13 +255,13 @@ def _figure_svg(result: ChartResult) -> str:
     spec = result.spec
     rows = [dict(zip(result.columns, row)) for row in result.rows]
     values = [float(r[spec.value]) if r[spec.value] is not None else math.nan for r in rows]
-    if spec.kind == "line":
+    if spec.kind == "time":
         figure = Figure(figsize=(9, 3.2))
         axes = figure.subplots()
         times = [r[spec.label[0]] for r in rows]
-        axes.plot(times, values, marker="o", markersize=3, linewidth=1.5, color="#2a6fb0")
-        axes.fill_between(times, values, alpha=0.15, color="#2a6fb0")
-        axes.set_ylim(bottom=0)
+        # One bar per bucket, as wide as the bucket (matplotlib's date unit is the day).
+        width = result.bucket_seconds / 86_400 if result.bucket_seconds else 0.8
+        axes.bar(times, values, width=width, align="edge", color="#2a6fb0")
         axes.set_ylabel(spec.value)
         figure.autofmt_xdate()
     else:

@@ -53,7 +53,7 @@ def _results(rows_by_key: dict[str, list[tuple]]) -> list[ChartResult]:
         "software": ("client_software_name", "client_software_version", "instances", "pushes"),
         "push-rate": ("bucket_start", "pushes", "pushes_per_s"),
         "stale": ("client_id", "client_instance_id", "client_software_name",
-                  "client_software_version", "last_push", "push_interval_ms", "silent_s"),
+                  "client_software_version", "last_push", "push_interval_ms", "silent_seconds"),
     }
     return [ChartResult(spec, spec.sql("ktc", window),
                         columns.get(spec.key, ("client_id", "client_instance_id", spec.value,
