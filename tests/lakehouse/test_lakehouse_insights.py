@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
@@ -321,3 +322,19 @@ def test_live_client_killed_with_sigkill_is_stale(spark_lake, tmp_path: Path) ->
     inventory = query(spark, "SELECT * FROM insights_live.client_inventory", ["client_instance_id"])
     expected_rows = expected_inventory(pushes)
     assert_rows(inventory, expected_rows)
+
+
+def test_the_documented_questions_run(captured) -> None:
+    """Every SQL example of docs/insights.md's Insight views section runs on the views."""
+    spark, db, _ = captured
+    text = (Path(__file__).resolve().parents[2] / "docs" / "insights.md").read_text()
+    section = text.split("## Insight views", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sql\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) >= 5
+    spark.catalog.setCurrentDatabase(db)
+    try:
+        for sql in blocks:
+            spark.sql(sql).collect()
+        assert spark.sql(blocks[0]).count() == 2  # two software versions were captured
+    finally:
+        spark.catalog.setCurrentDatabase("default")
