@@ -14,6 +14,8 @@ Defaults the operator may override:
   cluster.id                ktc.clusterId (the same on every pod, stable across upgrades)
   shutdown.timeout.seconds  terminationGracePeriodSeconds - 5: the drain must end before
                             the kubelet's SIGKILL (30 s grace -> 25 s drain).
+Added when secrets.env is set (its variables are referred to as ${env:NAME}):
+  config.providers          env
 Added when ingest.enabled:
   landing.retention_required_consumers  + lakehouse-ingest (the ingest's consumer name)
 Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePorts):
@@ -62,6 +64,9 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
   "cluster.id" (include "ktc.clusterId" .)
   "shutdown.timeout.seconds" (sub (int .Values.terminationGracePeriodSeconds) 5)
 -}}
+{{- if .Values.secrets.env }}
+{{- $_ := set $defaults "config.providers" "env" }}
+{{- end }}
 {{- $merged := merge (deepCopy $owned) (deepCopy (.Values.config | default dict)) $defaults }}
 {{- /* Kafka's rule: every listener name needs a security protocol in the map. */}}
 {{- $protocolMap := index $merged "listener.security.protocol.map" | default "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL" }}

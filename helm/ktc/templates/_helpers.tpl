@@ -135,6 +135,11 @@ gets a container port and a port on both Services, named node-<id>.
 /etc/ktc-upstream-tls
 {{- end }}
 
+{{/* Where the files of secrets.secretName are mounted (secrets.files). */}}
+{{- define "ktc.secretsDir" -}}
+/etc/ktc-secrets
+{{- end }}
+
 {{/* The per-broker ports as a JSON list of {name, port}; empty unless gateway.enabled. */}}
 {{- define "ktc.gatewayNodePorts" -}}
 {{- $ports := list }}
