@@ -114,7 +114,8 @@ class JwksSource:
                     body = handle.read(MAX_JWKS_BYTES + 1)
             else:
                 request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
-                with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 (scheme checked)
+                # The scheme is http or https (checked when the source was made).
+                with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310
                     body = response.read(MAX_JWKS_BYTES + 1)
         except OSError as exc:
             raise JwksError(f"{self.url}: cannot read the JWKS: {exc}") from None

@@ -148,7 +148,11 @@ class SaslAuthenticator:
                 return self._begin_reauthentication(frame, now_ms)
             expires = self.session_expires_ms
             if expires is not None and now_ms > expires:
-                return Step(StepKind.CLOSE, reason="SASL session expired (connections.max.reauth.ms or the credential's expiry)")
+                return Step(
+                    StepKind.CLOSE,
+                    reason="SASL session expired (connections.max.reauth.ms or the credential's "
+                    "expiry)",
+                )
             return _PASS
         if state is _State.AUTHENTICATE:
             return self._authenticate(frame, session, now_ms)
@@ -265,7 +269,8 @@ class SaslAuthenticator:
             )
         lifetime_ms = 0
         if server.complete:
-            lifetime_ms = self._complete(session, principal, now_ms, self._credential_remaining_ms(server))
+            remaining_ms = self._credential_remaining_ms(server)
+            lifetime_ms = self._complete(session, principal, now_ms, remaining_ms)
         return Step(
             StepKind.ANSWER,
             self._encode(
