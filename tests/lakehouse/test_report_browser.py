@@ -137,3 +137,18 @@ def test_report_in_chromium(reported, tmp_path) -> None:
             context.close()
     assert console_errors == []
     assert requests == [document]
+
+
+def test_an_empty_lake_reports_no_data(spark, lake_config) -> None:
+    """Every query runs on empty tables and views; each chart is a no-data panel."""
+    from exporters.lakehouse.catalog import ensure_catalog
+    from exporters.lakehouse.report import ReportWindow, collect_report, parse_since, render_report
+
+    ensure_catalog(spark, lake_config.database)
+    window = ReportWindow(datetime.datetime.now(datetime.UTC).replace(microsecond=0),
+                          parse_since("7d"))
+    results = collect_report(spark, lake_config.database, window)
+    assert [(r.spec.key, r.rows) for r in results] == [(c.key, ()) for c in CHARTS]
+    page = render_report(results, window, lake_config.database)
+    assert page.count("No data: the query returned no rows") == len(CHARTS)
+    assert "<svg" not in page
