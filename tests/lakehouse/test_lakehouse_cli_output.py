@@ -67,7 +67,7 @@ def test_lakehouse_commands_without_the_extra_say_how_to_install_it(tmp_path: Pa
     """))
     pythonpath = os.pathsep.join([str(tmp_path), str(REPO)])
     for args in (("ingest", "--once", "--data-dir", str(tmp_path)), ("sql", "SELECT 1"),
-                 ("thriftserver", "--port", "0"), ("lake", "compact")):
+                 ("report", "--since", "24h"), ("thriftserver", "--port", "0"), ("lake", "compact")):
         result = ktc(*args, pythonpath=pythonpath)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr == (
