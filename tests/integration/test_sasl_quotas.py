@@ -1,7 +1,8 @@
 """Quotas keyed by the SASL user: two SCRAM users with different ``request_percentage``
-(set with AlterClientQuotas' store, entity ``user=<name>``) send the same requests over
-authenticated connections; the one with the small share is throttled (``throttle_time_ms``
-in its responses, the quota metrics tagged with its user), the other never."""
+(set with AlterClientQuotas' store, entity ``user=<name>``) send ApiVersions requests over
+authenticated connections; the one with the small share is throttled within a few dozen
+(``throttle_time_ms`` in its responses, the quota metrics tagged with its user), the other
+never in 300."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from proto import decode_response, encode_request
 from proto.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
 from subscriptions.store import ConfigStore
 from tests.secrets_under_test import SASL_USERS
+from tests.security.sasl_client import ScramClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 # request_percentage per user: a sliver of one handler thread for "slow", plenty for "fast".
 QUOTAS = {"slow": 0.01, "fast": 1000.0}
-REQUESTS = 150
+REQUESTS = 300
+THROTTLES = 3
 
 
 def read_frame(sock: socket.socket) -> bytes:
@@ -46,8 +49,6 @@ class ScramConnection:
     tests/security/sasl_client.py) and then sends ApiVersions v3."""
 
     def __init__(self, port: int, user: str) -> None:
-        from sasl_client import ScramClient
-
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         self.correlation = 0
         self.request(17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
@@ -82,17 +83,26 @@ def test_two_scram_users_are_throttled_by_their_own_request_quota(tmp_path: Path
     with RunningCollector(data_dir, **settings) as collector:
         connections = {user: ScramConnection(collector.port, user) for user in QUOTAS}
         try:
-            for _ in range(REQUESTS):
-                for user, connection in connections.items():
-                    answer = connection.request(18, 3, ApiVersionsRequest("quota-test", "1.0"))
+            # "fast" sends REQUESTS requests; then "slow" sends until it has been throttled
+            # a few times (each throttle mutes its connection for up to a window, so more
+            # would only take longer). "slow" needs far fewer than REQUESTS to be throttled:
+            # the same quota would have throttled "fast" too.
+            ask = ApiVersionsRequest("quota-test", "1.0")
+            for user in ("fast", "slow"):
+                for _ in range(REQUESTS):
+                    answer = connections[user].request(18, 3, ask)
                     throttled.setdefault(user, []).append(answer.throttle_time_ms)
+                    if sum(ms > 0 for ms in throttled[user]) >= THROTTLES:
+                        break
         finally:
             for connection in connections.values():
                 connection.close()
         samples = scrape(collector)
     slow = [ms for ms in throttled["slow"] if ms > 0]
-    assert slow, "the user with the small request_percentage was never throttled"
+    assert len(slow) >= THROTTLES, "the user with the small request_percentage was not throttled"
     assert all(0 < ms <= 1000 for ms in slow)  # never longer than one quota window
+    assert len(throttled["slow"]) < REQUESTS / 2, len(throttled["slow"])
+    assert len(throttled["fast"]) == REQUESTS
     assert not any(throttled["fast"]), "the user with the large share was throttled"
 
     def throttled_responses(user: str) -> float:
