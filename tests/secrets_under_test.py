@@ -21,7 +21,11 @@ SASL_USERS: dict[str, str] = {
 # A password that is never right (the refused logins).
 WRONG_PASSWORD = "wrong-Pw-0c6d2e95"
 
+# The password tests/integration/test_java_scram_admin.py sets over the wire
+# (AlterUserScramCredentials) and with `ktc users`, then logs in with.
+SCRAM_ADMIN_PASSWORD = "java-scram-secret-5d1e"
+
 
 def all_secrets() -> list[str]:
     """What the suite-wide check looks for."""
-    return [*SASL_USERS.values(), WRONG_PASSWORD]
+    return [*SASL_USERS.values(), WRONG_PASSWORD, SCRAM_ADMIN_PASSWORD]

@@ -20,11 +20,12 @@ from confluent_kafka.admin import AdminClient
 from collector.app.cli import cli
 from collector.security.credentials_file import SCRAM_CREDENTIALS_FILE
 from tests.gateway.golden import kafka_classpath
+from tests.secrets_under_test import SCRAM_ADMIN_PASSWORD
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 HERE = Path(__file__).resolve().parent
-PASSWORD = "java-scram-secret-5d1e"
+PASSWORD = SCRAM_ADMIN_PASSWORD
 LISTENERS = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
 
 
