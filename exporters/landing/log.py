@@ -63,6 +63,7 @@ from exporters.landing.format import (
 from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments, segment_path
 from exporters.landing.options import LandingOptions
 from exporters.landing.positions import committed_offsets
+from exporters.landing.preallocate import SPARE_FILE_NAME, reserve, spare_room_left
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
 from exporters.landing.scan import CorruptRegion, ScannedRecord, Tail, open_for_scan, scan_records
 
@@ -226,6 +227,13 @@ class LandingLog:
         self._unsynced_sealed_base: int | None = None
         self._durable_offset = 0  # every offset below this is fsynced
         self._directory_dirty = False
+        # Disk blocks reserved for the appends (preallocate.py): the active segment's, and
+        # a spare file the housekeeper reserves a whole segment in, which the next roll
+        # renames into place.  _reserve_ahead: False where fallocate is not supported.
+        # _reserved: the active segment may hold blocks past its end.
+        self._reserve_ahead = True
+        self._reserved = False
+        self._spare: Path | None = None
         self._counters = {
             "records_appended": 0,
             "bytes_appended": 0,
@@ -244,6 +252,8 @@ class LandingLog:
         try:
             self._fd = -1
             self._open_active_segment()
+            if housekeeping:  # a serving log: its appends should not allocate blocks
+                self._reserve_active_locked()
             if self._policy is not FsyncPolicy.NEVER:
                 # What a previous run left in the page cache becomes durable too.
                 os.fsync(self._fd)
@@ -503,6 +513,9 @@ class LandingLog:
                 self._sync_round(self._next_offset)
         finally:
             with self._fsync_lock, self._lock:
+                if self._broken is None:
+                    self._release_reserved_locked(self._fd, self._active_size)
+                self._drop_spare_locked()
                 os.close(self._fd)
                 os.close(self._lock_fd)
                 self._descriptors_closed = True
@@ -709,7 +722,65 @@ class LandingLog:
         counters["records_appended"] += records
         counters["bytes_appended"] += total_bytes
 
+    def _reserve_active_locked(self) -> None:
+        """Reserves the rest of the active segment (at open: not on the serving path)."""
+        room = self._segment_max_bytes - self._active_size
+        if self._reserve_ahead and room > 0 and spare_room_left(self.directory, room):
+            reserved = reserve(self._fd, self._active_size, room)
+            self._reserve_ahead = reserved is not None
+            self._reserved = self._reserved or bool(reserved)
+
+    def _prepare_spare(self) -> None:
+        """Housekeeper: an empty file with a whole segment's blocks reserved, for the next
+        roll, unless there is one, fallocate is unsupported or the disk is short of room."""
+        with self._lock:
+            if self._spare is not None or not self._reserve_ahead or self._closed:
+                return
+        path = self.directory / SPARE_FILE_NAME
+        size = self._segment_max_bytes
+        if not spare_room_left(self.directory, size):
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            reserved = reserve(fd, 0, size)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if reserved and not self._closed:
+                self._spare = path
+                return
+            if reserved is None:
+                self._reserve_ahead = False
+        path.unlink(missing_ok=True)  # part of it may be reserved: give it back
+
+    def _take_spare_locked(self, temp_path: Path) -> bool:
+        """The spare renamed to ``temp_path``; False when there is none (or it is gone)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return False
+        try:
+            os.rename(spare, temp_path)
+        except OSError:
+            return False
+        return True
+
+    def _drop_spare_locked(self) -> None:
+        """Gives the spare's blocks back (a full disk needs them for records; closing)."""
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.unlink(missing_ok=True)
+
+    def _release_reserved_locked(self, fd: int, size: int) -> None:
+        """Gives back the blocks reserved past ``size`` (a sealed or closing segment)."""
+        if self._reserved:
+            self._reserved = False
+            try:
+                os.ftruncate(fd, size)
+            except OSError as error:  # they stay allocated: space, not data, is lost
+                _log.warning("landing log %s: reserved blocks not released: %s", self.directory, error)
+
     def _mark_unwritable_locked(self, reason: str, attempted_bytes: int) -> None:
+        self._drop_spare_locked()
         self._unwritable = reason
         self._counters["write_failures"] += 1
         self._probe_bytes = min(max(attempted_bytes, _PROBE_MIN_BYTES), _PROBE_MAX_BYTES)
@@ -752,6 +823,7 @@ class LandingLog:
         """A failed write may have left part of a record; cut it off so later records do
         not follow garbage. If even that fails, refuse further appends until reopened
         (recovery on open truncates the torn tail)."""
+        self._reserved = False  # the cut gives back what was reserved past the end
         try:
             os.ftruncate(self._fd, self._active_size)
         except OSError as truncate_error:
@@ -826,6 +898,7 @@ class LandingLog:
     def _roll_locked(self) -> None:
         self._write_staged_locked()  # staged records belong to the segment being sealed
         old_fd, old_base = self._fd, self._active_base_offset
+        self._release_reserved_locked(old_fd, self._active_size)
         # A sealed segment's mtime is its last record's appended time: retention compares
         # it with now_ms, so an injected clock and a restart agree with what was written.
         os.utime(old_fd, ns=(self._last_append_ns, self._last_append_ns))
@@ -854,9 +927,10 @@ class LandingLog:
         temp_path = final_path.with_name(final_path.name + TEMP_SUFFIX)
         marker = new_sync_marker()
         header = encode_segment_header(SegmentHeader(base_offset, marker))
-        fd = os.open(
-            temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644
-        )
+        # The spare is empty and its blocks are reserved: no O_TRUNC, which would free them.
+        reserved = self._take_spare_locked(temp_path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        fd = os.open(temp_path, flags if reserved else flags | os.O_TRUNC, 0o644)
         try:
             if os.write(fd, header) != len(header):
                 raise OSError(errno.ENOSPC, f"short write of segment header {temp_path.name}")
@@ -877,6 +951,7 @@ class LandingLog:
         self._active_path = final_path
         self._active_base_offset = base_offset
         self._active_size = len(header)
+        self._reserved = reserved
         self._active_records = 0
         self._active_first_append_ns = 0
         self._next_offset = base_offset
@@ -888,6 +963,8 @@ class LandingLog:
                 os.unlink(self.directory / name)
         # A probe interrupted by a crash (a restart, or a reopen after a failed fsync).
         (self.directory / _PROBE_FILE_NAME).unlink(missing_ok=True)
+        if self._spare is None:
+            (self.directory / SPARE_FILE_NAME).unlink(missing_ok=True)
         self._last_append_ns = self._time_ns()
         segments = list_segments(self.directory)
         if not segments:
@@ -963,6 +1040,7 @@ class LandingLog:
         self._active_path = active.path
         self._active_base_offset = active.base_offset
         self._active_size = tail.position
+        self._reserved = True  # a crash may have left blocks reserved past its end
         self._active_records = records
         self._active_first_append_ns = first_append_ns
         if records:
@@ -1030,6 +1108,8 @@ class LandingLog:
                 if now_ms >= next_retention_ms:
                     next_retention_ms = now_ms + self._retention_check_interval_ms
                     self.apply_retention(now_ms)
+                if self._unwritable is None:
+                    self._prepare_spare()
             except LandingLogClosed:
                 return
             except Exception:
