@@ -356,8 +356,9 @@ def render_report(results: Sequence[ChartResult], window: ReportWindow, database
 
 
 def _since_text(since: datetime.timedelta) -> str:
+    # The largest unit that divides it, but never "1d" or "1w" (24h, 7d read better).
     seconds = int(since.total_seconds())
     for unit, size in (("w", 604_800), ("d", 86_400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
+        if seconds % size == 0 and seconds // size > 1:
             return f"last {seconds // size}{unit}"
-    return f"last {seconds}s"
+    return f"last {seconds // 60}m" if seconds % 60 == 0 else f"last {seconds}s"

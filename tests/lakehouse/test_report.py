@@ -97,3 +97,12 @@ def test_a_page_with_rows_is_self_contained() -> None:
     assert set(re.findall(r"https?://[^\"' )<]+", page)) == {
         "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink",
     }
+
+
+@pytest.mark.parametrize(("since", "shown"), [
+    ("90m", "last 90m"), ("60m", "last 60m"), ("1h", "last 60m"), ("24h", "last 24h"),
+    ("48h", "last 2d"), ("7d", "last 7d"), ("14d", "last 2w"),
+])
+def test_the_page_names_its_window(since: str, shown: str) -> None:
+    page = render_report(_results({}), ReportWindow(END, parse_since(since)), "ktc")
+    assert f"UTC ({shown})." in page
