@@ -14,6 +14,7 @@ from secret_log_recorder import (  # noqa: E402, F401 - pytest hooks, found by n
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_runtest_logreport,
+    pytest_unconfigure,
 )
 
 

@@ -6,11 +6,12 @@ The hooks below are imported by tests/conftest.py, so they run in every session:
 | source                                      | recorded                                    |
 |---------------------------------------------|---------------------------------------------|
 | every log record reaching the root logger   | logger name, level, message, traceback      |
-|   (the collector runs in-process in tests)  |   (the project's loggers at DEBUG)          |
+|   (the collector runs in-process in tests)  |   (the project's loggers from INFO up)      |
 | each test phase's captured stdout, stderr,  | the report sections and the failure text    |
 |   log and failure report                    |                                             |
 
-It all goes to one file per session (``RECORDING``), which the last test greps.
+It all goes to one file per session (``RECORDING``), which the last test greps; the
+file is removed at the end unless it holds a secret.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RECORDING", "pytest_collection_modifyitems", "pytest_configure",
-           "pytest_runtest_logreport", "LAST_TEST"]
+__all__ = ["LAST_TEST", "RECORDING", "pytest_collection_modifyitems", "pytest_configure",
+           "pytest_runtest_logreport", "pytest_unconfigure"]
 
-# The project's own loggers are recorded from DEBUG up (the root stays where it is, so
-# third-party debug output, py4j's above all, is not produced for nothing).
+# The project's own loggers are made to emit from INFO up, the collector's default
+# `log.level` (what an operator's log holds). Not DEBUG: that would put debug records into
+# every test's caplog and slow the hot paths the performance tests measure. The root stays
+# where it is, so third-party output (py4j's above all) is not produced for nothing.
 _PROJECT_LOGGERS = ("clock", "collector", "exporters", "proto", "quota", "subscriptions")
 # The check itself: always the last test of the session.
 LAST_TEST = "test_no_secret_appears_in_anything_the_suite_logged"
@@ -45,6 +48,11 @@ class _Recording:
         if self._file is not None:
             self._file.write(text + "\n")
             self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
     def text(self) -> str:
         return self.path.read_text(encoding="utf-8") if self.path is not None else ""
@@ -73,8 +81,20 @@ def pytest_configure(config: Any) -> None:
     logging.getLogger().addHandler(_RecordingHandler(logging.DEBUG))
     for name in _PROJECT_LOGGERS:
         logger = logging.getLogger(name)
-        if logger.level == logging.NOTSET or logger.level > logging.DEBUG:
-            logger.setLevel(logging.DEBUG)
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+
+
+def pytest_unconfigure(config: Any) -> None:
+    """The file is kept only when it holds a secret (the failing test names it)."""
+    from secrets_under_test import all_secrets
+
+    path = RECORDING.path
+    if path is None or not path.exists():
+        return
+    RECORDING.close()
+    if not any(secret in RECORDING.text() for secret in all_secrets()):
+        path.unlink()
 
 
 def pytest_runtest_logreport(report: Any) -> None:
