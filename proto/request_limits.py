@@ -103,7 +103,6 @@ _BODY_LIMITS: dict[int, int] = {
     ApiKeys.DESCRIBE_ACLS: 128 * _KIB,
     ApiKeys.CREATE_ACLS: 1 * _MIB,
     ApiKeys.DELETE_ACLS: 1 * _MIB,
-
 }
 assert 30_000 * (16 + 1 + _TOPIC_NAME_MAX + 1) < _BODY_LIMITS[ApiKeys.METADATA]
 assert 64 * 3 * (3 + _CONFIG_VALUE_MAX) < _BODY_LIMITS[ApiKeys.INCREMENTAL_ALTER_CONFIGS]

@@ -796,6 +796,7 @@ def _add_optional_commands() -> None:
     for command in (
         lake_cli.ingest_command,
         lake_cli.sql_command,
+        lake_cli.report_command,
         lake_cli.thriftserver_command,
         lake_cli.lake_group,
     ):
@@ -805,7 +806,6 @@ def _add_optional_commands() -> None:
 _add_optional_commands()
 
 
-def _add_security_commands() -> None:
 def _add_admin_client_commands() -> None:
     from collector.app.admin_client import clients
 
@@ -815,6 +815,7 @@ def _add_admin_client_commands() -> None:
 _add_admin_client_commands()
 
 
+def _add_security_commands() -> None:
     from collector.app.acls_cli import acls
 
     cli.add_command(acls)
@@ -829,4 +830,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-        lake_cli.report_command,

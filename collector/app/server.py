@@ -493,7 +493,6 @@ class CollectorServer:
         self.health.add_readiness_check("listeners", self._listeners_ready)
         self.health.add_readiness_check("landing", self._landing_ready)
         if self.config.http_host_port is not None:
-            host, port = self.config.http_host_port
             if self.manager is not None and self._store is not None:
                 from collector.app.admin_http import AdminEndpoints
 
@@ -505,6 +504,7 @@ class CollectorServer:
                     authorizer_configured=bool(self.config.authorizer_class_name),
                 )
                 self.health.add_routes(admin.routes())
+            host, port = self.config.http_host_port
             await self.health.start(host, port)
 
     def _start_background(
