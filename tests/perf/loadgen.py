@@ -19,7 +19,11 @@ Two pacing modes:
   the same arrivals instead of fewer (no coordinated omission).  The rate is
   ``instances / period``.  The period is 1.25 x the push interval so that scheduling
   jitter (up to a quarter interval) never makes a push arrive "too early" for the server's
-  gate; a push that does is counted as an error, not a latency.
+  gate; a push that does is counted as an error, not a latency.  When the load generator
+  itself falls behind (its send lag) by more than that, it still never sends an instance's
+  push sooner than one interval after that instance's previous push, as a real client
+  never does: the push waits until then, and its wait counts in the send lag.  Otherwise
+  a stall of the load generator would show up as the server's "too early" errors.
 
 The connections are divided among ``workers`` processes, each with its own uvloop event
 loop, so the measurement is not limited by one Python loop.  Everything stays on loopback
@@ -42,6 +46,7 @@ import asyncio
 import collections
 import dataclasses
 import functools
+import heapq
 import json
 import multiprocessing
 import multiprocessing.connection
@@ -258,6 +263,7 @@ class _LoadConnection(asyncio.Protocol):
     ) -> None:
         self._count = count
         self._mode = mode
+        self._interval_s = interval_s
         # Closed: the delay after a response.  Open: the fixed period between pushes.
         self._period_s = interval_s * (OPEN_PERIOD_FACTOR if mode == OPEN else 1.0)
         self._compressed = compressed
@@ -276,6 +282,10 @@ class _LoadConnection(asyncio.Protocol):
         self._inflight_instances: collections.deque[int] = collections.deque()
         # (due time, instance), in due order.
         self._ready: collections.deque[tuple[float, int]] = collections.deque()
+        # Open mode: when each instance last sent, and (send time, due time, instance) of
+        # the pushes held back until one interval after their instance's previous push.
+        self._last_sent = [-1e9] * count
+        self._held: list[tuple[float, float, int]] = []
         self._timer: asyncio.TimerHandle | None = None
         self.stopped = False
 
@@ -378,7 +388,10 @@ class _LoadConnection(asyncio.Protocol):
         self._arm()
 
     def _arm(self) -> None:
-        delay = max(0.0, self._ready[0][0] - time.perf_counter())
+        next_due = self._ready[0][0] if self._ready else self._held[0][0]
+        if self._held:
+            next_due = min(next_due, self._held[0][0])
+        delay = max(0.0, next_due - time.perf_counter())
         self._timer = self._loop.call_later(delay, self._send_due)
 
     def _send_due(self) -> None:
@@ -395,19 +408,34 @@ class _LoadConnection(asyncio.Protocol):
         measuring = stats.start <= now < stats.end
         open_loop = self._mode == OPEN
         period = self._period_s
+        due_now: list[tuple[float, int]] = []
+        held = self._held
+        while held and held[0][0] <= now:
+            _, due, instance = heapq.heappop(held)
+            due_now.append((due, instance))
         while ready and ready[0][0] <= now:
             due, instance = ready.popleft()
-            out.append(frames[instance])
-            inflight.append(now)
             if open_loop:
                 ready.append((due + period, instance))  # the schedule ignores answers
+            due_now.append((due, instance))
+        last_sent = self._last_sent
+        earliest_gap = self._interval_s
+        for due, instance in due_now:
+            if open_loop:
+                allowed = last_sent[instance] + earliest_gap
+                if now < allowed:
+                    heapq.heappush(held, (allowed, due, instance))
+                    continue
+                last_sent[instance] = now
                 if measuring:
                     stats.send_lag.append((now - due) * 1000.0)
             else:
                 self._inflight_instances.append(instance)
+            out.append(frames[instance])
+            inflight.append(now)
         if out:
             transport.write(b"".join(out))
-        if ready:
+        if ready or held:
             self._arm()
 
     def close(self) -> None:
