@@ -234,6 +234,9 @@ class LandingLog:
         self._reserve_ahead = True
         self._reserved = False
         self._spare: Path | None = None
+        # Set when a spare is wanted (at start, after a roll took it, at a housekeeping tick
+        # without one); the spare maker thread, its only preparer, waits for it.
+        self._spare_wanted = threading.Event()
         self._counters = {
             "records_appended": 0,
             "bytes_appended": 0,
@@ -273,6 +276,17 @@ class LandingLog:
                 daemon=True,
             )
             self._housekeeper.start()
+        self._spare_maker: threading.Thread | None = None
+        if housekeeping:
+            # Its own thread: a roll can come sooner than the next tick (at 60,000 pushes/s
+            # a 64 MiB segment lasts about 2 s), and the tick may be in an fsync meanwhile.
+            self._spare_maker = threading.Thread(
+                target=self._spare_maker_loop,
+                name=f"landing-spare:{self.directory.name}",
+                daemon=True,
+            )
+            self._spare_wanted.set()
+            self._spare_maker.start()
 
     # ------------------------------------------------------------------ appending
 
@@ -506,8 +520,11 @@ class LandingLog:
                 return
             self._closed = True
         self._stop.set()
+        self._spare_wanted.set()
         if self._housekeeper is not None and self._housekeeper is not threading.current_thread():
             self._housekeeper.join()
+        if self._spare_maker is not None:
+            self._spare_maker.join()
         try:
             if self._policy is not FsyncPolicy.NEVER and self._broken is None:
                 self._sync_round(self._next_offset)
@@ -730,9 +747,26 @@ class LandingLog:
             self._reserve_ahead = reserved is not None
             self._reserved = self._reserved or bool(reserved)
 
+    @property
+    def has_spare(self) -> bool:
+        """Whether a segment's blocks are reserved for the next roll (preallocate.py)."""
+        with self._lock:
+            return self._spare is not None
+
+    def _spare_maker_loop(self) -> None:
+        while True:
+            self._spare_wanted.wait()
+            if self._stop.is_set():
+                return
+            self._spare_wanted.clear()
+            try:
+                self._prepare_spare()
+            except OSError as error:  # the next roll allocates as it goes; a tick asks again
+                _log.warning("landing log %s: no spare segment: %s", self.directory, error)
+
     def _prepare_spare(self) -> None:
-        """Housekeeper: an empty file with a whole segment's blocks reserved, for the next
-        roll, unless there is one, fallocate is unsupported or the disk is short of room."""
+        """An empty file with a whole segment's blocks reserved, for the next roll, unless
+        there is one, fallocate is unsupported or the disk is short of room."""
         with self._lock:
             if self._spare is not None or not self._reserve_ahead or self._closed:
                 return
@@ -756,6 +790,7 @@ class LandingLog:
     def _take_spare_locked(self, temp_path: Path) -> bool:
         """The spare renamed to ``temp_path``; False when there is none (or it is gone)."""
         spare, self._spare = self._spare, None
+        self._spare_wanted.set()  # the next one, off this thread
         if spare is None:
             return False
         try:
@@ -1108,8 +1143,8 @@ class LandingLog:
                 if now_ms >= next_retention_ms:
                     next_retention_ms = now_ms + self._retention_check_interval_ms
                     self.apply_retention(now_ms)
-                if self._unwritable is None:
-                    self._prepare_spare()
+                if self._unwritable is None and not self.has_spare:
+                    self._spare_wanted.set()  # e.g. room again after a full disk
             except LandingLogClosed:
                 return
             except Exception:

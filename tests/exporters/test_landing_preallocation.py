@@ -51,18 +51,9 @@ def test_appends_go_into_blocks_reserved_before_them(
         assert allocated(first) >= SEGMENT - BLOCK
         assert os.stat(first).st_size < BLOCK
 
-        # A housekeeping tick reserves a whole segment in an empty spare file.
+        # The spare maker reserves a whole segment in an empty file, with no clock tick.
         spare = directory / SPARE_FILE_NAME
-        eventually_sync(
-            lambda: clock.waits_s, timeout_s=10, what="the housekeeper waiting for its tick"
-        )
-        waits = len(clock.waits_s)
-        clock.advance(10)
-        eventually_sync(
-            lambda: len(clock.waits_s) > waits,  # the tick is over: it waits for the next
-            timeout_s=10,
-            what="one housekeeping tick",
-        )
+        eventually_sync(lambda: log.has_spare, timeout_s=10, what="a spare segment")
         assert allocated(spare) >= SEGMENT
         assert os.stat(spare).st_size == 0
 
@@ -73,10 +64,12 @@ def test_appends_go_into_blocks_reserved_before_them(
             log.append(make_context(count), payload)
             count += 1
         sealed, active = (segment.path for segment in list_segments(directory))
-        assert not spare.exists()
         assert allocated(active) >= SEGMENT - BLOCK
         # The sealed segment keeps only the blocks its records fill.
         assert allocated(sealed) <= os.stat(sealed).st_size + BLOCK
+        # And the next spare is made at once, not at the next housekeeping tick.
+        eventually_sync(lambda: log.has_spare, timeout_s=10, what="the next spare segment")
+        assert len(clock.waits_s) <= 1  # the housekeeper never woke from its first wait
         active_size = os.stat(active).st_size
 
     # Closing gives back the active segment's reserved rest and removes the spare.
