@@ -20,10 +20,11 @@ Two pacing modes:
   ``instances / period``.  The period is 1.25 x the push interval so that scheduling
   jitter (up to a quarter interval) never makes a push arrive "too early" for the server's
   gate; a push that does is counted as an error, not a latency.  When the load generator
-  itself falls behind (its send lag) by more than that, it still never sends an instance's
-  push sooner than one interval after that instance's previous push, as a real client
-  never does: the push waits until then, and its wait counts in the send lag.  Otherwise
-  a stall of the load generator would show up as the server's "too early" errors.
+  itself falls behind (its send lag) by more than that, it never sends an instance's push
+  sooner than one interval after that instance's previous push, as a real client never
+  does: the push waits until one period after it (the same quarter interval of slack for
+  the server's own jitter), and its wait counts in the send lag.  Otherwise a stall of the
+  load generator would show up as the server's "too early" errors.
 
 The connections are divided among ``workers`` processes, each with its own uvloop event
 loop, so the measurement is not limited by one Python loop.  Everything stays on loopback
@@ -419,12 +420,12 @@ class _LoadConnection(asyncio.Protocol):
                 ready.append((due + period, instance))  # the schedule ignores answers
             due_now.append((due, instance))
         last_sent = self._last_sent
-        earliest_gap = self._interval_s
+        interval = self._interval_s
         for due, instance in due_now:
             if open_loop:
-                allowed = last_sent[instance] + earliest_gap
-                if now < allowed:
-                    heapq.heappush(held, (allowed, due, instance))
+                previous = last_sent[instance]
+                if now < previous + interval:
+                    heapq.heappush(held, (previous + period, due, instance))
                     continue
                 last_sent[instance] = now
                 if measuring:
