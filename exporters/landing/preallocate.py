@@ -8,9 +8,9 @@ runs.  The event loop writes the log, so it waited there: off-CPU stacks of the 
 thread at 20,000 pushes/s showed it in ``ext4_da_get_block_prep`` ->
 ``rwsem_down_write_slowpath`` for 12-35 ms at a time, several times in 5 s, on a machine
 with other jobs writing.  Reserving blocks costs block-bitmap reads of its own (the same
-stacks, now under ``ext4_fallocate``), so the serving thread does not reserve: the log's
-housekeeper thread keeps a spare file with a whole segment reserved, and a roll renames it
-into place.  Appends into reserved blocks are found in the extent cache and take no lock.
+stacks, now under ``ext4_fallocate``), so the serving thread does not reserve: a thread of
+the log's own (``landing-spare``) keeps a spare file with a whole segment reserved, and a
+roll renames it into place and wakes that thread for the next one.  Appends into reserved blocks are found in the extent cache and take no lock.
 
 | case | what happens |
 |---|---|
