@@ -119,10 +119,15 @@ class ClientPair:
         self._gateway = gateway
         # The upstream node this client's listener stands for (None: the bootstrap listener).
         self.node_id = node_id
+        # The broker address the upstream connection was opened to (outage reporting).
+        self.upstream_address: tuple[str, int] | None = None
         # The client connection (a Channel: mute, close_for, hold_reading) and its identity.
         self.channel: Any = None
         self.session: Any = None
         self._upstream: Any = None
+        # Until the first response arrives the upstream is only connected, not known alive:
+        # a broker being killed can still complete a TCP handshake (outages.py).
+        self._upstream_answered = False
         self._outbox: list[bytes] = []  # frames written before the upstream connected
         self._in_flight: deque[_InFlight] = deque()
         self._closed = False
@@ -250,6 +255,9 @@ class ClientPair:
                 f"a response out of order (expected correlation id {entry.frame.correlation_id})"
             )
             return
+        if not self._upstream_answered:
+            self._upstream_answered = True
+            self._gateway.upstream_answered(self)
         try:
             response = self._gateway.response(entry, payload, self)
         except Exception as exc:  # noqa: BLE001 - a malformed response closes this pair only

@@ -3,10 +3,11 @@
 A broker that dies takes every client connection the gateway paired with it down at once,
 and every client then reconnects, with backoff, for as long as the broker stays down; each
 attempt fails again.  Logging each of those would bury the one fact that matters, so a node
-is *down* from its first failure until a connection to it succeeds again: the first failure
+is *down* from its first failure until a connection to it answers again (a response, not
+only a TCP handshake, which a broker being killed can still complete): the first failure
 writes one WARNING line, the ones after it are only counted
 (``ktc_gateway_upstream_failures_total{node,reason}``) and logged at DEBUG, and the first
-successful connection writes one INFO line with how long the outage lasted and how many
+answered connection writes one INFO line with how long the outage lasted and how many
 connections failed meanwhile.  ``ktc_gateway_upstream_down{node}`` is 1 while a node is down.
 
 Reasons (the metric's ``reason`` label):
@@ -85,7 +86,7 @@ class UpstreamHealth:
         self._outages[label] = _Outage(self._monotonic(), 1)
         log.warning(
             "upstream %s %s down: %s; client connections to %s are closed until a connection "
-            "succeeds again (each failure is counted in ktc_gateway_upstream_failures_total)",
+            "answers again (each failure is counted in ktc_gateway_upstream_failures_total)",
             _what(node_id),
             _verb(node_id, "is", "are"),
             detail,
@@ -93,7 +94,7 @@ class UpstreamHealth:
         )
 
     def connected(self, node_id: int | None, host: str, port: int) -> None:
-        """A connection for a client of ``node_id``'s listener was opened."""
+        """A connection for a client of ``node_id``'s listener answered its first request."""
         outage = self._outages.pop(node_label(node_id), None)
         if outage is None:
             return

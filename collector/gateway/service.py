@@ -135,7 +135,7 @@ class Gateway:
                 continue
             if pair.node_id is None:
                 self._bootstrap_first = (host, port)
-            self.stats.health.connected(pair.node_id, host, port)
+            pair.upstream_address = (host, port)
             pair.upstream_ready(upstream)
             return
         detail = (
@@ -168,6 +168,13 @@ class Gateway:
         finally:
             self._discovering.set_result(None)
             self._discovering = None
+
+    def upstream_answered(self, pair: ClientPair) -> None:
+        """The first response over a pair's new upstream connection: its node is up (an
+        outage ends here, not at the TCP handshake, which a dying broker may still finish)."""
+        if pair.upstream_address is not None:
+            host, port = pair.upstream_address
+            self.stats.health.connected(pair.node_id, host, port)
 
     def upstream_lost(self, pair: ClientPair, reason: str, in_flight: int) -> None:
         """A pair's upstream connection ended; with requests in flight the broker is taken
