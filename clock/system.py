@@ -64,7 +64,9 @@ class SystemClock:
         return _time_ns()
 
     def call_later(self, delay_ms: float, callback: Callable[[], object]) -> Timer:
-        return asyncio.get_running_loop().call_later(max(0.0, delay_ms) / 1000.0, callback)
+        return asyncio.get_running_loop().call_later(
+            max(0.0, delay_ms) / 1000.0, callback
+        )
 
     async def sleep(self, delay_ms: float) -> None:
         await asyncio.sleep(max(0.0, delay_ms) / 1000.0)

@@ -43,7 +43,9 @@ class FakeClock:
     """Starts at ``now_ms`` on the monotonic scale and ``wall_ns`` on the wall clock; both
     move together, only by :meth:`advance` (or a thread's :meth:`wait`)."""
 
-    def __init__(self, now_ms: int = 0, *, wall_ns: int = DEFAULT_WALL_START_NS) -> None:
+    def __init__(
+        self, now_ms: int = 0, *, wall_ns: int = DEFAULT_WALL_START_NS
+    ) -> None:
         self._now_ns = now_ms * _NS_PER_MS
         self._wall_offset_ns = wall_ns - self._now_ns
         self._timers: list[tuple[int, int, FakeTimer]] = []
@@ -65,8 +67,12 @@ class FakeClock:
     # -- scheduling ------------------------------------------------------------------------
     def call_later(self, delay_ms: float, callback: Callable[[], object]) -> FakeTimer:
         with self._lock:
-            timer = FakeTimer(self._now_ns + max(0, round(delay_ms * _NS_PER_MS)), callback)
-            heapq.heappush(self._timers, (timer.deadline_ns, next(self._sequence), timer))
+            timer = FakeTimer(
+                self._now_ns + max(0, round(delay_ms * _NS_PER_MS)), callback
+            )
+            heapq.heappush(
+                self._timers, (timer.deadline_ns, next(self._sequence), timer)
+            )
             return timer
 
     async def sleep(self, delay_ms: float) -> None:

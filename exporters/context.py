@@ -35,7 +35,9 @@ class TelemetryContext:
     client_source_port: int
     listener_name: str
     security_protocol: str
-    principal: str  # "User:ANONYMOUS" on PLAINTEXT, as Kafka's KafkaPrincipal.toString()
+    principal: (
+        str  # "User:ANONYMOUS" on PLAINTEXT, as Kafka's KafkaPrincipal.toString()
+    )
     push_interval_ms: int
     terminating: bool
     received_time_unix_nano: int
@@ -102,7 +104,9 @@ class TelemetryContext:
         return dataclasses.asdict(self)
 
     def to_json_bytes(self) -> bytes:
-        return json.dumps(self.to_json_dict(), separators=(",", ":"), ensure_ascii=False).encode()
+        return json.dumps(
+            self.to_json_dict(), separators=(",", ":"), ensure_ascii=False
+        ).encode()
 
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> TelemetryContext:

@@ -194,7 +194,9 @@ def strip_comments(text: str) -> str:
     return "".join(out)
 
 
-def _field_from_json(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]) -> FieldSpec:
+def _field_from_json(
+    raw: dict[str, Any], common: dict[str, list[dict[str, Any]]]
+) -> FieldSpec:
     type_name = str(raw["type"])
     element = type_name.removeprefix("[]")
     children: list[dict[str, Any]] = raw.get("fields") or common.get(element) or []
@@ -209,7 +211,9 @@ def _field_from_json(raw: dict[str, Any], common: dict[str, list[dict[str, Any]]
         tag=int(tag) if tag is not None else None,
         default=raw.get("default"),
         ignorable=bool(raw.get("ignorable", False)),
-        flexible_override=Versions.parse(str(flexible)) if flexible is not None else None,
+        flexible_override=Versions.parse(str(flexible))
+        if flexible is not None
+        else None,
         about=str(raw.get("about", "")),
         fields=[_field_from_json(child, common) for child in children],
     )
@@ -335,7 +339,9 @@ class Emitter:
         return name
 
 
-def _group_fixed(fields: list[FieldSpec], version: int) -> list[list[FieldSpec] | FieldSpec]:
+def _group_fixed(
+    fields: list[FieldSpec], version: int
+) -> list[list[FieldSpec] | FieldSpec]:
     """Split a struct's fields into runs of fixed-size fields (one struct call) and the rest."""
     groups: list[list[FieldSpec] | FieldSpec] = []
     run: list[FieldSpec] = []
@@ -380,15 +386,23 @@ class ReaderGen:
                 body.append(f"    pos += {size}")
                 for f in group:
                     if f.type == "uuid":
-                        body.append(f"    _{f.attr} = {self.e.prim('uuid_from_bytes')}(_{f.attr})")
+                        body.append(
+                            f"    _{f.attr} = {self.e.prim('uuid_from_bytes')}(_{f.attr})"
+                        )
             else:
-                body.extend(self.field_read(group, version, flexible, f"_{group.attr}", "    "))
+                body.extend(
+                    self.field_read(group, version, flexible, f"_{group.attr}", "    ")
+                )
         tagged = [f for f in fields if f.present(version) and f.tagged(version)]
         if flexible:
             if tagged:
                 for f in tagged:
-                    body.append(f"    _{f.attr}: {python_type(f)} = {default_source(f)}")
-                body.append(f"    _tagged, pos = {self.e.prim('read_tagged_fields')}(buf, pos)")
+                    body.append(
+                        f"    _{f.attr}: {python_type(f)} = {default_source(f)}"
+                    )
+                body.append(
+                    f"    _tagged, pos = {self.e.prim('read_tagged_fields')}(buf, pos)"
+                )
                 body.append("    if _tagged:")
                 for f in sorted(tagged, key=lambda t: t.tag or 0):
                     reader = self.tag_reader(class_name, f, version, flexible)
@@ -410,17 +424,25 @@ class ReaderGen:
         for f in fields:
             value = f"_{f.attr}" if f.present(version) else default_source(f)
             body.extend(
-                wrap_items(f"    {self.e.setter(class_name, f.attr)}(", ["_message", value], ")")
+                wrap_items(
+                    f"    {self.e.setter(class_name, f.attr)}(",
+                    ["_message", value],
+                    ")",
+                )
             )
         body.append("    return _message, pos")
         signature = f"(buf: BytesLike, pos: int) -> tuple[{class_name}, int]:"
         return self.e.function(name, signature, body)
 
-    def tag_reader(self, class_name: str, f: FieldSpec, version: int, flexible: bool) -> str:
+    def tag_reader(
+        self, class_name: str, f: FieldSpec, version: int, flexible: bool
+    ) -> str:
         body = self.field_read(f, version, flexible, "value", "    ")
         body.append("    return value, pos")
         signature = f"(buf: BytesLike, pos: int) -> tuple[{python_type(f)}, int]:"
-        return self.e.function(f"_read_{class_name}_{f.attr}_v{version}", signature, body)
+        return self.e.function(
+            f"_read_{class_name}_{f.attr}_v{version}", signature, body
+        )
 
     def field_read(
         self, f: FieldSpec, version: int, flexible: bool, target: str, ind: str
@@ -430,16 +452,27 @@ class ReaderGen:
         if f.is_array:
             return self.array_read(f, version, flexible, compact, nullable, target, ind)
         if f.is_struct:
-            reader = self.struct_reader(f.type, f.fields, version, f"_read_{f.type}_v{version}")
+            reader = self.struct_reader(
+                f.type, f.fields, version, f"_read_{f.type}_v{version}"
+            )
             return [f"{ind}{target}, pos = {reader}(buf, pos)"]
         if f.type in FIXED_TYPES:
             fmt, size, _, _ = FIXED_TYPES[f.type]
             s = self.e.struct(">" + fmt)
-            lines = [f"{ind}({target},) = {s}.unpack_from(buf, pos)", f"{ind}pos += {size}"]
+            lines = [
+                f"{ind}({target},) = {s}.unpack_from(buf, pos)",
+                f"{ind}pos += {size}",
+            ]
             if f.type == "uuid":
-                lines.append(f"{ind}{target} = {self.e.prim('uuid_from_bytes')}({target})")
+                lines.append(
+                    f"{ind}{target} = {self.e.prim('uuid_from_bytes')}({target})"
+                )
             return lines
-        reader = "read_" + ("nullable_" if nullable else "") + ("compact_" if compact else "")
+        reader = (
+            "read_"
+            + ("nullable_" if nullable else "")
+            + ("compact_" if compact else "")
+        )
         reader += "bytes" if f.type == "records" else f.type
         return [f"{ind}{target}, pos = {self.e.prim(reader)}(buf, pos)"]
 
@@ -453,25 +486,33 @@ class ReaderGen:
         target: str,
         ind: str,
     ) -> list[str]:
-        length_reader = self.e.prim("read_compact_array_length" if compact else "read_array_length")
+        length_reader = self.e.prim(
+            "read_compact_array_length" if compact else "read_array_length"
+        )
         lines = [f"{ind}_n, pos = {length_reader}(buf, pos)"]
         lines.append(f"{ind}if _n < 0:")
         if nullable:
             lines.append(f"{ind}    {target} = None")
         else:
             err = self.e.prim("MalformedError")
-            lines.append(f'{ind}    raise {err}("Non-nullable array {f.name} was null")')
+            lines.append(
+                f'{ind}    raise {err}("Non-nullable array {f.name} was null")'
+            )
         element = f.element_type
         lines.append(f"{ind}else:")
         inner = ind + "    "
         if element in FIXED_TYPES and element != "uuid":
             fmt, size, _, _ = FIXED_TYPES[element]
             self.e.needs_struct_module = True
-            lines.append(f'{inner}{target} = struct.unpack_from(f">{{_n}}{fmt}", buf, pos)')
+            lines.append(
+                f'{inner}{target} = struct.unpack_from(f">{{_n}}{fmt}", buf, pos)'
+            )
             lines.append(f"{inner}pos += _n * {size}")
             return lines
         if f.is_struct:
-            reader = self.struct_reader(element, f.fields, version, f"_read_{element}_v{version}")
+            reader = self.struct_reader(
+                element, f.fields, version, f"_read_{element}_v{version}"
+            )
             call = f"{reader}(buf, pos)"
         elif element == "uuid":
             call = f"{self.e.prim('read_uuid')}(buf, pos)"
@@ -516,11 +557,16 @@ class WriterGen:
                 fmt = ">" + "".join(FIXED_TYPES[f.type][0] for f in group)
                 s = self.e.struct(fmt)
                 values = [
-                    f"msg.{f.attr}.bytes" if f.type == "uuid" else f"msg.{f.attr}" for f in group
+                    f"msg.{f.attr}.bytes" if f.type == "uuid" else f"msg.{f.attr}"
+                    for f in group
                 ]
                 body.extend(wrap_items(f"    out += {s}.pack(", values, ")"))
             else:
-                body.extend(self.field_write(group, version, flexible, f"msg.{group.attr}", "    "))
+                body.extend(
+                    self.field_write(
+                        group, version, flexible, f"msg.{group.attr}", "    "
+                    )
+                )
         tagged = [f for f in fields if f.present(version) and f.tagged(version)]
         if flexible:
             if tagged:
@@ -529,7 +575,9 @@ class WriterGen:
                     body.append(f"    if msg.{f.attr} != {default_source(f)}:")
                     body.append("        _buf = bytearray()")
                     body.extend(
-                        self.field_write(f, version, flexible, f"msg.{f.attr}", "        ", "_buf")
+                        self.field_write(
+                            f, version, flexible, f"msg.{f.attr}", "        ", "_buf"
+                        )
                     )
                     body.append(f"        _tags.append(({f.tag}, _buf))")
                 body.append(f"    {self.e.prim('write_tagged_fields')}(out, _tags)")
@@ -541,21 +589,35 @@ class WriterGen:
         return self.e.function(name, signature, body)
 
     def field_write(
-        self, f: FieldSpec, version: int, flexible: bool, value: str, ind: str, out: str = "out"
+        self,
+        f: FieldSpec,
+        version: int,
+        flexible: bool,
+        value: str,
+        ind: str,
+        out: str = "out",
     ) -> list[str]:
         compact = f.compact(version, flexible)
         nullable = f.nullable(version)
         if f.is_array:
-            return self.array_write(f, version, flexible, compact, nullable, value, ind, out)
+            return self.array_write(
+                f, version, flexible, compact, nullable, value, ind, out
+            )
         if f.is_struct:
-            writer = self.struct_writer(f.type, f.fields, version, f"_write_{f.type}_v{version}")
+            writer = self.struct_writer(
+                f.type, f.fields, version, f"_write_{f.type}_v{version}"
+            )
             return [f"{ind}{writer}({value}, {out})"]
         if f.type in FIXED_TYPES:
             fmt = FIXED_TYPES[f.type][0]
             s = self.e.struct(">" + fmt)
             arg = f"{value}.bytes" if f.type == "uuid" else value
             return [f"{ind}{out} += {s}.pack({arg})"]
-        writer = "write_" + ("nullable_" if nullable else "") + ("compact_" if compact else "")
+        writer = (
+            "write_"
+            + ("nullable_" if nullable else "")
+            + ("compact_" if compact else "")
+        )
         writer += "bytes" if f.type == "records" else f.type
         return [f"{ind}{self.e.prim(writer)}({out}, {value})"]
 
@@ -578,7 +640,9 @@ class WriterGen:
         if nullable:
             lines.append(f"{ind}    {length_writer}({out}, -1)")
         else:
-            lines.append(f'{ind}    raise ValueError("Non-nullable array {f.name} was None")')
+            lines.append(
+                f'{ind}    raise ValueError("Non-nullable array {f.name} was None")'
+            )
         lines.append(f"{ind}else:")
         inner = ind + "    "
         lines.append(f"{inner}{length_writer}({out}, len({array}))")
@@ -587,10 +651,14 @@ class WriterGen:
             fmt = FIXED_TYPES[element][0]
             self.e.needs_struct_module = True
             fmt_arg = f'f">{{len({array})}}{fmt}"'
-            lines.extend(wrap_items(f"{inner}{out} += struct.pack(", [fmt_arg, f"*{array}"], ")"))
+            lines.extend(
+                wrap_items(f"{inner}{out} += struct.pack(", [fmt_arg, f"*{array}"], ")")
+            )
             return lines
         if f.is_struct:
-            writer = self.struct_writer(element, f.fields, version, f"_write_{element}_v{version}")
+            writer = self.struct_writer(
+                element, f.fields, version, f"_write_{element}_v{version}"
+            )
             lines.append(f"{inner}for {item} in {array}:")
             lines.append(f"{inner}    {writer}({item}, {out})")
             return lines
@@ -621,7 +689,11 @@ def _docstring(text: str, indent: str) -> list[str]:
     if len(indent) + len(text) + 6 <= LINE_LIMIT:
         return [f'{indent}"""{text}"""']
     wrapped = textwrap.wrap(text, LINE_LIMIT - len(indent) - 3)
-    return [f'{indent}"""{wrapped[0]}', *(indent + line for line in wrapped[1:]), f'{indent}"""']
+    return [
+        f'{indent}"""{wrapped[0]}',
+        *(indent + line for line in wrapped[1:]),
+        f'{indent}"""',
+    ]
 
 
 def dataclass_source(class_name: str, fields: list[FieldSpec], doc: str) -> str:
@@ -671,7 +743,9 @@ def render_module(spec: MessageSpec) -> str:
         )
         write_table.append(
             f"    {version}: "
-            + writers.struct_writer(spec.name, spec.fields, version, f"write_v{version}")
+            + writers.struct_writer(
+                spec.name, spec.fields, version, f"write_v{version}"
+            )
             + ","
         )
 
@@ -679,7 +753,9 @@ def render_module(spec: MessageSpec) -> str:
     _collect_structs(spec.fields, structs)
     uses_uuid = any(f.element_type == "uuid" for f in _all_fields(spec.fields))
 
-    flex = spec.flexible_versions.low if spec.flexible_versions != NO_VERSIONS else "never"
+    flex = (
+        spec.flexible_versions.low if spec.flexible_versions != NO_VERSIONS else "never"
+    )
     header = [
         HEADER.format(
             source=spec.source,
@@ -748,7 +824,9 @@ def render_module(spec: MessageSpec) -> str:
         )
     )
     parts.append(
-        "\n".join(f'{name} = struct.Struct("{fmt}")' for fmt, name in emitter.structs.items())
+        "\n".join(
+            f'{name} = struct.Struct("{fmt}")' for fmt, name in emitter.structs.items()
+        )
         + "\n"
         if emitter.structs
         else ""
@@ -766,10 +844,14 @@ def render_module(spec: MessageSpec) -> str:
         + "\n".join(write_table)
         + "\n}\n"
     )
-    return "\n\n".join(p.rstrip("\n") + "\n" for p in parts if p).replace("\n\n\n\n", "\n\n\n")
+    return "\n\n".join(p.rstrip("\n") + "\n" for p in parts if p).replace(
+        "\n\n\n\n", "\n\n\n"
+    )
 
 
-def _definition_order(structs: dict[str, list[FieldSpec]]) -> list[tuple[str, list[FieldSpec]]]:
+def _definition_order(
+    structs: dict[str, list[FieldSpec]],
+) -> list[tuple[str, list[FieldSpec]]]:
     """Outermost struct first (annotations are lazy), except that a struct held in a single
     (non-array) field is defined before its holder: its class is the field's default factory,
     evaluated when the holder's class is created."""
@@ -845,7 +927,9 @@ def render_init(specs: list[MessageSpec]) -> str:
     return INIT_TEMPLATE.format(
         imports="\n".join(f"    {m}," for m in modules),
         class_imports=class_imports,
-        exported="\n".join(f'    "{n}",' for n in sorted((s.name for s in specs), key=isort_key)),
+        exported="\n".join(
+            f'    "{n}",' for n in sorted((s.name for s in specs), key=isort_key)
+        ),
         requests=by_kind["request"],
         responses=by_kind["response"],
     )
@@ -895,7 +979,9 @@ def _throttle_versions(response: MessageSpec, first_only: bool) -> list[int]:
         return []
     found = []
     for version in response.versions():
-        present = [f for f in response.fields if f.present(version) and not f.tagged(version)]
+        present = [
+            f for f in response.fields if f.present(version) and not f.tagged(version)
+        ]
         candidates = present[:1] if first_only else present
         if any(f.name == "ThrottleTimeMs" and f.type == "int32" for f in candidates):
             found.append(version)
@@ -920,7 +1006,9 @@ def _throttle_offset(response: MessageSpec) -> str:
     if not found:
         return "none"
     if len(set(found.values())) != 1:
-        raise ValueError(f"{response.name}: the throttle offset differs between versions")
+        raise ValueError(
+            f"{response.name}: the throttle offset differs between versions"
+        )
     return f"{_version_set_text(sorted(found))}@{next(iter(found.values()))}"
 
 
@@ -991,7 +1079,9 @@ def vendor_api_table(source: Path) -> Path:
     else:
         with zipfile.ZipFile(source) as jar:
             for info in jar.infolist():
-                if info.filename.startswith("common/message/") and info.filename.endswith(".json"):
+                if info.filename.startswith(
+                    "common/message/"
+                ) and info.filename.endswith(".json"):
                     texts[info.filename.rsplit("/", 1)[1]] = jar.read(info).decode()
         origin = source.name
     names = [n for n in texts if n.endswith(("Request.json", "Response.json"))]
@@ -1149,7 +1239,9 @@ def render_api_table(path: Path | None = None) -> str:
         ]
         lines.extend(wrap_items(f"    {row['apiKey']}: ApiInfo(", fields, "),"))
     release = path.stem.removeprefix("kafka-clients-")
-    return API_TABLE_TEMPLATE.format(source=path.name, release=release, rows="\n".join(lines))
+    return API_TABLE_TEMPLATE.format(
+        source=path.name, release=release, rows="\n".join(lines)
+    )
 
 
 def render_all() -> dict[Path, str]:
@@ -1162,7 +1254,9 @@ def render_all() -> dict[Path, str]:
 
 def stale_files() -> list[Path]:
     """Generated files whose committed content differs from what the specs produce."""
-    stale = [p for p, text in render_all().items() if not p.exists() or p.read_text() != text]
+    stale = [
+        p for p, text in render_all().items() if not p.exists() or p.read_text() != text
+    ]
     known = set(render_all())
     stale.extend(p for p in OUT_DIR.glob("*.py") if p not in known)
     return stale

@@ -94,24 +94,36 @@ def decompress(compression_type: int, data: Payload, max_bytes: int) -> bytes:
         raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
     decoder = _DECODERS.get(compression_type)
     if decoder is None:
-        raise UnsupportedCompressionTypeError(f"Unknown compression type id {compression_type}")
+        raise UnsupportedCompressionTypeError(
+            f"Unknown compression type id {compression_type}"
+        )
     return decoder(data, max_bytes)
 
 
-def compress(compression_type: int, data: Payload, *, snappy_xerial: bool = False) -> bytes:
+def compress(
+    compression_type: int, data: Payload, *, snappy_xerial: bool = False
+) -> bytes:
     """Compress ``data`` the way a client would (librdkafka; ``snappy_xerial`` = Java's framing)."""
     if compression_type == CompressionType.NONE:
         return bytes(data)
     if compression_type == CompressionType.GZIP:
-        encoder = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, _GZIP_WBITS)
+        encoder = zlib.compressobj(
+            zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, _GZIP_WBITS
+        )
         return encoder.compress(data) + encoder.flush()
     if compression_type == CompressionType.SNAPPY:
-        return _xerial_compress(data) if snappy_xerial else bytes(cramjam.snappy.compress_raw(data))
+        return (
+            _xerial_compress(data)
+            if snappy_xerial
+            else bytes(cramjam.snappy.compress_raw(data))
+        )
     if compression_type == CompressionType.LZ4:
         return bytes(cramjam.lz4.compress(data))
     if compression_type == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
-    raise UnsupportedCompressionTypeError(f"Unknown compression type id {compression_type}")
+    raise UnsupportedCompressionTypeError(
+        f"Unknown compression type id {compression_type}"
+    )
 
 
 def _too_large(max_bytes: int) -> TelemetryTooLargeError:
@@ -201,8 +213,12 @@ def _xerial_decompress(view: memoryview, max_bytes: int) -> bytes:
         (length,) = _XERIAL_BLOCK_LENGTH.unpack_from(view, pos)
         pos += _XERIAL_BLOCK_LENGTH.size
         if length < 0 or length > len(view) - pos:
-            raise InvalidRecordError(f"Xerial snappy block length {length} past the end")
-        block = _snappy_raw_block(view[pos : pos + length], max_bytes - produced, max_bytes)
+            raise InvalidRecordError(
+                f"Xerial snappy block length {length} past the end"
+            )
+        block = _snappy_raw_block(
+            view[pos : pos + length], max_bytes - produced, max_bytes
+        )
         produced += len(block)
         parts.append(block)
         pos += length
@@ -213,7 +229,9 @@ def _xerial_compress(data: Payload) -> bytes:
     view = memoryview(data)
     parts = [_XERIAL_HEADER.pack(XERIAL_SNAPPY_MAGIC, 1, 1)]
     for start in range(0, len(view), _XERIAL_BLOCK_BYTES):
-        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK_BYTES]))
+        block = bytes(
+            cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK_BYTES])
+        )
         parts.append(_XERIAL_BLOCK_LENGTH.pack(len(block)))
         parts.append(block)
     return b"".join(parts)

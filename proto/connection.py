@@ -196,18 +196,24 @@ def _parse_request_frame(raw: bytes) -> RequestFrame:
     # string even in v2), then in v2 a tagged-field section. One unpack for the fixed part.
     if len(raw) < _HEADER_FIXED.size:
         raise FramingError(f"Malformed request header: {len(raw)} bytes")
-    api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(raw, 0)
+    api_key, api_version, correlation_id, client_id_length = _HEADER_FIXED.unpack_from(
+        raw, 0
+    )
     pos = _HEADER_FIXED.size
     if client_id_length >= 0:
         end = pos + client_id_length
         if end > len(raw):
-            raise FramingError(f"Malformed request header: client id of {client_id_length} bytes")
+            raise FramingError(
+                f"Malformed request header: client id of {client_id_length} bytes"
+            )
         client_id = str(raw[pos:end], "utf-8", "replace")
         pos = end
     elif client_id_length == -1:
         client_id = ""  # Kafka's RequestHeader.parse: a null client id is ""
     else:
-        raise FramingError(f"Malformed request header: client id length {client_id_length}")
+        raise FramingError(
+            f"Malformed request header: client id length {client_id_length}"
+        )
     if api_version >= _REQUEST_FIRST_FLEXIBLE.get(api_key, _NEVER):
         try:
             pos = skip_tagged_fields(raw, pos)
@@ -304,10 +310,14 @@ class _FrameBuffer:
                 return
         elif len(chunk) >= _SIZE_PREFIX_BYTES:
             (size,) = INT32.unpack_from(chunk, 0)
-            if len(chunk) - _SIZE_PREFIX_BYTES == size:  # exactly one frame: the usual read
+            if (
+                len(chunk) - _SIZE_PREFIX_BYTES == size
+            ):  # exactly one frame: the usual read
                 self._check_size(size)
                 if self._api_limits is not None and size >= 2:
-                    self._check_api(INT16.unpack_from(chunk, _SIZE_PREFIX_BYTES)[0], size)
+                    self._check_api(
+                        INT16.unpack_from(chunk, _SIZE_PREFIX_BYTES)[0], size
+                    )
                 self._ready.append(chunk[_SIZE_PREFIX_BYTES:])
                 self._ready_bytes += len(chunk)
                 return
@@ -337,7 +347,8 @@ class _FrameBuffer:
         head = b"".join(self._parts) + chunk[:_SIZE_AND_API_KEY]
         if len(head) >= _SIZE_AND_API_KEY:
             self._check_api(
-                INT16.unpack_from(head, _SIZE_PREFIX_BYTES)[0], self._needed - _SIZE_PREFIX_BYTES
+                INT16.unpack_from(head, _SIZE_PREFIX_BYTES)[0],
+                self._needed - _SIZE_PREFIX_BYTES,
             )
             self._api_unchecked = False
             self.partial_frames += 1
@@ -352,7 +363,9 @@ class _FrameBuffer:
             self._check_size(size)
             has_api_key = length - at >= _SIZE_AND_API_KEY
             if self._api_limits is not None and has_api_key:
-                self._check_api(INT16.unpack_from(view, at + _SIZE_PREFIX_BYTES)[0], size)
+                self._check_api(
+                    INT16.unpack_from(view, at + _SIZE_PREFIX_BYTES)[0], size
+                )
             end = at + _SIZE_PREFIX_BYTES + size
             if end > length:
                 self._needed = end - at
@@ -518,15 +531,21 @@ def _writer(modules: dict[int, ModuleType], api_key: int, api_version: int) -> A
         raise UnknownApiKey(api_key)
     writer = module.WRITERS.get(api_version)
     if writer is None:
-        raise UnsupportedVersionError(f"No schema for {ApiKeys(api_key).name} v{api_version}")
+        raise UnsupportedVersionError(
+            f"No schema for {ApiKeys(api_key).name} v{api_version}"
+        )
     return writer
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, message: Any) -> bytes:
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, message: Any
+) -> bytes:
     """The response frame, size prefix included, with the header version Kafka would use."""
     writer = _RESPONSE_WRITERS.get((api_key, api_version))
     if writer is None:
-        writer = _writer(RESPONSE_MODULES, api_key, api_version)  # raises the right error
+        writer = _writer(
+            RESPONSE_MODULES, api_key, api_version
+        )  # raises the right error
     out = bytearray(_SIZE_AND_CORRELATION.pack(0, correlation_id))
     if response_is_flexible(api_key, api_version):
         out.append(0)  # response header v1: empty tagged-field section
@@ -545,7 +564,9 @@ def api_versions_unsupported_response(correlation_id: int) -> bytes:
     low, high = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
     message = ApiVersionsResponse(
         error_code=Errors.UNSUPPORTED_VERSION,
-        api_keys=(ApiVersion(api_key=ApiKeys.API_VERSIONS, min_version=low, max_version=high),),
+        api_keys=(
+            ApiVersion(api_key=ApiKeys.API_VERSIONS, min_version=low, max_version=high),
+        ),
     )
     return encode_response(ApiKeys.API_VERSIONS, 0, correlation_id, message)
 
@@ -554,7 +575,11 @@ def api_versions_unsupported_response(correlation_id: int) -> bytes:
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, message: Any
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    message: Any,
 ) -> bytes:
     """A request frame, size prefix included (header v2 when flexible, else v1)."""
     writer = _writer(REQUEST_MODULES, api_key, api_version)
@@ -567,7 +592,9 @@ def encode_request(
     return bytes(out)
 
 
-def decode_response(api_key: int, api_version: int, payload: bytes | memoryview) -> ResponseFrame:
+def decode_response(
+    api_key: int, api_version: int, payload: bytes | memoryview
+) -> ResponseFrame:
     """Parse a response frame's payload (size prefix already removed).
 
     ApiVersions falls back to v0 like Kafka's client (``ApiVersionsResponse.parse``): a broker
@@ -582,13 +609,17 @@ def decode_response(api_key: int, api_version: int, payload: bytes | memoryview)
     return _decode_response(api_key, api_version, payload)
 
 
-def _decode_response(api_key: int, api_version: int, payload: bytes | memoryview) -> ResponseFrame:
+def _decode_response(
+    api_key: int, api_version: int, payload: bytes | memoryview
+) -> ResponseFrame:
     module = RESPONSE_MODULES.get(api_key)
     if module is None:
         raise UnknownApiKey(api_key)
     reader = module.READERS.get(api_version)
     if reader is None:
-        raise UnsupportedVersionError(f"No schema for {ApiKeys(api_key).name} v{api_version}")
+        raise UnsupportedVersionError(
+            f"No schema for {ApiKeys(api_key).name} v{api_version}"
+        )
     try:
         (correlation_id,) = INT32.unpack_from(payload, 0)
         pos = INT32.size
@@ -598,7 +629,9 @@ def _decode_response(api_key: int, api_version: int, payload: bytes | memoryview
     except KafkaError:
         raise
     except (struct.error, IndexError, ValueError, OverflowError) as exc:
-        raise MalformedError(f"Malformed {ApiKeys(api_key).name} response: {exc}") from None
+        raise MalformedError(
+            f"Malformed {ApiKeys(api_key).name} response: {exc}"
+        ) from None
     return ResponseFrame(correlation_id, api_key, api_version, message)
 
 
@@ -646,7 +679,9 @@ class ClientConnection:
     def send_request(self, api_key: int, api_version: int, message: Any) -> bytes:
         correlation_id = self._next_correlation_id
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
-        wire = encode_request(api_key, api_version, correlation_id, self.client_id, message)
+        wire = encode_request(
+            api_key, api_version, correlation_id, self.client_id, message
+        )
         self._in_flight[correlation_id] = (api_key, api_version)
         return wire
 
@@ -658,7 +693,9 @@ class ClientConnection:
         if payload is None:
             return None
         if len(payload) < INT32.size:
-            raise FramingError(f"Response of {len(payload)} bytes has no correlation id")
+            raise FramingError(
+                f"Response of {len(payload)} bytes has no correlation id"
+            )
         (correlation_id,) = INT32.unpack_from(payload, 0)
         request = self._in_flight.pop(correlation_id, None)
         if request is None:

@@ -87,7 +87,9 @@ INT32 = struct.Struct(">i")
 UINT32 = struct.Struct(">I")
 INT64 = struct.Struct(">q")
 FLOAT64 = struct.Struct(">d")
-BOOL = struct.Struct(">?")  # any non-zero byte reads as true, like Java's readByte() != 0
+BOOL = struct.Struct(
+    ">?"
+)  # any non-zero byte reads as true, like Java's readByte() != 0
 UUID_BYTES = struct.Struct(">16s")
 
 # An unsigned varint carrying a 32-bit value needs at most 5 bytes (5 x 7 = 35 bits);
@@ -107,7 +109,9 @@ def read_uvarint(buf: BytesLike, pos: int) -> tuple[int, int]:
         if byte < 0x80:  # fast path: one byte, the common case for lengths and counts
             return byte, pos + 1
         second = buf[pos + 1]
-        if second < 0x80:  # two bytes: lengths 128..16383, e.g. a typical Metrics payload
+        if (
+            second < 0x80
+        ):  # two bytes: lengths 128..16383, e.g. a typical Metrics payload
             return (byte & 0x7F) | (second << 7), pos + 2
         value = byte & 0x7F
         shift = 7
@@ -121,7 +125,9 @@ def read_uvarint(buf: BytesLike, pos: int) -> tuple[int, int]:
             shift += 7
     except IndexError:
         raise MalformedError(f"Truncated varint at offset {pos}") from None
-    raise MalformedError(f"Varint at offset {pos} is longer than 5 bytes or over 32 bits")
+    raise MalformedError(
+        f"Varint at offset {pos} is longer than 5 bytes or over 32 bits"
+    )
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
@@ -186,7 +192,9 @@ def read_nullable_compact_string(buf: BytesLike, pos: int) -> tuple[str | None, 
     if length_plus_one == 0:
         return None, pos
     if length_plus_one - 1 > 0x7FFF:
-        raise MalformedError(f"Compact string length {length_plus_one - 1} exceeds 32767")
+        raise MalformedError(
+            f"Compact string length {length_plus_one - 1} exceeds 32767"
+        )
     raw, pos = _take(buf, pos, length_plus_one - 1, "compact string")
     return str(raw, "utf-8", _UTF8_ERRORS), pos
 
@@ -257,7 +265,9 @@ def read_bytes(buf: BytesLike, pos: int) -> tuple[BytesLike, int]:
     return value, pos
 
 
-def read_nullable_compact_bytes(buf: BytesLike, pos: int) -> tuple[BytesLike | None, int]:
+def read_nullable_compact_bytes(
+    buf: BytesLike, pos: int
+) -> tuple[BytesLike | None, int]:
     length_plus_one, pos = read_uvarint(buf, pos)
     if length_plus_one == 0:
         return None, pos
@@ -319,7 +329,9 @@ def read_array_length(buf: BytesLike, pos: int) -> tuple[int, int]:
         raise MalformedError(f"Array length {count} is negative")
     # Like Kafka's generated readers: more elements than remaining bytes cannot be real.
     if count > len(buf) - pos:
-        raise MalformedError(f"Array of {count} elements at offset {pos} runs past the end")
+        raise MalformedError(
+            f"Array of {count} elements at offset {pos} runs past the end"
+        )
     return count, pos
 
 
@@ -328,7 +340,9 @@ def read_compact_array_length(buf: BytesLike, pos: int) -> tuple[int, int]:
     count_plus_one, pos = read_uvarint(buf, pos)
     count = count_plus_one - 1
     if count > len(buf) - pos:
-        raise MalformedError(f"Array of {count} elements at offset {pos} runs past the end")
+        raise MalformedError(
+            f"Array of {count} elements at offset {pos} runs past the end"
+        )
     return count, pos
 
 
@@ -415,7 +429,9 @@ def skip_tagged_fields(buf: BytesLike, pos: int) -> int:
     return read_tagged_fields(buf, pos)[1]
 
 
-def write_tagged_fields(out: bytearray, fields: Sequence[tuple[int, bytes | bytearray]]) -> None:
+def write_tagged_fields(
+    out: bytearray, fields: Sequence[tuple[int, bytes | bytearray]]
+) -> None:
     """Write ``(tag, encoded value)`` pairs, which must already be in ascending tag order."""
     write_uvarint(out, len(fields))
     for tag, encoded in fields:
@@ -428,9 +444,13 @@ def write_empty_tagged_fields(out: bytearray) -> None:
     out.append(0)
 
 
-def decode_tagged(raw: BytesLike, reader: Callable[[BytesLike, int], tuple[T, int]], tag: int) -> T:
+def decode_tagged(
+    raw: BytesLike, reader: Callable[[BytesLike, int], tuple[T, int]], tag: int
+) -> T:
     """Decode one known tagged field; its value must use exactly the bytes its size declared."""
     value, end = reader(raw, 0)
     if end != len(raw):
-        raise MalformedError(f"Tagged field {tag} declared {len(raw)} bytes, value used {end}")
+        raise MalformedError(
+            f"Tagged field {tag} declared {len(raw)} bytes, value used {end}"
+        )
     return value

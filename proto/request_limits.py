@@ -65,7 +65,15 @@ def push_telemetry_request_max_bytes(telemetry_max_bytes: int) -> int:
     limit still reaches the manager, which answers TELEMETRY_TOO_LARGE as Kafka does, unless
     it is over by more than the header's slack.
     """
-    body = 16 + 4 + 1 + 1 + _uvarint_size(telemetry_max_bytes + 1) + telemetry_max_bytes + 1
+    body = (
+        16
+        + 4
+        + 1
+        + 1
+        + _uvarint_size(telemetry_max_bytes + 1)
+        + telemetry_max_bytes
+        + 1
+    )
     return REQUEST_HEADER_MAX_BYTES + body
 
 
@@ -105,7 +113,9 @@ _BODY_LIMITS: dict[int, int] = {
     ApiKeys.DELETE_ACLS: 1 * _MIB,
 }
 assert 30_000 * (16 + 1 + _TOPIC_NAME_MAX + 1) < _BODY_LIMITS[ApiKeys.METADATA]
-assert 64 * 3 * (3 + _CONFIG_VALUE_MAX) < _BODY_LIMITS[ApiKeys.INCREMENTAL_ALTER_CONFIGS]
+assert (
+    64 * 3 * (3 + _CONFIG_VALUE_MAX) < _BODY_LIMITS[ApiKeys.INCREMENTAL_ALTER_CONFIGS]
+)
 
 
 @dataclass(frozen=True, slots=True)

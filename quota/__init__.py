@@ -23,7 +23,12 @@ from quota.connection_quotas import (
     RejectReason,
     WaitForSlot,
 )
-from quota.engine import EntityQuotaChange, ListenerLimits, QuotaEngine, QuotaEngineConfig
+from quota.engine import (
+    EntityQuotaChange,
+    ListenerLimits,
+    QuotaEngine,
+    QuotaEngineConfig,
+)
 from quota.entity import (
     DEFAULT,
     QUOTA_PRECEDENCE,

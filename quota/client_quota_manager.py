@@ -107,7 +107,9 @@ class ClientQuotaManagerConfig:
 
     def __post_init__(self) -> None:
         if self.num_quota_samples < 1:
-            raise ValueError(f"quota.window.num must be at least 1, got {self.num_quota_samples}")
+            raise ValueError(
+                f"quota.window.num must be at least 1, got {self.num_quota_samples}"
+            )
         if self.quota_window_size_seconds < 1:
             raise ValueError(
                 "quota.window.size.seconds must be at least 1, "
@@ -119,7 +121,9 @@ class ClientQuotaManagerConfig:
 class ClientSensors:
     """The quota sensor and throttle-time sensor a client records into."""
 
-    metric_tags: tuple[str, str]  # (user, client-id) as resolved; "" = not part of the entity
+    metric_tags: tuple[
+        str, str
+    ]  # (user, client-id) as resolved; "" = not part of the entity
     quota_sensor: Sensor
     throttle_time_sensor: Sensor
 
@@ -169,7 +173,9 @@ class ClientQuotaManager:
         delay_queue_sensor = metrics.sensor(f"{quota_type}-delayQueue", now_ms)
         delay_queue_sensor.add(
             MetricName(
-                "queue-size", str(quota_type), description="Tracks the size of the delay queue"
+                "queue-size",
+                str(quota_type),
+                description="Tracks the size of the delay queue",
             ),
             _QueueSize(self.queue, str(quota_type)),
         )
@@ -200,7 +206,9 @@ class ClientQuotaManager:
             return self._throttle_time_ms(violation, now_ms)
         return 0
 
-    def record_no_throttle(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+    def record_no_throttle(
+        self, user: str, client_id: str, value: float, now_ms: int
+    ) -> None:
         """Record without checking; the next checked record sees the sum."""
         sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
         sensors.quota_sensor.record(value, now_ms, False)
@@ -211,7 +219,9 @@ class ClientQuotaManager:
         sensors = self.get_or_create_quota_sensors(user, client_id, now_ms)
         sensors.quota_sensor.unrecord(value, now_ms)
 
-    def max_value_in_quota_window(self, user: str, client_id: str, now_ms: int) -> float:
+    def max_value_in_quota_window(
+        self, user: str, client_id: str, now_ms: int
+    ) -> float:
         """The largest value not guaranteed to throttle (limit · (N − 1) · W), or +inf."""
         if not self.quota_types_enabled:
             return float("inf")
@@ -224,7 +234,12 @@ class ClientQuotaManager:
         )
 
     def throttle(
-        self, user: str, client_id: str, channel: object, throttle_time_ms: int, now_ms: int
+        self,
+        user: str,
+        client_id: str,
+        channel: object,
+        throttle_time_ms: int,
+        now_ms: int,
     ) -> None:
         """Mute ``channel`` for ``throttle_time_ms``: record it and put it on the delay queue."""
         if throttle_time_ms <= 0:
@@ -244,7 +259,9 @@ class ClientQuotaManager:
 
     # -- sensors ---------------------------------------------------------------------------
 
-    def get_or_create_quota_sensors(self, user: str, client_id: str, now_ms: int) -> ClientSensors:
+    def get_or_create_quota_sensors(
+        self, user: str, client_id: str, now_ms: int
+    ) -> ClientSensors:
         cache_key = (user, client_id)
         cached = self._sensors_by_client.get(cache_key)
         if cached is not None:
@@ -255,14 +272,18 @@ class ClientQuotaManager:
         quota_sensor = self.metrics.get_sensor(quota_sensor_name)
         if quota_sensor is None:
             quota_sensor = self.metrics.sensor(
-                quota_sensor_name, now_ms, inactive_expiration_ms=INACTIVE_SENSOR_EXPIRATION_MS
+                quota_sensor_name,
+                now_ms,
+                inactive_expiration_ms=INACTIVE_SENSOR_EXPIRATION_MS,
             )
             self._register_quota_metrics(quota_sensor, tags)
         throttle_sensor_name = f"{self.quota_type}ThrottleTime-{suffix}"
         throttle_sensor = self.metrics.get_sensor(throttle_sensor_name)
         if throttle_sensor is None:
             throttle_sensor = self.metrics.sensor(
-                throttle_sensor_name, now_ms, inactive_expiration_ms=INACTIVE_SENSOR_EXPIRATION_MS
+                throttle_sensor_name,
+                now_ms,
+                inactive_expiration_ms=INACTIVE_SENSOR_EXPIRATION_MS,
             )
             throttle_sensor.add(
                 MetricName(
@@ -280,7 +301,9 @@ class ClientQuotaManager:
         return sensors
 
     def _register_quota_metrics(self, sensor: Sensor, tags: tuple[str, str]) -> None:
-        sensor.add(self._quota_metric_name(tags), Rate(), self._quota_metric_config_for(tags))
+        sensor.add(
+            self._quota_metric_name(tags), Rate(), self._quota_metric_config_for(tags)
+        )
 
     def _quota_metric_name(self, tags: tuple[str, str]) -> MetricName:
         return MetricName(
@@ -306,12 +329,17 @@ class ClientQuotaManager:
 
     # -- entity resolution -----------------------------------------------------------------
 
-    def _quota_metric_tags(self, sanitized_user: str, client_id: str) -> tuple[str, str]:
+    def _quota_metric_tags(
+        self, sanitized_user: str, client_id: str
+    ) -> tuple[str, str]:
         """The (user, client-id) tags of the sensor this client records into."""
         single_kind = _SINGLE_KIND_TAGS.get(self.quota_types_enabled)
         if single_kind is not None:
             keep_user, keep_client_id = single_kind
-            return (sanitized_user if keep_user else "", client_id if keep_client_id else "")
+            return (
+                sanitized_user if keep_user else "",
+                client_id if keep_client_id else "",
+            )
         for level in QUOTA_PRECEDENCE:
             if level.entity_key(sanitized_user, client_id) in self._overridden_quotas:
                 return level.metric_tags(sanitized_user, client_id)
@@ -322,7 +350,9 @@ class ClientQuotaManager:
         user_tag, client_id_tag = tags
         levels = _LEVELS_BY_TAG_SHAPE.get((bool(user_tag), bool(client_id_tag)), ())
         for level in levels:
-            limit = self._overridden_quotas.get(level.entity_key(user_tag, client_id_tag))
+            limit = self._overridden_quotas.get(
+                level.entity_key(user_tag, client_id_tag)
+            )
             if limit is not None:
                 return limit
         return None
@@ -353,7 +383,9 @@ class ClientQuotaManager:
 
     def update_quota_metric_configs(self, updated_key: EntityKey | None = None) -> None:
         """Give existing quota metrics their current limit (only their config changes)."""
-        single_update = updated_key is not None and self.quota_types_enabled in _SINGLE_KIND_TAGS
+        single_update = (
+            updated_key is not None and self.quota_types_enabled in _SINGLE_KIND_TAGS
+        )
         if single_update:
             assert updated_key is not None
             user, client_id = updated_key

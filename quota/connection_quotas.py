@@ -91,7 +91,9 @@ class WaitForSlot:
 
 
 class RejectReason(enum.Enum):
-    TOO_MANY_CONNECTIONS_PER_IP = "the address already has the configured maximum of connections"
+    TOO_MANY_CONNECTIONS_PER_IP = (
+        "the address already has the configured maximum of connections"
+    )
     IP_CONNECTION_RATE_EXCEEDED = "the address exceeded its connection creation rate"
 
 
@@ -128,8 +130,13 @@ class ConnectionQuotaConfig:
             ("max.connections.per.ip", self.max_connections_per_ip),
         ):
             if value < 0:
-                raise QuotaConfigError(f"Invalid {key} {value}: it must not be negative")
-        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+                raise QuotaConfigError(
+                    f"Invalid {key} {value}: it must not be negative"
+                )
+        if (
+            self.max_connections_per_ip == 0
+            and not self.max_connections_per_ip_overrides
+        ):
             # KafkaConfig: 0 only makes sense as "deny all except the overrides".
             raise QuotaConfigError(
                 "max.connections.per.ip is 0 but max.connections.per.ip.overrides is empty: "
@@ -171,7 +178,12 @@ def _ip_entity(ip: str) -> _RateEntity:
 
 
 class _ListenerQuota:
-    __slots__ = ("ip_throttle_sensor", "listener_throttle_sensor", "max_connections", "rate_sensor")
+    __slots__ = (
+        "ip_throttle_sensor",
+        "listener_throttle_sensor",
+        "max_connections",
+        "rate_sensor",
+    )
 
     def __init__(
         self,
@@ -187,7 +199,9 @@ class _ListenerQuota:
 
 
 class ConnectionQuotas:
-    def __init__(self, config: ConnectionQuotaConfig, metrics: Metrics, now_ms: int) -> None:
+    def __init__(
+        self, config: ConnectionQuotaConfig, metrics: Metrics, now_ms: int
+    ) -> None:
         self._config = config
         self._metrics = metrics
         self._default_max_connections_per_ip = config.max_connections_per_ip
@@ -218,7 +232,9 @@ class ConnectionQuotas:
         address = canonical_ip(ip)
         pending_until_ms = self._pending_until_ms.get(listener)
         if pending_until_ms is None:
-            throttle_ms = max(self._record_connection_and_get_throttle_time_ms(listener, now_ms), 0)
+            throttle_ms = max(
+                self._record_connection_and_get_throttle_time_ms(listener, now_ms), 0
+            )
             if throttle_ms > 0 or not self.slot_available(listener):
                 self._pending_until_ms[listener] = now_ms + throttle_ms
                 return Delay(throttle_ms) if throttle_ms > 0 else WAIT_FOR_SLOT
@@ -293,7 +309,10 @@ class ConnectionQuotas:
         Kafka's processors then close their least recently used connection, except on the
         protected listener.
         """
-        return self._total_count > self._broker_max_connections and not self._is_protected(listener)
+        return (
+            self._total_count > self._broker_max_connections
+            and not self._is_protected(listener)
+        )
 
     def connection_rate_for_ip(self, ip: str) -> int:
         return self._connection_rate_per_ip.get(
@@ -314,12 +333,16 @@ class ConnectionQuotas:
         _check_listener_limits(listener, max_connections, max_connection_creation_rate)
         self._listeners[listener] = _ListenerQuota(
             max_connections,
-            self._get_or_create_rate_sensor(INT_MAX, _listener_entity(listener), now_ms),
+            self._get_or_create_rate_sensor(
+                INT_MAX, _listener_entity(listener), now_ms
+            ),
             self._throttle_sensor("", listener, now_ms),
             self._throttle_sensor("ip-", listener, now_ms),
         )
         self._listener_counts[listener] = 0
-        self._update_connection_rate_quota(max_connection_creation_rate, _listener_entity(listener))
+        self._update_connection_rate_quota(
+            max_connection_creation_rate, _listener_entity(listener)
+        )
 
     def reconfigure_listener(
         self,
@@ -329,7 +352,9 @@ class ConnectionQuotas:
     ) -> None:
         _check_listener_limits(listener, max_connections, max_connection_creation_rate)
         self._listeners[listener].max_connections = max_connections
-        self._update_connection_rate_quota(max_connection_creation_rate, _listener_entity(listener))
+        self._update_connection_rate_quota(
+            max_connection_creation_rate, _listener_entity(listener)
+        )
 
     def remove_listener(self, listener: str) -> None:
         listener_quota = self._listeners.pop(listener, None)
@@ -351,7 +376,9 @@ class ConnectionQuotas:
     def update_max_connections_per_ip(self, max_connections_per_ip: int) -> None:
         self._default_max_connections_per_ip = max_connections_per_ip
 
-    def update_max_connections_per_ip_overrides(self, overrides: Mapping[str, int]) -> None:
+    def update_max_connections_per_ip_overrides(
+        self, overrides: Mapping[str, int]
+    ) -> None:
         self._max_connections_per_ip_overrides = _canonical_overrides(overrides)
 
     def update_broker_max_connections(self, max_connections: int) -> None:
@@ -389,13 +416,17 @@ class ConnectionQuotas:
     # -- internals -------------------------------------------------------------------------
 
     def _is_protected(self, listener: str) -> bool:
-        return listener == self._protected_listener_name and len(self._listener_counts) > 1
+        return (
+            listener == self._protected_listener_name and len(self._listener_counts) > 1
+        )
 
     def _max_listener_connections(self, listener: str) -> int:
         listener_quota = self._listeners.get(listener)
         return listener_quota.max_connections if listener_quota is not None else INT_MAX
 
-    def _record_connection_and_get_throttle_time_ms(self, listener: str, now_ms: int) -> int:
+    def _record_connection_and_get_throttle_time_ms(
+        self, listener: str, now_ms: int
+    ) -> int:
         """The longer of the broker-wide and listener rate throttles (the protected listener
         skips the broker-wide one)."""
         if self._is_protected(listener):
@@ -418,7 +449,9 @@ class ConnectionQuotas:
     def _record_ip_connection_maybe_throttle(
         self, listener: str, address: str, now_ms: int
     ) -> Reject | None:
-        rate = self._connection_rate_per_ip.get(address, self._default_connection_rate_per_ip)
+        rate = self._connection_rate_per_ip.get(
+            address, self._default_connection_rate_per_ip
+        )
         if rate == INT_MAX:
             return None
         sensor = self._get_or_create_rate_sensor(rate, _ip_entity(address), now_ms)
@@ -439,10 +472,14 @@ class ConnectionQuotas:
         try:
             sensor.record(1.0, now_ms)
         except QuotaViolationError as violation:
-            return bounded_throttle_time_ms(violation, self._max_throttle_time_ms, now_ms)
+            return bounded_throttle_time_ms(
+                violation, self._max_throttle_time_ms, now_ms
+            )
         return 0
 
-    def _get_or_create_rate_sensor(self, limit: int, entity: _RateEntity, now_ms: int) -> Sensor:
+    def _get_or_create_rate_sensor(
+        self, limit: int, entity: _RateEntity, now_ms: int
+    ) -> Sensor:
         sensor = self._metrics.get_sensor(entity.sensor_name)
         if sensor is None:
             sensor = self._metrics.sensor(
@@ -463,7 +500,9 @@ class ConnectionQuotas:
         return sensor
 
     def _update_connection_rate_quota(self, limit: int, entity: _RateEntity) -> None:
-        metric = self._metrics.metric(MetricName(entity.metric_name, METRICS_GROUP, entity.tags))
+        metric = self._metrics.metric(
+            MetricName(entity.metric_name, METRICS_GROUP, entity.tags)
+        )
         if metric is not None:
             metric.config = self._rate_quota_metric_config(limit)
 
@@ -476,7 +515,9 @@ class ConnectionQuotas:
 
     def _throttle_sensor(self, prefix: str, listener: str, now_ms: int) -> Sensor:
         """Average of the non-zero throttle times on a listener (listener/broker or IP)."""
-        sensor = self._metrics.sensor(f"{prefix}ConnectionRateThrottleTime-{listener}", now_ms)
+        sensor = self._metrics.sensor(
+            f"{prefix}ConnectionRateThrottleTime-{listener}", now_ms
+        )
         sensor.add(
             MetricName(
                 f"{prefix}connection-accept-throttle-time",

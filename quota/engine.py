@@ -51,7 +51,13 @@ from quota.connection_quotas import (
     ConnectionQuotaConfig,
     ConnectionQuotas,
 )
-from quota.entity import DEFAULT, ClientQuotaEntity, IpQuotaEntity, canonical_ip, parse_entity
+from quota.entity import (
+    DEFAULT,
+    ClientQuotaEntity,
+    IpQuotaEntity,
+    canonical_ip,
+    parse_entity,
+)
 from quota.entity_quotas import (
     EntityKeyT,
     EntitySpec,
@@ -64,7 +70,10 @@ from quota.metric_config import Quota
 from quota.metrics import Metrics, MetricValue
 from quota.mutation_quota import ControllerMutationQuota, ControllerMutationQuotaManager
 from quota.quota_type import QUOTA_TYPE_BY_CONFIG_KEY, QuotaType
-from quota.request_quota import NANOS_TO_PERCENTAGE_PER_SECOND, ClientRequestQuotaManager
+from quota.request_quota import (
+    NANOS_TO_PERCENTAGE_PER_SECOND,
+    ClientRequestQuotaManager,
+)
 from quota.throttled_channel import ThrottledChannel, ThrottledChannelQueue
 
 __all__ = ["EntityQuotaChange", "ListenerLimits", "QuotaEngine", "QuotaEngineConfig"]
@@ -82,7 +91,9 @@ class ListenerLimits:
 @dataclass(frozen=True, slots=True)
 class QuotaEngineConfig:
     client: ClientQuotaManagerConfig = field(default_factory=ClientQuotaManagerConfig)
-    controller: ClientQuotaManagerConfig = field(default_factory=ClientQuotaManagerConfig)
+    controller: ClientQuotaManagerConfig = field(
+        default_factory=ClientQuotaManagerConfig
+    )
     connections: ConnectionQuotaConfig = field(default_factory=ConnectionQuotaConfig)
     # Listener name (upper case, as Kafka's ListenerName) -> its own limits.
     listeners: Mapping[str, ListenerLimits] = field(default_factory=dict)
@@ -102,7 +113,9 @@ class QuotaEngineConfig:
         protected = settings.get("inter.broker.listener.name")
         connections = ConnectionQuotaConfig(
             max_connections=_int(settings, "max.connections", INT_MAX, minimum=0),
-            max_connections_per_ip=_int(settings, "max.connections.per.ip", INT_MAX, minimum=0),
+            max_connections_per_ip=_int(
+                settings, "max.connections.per.ip", INT_MAX, minimum=0
+            ),
             max_connections_per_ip_overrides=_overrides(
                 settings.get("max.connections.per.ip.overrides", "")
             ),
@@ -119,7 +132,9 @@ class QuotaEngineConfig:
 def _int(settings: Mapping[str, object], key: str, default: int, minimum: int) -> int:
     raw = settings.get(key, default)
     if isinstance(raw, bool):
-        raise QuotaConfigError(f"Invalid value {raw!r} for configuration {key}: not an integer")
+        raise QuotaConfigError(
+            f"Invalid value {raw!r} for configuration {key}: not an integer"
+        )
     try:
         value = int(raw) if isinstance(raw, int) else int(str(raw).strip())
     except ValueError:
@@ -177,7 +192,11 @@ def _listeners(settings: Mapping[str, object]) -> dict[str, ListenerLimits]:
     for name in dict.fromkeys(names):
         # Kafka's listener config prefix is the lower-cased name: listener.name.plaintext.
         prefix = f"{_LISTENER_PREFIX}{name.lower()}."
-        scoped = {k[len(prefix) :]: v for k, v in settings.items() if k.lower().startswith(prefix)}
+        scoped = {
+            k[len(prefix) :]: v
+            for k, v in settings.items()
+            if k.lower().startswith(prefix)
+        }
         limits[name] = ListenerLimits(
             _int(scoped, "max.connections", INT_MAX, minimum=1),
             _int(scoped, "max.connection.creation.rate", INT_MAX, minimum=1),
@@ -206,7 +225,9 @@ class QuotaEngine:
         self.fetch = ClientQuotaManager(
             config.client, self.metrics, QuotaType.FETCH, now_ms, self.queue
         )
-        self.request = ClientRequestQuotaManager(config.client, self.metrics, now_ms, self.queue)
+        self.request = ClientRequestQuotaManager(
+            config.client, self.metrics, now_ms, self.queue
+        )
         self.controller_mutation = ControllerMutationQuotaManager(
             config.controller, self.metrics, now_ms, self.queue
         )
@@ -219,9 +240,14 @@ class QuotaEngine:
         self.connections = ConnectionQuotas(config.connections, self.metrics, now_ms)
         for name, limits in config.listeners.items():
             self.connections.add_listener(
-                name, now_ms, limits.max_connections, limits.max_connection_creation_rate
+                name,
+                now_ms,
+                limits.max_connections,
+                limits.max_connection_creation_rate,
             )
-        self._entity_quotas: dict[ClientQuotaEntity | IpQuotaEntity, dict[str, float]] = {}
+        self._entity_quotas: dict[
+            ClientQuotaEntity | IpQuotaEntity, dict[str, float]
+        ] = {}
 
     @classmethod
     def from_config(cls, settings: Mapping[str, object], now_ms: int) -> QuotaEngine:
@@ -229,21 +255,27 @@ class QuotaEngine:
 
     # -- per request -----------------------------------------------------------------------
 
-    def record_produce_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> int:
+    def record_produce_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> int:
         """Bytes received from a client (Kafka: produce request size); the throttle in ms."""
         produce = self.produce
         if not produce.quota_types_enabled:
             return 0
         return produce.record_and_get_throttle_time_ms(user, client_id, nbytes, now_ms)
 
-    def record_fetch_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> int:
+    def record_fetch_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> int:
         """Bytes sent to a client (Kafka: fetch response size); the throttle in ms."""
         fetch = self.fetch
         if not fetch.quota_types_enabled:
             return 0
         return fetch.record_and_get_throttle_time_ms(user, client_id, nbytes, now_ms)
 
-    def unrecord_fetch_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> None:
+    def unrecord_fetch_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> None:
         """A throttled fetch is answered empty: take its bytes back."""
         if self.fetch.quota_types_enabled:
             self.fetch.unrecord(user, client_id, nbytes, now_ms)
@@ -252,7 +284,9 @@ class QuotaEngine:
         """Clamp for fetch.max.bytes: larger is throttled even on an idle sensor (or +inf)."""
         return self.fetch.max_value_in_quota_window(user, client_id, now_ms)
 
-    def record_request(self, user: str, client_id: str, request_time_ns: int, now_ms: int) -> int:
+    def record_request(
+        self, user: str, client_id: str, request_time_ns: int, now_ms: int
+    ) -> int:
         """Handler time of one request; the throttle in ms, never more than one window."""
         request = self.request
         if not request.quota_types_enabled:
@@ -265,7 +299,9 @@ class QuotaEngine:
         self, user: str, client_id: str, network_time_ns: int, now_ms: int
     ) -> None:
         """Time spent writing the response, counted against the same request quota."""
-        self.request.record_network_thread_time_ns(user, client_id, network_time_ns, now_ms)
+        self.request.record_network_thread_time_ns(
+            user, client_id, network_time_ns, now_ms
+        )
 
     def record_exempt_request(self, request_time_ns: int, now_ms: int) -> None:
         self.request.maybe_record_exempt_ns(request_time_ns, now_ms)
@@ -296,7 +332,9 @@ class QuotaEngine:
         Kafka mutes once per response, for the larger of the byte-rate and request
         throttles, under the quota type that produced it.
         """
-        self._managers[quota_type].throttle(user, client_id, channel, throttle_time_ms, now_ms)
+        self._managers[quota_type].throttle(
+            user, client_id, channel, throttle_time_ms, now_ms
+        )
 
     def pop_expired(self, now_ms: int) -> list[ThrottledChannel[Any]]:
         """Channels whose throttle is over: unmute them."""
@@ -351,7 +389,9 @@ class QuotaEngine:
         self._entity_quotas = {entity: dict(s) for entity, s in desired.items() if s}
         return changes
 
-    def alter_entity_quota(self, entity: EntitySpec, key: str, value: object | None) -> None:
+    def alter_entity_quota(
+        self, entity: EntitySpec, key: str, value: object | None
+    ) -> None:
         """Set one quota (or remove it with ``None``), as one AlterClientQuotas op does."""
         try:
             target = parse_entity(entity)
@@ -373,7 +413,10 @@ class QuotaEngine:
 
     def entity_quotas(self) -> dict[str, dict[str, float]]:
         """The configured quotas by entity path (for DescribeClientQuotas and the CLI)."""
-        return {entity.path: dict(settings) for entity, settings in self._entity_quotas.items()}
+        return {
+            entity.path: dict(settings)
+            for entity, settings in self._entity_quotas.items()
+        }
 
     def _apply(
         self, entity: ClientQuotaEntity | IpQuotaEntity, key: str, value: float | None
@@ -385,7 +428,9 @@ class QuotaEngine:
             )
             return
         manager = self._managers[QUOTA_TYPE_BY_CONFIG_KEY[key]]
-        manager.update_quota(entity, None if value is None else Quota.upper_bound(value))
+        manager.update_quota(
+            entity, None if value is None else Quota.upper_bound(value)
+        )
 
     # -- housekeeping and observability ----------------------------------------------------
 

@@ -169,11 +169,19 @@ def _pick(part: Part, name: str) -> EntityName:
 
 
 QUOTA_PRECEDENCE: tuple[PrecedenceLevel, ...] = (
-    PrecedenceLevel(1, "/config/users/<user>/clients/<client-id>", Part.EXACT, Part.EXACT),
-    PrecedenceLevel(2, "/config/users/<user>/clients/<default>", Part.EXACT, Part.DEFAULT),
+    PrecedenceLevel(
+        1, "/config/users/<user>/clients/<client-id>", Part.EXACT, Part.EXACT
+    ),
+    PrecedenceLevel(
+        2, "/config/users/<user>/clients/<default>", Part.EXACT, Part.DEFAULT
+    ),
     PrecedenceLevel(3, "/config/users/<user>", Part.EXACT, Part.ABSENT),
-    PrecedenceLevel(4, "/config/users/<default>/clients/<client-id>", Part.DEFAULT, Part.EXACT),
-    PrecedenceLevel(5, "/config/users/<default>/clients/<default>", Part.DEFAULT, Part.DEFAULT),
+    PrecedenceLevel(
+        4, "/config/users/<default>/clients/<client-id>", Part.DEFAULT, Part.EXACT
+    ),
+    PrecedenceLevel(
+        5, "/config/users/<default>/clients/<default>", Part.DEFAULT, Part.DEFAULT
+    ),
     PrecedenceLevel(6, "/config/users/<default>", Part.DEFAULT, Part.ABSENT),
     PrecedenceLevel(7, "/config/clients/<client-id>", Part.ABSENT, Part.EXACT),
     PrecedenceLevel(8, "/config/clients/<default>", Part.ABSENT, Part.DEFAULT),
@@ -222,9 +230,13 @@ def parse_entity(spec: object) -> ClientQuotaEntity | IpQuotaEntity:
     for raw_type, raw_name in pairs:
         entity_type = _ENTITY_TYPES.get(raw_type)
         if entity_type is None:
-            raise ValueError(f"Unhandled client quota entity type: {raw_type} (in {spec!r})")
+            raise ValueError(
+                f"Unhandled client quota entity type: {raw_type} (in {spec!r})"
+            )
         if entity_type in components:
-            raise ValueError(f"Invalid client quota entity, duplicate entity entry {entity_type}")
+            raise ValueError(
+                f"Invalid client quota entity, duplicate entity entry {entity_type}"
+            )
         if raw_name == "":
             raise ValueError(f"Empty {entity_type} not supported")
         components[entity_type] = DEFAULT if raw_name is None else raw_name

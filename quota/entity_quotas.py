@@ -66,7 +66,10 @@ QUOTA_KEYS: Final[dict[str, QuotaKey]] = {
     "connection_creation_rate": QuotaKey(ValueType.INT, for_ip=True),
 }
 
-_MAX_BY_TYPE: Final = {ValueType.INT: float(2**31 - 1), ValueType.LONG: float(2**63 - 1)}
+_MAX_BY_TYPE: Final = {
+    ValueType.INT: float(2**31 - 1),
+    ValueType.LONG: float(2**63 - 1),
+}
 _TYPE_ARTICLE: Final = {ValueType.INT: "an INT", ValueType.LONG: "a LONG"}
 
 
@@ -85,7 +88,9 @@ def validate_quota_value(key: str, raw: object, for_ip: bool) -> float:
         raise InvalidQuotaError(f"Quota {key} must be a number, got {raw!r}")
     value = float(raw)
     if math.isnan(value) or math.isinf(value):
-        raise InvalidQuotaError(f"Quota {key} must be a finite number")  # Kafka would store NaN
+        raise InvalidQuotaError(
+            f"Quota {key} must be a finite number"
+        )  # Kafka would store NaN
     if value <= 0.0:
         raise InvalidQuotaError(f"Quota {key} must be greater than 0")
     if spec.value_type is not ValueType.DOUBLE:

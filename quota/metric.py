@@ -41,9 +41,18 @@ class MetricName:
 
 
 class KafkaMetric:
-    __slots__ = ("config", "is_token_bucket", "metric_name", "rate_of_sum", "record", "stat")
+    __slots__ = (
+        "config",
+        "is_token_bucket",
+        "metric_name",
+        "rate_of_sum",
+        "record",
+        "stat",
+    )
 
-    def __init__(self, metric_name: MetricName, stat: MeasurableStat, config: MetricConfig) -> None:
+    def __init__(
+        self, metric_name: MetricName, stat: MeasurableStat, config: MetricConfig
+    ) -> None:
         self.metric_name = metric_name
         self.stat = stat
         self.config = config

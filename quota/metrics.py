@@ -31,7 +31,9 @@ class Metrics(MetricRegistry):
 
     def __init__(self, default_config: MetricConfig | None = None) -> None:
         # The broker's registry default: metrics.num.samples=2, metrics.sample.window.ms=30000.
-        self.default_config = default_config if default_config is not None else MetricConfig()
+        self.default_config = (
+            default_config if default_config is not None else MetricConfig()
+        )
         self._sensors: dict[str, Sensor] = {}
         self._metrics: dict[MetricName, KafkaMetric] = {}
         self._removal_listeners: list[Callable[[str], None]] = []
@@ -75,7 +77,9 @@ class Metrics(MetricRegistry):
 
     def expire_inactive_sensors(self, now_ms: int) -> list[str]:
         """Remove every sensor idle for longer than its expiration; return their names."""
-        expired = [name for name, sensor in self._sensors.items() if sensor.has_expired(now_ms)]
+        expired = [
+            name for name, sensor in self._sensors.items() if sensor.has_expired(now_ms)
+        ]
         for name in expired:
             self.remove_sensor(name)
         return expired

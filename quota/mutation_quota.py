@@ -143,7 +143,9 @@ class PermissiveControllerMutationQuota(_RememberedThrottle):
 
 class ControllerMutationQuotaManager(ClientQuotaManager):
     quota_metric_name_str = "tokens"
-    quota_metric_description = "Tracking remaining tokens in the token bucket per user/client-id"
+    quota_metric_description = (
+        "Tracking remaining tokens in the token bucket per user/client-id"
+    )
 
     def __init__(
         self,
@@ -165,7 +167,9 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
             Rate(),
         )
         sensor.add(
-            self._quota_metric_name(tags), TokenBucket(), self._quota_metric_config_for(tags)
+            self._quota_metric_name(tags),
+            TokenBucket(),
+            self._quota_metric_config_for(tags),
         )
 
     def record_and_get_throttle_time_ms(
@@ -197,7 +201,12 @@ class ControllerMutationQuotaManager(ClientQuotaManager):
         return PermissiveControllerMutationQuota(sensor)
 
     def new_quota_for(
-        self, user: str, client_id: str, api_version: int, strict_since_version: int, now_ms: int
+        self,
+        user: str,
+        client_id: str,
+        api_version: int,
+        strict_since_version: int,
+        now_ms: int,
     ) -> ControllerMutationQuota:
         """Strict from ``strict_since_version`` on (CreateTopics 6, DeleteTopics 5,
         CreatePartitions 3 in Kafka's ControllerApis), permissive below."""

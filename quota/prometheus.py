@@ -47,7 +47,9 @@ class QuotaMetricsCollector(Collector):
     clock.milliseconds))``; each scrape reads the current values."""
 
     def __init__(
-        self, snapshot: Callable[[int], list[MetricValue]], milliseconds: Callable[[], int]
+        self,
+        snapshot: Callable[[int], list[MetricValue]],
+        milliseconds: Callable[[], int],
     ) -> None:
         self._snapshot = snapshot
         self._milliseconds = milliseconds
@@ -55,15 +57,21 @@ class QuotaMetricsCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         by_family: dict[str, list[MetricValue]] = {}
         for value in self._snapshot(self._milliseconds()):
-            by_family.setdefault(prometheus_name(value.name.group, value.name.name), []).append(
-                value
-            )
+            by_family.setdefault(
+                prometheus_name(value.name.group, value.name.name), []
+            ).append(value)
         for family_name, values in sorted(by_family.items()):
-            label_names = sorted({_label(key) for v in values for key, _ in v.name.tags})
+            label_names = sorted(
+                {_label(key) for v in values for key, _ in v.name.tags}
+            )
             family = GaugeMetricFamily(
-                family_name, values[0].name.description or family_name, labels=label_names
+                family_name,
+                values[0].name.description or family_name,
+                labels=label_names,
             )
             for value in values:
                 labels = {_label(key): tag for key, tag in value.name.tags}
-                family.add_metric([labels.get(name, "") for name in label_names], value.value)
+                family.add_metric(
+                    [labels.get(name, "") for name in label_names], value.value
+                )
             yield family

@@ -34,7 +34,9 @@ class Rate:
 
     __slots__ = ("_sums", "_unit_ms", "stat")
 
-    def __init__(self, stat: SampledStat | None = None, unit_ms: float = MS_PER_SECOND) -> None:
+    def __init__(
+        self, stat: SampledStat | None = None, unit_ms: float = MS_PER_SECOND
+    ) -> None:
         self.stat: SampledStat = stat if stat is not None else WindowedSum()
         # A sum (WindowedSum/WindowedCount) gets the one-pass measurement below.
         self._sums = isinstance(self.stat, WindowedSum)
@@ -57,7 +59,9 @@ class Rate:
             if not stat.samples:
                 stat.current(now_ms)
             return self._measure_sum(config, now_ms)
-        return total / (_padded_window_ms(config, now_ms - oldest_start_ms) / self._unit_ms)
+        return total / (
+            _padded_window_ms(config, now_ms - oldest_start_ms) / self._unit_ms
+        )
 
     def _measure_sum(self, config: MetricConfig, now_ms: int) -> float:
         """Kafka's measure for a windowed sum: purge, sum, find the oldest start, in one
@@ -90,7 +94,9 @@ class Rate:
         stat._known_config = None if negative else config
         stat._known_total_at_most = total
         stat._known_oldest_start_ms = oldest_start_ms
-        stat._known_purge_due_ms = last_event_ms + span_ms  # no sample is obsolete before
+        stat._known_purge_due_ms = (
+            last_event_ms + span_ms
+        )  # no sample is obsolete before
         # _padded_window_ms, inlined (elapsed is not negative here)
         elapsed_ms = now_ms - oldest_start_ms
         missing_windows = config.samples - 1 - elapsed_ms // window_ms
@@ -126,7 +132,9 @@ class Rate:
             if missing_windows > 0:
                 elapsed_ms += missing_windows * window_ms
             rate_at_most = (
-                total * _UPPER_MARGIN / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
+                total
+                * _UPPER_MARGIN
+                / ((elapsed_ms if elapsed_ms > 1 else 1) / self._unit_ms)
             )
             if rate_at_most <= bound * _LOWER_MARGIN:
                 return None
@@ -135,7 +143,9 @@ class Rate:
     def window_size(self, config: MetricConfig, now_ms: int) -> int:
         """The padded elapsed time in ms the rate is computed over (see the module doc)."""
         self.stat.purge_obsolete_samples(config, now_ms)
-        return _padded_window_ms(config, now_ms - self.stat.oldest(now_ms).start_time_ms)
+        return _padded_window_ms(
+            config, now_ms - self.stat.oldest(now_ms).start_time_ms
+        )
 
 
 def _padded_window_ms(config: MetricConfig, total_elapsed_ms: int) -> int:

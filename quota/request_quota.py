@@ -29,7 +29,11 @@ from quota.rate import Rate
 from quota.throttle import bounded_throttle_time_ms
 from quota.throttled_channel import ThrottledChannelQueue
 
-__all__ = ["NANOS_TO_PERCENTAGE_PER_SECOND", "ClientRequestQuotaManager", "nanos_to_percentage"]
+__all__ = [
+    "NANOS_TO_PERCENTAGE_PER_SECOND",
+    "ClientRequestQuotaManager",
+    "nanos_to_percentage",
+]
 
 NANOS_TO_PERCENTAGE_PER_SECOND: Final = 100.0 / 1_000_000_000
 EXEMPT_SENSOR_NAME: Final = f"exempt-{QuotaType.REQUEST}"
@@ -70,7 +74,10 @@ class ClientRequestQuotaManager(ClientQuotaManager):
         if not self.quota_types_enabled:
             return 0
         return self.record_and_get_throttle_time_ms(
-            user, client_id, request_thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
+            user,
+            client_id,
+            request_thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND,
+            now_ms,
         )
 
     def record_network_thread_time_ns(
@@ -79,13 +86,18 @@ class ClientRequestQuotaManager(ClientQuotaManager):
         """Add the time spent sending the response, without a check (Kafka's callback)."""
         if self.quota_types_enabled:
             self.record_no_throttle(
-                user, client_id, network_thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
+                user,
+                client_id,
+                network_thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND,
+                now_ms,
             )
 
     def maybe_record_exempt_ns(self, thread_time_ns: int, now_ms: int) -> None:
         """Account time of a request that is never throttled (only while quotas exist)."""
         if self.quota_types_enabled:
-            self.exempt_sensor.record(thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms)
+            self.exempt_sensor.record(
+                thread_time_ns * NANOS_TO_PERCENTAGE_PER_SECOND, now_ms
+            )
 
     def _throttle_time_ms(self, violation: QuotaViolationError, now_ms: int) -> int:
         return bounded_throttle_time_ms(violation, self.max_throttle_time_ms, now_ms)

@@ -29,7 +29,13 @@ __all__ = ["Avg", "Max", "Sample", "SampledStat", "WindowedCount", "WindowedSum"
 class Sample:
     """One window of a sampled stat (mutable: samples are recycled, never reallocated)."""
 
-    __slots__ = ("event_count", "initial_value", "last_event_ms", "start_time_ms", "value")
+    __slots__ = (
+        "event_count",
+        "initial_value",
+        "last_event_ms",
+        "start_time_ms",
+        "value",
+    )
 
     def __init__(self, initial_value: float, now_ms: int) -> None:
         self.initial_value = initial_value
@@ -95,7 +101,9 @@ class SampledStat(ABC):
         sample.last_event_ms = now_ms
 
     def _advance(self, config: MetricConfig, now_ms: int) -> Sample:
-        self._known_config = None  # a sample restarts: what was known about them is stale
+        self._known_config = (
+            None  # a sample restarts: what was known about them is stale
+        )
         # N + 1 slots: the extra one keeps the sample overlapping the monitored span.
         max_samples = config.samples + 1
         self._current = (self._current + 1) % max_samples
@@ -138,10 +146,14 @@ class SampledStat(ABC):
                 sample.reset(now_ms)
 
     @abstractmethod
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None: ...
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None: ...
 
     @abstractmethod
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float: ...
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float: ...
 
 
 class WindowedSum(SampledStat):
@@ -172,10 +184,14 @@ class WindowedSum(SampledStat):
         else:  # a negative value (an unrecord): back to full measurements, see Rate
             self._known_config = None
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value += value
 
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float:
         total = 0.0
         for sample in samples:
             total += sample.value
@@ -191,7 +207,9 @@ class WindowedCount(WindowedSum):
         # Not the inlined sum: update() counts instead of adding.
         SampledStat.record(self, config, value, now_ms)
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value += 1.0
 
 
@@ -203,10 +221,14 @@ class Avg(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value += value
 
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float:
         total = 0.0
         count = 0
         for sample in samples:
@@ -223,10 +245,14 @@ class Max(SampledStat):
     def __init__(self) -> None:
         super().__init__(-math.inf)
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value = max(sample.value, value)
 
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float:
         largest = -math.inf
         count = 0
         for sample in samples:

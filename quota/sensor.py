@@ -76,7 +76,9 @@ class Sensor:
                 if measured < 0:
                     raise QuotaViolationError(metric, measured, quota.bound)
             # Quota.acceptable, inlined; written as "not acceptable" so NaN violates, as in Java
-            elif not ((measured <= quota.bound) if quota.upper else (measured >= quota.bound)):
+            elif not (
+                (measured <= quota.bound) if quota.upper else (measured >= quota.bound)
+            ):
                 raise QuotaViolationError(metric, measured, quota.bound)
 
     def unrecord(self, value: float, now_ms: int) -> None:
@@ -116,7 +118,9 @@ class Sensor:
             return False
         if metric_name in self._metrics:
             return True
-        metric = KafkaMetric(metric_name, stat, config if config is not None else self.config)
+        metric = KafkaMetric(
+            metric_name, stat, config if config is not None else self.config
+        )
         if self._registry is not None:
             self._registry.register_metric(metric)
         self._metrics[metric_name] = metric

@@ -40,13 +40,23 @@ class ThrottledChannelQueue(Generic[ChannelT]):
         self._size_by_type: Counter[str] = Counter()
 
     def add(
-        self, channel: ChannelT, throttle_time_ms: int, now_ms: int, quota_type: str = ""
+        self,
+        channel: ChannelT,
+        throttle_time_ms: int,
+        now_ms: int,
+        quota_type: str = "",
     ) -> ThrottledChannel[ChannelT]:
         """Hold ``channel`` for ``throttle_time_ms`` from ``now_ms`` (Kafka: startThrottling)."""
         if throttle_time_ms < 0:
-            raise ValueError(f"throttle time must not be negative, got {throttle_time_ms}")
+            raise ValueError(
+                f"throttle time must not be negative, got {throttle_time_ms}"
+            )
         entry = ThrottledChannel(
-            now_ms + throttle_time_ms, next(self._sequence), channel, throttle_time_ms, quota_type
+            now_ms + throttle_time_ms,
+            next(self._sequence),
+            channel,
+            throttle_time_ms,
+            quota_type,
         )
         heapq.heappush(self._heap, entry)
         self._size_by_type[quota_type] += 1

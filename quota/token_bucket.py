@@ -59,4 +59,8 @@ class TokenBucket:
 
     def _burst(self, config: MetricConfig) -> float:
         assert config.quota is not None
-        return config.samples * (config.time_window_ms / self._unit_ms) * config.quota.bound
+        return (
+            config.samples
+            * (config.time_window_ms / self._unit_ms)
+            * config.quota.bound
+        )

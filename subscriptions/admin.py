@@ -13,7 +13,12 @@ import builtins
 from collections.abc import Callable
 
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
-from subscriptions.model import CONFIG_INTERVAL_MS, CONFIG_MATCH, CONFIG_METRICS, Subscription
+from subscriptions.model import (
+    CONFIG_INTERVAL_MS,
+    CONFIG_MATCH,
+    CONFIG_METRICS,
+    Subscription,
+)
 from subscriptions.store import ConfigStore
 
 __all__ = [
@@ -32,39 +37,69 @@ class AdminUsageError(ValueError):
     """The operation was asked for wrongly (missing or conflicting options, unknown name)."""
 
 
-def alter(store: ConfigStore, name: str | None = None, generate_name: bool = False,
-          metrics: str | None = None, interval: str | None = None, match: str | None = None
-          ) -> str:
+def alter(
+    store: ConfigStore,
+    name: str | None = None,
+    generate_name: bool = False,
+    metrics: str | None = None,
+    interval: str | None = None,
+    match: str | None = None,
+) -> str:
     """Create or change a subscription; returns its name.
 
     Each of ``metrics``/``interval``/``match``: ``None`` = untouched, ``""`` = delete the
     key (back to its default), anything else = set. Raises ``AdminUsageError`` for bad
     options and ``proto.errors.KafkaError`` (Kafka's code and message) for bad values.
     """
-    subscription_name, to_set, to_delete = _alteration(name, generate_name, metrics, interval, match)
+    subscription_name, to_set, to_delete = _alteration(
+        name, generate_name, metrics, interval, match
+    )
     store.alter_subscription(subscription_name, to_set, to_delete)
     return subscription_name
 
 
-def proposed(store: ConfigStore, name: str | None = None, generate_name: bool = False,
-             metrics: str | None = None, interval: str | None = None, match: str | None = None
-             ) -> tuple[str, tuple[Subscription, ...]]:
+def proposed(
+    store: ConfigStore,
+    name: str | None = None,
+    generate_name: bool = False,
+    metrics: str | None = None,
+    interval: str | None = None,
+    match: str | None = None,
+) -> tuple[str, tuple[Subscription, ...]]:
     """What :func:`alter` with the same options would put in force, without storing it:
     ``(name, the subscriptions in force afterwards)``. Raises what ``alter`` raises."""
-    subscription_name, to_set, to_delete = _alteration(name, generate_name, metrics, interval, match)
-    return subscription_name, store.proposed_subscriptions(subscription_name, to_set, to_delete)
+    subscription_name, to_set, to_delete = _alteration(
+        name, generate_name, metrics, interval, match
+    )
+    return subscription_name, store.proposed_subscriptions(
+        subscription_name, to_set, to_delete
+    )
 
 
-def _alteration(name: str | None, generate_name: bool, metrics: str | None,
-                interval: str | None, match: str | None
-                ) -> tuple[str, dict[str, str | None], builtins.list[str]]:
+def _alteration(
+    name: str | None,
+    generate_name: bool,
+    metrics: str | None,
+    interval: str | None,
+    match: str | None,
+) -> tuple[str, dict[str, str | None], builtins.list[str]]:
     """The tool's options as (name, keys to SET, keys to DELETE)."""
     if (name is not None) == generate_name:
-        raise AdminUsageError("One of --name or --generate-name must be specified with --alter.")
-    subscription_name = kafka_uuid_to_str(random_instance_id()) if generate_name else name
+        raise AdminUsageError(
+            "One of --name or --generate-name must be specified with --alter."
+        )
+    subscription_name = (
+        kafka_uuid_to_str(random_instance_id()) if generate_name else name
+    )
     assert subscription_name is not None
-    options = {CONFIG_METRICS: metrics, CONFIG_INTERVAL_MS: interval, CONFIG_MATCH: match}
-    to_set: dict[str, str | None] = {key: value for key, value in options.items() if value}
+    options = {
+        CONFIG_METRICS: metrics,
+        CONFIG_INTERVAL_MS: interval,
+        CONFIG_MATCH: match,
+    }
+    to_set: dict[str, str | None] = {
+        key: value for key, value in options.items() if value
+    }
     to_delete = [key for key, value in options.items() if value == ""]
     return subscription_name, to_set, to_delete
 
@@ -72,12 +107,16 @@ def _alteration(name: str | None, generate_name: bool, metrics: str | None,
 def delete(store: ConfigStore, name: str) -> None:
     """Remove a subscription (every key deleted)."""
     if not name:
-        raise AdminUsageError("A client metrics resource name must be specified with --delete.")
+        raise AdminUsageError(
+            "A client metrics resource name must be specified with --delete."
+        )
     if not store.delete_subscription(name):
         raise AdminUsageError(f"Client metrics subscription {name} does not exist.")
 
 
-def describe(store: ConfigStore, name: str | None = None) -> list[tuple[str, dict[str, str]]]:
+def describe(
+    store: ConfigStore, name: str | None = None
+) -> list[tuple[str, dict[str, str]]]:
     """``(name, configs)`` for one subscription or all, configs with defaults (Kafka 4.1+)."""
     if name is not None and name not in store.list_names():
         raise AdminUsageError(f"Client metrics subscription {name} does not exist.")

@@ -26,7 +26,13 @@ import yaml  # type: ignore[import-untyped]
 
 from proto.errors import KafkaError
 
-__all__ = ["TMP_MARKER", "ConfigDocument", "ConfigFileError", "Located", "atomic_write_text"]
+__all__ = [
+    "TMP_MARKER",
+    "ConfigDocument",
+    "ConfigFileError",
+    "Located",
+    "atomic_write_text",
+]
 
 StateT = TypeVar("StateT")
 TMP_MARKER = ".tmp-"
@@ -36,7 +42,9 @@ _tmp_counter = itertools.count()
 class ConfigFileError(ValueError):
     """Invalid content in a config file; the message names the file, line and key."""
 
-    def __init__(self, path: Path, line: int | None, key: str | None, problem: str) -> None:
+    def __init__(
+        self, path: Path, line: int | None, key: str | None, problem: str
+    ) -> None:
         where = f"{path}" + (f", line {line}" if line is not None else "")
         what = f" at {key!r}" if key else ""
         super().__init__(f"{where}{what}: {problem}")
@@ -88,9 +96,15 @@ def _located(node: yaml.Node, path: Path) -> Any:
         for key_node, value_node in node.value:
             key = _scalar(key_node, path)
             if key in result:
-                raise ConfigFileError(path, key_node.start_mark.line + 1, str(key),
-                                      f"duplicate key (first written on line {result[key].line})")
-            result[key] = Located(_located(value_node, path), key_node.start_mark.line + 1)
+                raise ConfigFileError(
+                    path,
+                    key_node.start_mark.line + 1,
+                    str(key),
+                    f"duplicate key (first written on line {result[key].line})",
+                )
+            result[key] = Located(
+                _located(value_node, path), key_node.start_mark.line + 1
+            )
         return result
     if isinstance(node, yaml.SequenceNode):
         return [_located(item, path) for item in node.value]
@@ -104,7 +118,9 @@ _YAML12_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0
 
 def _scalar(node: yaml.Node, path: Path) -> Any:
     if not isinstance(node, yaml.ScalarNode):
-        raise ConfigFileError(path, node.start_mark.line + 1, None, "expected a plain value here")
+        raise ConfigFileError(
+            path, node.start_mark.line + 1, None, "expected a plain value here"
+        )
     loader = yaml.SafeLoader("")
     try:
         value = loader.construct_object(node, deep=True)
@@ -143,28 +159,39 @@ class ConfigDocument(abc.ABC, Generic[StateT]):
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None
-            raise ConfigFileError(self.path, line, None, f"not valid YAML: {exc}") from None
+            raise ConfigFileError(
+                self.path, line, None, f"not valid YAML: {exc}"
+            ) from None
         if node is None:
             return self.empty()
         document = _located(node, self.path)
         if not isinstance(document, dict) or set(document) - {self.top_key}:
-            raise ConfigFileError(self.path, 1, None,
-                                  f"expected a single top-level key {self.top_key!r}")
+            raise ConfigFileError(
+                self.path, 1, None, f"expected a single top-level key {self.top_key!r}"
+            )
         entries = document.get(self.top_key)
         if entries is None or entries.value is None:
             return self.empty()
         if not isinstance(entries.value, dict):
-            raise ConfigFileError(self.path, entries.line, self.top_key, "expected a mapping")
+            raise ConfigFileError(
+                self.path, entries.line, self.top_key, "expected a mapping"
+            )
         return self.parse_entries(entries.value)
 
     def save(self, state: StateT) -> None:
         """Write ``state`` atomically, replacing the file (comments are not preserved)."""
-        body = yaml.safe_dump({self.top_key: self.render(state)}, sort_keys=False,
-                              allow_unicode=True, default_flow_style=False)
+        body = yaml.safe_dump(
+            {self.top_key: self.render(state)},
+            sort_keys=False,
+            allow_unicode=True,
+            default_flow_style=False,
+        )
         remove_stale_tmp_files(self.path.parent, self.filename)
         atomic_write_text(self.path, self.header + body)
 
-    def fail(self, line: int | None, key: str | None, error: Exception | str) -> ConfigFileError:
+    def fail(
+        self, line: int | None, key: str | None, error: Exception | str
+    ) -> ConfigFileError:
         """A ConfigFileError for this document (Kafka errors keep their code name)."""
         if isinstance(error, KafkaError):
             problem = f"{error} ({error.error_code.name})"

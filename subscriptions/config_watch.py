@@ -19,11 +19,16 @@ from subscriptions.config_file import TMP_MARKER
 __all__ = ["watch_config_dir"]
 
 
-async def watch_config_dir(config_dir: Path, reload: Callable[[], bool],
-                           on_change: Callable[[], Awaitable[None] | None],
-                           stop_event: asyncio.Event | None = None, *, debounce_ms: int = 300,
-                           force_polling: bool | None = None,
-                           ready: asyncio.Event | None = None) -> None:
+async def watch_config_dir(
+    config_dir: Path,
+    reload: Callable[[], bool],
+    on_change: Callable[[], Awaitable[None] | None],
+    stop_event: asyncio.Event | None = None,
+    *,
+    debounce_ms: int = 300,
+    force_polling: bool | None = None,
+    ready: asyncio.Event | None = None,
+) -> None:
     """Call ``reload`` (in a thread) whenever something in ``config_dir`` changes, and
     ``on_change`` when it returns True.
 
@@ -33,8 +38,12 @@ async def watch_config_dir(config_dir: Path, reload: Callable[[], bool],
     import watchfiles  # imported here: only the server needs the watcher
 
     changes_of = watchfiles.awatch(
-        config_dir, stop_event=stop_event, debounce=debounce_ms, step=50,
-        force_polling=force_polling, recursive=True,
+        config_dir,
+        stop_event=stop_event,
+        debounce=debounce_ms,
+        step=50,
+        force_polling=force_polling,
+        recursive=True,
     )
     # The generator's first step registers the watch (watchfiles creates its notifier
     # before its first wait); the task runs that step before this one resumes.

@@ -45,10 +45,14 @@ SUBSCRIPTION_SET_JDK = 17
 class EffectiveSubscription:
     """What GetTelemetrySubscriptions returns to one client instance."""
 
-    metrics: tuple[str, ...]  # RequestedMetrics, in Kafka's order; ("*",) = all; () = none
+    metrics: tuple[
+        str, ...
+    ]  # RequestedMetrics, in Kafka's order; ("*",) = all; () = none
     push_interval_ms: int
     subscription_id: int  # signed int32
-    matched: tuple[str, ...] = ()  # names of the subscriptions that matched, in merge order
+    matched: tuple[
+        str, ...
+    ] = ()  # names of the subscriptions that matched, in merge order
 
 
 @functools.lru_cache(maxsize=1024)
@@ -73,7 +77,8 @@ def merge(
         all_metrics = all_metrics or ALL_METRICS in subscription.metrics
         merged.add_all(_set_order(subscription.metrics))
         interval_ms = (
-            subscription.interval_ms if interval_ms is None
+            subscription.interval_ms
+            if interval_ms is None
             else min(interval_ms, subscription.interval_ms)
         )
     if interval_ms is None:
@@ -97,7 +102,9 @@ def resolve(
     for subscription in subscriptions:
         by_name[subscription.name] = subscription
     ordered = [by_name[name] for name in _name_order(tuple(by_name))]
-    matched = tuple(subscription for subscription in ordered if matches(subscription, metadata))
+    matched = tuple(
+        subscription for subscription in ordered if matches(subscription, metadata)
+    )
     metrics, interval_ms = merge(matched, honour_long_intervals)
     return EffectiveSubscription(
         metrics=metrics,

@@ -72,7 +72,12 @@ class ConcurrentHashMapOrder:
 
     def keys(self) -> list[str]:
         """Keys in ``keySet()`` / ``values()`` traversal order (bins by index)."""
-        return [key for bin_ in self._table or () if bin_ is not None for _, key in bin_.nodes]
+        return [
+            key
+            for bin_ in self._table or ()
+            if bin_ is not None
+            for _, key in bin_.nodes
+        ]
 
     def put(self, key: str) -> None:
         hash_ = chm_spread(key)

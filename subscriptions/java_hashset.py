@@ -275,7 +275,9 @@ class JavaHashSet:
         self._members: set[str] = set()  # membership only; order lives in the table
         # HashMap(): threshold 0 -> first resize makes 16/12.
         # HashMap(n): threshold holds tableSizeFor(n) until the table is allocated.
-        self._threshold = 0 if initial_capacity is None else table_size_for(initial_capacity)
+        self._threshold = (
+            0 if initial_capacity is None else table_size_for(initial_capacity)
+        )
 
     @classmethod
     def copy_of(cls, items: Sequence[str], jdk: int = 17) -> JavaHashSet:
@@ -397,7 +399,9 @@ class JavaHashSet:
                 new_table[index + old_cap] = hi
 
     @staticmethod
-    def _split_tree(tree: _TreeBin, table: list[_Bin | None], index: int, bit: int) -> None:
+    def _split_tree(
+        tree: _TreeBin, table: list[_Bin | None], index: int, bit: int
+    ) -> None:
         """``TreeNode.split``: order-preserving lo/hi split; small halves become lists."""
         lo = [node for node in tree.chain if node.hash & bit == 0]
         hi = [node for node in tree.chain if node.hash & bit != 0]
@@ -407,7 +411,9 @@ class JavaHashSet:
             if len(half) <= _UNTREEIFY_THRESHOLD:
                 table[position] = [(node.hash, node.key) for node in half]
             elif not other:
-                table[position] = tree  # everything stayed together: same tree, same root
+                table[position] = (
+                    tree  # everything stayed together: same tree, same root
+                )
             else:
                 subtree = _TreeBin(half)
                 _treeify(subtree)

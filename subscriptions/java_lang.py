@@ -118,7 +118,11 @@ def java_utf8(text: str) -> bytes:
     i = 0
     while i < len(units):
         unit = units[i]
-        if 0xD800 <= unit <= 0xDBFF and i + 1 < len(units) and 0xDC00 <= units[i + 1] <= 0xDFFF:
+        if (
+            0xD800 <= unit <= 0xDBFF
+            and i + 1 < len(units)
+            and 0xDC00 <= units[i + 1] <= 0xDFFF
+        ):
             out.append(chr(0x10000 + ((unit - 0xD800) << 10) + (units[i + 1] - 0xDC00)))
             i += 2
         elif 0xD800 <= unit <= 0xDFFF:

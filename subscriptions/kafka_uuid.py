@@ -37,7 +37,9 @@ def kafka_uuid_to_str(value: uuid.UUID) -> str:
 def kafka_uuid_from_str(text: str) -> uuid.UUID:
     """``Uuid.fromString``: accepts exactly 22 base64url chars (16 bytes); else ValueError."""
     if len(text) != 22:
-        raise ValueError(f"Invalid Kafka Uuid {text!r}: expected 22 base64url characters")
+        raise ValueError(
+            f"Invalid Kafka Uuid {text!r}: expected 22 base64url characters"
+        )
     try:
         raw = base64.urlsafe_b64decode(text + "==")
     except (binascii.Error, ValueError) as exc:

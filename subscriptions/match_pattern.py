@@ -37,7 +37,9 @@ _RESULT_CACHE_SIZE: Final = 4096
 
 def _options() -> re2.Options:
     options = re2.Options()
-    options.log_errors = False  # a refused pattern is reported as INVALID_CONFIG, not logged
+    options.log_errors = (
+        False  # a refused pattern is reported as INVALID_CONFIG, not logged
+    )
     options.never_capture = True  # only "does it match" is asked
     return options
 
@@ -60,7 +62,9 @@ class MatchPattern:
         except re2.error as exc:
             raise MatchPatternError(f"{pattern!r}: {_reason(exc)}") from None
         self.pattern = pattern
-        self.fullmatches = functools.lru_cache(maxsize=_RESULT_CACHE_SIZE)(self._fullmatches)
+        self.fullmatches = functools.lru_cache(maxsize=_RESULT_CACHE_SIZE)(
+            self._fullmatches
+        )
 
     def _fullmatches(self, value: str) -> bool:
         """True if the whole of ``value`` matches."""
@@ -75,4 +79,6 @@ class MatchPattern:
 
 def _reason(exc: Exception) -> str:
     reason = exc.args[0] if exc.args else exc
-    return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    return (
+        reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+    )

@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from proto.errors import Errors, KafkaError
-from subscriptions.java_lang import java_parse_int, java_split, java_trim, utf16_code_units
+from subscriptions.java_lang import (
+    java_parse_int,
+    java_split,
+    java_trim,
+    utf16_code_units,
+)
 from subscriptions.match_pattern import MatchPattern, MatchPatternError
 
 __all__ = [
@@ -86,7 +91,10 @@ class ConfigKey:
 CONFIG_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(CONFIG_METRICS, "LIST", "", "Telemetry metric name prefix list"),
     ConfigKey(
-        CONFIG_INTERVAL_MS, "INT", str(DEFAULT_INTERVAL_MS), "Metrics push interval in milliseconds"
+        CONFIG_INTERVAL_MS,
+        "INT",
+        str(DEFAULT_INTERVAL_MS),
+        "Metrics push interval in milliseconds",
     ),
     ConfigKey(CONFIG_MATCH, "LIST", "", "Client match criteria"),
 )
@@ -134,7 +142,10 @@ def check_altered_value_length(value: str) -> None:
     Checked for each value an alteration changes, before the subscription's own
     validation; ``String.length()`` counts UTF-16 units.
     """
-    if len(value) * 2 > MAX_CONFIG_VALUE_LENGTH and len(utf16_code_units(value)) > MAX_CONFIG_VALUE_LENGTH:
+    if (
+        len(value) * 2 > MAX_CONFIG_VALUE_LENGTH
+        and len(utf16_code_units(value)) > MAX_CONFIG_VALUE_LENGTH
+    ):
         raise _invalid_config(
             "The configuration value cannot be added because it exceeds the maximum value "
             f"size of {MAX_CONFIG_VALUE_LENGTH} bytes."
@@ -166,7 +177,9 @@ def _split_match_item(item: str) -> tuple[str, str]:
     return selector, java_trim(parts[1])
 
 
-def compile_match_pattern(selector: str, regex: str, item: str | None = None) -> MatchPattern:
+def compile_match_pattern(
+    selector: str, regex: str, item: str | None = None
+) -> MatchPattern:
     """Compile a match regex (a full match, as Java's ``Matcher.matches()``).
 
     RE2 stands in for ``java.util.regex`` (linear-time matching; match_pattern.py lists
@@ -196,7 +209,9 @@ class Subscription:
     interval_ms: int = DEFAULT_INTERVAL_MS
     match: tuple[tuple[str, str], ...] = ()
     configured_keys: frozenset[str] = field(default=frozenset(_KNOWN_KEYS))
-    patterns: Mapping[str, MatchPattern] = field(init=False, repr=False, compare=False, hash=False)
+    patterns: Mapping[str, MatchPattern] = field(
+        init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -204,7 +219,9 @@ class Subscription:
         compiled: dict[str, MatchPattern] = {}
         for selector, regex in self.match:
             if selector not in SELECTORS:
-                raise _invalid_config(f"Illegal client matching pattern: {selector}={regex}")
+                raise _invalid_config(
+                    f"Illegal client matching pattern: {selector}={regex}"
+                )
             compiled[selector] = compile_match_pattern(selector, regex)
         object.__setattr__(self, "patterns", compiled)
 
@@ -228,7 +245,9 @@ class Subscription:
         for key in configs:
             if key not in _KNOWN_KEYS:
                 raise _invalid_request(f"Unknown client metrics configuration: {key}")
-        values: dict[str, str] = {key: value for key, value in configs.items() if value is not None}
+        values: dict[str, str] = {
+            key: value for key, value in configs.items() if value is not None
+        }
 
         metrics = parse_list(values.get(CONFIG_METRICS, ""))
         _check_list_items(CONFIG_METRICS, metrics)
@@ -238,7 +257,10 @@ class Subscription:
         match_items = parse_list(values.get(CONFIG_MATCH, ""))
         _check_list_items(CONFIG_MATCH, match_items)
 
-        if CONFIG_INTERVAL_MS in values and not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS:
+        if (
+            CONFIG_INTERVAL_MS in values
+            and not MIN_INTERVAL_MS <= interval_ms <= MAX_INTERVAL_MS
+        ):
             raise _invalid_request(
                 f"Invalid value {interval_ms} for {CONFIG_INTERVAL_MS}, interval must be "
                 f"between {MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)"
@@ -265,7 +287,9 @@ class Subscription:
         rendered = {
             CONFIG_METRICS: render_list(self.metrics),
             CONFIG_INTERVAL_MS: str(self.interval_ms),
-            CONFIG_MATCH: render_list([f"{selector}={regex}" for selector, regex in self.match]),
+            CONFIG_MATCH: render_list(
+                [f"{selector}={regex}" for selector, regex in self.match]
+            ),
         }
         return {
             key.name: rendered[key.name]

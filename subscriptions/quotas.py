@@ -51,7 +51,9 @@ IP = "ip"
 DEFAULT_NAME = "<default>"
 
 _PATH_SEGMENTS = {"users": USER, "clients": CLIENT_ID, "ips": IP}
-_SEGMENT_FOR_TYPE = {entity_type: segment for segment, entity_type in _PATH_SEGMENTS.items()}
+_SEGMENT_FOR_TYPE = {
+    entity_type: segment for segment, entity_type in _PATH_SEGMENTS.items()
+}
 _PATH_ORDER = (USER, CLIENT_ID, IP)  # users/<u>/clients/<c>, as in ZooKeeper's layout
 
 
@@ -78,13 +80,18 @@ class QuotaEntity:
         if IP in entity:
             if USER in entity or CLIENT_ID in entity:
                 # Kafka's message, missing space included
-                raise _invalid("Invalid quota entity combination, IP entity should"
-                               "not be combined with User or ClientId")
+                raise _invalid(
+                    "Invalid quota entity combination, IP entity should"
+                    "not be combined with User or ClientId"
+                )
             ip = entity[IP]
             if ip is not None and not _is_ip_literal(ip):
                 raise _invalid(f"{ip} is not a valid IP or resolvable host.")
-        ordered = tuple((entity_type, entity[entity_type]) for entity_type in _PATH_ORDER
-                        if entity_type in entity)
+        ordered = tuple(
+            (entity_type, entity[entity_type])
+            for entity_type in _PATH_ORDER
+            if entity_type in entity
+        )
         return cls(ordered)
 
     @classmethod
@@ -92,20 +99,30 @@ class QuotaEntity:
         """Parse ``users/alice/clients/app``-style paths (names URL-encoded)."""
         segments = path.split("/")
         if len(segments) % 2 or not segments:
-            raise _invalid(f"Invalid quota entity path {path!r}: expected "
-                           "users/<name>, clients/<id>, users/<name>/clients/<id> or ips/<ip>")
+            raise _invalid(
+                f"Invalid quota entity path {path!r}: expected "
+                "users/<name>, clients/<id>, users/<name>/clients/<id> or ips/<ip>"
+            )
         entity: dict[str, str | None] = {}
         for kind, raw_name in zip(segments[::2], segments[1::2], strict=True):
             entity_type = _PATH_SEGMENTS.get(kind)
             if entity_type is None:
-                raise _invalid(f"Invalid quota entity path {path!r}: unknown entity kind {kind!r} "
-                               "(expected users, clients or ips)")
+                raise _invalid(
+                    f"Invalid quota entity path {path!r}: unknown entity kind {kind!r} "
+                    "(expected users, clients or ips)"
+                )
             if entity_type in entity:
-                raise _invalid(f"Invalid client quota entity, duplicate entity entry {entity_type}")
-            entity[entity_type] = None if raw_name == DEFAULT_NAME else unquote(raw_name)
+                raise _invalid(
+                    f"Invalid client quota entity, duplicate entity entry {entity_type}"
+                )
+            entity[entity_type] = (
+                None if raw_name == DEFAULT_NAME else unquote(raw_name)
+            )
         if list(entity) not in ([USER], [CLIENT_ID], [USER, CLIENT_ID], [IP]):
-            raise _invalid(f"Invalid quota entity path {path!r}: expected "
-                           "users/<name>, clients/<id>, users/<name>/clients/<id> or ips/<ip>")
+            raise _invalid(
+                f"Invalid quota entity path {path!r}: expected "
+                "users/<name>, clients/<id>, users/<name>/clients/<id> or ips/<ip>"
+            )
         return cls.of(entity)
 
     @property
@@ -118,13 +135,19 @@ class QuotaEntity:
 
     @property
     def kind(self) -> Literal["user-client", "ip"]:
-        return "ip" if any(entity_type == IP for entity_type, _ in self.entries) else "user-client"
+        return (
+            "ip"
+            if any(entity_type == IP for entity_type, _ in self.entries)
+            else "user-client"
+        )
 
     def as_dict(self) -> dict[str, str | None]:
         return dict(self.entries)
 
     def __str__(self) -> str:
-        return ", ".join(f"{t}={DEFAULT_NAME if n is None else n}" for t, n in self.entries)
+        return ", ".join(
+            f"{t}={DEFAULT_NAME if n is None else n}" for t, n in self.entries
+        )
 
 
 def _is_ip_literal(text: str) -> bool:
@@ -146,7 +169,9 @@ def validate_quota_value(entity: QuotaEntity, key: str, value: object) -> float:
 
 
 def validate_quota_alteration(
-    entity: Mapping[str, str | None], set_values: Mapping[str, object], delete: Iterable[str]
+    entity: Mapping[str, str | None],
+    set_values: Mapping[str, object],
+    delete: Iterable[str],
 ) -> tuple[QuotaEntity, dict[str, float], tuple[str, ...]]:
     """Validate one ``AlterClientQuotas`` entry; returns the normalised pieces."""
     delete = tuple(delete)
@@ -154,9 +179,14 @@ def validate_quota_alteration(
     seen: set[str] = set()
     for key in [*set_values, *delete]:
         if key in seen:
-            raise _invalid(f"Duplicate quota key {key} not updating quota for this entity {quota_entity}")
+            raise _invalid(
+                f"Duplicate quota key {key} not updating quota for this entity {quota_entity}"
+            )
         seen.add(key)
-    values = {key: validate_quota_value(quota_entity, key, value) for key, value in set_values.items()}
+    values = {
+        key: validate_quota_value(quota_entity, key, value)
+        for key, value in set_values.items()
+    }
     return quota_entity, values, delete
 
 
@@ -188,17 +218,23 @@ def filter_quotas(
         if not entity_type:
             raise _invalid("Invalid empty entity type.")
         if entity_type in exact or entity_type in of_type:
-            raise _invalid(f"Entity type {entity_type} cannot appear more than once in the filter.")
+            raise _invalid(
+                f"Entity type {entity_type} cannot appear more than once in the filter."
+            )
         if entity_type not in (USER, CLIENT_ID, IP):
-            raise KafkaError(f"Unsupported entity type {entity_type}", Errors.UNSUPPORTED_VERSION)
+            raise KafkaError(
+                f"Unsupported entity type {entity_type}", Errors.UNSUPPORTED_VERSION
+            )
         if component.match is ANY:
             of_type.add(entity_type)
         else:
             exact[entity_type] = component.match
     wanted = set(exact) | of_type
     if IP in wanted and (USER in wanted or CLIENT_ID in wanted):
-        raise _invalid("Invalid entity filter component combination. IP filter component should "
-                       "not be used with user or clientId filter component.")
+        raise _invalid(
+            "Invalid entity filter component combination. IP filter component should "
+            "not be used with user or clientId filter component."
+        )
     result: dict[QuotaEntity, dict[str, float]] = {}
     for entity, values in quotas.items():
         entries = entity.as_dict()

@@ -93,8 +93,10 @@ def _config_string(value: Any) -> str | None:
 class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
     filename = CLIENT_METRICS_FILE
     top_key = "subscriptions"
-    header = ("# Client-metrics subscriptions (KIP-714). Edit freely: the collector reloads this\n"
-              "# file on change or SIGHUP. Keys: metrics, interval.ms, match (Kafka config strings).\n")
+    header = (
+        "# Client-metrics subscriptions (KIP-714). Edit freely: the collector reloads this\n"
+        "# file on change or SIGHUP. Keys: metrics, interval.ms, match (Kafka config strings).\n"
+    )
 
     def __init__(self, config_dir: Path) -> None:
         super().__init__(config_dir)
@@ -111,7 +113,9 @@ class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
         result: SubscriptionConfigs = {}
         for name, located in entries.items():
             if not isinstance(name, str):
-                raise self.fail(located.line, str(name), "a subscription name must be a string")
+                raise self.fail(
+                    located.line, str(name), "a subscription name must be a string"
+                )
             body = located.value
             if body is None:
                 continue  # `name:` with nothing under it: no configs = no subscription
@@ -121,8 +125,11 @@ class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
             for key, value in body.items():
                 text = _config_string(value.value)
                 if text is None:
-                    raise self.fail(value.line, f"{name}.{key}",
-                                    "expected a string, an integer or a list of strings")
+                    raise self.fail(
+                        value.line,
+                        f"{name}.{key}",
+                        "expected a string, an integer or a list of strings",
+                    )
                 configs[str(key)] = text
             # Kept as written: the values are validated when applied (_freeze), one
             # subscription at a time, so a bad one is skipped and never lost on a rewrite.
@@ -138,8 +145,10 @@ class ClientMetricsDocument(ConfigDocument[SubscriptionConfigs]):
 class QuotasDocument(ConfigDocument[Quotas]):
     filename = QUOTAS_FILE
     top_key = "quotas"
-    header = ("# Client quotas, as Kafka's kafka-configs --entity-type users/clients/ips.\n"
-              "# Paths: users/<u>, clients/<c>, users/<u>/clients/<c>, ips/<ip>; <default> allowed.\n")
+    header = (
+        "# Client quotas, as Kafka's kafka-configs --entity-type users/clients/ips.\n"
+        "# Paths: users/<u>, clients/<c>, users/<u>/clients/<c>, ips/<ip>; <default> allowed.\n"
+    )
 
     def empty(self) -> Quotas:
         return {}
@@ -152,16 +161,22 @@ class QuotasDocument(ConfigDocument[Quotas]):
             except KafkaError as exc:
                 raise self.fail(located.line, str(path), exc) from None
             if entity in result:
-                raise self.fail(located.line, str(path), "the same entity is written twice")
+                raise self.fail(
+                    located.line, str(path), "the same entity is written twice"
+                )
             body = located.value
             if body is None:
                 continue
             if not isinstance(body, dict):
-                raise self.fail(located.line, str(path), "expected a mapping of quota keys")
+                raise self.fail(
+                    located.line, str(path), "expected a mapping of quota keys"
+                )
             values: dict[str, float] = {}
             for key, value in body.items():
                 try:
-                    values[str(key)] = validate_quota_value(entity, str(key), value.value)
+                    values[str(key)] = validate_quota_value(
+                        entity, str(key), value.value
+                    )
                 except KafkaError as exc:
                     raise self.fail(value.line, f"{path}.{key}", exc) from None
             if values:
@@ -170,7 +185,10 @@ class QuotasDocument(ConfigDocument[Quotas]):
 
     def render(self, state: Quotas) -> dict[str, Any]:
         return {
-            entity.path: {key: int(value) if value.is_integer() else value for key, value in values.items()}
+            entity.path: {
+                key: int(value) if value.is_integer() else value
+                for key, value in values.items()
+            }
             for entity, values in state.items()
         }
 
@@ -180,14 +198,18 @@ class ConfigSnapshot:
     """One immutable, validated view of both documents; ``version`` grows on every change."""
 
     version: int
-    subscriptions: tuple[Subscription, ...]  # in force, document order (= creation order)
+    subscriptions: tuple[
+        Subscription, ...
+    ]  # in force, document order (= creation order)
     # Every stored subscription as written, the skipped ones and unknown keys included.
     subscription_configs: Mapping[str, Mapping[str, str]] = field(repr=False)
     quotas: Mapping[QuotaEntity, Mapping[str, float]] = field(repr=False)
     # Stored but not in force: name -> why ("<Kafka's message> (<error name>)").
     skipped: Mapping[str, str] = field(default_factory=dict, repr=False)
     # Unknown keys of subscriptions in force, ignored: name -> keys.
-    ignored_keys: Mapping[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    ignored_keys: Mapping[str, tuple[str, ...]] = field(
+        default_factory=dict, repr=False
+    )
 
     def subscription(self, name: str) -> Subscription | None:
         return next((s for s in self.subscriptions if s.name == name), None)
@@ -196,7 +218,9 @@ class ConfigSnapshot:
 _KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
 
 
-def _freeze(version: int, configs: SubscriptionConfigs, quotas: Quotas) -> ConfigSnapshot:
+def _freeze(
+    version: int, configs: SubscriptionConfigs, quotas: Quotas
+) -> ConfigSnapshot:
     """Apply stored subscriptions as a broker applies stored configs (KAFKA-19851):
     unknown keys ignored, a subscription that does not validate skipped, never the rest."""
     subscriptions: list[Subscription] = []
@@ -215,8 +239,11 @@ def _freeze(version: int, configs: SubscriptionConfigs, quotas: Quotas) -> Confi
         version=version,
         subscriptions=tuple(subscriptions),
         subscription_configs=MappingProxyType(
-            {name: MappingProxyType(dict(c)) for name, c in configs.items()}),
-        quotas=MappingProxyType({e: MappingProxyType(dict(v)) for e, v in quotas.items()}),
+            {name: MappingProxyType(dict(c)) for name, c in configs.items()}
+        ),
+        quotas=MappingProxyType(
+            {e: MappingProxyType(dict(v)) for e, v in quotas.items()}
+        ),
         skipped=MappingProxyType(skipped),
         ignored_keys=MappingProxyType(ignored_keys),
     )
@@ -279,21 +306,34 @@ class ConfigStore:
             except ConfigFileError as exc:
                 errors.append(str(exc))
             for error in errors:
-                log.error("config file not reloaded, its last good content stays in force: %s", error)
+                log.error(
+                    "config file not reloaded, its last good content stays in force: %s",
+                    error,
+                )
             self.last_error = "; ".join(errors) or None
             if configs == self._configs and quotas == self._quota_values:
                 return False
             self._install(configs, quotas)
-            log.info("config reloaded: %d subscriptions, %d quota entities (version %d)",
-                     len(configs), len(quotas), self._snapshot.version)
+            log.info(
+                "config reloaded: %d subscriptions, %d quota entities (version %d)",
+                len(configs),
+                len(quotas),
+                self._snapshot.version,
+            )
             return True
 
     def snapshot(self) -> ConfigSnapshot:
         return self._snapshot
 
-    async def watch(self, on_change: OnChange, stop_event: asyncio.Event | None = None,
-                    *, debounce_ms: int = 300, force_polling: bool | None = None,
-                    ready: asyncio.Event | None = None) -> None:
+    async def watch(
+        self,
+        on_change: OnChange,
+        stop_event: asyncio.Event | None = None,
+        *,
+        debounce_ms: int = 300,
+        force_polling: bool | None = None,
+        ready: asyncio.Event | None = None,
+    ) -> None:
         """Reload whenever something in the config directory changes; call ``on_change``.
 
         Watches the directory, not the files, so editors that write-and-rename and the
@@ -302,8 +342,14 @@ class ConfigStore:
         operating system watches the directory: a change made after that is seen.
         """
         await watch_config_dir(
-            self.config_dir, self.reload, lambda: on_change(self._snapshot), stop_event,
-            debounce_ms=debounce_ms, force_polling=force_polling, ready=ready)
+            self.config_dir,
+            self.reload,
+            lambda: on_change(self._snapshot),
+            stop_event,
+            debounce_ms=debounce_ms,
+            force_polling=force_polling,
+            ready=ready,
+        )
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -314,12 +360,18 @@ class ConfigStore:
         """The set keys as stored (Kafka before 4.1); with defaults for the rest (4.1+)."""
         stored = dict(self._snapshot.subscription_configs.get(name, {}))
         if not include_defaults:
-            return {key.name: stored[key.name] for key in CONFIG_KEYS if key.name in stored}
+            return {
+                key.name: stored[key.name] for key in CONFIG_KEYS if key.name in stored
+            }
         return {key.name: stored.get(key.name, key.default) for key in CONFIG_KEYS}
 
-    def alter_subscription(self, name: str, set: Mapping[str, str | None],
-                           delete: Iterable[str] = (), validate_only: bool = False
-                           ) -> Subscription | None:
+    def alter_subscription(
+        self,
+        name: str,
+        set: Mapping[str, str | None],
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> Subscription | None:
         """IncrementalAlterConfigs on one CLIENT_METRICS resource (SET / DELETE ops).
 
         The resulting full config map is validated like Kafka's controller; an empty map
@@ -339,8 +391,9 @@ class ConfigStore:
             self._write_subscriptions(configs)
             return subscription if merged else None
 
-    def proposed_subscriptions(self, name: str, set: Mapping[str, str | None],
-                               delete: Iterable[str] = ()) -> tuple[Subscription, ...]:
+    def proposed_subscriptions(
+        self, name: str, set: Mapping[str, str | None], delete: Iterable[str] = ()
+    ) -> tuple[Subscription, ...]:
         """The subscriptions that would be in force after ``alter_subscription(name, set,
         delete)``, computed by the same validation and the same loading rules; nothing is
         written.  Raises what the alteration would raise."""
@@ -351,18 +404,26 @@ class ConfigStore:
                 configs[name] = merged
             else:
                 configs.pop(name, None)
-            return _freeze(self._snapshot.version + 1, configs, self._quota_values).subscriptions
+            return _freeze(
+                self._snapshot.version + 1, configs, self._quota_values
+            ).subscriptions
 
-    def _altered(self, name: str, set: Mapping[str, str | None], delete: Iterable[str]
-                 ) -> tuple[dict[str, str], dict[str, str], Subscription]:
+    def _altered(
+        self, name: str, set: Mapping[str, str | None], delete: Iterable[str]
+    ) -> tuple[dict[str, str], dict[str, str], Subscription]:
         """(stored configs, configs after the alteration, the subscription they make),
         validated as Kafka's controller validates an IncrementalAlterConfigs."""
         delete = list(delete)
         nulls = [key for key, value in set.items() if value is None]
         if nulls:
-            raise KafkaError("Null value not supported for : " + ", ".join(nulls), Errors.INVALID_REQUEST)
+            raise KafkaError(
+                "Null value not supported for : " + ", ".join(nulls),
+                Errors.INVALID_REQUEST,
+            )
         if len({*set, *delete}) != len(set) + len(delete):
-            raise KafkaError("Error due to duplicate config keys", Errors.INVALID_REQUEST)
+            raise KafkaError(
+                "Error due to duplicate config keys", Errors.INVALID_REQUEST
+            )
         stored = self._configs.get(name, {})
         for key, value in set.items():
             if value is not None and value != stored.get(key):
@@ -385,8 +446,13 @@ class ConfigStore:
 
     # -- quotas -----------------------------------------------------------------------
 
-    def alter_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, object],
-                     delete: Iterable[str] = (), validate_only: bool = False) -> None:
+    def alter_quotas(
+        self,
+        entity: Mapping[str, str | None],
+        set: Mapping[str, object],
+        delete: Iterable[str] = (),
+        validate_only: bool = False,
+    ) -> None:
         """AlterClientQuotas for one entity (``None`` name = ``<default>``)."""
         quota_entity, values, removed = validate_quota_alteration(entity, set, delete)
         with self._lock:
@@ -404,8 +470,9 @@ class ConfigStore:
             self._persist(self._quotas, quotas)
             self._install(self._configs, quotas)
 
-    def describe_quotas(self, components: Sequence[QuotaFilterComponent] = (),
-                        strict: bool = False) -> dict[QuotaEntity, dict[str, float]]:
+    def describe_quotas(
+        self, components: Sequence[QuotaFilterComponent] = (), strict: bool = False
+    ) -> dict[QuotaEntity, dict[str, float]]:
         """DescribeClientQuotas semantics (exact name, ``None`` = default, ``ANY``)."""
         return filter_quotas(self._snapshot.quotas, components, strict)
 
@@ -420,7 +487,9 @@ class ConfigStore:
         try:
             document.save(state)
         except OSError as exc:
-            raise KafkaError(f"cannot write {document.path}: {exc}", Errors.UNKNOWN_SERVER_ERROR) from exc
+            raise KafkaError(
+                f"cannot write {document.path}: {exc}", Errors.UNKNOWN_SERVER_ERROR
+            ) from exc
 
     def _install(self, configs: SubscriptionConfigs, quotas: Quotas) -> None:
         previous = self._snapshot
@@ -437,9 +506,19 @@ class ConfigStore:
         lines = self._client_metrics.entry_lines
         for name, reason in snapshot.skipped.items():
             if previous.skipped.get(name) != reason:
-                log.error("%s, line %s at %r: subscription skipped, its configs do not validate: %s",
-                          path, lines.get(name, "?"), name, reason)
+                log.error(
+                    "%s, line %s at %r: subscription skipped, its configs do not validate: %s",
+                    path,
+                    lines.get(name, "?"),
+                    name,
+                    reason,
+                )
         for name, keys in snapshot.ignored_keys.items():
             if previous.ignored_keys.get(name) != keys:
-                log.warning("%s, line %s at %r: unknown client metrics configuration ignored: %s",
-                            path, lines.get(name, "?"), name, ", ".join(keys))
+                log.warning(
+                    "%s, line %s at %r: unknown client metrics configuration ignored: %s",
+                    path,
+                    lines.get(name, "?"),
+                    name,
+                    ", ".join(keys),
+                )

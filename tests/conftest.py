@@ -35,7 +35,9 @@ def pytest_sessionstart(session: object) -> None:
     stale = []
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         for extension in (
-            path for package in _PACKAGES for path in (root / package).rglob(f"*{suffix}")
+            path
+            for package in _PACKAGES
+            for path in (root / package).rglob(f"*{suffix}")
         ):
             source = extension.with_name(extension.name[: -len(suffix)] + ".py")
             if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:

@@ -21,14 +21,27 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LAST_TEST", "RECORDING", "pytest_collection_modifyitems", "pytest_configure",
-           "pytest_runtest_logreport", "pytest_unconfigure"]
+__all__ = [
+    "LAST_TEST",
+    "RECORDING",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+    "pytest_runtest_logreport",
+    "pytest_unconfigure",
+]
 
 # The project's own loggers are made to emit from INFO up, the collector's default
 # `log.level` (what an operator's log holds). Not DEBUG: that would put debug records into
 # every test's caplog and slow the hot paths the performance tests measure. The root stays
 # where it is, so third-party output (py4j's above all) is not produced for nothing.
-_PROJECT_LOGGERS = ("clock", "collector", "exporters", "proto", "quota", "subscriptions")
+_PROJECT_LOGGERS = (
+    "clock",
+    "collector",
+    "exporters",
+    "proto",
+    "quota",
+    "subscriptions",
+)
 # The check itself: always the last test of the session.
 LAST_TEST = "test_no_secret_appears_in_anything_the_suite_logged"
 
@@ -101,7 +114,9 @@ def pytest_runtest_logreport(report: Any) -> None:
     for title, content in report.sections:
         RECORDING.write(f"--- {report.nodeid} {title}\n{content}")
     if report.failed:
-        RECORDING.write(f"--- {report.nodeid} {report.when} failed\n{report.longreprtext}")
+        RECORDING.write(
+            f"--- {report.nodeid} {report.when} failed\n{report.longreprtext}"
+        )
 
 
 def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -> None:

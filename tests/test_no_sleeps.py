@@ -56,9 +56,10 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("perf/bench_gateway.py", "time.sleep(0.05)"): (
         "benchmark: waits for a gateway or relay process it started to write its ready file"
     ),
-    ("perf/loadgen.py", "asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)"): (
-        "benchmark: paces real load against a real server until the end of its window"
-    ),
+    (
+        "perf/loadgen.py",
+        "asyncio.sleep(max(0.0, measure_to - time.perf_counter()) + 0.05)",
+    ): ("benchmark: paces real load against a real server until the end of its window"),
 }
 
 
@@ -85,7 +86,9 @@ def _real_sleeps() -> set[tuple[str, str]]:
     return found
 
 
-def test_every_real_time_sleep_is_a_listed_wait_for_something_outside_the_test() -> None:
+def test_every_real_time_sleep_is_a_listed_wait_for_something_outside_the_test() -> (
+    None
+):
     unlisted = sorted(_real_sleeps() - set(REAL_WAITS))
     assert not unlisted, (
         "sleeps on a real clock (use clock.testing.FakeClock for windows, throttles and "

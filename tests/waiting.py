@@ -19,7 +19,9 @@ __all__ = ["POLL_S", "eventually", "eventually_sync"]
 POLL_S = 0.01
 
 
-async def eventually(condition: Callable[[], object], *, timeout_s: float, what: str) -> None:
+async def eventually(
+    condition: Callable[[], object], *, timeout_s: float, what: str
+) -> None:
     """Return once ``condition()`` is true; AssertionError naming ``what`` after
     ``timeout_s``."""
     loop = asyncio.get_running_loop()
@@ -30,7 +32,9 @@ async def eventually(condition: Callable[[], object], *, timeout_s: float, what:
         await asyncio.sleep(POLL_S)
 
 
-def eventually_sync(condition: Callable[[], object], *, timeout_s: float, what: str) -> None:
+def eventually_sync(
+    condition: Callable[[], object], *, timeout_s: float, what: str
+) -> None:
     """:func:`eventually` for a thread that is not an event loop."""
     deadline = time.monotonic() + timeout_s
     while not condition():

@@ -29,8 +29,12 @@ from collector.security.acls import (
 __all__ = ["acls"]
 
 _DATA_DIR = click.option(
-    "--data-dir", type=click.Path(file_okay=False), default="data", show_default=True,
-    envvar="KTC_DATA_DIR", help="The collector's data directory (config/acls.yaml).",
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    default="data",
+    show_default=True,
+    envvar="KTC_DATA_DIR",
+    help="The collector's data directory (config/acls.yaml).",
 )
 
 
@@ -39,33 +43,58 @@ def _operation(name: str) -> AclOperation:
     wanted = name.replace("_", "").replace("-", "").lower()
     for operation in AclOperation:
         if operation.name.replace("_", "").lower() == wanted and operation not in (
-            AclOperation.UNKNOWN, AclOperation.ANY
+            AclOperation.UNKNOWN,
+            AclOperation.ANY,
         ):
             return operation
-    raise click.BadParameter(f"{name} is not a valid operation", param_hint="--operation")
+    raise click.BadParameter(
+        f"{name} is not a valid operation", param_hint="--operation"
+    )
 
 
 def _pattern_type(name: str) -> PatternType:
     try:
         return PatternType[name.upper()]
     except KeyError:
-        raise click.BadParameter(f"{name} is not a valid pattern type",
-                                 param_hint="--resource-pattern-type") from None
+        raise click.BadParameter(
+            f"{name} is not a valid pattern type", param_hint="--resource-pattern-type"
+        ) from None
 
 
 def _entry_options(command: click.Command) -> click.Command:
     options = [
-        click.option("--allow-principal", multiple=True,
-                     help="Principal (Type:name) the ACL allows; repeatable."),
-        click.option("--deny-principal", multiple=True,
-                     help="Principal (Type:name) the ACL denies; repeatable."),
-        click.option("--allow-host", multiple=True, help="Host allowed ('*' if none); repeatable."),
-        click.option("--deny-host", multiple=True, help="Host denied ('*' if none); repeatable."),
-        click.option("--operation", multiple=True,
-                     help="Operation, e.g. AlterConfigs, DescribeConfigs, Alter, Describe, All."),
-        click.option("--cluster", is_flag=True, help="The CLUSTER resource (kafka-cluster)."),
-        click.option("--resource-pattern-type", default="LITERAL", show_default=True,
-                     help="LITERAL or PREFIXED (list and remove: also ANY, MATCH)."),
+        click.option(
+            "--allow-principal",
+            multiple=True,
+            help="Principal (Type:name) the ACL allows; repeatable.",
+        ),
+        click.option(
+            "--deny-principal",
+            multiple=True,
+            help="Principal (Type:name) the ACL denies; repeatable.",
+        ),
+        click.option(
+            "--allow-host",
+            multiple=True,
+            help="Host allowed ('*' if none); repeatable.",
+        ),
+        click.option(
+            "--deny-host", multiple=True, help="Host denied ('*' if none); repeatable."
+        ),
+        click.option(
+            "--operation",
+            multiple=True,
+            help="Operation, e.g. AlterConfigs, DescribeConfigs, Alter, Describe, All.",
+        ),
+        click.option(
+            "--cluster", is_flag=True, help="The CLUSTER resource (kafka-cluster)."
+        ),
+        click.option(
+            "--resource-pattern-type",
+            default="LITERAL",
+            show_default=True,
+            help="LITERAL or PREFIXED (list and remove: also ANY, MATCH).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -73,8 +102,12 @@ def _entry_options(command: click.Command) -> click.Command:
 
 
 def _bindings(
-    allow_principal: Iterable[str], deny_principal: Iterable[str], allow_host: Iterable[str],
-    deny_host: Iterable[str], operation: Iterable[str], pattern_type: PatternType,
+    allow_principal: Iterable[str],
+    deny_principal: Iterable[str],
+    allow_host: Iterable[str],
+    deny_host: Iterable[str],
+    operation: Iterable[str],
+    pattern_type: PatternType,
 ) -> list[AclBinding]:
     """AclCommand.getAcls: principals x hosts ('*' when none) x operations, per permission."""
     operations = [_operation(name) for name in operation]
@@ -86,25 +119,40 @@ def _bindings(
         for principal in principals:
             for host in list(hosts) or [WILDCARD_HOST]:
                 for op in operations:
-                    bindings.append(AclBinding(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type,
-                                               principal, host, op, permission))
+                    bindings.append(
+                        AclBinding(
+                            ResourceType.CLUSTER,
+                            CLUSTER_NAME,
+                            pattern_type,
+                            principal,
+                            host,
+                            op,
+                            permission,
+                        )
+                    )
     return bindings
 
 
 def _pattern(resource_type: ResourceType, name: str, pattern_type: PatternType) -> str:
-    return (f"ResourcePattern(resourceType={resource_type.name}, name={name}, "
-            f"patternType={pattern_type.name})")
+    return (
+        f"ResourcePattern(resourceType={resource_type.name}, name={name}, "
+        f"patternType={pattern_type.name})"
+    )
 
 
 def _entry(binding: AclBinding) -> str:
-    return (f"(principal={binding.principal}, host={binding.host}, "
-            f"operation={binding.operation.name}, permissionType={binding.permission.name})")
+    return (
+        f"(principal={binding.principal}, host={binding.host}, "
+        f"operation={binding.operation.name}, permissionType={binding.permission.name})"
+    )
 
 
 def _print_acls(bindings: Iterable[AclBinding]) -> None:
     by_pattern: dict[str, list[AclBinding]] = {}
     for binding in bindings:
-        key = _pattern(binding.resource_type, binding.resource_name, binding.pattern_type)
+        key = _pattern(
+            binding.resource_type, binding.resource_name, binding.pattern_type
+        )
         by_pattern.setdefault(key, []).append(binding)
     for pattern, entries in by_pattern.items():
         click.echo(f"Current ACLs for resource `{pattern}`: ")
@@ -129,26 +177,42 @@ def acls() -> None:
 @acls.command("add")
 @_DATA_DIR
 @_entry_options
-def acls_add(data_dir: str, allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
-             allow_host: tuple[str, ...], deny_host: tuple[str, ...], operation: tuple[str, ...],
-             cluster: bool, resource_pattern_type: str) -> None:
+def acls_add(
+    data_dir: str,
+    allow_principal: tuple[str, ...],
+    deny_principal: tuple[str, ...],
+    allow_host: tuple[str, ...],
+    deny_host: tuple[str, ...],
+    operation: tuple[str, ...],
+    cluster: bool,
+    resource_pattern_type: str,
+) -> None:
     """Add ACLs on the CLUSTER resource."""
     if not cluster:
-        raise click.UsageError("--cluster is required: the collector's ACLs are on the CLUSTER")
+        raise click.UsageError(
+            "--cluster is required: the collector's ACLs are on the CLUSTER"
+        )
     if not operation:
         raise click.UsageError("--operation is required with add")
     if not allow_principal and not deny_principal:
         raise click.UsageError("give --allow-principal or --deny-principal")
     pattern_type = _pattern_type(resource_pattern_type)
-    bindings = _bindings(allow_principal, deny_principal, allow_host, deny_host, operation,
-                         pattern_type)
+    bindings = _bindings(
+        allow_principal, deny_principal, allow_host, deny_host, operation, pattern_type
+    )
     store = _store(data_dir)
-    click.echo(f"Adding ACLs for resource `{_pattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)}`: ")
+    click.echo(
+        f"Adding ACLs for resource `{_pattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)}`: "
+    )
     click.echo("".join(f" \t{_entry(b)} \n" for b in bindings))
-    errors = [(b, e) for b, e in zip(bindings, store.create(bindings), strict=True) if e]
+    errors = [
+        (b, e) for b, e in zip(bindings, store.create(bindings), strict=True) if e
+    ]
     for binding, error in errors:
         click.echo(f"ktc: INVALID_REQUEST: {error} ({_entry(binding)})", err=True)
-    _print_acls(store.acls(AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)))
+    _print_acls(
+        store.acls(AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type))
+    )
     if errors:
         sys.exit(1)
 
@@ -156,11 +220,18 @@ def acls_add(data_dir: str, allow_principal: tuple[str, ...], deny_principal: tu
 @acls.command("list")
 @_DATA_DIR
 @click.option("--principal", help="Only the ACLs of this principal.")
-@click.option("--cluster", is_flag=True, help="Only the CLUSTER resource (kafka-cluster).")
-@click.option("--resource-pattern-type", default="ANY", show_default=True,
-              help="LITERAL, PREFIXED, ANY or MATCH.")
-def acls_list(data_dir: str, principal: str | None, cluster: bool,
-              resource_pattern_type: str) -> None:
+@click.option(
+    "--cluster", is_flag=True, help="Only the CLUSTER resource (kafka-cluster)."
+)
+@click.option(
+    "--resource-pattern-type",
+    default="ANY",
+    show_default=True,
+    help="LITERAL, PREFIXED, ANY or MATCH.",
+)
+def acls_list(
+    data_dir: str, principal: str | None, cluster: bool, resource_pattern_type: str
+) -> None:
     """List ACLs (all, or of the CLUSTER resource)."""
     pattern_type = _pattern_type(resource_pattern_type)
     acl_filter = AclBindingFilter(
@@ -175,28 +246,63 @@ def acls_list(data_dir: str, principal: str | None, cluster: bool,
 @acls.command("remove")
 @_DATA_DIR
 @_entry_options
-def acls_remove(data_dir: str, allow_principal: tuple[str, ...], deny_principal: tuple[str, ...],
-                allow_host: tuple[str, ...], deny_host: tuple[str, ...],
-                operation: tuple[str, ...], cluster: bool, resource_pattern_type: str) -> None:
+def acls_remove(
+    data_dir: str,
+    allow_principal: tuple[str, ...],
+    deny_principal: tuple[str, ...],
+    allow_host: tuple[str, ...],
+    deny_host: tuple[str, ...],
+    operation: tuple[str, ...],
+    cluster: bool,
+    resource_pattern_type: str,
+) -> None:
     """Remove the named ACLs of the CLUSTER resource (all of them if no principal is given)."""
     if not cluster:
-        raise click.UsageError("--cluster is required: the collector's ACLs are on the CLUSTER")
+        raise click.UsageError(
+            "--cluster is required: the collector's ACLs are on the CLUSTER"
+        )
     pattern_type = _pattern_type(resource_pattern_type)
     store = _store(data_dir)
     if allow_principal or deny_principal:
         filters = [
-            AclBindingFilter(b.resource_type, b.resource_name, b.pattern_type, b.principal,
-                             b.host, b.operation, b.permission)
-            for b in _bindings(allow_principal, deny_principal, allow_host, deny_host,
-                               operation or ("All",), pattern_type)
+            AclBindingFilter(
+                b.resource_type,
+                b.resource_name,
+                b.pattern_type,
+                b.principal,
+                b.host,
+                b.operation,
+                b.permission,
+            )
+            for b in _bindings(
+                allow_principal,
+                deny_principal,
+                allow_host,
+                deny_host,
+                operation or ("All",),
+                pattern_type,
+            )
         ]
         if not operation:  # AclCommand: no --operation removes every operation
-            filters = [AclBindingFilter(f.resource_type, f.resource_name, f.pattern_type,
-                                        f.principal, f.host, AclOperation.ANY, f.permission)
-                       for f in filters]
+            filters = [
+                AclBindingFilter(
+                    f.resource_type,
+                    f.resource_name,
+                    f.pattern_type,
+                    f.principal,
+                    f.host,
+                    AclOperation.ANY,
+                    f.permission,
+                )
+                for f in filters
+            ]
     else:
         filters = [AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)]
     removed = [binding for matched in store.delete(filters) for binding in matched]
-    click.echo(f"Removing ACLs from resource `{_pattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)}`: ")
+    click.echo(
+        f"Removing ACLs from resource `{_pattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)}`: "
+    )
     click.echo("".join(f" \t{_entry(b)} \n" for b in removed))
-    _print_acls(store.acls(AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)))
+    _print_acls(
+        store.acls(AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type))
+    )

@@ -70,7 +70,9 @@ def _request(
 ) -> dict[str, Any]:
     url = server.rstrip("/") + path
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method="GET" if body is None else "POST")
+    request = urllib.request.Request(
+        url, data=data, method="GET" if body is None else "POST"
+    )
     if data is not None:
         request.add_header("Content-Type", "application/json")
     if secret:
@@ -90,7 +92,10 @@ def _request(
 
 
 def fetch_clients(
-    server: str, filters: Sequence[tuple[str, str]], secret: str | None, limit: int = 1000
+    server: str,
+    filters: Sequence[tuple[str, str]],
+    secret: str | None,
+    limit: int = 1000,
 ) -> list[dict[str, Any]]:
     """Every live instance passing the filters: all pages, cursor after cursor."""
     found: list[dict[str, Any]] = []
@@ -106,14 +111,18 @@ def fetch_clients(
             return found
 
 
-def post_preview(server: str, secret: str | None, options: dict[str, Any]) -> dict[str, Any]:
+def post_preview(
+    server: str, secret: str | None, options: dict[str, Any]
+) -> dict[str, Any]:
     return _request(server, "/v1/subscriptions/preview", secret, options)
 
 
 def _filter(value: str) -> tuple[str, str]:
     key, sep, wanted = value.partition("=")
     if not sep or not key:
-        raise click.BadParameter(f"expected key=value, got {value!r}", param_hint="--filter")
+        raise click.BadParameter(
+            f"expected key=value, got {value!r}", param_hint="--filter"
+        )
     return key, wanted
 
 
@@ -121,7 +130,9 @@ def _table(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> str:
     cells = [list(headers), *([str(cell) for cell in row] for row in rows)]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        "  ".join(
+            cell.ljust(width) for cell, width in zip(row, widths, strict=True)
+        ).rstrip()
         for row in cells
     )
 
@@ -177,15 +188,21 @@ def clients(
 
 def format_preview(answer: dict[str, Any]) -> str:
     """One block per affected instance (old -> new), then the count of unaffected."""
-    lines = [f"Dry run: nothing stored. Altering client metrics config for {answer['name']} would change:"]
+    lines = [
+        f"Dry run: nothing stored. Altering client metrics config for {answer['name']} would change:"
+    ]
     for change in answer["affected"]:
         old, new = change["old"], change["new"]
         lines.append(
             f"  {change['client_instance_id']} client_id={change['client_id']} "
             f"({change['client_software_name']} {change['client_software_version']})"
         )
-        lines.append(f"    subscription id: {old['subscription_id']} -> {new['subscription_id']}")
-        lines.append(f"    interval.ms: {old['push_interval_ms']} -> {new['push_interval_ms']}")
+        lines.append(
+            f"    subscription id: {old['subscription_id']} -> {new['subscription_id']}"
+        )
+        lines.append(
+            f"    interval.ms: {old['push_interval_ms']} -> {new['push_interval_ms']}"
+        )
         lines.append(
             f"    metrics: {','.join(old['metrics']) or '(none)'} -> "
             f"{','.join(new['metrics']) or '(none)'}"

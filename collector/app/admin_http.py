@@ -76,7 +76,9 @@ class AdminEndpoints:
                 given.strip().encode(), self._secret
             ):
                 return _json(
-                    {"error": "this endpoint needs Authorization: Bearer <http.admin.secret>"},
+                    {
+                        "error": "this endpoint needs Authorization: Bearer <http.admin.secret>"
+                    },
                     401,
                     headers={"WWW-Authenticate": "Bearer"},
                 )

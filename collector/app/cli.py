@@ -69,10 +69,15 @@ def cli() -> None:
 
 # ---------------------------------------------------------------------------- serve
 @cli.command()
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file.")
-@click.option("--listeners", help="Kafka-style listeners, e.g. PLAINTEXT://0.0.0.0:9092.")
 @click.option(
-    "--advertised-listeners", help="What Metadata tells clients, e.g. PLAINTEXT://host:9092."
+    "--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file."
+)
+@click.option(
+    "--listeners", help="Kafka-style listeners, e.g. PLAINTEXT://0.0.0.0:9092."
+)
+@click.option(
+    "--advertised-listeners",
+    help="What Metadata tells clients, e.g. PLAINTEXT://host:9092.",
 )
 @click.option(
     "--data-dir",
@@ -115,7 +120,9 @@ def serve(
     sys.exit(exit_code)
 
 
-async def _serve(config: CollectorConfig, ready_file: str | None, *, gateway: bool = False) -> int:
+async def _serve(
+    config: CollectorConfig, ready_file: str | None, *, gateway: bool = False
+) -> int:
     from collector.app.process_tuning import tune_serving_process
     from collector.app.server import CollectorServer, StartupError
     from collector.net.listeners import ListenerError
@@ -148,7 +155,9 @@ async def _serve(config: CollectorConfig, ready_file: str | None, *, gateway: bo
         }
         topology = getattr(server, "topology", None)
         if topology is not None:
-            info["node_ports"] = {str(node): port for node, port in topology.ports.items()}
+            info["node_ports"] = {
+                str(node): port for node, port in topology.ports.items()
+            }
         tmp = Path(ready_file + ".tmp")
         tmp.write_text(json.dumps(info))
         tmp.replace(ready_file)
@@ -163,7 +172,9 @@ async def _serve(config: CollectorConfig, ready_file: str | None, *, gateway: bo
     help="The cluster's bootstrap servers, HOST:PORT[,HOST:PORT...] "
     "(gateway.upstream.bootstrap.servers).",
 )
-@click.option("--listeners", help="The bootstrap listener, e.g. PLAINTEXT://0.0.0.0:9092.")
+@click.option(
+    "--listeners", help="The bootstrap listener, e.g. PLAINTEXT://0.0.0.0:9092."
+)
 @click.option(
     "--broker-port-start",
     type=int,
@@ -175,7 +186,9 @@ async def _serve(config: CollectorConfig, ready_file: str | None, *, gateway: bo
     type=click.Path(file_okay=False),
     help="Landing log, config store, learned topology.",
 )
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file.")
+@click.option(
+    "--config", "config_file", type=click.Path(dir_okay=False), help="YAML config file."
+)
 @click.option(
     "--advertised-host",
     help="The host clients are sent to for every broker (gateway.advertised.host).",
@@ -223,13 +236,19 @@ def gateway(
 def validate_config(config_file: str) -> None:
     """Validate FILE (plus KTC_* environment overrides) and print the effective config."""
     config = _load(config_file, {})
-    from collector.net.listeners import ListenerError, parse_listeners, parse_security_protocol_map
+    from collector.net.listeners import (
+        ListenerError,
+        parse_listeners,
+        parse_security_protocol_map,
+    )
 
     try:
         protocols = parse_security_protocol_map(config.listener_security_protocol_map)
         parse_listeners(config.listeners, protocols)
         if config.advertised_listeners:
-            parse_listeners(config.advertised_listeners, protocols, key="advertised.listeners")
+            parse_listeners(
+                config.advertised_listeners, protocols, key="advertised.listeners"
+            )
     except ListenerError as exc:
         _fail_config(str(exc))
     if config.exporters_otlp is not None:
@@ -285,9 +304,15 @@ def subscriptions() -> None:
 @subscriptions.command("alter")
 @_DATA_DIR
 @click.option("--name", help="Subscription name.")
-@click.option("--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name.")
-@click.option("--metrics", help="Comma-separated metric name prefixes; '*' = all; '' resets.")
-@click.option("--interval", help="Push interval in ms (100..3600000); '' resets to 300000.")
+@click.option(
+    "--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name."
+)
+@click.option(
+    "--metrics", help="Comma-separated metric name prefixes; '*' = all; '' resets."
+)
+@click.option(
+    "--interval", help="Push interval in ms (100..3600000); '' resets to 300000."
+)
 @click.option(
     "--match",
     help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
@@ -298,7 +323,10 @@ def subscriptions() -> None:
     is_flag=True,
     help="Store nothing: print what the change would do to the live clients of --server.",
 )
-@click.option("--server", help="With --dry-run: the collector's HTTP listener, e.g. http://host:8888.")
+@click.option(
+    "--server",
+    help="With --dry-run: the collector's HTTP listener, e.g. http://host:8888.",
+)
 @click.option(
     "--admin-secret",
     envvar="KTC_HTTP_ADMIN_SECRET",
@@ -338,8 +366,13 @@ def subscriptions_alter(
     if dry_run:
         from collector.app.admin_client import post_preview, print_preview
 
-        options = {"name": name, "generate_name": generate_name, "metrics": metrics,
-                   "interval": interval, "match": match}
+        options = {
+            "name": name,
+            "generate_name": generate_name,
+            "metrics": metrics,
+            "interval": interval,
+            "match": match,
+        }
         assert server is not None
         print_preview(post_preview(server, admin_secret, options), output_format)
         return
@@ -429,7 +462,9 @@ class _EntityOptions:
             ("ip", self.ip, self.ip_default),
         ):
             if name is not None and default:
-                raise click.UsageError(f"give either --{kind} or --{kind}-defaults, not both")
+                raise click.UsageError(
+                    f"give either --{kind} or --{kind}-defaults, not both"
+                )
             if name is not None or default:
                 entity[kind] = name
         if self.entity_types or self.entity_names or self.entity_defaults:
@@ -442,7 +477,9 @@ class _EntityOptions:
                     "to mix a name and a default, use --user/--client/--ip with "
                     "--user-defaults/--client-defaults/--ip-defaults"
                 )
-            names: tuple[str | None, ...] = self.entity_names or (None,) * self.entity_defaults
+            names: tuple[str | None, ...] = (
+                self.entity_names or (None,) * self.entity_defaults
+            )
             for entity_type, name in zip(self.entity_types, names, strict=True):
                 kind = _ENTITY_TYPES[entity_type]
                 if kind in entity:
@@ -485,7 +522,12 @@ _ENTITY_OPTIONS = (
         type=click.Choice(sorted(_ENTITY_TYPES)),
         help="users, clients or ips (kafka-configs.sh style; repeat for user + client).",
     ),
-    click.option("--entity-name", "entity_names", multiple=True, help="Name for an --entity-type."),
+    click.option(
+        "--entity-name",
+        "entity_names",
+        multiple=True,
+        help="Name for an --entity-type.",
+    ),
     click.option(
         "--entity-default",
         "entity_defaults",
@@ -516,7 +558,8 @@ def _entity_options(command: Callable[..., None]) -> Callable[..., None]:
 def _describe_entity(entity: Any) -> str:
     labels = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
     return ", ".join(
-        f"{labels[kind]} '{'<default>' if name is None else name}'" for kind, name in entity.entries
+        f"{labels[kind]} '{'<default>' if name is None else name}'"
+        for kind, name in entity.entries
     )
 
 
@@ -633,9 +676,15 @@ def users() -> None:
     help="'SCRAM-SHA-512=[iterations=8192,password=...],SCRAM-SHA-256=[password=...]' "
     "(iterations 4096..16384, default 4096).",
 )
-@click.option("--delete-config", default="", help="'SCRAM-SHA-256,SCRAM-SHA-512': to remove.")
+@click.option(
+    "--delete-config", default="", help="'SCRAM-SHA-256,SCRAM-SHA-512': to remove."
+)
 def users_alter(
-    data_dir: str, entity_type: str, entity_name: str, add_config: str, delete_config: str
+    data_dir: str,
+    entity_type: str,
+    entity_name: str,
+    add_config: str,
+    delete_config: str,
 ) -> None:
     """Add, change or remove a user's SCRAM credentials."""
     from collector.security.credentials import new_salt, salted_password
@@ -653,7 +702,11 @@ def users_alter(
         raise click.UsageError("a mechanism is both added and deleted")
     for config in added:  # Kafka's bounds, before any (costly) derivation
         mechanism = config.mechanism
-        if not mechanism.min_iterations <= config.iterations <= mechanism.max_iterations:
+        if (
+            not mechanism.min_iterations
+            <= config.iterations
+            <= mechanism.max_iterations
+        ):
             raise click.UsageError(
                 f"{mechanism.mechanism_name}: iterations must be from {mechanism.min_iterations}"
                 f" to {mechanism.max_iterations} (Kafka: UNACCEPTABLE_CREDENTIAL)"
@@ -661,9 +714,17 @@ def users_alter(
     upsertions = []
     for config in added:
         salt = new_salt()
-        upsertions.append(CredentialUpsertion(
-            entity_name, config.mechanism.type_id, config.iterations, salt,
-            salted_password(config.mechanism, config.password, salt, config.iterations)))
+        upsertions.append(
+            CredentialUpsertion(
+                entity_name,
+                config.mechanism.type_id,
+                config.iterations,
+                salt,
+                salted_password(
+                    config.mechanism, config.password, salt, config.iterations
+                ),
+            )
+        )
     # Kafka's controller takes one change per user and request (DUPLICATE_RESOURCE for a
     # second one): each mechanism is its own alteration.
     for mechanism in removed:
@@ -682,15 +743,21 @@ def users_describe(data_dir: str, entity_type: str, entity_name: str | None) -> 
     from collector.security.scram_admin import describe_credentials
 
     try:
-        results = describe_credentials(_credentials(data_dir), [entity_name] if entity_name else None)
+        results = describe_credentials(
+            _credentials(data_dir), [entity_name] if entity_name else None
+        )
     except Exception as exc:  # noqa: BLE001
         _kafka_error_exit(exc)
     for result in results:
         if result.error != 0:
             click.echo(f"ktc: {result.error.name}: {result.message}", err=True)
             sys.exit(1)
-        rendered = ", ".join(f"{m.mechanism_name}=iterations={i}" for m, i in result.credentials)
-        click.echo(f"SCRAM credential configs for user-principal '{result.user}' are {rendered}")
+        rendered = ", ".join(
+            f"{m.mechanism_name}=iterations={i}" for m, i in result.credentials
+        )
+        click.echo(
+            f"SCRAM credential configs for user-principal '{result.user}' are {rendered}"
+        )
 
 
 @users.command("delete")
@@ -704,7 +771,8 @@ def users_delete(data_dir: str, entity_type: str, entity_name: str) -> None:
     mechanisms = _credentials(data_dir).users().get(entity_name, {})
     if not mechanisms:
         click.echo(
-            f"ktc: RESOURCE_NOT_FOUND: user {entity_name!r} has no SCRAM credentials", err=True
+            f"ktc: RESOURCE_NOT_FOUND: user {entity_name!r} has no SCRAM credentials",
+            err=True,
         )
         sys.exit(1)
     for mechanism in list(mechanisms):
@@ -721,7 +789,9 @@ def landing() -> None:
 @landing.command("dump")
 @_DATA_DIR
 @click.option("--from-offset", type=int, default=0, show_default=True)
-@click.option("--node-id", type=int, help="Only this node's log (default: every node's).")
+@click.option(
+    "--node-id", type=int, help="Only this node's log (default: every node's)."
+)
 def landing_dump(data_dir: str, from_offset: int, node_id: int | None) -> None:
     """Print landed pushes as JSON lines: offset, context, decoded metrics."""
     from exporters.landing.dump import dump_records
@@ -780,9 +850,7 @@ def _add_optional_commands() -> None:
     that show that error (exit 1), so ``ktc serve`` still runs either way."""
     missing = _missing_modules(LAKEHOUSE_MODULES)
     if missing:
-        message = (
-            f"needs the lakehouse extra ({', '.join(missing)} not installed): {LAKEHOUSE_INSTALL}"
-        )
+        message = f"needs the lakehouse extra ({', '.join(missing)} not installed): {LAKEHOUSE_INSTALL}"
         for name in LAKEHOUSE_COMMANDS:
             cli.add_command(_unavailable_command(name, message, CONFIG_ERROR_EXIT))
         return

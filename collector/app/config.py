@@ -36,9 +36,18 @@ from collector.security.secrets import (
     redact,
     resolve_references,
 )
-from collector.security.ssl_principal_mapper import InvalidMappingRule, SslPrincipalMapper
+from collector.security.ssl_principal_mapper import (
+    InvalidMappingRule,
+    SslPrincipalMapper,
+)
 
-__all__ = ["CollectorConfig", "ConfigError", "env_var_for", "load_config", "parse_host_ports"]
+__all__ = [
+    "CollectorConfig",
+    "ConfigError",
+    "env_var_for",
+    "load_config",
+    "parse_host_ports",
+]
 
 ENV_PREFIX = "KTC_"
 
@@ -63,7 +72,9 @@ _LISTENER_QUOTA_KEY = re.compile(
 
 
 def is_connection_quota_key(key: str) -> bool:
-    return key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
+    return (
+        key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
+    )
 
 
 # listener.name.<name lower case>.ssl.principal.mapping.rules (Kafka reads every SSL key with
@@ -89,7 +100,9 @@ def _mapping_rules_listener(key: str) -> str | None:
 
 
 # listener.name.<name lower case>.sasl.enabled.mechanisms (Kafka's per-listener SASL key).
-_LISTENER_SASL_MECHANISMS_KEY = re.compile(r"listener\.name\.([a-z0-9_-]+)\.sasl\.enabled\.mechanisms")
+_LISTENER_SASL_MECHANISMS_KEY = re.compile(
+    r"listener\.name\.([a-z0-9_-]+)\.sasl\.enabled\.mechanisms"
+)
 
 
 def listener_sasl_mechanisms_key(listener_name: str) -> str:
@@ -118,7 +131,6 @@ def _mechanism_list(text: str) -> tuple[str, ...]:
 
 
 class CollectorConfig(BaseModel):
-
     """Validated settings.  Field aliases are the dotted names used in files and env vars."""
 
     model_config = ConfigDict(
@@ -174,7 +186,9 @@ class CollectorConfig(BaseModel):
         None, alias="sasl.oauthbearer.expected.issuer", min_length=1
     )
     # Kafka's list type: comma-separated; a token's aud must name one of them.
-    sasl_oauthbearer_expected_audience: str = Field("", alias="sasl.oauthbearer.expected.audience")
+    sasl_oauthbearer_expected_audience: str = Field(
+        "", alias="sasl.oauthbearer.expected.audience"
+    )
     sasl_oauthbearer_sub_claim_name: str = Field(
         "sub", alias="sasl.oauthbearer.sub.claim.name", min_length=1
     )
@@ -187,7 +201,9 @@ class CollectorConfig(BaseModel):
     # Client certificate subject -> principal name on SSL listeners (Kafka's rule syntax,
     # collector/security/ssl_principal_mapper.py); per listener with
     # listener.name.<name>.ssl.principal.mapping.rules, kept in the map below.
-    ssl_principal_mapping_rules: str = Field("DEFAULT", alias="ssl.principal.mapping.rules")
+    ssl_principal_mapping_rules: str = Field(
+        "DEFAULT", alias="ssl.principal.mapping.rules"
+    )
     ssl_principal_mapping_rules_overrides: dict[str, str] = Field(default_factory=dict)
 
     # --- authorization (StandardAuthorizer; collector/security/authorizer.py) -----------
@@ -195,17 +211,25 @@ class CollectorConfig(BaseModel):
     # turns ACL checks on; the collector has one authorizer, its StandardAuthorizer port.
     authorizer_class_name: str = Field("", alias="authorizer.class.name")
     super_users: str = Field("", alias="super.users")
-    allow_everyone_if_no_acl_found: bool = Field(False, alias="allow.everyone.if.no.acl.found")
+    allow_everyone_if_no_acl_found: bool = Field(
+        False, alias="allow.everyone.if.no.acl.found"
+    )
 
     # --- request limits (SocketServerConfigs / QuotaConfig / MetricConfigs) -------------
-    socket_request_max_bytes: int = Field(104857600, alias="socket.request.max.bytes", ge=1)
+    socket_request_max_bytes: int = Field(
+        104857600, alias="socket.request.max.bytes", ge=1
+    )
     telemetry_max_bytes: int = Field(1048576, alias="telemetry.max.bytes", ge=1)
     quota_window_num: int = Field(11, alias="quota.window.num", ge=1)
     quota_window_size_seconds: int = Field(1, alias="quota.window.size.seconds", ge=1)
     max_connections: int = Field(2147483647, alias="max.connections", ge=0)
-    max_connections_per_ip: int = Field(2147483647, alias="max.connections.per.ip", ge=0)
+    max_connections_per_ip: int = Field(
+        2147483647, alias="max.connections.per.ip", ge=0
+    )
     # "ip:count,ip:count" (Kafka's format).
-    max_connections_per_ip_overrides: str = Field("", alias="max.connections.per.ip.overrides")
+    max_connections_per_ip_overrides: str = Field(
+        "", alias="max.connections.per.ip.overrides"
+    )
     max_connection_creation_rate: int = Field(
         2147483647, alias="max.connection.creation.rate", ge=0
     )
@@ -221,7 +245,9 @@ class CollectorConfig(BaseModel):
     # reading until they fall below.  Kafka's key (its default, -1, is unbounded): 100 MiB is
     # one request at socket.request.max.bytes, and a fifth of the 512 MiB memory limit the
     # Helm chart sets (docs/operations.md, Memory).
-    queued_max_request_bytes: int = Field(104857600, alias="queued.max.request.bytes", ge=1)
+    queued_max_request_bytes: int = Field(
+        104857600, alias="queued.max.request.bytes", ge=1
+    )
     # Close connections with no traffic for this long (Kafka's default); -1 never does.
     connections_max_idle_ms: int = Field(600000, alias="connections.max.idle.ms")
 
@@ -234,7 +260,9 @@ class CollectorConfig(BaseModel):
     )
     # Kafka caps the effective push interval at 300000 ms (its merge starts from the
     # default and takes the minimum); true delivers configured intervals up to 3600000 ms.
-    telemetry_honour_long_intervals: bool = Field(False, alias="telemetry.honour.long.intervals")
+    telemetry_honour_long_intervals: bool = Field(
+        False, alias="telemetry.honour.long.intervals"
+    )
     # Kafka tags per-instance sensors with client_instance_id; in Prometheus that label is
     # unbounded (a new id per client restart), so it is opt-in.
     telemetry_metrics_instance_labels: bool = Field(
@@ -247,13 +275,17 @@ class CollectorConfig(BaseModel):
         None, alias="gateway.upstream.bootstrap.servers", min_length=1
     )
     # Upstream node n is served on port start + n - gateway.min.node.id (0: OS-chosen ports).
-    gateway_broker_port_start: int = Field(9093, alias="gateway.broker.port.start", ge=0, le=65535)
+    gateway_broker_port_start: int = Field(
+        9093, alias="gateway.broker.port.start", ge=0, le=65535
+    )
     gateway_min_node_id: int = Field(0, alias="gateway.min.node.id", ge=0)
     # How many node ids the port range holds (node ids above min + this are refused).
     gateway_max_nodes: int = Field(64, alias="gateway.max.nodes", ge=1, le=4096)
     # The host clients are sent to for every broker; None: the bootstrap listener's
     # advertised host.
-    gateway_advertised_host: str | None = Field(None, alias="gateway.advertised.host", min_length=1)
+    gateway_advertised_host: str | None = Field(
+        None, alias="gateway.advertised.host", min_length=1
+    )
     # The transport to the cluster: PLAINTEXT or SSL (SASL passes through either).
     gateway_upstream_security_protocol: str = Field(
         "PLAINTEXT", alias="gateway.upstream.security.protocol"
@@ -287,7 +319,9 @@ class CollectorConfig(BaseModel):
     # The bearer secret of the admin endpoints (/v1/clients, /v1/subscriptions/preview):
     # required of every caller when set; unset, an authorizer limits them to loopback.
     http_admin_secret: str | None = Field(None, alias="http.admin.secret", repr=False)
-    shutdown_timeout_seconds: float = Field(25.0, alias="shutdown.timeout.seconds", gt=0)
+    shutdown_timeout_seconds: float = Field(
+        25.0, alias="shutdown.timeout.seconds", gt=0
+    )
     log_level: str = Field("INFO", alias="log.level")
     landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
@@ -319,7 +353,9 @@ class CollectorConfig(BaseModel):
         }
         if not gathered:
             return data
-        rest = {k: v for k, v in data.items() if _mapping_rules_listener(str(k)) is None}
+        rest = {
+            k: v for k, v in data.items() if _mapping_rules_listener(str(k)) is None
+        }
         rest["ssl_principal_mapping_rules_overrides"] = {
             **rest.get("ssl_principal_mapping_rules_overrides", {}),
             **gathered,
@@ -342,7 +378,9 @@ class CollectorConfig(BaseModel):
             try:
                 SslPrincipalMapper(rules)
             except InvalidMappingRule as exc:
-                raise ValueError(f"{listener_mapping_rules_key(listener)}: {exc}") from None
+                raise ValueError(
+                    f"{listener_mapping_rules_key(listener)}: {exc}"
+                ) from None
         return value
 
     def ssl_principal_mapper(self, listener_name: str) -> SslPrincipalMapper:
@@ -375,7 +413,9 @@ class CollectorConfig(BaseModel):
         }
         if not gathered:
             return data
-        rest = {k: v for k, v in data.items() if _sasl_mechanisms_listener(str(k)) is None}
+        rest = {
+            k: v for k, v in data.items() if _sasl_mechanisms_listener(str(k)) is None
+        }
         rest["sasl_enabled_mechanisms_overrides"] = {
             **rest.get("sasl_enabled_mechanisms_overrides", {}),
             **gathered,
@@ -395,7 +435,9 @@ class CollectorConfig(BaseModel):
             try:
                 _mechanism_list(mechanisms)
             except ValueError as exc:
-                raise ValueError(f"{listener_sasl_mechanisms_key(listener)}: {exc}") from None
+                raise ValueError(
+                    f"{listener_sasl_mechanisms_key(listener)}: {exc}"
+                ) from None
         return value
 
     @pydantic.field_validator("sasl_oauthbearer_jwks_endpoint_url")
@@ -407,7 +449,10 @@ class CollectorConfig(BaseModel):
 
     @pydantic.model_validator(mode="after")
     def _oauthbearer_has_keys(self) -> CollectorConfig:
-        if self.oauthbearer_enabled() and self.sasl_oauthbearer_jwks_endpoint_url is None:
+        if (
+            self.oauthbearer_enabled()
+            and self.sasl_oauthbearer_jwks_endpoint_url is None
+        ):
             raise ValueError(
                 "sasl.oauthbearer.jwks.endpoint.url: required when OAUTHBEARER is in "
                 "sasl.enabled.mechanisms (the collector checks signed tokens only; Kafka's "
@@ -417,12 +462,17 @@ class CollectorConfig(BaseModel):
 
     def oauthbearer_enabled(self) -> bool:
         """Whether any listener's mechanisms include OAUTHBEARER."""
-        lists = [self.sasl_enabled_mechanisms, *self.sasl_enabled_mechanisms_overrides.values()]
+        lists = [
+            self.sasl_enabled_mechanisms,
+            *self.sasl_enabled_mechanisms_overrides.values(),
+        ]
         return any("OAUTHBEARER" in _mechanism_list(text) for text in lists)
 
     def oauthbearer_audiences(self) -> tuple[str, ...]:
         return tuple(
-            a.strip() for a in self.sasl_oauthbearer_expected_audience.split(",") if a.strip()
+            a.strip()
+            for a in self.sasl_oauthbearer_expected_audience.split(",")
+            if a.strip()
         )
 
     def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
@@ -448,7 +498,10 @@ class CollectorConfig(BaseModel):
     @pydantic.model_validator(mode="after")
     def _protected_listener_exists(self) -> CollectorConfig:
         protected = self.connection_quota_overrides.get(PROTECTED_LISTENER_KEY)
-        names = {entry.partition("://")[0].strip().upper() for entry in self.listeners.split(",")}
+        names = {
+            entry.partition("://")[0].strip().upper()
+            for entry in self.listeners.split(",")
+        }
         if protected is not None and str(protected).upper() not in names:
             raise ValueError(
                 f"{PROTECTED_LISTENER_KEY} {protected!r} is not a listener in "
@@ -460,7 +513,9 @@ class CollectorConfig(BaseModel):
     @classmethod
     def _idle_ms(cls, value: int) -> int:
         if value < 1 and value != -1:
-            raise ValueError("must be a positive number of milliseconds, or -1 (never close)")
+            raise ValueError(
+                "must be a positive number of milliseconds, or -1 (never close)"
+            )
         return value
 
     @pydantic.field_validator("ssl_keystore_type", "ssl_truststore_type")
@@ -506,7 +561,9 @@ class CollectorConfig(BaseModel):
     @classmethod
     def _long_enough_secret(cls, value: str | None) -> str | None:
         if value is not None and len(value) < 16:
-            raise ValueError("must be at least 16 characters (a bearer secret anyone can guess protects nothing)")
+            raise ValueError(
+                "must be at least 16 characters (a bearer secret anyone can guess protects nothing)"
+            )
         return value
 
     @pydantic.field_validator("http_listener")
@@ -516,7 +573,9 @@ class CollectorConfig(BaseModel):
             return None
         _host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
-            raise ValueError("must be host:port, e.g. 0.0.0.0:8888 (port 0 picks a free port)")
+            raise ValueError(
+                "must be host:port, e.g. 0.0.0.0:8888 (port 0 picks a free port)"
+            )
         return value
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> CollectorConfig:
@@ -531,11 +590,15 @@ class CollectorConfig(BaseModel):
         data.update(data.pop("connection_quota_overrides"))
         data.update(
             (listener_sasl_mechanisms_key(listener), mechanisms)
-            for listener, mechanisms in data.pop("sasl_enabled_mechanisms_overrides").items()
+            for listener, mechanisms in data.pop(
+                "sasl_enabled_mechanisms_overrides"
+            ).items()
         )
         data.update(
             (listener_mapping_rules_key(listener), rules)
-            for listener, rules in data.pop("ssl_principal_mapping_rules_overrides").items()
+            for listener, rules in data.pop(
+                "ssl_principal_mapping_rules_overrides"
+            ).items()
         )
         return data
 
@@ -553,7 +616,13 @@ def parse_host_ports(text: str) -> list[tuple[str, int]]:
     for item in text.split(","):
         item = item.strip()
         host, sep, port = item.rpartition(":")
-        if not item or not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        if (
+            not item
+            or not sep
+            or not host
+            or not port.isdigit()
+            or not 0 < int(port) <= 65535
+        ):
             raise ValueError(f"{item!r} is not host:port")
         out.append((host.strip("[]"), int(port)))
     return out
@@ -580,7 +649,9 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         try:
             out[key] = yaml.safe_load(raw) if raw != "" else None
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{env_var_for(key)} ({key}): not a YAML value: {exc}") from exc
+            raise ConfigError(
+                f"{env_var_for(key)} ({key}): not a YAML value: {exc}"
+            ) from exc
     return out
 
 
@@ -598,7 +669,9 @@ def _resolve_references(
         directives[PROVIDERS_KEY] = environ[env_var_for(PROVIDERS_KEY)]
     try:
         providers = declared_providers(directives)
-        return {k: resolve_references(v, k, providers, environ) for k, v in data.items()}
+        return {
+            k: resolve_references(v, k, providers, environ) for k, v in data.items()
+        }
     except ProviderError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
@@ -610,7 +683,6 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
         if not is_connection_quota_key(key)
         and _mapping_rules_listener(key) is None
         and _sasl_mechanisms_listener(key) is None
-
     )
     if unknown:
         raise ConfigError(
@@ -641,7 +713,9 @@ def load_config(
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise ConfigError(f"{path}: cannot read config file: {exc.strerror}") from exc
+            raise ConfigError(
+                f"{path}: cannot read config file: {exc.strerror}"
+            ) from exc
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -652,7 +726,11 @@ def load_config(
             raise ConfigError(f"{path}: the top level must be a mapping of dotted keys")
         data.update({str(k): v for k, v in loaded.items()})
         for key, value in data.items():
-            if is_password_key(key) and value is not None and not isinstance(value, str):
+            if (
+                is_password_key(key)
+                and value is not None
+                and not isinstance(value, str)
+            ):
                 raise ConfigError(f"{path}: {key}: must be a string (quote it in YAML)")
     environ = os.environ if environ is None else environ
     env = _env_overrides(environ)

@@ -96,11 +96,16 @@ class GatewayServer(CollectorServer):
             self.config.data_dir,
         )
 
-    def _build_gateway(self, store: Any, manager: ClientMetricsManager, quotas: Any) -> None:
+    def _build_gateway(
+        self, store: Any, manager: ClientMetricsManager, quotas: Any
+    ) -> None:
         config = self.config
         self._upstream_ssl = self._upstream_ssl_context()
         self._apis = KafkaApis(
-            manager=manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
+            manager=manager,
+            node_id=config.node_id,
+            cluster_id=self.cluster_id,
+            advertised={},
         )
         table = {k: v for k, v in self._apis.table().items() if k in _TELEMETRY_APIS}
         table.update(AdminApis(store, self.apply_store_quotas, quotas).table())
@@ -136,12 +141,15 @@ class GatewayServer(CollectorServer):
         assert self.gateway is not None
         bootstrap = next(iter(self.bound.values()))
         self._bootstrap_endpoint = bootstrap
-        advertised_host = config.gateway_advertised_host or self.advertised[
-            bootstrap.listener_name
-        ].host
+        advertised_host = (
+            config.gateway_advertised_host
+            or self.advertised[bootstrap.listener_name].host
+        )
         try:
             self.topology = Topology(
-                bootstrap=parse_host_ports(config.gateway_upstream_bootstrap_servers or ""),
+                bootstrap=parse_host_ports(
+                    config.gateway_upstream_bootstrap_servers or ""
+                ),
                 broker_port_start=config.gateway_broker_port_start,
                 min_node_id=config.gateway_min_node_id,
                 max_nodes=config.gateway_max_nodes,
@@ -169,7 +177,9 @@ class GatewayServer(CollectorServer):
             protocol_factory=functools.partial(self._new_connection, bound, node_id),
             decide=self.quotas.on_accept,
             slot_freed=self._slot_freed,
-            ssl_context=self._listener_ssl if bound.security_protocol == "SSL" else None,
+            ssl_context=self._listener_ssl
+            if bound.security_protocol == "SSL"
+            else None,
             clock=self.clock,
             memory=self.request_memory,
         )
@@ -232,7 +242,9 @@ class GatewayServer(CollectorServer):
     def _no_pair(frame: Any, session: Any, channel: Any) -> object:
         raise AssertionError("a gateway connection always has its own handler")
 
-    def _new_connection(self, endpoint: EndPoint, node_id: int | None = None) -> KafkaProtocol:
+    def _new_connection(
+        self, endpoint: EndPoint, node_id: int | None = None
+    ) -> KafkaProtocol:
         assert self.gateway is not None
         self._next_connection_id += 1
         pair = self.gateway.new_pair(node_id)
@@ -245,7 +257,9 @@ class GatewayServer(CollectorServer):
             handler=FunctionHandler(pair.handle),
             size_limits=self.request_size_limits,
             memory=self.request_memory,
-            ssl_principal_mapper=self.config.ssl_principal_mapper(endpoint.listener_name)
+            ssl_principal_mapper=self.config.ssl_principal_mapper(
+                endpoint.listener_name
+            )
             if endpoint.security_protocol == "SSL"
             else None,
         )

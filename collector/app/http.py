@@ -99,7 +99,9 @@ class HealthEndpoints:
 
     def _beat(self) -> None:
         self._last_beat = self._clock.monotonic()
-        self._beat_handle = self._clock.call_later(self._heartbeat_interval_s * 1000, self._beat)
+        self._beat_handle = self._clock.call_later(
+            self._heartbeat_interval_s * 1000, self._beat
+        )
 
     async def _metrics(self, _: web.Request) -> web.Response:
         body = generate_latest(self._registry)
@@ -108,16 +110,22 @@ class HealthEndpoints:
     async def _healthz(self, _: web.Request) -> web.Response:
         lag = self._clock.monotonic() - self._last_beat
         ok = lag < self._stall_after_s
-        body = {"status": "ok" if ok else "event loop stalled", "heartbeat_age_s": round(lag, 3)}
+        body = {
+            "status": "ok" if ok else "event loop stalled",
+            "heartbeat_age_s": round(lag, 3),
+        }
         return _json(body, 200 if ok else 503)
 
     async def _readyz(self, _: web.Request) -> web.Response:
         checks = self.readiness()
         ok = all(v == "ok" for v in checks.values())
         return _json(
-            {"status": "ready" if ok else "not ready", "checks": checks}, 200 if ok else 503
+            {"status": "ready" if ok else "not ready", "checks": checks},
+            200 if ok else 503,
         )
 
 
 def _json(body: Mapping[str, object], status: int) -> web.Response:
-    return web.Response(text=json.dumps(body), status=status, content_type="application/json")
+    return web.Response(
+        text=json.dumps(body), status=status, content_type="application/json"
+    )

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from clock import Clock
-from collector.telemetry.client_metrics import NEVER_MS, ClientMetricsInstance, ClientMetricsManager
+from collector.telemetry.client_metrics import (
+    NEVER_MS,
+    ClientMetricsInstance,
+    ClientMetricsManager,
+)
 from proto.errors import Errors
 from subscriptions.kafka_uuid import kafka_uuid_from_str, kafka_uuid_to_str
 
@@ -65,7 +69,11 @@ class ClientsPage:
     scanned: int  # instances read for this page
 
     def to_json(self) -> dict[str, Any]:
-        return {"clients": self.clients, "next_cursor": self.next_cursor, "scanned": self.scanned}
+        return {
+            "clients": self.clients,
+            "next_cursor": self.next_cursor,
+            "scanned": self.scanned,
+        }
 
 
 def parse_query(query: Mapping[str, str]) -> tuple[dict[str, str], int, str | None]:
@@ -76,7 +84,9 @@ def parse_query(query: Mapping[str, str]) -> tuple[dict[str, str], int, str | No
     for key, value in query.items():
         if key == "limit":
             if not value.isdigit() or not 1 <= int(value) <= MAX_LIMIT:
-                raise FilterError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}")
+                raise FilterError(
+                    f"limit must be an integer from 1 to {MAX_LIMIT}, got {value!r}"
+                )
             limit = int(value)
         elif key == "cursor":
             cursor = value or None
@@ -106,7 +116,9 @@ def clients_page(
     scanned = 0
     exhausted = False
     while len(chosen) < limit and scanned < SCAN_BUDGET:
-        chunk = manager.instances_after(position, min(limit - len(chosen), SCAN_BUDGET - scanned))
+        chunk = manager.instances_after(
+            position, min(limit - len(chosen), SCAN_BUDGET - scanned)
+        )
         if not chunk:
             exhausted = True
             break
@@ -131,7 +143,9 @@ def _cursor_of(position: int) -> str:
     return kafka_uuid_to_str(uuid.UUID(int=position))
 
 
-def instance_entry(instance: ClientMetricsInstance, wall_offset_ms: int) -> dict[str, Any]:
+def instance_entry(
+    instance: ClientMetricsInstance, wall_offset_ms: int
+) -> dict[str, Any]:
     """One instance as the endpoint shows it (times as UTC ISO-8601, ``None``: never)."""
     metadata = instance.metadata
     errors = instance.errors or {}

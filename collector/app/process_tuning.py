@@ -21,7 +21,12 @@ import logging
 import os
 from typing import Final
 
-__all__ = ["GC_THRESHOLDS", "MALLOC_TOP_PAD", "MALLOC_TRIM_THRESHOLD", "tune_serving_process"]
+__all__ = [
+    "GC_THRESHOLDS",
+    "MALLOC_TOP_PAD",
+    "MALLOC_TRIM_THRESHOLD",
+    "tune_serving_process",
+]
 
 log = logging.getLogger(__name__)
 

@@ -118,7 +118,9 @@ def quota_settings(config: CollectorConfig) -> dict[str, object]:
     }
 
 
-def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | None) -> str:
+def _read_or_create_cluster_id(
+    data_dir: Path, node_id: int, configured: str | None
+) -> str:
     """Like a KRaft broker's ``meta.properties``: the cluster id survives restarts."""
     meta = data_dir / "meta.properties"
     stored: dict[str, str] = {}
@@ -127,7 +129,11 @@ def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | N
             key, sep, value = line.partition("=")
             if sep and not line.startswith("#"):
                 stored[key.strip()] = value.strip()
-    cluster_id = configured or stored.get("cluster.id") or kafka_uuid_to_str(random_instance_id())
+    cluster_id = (
+        configured
+        or stored.get("cluster.id")
+        or kafka_uuid_to_str(random_instance_id())
+    )
     if stored.get("cluster.id") not in (None, cluster_id):
         log.warning(
             "cluster.id %s differs from %s in %s; using the configured one",
@@ -137,7 +143,9 @@ def _read_or_create_cluster_id(data_dir: Path, node_id: int, configured: str | N
         )
     if stored.get("cluster.id") != cluster_id or stored.get("node.id") != str(node_id):
         tmp = meta.with_suffix(".tmp")
-        tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n", encoding="utf-8")
+        tmp.write_text(
+            f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n", encoding="utf-8"
+        )
         tmp.replace(meta)
     return cluster_id
 
@@ -175,7 +183,9 @@ class CollectorServer:
         # queued.max.request.bytes, shared by every connection; and each API's request size
         # limit, from the API table this node serves (set with the dispatcher).
         self.request_memory = RequestMemory(config.queued_max_request_bytes)
-        self.request_size_limits = RequestSizeLimits(other=config.socket_request_max_bytes)
+        self.request_size_limits = RequestSizeLimits(
+            other=config.socket_request_max_bytes
+        )
         self.idle_connections: IdleConnections | None = None
         self.registry.register(ScrapeCollector(self._collect_connection_limits))
         self.cluster_id = ""
@@ -265,7 +275,9 @@ class CollectorServer:
     def _plan_listeners(self) -> tuple[list[EndPoint], dict[str, EndPoint]]:
         """The listeners to bind, and what each advertises by name (as configured)."""
         config = self.config
-        protocol_map = parse_security_protocol_map(config.listener_security_protocol_map)
+        protocol_map = parse_security_protocol_map(
+            config.listener_security_protocol_map
+        )
         listeners = parse_listeners(config.listeners, protocol_map)
         advertised: dict[str, EndPoint] = {}
         if config.advertised_listeners:
@@ -367,13 +379,17 @@ class CollectorServer:
 
     def _build_quotas(self) -> QuotaEnforcer:
         try:
-            engine = QuotaEngine.from_config(quota_settings(self.config), self.clock.now_ms())
+            engine = QuotaEngine.from_config(
+                quota_settings(self.config), self.clock.now_ms()
+            )
         except QuotaConfigError as exc:
             raise StartupError(str(exc)) from exc
         self.quotas = QuotaEnforcer(engine, clock=self.clock)
         self.apply_store_quotas()
         self.registry.register(ScrapeCollector(self.quotas.collect))
-        self.request_metrics.connections_rejected = lambda: sum(a.rejected for a in self._acceptors)
+        self.request_metrics.connections_rejected = lambda: sum(
+            a.rejected for a in self._acceptors
+        )
         return self.quotas
 
     def _build_authorizer(self) -> StandardAuthorizer | None:
@@ -394,8 +410,10 @@ class CollectorServer:
         )
         log.info(
             "authorizer %s: %d ACLs, super.users=%s, allow.everyone.if.no.acl.found=%s",
-            config.authorizer_class_name, len(self.acls.bindings()),
-            ",".join(sorted(super_users)), config.allow_everyone_if_no_acl_found,
+            config.authorizer_class_name,
+            len(self.acls.bindings()),
+            ",".join(sorted(super_users)),
+            config.allow_everyone_if_no_acl_found,
         )
         return self.authorizer
 
@@ -408,11 +426,16 @@ class CollectorServer:
 
         config = self.config
         self._apis = KafkaApis(
-            manager=manager, node_id=config.node_id, cluster_id=self.cluster_id, advertised={}
+            manager=manager,
+            node_id=config.node_id,
+            cluster_id=self.cluster_id,
+            advertised={},
         )
         table = self._apis.table()
         authorizer = self._build_authorizer()
-        table.update(AdminApis(store, self.apply_store_quotas, quotas, authorizer).table())
+        table.update(
+            AdminApis(store, self.apply_store_quotas, quotas, authorizer).table()
+        )
         table.update(AclApis(authorizer).table())
         table.update(ScramCredentialApis(self._open_credentials(), authorizer).table())
         self.dispatcher = self.handler = Dispatcher(
@@ -431,7 +454,10 @@ class CollectorServer:
         )
 
     async def _bind_listeners(
-        self, listeners: list[EndPoint], advertised: dict[str, EndPoint], quotas: QuotaEnforcer
+        self,
+        listeners: list[EndPoint],
+        advertised: dict[str, EndPoint],
+        quotas: QuotaEnforcer,
     ) -> None:
         ssl_context = (
             self._ssl_context()
@@ -448,7 +474,9 @@ class CollectorServer:
                     protocol_factory=functools.partial(self._new_connection, bound),
                     decide=quotas.on_accept,
                     slot_freed=self._slot_freed,
-                    ssl_context=ssl_context if bound.security_protocol in _TLS_PROTOCOLS else None,
+                    ssl_context=ssl_context
+                    if bound.security_protocol in _TLS_PROTOCOLS
+                    else None,
                     clock=self.clock,
                     memory=self.request_memory,
                 )
@@ -511,25 +539,35 @@ class CollectorServer:
         self, store: Any, manager: ClientMetricsManager, quotas: QuotaEnforcer
     ) -> None:
         clock = self.clock
-        self._every(EXPIRY_TICK_MS, "instance-expiry", lambda: manager.expire(clock.now_ms()))
+        self._every(
+            EXPIRY_TICK_MS, "instance-expiry", lambda: manager.expire(clock.now_ms())
+        )
         # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
-        self._every(QUOTA_SENSOR_EXPIRY_TICK_MS, "quota-sensors", quotas.expire_inactive_sensors)
+        self._every(
+            QUOTA_SENSOR_EXPIRY_TICK_MS, "quota-sensors", quotas.expire_inactive_sensors
+        )
         max_idle_ms = self.config.connections_max_idle_ms
         if max_idle_ms > 0:
             idle = self.idle_connections = IdleConnections(
                 max_idle_ms, lambda: list(self._connections.items())
             )
             self._every(
-                sweep_period_ms(max_idle_ms), "idle-connections", lambda: idle.sweep(clock.now_ms())
+                sweep_period_ms(max_idle_ms),
+                "idle-connections",
+                lambda: idle.sweep(clock.now_ms()),
             )
         watch = getattr(store, "watch", None)
         if watch is not None:
-            self._tasks.append(asyncio.create_task(self._watch_store(watch), name="store-watch"))
+            self._tasks.append(
+                asyncio.create_task(self._watch_store(watch), name="store-watch")
+            )
         if self.credentials is not None:
             watcher = self._watch_credentials(self.credentials)
             self._tasks.append(asyncio.create_task(watcher, name="credentials-watch"))
         if self.acls is not None:
-            self._tasks.append(asyncio.create_task(self._watch_acls(self.acls), name="acls-watch"))
+            self._tasks.append(
+                asyncio.create_task(self._watch_acls(self.acls), name="acls-watch")
+            )
         if self.jwks is not None:
             from collector.security.jwks import refresh_forever
 
@@ -572,7 +610,9 @@ class CollectorServer:
             registry=self.registry,
         )
         self._tasks.append(
-            asyncio.create_task(self._forwarder.run(self._forwarder_stop), name="otlp-forwarder")
+            asyncio.create_task(
+                self._forwarder.run(self._forwarder_stop), name="otlp-forwarder"
+            )
         )
 
     # ------------------------------------------------------------------ quota configuration
@@ -599,7 +639,9 @@ class CollectorServer:
             self._sasl_handler(endpoint),
             size_limits=self.request_size_limits,
             memory=self.request_memory,
-            ssl_principal_mapper=self.config.ssl_principal_mapper(endpoint.listener_name)
+            ssl_principal_mapper=self.config.ssl_principal_mapper(
+                endpoint.listener_name
+            )
             if endpoint.security_protocol == "SSL"
             else None,
         )
@@ -633,7 +675,10 @@ class CollectorServer:
         """OAUTHBEARER's keys, read once before the listeners open (in a worker thread:
         an http(s) JWKS is a network fetch); a set that cannot be read fails the start."""
         config = self.config
-        if not config.oauthbearer_enabled() or config.sasl_oauthbearer_jwks_endpoint_url is None:
+        if (
+            not config.oauthbearer_enabled()
+            or config.sasl_oauthbearer_jwks_endpoint_url is None
+        ):
             return
         from collector.security.jwks import JwksError, JwksSource
         from collector.security.jwt_validator import JwtValidator
@@ -727,7 +772,9 @@ class CollectorServer:
         yield CounterMetricFamily(
             "ktc_connections_closed_idle",
             "Connections closed after connections.max.idle.ms without traffic",
-            value=self.idle_connections.closed if self.idle_connections is not None else 0,
+            value=self.idle_connections.closed
+            if self.idle_connections is not None
+            else 0,
         )
         # Kafka's failed-authentication-total (every SASL exchange refused or broken off).
         yield CounterMetricFamily(
@@ -750,7 +797,9 @@ class CollectorServer:
         if self._sync_executor is None:
             import concurrent.futures
 
-            self._sync_executor = concurrent.futures.ThreadPoolExecutor(1, "landing-sync")
+            self._sync_executor = concurrent.futures.ThreadPoolExecutor(
+                1, "landing-sync"
+            )
         return asyncio.get_running_loop().run_in_executor(self._sync_executor, log.sync)
 
     # ------------------------------------------------------------------ readiness
@@ -838,9 +887,14 @@ class CollectorServer:
             return
         self._stopping = True
         try:
-            await asyncio.wait_for(self._shutdown(), self.config.shutdown_timeout_seconds)
+            await asyncio.wait_for(
+                self._shutdown(), self.config.shutdown_timeout_seconds
+            )
         except TimeoutError:
-            log.error("shutdown did not finish in %.0f s", self.config.shutdown_timeout_seconds)
+            log.error(
+                "shutdown did not finish in %.0f s",
+                self.config.shutdown_timeout_seconds,
+            )
         finally:
             self._stopped.set()
 

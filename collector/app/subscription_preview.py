@@ -18,7 +18,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from collector.telemetry.client_metrics import ClientMetricsInstance, ClientMetricsManager
+from collector.telemetry.client_metrics import (
+    ClientMetricsInstance,
+    ClientMetricsManager,
+)
 from subscriptions import admin
 from subscriptions.effective import EffectiveSubscription
 from subscriptions.store import ConfigStore
@@ -50,7 +53,9 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
                 raise PreviewRequestError("generate_name must be true or false")
             options[key] = bool(value)
         elif value is not None and not isinstance(value, str):
-            raise PreviewRequestError(f"{key} must be a string (as on the command line)")
+            raise PreviewRequestError(
+                f"{key} must be a string (as on the command line)"
+            )
         else:
             options[key] = value
     return options
@@ -93,7 +98,9 @@ def _holds(instance: ClientMetricsInstance, new: EffectiveSubscription) -> bool:
     )
 
 
-def _change(instance: ClientMetricsInstance, new: EffectiveSubscription) -> dict[str, Any]:
+def _change(
+    instance: ClientMetricsInstance, new: EffectiveSubscription
+) -> dict[str, Any]:
     metadata = instance.metadata
     return {
         "client_instance_id": instance.instance_id_str,

@@ -92,20 +92,28 @@ class AclApis:
         self, request: DescribeAclsRequest, ctx: RequestContext
     ) -> describe_response.DescribeAclsResponse:
         acl_filter = AclBindingFilter.from_codes(
-            request.resource_type_filter, request.resource_name_filter,
-            request.pattern_type_filter, request.principal_filter, request.host_filter,
-            request.operation, request.permission_type,
+            request.resource_type_filter,
+            request.resource_name_filter,
+            request.pattern_type_filter,
+            request.principal_filter,
+            request.host_filter,
+            request.operation,
+            request.permission_type,
         )
         if acl_filter.is_unknown:
-            raise CloseConnection(f"DescribeAclsRequest contains UNKNOWN elements: {acl_filter}")
+            raise CloseConnection(
+                f"DescribeAclsRequest contains UNKNOWN elements: {acl_filter}"
+            )
         if self._denied(ctx, AclOperation.DESCRIBE, "DescribeAcls"):
             return describe_response.DescribeAclsResponse(
                 error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
-                error_message=not_authorized_message(ctx), resources=(),
+                error_message=not_authorized_message(ctx),
+                resources=(),
             )
         if self._authorizer is None:
             return describe_response.DescribeAclsResponse(
-                error_code=Errors.SECURITY_DISABLED, error_message=NO_AUTHORIZER_DESCRIBE,
+                error_code=Errors.SECURITY_DISABLED,
+                error_message=NO_AUTHORIZER_DESCRIBE,
                 resources=(),
             )
         by_pattern: dict[tuple[int, str, int], list[AclBinding]] = {}
@@ -122,7 +130,9 @@ class AclApis:
                     pattern_type=pattern_type,
                     acls=tuple(
                         describe_response.AclDescription(
-                            principal=b.principal, host=b.host, operation=b.operation,
+                            principal=b.principal,
+                            host=b.host,
+                            operation=b.operation,
                             permission_type=b.permission,
                         )
                         for b in bindings
@@ -138,18 +148,35 @@ class AclApis:
     ) -> create_response.CreateAclsResponse:
         bindings = [
             AclBinding.from_codes(
-                c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,
-                c.operation, c.permission_type,
+                c.resource_type,
+                c.resource_name,
+                c.resource_pattern_type,
+                c.principal,
+                c.host,
+                c.operation,
+                c.permission_type,
             )
             for c in request.creations
         ]
-        if any(AclBindingFilter.from_codes(
-                b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host,
-                b.operation, b.permission).is_unknown for b in bindings):
+        if any(
+            AclBindingFilter.from_codes(
+                b.resource_type,
+                b.resource_name,
+                b.pattern_type,
+                b.principal,
+                b.host,
+                b.operation,
+                b.permission,
+            ).is_unknown
+            for b in bindings
+        ):
             raise CloseConnection("CreatableAcls contain unknown elements")
         if self._denied(ctx, AclOperation.ALTER, "CreateAcls"):
-            return _create_failed(request, Errors.CLUSTER_AUTHORIZATION_FAILED,
-                                  not_authorized_message(ctx))
+            return _create_failed(
+                request,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                not_authorized_message(ctx),
+            )
         if self._authorizer is None:
             return _create_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)
         results = self._authorizer.acls.create(bindings)
@@ -158,7 +185,9 @@ class AclApis:
                 log.info("ACL created by %s: %s", ctx.session.principal, binding)
         return create_response.CreateAclsResponse(
             results=tuple(
-                create_response.AclCreationResult(error_code=Errors.NONE, error_message=None)
+                create_response.AclCreationResult(
+                    error_code=Errors.NONE, error_message=None
+                )
                 if error is None
                 else create_response.AclCreationResult(
                     error_code=Errors.INVALID_REQUEST, error_message=str(error)
@@ -173,16 +202,24 @@ class AclApis:
     ) -> delete_response.DeleteAclsResponse:
         filters = [
             AclBindingFilter.from_codes(
-                f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
-                f.principal_filter, f.host_filter, f.operation, f.permission_type,
+                f.resource_type_filter,
+                f.resource_name_filter,
+                f.pattern_type_filter,
+                f.principal_filter,
+                f.host_filter,
+                f.operation,
+                f.permission_type,
             )
             for f in request.filters
         ]
         if any(f.is_unknown for f in filters):
             raise CloseConnection("Filters contain UNKNOWN elements")
         if self._denied(ctx, AclOperation.ALTER, "DeleteAcls"):
-            return _delete_failed(request, Errors.CLUSTER_AUTHORIZATION_FAILED,
-                                  not_authorized_message(ctx))
+            return _delete_failed(
+                request,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                not_authorized_message(ctx),
+            )
         if self._authorizer is None:
             return _delete_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)
         matched = self._authorizer.acls.delete(filters)
@@ -196,10 +233,15 @@ class AclApis:
                     error_message=None,
                     matching_acls=tuple(
                         delete_response.DeleteAclsMatchingAcl(
-                            error_code=Errors.NONE, error_message=None,
-                            resource_type=b.resource_type, resource_name=b.resource_name,
-                            pattern_type=b.pattern_type, principal=b.principal, host=b.host,
-                            operation=b.operation, permission_type=b.permission,
+                            error_code=Errors.NONE,
+                            error_message=None,
+                            resource_type=b.resource_type,
+                            resource_name=b.resource_name,
+                            pattern_type=b.pattern_type,
+                            principal=b.principal,
+                            host=b.host,
+                            operation=b.operation,
+                            permission_type=b.permission,
                         )
                         for b in bindings
                     ),

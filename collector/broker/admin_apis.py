@@ -67,7 +67,9 @@ from proto.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
-from proto.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from proto.messages.incremental_alter_configs_request import (
+    IncrementalAlterConfigsRequest,
+)
 from proto.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
     IncrementalAlterConfigsResponse,
@@ -81,7 +83,12 @@ from quota import ControllerMutationQuota, ThrottlingQuotaExceededError
 from quota.mutation_quota import UNBOUNDED_MUTATION_QUOTA
 from subscriptions.quotas import ANY, QuotaFilterComponent
 
-__all__ = ["CLIENT_METRICS", "MUTATION_QUOTA_STRICT_SINCE", "AdminApis", "MutationQuotas"]
+__all__ = [
+    "CLIENT_METRICS",
+    "MUTATION_QUOTA_STRICT_SINCE",
+    "AdminApis",
+    "MutationQuotas",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +112,11 @@ TYPE_INT, TYPE_LIST = 3, 7
 # it, documentation).
 CLIENT_METRICS_KEYS: Mapping[str, tuple[int, str, str]] = {
     "metrics": (TYPE_LIST, "", "Telemetry metric name prefixes; '*' = all metrics."),
-    "interval.ms": (TYPE_INT, "300000", "Client push interval in milliseconds (100..3600000)."),
+    "interval.ms": (
+        TYPE_INT,
+        "300000",
+        "Client push interval in milliseconds (100..3600000).",
+    ),
     "match": (
         TYPE_LIST,
         "",
@@ -144,14 +155,18 @@ MUTATION_QUOTA_STRICT_SINCE: Final[Mapping[int, int]] = {
     ApiKeys.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKeys.ALTER_CLIENT_QUOTAS: 1,
 }
-MUTATION_PERMITS_PER_CHANGE: Final = 1  # one per resource / quota entity (Kafka: partitions)
+MUTATION_PERMITS_PER_CHANGE: Final = (
+    1  # one per resource / quota entity (Kafka: partitions)
+)
 
 
 class MutationQuotas(Protocol):
     """Where an admin request gets its controller mutation quota (the server's
     ``QuotaEnforcer``; its throttle joins the response's)."""
 
-    def mutation_quota(self, context: RequestContext, strict: bool) -> ControllerMutationQuota: ...
+    def mutation_quota(
+        self, context: RequestContext, strict: bool
+    ) -> ControllerMutationQuota: ...
 
 
 class ClusterAuthorizer(Protocol):
@@ -179,7 +194,9 @@ class AdminApis:
         self._mutation_quotas = mutation_quotas
         self._authorizer = authorizer
 
-    def _allowed(self, ctx: RequestContext, operation: AclOperation, request_name: str) -> bool:
+    def _allowed(
+        self, ctx: RequestContext, operation: AclOperation, request_name: str
+    ) -> bool:
         authorizer = self._authorizer
         return authorizer is None or authorizer.authorize(
             ctx.session, operation, request_name=request_name
@@ -197,7 +214,9 @@ class AdminApis:
                 "DescribeConfigs",
                 self.describe_configs,
                 lambda req, err: DescribeConfigsResponse(
-                    results=_each_resource_failed(DescribeConfigsResult, req.resources, err)
+                    results=_each_resource_failed(
+                        DescribeConfigsResult, req.resources, err
+                    )
                 ),
             ),
             ApiKeys.INCREMENTAL_ALTER_CONFIGS: Api(
@@ -249,7 +268,9 @@ class AdminApis:
             if resource.resource_type != CLIENT_METRICS:
                 results.append(
                     _describe_error(
-                        resource, Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
+                        resource,
+                        Errors.INVALID_REQUEST,
+                        _unsupported(resource.resource_type),
                     )
                 )
                 continue
@@ -271,7 +292,9 @@ class AdminApis:
                     )
                 )
                 continue
-            set_keys: Mapping[str, str] = self._store.describe(resource.resource_name) or {}
+            set_keys: Mapping[str, str] = (
+                self._store.describe(resource.resource_name) or {}
+            )
             wanted = resource.configuration_keys
             configs = []
             for key, (config_type, default, doc) in CLIENT_METRICS_KEYS.items():
@@ -279,7 +302,9 @@ class AdminApis:
                     continue
                 is_set = key in set_keys
                 value = set_keys[key] if is_set else default
-                source = SOURCE_CLIENT_METRICS_CONFIG if is_set else SOURCE_DEFAULT_CONFIG
+                source = (
+                    SOURCE_CLIENT_METRICS_CONFIG if is_set else SOURCE_DEFAULT_CONFIG
+                )
                 synonyms = (
                     (DescribeConfigsSynonym(name=key, value=value, source=source),)
                     if request.include_synonyms and is_set
@@ -335,7 +360,10 @@ class AdminApis:
         return IncrementalAlterConfigsResponse(responses=tuple(responses))
 
     def _alter_one(
-        self, resource: Any, validate_only: bool, quota: ControllerMutationQuota,
+        self,
+        resource: Any,
+        validate_only: bool,
+        quota: ControllerMutationQuota,
         ctx: RequestContext,
     ) -> tuple[Errors, str | None]:
         now_ms = ctx.now_ms
@@ -344,18 +372,31 @@ class AdminApis:
         if len(set(names)) != len(names):
             return Errors.INVALID_REQUEST, "Error due to duplicate config keys"
         nulls = [
-            c.name for c in resource.configs if c.config_operation != DELETE and c.value is None
+            c.name
+            for c in resource.configs
+            if c.config_operation != DELETE and c.value is None
         ]
         if nulls:
-            return Errors.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls)
+            return (
+                Errors.INVALID_REQUEST,
+                "Null value not supported for : " + ", ".join(nulls),
+            )
         if resource.resource_type != CLIENT_METRICS:
             return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
         # The controller authorizes each resource after the broker's preprocess.
-        if not self._allowed(ctx, AclOperation.ALTER_CONFIGS, "IncrementalAlterConfigs"):
-            return Errors.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_FAILED_MESSAGE
+        if not self._allowed(
+            ctx, AclOperation.ALTER_CONFIGS, "IncrementalAlterConfigs"
+        ):
+            return (
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+            )
         name = resource.resource_name
         if not name:
-            return Errors.INVALID_REQUEST, "Client metrics resource name must not be empty"
+            return (
+                Errors.INVALID_REQUEST,
+                "Client metrics resource name must not be empty",
+            )
         to_set: dict[str, str | None] = {}
         to_delete: list[str] = []
         for config in resource.configs:
@@ -372,7 +413,10 @@ class AdminApis:
             elif config.config_operation == DELETE:
                 to_delete.append(config.name)
             else:
-                return Errors.INVALID_REQUEST, f"Unknown config operation {config.config_operation}"
+                return (
+                    Errors.INVALID_REQUEST,
+                    f"Unknown config operation {config.config_operation}",
+                )
         try:
             # The store merges into the full map and validates it as a whole under its
             # lock, like Kafka's controller (ClientMetricsConfigs.validate on all configs).
@@ -397,7 +441,9 @@ class AdminApis:
     def describe_client_quotas(
         self, request: DescribeClientQuotasRequest, ctx: RequestContext
     ) -> dcq_response.DescribeClientQuotasResponse:
-        if not self._allowed(ctx, AclOperation.DESCRIBE_CONFIGS, "DescribeClientQuotas"):
+        if not self._allowed(
+            ctx, AclOperation.DESCRIBE_CONFIGS, "DescribeClientQuotas"
+        ):
             return dcq_response.DescribeClientQuotasResponse(
                 error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
                 error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
@@ -418,7 +464,8 @@ class AdminApis:
             dcq_response.EntryData(
                 entity=tuple(dcq_response.EntityData(t, n) for t, n in entity.entries),
                 values=tuple(
-                    dcq_response.ValueData(k, float(v)) for k, v in sorted(values.items())
+                    dcq_response.ValueData(k, float(v))
+                    for k, v in sorted(values.items())
                 ),
             )
             for entity, values in found.items()
@@ -454,14 +501,18 @@ class AdminApis:
                 if component.entity_type in entity:
                     error, message = (
                         Errors.INVALID_REQUEST,
-                        (f"Duplicate {component.entity_type} entity type in the request"),
+                        (
+                            f"Duplicate {component.entity_type} entity type in the request"
+                        ),
                     )
                 entity[component.entity_type] = component.entity_name
             if error == Errors.NONE:
                 to_set = {op.key: op.value for op in entry.ops if not op.remove}
                 to_delete = [op.key for op in entry.ops if op.remove]
                 try:
-                    self._store.alter_quotas(entity, to_set, to_delete, validate_only=True)
+                    self._store.alter_quotas(
+                        entity, to_set, to_delete, validate_only=True
+                    )
                     quota.record(MUTATION_PERMITS_PER_CHANGE, ctx.now_ms)
                     if not request.validate_only:
                         self._store.alter_quotas(entity, to_set, to_delete)
@@ -475,7 +526,8 @@ class AdminApis:
                     error_code=error,
                     error_message=message,
                     entity=tuple(
-                        acq_response.EntityData(c.entity_type, c.entity_name) for c in entry.entity
+                        acq_response.EntityData(c.entity_type, c.entity_name)
+                        for c in entry.entity
                     ),
                 )
             )
@@ -487,8 +539,14 @@ class AdminApis:
         self, request: ListConfigResourcesRequest, ctx: RequestContext
     ) -> ListConfigResourcesResponse:
         if not self._allowed(ctx, AclOperation.DESCRIBE_CONFIGS, "ListConfigResources"):
-            return ListConfigResourcesResponse(error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
-        types = set(request.resource_types) if ctx.frame.api_version >= 1 else {CLIENT_METRICS}
+            return ListConfigResourcesResponse(
+                error_code=Errors.CLUSTER_AUTHORIZATION_FAILED
+            )
+        types = (
+            set(request.resource_types)
+            if ctx.frame.api_version >= 1
+            else {CLIENT_METRICS}
+        )
         if types - LISTABLE_TYPES:
             return ListConfigResourcesResponse(error_code=Errors.UNSUPPORTED_VERSION)
         names: list[str] = []
@@ -497,7 +555,8 @@ class AdminApis:
         return ListConfigResourcesResponse(
             error_code=Errors.NONE,
             config_resources=tuple(
-                ConfigResource(resource_name=n, resource_type=CLIENT_METRICS) for n in names
+                ConfigResource(resource_name=n, resource_type=CLIENT_METRICS)
+                for n in names
             ),
         )
 
@@ -549,7 +608,9 @@ def _each_resource_failed(
     )
 
 
-def _describe_error(resource: Any, error: Errors, message: str) -> DescribeConfigsResult:
+def _describe_error(
+    resource: Any, error: Errors, message: str
+) -> DescribeConfigsResult:
     return DescribeConfigsResult(
         error_code=error,
         error_message=message,

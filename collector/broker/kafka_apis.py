@@ -43,7 +43,10 @@ from proto.messages import (
     SaslHandshakeResponse,
 )
 from proto.messages.api_versions_response import ApiVersion
-from proto.messages.metadata_response import MetadataResponseBroker, MetadataResponseTopic
+from proto.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponseTopic,
+)
 
 __all__ = ["SOFTWARE_NAME_OR_VERSION", "KafkaApis"]
 
@@ -84,7 +87,9 @@ class KafkaApis:
         self._refresh_api_versions()
 
     def set_served_apis(self, api_keys: frozenset[int]) -> None:
-        self._supported_versions = {k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys}
+        self._supported_versions = {
+            k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys
+        }
         self._refresh_api_versions()
 
     def set_advertised(self, advertised: Mapping[str, EndPoint]) -> None:
@@ -132,7 +137,9 @@ class KafkaApis:
         }
 
     # ------------------------------------------------------------------ 18 ApiVersions
-    def api_versions(self, request: ApiVersionsRequest, ctx: RequestContext) -> ApiVersionsResponse:
+    def api_versions(
+        self, request: ApiVersionsRequest, ctx: RequestContext
+    ) -> ApiVersionsResponse:
         """KafkaApis.handleApiVersionsRequest (v3+ validates the software name/version)."""
         if ctx.frame.api_version >= 3:
             name = request.client_software_name
@@ -145,14 +152,20 @@ class KafkaApis:
             # What the client_software_* selectors match (ClientInformation).
             ctx.session.client_software_name = name
             ctx.session.client_software_version = version
-        return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
+        return ApiVersionsResponse(
+            error_code=Errors.NONE, api_keys=self._api_versions_entries
+        )
 
     # ------------------------------------------------------------------ 17 / 36 SASL
-    def sasl_handshake(self, _request: object, _ctx: RequestContext) -> SaslHandshakeResponse:
+    def sasl_handshake(
+        self, _request: object, _ctx: RequestContext
+    ) -> SaslHandshakeResponse:
         """KafkaApis.handleSaslHandshakeRequest: no handshake is due here."""
         return SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE)
 
-    def sasl_authenticate(self, _request: object, _ctx: RequestContext) -> SaslAuthenticateResponse:
+    def sasl_authenticate(
+        self, _request: object, _ctx: RequestContext
+    ) -> SaslAuthenticateResponse:
         """KafkaApis.handleSaslAuthenticateRequest."""
         return SaslAuthenticateResponse(
             error_code=Errors.ILLEGAL_SASL_STATE,
@@ -160,7 +173,9 @@ class KafkaApis:
         )
 
     # ------------------------------------------------------------------ 3 Metadata
-    def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
+    def metadata(
+        self, request: MetadataRequest, ctx: RequestContext
+    ) -> MetadataResponse:
         """The collector is the only broker and the controller; it hosts no topics.
 
         Requested topics get what a Kafka broker with ``auto.create.topics.enable=false``
@@ -173,16 +188,23 @@ class KafkaApis:
         if endpoint is not None:
             brokers = (
                 MetadataResponseBroker(
-                    node_id=self._node_id, host=endpoint.host, port=endpoint.port, rack=None
+                    node_id=self._node_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    rack=None,
                 ),
             )
         topics = []
         for topic in request.topics or ():
             name = topic.name
-            if name is None or (not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID):
+            if name is None or (
+                not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID
+            ):
                 topics.append(
                     MetadataResponseTopic(
-                        error_code=Errors.UNKNOWN_TOPIC_ID, name=None, topic_id=topic.topic_id
+                        error_code=Errors.UNKNOWN_TOPIC_ID,
+                        name=None,
+                        topic_id=topic.topic_id,
                     )
                 )
                 continue
@@ -210,7 +232,11 @@ class KafkaApis:
         self, request: PushTelemetryRequest, ctx: RequestContext
     ) -> PushTelemetryResponse:
         return self._manager.push_telemetry(
-            request, ctx.session, ctx.frame.client_id, ctx.frame.correlation_id, ctx.now_ms
+            request,
+            ctx.session,
+            ctx.frame.client_id,
+            ctx.frame.correlation_id,
+            ctx.now_ms,
         )
 
 

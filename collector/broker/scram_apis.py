@@ -19,7 +19,10 @@ from __future__ import annotations
 import logging
 
 from collector.broker.acl_apis import not_authorized_message
-from collector.broker.admin_apis import CLUSTER_AUTHORIZATION_FAILED_MESSAGE, ClusterAuthorizer
+from collector.broker.admin_apis import (
+    CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
+    ClusterAuthorizer,
+)
 from collector.core.context import RequestContext
 from collector.pipeline.dispatch import Api
 from collector.security.acls import AclOperation
@@ -34,7 +37,9 @@ from proto import ApiKeys
 from proto.errors import Errors
 from proto.messages import alter_user_scram_credentials_response as alter_response
 from proto.messages import describe_user_scram_credentials_response as describe_response
-from proto.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from proto.messages.alter_user_scram_credentials_request import (
+    AlterUserScramCredentialsRequest,
+)
 from proto.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
 )
@@ -45,11 +50,15 @@ log = logging.getLogger(__name__)
 
 
 class ScramCredentialApis:
-    def __init__(self, store: CredentialStore, authorizer: ClusterAuthorizer | None = None) -> None:
+    def __init__(
+        self, store: CredentialStore, authorizer: ClusterAuthorizer | None = None
+    ) -> None:
         self._store = store
         self._authorizer = authorizer
 
-    def _denied(self, ctx: RequestContext, operation: AclOperation, request_name: str) -> bool:
+    def _denied(
+        self, ctx: RequestContext, operation: AclOperation, request_name: str
+    ) -> bool:
         authorizer = self._authorizer
         return authorizer is not None and not authorizer.authorize(
             ctx.session, operation, request_name=request_name
@@ -111,20 +120,29 @@ class ScramCredentialApis:
     ) -> alter_response.AlterUserScramCredentialsResponse:
         if self._denied(ctx, AclOperation.ALTER, "AlterUserScramCredentials"):
             return _alter_failed(
-                request, Errors.CLUSTER_AUTHORIZATION_FAILED, not_authorized_message(ctx)
+                request,
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                not_authorized_message(ctx),
             )
         results = alter_credentials(
             self._store,
             [CredentialDeletion(d.name, d.mechanism) for d in request.deletions],
             [
-                CredentialUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt),
-                                    bytes(u.salted_password))
+                CredentialUpsertion(
+                    u.name,
+                    u.mechanism,
+                    u.iterations,
+                    bytes(u.salt),
+                    bytes(u.salted_password),
+                )
                 for u in request.upsertions
             ],
         )
         for result in results:
             if result.error == Errors.NONE:
-                log.info("SCRAM credentials of user %r altered over the wire", result.user)
+                log.info(
+                    "SCRAM credentials of user %r altered over the wire", result.user
+                )
         return alter_response.AlterUserScramCredentialsResponse(
             results=tuple(
                 alter_response.AlterUserScramCredentialsResult(

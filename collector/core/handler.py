@@ -46,7 +46,9 @@ class FunctionHandler(RequestHandler):
 
     __slots__ = ("_handle",)
 
-    def __init__(self, handle: Callable[[RequestFrame, Session, Channel], object]) -> None:
+    def __init__(
+        self, handle: Callable[[RequestFrame, Session, Channel], object]
+    ) -> None:
         self._handle = handle
 
     def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:

@@ -185,7 +185,12 @@ def _splice(
 
 
 def _site(
-    buf: BytesLike, pos: int, node_id: int, flexible: bool, broker: bool, port: struct.Struct
+    buf: BytesLike,
+    pos: int,
+    node_id: int,
+    flexible: bool,
+    broker: bool,
+    port: struct.Struct,
 ) -> tuple[_Site, int]:
     """The Host (at ``pos``) and Port right after it."""
     host, after_host = read_string(buf, pos, flexible)
@@ -193,7 +198,9 @@ def _site(
         raise MalformedResponseError(f"Null host for node {node_id} at offset {pos}")
     (port_value,) = port.unpack_from(buf, after_host)
     end = after_host + port.size
-    return _Site(Endpoint(node_id, host, port_value, broker), pos, end, flexible, port), end
+    return _Site(
+        Endpoint(node_id, host, port_value, broker), pos, end, flexible, port
+    ), end
 
 
 # ---- walkers, one per API: (body, version) -> AddressScan -----------------------------------
@@ -219,7 +226,9 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
     if v >= 1:
         pos += 4  # ControllerId
     count, pos = array_length(buf, pos, flex)
-    fixed = 14 if v >= 7 else 10  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch (v7+)
+    fixed = (
+        14 if v >= 7 else 10
+    )  # ErrorCode, PartitionIndex, LeaderId, LeaderEpoch (v7+)
     arrays = 3 if v >= 5 else 2  # ReplicaNodes, IsrNodes, OfflineReplicas (v5+)
     for _ in range(count):
         pos = skip_string(buf, pos + 2, flex)  # ErrorCode, Name
@@ -264,7 +273,9 @@ def _skip_flexible_partitions(
                 pos = skip_int32_array(buf, pos, True)
         pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
     if pos > len(buf):
-        raise MalformedResponseError(f"MetadataResponse: partitions run past the end ({pos})")
+        raise MalformedResponseError(
+            f"MetadataResponse: partitions run past the end ({pos})"
+        )
     return pos
 
 
@@ -346,7 +357,9 @@ def _top_level_tags(buf: BytesLike, pos: int, what: str) -> AddressScan:
             sites: list[_Site] = []
             # The value is walked inside its own bounds: it must use exactly its size.
             if _node_endpoints(memoryview(buf)[:value_end], start, sites) != value_end:
-                raise MalformedResponseError(f"{what}: NodeEndpoints shorter than its field")
+                raise MalformedResponseError(
+                    f"{what}: NodeEndpoints shorter than its field"
+                )
             return AddressScan(buf, sites, (size_at, start, value_end))
     return AddressScan(buf, [])
 
@@ -392,10 +405,14 @@ def _fetch(buf: BytesLike, v: int) -> AddressScan:
     """Fetch v16+ (flexible, topic ids): walk to the top-level tagged section. The records are
     skipped by their length, never looked into: a 1 MiB response costs what its partition
     count costs."""
-    count, pos = read_uvarint(buf, 10)  # ThrottleTimeMs, ErrorCode, SessionId; Responses
+    count, pos = read_uvarint(
+        buf, 10
+    )  # ThrottleTimeMs, ErrorCode, SessionId; Responses
     count -= 1
     if count > len(buf) - pos:
-        raise MalformedResponseError(f"FetchResponse: {count} topics in {len(buf)} bytes")
+        raise MalformedResponseError(
+            f"FetchResponse: {count} topics in {len(buf)} bytes"
+        )
     for _ in range(count):
         partitions, pos = read_uvarint(buf, pos + 16)  # TopicId; Partitions
         for _ in range(partitions - 1):
@@ -421,7 +438,9 @@ def _share(buf: BytesLike, v: int, fetch: bool) -> AddressScan:
     for _ in range(count):
         partitions, pos = array_length(buf, pos + 16, True)  # TopicId
         for _ in range(partitions):
-            pos = skip_string(buf, pos + 6, True)  # PartitionIndex, ErrorCode, ErrorMessage
+            pos = skip_string(
+                buf, pos + 6, True
+            )  # PartitionIndex, ErrorCode, ErrorMessage
             if fetch:
                 pos = skip_string(buf, pos + 2, True)  # AcknowledgeErrorCode, message
             pos = skip_tagged(buf, pos + 8)  # CurrentLeader {LeaderId, LeaderEpoch}
@@ -429,7 +448,9 @@ def _share(buf: BytesLike, v: int, fetch: bool) -> AddressScan:
                 pos = skip_bytes(buf, pos, True)  # Records
                 acquired, pos = array_length(buf, pos, True)
                 for _ in range(acquired):
-                    pos = skip_tagged(buf, pos + 18)  # FirstOffset, LastOffset, DeliveryCount
+                    pos = skip_tagged(
+                        buf, pos + 18
+                    )  # FirstOffset, LastOffset, DeliveryCount
             pos = skip_tagged(buf, pos)
         pos = skip_tagged(buf, pos)
     sites: list[_Site] = []
@@ -446,7 +467,9 @@ def _describe_quorum(buf: BytesLike, v: int) -> AddressScan:
     replica = 4 + (16 if v >= 2 else 0) + 8 + (16 if v >= 1 else 0)
     topics, pos = array_length(buf, pos, True)
     for _ in range(topics):
-        partitions, pos = array_length(buf, skip_string(buf, pos, True), True)  # TopicName
+        partitions, pos = array_length(
+            buf, skip_string(buf, pos, True), True
+        )  # TopicName
         for _ in range(partitions):
             pos += 6  # PartitionIndex, ErrorCode
             if v >= 2:
@@ -492,11 +515,15 @@ _TABLE: dict[int, tuple[tuple[int, int], int, Scanner]] = {
 
 SCANNERS: dict[int, Scanner] = {api_key: entry[2] for api_key, entry in _TABLE.items()}
 """api_key -> walker, for every API whose responses can carry a broker address."""
-ADDRESS_VERSIONS: dict[int, tuple[int, int]] = {k: entry[0] for k, entry in _TABLE.items()}
+ADDRESS_VERSIONS: dict[int, tuple[int, int]] = {
+    k: entry[0] for k, entry in _TABLE.items()
+}
 """api_key -> the response versions ``scan_addresses`` walks (Kafka 4.4.0's valid range)."""
 
 
-def scan_addresses(api_key: int, api_version: int, body: BytesLike) -> AddressScan | None:
+def scan_addresses(
+    api_key: int, api_version: int, body: BytesLike
+) -> AddressScan | None:
     """Walks a response body (the bytes after the response header) and notes its addresses;
     None when this API at this version carries none (nothing walked: Produce < 10, Fetch < 16,
     DescribeQuorum < 2, and every API not in SCANNERS).
@@ -514,7 +541,9 @@ def scan_addresses(api_key: int, api_version: int, body: BytesLike) -> AddressSc
     try:
         return scanner(body, api_version)
     except WALK_ERRORS as exc:
-        raise malformed(f"{ApiKeys(api_key).name} v{api_version} response", exc) from None
+        raise malformed(
+            f"{ApiKeys(api_key).name} v{api_version} response", exc
+        ) from None
 
 
 def rewrite_addresses(
@@ -526,7 +555,9 @@ def rewrite_addresses(
     return None if scan is None else scan.rewrite(address_for)
 
 
-def revealed_nodes(api_key: int, api_version: int, body: BytesLike) -> dict[int, tuple[str, int]]:
+def revealed_nodes(
+    api_key: int, api_version: int, body: BytesLike
+) -> dict[int, tuple[str, int]]:
     """Every broker the response names: node id -> the upstream's (host, port)."""
     scan = scan_addresses(api_key, api_version, body)
     return {} if scan is None else scan.nodes()

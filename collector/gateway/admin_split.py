@@ -49,7 +49,11 @@ __all__ = ["CLIENT_METRICS", "AdminSplitter"]
 CLIENT_METRICS: Final = 16  # ConfigResource.Type.CLIENT_METRICS
 
 _ADMIN_APIS: Final = frozenset(
-    {ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS, ApiKeys.LIST_CONFIG_RESOURCES}
+    {
+        ApiKeys.DESCRIBE_CONFIGS,
+        ApiKeys.INCREMENTAL_ALTER_CONFIGS,
+        ApiKeys.LIST_CONFIG_RESOURCES,
+    }
 )
 
 
@@ -87,7 +91,9 @@ class AdminSplitter:
             None,
         )
 
-    def split(self, frame: Any, session: Any, channel: Any) -> bytes | tuple[_Split, bytes] | None:
+    def split(
+        self, frame: Any, session: Any, channel: Any
+    ) -> bytes | tuple[_Split, bytes] | None:
         """The local answer (bytes, size prefix included) when the request names only
         CLIENT_METRICS resources; None when it names none (forward it untouched); else the
         merge state and the request to forward (header and body, no size prefix)."""
@@ -127,7 +133,10 @@ class AdminSplitter:
         if types and not others:  # CLIENT_METRICS only (perhaps named more than once)
             return self._handle(frame, session, channel)
         local_response = self._answer(
-            frame, dataclasses.replace(request, resource_types=(CLIENT_METRICS,)), session, channel
+            frame,
+            dataclasses.replace(request, resource_types=(CLIENT_METRICS,)),
+            session,
+            channel,
         )
         forwarded = (
             frame.raw
@@ -147,7 +156,9 @@ class AdminSplitter:
                 merged = upstream
             else:
                 theirs = tuple(
-                    r for r in upstream.config_resources if r.resource_type != CLIENT_METRICS
+                    r
+                    for r in upstream.config_resources
+                    if r.resource_type != CLIENT_METRICS
                 )
                 merged = dataclasses.replace(
                     upstream,
@@ -155,14 +166,21 @@ class AdminSplitter:
                     throttle_time_ms=throttle_ms,
                 )
         else:
-            field = "results" if split.api_key == ApiKeys.DESCRIBE_CONFIGS else "responses"
+            field = (
+                "results" if split.api_key == ApiKeys.DESCRIBE_CONFIGS else "responses"
+            )
             mine = iter(getattr(local, field))
             theirs = iter(getattr(upstream, field))
             results = tuple(
-                next(mine) if is_local else next(theirs) for is_local in split.local_positions
+                next(mine) if is_local else next(theirs)
+                for is_local in split.local_positions
             )
-            merged = dataclasses.replace(upstream, throttle_time_ms=throttle_ms, **{field: results})
-        wire = encode_response(frame.api_key, frame.api_version, frame.correlation_id, merged)
+            merged = dataclasses.replace(
+                upstream, throttle_time_ms=throttle_ms, **{field: results}
+            )
+        wire = encode_response(
+            frame.api_key, frame.api_version, frame.correlation_id, merged
+        )
         header = 9 if response_is_flexible(frame.api_key, frame.api_version) else 8
         return wire[header:]
 

@@ -75,7 +75,9 @@ def _intersect(*ranges: tuple[int, int]) -> tuple[int, int]:
 # config APIs whose CLIENT_METRICS resources the gateway answers itself.
 DECODED_VERSIONS: dict[int, tuple[int, int]] = {
     **ADDRESS_VERSIONS,
-    ApiKeys.PRODUCE: _intersect(ADDRESS_VERSIONS[ApiKeys.PRODUCE], _codec(ApiKeys.PRODUCE)),
+    ApiKeys.PRODUCE: _intersect(
+        ADDRESS_VERSIONS[ApiKeys.PRODUCE], _codec(ApiKeys.PRODUCE)
+    ),
     ApiKeys.API_VERSIONS: API_VERSIONS_RANGE,
     ApiKeys.SASL_HANDSHAKE: _codec(ApiKeys.SASL_HANDSHAKE),
     ApiKeys.SASL_AUTHENTICATE: _codec(ApiKeys.SASL_AUTHENTICATE),
@@ -90,17 +92,22 @@ DECODED_VERSIONS: dict[int, tuple[int, int]] = {
         SUPPORTED_VERSIONS[ApiKeys.INCREMENTAL_ALTER_CONFIGS],
     ),
     ApiKeys.LIST_CONFIG_RESOURCES: _intersect(
-        _codec(ApiKeys.LIST_CONFIG_RESOURCES), SUPPORTED_VERSIONS[ApiKeys.LIST_CONFIG_RESOURCES]
+        _codec(ApiKeys.LIST_CONFIG_RESOURCES),
+        SUPPORTED_VERSIONS[ApiKeys.LIST_CONFIG_RESOURCES],
     ),
 }
 
 
-def capped_range(api_key: int, upstream_min: int, upstream_max: int) -> tuple[int, int] | None:
+def capped_range(
+    api_key: int, upstream_min: int, upstream_max: int
+) -> tuple[int, int] | None:
     """The range the gateway advertises for an API the upstream lists, or None to drop it."""
     info = API_TABLE.get(api_key)
     if info is None or info.min_version is None or info.max_version is None:
         return None
-    low, high = _intersect((upstream_min, upstream_max), (info.min_version, info.max_version))
+    low, high = _intersect(
+        (upstream_min, upstream_max), (info.min_version, info.max_version)
+    )
     decoded = DECODED_VERSIONS.get(api_key)
     if decoded is not None:
         low, high = _intersect((low, high), decoded)
@@ -112,7 +119,9 @@ def _cap(
 ) -> bytes:
     flexible = version >= 3
     count, pos = array_length(body, 2, flexible)  # after ErrorCode
-    entries: list[tuple[int, bytes]] = []  # (api key, the entry's bytes as the gateway sends it)
+    entries: list[
+        tuple[int, bytes]
+    ] = []  # (api key, the entry's bytes as the gateway sends it)
     for _ in range(count):
         start = pos
         api_key, low, high = (
@@ -138,7 +147,9 @@ def _cap(
     if version >= 1:
         pos += 4  # ThrottleTimeMs
         if pos > len(body):
-            raise MalformedResponseError("ApiVersionsResponse: truncated before ThrottleTimeMs")
+            raise MalformedResponseError(
+                "ApiVersionsResponse: truncated before ThrottleTimeMs"
+            )
     if flexible:
         pos = skip_tagged(body, pos)
     check_end(body, pos, "ApiVersionsResponse")
@@ -149,7 +160,9 @@ def _cap(
                 continue
             added = INT16.pack(api_key) + INT16.pack(low) + INT16.pack(high)
             added += b"\x00" if flexible else b""  # an empty tagged-field section
-            at = next((i for i, (key, _) in enumerate(entries) if key > api_key), len(entries))
+            at = next(
+                (i for i, (key, _) in enumerate(entries) if key > api_key), len(entries)
+            )
             entries.insert(at, (api_key, added))
     out = bytearray(body[:2])
     if flexible:

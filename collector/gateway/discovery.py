@@ -51,7 +51,12 @@ async def discover_brokers(
                 _ask(host, port, request, ssl_context, max_response_size), timeout_s
             )
         except (OSError, EOFError, asyncio.TimeoutError, ValueError, KafkaError) as exc:
-            log.info("broker discovery at %s:%d failed: %s", host, port, exc or type(exc).__name__)
+            log.info(
+                "broker discovery at %s:%d failed: %s",
+                host,
+                port,
+                exc or type(exc).__name__,
+            )
     return None
 
 
@@ -63,7 +68,10 @@ async def _ask(
     max_response_size: int,
 ) -> Discovered:
     reader, writer = await asyncio.open_connection(
-        host, port, ssl=ssl_context, server_hostname=host if ssl_context is not None else None
+        host,
+        port,
+        ssl=ssl_context,
+        server_hostname=host if ssl_context is not None else None,
     )
     try:
         writer.write(request)
@@ -75,7 +83,9 @@ async def _ask(
         payload = framer.next_frame()
         assert payload is not None
         message = decode_response(ApiKeys.METADATA, _METADATA_VERSION, payload).message
-        brokers = {broker.node_id: (broker.host, broker.port) for broker in message.brokers}
+        brokers = {
+            broker.node_id: (broker.host, broker.port) for broker in message.brokers
+        }
         return message.cluster_id, brokers
     finally:
         writer.close()

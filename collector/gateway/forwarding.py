@@ -141,7 +141,9 @@ class ClientPair:
         self.session = session
         self._gateway.connect_upstream(self)
 
-    def handle(self, frame: RequestFrame, session: Any, channel: Any) -> bytes | PendingResponse | None:
+    def handle(
+        self, frame: RequestFrame, session: Any, channel: Any
+    ) -> bytes | PendingResponse | None:
         gateway = self._gateway
         api_key = frame.api_key
         route = ROUTES.get(api_key, _OPAQUE)
@@ -164,7 +166,10 @@ class ClientPair:
                 return local
         elif route.quota == "produce":
             throttle_ms = gateway.quotas.record_produce_bytes(
-                session.principal_name, frame.client_id, len(frame.raw), gateway.now_ms()
+                session.principal_name,
+                frame.client_id,
+                len(frame.raw),
+                gateway.now_ms(),
             )
             if gateway.produce_acks(frame) == 0:
                 # acks=0: the broker sends nothing back, so there is no response to carry
@@ -174,15 +179,24 @@ class ClientPair:
                 throttle_ms = max(
                     throttle_ms,
                     gateway.quotas.record_request_time(
-                        session.principal_name, frame.client_id, handling_ns, gateway.now_ms()
+                        session.principal_name,
+                        frame.client_id,
+                        handling_ns,
+                        gateway.now_ms(),
                     ),
                 )
                 if throttle_ms > 0:
-                    gateway.quotas.mute(channel, session.principal_name, frame.client_id, throttle_ms)
+                    gateway.quotas.mute(
+                        channel, session.principal_name, frame.client_id, throttle_ms
+                    )
                 return None
         elif route.quota == "fetch":
             # MaxBytes clamped to what the client's fetch quota allows (as KafkaApis does).
-            self._forward(gateway.quotas.fetch_request(frame, session.principal_name, gateway.now_ms()))
+            self._forward(
+                gateway.quotas.fetch_request(
+                    frame, session.principal_name, gateway.now_ms()
+                )
+            )
             return self._wait(frame, route, throttle_ms, started_ns, state)
         elif route.quota == "mutation":
             decision = gateway.mutation_check(frame, session, channel)
@@ -250,7 +264,10 @@ class ClientPair:
             self._break("a response for no request in flight")
             return
         entry = self._in_flight.popleft()
-        if len(payload) < 4 or _CORRELATION_ID.unpack_from(payload, 0)[0] != entry.frame.correlation_id:
+        if (
+            len(payload) < 4
+            or _CORRELATION_ID.unpack_from(payload, 0)[0] != entry.frame.correlation_id
+        ):
             self._break(
                 f"a response out of order (expected correlation id {entry.frame.correlation_id})"
             )
@@ -309,11 +326,23 @@ class ClientPair:
             self._outbox.append(raw)
 
     def _wait(
-        self, frame: RequestFrame, route: Route, throttle_ms: int, started_ns: int, state: Any
+        self,
+        frame: RequestFrame,
+        route: Route,
+        throttle_ms: int,
+        started_ns: int,
+        state: Any,
     ) -> PendingResponse:
         pending = PendingResponse()
         self._in_flight.append(
-            _InFlight(frame, route, pending, throttle_ms, time.perf_counter_ns() - started_ns, state)
+            _InFlight(
+                frame,
+                route,
+                pending,
+                throttle_ms,
+                time.perf_counter_ns() - started_ns,
+                state,
+            )
         )
         return pending
 

@@ -148,32 +148,50 @@ class GatewayQuotas:
             or engine.fetch.quota_types_enabled
         )
 
-    def record_produce_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> int:
+    def record_produce_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> int:
         if not self.engine.produce.quota_types_enabled:
             return 0
         throttle_ms = self.engine.record_produce_bytes(user, client_id, nbytes, now_ms)
         if throttle_ms > 0:
-            self.enforcer.count_throttle(QuotaType.PRODUCE, user, client_id, throttle_ms, now_ms)
+            self.enforcer.count_throttle(
+                QuotaType.PRODUCE, user, client_id, throttle_ms, now_ms
+            )
         return throttle_ms
 
-    def record_fetch_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> int:
+    def record_fetch_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> int:
         if not self.engine.fetch.quota_types_enabled:
             return 0
         throttle_ms = self.engine.record_fetch_bytes(user, client_id, nbytes, now_ms)
         if throttle_ms > 0:
-            self.enforcer.count_throttle(QuotaType.FETCH, user, client_id, throttle_ms, now_ms)
+            self.enforcer.count_throttle(
+                QuotaType.FETCH, user, client_id, throttle_ms, now_ms
+            )
         return throttle_ms
 
-    def record_request_time(self, user: str, client_id: str, handling_ns: int, now_ms: int) -> int:
+    def record_request_time(
+        self, user: str, client_id: str, handling_ns: int, now_ms: int
+    ) -> int:
         if not self.engine.request.quota_types_enabled:
             return 0
         throttle_ms = self.engine.record_request(user, client_id, handling_ns, now_ms)
         if throttle_ms > 0:
-            self.enforcer.count_throttle(QuotaType.REQUEST, user, client_id, throttle_ms, now_ms)
+            self.enforcer.count_throttle(
+                QuotaType.REQUEST, user, client_id, throttle_ms, now_ms
+            )
         return throttle_ms
 
     def mute(
-        self, channel: Any, user: str, client_id: str, throttle_ms: int, *, held: bool = False
+        self,
+        channel: Any,
+        user: str,
+        client_id: str,
+        throttle_ms: int,
+        *,
+        held: bool = False,
     ) -> None:
         """Mute the client's channel for the gateway's part of a throttle (KIP-219), from now
         (its response is being written) until this and every other throttle of the channel
@@ -204,7 +222,13 @@ class GatewayQuotas:
             del self._holds[id(hold.channel)]
 
     def throttled_fetch_response(
-        self, frame: Any, body: Any, nbytes: int, user: str, throttle_ms: int, now_ms: int
+        self,
+        frame: Any,
+        body: Any,
+        nbytes: int,
+        user: str,
+        throttle_ms: int,
+        now_ms: int,
     ) -> bytes | None:
         """The whole frame answering a Fetch the gateway throttles (``throttle_ms`` > 0), as
         a broker answers it: empty, its ``nbytes`` taken back from the fetch quota; None
@@ -223,7 +247,9 @@ class GatewayQuotas:
                 if epoch > 0:
                     session_id = requested  # incremental: the session goes on
         upstream_ms = read_throttle_ms(ApiKeys.FETCH, version, body) or 0
-        empty = FetchResponse(throttle_time_ms=max(throttle_ms, upstream_ms), session_id=session_id)
+        empty = FetchResponse(
+            throttle_time_ms=max(throttle_ms, upstream_ms), session_id=session_id
+        )
         return encode_response(ApiKeys.FETCH, version, frame.correlation_id, empty)
 
     def fetch_request(self, frame: Any, user: str, now_ms: int) -> bytes:

@@ -189,7 +189,8 @@ def create_topics_mutations(
 
 
 def create_partitions_mutations(
-    request: cp_req.CreatePartitionsRequest, partition_count: Callable[[str], int | None]
+    request: cp_req.CreatePartitionsRequest,
+    partition_count: Callable[[str], int | None],
 ) -> int:
     """Partitions a CreatePartitions request adds (ReplicationControlManager.createPartitions:
     Count minus the current count, for a topic that exists and grows)."""
@@ -200,14 +201,18 @@ def create_partitions_mutations(
         if (
             current is not None
             and topic.count > current
-            and (topic.assignments is None or len(topic.assignments) == topic.count - current)
+            and (
+                topic.assignments is None
+                or len(topic.assignments) == topic.count - current
+            )
         ):
             total += topic.count - current
     return total
 
 
 def delete_topics_mutations(
-    request: dt_req.DeleteTopicsRequest, partition_count: Callable[[str | uuid.UUID], int | None]
+    request: dt_req.DeleteTopicsRequest,
+    partition_count: Callable[[str | uuid.UUID], int | None],
 ) -> int:
     """Partitions a DeleteTopics request deletes (ReplicationControlManager.deleteTopic: every
     partition of each topic that exists). v6 names topics by name or by id."""
@@ -220,7 +225,9 @@ def delete_topics_mutations(
     return total
 
 
-def metadata_partition_counts(version: int, body: BytesLike) -> dict[str | uuid.UUID, int]:
+def metadata_partition_counts(
+    version: int, body: BytesLike
+) -> dict[str | uuid.UUID, int]:
     """Topic name and topic id -> partition count, from a Metadata response body (for the
     counts CreatePartitions and DeleteTopics need). Topics with an error are left out."""
     message, _ = metadata_response.READERS[version](body, 0)
@@ -270,11 +277,16 @@ def _error_response(api_key: int, request: Any, throttle_ms: int) -> Any:
     ]
     results.extend(
         dt_resp.DeletableTopicResult(
-            name=state.name, topic_id=state.topic_id, error_code=code, error_message=message
+            name=state.name,
+            topic_id=state.topic_id,
+            error_code=code,
+            error_message=message,
         )
         for state in request.topics
     )
-    return dt_resp.DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=tuple(results))
+    return dt_resp.DeleteTopicsResponse(
+        throttle_time_ms=throttle_ms, responses=tuple(results)
+    )
 
 
 def quota_exceeded_response(frame: RequestFrame, throttle_ms: int) -> bytes:
@@ -283,4 +295,6 @@ def quota_exceeded_response(frame: RequestFrame, throttle_ms: int) -> bytes:
     and ``throttle_ms``, as Kafka does when the strict mutation quota is already exhausted."""
     request = decode_mutation_request(frame)
     response = _error_response(frame.api_key, request, throttle_ms)
-    return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
+    return encode_response(
+        frame.api_key, frame.api_version, frame.correlation_id, response
+    )

@@ -77,11 +77,17 @@ def _scram_user(token: bytes) -> str | None:
     match = _CLIENT_FIRST.fullmatch(token.decode("utf-8", "replace"))
     if match is None:
         return None
-    extensions = dict(item.split("=", 1) for item in match.group("extensions").split(",")[1:])
+    extensions = dict(
+        item.split("=", 1) for item in match.group("extensions").split(",")[1:]
+    )
     if extensions.get("tokenauth", "").lower() == "true":
-        return None  # a delegation token: the principal is its owner, known to the broker
+        return (
+            None  # a delegation token: the principal is its owner, known to the broker
+        )
     user = _unescape(match.group("saslname"))  # ScramFormatter.username
-    authzid = match.group("authzid")  # ScramSaslServer compares it as sent, unescaped not
+    authzid = match.group(
+        "authzid"
+    )  # ScramSaslServer compares it as sent, unescaped not
     if authzid and authzid != user:
         return None
     return user
@@ -116,7 +122,9 @@ def authenticate_bytes(frame: RequestFrame) -> BytesLike:
     return message.auth_bytes
 
 
-def _decode(frame: RequestFrame, readers: Mapping[int, Callable[[BytesLike, int], Any]]) -> Any:
+def _decode(
+    frame: RequestFrame, readers: Mapping[int, Callable[[BytesLike, int], Any]]
+) -> Any:
     reader = readers.get(frame.api_version)
     if reader is None:
         raise MalformedError(f"No schema for API {frame.api_key} v{frame.api_version}")
@@ -150,7 +158,14 @@ class SaslCapture:
     >>> capture.on_request(authenticate_frame)       # doctest: +SKIP  -> "User:alice"
     """
 
-    __slots__ = ("_accepted", "_failed", "_sent", "authenticated", "mechanism", "principal")
+    __slots__ = (
+        "_accepted",
+        "_failed",
+        "_sent",
+        "authenticated",
+        "mechanism",
+        "principal",
+    )
 
     def __init__(self) -> None:
         self.mechanism: str | None = None
@@ -158,7 +173,9 @@ class SaslCapture:
         self.authenticated: str | None = None
         self._sent = 0  # SaslAuthenticate requests of this exchange
         self._accepted = 0  # ... and the broker's answers without an error
-        self._failed = False  # the broker refused the exchange (and closes the connection)
+        self._failed = (
+            False  # the broker refused the exchange (and closes the connection)
+        )
 
     @property
     def authenticating(self) -> bool:
@@ -182,7 +199,9 @@ class SaslCapture:
             return None
         self._sent += 1
         if self._sent > 1:
-            return None  # later tokens of the exchange (SCRAM's client-final) name no one
+            return (
+                None  # later tokens of the exchange (SCRAM's client-final) name no one
+            )
         self.principal = principal_from_token(self.mechanism, authenticate_bytes(frame))
         return self.principal
 
@@ -193,7 +212,9 @@ class SaslCapture:
         principal, which it returns."""
         if api_key not in (ApiKeys.SASL_AUTHENTICATE, ApiKeys.SASL_HANDSHAKE):
             return None
-        (error_code,) = INT16.unpack_from(body, 0)  # ErrorCode is the first field of both
+        (error_code,) = INT16.unpack_from(
+            body, 0
+        )  # ErrorCode is the first field of both
         if error_code != 0:
             self.principal = None
             self._failed = True

@@ -212,7 +212,9 @@ class Gateway:
         except KafkaError as exc:
             raise _malformed(frame, exc) from None
 
-    def mutation_check(self, frame: RequestFrame, session: Any, channel: Any) -> bytes | int:
+    def mutation_check(
+        self, frame: RequestFrame, session: Any, channel: Any
+    ) -> bytes | int:
         try:
             return self.quotas.mutation_check(
                 frame, session, channel, self.now_ms(), self.partition_counts.get
@@ -227,7 +229,9 @@ class Gateway:
             raise _malformed(frame, exc) from None
 
     # -- response side -------------------------------------------------------------------
-    def response(self, entry: _InFlight, payload: bytes, pair: ClientPair) -> list[bytes]:
+    def response(
+        self, entry: _InFlight, payload: bytes, pair: ClientPair
+    ) -> list[bytes]:
         """The bytes to write to the client for one upstream response (size prefix
         included, possibly in pieces)."""
         started_ns = time.perf_counter_ns()
@@ -239,7 +243,9 @@ class Gateway:
         body = memoryview(payload)[body_at:]
         new_body: Any = None
         if route.api_versions:
-            new_body = api_versions.cap_api_versions(version, body, self._local_api_versions)
+            new_body = api_versions.cap_api_versions(
+                version, body, self._local_api_versions
+            )
             self.admin.upstream_api_versions(version, body)
         elif route.addresses:
             new_body = self._rewrite(api_key, version, body)
@@ -256,20 +262,34 @@ class Gateway:
             now_ms = self.now_ms()
             if route.quota == "fetch":
                 throttle_ms = max(
-                    throttle_ms, quotas.record_fetch_bytes(user, client_id, len(payload) + 4, now_ms)
+                    throttle_ms,
+                    quotas.record_fetch_bytes(
+                        user, client_id, len(payload) + 4, now_ms
+                    ),
                 )
             handling_ns = entry.handling_ns + time.perf_counter_ns() - started_ns
             throttle_ms = max(
-                throttle_ms, quotas.record_request_time(user, client_id, handling_ns, now_ms)
+                throttle_ms,
+                quotas.record_request_time(user, client_id, handling_ns, now_ms),
             )
         if throttle_ms > 0:
             if route.quota == "fetch":
                 # Kafka answers a fetch it throttles empty, un-recorded (quotas.py).
                 empty = quotas.throttled_fetch_response(
-                    frame, body, len(payload) + 4, session.principal_name, throttle_ms, self.now_ms()
+                    frame,
+                    body,
+                    len(payload) + 4,
+                    session.principal_name,
+                    throttle_ms,
+                    self.now_ms(),
                 )
                 if empty is not None:
-                    quotas.mute(pair.channel, session.principal_name, frame.client_id, throttle_ms)
+                    quotas.mute(
+                        pair.channel,
+                        session.principal_name,
+                        frame.client_id,
+                        throttle_ms,
+                    )
                     return [empty]
             # (Also with only a mutation quota configured: the request's own throttle.)
             current = memoryview(new_body) if new_body is not None else body
@@ -295,7 +315,9 @@ class Gateway:
         if api_key == ApiKeys.METADATA:
             message, _ = metadata_response.READERS[version](body, 0)
             self._learn_cluster_id(message.cluster_id)
-            self.partition_counts.update(requests.metadata_partition_counts(version, body))
+            self.partition_counts.update(
+                requests.metadata_partition_counts(version, body)
+            )
         elif api_key == ApiKeys.DESCRIBE_CLUSTER:
             message, _ = describe_cluster_response.READERS[version](body, 0)
             self._learn_cluster_id(message.cluster_id)
@@ -313,7 +335,9 @@ class Gateway:
         if not cluster_id or cluster_id == self.cluster_id:
             return
         if self.cluster_id is not None:
-            log.warning("upstream cluster id changed from %s to %s", self.cluster_id, cluster_id)
+            log.warning(
+                "upstream cluster id changed from %s to %s", self.cluster_id, cluster_id
+            )
         self.cluster_id = cluster_id
         for pair in self.pairs:
             if pair.session is not None:

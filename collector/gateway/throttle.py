@@ -51,7 +51,9 @@ def _api_versions(buf: BytesLike, v: int) -> int:
 def _token(buf: BytesLike, pos: int, v: int) -> int:
     """A delegation token's fields up to and including Hmac (Create and Describe share them)."""
     flexible = v >= 2
-    for _ in range(4 if v >= 3 else 2):  # principal type/name (and the requester's, v3+)
+    for _ in range(
+        4 if v >= 3 else 2
+    ):  # principal type/name (and the requester's, v3+)
         pos = skip_string(buf, pos, flexible)
     pos = skip_string(buf, pos + 24, flexible)  # three timestamps, TokenId
     return skip_bytes(buf, pos, flexible)  # Hmac
@@ -122,7 +124,9 @@ def with_throttle_ms(
     offset = throttle_offset(api_key, api_version, body)
     if offset is None or INT32.unpack_from(body, offset)[0] == throttle_ms:
         return body
-    if isinstance(body, bytearray) or (isinstance(body, memoryview) and not body.readonly):
+    if isinstance(body, bytearray) or (
+        isinstance(body, memoryview) and not body.readonly
+    ):
         INT32.pack_into(body, offset, throttle_ms)
         return body
     patched = bytearray(body)

@@ -66,7 +66,9 @@ class Topology:
             return
         try:
             saved = json.loads(self._state_path.read_text())
-            nodes = {int(k): (str(v[0]), int(v[1])) for k, v in saved["upstream"].items()}
+            nodes = {
+                int(k): (str(v[0]), int(v[1])) for k, v in saved["upstream"].items()
+            }
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
             log.warning("ignoring %s: %s", self._state_path, exc)
             return
@@ -84,7 +86,9 @@ class Topology:
             if node_id not in self.ports:
                 self.ports[node_id] = self._bind(node_id)
 
-    def learn(self, node_id: int, host: str, port: int, *, persist: bool = True) -> None:
+    def learn(
+        self, node_id: int, host: str, port: int, *, persist: bool = True
+    ) -> None:
         """A response said node ``node_id`` is at ``host:port`` upstream."""
         if node_id < 0:
             return
@@ -104,7 +108,13 @@ class Topology:
                 self.ports[node_id],
             )
         else:
-            log.info("upstream node %d moved from %s:%d to %s:%d", node_id, *known, host, port)
+            log.info(
+                "upstream node %d moved from %s:%d to %s:%d",
+                node_id,
+                *known,
+                host,
+                port,
+            )
         if persist:
             self._save()
 
@@ -133,7 +143,9 @@ class Topology:
         try:
             return self._bind_node(node_id, wanted)
         except OSError as exc:
-            raise TopologyError(f"cannot bind port {wanted} for upstream node {node_id}: {exc}") from exc
+            raise TopologyError(
+                f"cannot bind port {wanted} for upstream node {node_id}: {exc}"
+            ) from exc
 
     def _save(self) -> None:
         if self._state_path is None:

@@ -138,7 +138,9 @@ def skip_tagged(buf: BytesLike, pos: int) -> int:
     return tagged_fields(buf, pos)[1]
 
 
-def tagged_fields(buf: BytesLike, pos: int) -> tuple[list[tuple[int, int, int, int]], int]:
+def tagged_fields(
+    buf: BytesLike, pos: int
+) -> tuple[list[tuple[int, int, int, int]], int]:
     """Each field of a tagged section as (tag, offset of its size, value start, value end),
     in wire order, and the position after the section."""
     count, pos = read_uvarint(buf, pos)

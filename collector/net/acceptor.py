@@ -53,7 +53,9 @@ def bind_listener(endpoint: EndPoint) -> socket.socket:
     else:
         host = endpoint.host or "0.0.0.0"
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.create_server((host, endpoint.port), family=family, backlog=BACKLOG)
+        sock = socket.create_server(
+            (host, endpoint.port), family=family, backlog=BACKLOG
+        )
     sock.setblocking(False)
     return sock
 
@@ -120,7 +122,9 @@ class Acceptor:
                 self._protocol_factory,
                 conn,
                 ssl=self._ssl_context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if self._ssl_context else None,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
+                if self._ssl_context
+                else None,
             )
         except (TimeoutError, OSError, ssl.SSLError) as exc:
             # The peer went away, or its TLS handshake failed (no or untrusted client
@@ -148,7 +152,10 @@ class Acceptor:
             elif isinstance(decision, Reject):
                 self.rejected += 1
                 log.info(
-                    "refusing connection from %s on %s: %s", ip, listener, decision.reason.value
+                    "refusing connection from %s on %s: %s",
+                    ip,
+                    listener,
+                    decision.reason.value,
                 )
                 # Kafka closes an IP-throttled connection only after the throttle time, so
                 # a client does not reconnect in a tight loop.

@@ -36,7 +36,13 @@ if TYPE_CHECKING:
     from exporters.context import TelemetryContext
     from exporters.landing.log import LandingLog
 
-__all__ = ["DurabilityGate", "FlushBarrier", "NotLanded", "PendingResponse", "TurnFlusher"]
+__all__ = [
+    "DurabilityGate",
+    "FlushBarrier",
+    "NotLanded",
+    "PendingResponse",
+    "TurnFlusher",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +79,8 @@ def refused_push(answer: bytes) -> bytes | None:
     record did not land (``DurabilityGate.refuse_pushes``)."""
     if len(answer) != _PUSH_ANSWER_BYTES:
         return None
-    size, correlation_id, header_tags, throttle_ms, error_code, body_tags = _PUSH_ANSWER.unpack(
-        answer
+    size, correlation_id, header_tags, throttle_ms, error_code, body_tags = (
+        _PUSH_ANSWER.unpack(answer)
     )
     if (
         size != _PUSH_ANSWER_SIZE_FIELD
@@ -124,7 +130,9 @@ class FlushBarrier:
         for callback in callbacks:
             try:
                 callback(self)
-            except Exception:  # one connection's failure must not hold the others' answers
+            except (
+                Exception
+            ):  # one connection's failure must not hold the others' answers
                 log.exception("releasing answers after a landing flush failed")
 
 
@@ -153,7 +161,9 @@ class NotLanded(Exception):
     """What a barrier fails with when the landing log could not write or fsync: the
     records (context, payload) of the pushes that must not be acknowledged."""
 
-    def __init__(self, cause: BaseException, records: list[tuple[TelemetryContext, bytes]]) -> None:
+    def __init__(
+        self, cause: BaseException, records: list[tuple[TelemetryContext, bytes]]
+    ) -> None:
         super().__init__(str(cause))
         self.cause = cause
         self.records = records

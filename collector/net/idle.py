@@ -51,10 +51,14 @@ class IdleConnections:
     been quiet for ``max_idle_ms``."""
 
     def __init__(
-        self, max_idle_ms: int, connections: Callable[[], Iterable[tuple[int, IdleWatched]]]
+        self,
+        max_idle_ms: int,
+        connections: Callable[[], Iterable[tuple[int, IdleWatched]]],
     ) -> None:
         if max_idle_ms < 1:
-            raise ValueError(f"connections.max.idle.ms must be >= 1 here, got {max_idle_ms}")
+            raise ValueError(
+                f"connections.max.idle.ms must be >= 1 here, got {max_idle_ms}"
+            )
         self.max_idle_ms = max_idle_ms
         self._connections = connections
         # connection id -> (its activity count, when that count was first seen)

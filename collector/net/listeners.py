@@ -28,7 +28,9 @@ __all__ = [
 ]
 
 # What the collector serves (SASL: PLAIN and SCRAM, collector/security/sasl/).
-SUPPORTED_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
+SUPPORTED_SECURITY_PROTOCOLS = frozenset(
+    {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
+)
 
 KNOWN_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
@@ -92,7 +94,9 @@ def parse_listeners(
         raise ListenerError(f"{key}: no listener given")
     names = [e.listener_name for e in endpoints]
     if len(set(names)) != len(names):
-        raise ListenerError(f"{key}: each listener name must appear once, got {', '.join(names)}")
+        raise ListenerError(
+            f"{key}: each listener name must appear once, got {', '.join(names)}"
+        )
     return endpoints
 
 

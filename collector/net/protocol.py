@@ -126,7 +126,9 @@ class KafkaProtocol(asyncio.Protocol):
         # The listener's ssl.principal.mapping.rules (None: the subject as it is).
         self._ssl_principal_mapper = ssl_principal_mapper
         self._host = host
-        self._codec = ServerConnection(max_request_size=host.max_request_size, limits=size_limits)
+        self._codec = ServerConnection(
+            max_request_size=host.max_request_size, limits=size_limits
+        )
         # The node's request-bytes budget, what this connection holds of it, and whether
         # the request in progress was admitted while the budget had room.
         self._memory = memory
@@ -169,7 +171,9 @@ class KafkaProtocol(asyncio.Protocol):
             # The handshake is done by now; Kafka's DefaultKafkaPrincipalBuilder.
             try:
                 session.set_principal(
-                    ssl_principal(transport.get_extra_info("peercert"), self._ssl_principal_mapper)
+                    ssl_principal(
+                        transport.get_extra_info("peercert"), self._ssl_principal_mapper
+                    )
                 )
             except NoMatchingRule as exc:
                 unmapped = str(exc)
@@ -179,7 +183,9 @@ class KafkaProtocol(asyncio.Protocol):
             return
         if unmapped is not None:
             # Kafka fails the authentication: the connection closes before any request.
-            self.close_for(f"failed authentication: ssl.principal.mapping.rules: {unmapped}")
+            self.close_for(
+                f"failed authentication: ssl.principal.mapping.rules: {unmapped}"
+            )
             return
         memory = self._memory
         if memory is not None:
@@ -346,7 +352,9 @@ class KafkaProtocol(asyncio.Protocol):
         except (FramingError, CloseConnection) as exc:
             self._send(responses)
             self._host.protocol_error(self)
-            reason = f"framing error: {exc}" if isinstance(exc, FramingError) else str(exc)
+            reason = (
+                f"framing error: {exc}" if isinstance(exc, FramingError) else str(exc)
+            )
             self.close_for(reason)
             return
         if responses:
@@ -380,7 +388,9 @@ class KafkaProtocol(asyncio.Protocol):
         self.activity += 1
         if barrier is None:
             if not self._waiting:
-                self._transport.write(b"".join(responses) if len(responses) > 1 else responses[0])
+                self._transport.write(
+                    b"".join(responses) if len(responses) > 1 else responses[0]
+                )
                 return
             barrier = FlushBarrier()  # queue behind earlier batches, ready at once
             barrier.resolve()
@@ -435,7 +445,11 @@ class KafkaProtocol(asyncio.Protocol):
 
     def _pause(self, reason: int) -> None:
         self._paused |= reason
-        if not self._reading_paused and self._transport is not None and not self._closing:
+        if (
+            not self._reading_paused
+            and self._transport is not None
+            and not self._closing
+        ):
             self._reading_paused = True
             self._transport.pause_reading()
 

@@ -82,7 +82,10 @@ class SaslGate:
         if kind is StepKind.PASS:
             return self._inner.handle(frame, session, channel)
         if kind is StepKind.ANSWER:
-            if authenticator.reauthentications != reauthenticated and self._on_reauthenticated:
+            if (
+                authenticator.reauthentications != reauthenticated
+                and self._on_reauthenticated
+            ):
                 self._on_reauthenticated(session)
             return step.response
         if self._on_failure is not None:

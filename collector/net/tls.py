@@ -68,9 +68,13 @@ def server_ssl_context(
     enabled_protocols: Sequence[str],
 ) -> ssl.SSLContext:
     if not keystore_location:
-        raise TlsError("ssl.keystore.location: required for an SSL listener (a PEM file)")
+        raise TlsError(
+            "ssl.keystore.location: required for an SSL listener (a PEM file)"
+        )
     if client_auth not in _CLIENT_AUTH:
-        raise TlsError(f"ssl.client.auth: {client_auth!r} is not one of none, requested, required")
+        raise TlsError(
+            f"ssl.client.auth: {client_auth!r} is not one of none, requested, required"
+        )
     versions = [v.strip() for v in enabled_protocols if v.strip()]
     unknown = [v for v in versions if v not in _TLS_VERSIONS]
     if unknown or not versions:
@@ -79,12 +83,18 @@ def server_ssl_context(
             "(TLSv1.2, TLSv1.3)"
         )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = min((_TLS_VERSIONS[v] for v in versions), key=lambda v: v.value)
-    context.maximum_version = max((_TLS_VERSIONS[v] for v in versions), key=lambda v: v.value)
+    context.minimum_version = min(
+        (_TLS_VERSIONS[v] for v in versions), key=lambda v: v.value
+    )
+    context.maximum_version = max(
+        (_TLS_VERSIONS[v] for v in versions), key=lambda v: v.value
+    )
     try:
         context.load_cert_chain(keystore_location, password=key_password)
     except (OSError, ssl.SSLError) as exc:
-        raise TlsError(f"ssl.keystore.location: cannot load {keystore_location}: {exc}") from exc
+        raise TlsError(
+            f"ssl.keystore.location: cannot load {keystore_location}: {exc}"
+        ) from exc
     context.verify_mode = _CLIENT_AUTH[client_auth]
     if context.verify_mode != ssl.CERT_NONE:
         if not truststore_location:
@@ -119,7 +129,10 @@ def rfc2253_subject(subject: Sequence[Sequence[tuple[str, str]]]) -> str:
     rdns = []
     for rdn in reversed(subject):
         rdns.append(
-            "+".join(f"{_RFC2253_KEYWORDS.get(name, name)}={_escape(value)}" for name, value in rdn)
+            "+".join(
+                f"{_RFC2253_KEYWORDS.get(name, name)}={_escape(value)}"
+                for name, value in rdn
+            )
         )
     return ",".join(rdns)
 

@@ -92,7 +92,11 @@ class Upstream(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._lost(f"connection to the broker lost: {exc}" if exc else "the broker closed the connection")
+        self._lost(
+            f"connection to the broker lost: {exc}"
+            if exc
+            else "the broker closed the connection"
+        )
 
     def pause_writing(self) -> None:
         self._sink.upstream_congested(True)
@@ -157,7 +161,9 @@ async def open_upstream(
             host,
             port,
             ssl=ssl_context,
-            server_hostname=(server_hostname or host) if ssl_context is not None else None,
+            server_hostname=(server_hostname or host)
+            if ssl_context is not None
+            else None,
         ),
         timeout=connect_timeout_s,
     )

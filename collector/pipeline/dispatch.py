@@ -54,7 +54,9 @@ __all__ = ["Api", "Dispatcher", "push_response_v0"]
 
 log = logging.getLogger(__name__)
 
-_PUSH_TELEMETRY = int(ApiKeys.PUSH_TELEMETRY)  # a plain int: enum attribute access costs
+_PUSH_TELEMETRY = int(
+    ApiKeys.PUSH_TELEMETRY
+)  # a plain int: enum attribute access costs
 # PushTelemetryResponse v0, the whole frame (the push path's most frequent response): size
 # 12, correlation id, response header v1's empty tagged fields, ThrottleTimeMs 0,
 # ErrorCode, the body's empty tagged fields. Everything after the correlation id is fixed
@@ -97,7 +99,9 @@ def push_response_v0(correlation_id: int, error_code: int) -> bytes:
     byte-identical to ``encode_response`` (a test pins every code)."""
     tail = _PUSH_RESPONSE_V0_TAILS.get(error_code)
     if tail is None:  # not one of Errors: pack it whole (struct checks the range)
-        return _PUSH_RESPONSE_V0.pack(_PUSH_RESPONSE_V0_SIZE, correlation_id, 0, 0, error_code, 0)
+        return _PUSH_RESPONSE_V0.pack(
+            _PUSH_RESPONSE_V0_SIZE, correlation_id, 0, 0, error_code, 0
+        )
     return _pack_size_and_correlation_id(_PUSH_RESPONSE_V0_SIZE, correlation_id) + tail
 
 
@@ -122,7 +126,9 @@ class Dispatcher(RequestHandler):
     def api_keys(self) -> frozenset[int]:
         return frozenset(self._apis)
 
-    def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> bytes | None:
+    def handle(
+        self, frame: RequestFrame, session: Session, channel: Channel
+    ) -> bytes | None:
         api = self._apis.get(frame.api_key)
         if api is None:
             raise CloseConnection(f"unknown api key {frame.api_key}")
@@ -153,7 +159,10 @@ class Dispatcher(RequestHandler):
                 time.perf_counter_ns() - started_ns,
                 response,
             )
-            if error_code == _THROTTLING_QUOTA_EXCEEDED and frame.api_key in _GATED_APIS:
+            if (
+                error_code == _THROTTLING_QUOTA_EXCEEDED
+                and frame.api_key in _GATED_APIS
+            ):
                 quota.count_push_interval_gate(
                     session.principal_name, frame.client_id, context.now_ms
                 )
@@ -162,7 +171,9 @@ class Dispatcher(RequestHandler):
                 quota.throttle(context, throttle_ms)
         if self._observer is not None:
             self._observer.observe(frame.api_key, error_code)
-        return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
+        return encode_response(
+            frame.api_key, frame.api_version, frame.correlation_id, response
+        )
 
     def _push(
         self,
@@ -221,10 +232,14 @@ class Dispatcher(RequestHandler):
                 f"{api.name} version {frame.api_version} is not supported"
             ) from None
         except KafkaError as exc:
-            raise CloseConnection(f"malformed {api.name} v{frame.api_version}: {exc}") from None
+            raise CloseConnection(
+                f"malformed {api.name} v{frame.api_version}: {exc}"
+            ) from None
 
     @staticmethod
-    def _unexpected(api: Api, frame: RequestFrame, session: Session, request: Any) -> Any:
+    def _unexpected(
+        api: Api, frame: RequestFrame, session: Session, request: Any
+    ) -> Any:
         log.exception(
             "unexpected error handling %s v%d (correlation id %d) from %s",
             api.name,

@@ -108,8 +108,12 @@ class QuotaEnforcer:
         self._throttled_by = QuotaType.REQUEST
         # The mutation quota a handler took for the request being handled (its throttle
         # joins the request's in record()).
-        self._pending_mutation: tuple[RequestContext, ControllerMutationQuota] | None = None
-        self._engine_metrics = QuotaMetricsCollector(engine.metrics_snapshot, clock.now_ms)
+        self._pending_mutation: (
+            tuple[RequestContext, ControllerMutationQuota] | None
+        ) = None
+        self._engine_metrics = QuotaMetricsCollector(
+            engine.metrics_snapshot, clock.now_ms
+        )
         # (quota label, user, client-id) -> throttled responses and their throttle time.
         self.throttles: dict[tuple[str, str, str], _ThrottleCount] = {}
         # (listener, decision) -> count, for refused and held connections.
@@ -141,7 +145,9 @@ class QuotaEnforcer:
         client_id = frame.client_id
         now_ms = context.now_ms
         if api_key == ApiKeys.PUSH_TELEMETRY:
-            return self.record_push(user, client_id, len(frame.raw), handling_ns, now_ms)
+            return self.record_push(
+                user, client_id, len(frame.raw), handling_ns, now_ms
+            )
         throttle_ms = engine.record_request(user, client_id, handling_ns, now_ms)
         throttled_by = QuotaType.REQUEST
         pending = self._pending_mutation
@@ -151,10 +157,15 @@ class QuotaEnforcer:
                 mutation_ms = pending[1].throttle_time_ms(now_ms)
                 # Kafka: controllerThrottleTimeMs > requestThrottleTimeMs -> mutation quota.
                 if mutation_ms > throttle_ms:
-                    throttle_ms, throttled_by = mutation_ms, QuotaType.CONTROLLER_MUTATION
+                    throttle_ms, throttled_by = (
+                        mutation_ms,
+                        QuotaType.CONTROLLER_MUTATION,
+                    )
         if throttle_ms > 0:
             self._throttled_by = throttled_by
-            self._count(_QUOTA_LABEL[throttled_by], user, client_id, throttle_ms, now_ms)
+            self._count(
+                _QUOTA_LABEL[throttled_by], user, client_id, throttle_ms, now_ms
+            )
         return throttle_ms
 
     def record_push(
@@ -178,7 +189,9 @@ class QuotaEnforcer:
             if bytes_ms > throttle_ms:
                 throttle_ms, throttled_by = bytes_ms, QuotaType.PRODUCE
             self._throttled_by = throttled_by
-            self._count(_QUOTA_LABEL[throttled_by], user, client_id or "", throttle_ms, now_ms)
+            self._count(
+                _QUOTA_LABEL[throttled_by], user, client_id or "", throttle_ms, now_ms
+            )
         return throttle_ms
 
     def is_idle(self) -> bool:
@@ -192,7 +205,9 @@ class QuotaEnforcer:
             and self._pending_mutation is None
         )
 
-    def count_push_interval_gate(self, user: str, client_id: str | None, now_ms: int) -> None:
+    def count_push_interval_gate(
+        self, user: str, client_id: str | None, now_ms: int
+    ) -> None:
         """A Get or Push refused by push-interval gating (89): counted with the throttles,
         with no throttle time of its own (the client waits for its interval).  The one
         place it is counted (the dispatcher calls it for every such answer)."""
@@ -202,36 +217,55 @@ class QuotaEnforcer:
         """Mute the channel for ``throttle_ms`` under the quota that produced it; its
         response (already built, carrying ``throttle_time_ms``) is still written."""
         self.mute(
-            context.channel, context.session.principal_name, context.frame.client_id, throttle_ms
+            context.channel,
+            context.session.principal_name,
+            context.frame.client_id,
+            throttle_ms,
         )
 
-    def mute(self, channel: Channel, user: str, client_id: str, throttle_ms: int) -> None:
+    def mute(
+        self, channel: Channel, user: str, client_id: str, throttle_ms: int
+    ) -> None:
         """Mute ``channel`` for ``throttle_ms`` under the quota that produced the throttle
         (the last one counted); the engine's delay queue unmutes it."""
         channel.mute()
         now_ms = self._clock.now_ms()
-        self.engine.throttle(channel, user, client_id, throttle_ms, now_ms, self._throttled_by)
+        self.engine.throttle(
+            channel, user, client_id, throttle_ms, now_ms, self._throttled_by
+        )
         self._arm(now_ms)
 
     def count_throttle(
-        self, quota_type: QuotaType, user: str, client_id: str, throttle_ms: int, now_ms: int
+        self,
+        quota_type: QuotaType,
+        user: str,
+        client_id: str,
+        throttle_ms: int,
+        now_ms: int,
     ) -> None:
         """A throttle a gateway's forwarded request earned under ``quota_type`` (recorded by
         the engine already): counted with the others, and the quota a mute is under."""
         self._throttled_by = quota_type
         self._count(_QUOTA_LABEL[quota_type], user, client_id, throttle_ms, now_ms)
 
-    def mutation_quota(self, context: RequestContext, strict: bool) -> ControllerMutationQuota:
+    def mutation_quota(
+        self, context: RequestContext, strict: bool
+    ) -> ControllerMutationQuota:
         """The controller-mutation quota of one admin request (``record(permits, now_ms)``
         raises ``ThrottlingQuotaExceededError`` when strict and exhausted); its throttle
         time joins the response's in :meth:`record`."""
         quota = self.engine.mutation_quota(
-            context.session.principal_name, context.frame.client_id, strict, context.now_ms
+            context.session.principal_name,
+            context.frame.client_id,
+            strict,
+            context.now_ms,
         )
         self._pending_mutation = (context, quota)
         return quota
 
-    def _count(self, quota: str, user: str, client_id: str, throttle_ms: int, now_ms: int) -> None:
+    def _count(
+        self, quota: str, user: str, client_id: str, throttle_ms: int, now_ms: int
+    ) -> None:
         key = (quota, user, client_id)
         count = self.throttles.get(key)
         if count is None:
@@ -285,7 +319,11 @@ class QuotaEnforcer:
     def expire_inactive_sensors(self) -> None:
         now_ms = self._clock.now_ms()
         self.engine.expire_inactive_sensors(now_ms)
-        idle = [k for k, c in self.throttles.items() if now_ms - c.last_ms > _COUNTER_EXPIRY_MS]
+        idle = [
+            k
+            for k, c in self.throttles.items()
+            if now_ms - c.last_ms > _COUNTER_EXPIRY_MS
+        ]
         for key in idle:
             del self.throttles[key]
 

@@ -29,7 +29,9 @@ class RequestMetrics:
         *,
         api_names: Callable[[int], str] = str,
     ) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.registry = (
+            registry if registry is not None else CollectorRegistry(auto_describe=True)
+        )
         self._api_names = api_names
         # Requests answered: api key -> error code -> count (small int keys: no tuple to
         # build and hash per request).

@@ -11,7 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
-from collector.security.acls import AclBinding, AclBindingFilter, AclError, validate_new_acl
+from collector.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    validate_new_acl,
+)
 
 __all__ = ["AclStore"]
 

@@ -146,7 +146,9 @@ class AclBinding:
     def pattern_key(self) -> str:
         """``CLUSTER:LITERAL:kafka-cluster``: the resource pattern as the audit log and
         the ACL file name it (type, pattern type, name; the name may hold colons)."""
-        return f"{self.resource_type.name}:{self.pattern_type.name}:{self.resource_name}"
+        return (
+            f"{self.resource_type.name}:{self.pattern_type.name}:{self.resource_name}"
+        )
 
     def __str__(self) -> str:
         return (
@@ -162,8 +164,13 @@ def validate_new_acl(binding: AclBinding) -> None:
     ``AclApis.handleCreateAcls`` (the cluster's name, an empty name), then
     ``AclControlManager.validateNewAcl``, then the principal's form
     (``StandardAcl.fromAclBinding``); last, a resource type the collector does not serve."""
-    if binding.resource_type == ResourceType.CLUSTER and binding.resource_name != CLUSTER_NAME:
-        raise AclError(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
+    if (
+        binding.resource_type == ResourceType.CLUSTER
+        and binding.resource_name != CLUSTER_NAME
+    ):
+        raise AclError(
+            f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        )
     if not binding.resource_name:
         raise AclError("Invalid empty resource name")
     if binding.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
@@ -231,7 +238,10 @@ class AclBindingFilter:
 
     def _pattern_matches(self, binding: AclBinding) -> bool:
         # ResourcePatternFilter.matches
-        if self.resource_type != ResourceType.ANY and self.resource_type != binding.resource_type:
+        if (
+            self.resource_type != ResourceType.ANY
+            and self.resource_type != binding.resource_type
+        ):
             return False
         if (
             self.pattern_type not in (PatternType.ANY, PatternType.MATCH)
@@ -245,7 +255,10 @@ class AclBindingFilter:
             return name == binding.resource_name
         # MATCH: every stored pattern that would apply to the name.
         if binding.pattern_type == PatternType.LITERAL:
-            return name == binding.resource_name or binding.resource_name == WILDCARD_RESOURCE
+            return (
+                name == binding.resource_name
+                or binding.resource_name == WILDCARD_RESOURCE
+            )
         return name.startswith(binding.resource_name)  # PREFIXED
 
     def _entry_matches(self, binding: AclBinding) -> bool:

@@ -47,8 +47,10 @@ _ENTRY_KEYS = ("principal", "host", "operation", "permission")
 class AclsDocument(ConfigDocument[Acls]):
     filename = ACLS_FILE
     top_key = "acls"
-    header = ("# ACLs (Kafka's StandardAuthorizer model). Managed with `ktc acls` or\n"
-              "# kafka-acls.sh; reloaded on change or SIGHUP. Keys: TYPE:PATTERN_TYPE:NAME.\n")
+    header = (
+        "# ACLs (Kafka's StandardAuthorizer model). Managed with `ktc acls` or\n"
+        "# kafka-acls.sh; reloaded on change or SIGHUP. Keys: TYPE:PATTERN_TYPE:NAME.\n"
+    )
 
     def empty(self) -> Acls:
         return []
@@ -58,11 +60,15 @@ class AclsDocument(ConfigDocument[Acls]):
         for key, located in entries.items():
             parts = str(key).split(":", 2)
             if len(parts) != 3:
-                raise self.fail(located.line, str(key), "expected TYPE:PATTERN_TYPE:NAME")
+                raise self.fail(
+                    located.line, str(key), "expected TYPE:PATTERN_TYPE:NAME"
+                )
             resource_type = _member(ResourceType, parts[0])
             pattern_type = _member(PatternType, parts[1])
             if resource_type is None or pattern_type is None:
-                raise self.fail(located.line, str(key), "unknown resource or pattern type")
+                raise self.fail(
+                    located.line, str(key), "unknown resource or pattern type"
+                )
             body = located.value
             if body is None:
                 continue
@@ -70,43 +76,61 @@ class AclsDocument(ConfigDocument[Acls]):
                 raise self.fail(located.line, str(key), "expected a list of entries")
             for item in body:
                 if not isinstance(item, dict) or set(item) != set(_ENTRY_KEYS):
-                    raise self.fail(located.line, str(key),
-                                    "each entry has exactly " + ", ".join(_ENTRY_KEYS))
+                    raise self.fail(
+                        located.line,
+                        str(key),
+                        "each entry has exactly " + ", ".join(_ENTRY_KEYS),
+                    )
                 values = {name: item[name].value for name in _ENTRY_KEYS}
                 if not all(isinstance(value, str) for value in values.values()):
-                    raise self.fail(located.line, str(key), "entry values must be strings")
+                    raise self.fail(
+                        located.line, str(key), "entry values must be strings"
+                    )
                 operation = _member(AclOperation, values["operation"])
                 permission = _member(AclPermissionType, values["permission"])
                 if operation is None or permission is None:
-                    raise self.fail(item["operation"].line, str(key),
-                                    "unknown operation or permission")
+                    raise self.fail(
+                        item["operation"].line,
+                        str(key),
+                        "unknown operation or permission",
+                    )
                 binding = AclBinding(
-                    ResourceType(resource_type), parts[2], PatternType(pattern_type),
-                    values["principal"], values["host"], AclOperation(operation),
+                    ResourceType(resource_type),
+                    parts[2],
+                    PatternType(pattern_type),
+                    values["principal"],
+                    values["host"],
+                    AclOperation(operation),
                     AclPermissionType(permission),
                 )
                 try:
                     validate_new_acl(binding)
                 except AclError as exc:
-                    raise self.fail(item["principal"].line, str(key), str(exc)) from None
+                    raise self.fail(
+                        item["principal"].line, str(key), str(exc)
+                    ) from None
                 acls.append(binding)
         return acls
 
     def render(self, state: Acls) -> dict[str, Any]:
         out: dict[str, list[dict[str, str]]] = {}
         for binding in state:
-            out.setdefault(binding.pattern_key, []).append({
-                "principal": binding.principal,
-                "host": binding.host,
-                "operation": binding.operation.name,
-                "permission": binding.permission.name,
-            })
+            out.setdefault(binding.pattern_key, []).append(
+                {
+                    "principal": binding.principal,
+                    "host": binding.host,
+                    "operation": binding.operation.name,
+                    "permission": binding.permission.name,
+                }
+            )
         return out
 
 
 def _member(kind: Any, name: str) -> Any:
     member = kind.__members__.get(str(name).upper())
-    return None if member is None or member.name in ("UNKNOWN", "ANY", "MATCH") else member
+    return (
+        None if member is None or member.name in ("UNKNOWN", "ANY", "MATCH") else member
+    )
 
 
 class DurableAclStore(AclStore):
@@ -133,23 +157,40 @@ class DurableAclStore(AclStore):
                 acls = self._document.load()
             except ConfigFileError as exc:
                 self.last_error = str(exc)
-                log.error("ACL file not reloaded, its last good content stays in force: %s", exc)
+                log.error(
+                    "ACL file not reloaded, its last good content stays in force: %s",
+                    exc,
+                )
                 return False
             self.last_error = None
             if tuple(dict.fromkeys(acls)) == self._bindings:
                 return False
             self.replace(acls)
-            log.info("ACLs reloaded: %d ACLs (version %d)", len(self._bindings), self.version)
+            log.info(
+                "ACLs reloaded: %d ACLs (version %d)", len(self._bindings), self.version
+            )
             return True
 
     def _commit(self, bindings: tuple[AclBinding, ...]) -> None:
         self._document.save(list(bindings))
         self.replace(bindings)
 
-    async def watch(self, on_change: Callable[[], Awaitable[None] | None] = lambda: None,
-                    stop_event: asyncio.Event | None = None, *, debounce_ms: int = 300,
-                    force_polling: bool | None = None,
-                    ready: asyncio.Event | None = None) -> None:
+    async def watch(
+        self,
+        on_change: Callable[[], Awaitable[None] | None] = lambda: None,
+        stop_event: asyncio.Event | None = None,
+        *,
+        debounce_ms: int = 300,
+        force_polling: bool | None = None,
+        ready: asyncio.Event | None = None,
+    ) -> None:
         """Reload whenever the config directory changes (see subscriptions.config_watch)."""
-        await watch_config_dir(self.config_dir, self.reload, on_change, stop_event,
-                               debounce_ms=debounce_ms, force_polling=force_polling, ready=ready)
+        await watch_config_dir(
+            self.config_dir,
+            self.reload,
+            on_change,
+            stop_event,
+            debounce_ms=debounce_ms,
+            force_polling=force_polling,
+            ready=ready,
+        )

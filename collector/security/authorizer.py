@@ -47,8 +47,13 @@ audit = logging.getLogger("collector.security.audit")
 # The operations an ALLOW ACL implies besides its own (StandardAuthorizerData).
 _IMPLIED_BY: Final = {
     AclOperation.DESCRIBE: frozenset(
-        {AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
-         AclOperation.ALTER}
+        {
+            AclOperation.DESCRIBE,
+            AclOperation.READ,
+            AclOperation.WRITE,
+            AclOperation.DELETE,
+            AclOperation.ALTER,
+        }
     ),
     AclOperation.DESCRIBE_CONFIGS: frozenset(
         {AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS}
@@ -79,7 +84,9 @@ def _applies_to(binding: AclBinding, resource_type: ResourceType, name: str) -> 
 
 
 def _result(
-    binding: AclBinding, principals: tuple[tuple[str, str], ...], host: str,
+    binding: AclBinding,
+    principals: tuple[tuple[str, str], ...],
+    host: str,
     operation: AclOperation,
 ) -> AclPermissionType | None:
     """Step 3 (``findResult``): the ACL's permission if it matches the request, else None."""
@@ -128,19 +135,30 @@ class StandardAuthorizer:
             audit.info(
                 "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s:%s "
                 "for request = %s with resourceRefCount = 1 based on rule %s",
-                session.principal, operation.name, _host(session), resource_type.name,
-                PatternType.LITERAL.name, resource_name, request_name, rule,
+                session.principal,
+                operation.name,
+                _host(session),
+                resource_type.name,
+                PatternType.LITERAL.name,
+                resource_name,
+                request_name,
+                rule,
             )
         return allowed
 
-    def authorizer_for(self, request_name: str) -> Callable[[Session, AclOperation], bool]:
+    def authorizer_for(
+        self, request_name: str
+    ) -> Callable[[Session, AclOperation], bool]:
         """A CLUSTER check bound to one API's name (for the audit line)."""
         return lambda session, operation: self.authorize(
             session, operation, request_name=request_name
         )
 
     def _decide(
-        self, session: Session, operation: AclOperation, resource_type: ResourceType,
+        self,
+        session: Session,
+        operation: AclOperation,
+        resource_type: ResourceType,
         resource_name: str,
     ) -> tuple[str, bool]:
         principal = session.principal

@@ -94,13 +94,18 @@ def new_salt() -> bytes:
     return secrets.token_bytes(32)
 
 
-def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int) -> bytes:
+def salted_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> bytes:
     """RFC 5802 ``Hi(Normalize(password), salt, i)``: PBKDF2 with HMAC-H."""
-    return hashlib.pbkdf2_hmac(mechanism.hash_name, password.encode("utf-8"), salt, iterations)
+    return hashlib.pbkdf2_hmac(
+        mechanism.hash_name, password.encode("utf-8"), salt, iterations
+    )
 
 
-def scram_credential_from_salted_password(mechanism: ScramMechanism, salted: bytes, salt: bytes,
-                                          iterations: int) -> ScramCredential:
+def scram_credential_from_salted_password(
+    mechanism: ScramMechanism, salted: bytes, salt: bytes, iterations: int
+) -> ScramCredential:
     """The stored credential from a SaltedPassword (what AlterUserScramCredentials carries)."""
     client_key = hmac.digest(salted, b"Client Key", mechanism.hash_name)
     return ScramCredential(
@@ -111,11 +116,16 @@ def scram_credential_from_salted_password(mechanism: ScramMechanism, salted: byt
     )
 
 
-def scram_credential_from_password(mechanism: ScramMechanism, password: str, salt: bytes,
-                                   iterations: int) -> ScramCredential:
+def scram_credential_from_password(
+    mechanism: ScramMechanism, password: str, salt: bytes, iterations: int
+) -> ScramCredential:
     """The stored credential for a password (RFC 5802 section 3)."""
     return scram_credential_from_salted_password(
-        mechanism, salted_password(mechanism, password, salt, iterations), salt, iterations)
+        mechanism,
+        salted_password(mechanism, password, salt, iterations),
+        salt,
+        iterations,
+    )
 
 
 # A user's credentials: mechanism -> credential (at most one per mechanism, as Kafka).
@@ -124,8 +134,9 @@ UserCredentials = Mapping[ScramMechanism, ScramCredential]
 # Compared against when PLAIN names an unknown user, so the answer takes as long as for a
 # known one (same mechanism, same default iterations).
 _DUMMY_SALT = secrets.token_bytes(32)
-_DUMMY = scram_credential_from_password(ScramMechanism.SCRAM_SHA_512, secrets.token_hex(16),
-                                        _DUMMY_SALT, 4096)
+_DUMMY = scram_credential_from_password(
+    ScramMechanism.SCRAM_SHA_512, secrets.token_hex(16), _DUMMY_SALT, 4096
+)
 
 
 class CredentialStore:
@@ -146,7 +157,12 @@ class CredentialStore:
     def replace(self, users: Mapping[str, UserCredentials]) -> None:
         with self.lock:
             self._users = MappingProxyType(
-                {user: MappingProxyType(dict(creds)) for user, creds in users.items() if creds})
+                {
+                    user: MappingProxyType(dict(creds))
+                    for user, creds in users.items()
+                    if creds
+                }
+            )
             self.version += 1
 
     def write(self, users: Mapping[str, UserCredentials]) -> None:
@@ -157,7 +173,9 @@ class CredentialStore:
         """Every user with at least one credential (an immutable view)."""
         return self._users
 
-    def scram_credential(self, user: str, mechanism: ScramMechanism) -> ScramCredential | None:
+    def scram_credential(
+        self, user: str, mechanism: ScramMechanism
+    ) -> ScramCredential | None:
         """The user's credential for the mechanism, None if there is none."""
         creds = self._users.get(user)
         return None if creds is None else creds.get(mechanism)
@@ -175,8 +193,9 @@ class CredentialStore:
                 if candidate in creds:
                     mechanism, expected, known = candidate, creds[candidate], True
                     break
-        derived = scram_credential_from_password(mechanism, password, expected.salt,
-                                                 expected.iterations)
+        derived = scram_credential_from_password(
+            mechanism, password, expected.salt, expected.iterations
+        )
         # Both keys compared, always, so the time does not tell which one differed.
         stored_ok = hmac.compare_digest(derived.stored_key, expected.stored_key)
         server_ok = hmac.compare_digest(derived.server_key, expected.server_key)

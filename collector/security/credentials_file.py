@@ -34,7 +34,11 @@ from collector.security.credentials import (
 from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
 from subscriptions.config_watch import watch_config_dir
 
-__all__ = ["SCRAM_CREDENTIALS_FILE", "DurableCredentialStore", "ScramCredentialsDocument"]
+__all__ = [
+    "SCRAM_CREDENTIALS_FILE",
+    "DurableCredentialStore",
+    "ScramCredentialsDocument",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +52,10 @@ _FIELDS = ("iterations", "salt", "stored_key", "server_key")
 class ScramCredentialsDocument(ConfigDocument[Users]):
     filename = SCRAM_CREDENTIALS_FILE
     top_key = "users"
-    header = ("# SCRAM credentials: salted keys only, never a password. Managed with\n"
-              "# `ktc users` or kafka-configs.sh --entity-type users; reloaded on change or SIGHUP.\n")
+    header = (
+        "# SCRAM credentials: salted keys only, never a password. Managed with\n"
+        "# `ktc users` or kafka-configs.sh --entity-type users; reloaded on change or SIGHUP.\n"
+    )
 
     def empty(self) -> Users:
         return {}
@@ -58,49 +64,77 @@ class ScramCredentialsDocument(ConfigDocument[Users]):
         users: Users = {}
         for user, located in entries.items():
             if not isinstance(user, str) or not user:
-                raise self.fail(located.line, str(user), "a user name must be a non-empty string")
+                raise self.fail(
+                    located.line, str(user), "a user name must be a non-empty string"
+                )
             body = located.value
             if body is None:
                 continue
             if not isinstance(body, dict):
-                raise self.fail(located.line, user, "expected a mapping of SCRAM mechanisms")
+                raise self.fail(
+                    located.line, user, "expected a mapping of SCRAM mechanisms"
+                )
             creds: dict[ScramMechanism, ScramCredential] = {}
             for name, value in body.items():
                 mechanism = ScramMechanism.from_name(str(name))
                 key = f"{user}.{name}"
                 if mechanism is None:
-                    raise self.fail(value.line, key, "unknown SCRAM mechanism "
-                                    "(SCRAM-SHA-256 or SCRAM-SHA-512)")
+                    raise self.fail(
+                        value.line,
+                        key,
+                        "unknown SCRAM mechanism (SCRAM-SHA-256 or SCRAM-SHA-512)",
+                    )
                 creds[mechanism] = self._credential(mechanism, value, key)
             if creds:
                 users[user] = creds
         return users
 
-    def _credential(self, mechanism: ScramMechanism, located: Located, key: str) -> ScramCredential:
+    def _credential(
+        self, mechanism: ScramMechanism, located: Located, key: str
+    ) -> ScramCredential:
         body = located.value
         if not isinstance(body, dict) or set(body) != set(_FIELDS):
             raise self.fail(located.line, key, "expected exactly " + ", ".join(_FIELDS))
         iterations = body["iterations"].value
-        if (not isinstance(iterations, int) or isinstance(iterations, bool)
-                or not mechanism.min_iterations <= iterations <= mechanism.max_iterations):
-            raise self.fail(body["iterations"].line, f"{key}.iterations",
-                            f"an integer from {mechanism.min_iterations} to "
-                            f"{mechanism.max_iterations}")
+        if (
+            not isinstance(iterations, int)
+            or isinstance(iterations, bool)
+            or not mechanism.min_iterations <= iterations <= mechanism.max_iterations
+        ):
+            raise self.fail(
+                body["iterations"].line,
+                f"{key}.iterations",
+                f"an integer from {mechanism.min_iterations} to "
+                f"{mechanism.max_iterations}",
+            )
         decoded: dict[str, bytes] = {}
         for field_name in ("salt", "stored_key", "server_key"):
             text = body[field_name].value
             try:
                 decoded[field_name] = base64.b64decode(str(text), validate=True)
             except (binascii.Error, ValueError):
-                raise self.fail(body[field_name].line, f"{key}.{field_name}",
-                                "not valid base64") from None
-            if field_name != "salt" and len(decoded[field_name]) != mechanism.digest_size:
-                raise self.fail(body[field_name].line, f"{key}.{field_name}",
-                                f"expected {mechanism.digest_size} bytes")
+                raise self.fail(
+                    body[field_name].line, f"{key}.{field_name}", "not valid base64"
+                ) from None
+            if (
+                field_name != "salt"
+                and len(decoded[field_name]) != mechanism.digest_size
+            ):
+                raise self.fail(
+                    body[field_name].line,
+                    f"{key}.{field_name}",
+                    f"expected {mechanism.digest_size} bytes",
+                )
         if not decoded["salt"]:
-            raise self.fail(body["salt"].line, f"{key}.salt", "the salt must not be empty")
-        return ScramCredential(salt=decoded["salt"], stored_key=decoded["stored_key"],
-                               server_key=decoded["server_key"], iterations=iterations)
+            raise self.fail(
+                body["salt"].line, f"{key}.salt", "the salt must not be empty"
+            )
+        return ScramCredential(
+            salt=decoded["salt"],
+            stored_key=decoded["stored_key"],
+            server_key=decoded["server_key"],
+            iterations=iterations,
+        )
 
     def render(self, state: Users) -> dict[str, Any]:
         def encode(data: bytes) -> str:
@@ -114,7 +148,9 @@ class ScramCredentialsDocument(ConfigDocument[Users]):
                     "stored_key": encode(cred.stored_key),
                     "server_key": encode(cred.server_key),
                 }
-                for mechanism, cred in sorted(creds.items(), key=lambda item: item[0].type_id)
+                for mechanism, cred in sorted(
+                    creds.items(), key=lambda item: item[0].type_id
+                )
             }
             for user, creds in state.items()
         }
@@ -146,29 +182,50 @@ class DurableCredentialStore(CredentialStore):
                 users = self._document.load()
             except ConfigFileError as exc:
                 self.last_error = str(exc)
-                log.error("credentials file not reloaded, its last good content stays in "
-                          "force: %s", exc)
+                log.error(
+                    "credentials file not reloaded, its last good content stays in "
+                    "force: %s",
+                    exc,
+                )
                 return False
             self.last_error = None
             if users == _plain(self.users()):
                 return False
             self.replace(users)
-            log.info("SCRAM credentials reloaded: %d users (version %d)", len(users), self.version)
+            log.info(
+                "SCRAM credentials reloaded: %d users (version %d)",
+                len(users),
+                self.version,
+            )
             return True
 
     def write(self, users: Mapping[str, UserCredentials]) -> None:
         """Persist ``users`` (atomically, durably), then put them in force."""
         with self.lock:
-            self._document.save({user: dict(creds) for user, creds in users.items() if creds})
+            self._document.save(
+                {user: dict(creds) for user, creds in users.items() if creds}
+            )
             self.replace(users)
 
-    async def watch(self, on_change: Callable[[], Awaitable[None] | None] = lambda: None,
-                    stop_event: asyncio.Event | None = None, *, debounce_ms: int = 300,
-                    force_polling: bool | None = None,
-                    ready: asyncio.Event | None = None) -> None:
+    async def watch(
+        self,
+        on_change: Callable[[], Awaitable[None] | None] = lambda: None,
+        stop_event: asyncio.Event | None = None,
+        *,
+        debounce_ms: int = 300,
+        force_polling: bool | None = None,
+        ready: asyncio.Event | None = None,
+    ) -> None:
         """Reload whenever the config directory changes (see subscriptions.config_watch)."""
-        await watch_config_dir(self.config_dir, self.reload, on_change, stop_event,
-                               debounce_ms=debounce_ms, force_polling=force_polling, ready=ready)
+        await watch_config_dir(
+            self.config_dir,
+            self.reload,
+            on_change,
+            stop_event,
+            debounce_ms=debounce_ms,
+            force_polling=force_polling,
+            ready=ready,
+        )
 
 
 def _plain(users: Mapping[str, UserCredentials]) -> Users:

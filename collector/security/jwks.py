@@ -46,7 +46,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_JWKS_BYTES = 1 << 20  # a provider's set is a few KiB; a MiB is far more than any needs
+MAX_JWKS_BYTES = (
+    1 << 20
+)  # a provider's set is a few KiB; a MiB is far more than any needs
 MAX_KEYS = 256
 FETCH_TIMEOUT_S = 10.0
 _SCHEMES = ("file", "http", "https")
@@ -113,14 +115,20 @@ class JwksSource:
                 with path.open("rb") as handle:
                     body = handle.read(MAX_JWKS_BYTES + 1)
             else:
-                request = urllib.request.Request(self.url, headers={"Accept": "application/json"})
+                request = urllib.request.Request(
+                    self.url, headers={"Accept": "application/json"}
+                )
                 # The scheme is http or https (checked when the source was made).
-                with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310
+                with urllib.request.urlopen(
+                    request, timeout=FETCH_TIMEOUT_S
+                ) as response:  # noqa: S310
                     body = response.read(MAX_JWKS_BYTES + 1)
         except OSError as exc:
             raise JwksError(f"{self.url}: cannot read the JWKS: {exc}") from None
         if len(body) > MAX_JWKS_BYTES:
-            raise JwksError(f"{self.url}: the JWKS is larger than {MAX_JWKS_BYTES} bytes")
+            raise JwksError(
+                f"{self.url}: the JWKS is larger than {MAX_JWKS_BYTES} bytes"
+            )
         return body
 
 

@@ -33,9 +33,16 @@ import jwt
 
 from collector.security.jwks import JwksSource
 
-__all__ = ["DEFAULT_CLOCK_SKEW_SECONDS", "InvalidToken", "JwtValidator", "OAuthBearerToken"]
+__all__ = [
+    "DEFAULT_CLOCK_SKEW_SECONDS",
+    "InvalidToken",
+    "JwtValidator",
+    "OAuthBearerToken",
+]
 
-DEFAULT_CLOCK_SKEW_SECONDS = 30  # SaslConfigs.DEFAULT_SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS
+DEFAULT_CLOCK_SKEW_SECONDS = (
+    30  # SaslConfigs.DEFAULT_SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS
+)
 
 
 class InvalidToken(Exception):

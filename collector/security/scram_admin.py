@@ -43,7 +43,9 @@ __all__ = [
 ]
 
 _ALTERED_TWICE = "A user credential cannot be altered twice in the same request"
-_DESCRIBED_TWICE = "Cannot describe SCRAM credentials for the same user twice in a single request: "
+_DESCRIBED_TWICE = (
+    "Cannot describe SCRAM credentials for the same user twice in a single request: "
+)
 _NOT_DESCRIBED = "Attempt to describe a user credential that does not exist: "
 
 
@@ -59,11 +61,15 @@ class CredentialUpsertion:
     mechanism_type: int
     iterations: int
     salt: bytes
-    salted_password: bytes = b""  # the client's Hi(password, salt, i), never the password
+    salted_password: bytes = (
+        b""  # the client's Hi(password, salt, i), never the password
+    )
 
     def __repr__(self) -> str:  # the salted password is as good as the password
-        return (f"CredentialUpsertion(user={self.user!r}, mechanism_type={self.mechanism_type}, "
-                f"iterations={self.iterations})")
+        return (
+            f"CredentialUpsertion(user={self.user!r}, mechanism_type={self.mechanism_type}, "
+            f"iterations={self.iterations})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +87,9 @@ class DescribeResult:
     credentials: tuple[tuple[ScramMechanism, int], ...]  # (mechanism, iterations)
 
 
-def _check_user_and_mechanism(user: str, mechanism: ScramMechanism | None
-                              ) -> tuple[Errors, str] | None:
+def _check_user_and_mechanism(
+    user: str, mechanism: ScramMechanism | None
+) -> tuple[Errors, str] | None:
     if not user:
         return Errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     if mechanism is None:
@@ -102,8 +109,11 @@ def _check_upsertion(upsertion: CredentialUpsertion) -> tuple[Errors, str] | Non
     return None
 
 
-def alter_credentials(store: CredentialStore, deletions: Sequence[CredentialDeletion],
-                      upsertions: Sequence[CredentialUpsertion]) -> list[UserResult]:
+def alter_credentials(
+    store: CredentialStore,
+    deletions: Sequence[CredentialDeletion],
+    upsertions: Sequence[CredentialUpsertion],
+) -> list[UserResult]:
     """Apply one AlterUserScramCredentials request to ``store``; a result per user."""
     with store.lock:  # one read-modify-write against concurrent alterations
         current = store.users()
@@ -119,8 +129,10 @@ def alter_credentials(store: CredentialStore, deletions: Sequence[CredentialDele
             mechanism = ScramMechanism.from_type_id(deletion.mechanism_type)
             error = _check_user_and_mechanism(deletion.user, mechanism)
             if error is None and mechanism not in current.get(deletion.user, {}):
-                error = (Errors.RESOURCE_NOT_FOUND,
-                         "Attempt to delete a user credential that does not exist")
+                error = (
+                    Errors.RESOURCE_NOT_FOUND,
+                    "Attempt to delete a user credential that does not exist",
+                )
             if error is not None:
                 errors[deletion.user] = error
             else:
@@ -128,8 +140,10 @@ def alter_credentials(store: CredentialStore, deletions: Sequence[CredentialDele
         for upsertion in upsertions:
             if upsertion.user in errors:
                 continue
-            if (to_delete.pop(upsertion.user, None) is not None
-                    or to_upsert.pop(upsertion.user, None) is not None):
+            if (
+                to_delete.pop(upsertion.user, None) is not None
+                or to_upsert.pop(upsertion.user, None) is not None
+            ):
                 errors[upsertion.user] = (Errors.DUPLICATE_RESOURCE, _ALTERED_TWICE)
                 continue
             error = _check_upsertion(upsertion)
@@ -142,12 +156,15 @@ def alter_credentials(store: CredentialStore, deletions: Sequence[CredentialDele
             for deletion in to_delete.values():
                 users[deletion.user].pop(_mechanism(deletion.mechanism_type), None)
             for upsertion in to_upsert.values():
-                users.setdefault(upsertion.user, {})[_mechanism(upsertion.mechanism_type)] = (
-                    _credential(upsertion))
+                users.setdefault(upsertion.user, {})[
+                    _mechanism(upsertion.mechanism_type)
+                ] = _credential(upsertion)
             store.write(users)
     results = [UserResult(user, Errors.NONE, None) for user in to_delete]
     results += [UserResult(user, Errors.NONE, None) for user in to_upsert]
-    results += [UserResult(user, code, message) for user, (code, message) in errors.items()]
+    results += [
+        UserResult(user, code, message) for user, (code, message) in errors.items()
+    ]
     return results
 
 
@@ -159,12 +176,16 @@ def _mechanism(type_id: int) -> ScramMechanism:
 
 def _credential(upsertion: CredentialUpsertion) -> ScramCredential:
     return scram_credential_from_salted_password(
-        _mechanism(upsertion.mechanism_type), upsertion.salted_password, upsertion.salt,
-        upsertion.iterations)
+        _mechanism(upsertion.mechanism_type),
+        upsertion.salted_password,
+        upsertion.salt,
+        upsertion.iterations,
+    )
 
 
-def describe_credentials(store: CredentialStore, users: Sequence[str] | None
-                         ) -> list[DescribeResult]:
+def describe_credentials(
+    store: CredentialStore, users: Sequence[str] | None
+) -> list[DescribeResult]:
     """DescribeUserScramCredentials: the named users (None or empty: every user)."""
     current = store.users()
     named: dict[str, bool] = {}  # user -> named twice
@@ -176,15 +197,24 @@ def describe_credentials(store: CredentialStore, users: Sequence[str] | None
     results = []
     for user, twice in named.items():
         if twice:
-            results.append(DescribeResult(user, Errors.DUPLICATE_RESOURCE,
-                                          _DESCRIBED_TWICE + user, ()))
+            results.append(
+                DescribeResult(
+                    user, Errors.DUPLICATE_RESOURCE, _DESCRIBED_TWICE + user, ()
+                )
+            )
             continue
         creds = current.get(user, {})
         if not creds:
-            results.append(DescribeResult(user, Errors.RESOURCE_NOT_FOUND,
-                                          _NOT_DESCRIBED + user, ()))
+            results.append(
+                DescribeResult(
+                    user, Errors.RESOURCE_NOT_FOUND, _NOT_DESCRIBED + user, ()
+                )
+            )
             continue
-        infos = tuple((mechanism, creds[mechanism].iterations)
-                      for mechanism in ScramMechanism if mechanism in creds)
+        infos = tuple(
+            (mechanism, creds[mechanism].iterations)
+            for mechanism in ScramMechanism
+            if mechanism in creds
+        )
         results.append(DescribeResult(user, Errors.NONE, None, infos))
     return results

@@ -15,7 +15,12 @@ from dataclasses import dataclass
 
 from collector.security.credentials import ScramMechanism
 
-__all__ = ["DEFAULT_ITERATIONS", "ScramConfig", "parse_add_config", "parse_delete_config"]
+__all__ = [
+    "DEFAULT_ITERATIONS",
+    "ScramConfig",
+    "parse_add_config",
+    "parse_delete_config",
+]
 
 DEFAULT_ITERATIONS = 4096
 
@@ -53,8 +58,9 @@ def _split_outside_brackets(text: str) -> list[str]:
 def _mechanism(name: str) -> ScramMechanism:
     mechanism = ScramMechanism.from_name(name.strip())
     if mechanism is None:
-        raise ValueError(f"unknown SCRAM mechanism {name.strip()!r} "
-                         "(SCRAM-SHA-256 or SCRAM-SHA-512)")
+        raise ValueError(
+            f"unknown SCRAM mechanism {name.strip()!r} (SCRAM-SHA-256 or SCRAM-SHA-512)"
+        )
     return mechanism
 
 
@@ -66,8 +72,10 @@ def parse_add_config(text: str) -> list[ScramConfig]:
         mechanism = _mechanism(name)
         value = value.strip()
         if not sep or not (value.startswith("[") and value.endswith("]")):
-            raise ValueError(f"{mechanism.mechanism_name}: expected "
-                             f"{mechanism.mechanism_name}=[iterations=N,password=...]")
+            raise ValueError(
+                f"{mechanism.mechanism_name}: expected "
+                f"{mechanism.mechanism_name}=[iterations=N,password=...]"
+            )
         if mechanism in configs:
             raise ValueError(f"{mechanism.mechanism_name} is given twice")
         options: dict[str, str] = {}
@@ -76,8 +84,10 @@ def parse_add_config(text: str) -> list[ScramConfig]:
             key = key.strip()
             if not eq or key not in ("iterations", "password"):
                 # Not echoed: after a ',' in a password, the "key" is part of it.
-                raise ValueError(f"{mechanism.mechanism_name}: expected only iterations=N and "
-                                 "password=... (a password cannot contain ',' or ']')")
+                raise ValueError(
+                    f"{mechanism.mechanism_name}: expected only iterations=N and "
+                    "password=... (a password cannot contain ',' or ']')"
+                )
             if key in options:
                 raise ValueError(f"{mechanism.mechanism_name}: {key} is given twice")
             options[key] = option
@@ -85,9 +95,13 @@ def parse_add_config(text: str) -> list[ScramConfig]:
             raise ValueError(f"{mechanism.mechanism_name}: password is required")
         iterations_text = options.get("iterations", str(DEFAULT_ITERATIONS)).strip()
         if not iterations_text.isdigit():
-            raise ValueError(f"{mechanism.mechanism_name}: iterations must be a number, "
-                             f"got {iterations_text!r}")
-        configs[mechanism] = ScramConfig(mechanism, int(iterations_text), options["password"])
+            raise ValueError(
+                f"{mechanism.mechanism_name}: iterations must be a number, "
+                f"got {iterations_text!r}"
+            )
+        configs[mechanism] = ScramConfig(
+            mechanism, int(iterations_text), options["password"]
+        )
     return list(configs.values())
 
 

@@ -69,7 +69,9 @@ def redact(value: Any, key: str = "") -> Any:
 def declared_providers(data: Mapping[str, Any]) -> set[str]:
     """``config.providers`` (a comma list, as Kafka) and each provider's class, checked:
     ``env`` is the one provider here."""
-    stray = sorted(k for k in data if k != PROVIDERS_KEY and _PROVIDER_CLASS.fullmatch(k) is None)
+    stray = sorted(
+        k for k in data if k != PROVIDERS_KEY and _PROVIDER_CLASS.fullmatch(k) is None
+    )
     if stray:
         raise ProviderError(
             f"{', '.join(stray)}: not supported (config.providers and "
@@ -88,7 +90,9 @@ def declared_providers(data: Mapping[str, Any]) -> set[str]:
     for name in names:
         cls = data.get(f"{PROVIDERS_KEY}.{name}.class")
         if cls is not None and cls != ENV_PROVIDER_CLASS:
-            raise ProviderError(f"{PROVIDERS_KEY}.{name}.class: must be {ENV_PROVIDER_CLASS}")
+            raise ProviderError(
+                f"{PROVIDERS_KEY}.{name}.class: must be {ENV_PROVIDER_CLASS}"
+            )
     return names
 
 
@@ -99,7 +103,8 @@ def resolve_references(
     too); :class:`ProviderError` names ``key`` and the variable, never the value."""
     if isinstance(value, Mapping):
         return {
-            k: resolve_references(v, f"{key}.{k}", providers, environ) for k, v in value.items()
+            k: resolve_references(v, f"{key}.{k}", providers, environ)
+            for k, v in value.items()
         }
     if isinstance(value, list):
         return [resolve_references(v, key, providers, environ) for v in value]

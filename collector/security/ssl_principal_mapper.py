@@ -77,7 +77,9 @@ def _escape_literal_back_references(replacement: str, groups: int) -> str:
     return value
 
 
-def _compile_replacement(replacement: str, groups: int, names: set[str]) -> tuple[_Part, ...]:
+def _compile_replacement(
+    replacement: str, groups: int, names: set[str]
+) -> tuple[_Part, ...]:
     """Java's ``Matcher.appendReplacement`` syntax: ``\\x`` is x, ``$n`` the longest group
     number that exists, ``${name}`` a named group; anything else after ``$`` is an error."""
     parts: list[_Part] = []
@@ -88,7 +90,9 @@ def _compile_replacement(replacement: str, groups: int, names: set[str]) -> tupl
         if char == "\\":
             i += 1
             if i == len(replacement):
-                raise InvalidMappingRule(f"character to be escaped is missing in {replacement!r}")
+                raise InvalidMappingRule(
+                    f"character to be escaped is missing in {replacement!r}"
+                )
             literal.append(replacement[i])
             i += 1
             continue
@@ -98,7 +102,9 @@ def _compile_replacement(replacement: str, groups: int, names: set[str]) -> tupl
             continue
         i += 1
         if i == len(replacement):
-            raise InvalidMappingRule(f"group index is missing after $ in {replacement!r}")
+            raise InvalidMappingRule(
+                f"group index is missing after $ in {replacement!r}"
+            )
         if literal:
             parts.append("".join(literal))
             literal = []
@@ -171,7 +177,9 @@ class _Rule:
             if isinstance(part, str):
                 out.append(part)
             else:
-                out.append(match.group(part if isinstance(part, int) else part[0]) or "")
+                out.append(
+                    match.group(part if isinstance(part, int) else part[0]) or ""
+                )
         return "".join(out)
 
     def __str__(self) -> str:  # Kafka's Rule.toString()
@@ -203,7 +211,7 @@ def _parse(rule: str) -> _Rule | None:
         raise InvalidMappingRule(f"Invalid rule: {rule}")
     if match.end() != len(rule):
         raise InvalidMappingRule(
-            f"Invalid rule: `{rule}`, unmatched substring: `{rule[match.end():]}`"
+            f"Invalid rule: `{rule}`, unmatched substring: `{rule[match.end() :]}`"
         )
     if match.group(1) is not None:
         return _Rule(None)
@@ -213,7 +221,9 @@ def _parse(rule: str) -> _Rule | None:
     try:
         pattern = re.compile(_JAVA_NAMED_GROUP.sub("(?P<", source))
     except re.error as exc:
-        raise InvalidMappingRule(f"Invalid rule: `{rule}`: pattern {source!r}: {exc}") from None
+        raise InvalidMappingRule(
+            f"Invalid rule: `{rule}`: pattern {source!r}: {exc}"
+        ) from None
     escaped = _escape_literal_back_references(replacement, pattern.groups)
     try:
         parts = _compile_replacement(escaped, pattern.groups, set(pattern.groupindex))
@@ -236,7 +246,9 @@ class SslPrincipalMapper:
             mapped = rule.apply(distinguished_name)
             if mapped is not None:
                 return mapped
-        raise NoMatchingRule(f"No rules apply to {distinguished_name}, rules {self._listing()}")
+        raise NoMatchingRule(
+            f"No rules apply to {distinguished_name}, rules {self._listing()}"
+        )
 
     def _listing(self) -> str:
         return "[" + ", ".join(map(str, self._rules)) + "]"

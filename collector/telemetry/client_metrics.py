@@ -245,7 +245,9 @@ class _InstanceCache:
 
     __slots__ = ("_entries", "_ids", "_on_evict", "maxsize")
 
-    def __init__(self, maxsize: int, on_evict: Callable[[ClientMetricsInstance], None]) -> None:
+    def __init__(
+        self, maxsize: int, on_evict: Callable[[ClientMetricsInstance], None]
+    ) -> None:
         if maxsize < 1:
             raise ValueError(f"instance cache size must be at least 1, got {maxsize}")
         self.maxsize = maxsize
@@ -275,7 +277,9 @@ class _InstanceCache:
         """The instance without refreshing its LRU position."""
         return self._entries.get(instance_id.int)
 
-    def __setitem__(self, instance_id: uuid.UUID, instance: ClientMetricsInstance) -> None:
+    def __setitem__(
+        self, instance_id: uuid.UUID, instance: ClientMetricsInstance
+    ) -> None:
         key = instance_id.int
         entries = self._entries
         if key in entries:
@@ -453,7 +457,12 @@ class ClientMetricsManager(PushTelemetryHandler):
         compression_type = request.compression_type
         try:
             self._validate_push(
-                instance, request.subscription_id, terminating, compression_type, metrics, now_ms
+                instance,
+                request.subscription_id,
+                terminating,
+                compression_type,
+                metrics,
+                now_ms,
             )
         except _PushRejected as rejected:
             log.debug("push from %s rejected: %s", instance.instance_id_str, rejected)
@@ -506,7 +515,8 @@ class ClientMetricsManager(PushTelemetryHandler):
             self._stats.record_throttle(instance.instance_id_str)
             instance.gated += 1
             raise _PushRejected(
-                Errors.THROTTLING_QUOTA_EXCEEDED, "push arrived before the push interval elapsed"
+                Errors.THROTTLING_QUOTA_EXCEEDED,
+                "push arrived before the push interval elapsed",
             )
         if subscription_id != instance.subscription_id:
             self._stats.record_unknown_subscription()
@@ -577,7 +587,9 @@ class ClientMetricsManager(PushTelemetryHandler):
         except TelemetryTooLargeError as exc:
             self._stats.record_plugin_error(instance.instance_id_str)
             log.warning(
-                "push from client instance %s not exported: %s", instance.instance_id_str, exc
+                "push from client instance %s not exported: %s",
+                instance.instance_id_str,
+                exc,
             )
             return Errors.TELEMETRY_TOO_LARGE
         except Exception as error:  # noqa: BLE001 - Kafka catches Throwable here
@@ -592,7 +604,9 @@ class ClientMetricsManager(PushTelemetryHandler):
         if not result.ok:
             self._stats.record_plugin_error(instance.instance_id_str)
             log.error(
-                "exporter failed for client instance %s: %s", instance.instance_id_str, result.error
+                "exporter failed for client instance %s: %s",
+                instance.instance_id_str,
+                result.error,
             )
             if result.retriable:
                 # The landing log cannot write now (full or failing disk). 87 or 42 would stop
@@ -603,7 +617,9 @@ class ClientMetricsManager(PushTelemetryHandler):
                 # ask for the subscription again after one push interval, then push.
                 return Errors.THROTTLING_QUOTA_EXCEEDED
             return Errors.INVALID_RECORD
-        self._stats.record_plugin_export(instance.instance_id_str, _perf_counter() - started)
+        self._stats.record_plugin_export(
+            instance.instance_id_str, _perf_counter() - started
+        )
         return None
 
     # ------------------------------------------------------------------ lifetime
@@ -666,7 +682,9 @@ class ClientMetricsManager(PushTelemetryHandler):
                 client_source_address=session.client_source_address or None,
                 client_source_port=str(session.client_source_port),
             )
-            instance = self._create(instance_id, metadata, session.connection_id, version, None)
+            instance = self._create(
+                instance_id, metadata, session.connection_id, version, None
+            )
             instance.listener_name = session.listener_name
             instance.principal = session.principal
             instance.first_seen_ms = now_ms
@@ -683,7 +701,9 @@ class ClientMetricsManager(PushTelemetryHandler):
             )
             instance.inherit_counters(previous)
 
-        instance.expires_at_ms = now_ms + max(self._cache_expiry_ms, 3 * instance.push_interval_ms)
+        instance.expires_at_ms = now_ms + max(
+            self._cache_expiry_ms, 3 * instance.push_interval_ms
+        )
         if instance.scheduled_at_ms is None:
             instance.scheduled_at_ms = instance.expires_at_ms
             heapq.heappush(self._expiry_heap, (instance.expires_at_ms, instance_id))
@@ -699,15 +719,25 @@ class ClientMetricsManager(PushTelemetryHandler):
     ) -> ClientMetricsInstance:
         subscription = self.subscription_for(metadata, instance_id)
         instance = ClientMetricsInstance(
-            instance_id, metadata.client_instance_id, metadata, connection_id, subscription, version
+            instance_id,
+            metadata.client_instance_id,
+            metadata,
+            connection_id,
+            subscription,
+            version,
         )
-        instance.scheduled_at_ms = scheduled_at_ms  # inherit the live heap entry, if any
+        instance.scheduled_at_ms = (
+            scheduled_at_ms  # inherit the live heap entry, if any
+        )
         self._cache[instance_id] = instance
         self._connection_instances[connection_id] = instance_id
         return instance
 
     def _evicted(self, instance: ClientMetricsInstance) -> None:
-        if self._connection_instances.get(instance.connection_id) == instance.client_instance_id:
+        if (
+            self._connection_instances.get(instance.connection_id)
+            == instance.client_instance_id
+        ):
             del self._connection_instances[instance.connection_id]
         self._stats.instance_removed(instance.instance_id_str)
 
@@ -717,7 +747,9 @@ class ClientMetricsManager(PushTelemetryHandler):
 _perf_counter: Final = time.perf_counter
 _NO_ERROR: Final = Errors.NONE
 _PUSH_OK = PushTelemetryResponse(throttle_time_ms=0, error_code=Errors.NONE)
-_PUSH_ERRORS = {e: PushTelemetryResponse(throttle_time_ms=0, error_code=e) for e in Errors}
+_PUSH_ERRORS = {
+    e: PushTelemetryResponse(throttle_time_ms=0, error_code=e) for e in Errors
+}
 
 
 def _push_error(error: Errors) -> PushTelemetryResponse:

@@ -91,7 +91,9 @@ class _Histogram:
     def buckets(self) -> list[tuple[str, float]]:
         out: list[tuple[str, float]] = []
         running = 0.0
-        for bound, count in zip((*EXPORT_BUCKETS_SECONDS, float("inf")), self.counts, strict=True):
+        for bound, count in zip(
+            (*EXPORT_BUCKETS_SECONDS, float("inf")), self.counts, strict=True
+        ):
             running += count
             out.append(("+Inf" if bound == float("inf") else repr(bound), running))
         return out
@@ -106,7 +108,9 @@ class ClientMetricsStats:
         *,
         instance_labels: bool = False,
     ) -> None:
-        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.registry = (
+            registry if registry is not None else CollectorRegistry(auto_describe=True)
+        )
         self._instance_labels = instance_labels
         self.instance_count: Callable[[], int] = lambda: 0
         self.unknown_subscription_requests = 0
@@ -151,7 +155,9 @@ class ClientMetricsStats:
 
     def _export_times(self) -> dict[str, _Histogram]:
         # Series with at least one export (the aggregate exists from the start).
-        return {key: hist for key, hist in self.plugin_export_time.items() if hist.count}
+        return {
+            key: hist for key, hist in self.plugin_export_time.items() if hist.count
+        }
 
     def _export_counts(self) -> dict[str, int]:
         return {key: hist.count for key, hist in self._export_times().items()}
@@ -181,7 +187,11 @@ class ClientMetricsStats:
                 "Get/Push requests rejected with THROTTLING_QUOTA_EXCEEDED (too early)",
                 self.throttles,
             ),
-            ("plugin_export", "Pushes handed to the exporter successfully", self._export_counts()),
+            (
+                "plugin_export",
+                "Pushes handed to the exporter successfully",
+                self._export_counts(),
+            ),
             (
                 "plugin_error",
                 "Pushes answered INVALID_RECORD (decompression, payload or exporter failure)",

@@ -42,7 +42,9 @@ __all__ = ["decode_attributes", "decode_value", "encode_attributes", "encode_val
 
 
 def _json(message: Any) -> str:
-    return json_format.MessageToJson(message, indent=None, preserving_proto_field_name=False)
+    return json_format.MessageToJson(
+        message, indent=None, preserving_proto_field_name=False
+    )
 
 
 # kind -> (AnyValue oneof field, value -> text); the order of the oneof in the .proto.
@@ -130,7 +132,9 @@ def decode_attributes(
     if not values:
         return
     items = values.items() if isinstance(values, Mapping) else values
-    kinds = dict(types.items() if isinstance(types, Mapping) else types) if types else {}
+    kinds = (
+        dict(types.items() if isinstance(types, Mapping) else types) if types else {}
+    )
     for key, text in items:
         kv = into.add()
         kv.key = key

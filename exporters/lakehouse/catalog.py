@@ -69,15 +69,38 @@ _METRICS_COLUMNS: tuple[tuple[str, str, dict[str, str] | None], ...] = (
     ("metric_type", "STRING", {t.kind: f"'{t.kind}'" for t in POINT_TABLES}),
     ("metric_unit", "STRING", None),
     ("metric_description", "STRING", None),
-    ("value", "DOUBLE", {"gauge": _NUMBER_VALUE, "sum": _NUMBER_VALUE, "histogram": _MEAN,
-                         "exponential_histogram": _MEAN, "summary": _MEAN}),
+    (
+        "value",
+        "DOUBLE",
+        {
+            "gauge": _NUMBER_VALUE,
+            "sum": _NUMBER_VALUE,
+            "histogram": _MEAN,
+            "exponential_histogram": _MEAN,
+            "summary": _MEAN,
+        },
+    ),
     ("value_int", "BIGINT", {"gauge": "as_int", "sum": "as_int"}),
-    ("count", "BIGINT", {k: "count" for k in ("histogram", "exponential_histogram", "summary")}),
-    ("sum", "DOUBLE", {k: "sum" for k in ("histogram", "exponential_histogram", "summary")}),
+    (
+        "count",
+        "BIGINT",
+        {k: "count" for k in ("histogram", "exponential_histogram", "summary")},
+    ),
+    (
+        "sum",
+        "DOUBLE",
+        {k: "sum" for k in ("histogram", "exponential_histogram", "summary")},
+    ),
     ("min", "DOUBLE", {k: "min" for k in ("histogram", "exponential_histogram")}),
     ("max", "DOUBLE", {k: "max" for k in ("histogram", "exponential_histogram")}),
-    ("aggregation_temporality", "INT",
-     {k: "aggregation_temporality" for k in ("sum", "histogram", "exponential_histogram")}),
+    (
+        "aggregation_temporality",
+        "INT",
+        {
+            k: "aggregation_temporality"
+            for k in ("sum", "histogram", "exponential_histogram")
+        },
+    ),
     ("is_monotonic", "BOOLEAN", {"sum": "is_monotonic"}),
     ("attributes", "MAP<STRING,STRING>", None),
     ("attributes_types", "MAP<STRING,STRING>", None),
@@ -121,19 +144,34 @@ def metrics_view_sql(database: str) -> str:
             if expressions is None:
                 select.append(f"`{column}`")
             elif table.kind in expressions:
-                select.append(f"CAST({expressions[table.kind]} AS {sql_type}) AS `{column}`")
+                select.append(
+                    f"CAST({expressions[table.kind]} AS {sql_type}) AS `{column}`"
+                )
             else:
                 select.append(f"CAST(NULL AS {sql_type}) AS `{column}`")
         branches.append(f"SELECT {', '.join(select)}\nFROM {_q(database, table.name)}")
-    return f"CREATE OR REPLACE VIEW {_q(database, 'metrics')} AS\n" + "\nUNION ALL\n".join(branches)
+    return (
+        f"CREATE OR REPLACE VIEW {_q(database, 'metrics')} AS\n"
+        + "\nUNION ALL\n".join(branches)
+    )
 
 
 # Client facts that may change between pushes of one instance are reported as of its
 # latest push.
 _CLIENT_LATEST = (
-    "client_id", "client_software_name", "client_software_version", "client_source_address",
-    "client_source_port", "principal", "listener", "security_protocol", "node_id", "cluster_id",
-    "upstream_cluster_id", "upstream_node_id", "push_interval_ms",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+    "listener",
+    "security_protocol",
+    "node_id",
+    "cluster_id",
+    "upstream_cluster_id",
+    "upstream_node_id",
+    "push_interval_ms",
 )
 
 
@@ -187,7 +225,9 @@ _CATALOG_PROPERTY = "ktc.catalog.sha256"
 
 def _catalog_fingerprint(database: str) -> str:
     """Every table's DDL and every view's SQL: what a database that records it has."""
-    sql = tuple(create_table_sql(database, table) for table in TABLES) + _view_sqls(database)
+    sql = tuple(create_table_sql(database, table) for table in TABLES) + _view_sqls(
+        database
+    )
     return hashlib.sha256("\n".join(sql).encode()).hexdigest()
 
 
@@ -206,7 +246,9 @@ def ensure_catalog(spark: SparkSession, database: str) -> None:
     # the exception, the log line stays), which every run after the first would print.
     if not spark.catalog.databaseExists(database):
         spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    existing = {row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()}
+    existing = {
+        row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()
+    }
     for table in TABLES:
         if table.name not in existing:
             spark.sql(create_table_sql(database, table))
@@ -223,7 +265,9 @@ def ensure_catalog(spark: SparkSession, database: str) -> None:
         )
 
 
-def add_missing_columns(spark: SparkSession, database: str, table: TableSpec) -> list[str]:
+def add_missing_columns(
+    spark: SparkSession, database: str, table: TableSpec
+) -> list[str]:
     """``ALTER TABLE ADD COLUMNS`` for the declared data columns an existing table lacks;
     returns their names.  Spark appends them after the table's last data column, and
     schema.py declares every such column at the end, so the table ends up in the declared
@@ -231,14 +275,16 @@ def add_missing_columns(spark: SparkSession, database: str, table: TableSpec) ->
     columns as null."""
     name = _q(database, table.name)
     spark.catalog.refreshTable(name)
-    present = [f.name for f in spark.table(name).schema if f.name not in PARTITION_COLUMNS]
+    present = [
+        f.name for f in spark.table(name).schema if f.name not in PARTITION_COLUMNS
+    ]
     declared = table.data_columns
     if present != [f.name for f in declared[: len(present)]]:
         raise CatalogSchemaError(
             f"table {name} has columns {present}, which do not begin the declared "
             f"{[f.name for f in declared]}"
         )
-    missing = declared[len(present):]
+    missing = declared[len(present) :]
     if missing:
         columns = ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in missing)
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")

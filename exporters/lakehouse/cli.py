@@ -25,10 +25,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from exporters.lakehouse.ingest import BatchResult, IngestJob, IngestSettings, landing_dirs_under
+from exporters.lakehouse.ingest import (
+    BatchResult,
+    IngestJob,
+    IngestSettings,
+    landing_dirs_under,
+)
 from exporters.lakehouse.journal import LakehouseBusy, WriterLock
 from exporters.lakehouse.schema import DEFAULT_DATABASE
-from exporters.lakehouse.session import LakehouseConfig, derby_in_use, open_session, spark_conf
+from exporters.lakehouse.session import (
+    LakehouseConfig,
+    derby_in_use,
+    open_session,
+    spark_conf,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,30 +83,58 @@ def _parse_conf(pairs: Sequence[str]) -> dict[str, str]:
 def _lake_options(function: Any) -> Any:
     """Options every lakehouse command shares: where it is and how to run Spark."""
     options = [
-        click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
-                     default=Path("data"), show_default=True, envvar="KTC_DATA_DIR",
-                     help="The collector's data directory; the lakehouse is <data-dir>/lakehouse."),
-        click.option("--lake-dir", type=click.Path(file_okay=False, path_type=Path),
-                     envvar="KTC_LAKE_DIR",
-                     help="Lakehouse directory (warehouse, metastore_db, _ingest), if not "
-                          "<data-dir>/lakehouse; may be on shared storage."),
-        click.option("--database", default=DEFAULT_DATABASE, show_default=True,
-                     help="Database holding the tables and views."),
-        click.option("--master", default="local[*]", show_default=True,
-                     help="Spark master URL, passed through."),
-        click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE",
-                     help="Spark setting, repeatable; e.g. an external metastore "
-                          "(spark.hadoop.javax.jdo.option.ConnectionURL=...)."),
+        click.option(
+            "--data-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("data"),
+            show_default=True,
+            envvar="KTC_DATA_DIR",
+            help="The collector's data directory; the lakehouse is <data-dir>/lakehouse.",
+        ),
+        click.option(
+            "--lake-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            envvar="KTC_LAKE_DIR",
+            help="Lakehouse directory (warehouse, metastore_db, _ingest), if not "
+            "<data-dir>/lakehouse; may be on shared storage.",
+        ),
+        click.option(
+            "--database",
+            default=DEFAULT_DATABASE,
+            show_default=True,
+            help="Database holding the tables and views.",
+        ),
+        click.option(
+            "--master",
+            default="local[*]",
+            show_default=True,
+            help="Spark master URL, passed through.",
+        ),
+        click.option(
+            "--conf",
+            "conf",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Spark setting, repeatable; e.g. an external metastore "
+            "(spark.hadoop.javax.jdo.option.ConnectionURL=...).",
+        ),
     ]
     for option in reversed(options):
         function = option(function)
     return function
 
 
-def _config(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-            conf: Sequence[str]) -> LakehouseConfig:
+def _config(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+) -> LakehouseConfig:
     return LakehouseConfig(
-        lake_dir=lake_dir or data_dir / "lakehouse", database=database, master=master,
+        lake_dir=lake_dir or data_dir / "lakehouse",
+        database=database,
+        master=master,
         extra_conf=_parse_conf(conf),
     )
 
@@ -106,30 +144,65 @@ def _config(data_dir: Path, lake_dir: Path | None, database: str, master: str,
 
 @click.command("ingest")
 @_lake_options
-@click.option("--landing-dir", "landing_dirs", multiple=True,
-              type=click.Path(file_okay=False, path_type=Path),
-              help="A landing directory to ingest (repeatable); default: every "
-                   "<data-dir>/landing/node-*, discovered before each batch.")
+@click.option(
+    "--landing-dir",
+    "landing_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A landing directory to ingest (repeatable); default: every "
+    "<data-dir>/landing/node-*, discovered before each batch.",
+)
 @click.option("--once", is_flag=True, help="Ingest what is there, then exit.")
-@click.option("--trigger-interval", default="10s", show_default=True,
-              help="Streaming: start a batch this often (a push is queryable within "
-                   "about this plus one batch's time).")
-@click.option("--max-records-per-batch", type=click.IntRange(min=1), default=20_000,
-              show_default=True, help="Landing records per directory in one batch.")
-@click.option("--compact-interval", default="1h", show_default=True,
-              help="Streaming: compact closed hours this often, between batches.")
-@click.option("--retention-days", type=click.IntRange(min=1), default=None,
-              help="Streaming: also drop partitions older than this many days.")
-def ingest_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                   conf: Sequence[str], landing_dirs: Sequence[Path], once: bool,
-                   trigger_interval: str, max_records_per_batch: int, compact_interval: str,
-                   retention_days: int | None) -> None:
+@click.option(
+    "--trigger-interval",
+    default="10s",
+    show_default=True,
+    help="Streaming: start a batch this often (a push is queryable within "
+    "about this plus one batch's time).",
+)
+@click.option(
+    "--max-records-per-batch",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Landing records per directory in one batch.",
+)
+@click.option(
+    "--compact-interval",
+    default="1h",
+    show_default=True,
+    help="Streaming: compact closed hours this often, between batches.",
+)
+@click.option(
+    "--retention-days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Streaming: also drop partitions older than this many days.",
+)
+def ingest_command(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    landing_dirs: Sequence[Path],
+    once: bool,
+    trigger_interval: str,
+    max_records_per_batch: int,
+    compact_interval: str,
+    retention_days: int | None,
+) -> None:
     """Ingest the landing logs into the lakehouse tables, exactly once."""
     from exporters.lakehouse.maintenance import run_maintenance
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # one INFO line per gateway call
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(
+        logging.WARNING
+    )  # one INFO line per gateway call
     config = _config(data_dir, lake_dir, database, master, conf)
     settings = IngestSettings(
         max_records_per_source=max_records_per_batch,
@@ -137,10 +210,16 @@ def ingest_command(data_dir: Path, lake_dir: Path | None, database: str, master:
         maintenance_interval_s=parse_duration_s(compact_interval),
         retention_days=retention_days,
     )
-    dirs = (lambda: list(landing_dirs)) if landing_dirs else landing_dirs_under(data_dir)
+    dirs = (
+        (lambda: list(landing_dirs)) if landing_dirs else landing_dirs_under(data_dir)
+    )
     job = IngestJob(
-        config, dirs, settings,
-        maintenance=lambda spark: run_maintenance(spark, config, retention_days=retention_days),
+        config,
+        dirs,
+        settings,
+        maintenance=lambda spark: run_maintenance(
+            spark, config, retention_days=retention_days
+        ),
     )
     try:
         job.start()
@@ -160,10 +239,19 @@ def ingest_command(data_dir: Path, lake_dir: Path | None, database: str, master:
 
 
 def _print_batch(result: BatchResult) -> None:
-    click.echo(json.dumps({
-        "batch_id": result.batch_id, "records": result.records, "rows": result.rows,
-        "replayed": result.replayed, "rejected": result.rejected,
-    }, sort_keys=True), nl=True)
+    click.echo(
+        json.dumps(
+            {
+                "batch_id": result.batch_id,
+                "records": result.records,
+                "rows": result.rows,
+                "replayed": result.replayed,
+                "rejected": result.rejected,
+            },
+            sort_keys=True,
+        ),
+        nl=True,
+    )
     sys.stdout.flush()
 
 
@@ -210,7 +298,9 @@ def _json_line(columns: Sequence[str], row: Sequence[Any]) -> str:
     return json.dumps(record, default=_json_default, ensure_ascii=False) + "\n"
 
 
-def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO) -> None:
+def write_rows(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, out: TextIO
+) -> None:
     """Render query results: ``table`` (aligned text), ``csv`` (RFC 4180, header row) or
     ``json`` (one object per line)."""
     if fmt == "json":
@@ -222,10 +312,17 @@ def write_rows(columns: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str, 
             writer.writerow([_text(v, "") for v in row])
     elif fmt == "table":
         cells = [[_text(v, "NULL") for v in row] for row in rows]
-        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-        out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
+        widths = [
+            max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)
+        ]
+        out.write(
+            "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n"
+        )
         out.write("  ".join("-" * w for w in widths) + "\n")
-        out.writelines("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n" for r in cells)
+        out.writelines(
+            "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n"
+            for r in cells
+        )
         out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")
     else:
         raise ValueError(f"unknown format {fmt!r}")
@@ -263,13 +360,31 @@ def open_reader(config: LakehouseConfig, catalog: str) -> SparkSession:
 @click.command("sql")
 @click.argument("query")
 @_lake_options
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-              help="table: aligned text; csv: with a header row; json: one object per line.")
-@click.option("--catalog", type=click.Choice(["auto", "metastore", "files"]), default="auto",
-              show_default=True,
-              help="Where table definitions come from (files: read the warehouse directly).")
-def sql_command(query: str, data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                conf: Sequence[str], fmt: str, catalog: str) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table: aligned text; csv: with a header row; json: one object per line.",
+)
+@click.option(
+    "--catalog",
+    type=click.Choice(["auto", "metastore", "files"]),
+    default="auto",
+    show_default=True,
+    help="Where table definitions come from (files: read the warehouse directly).",
+)
+def sql_command(
+    query: str,
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    fmt: str,
+    catalog: str,
+) -> None:
     """Run a Spark SQL statement against the lakehouse (current database: ktc).
 
     Only results go to stdout; e.g. ktc sql "SELECT * FROM clients" --format json
@@ -300,7 +415,9 @@ def _first_line(exc: Exception) -> str:
 # ---------------------------------------------------------------------------- report
 
 
-def _since(ctx: click.Context, param: click.Parameter, value: str) -> datetime.timedelta:
+def _since(
+    ctx: click.Context, param: click.Parameter, value: str
+) -> datetime.timedelta:
     from exporters.lakehouse.report import parse_since
 
     try:
@@ -311,15 +428,37 @@ def _since(ctx: click.Context, param: click.Parameter, value: str) -> datetime.t
 
 @click.command("report")
 @_lake_options
-@click.option("--since", default="24h", show_default=True, callback=_since,
-              help="The window: pushes received in the last 90m, 24h, 7d, 2w...")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="The HTML file to write (self-contained).")
-@click.option("--catalog", type=click.Choice(["auto", "metastore", "files"]), default="auto",
-              show_default=True,
-              help="Where table definitions come from (files: read the warehouse directly).")
-def report_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                   conf: Sequence[str], since: datetime.timedelta, out: Path, catalog: str) -> None:
+@click.option(
+    "--since",
+    default="24h",
+    show_default=True,
+    callback=_since,
+    help="The window: pushes received in the last 90m, 24h, 7d, 2w...",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="The HTML file to write (self-contained).",
+)
+@click.option(
+    "--catalog",
+    type=click.Choice(["auto", "metastore", "files"]),
+    default="auto",
+    show_default=True,
+    help="Where table definitions come from (files: read the warehouse directly).",
+)
+def report_command(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    since: datetime.timedelta,
+    out: Path,
+    catalog: str,
+) -> None:
     """Write a self-contained HTML report of the clients: software and versions, push rate,
     produce latency, consumer lag, throttling, stale clients; each chart with its numbers.
 
@@ -334,8 +473,9 @@ def report_command(data_dir: Path, lake_dir: Path | None, database: str, master:
         raise click.ClickException(
             f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
         )
-    window = ReportWindow(end=datetime.datetime.now(datetime.UTC).replace(microsecond=0),
-                          since=since)
+    window = ReportWindow(
+        end=datetime.datetime.now(datetime.UTC).replace(microsecond=0), since=since
+    )
     spark = open_reader(config, catalog)
     try:
         results = collect_report(spark, database, window)
@@ -363,13 +503,22 @@ def spark_home() -> Path:
 
 def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> list[str]:
     """spark-submit of the Spark Thrift server (HiveServer2 protocol) on our catalog."""
-    argv = [str(spark_home() / "bin" / "spark-submit"), "--class", THRIFT_SERVER_CLASS,
-            "--name", "ktc-thriftserver"]
+    argv = [
+        str(spark_home() / "bin" / "spark-submit"),
+        "--class",
+        THRIFT_SERVER_CLASS,
+        "--name",
+        "ktc-thriftserver",
+    ]
     for key, value in spark_conf(config).items():
         argv += ["--conf", f"{key}={value}"]
-    argv += ["spark-internal",
-             "--hiveconf", f"hive.server2.thrift.port={port}",
-             "--hiveconf", f"hive.server2.thrift.bind.host={bind_host}"]
+    argv += [
+        "spark-internal",
+        "--hiveconf",
+        f"hive.server2.thrift.port={port}",
+        "--hiveconf",
+        f"hive.server2.thrift.bind.host={bind_host}",
+    ]
     return argv
 
 
@@ -377,8 +526,15 @@ def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> lis
 @_lake_options
 @click.option("--port", type=click.IntRange(0, 65535), default=10000, show_default=True)
 @click.option("--bind-host", default="127.0.0.1", show_default=True)
-def thriftserver_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                         conf: Sequence[str], port: int, bind_host: str) -> None:
+def thriftserver_command(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    port: int,
+    bind_host: str,
+) -> None:
     """Serve the lakehouse over JDBC/ODBC (beeline -u jdbc:hive2://HOST:PORT/ktc)."""
     from exporters.lakehouse.jvm_stderr import run_relaying_stderr
     from exporters.lakehouse.session import _write_log_config
@@ -393,7 +549,9 @@ def thriftserver_command(data_dir: Path, lake_dir: Path | None, database: str, m
     config.lake_dir.mkdir(parents=True, exist_ok=True)
     _write_log_config(config)
     argv = thriftserver_argv(config, port, bind_host)
-    click.echo(f"Spark Thrift server: jdbc:hive2://{bind_host}:{port}/{database}", err=True)
+    click.echo(
+        f"Spark Thrift server: jdbc:hive2://{bind_host}:{port}/{database}", err=True
+    )
     env = dict(os.environ, SPARK_HOME=str(spark_home()))
     sys.exit(run_relaying_stderr(argv, env))
 
@@ -424,10 +582,20 @@ def _writer_lock(config: LakehouseConfig) -> Iterator[None]:
 
 @lake_group.command("compact")
 @_lake_options
-@click.option("--closed-after", default="1h", show_default=True,
-              help="Only hours that ended at least this long ago are compacted.")
-def compact_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                    conf: Sequence[str], closed_after: str) -> None:
+@click.option(
+    "--closed-after",
+    default="1h",
+    show_default=True,
+    help="Only hours that ended at least this long ago are compacted.",
+)
+def compact_command(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    closed_after: str,
+) -> None:
     """Rewrite the small files of each closed (dt, hour) into one partition, losing nothing."""
     from exporters.lakehouse.catalog import ensure_catalog
     from exporters.lakehouse.maintenance import compact
@@ -436,17 +604,31 @@ def compact_command(data_dir: Path, lake_dir: Path | None, database: str, master
     with _writer_lock(config):
         spark = open_session(config, "ktc-lake-compact")
         ensure_catalog(spark, config.database)
-        report = compact(spark, config, now_unix_ns=time.time_ns(),
-                         closed_after_ns=int(parse_duration_s(closed_after) * 1e9))
+        report = compact(
+            spark,
+            config,
+            now_unix_ns=time.time_ns(),
+            closed_after_ns=int(parse_duration_s(closed_after) * 1e9),
+        )
         click.echo(json.dumps(report.to_json(), sort_keys=True))
 
 
 @lake_group.command("retention")
 @_lake_options
-@click.option("--days", type=click.IntRange(min=1), required=True,
-              help="Keep this many days (by receive date, UTC); drop older partitions.")
-def retention_command(data_dir: Path, lake_dir: Path | None, database: str, master: str,
-                      conf: Sequence[str], days: int) -> None:
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    required=True,
+    help="Keep this many days (by receive date, UTC); drop older partitions.",
+)
+def retention_command(
+    data_dir: Path,
+    lake_dir: Path | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    days: int,
+) -> None:
     """Drop partitions older than N days."""
     from exporters.lakehouse.catalog import ensure_catalog
     from exporters.lakehouse.maintenance import apply_retention
@@ -455,8 +637,9 @@ def retention_command(data_dir: Path, lake_dir: Path | None, database: str, mast
     with _writer_lock(config):
         spark = open_session(config, "ktc-lake-retention")
         ensure_catalog(spark, config.database)
-        report = apply_retention(spark, config, days=days,
-                                 today=datetime.datetime.now(datetime.UTC).date())
+        report = apply_retention(
+            spark, config, days=days, today=datetime.datetime.now(datetime.UTC).date()
+        )
         click.echo(json.dumps(report.to_json(), sort_keys=True))
 
 
@@ -465,6 +648,11 @@ def main() -> None:
     """Lakehouse commands (also available under `ktc`)."""
 
 
-for _command in (ingest_command, sql_command, report_command, thriftserver_command,
-                 lake_group):
+for _command in (
+    ingest_command,
+    sql_command,
+    report_command,
+    thriftserver_command,
+    lake_group,
+):
     main.add_command(_command)

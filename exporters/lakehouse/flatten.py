@@ -120,8 +120,14 @@ def _append_point_common(cols: dict[str, list[Any]], point: Any) -> None:
 def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
     # Gauges and sums are nearly every point a Kafka client sends: this loop is
     # _append_point_common inlined, with the column appends bound once per metric.
-    attributes, attributes_types = cols["attributes"].append, cols["attributes_types"].append
-    start_nanos, start_time = cols["start_time_unix_nano"].append, cols["start_time"].append
+    attributes, attributes_types = (
+        cols["attributes"].append,
+        cols["attributes_types"].append,
+    )
+    start_nanos, start_time = (
+        cols["start_time_unix_nano"].append,
+        cols["start_time"].append,
+    )
     nanos, time_ = cols["time_unix_nano"].append, cols["time"].append
     flags, exemplars = cols["flags"].append, cols["exemplars"].append
     as_double, as_int = cols["as_double"].append, cols["as_int"].append
@@ -145,7 +151,9 @@ def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) 
 _append_sum = _append_gauge
 
 
-def _append_histogram(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+def _append_histogram(
+    cols: dict[str, list[Any]], points: Sequence[Any], data: Any
+) -> None:
     for point in points:
         _append_point_common(cols, point)
         cols["count"].append(to_signed64(point.count))
@@ -168,15 +176,21 @@ def _append_exponential_histogram(
         cols["zero_count"].append(to_signed64(point.zero_count))
         cols["zero_threshold"].append(point.zero_threshold)
         cols["positive_offset"].append(point.positive.offset)
-        cols["positive_bucket_counts"].append(_signed_list(point.positive.bucket_counts))
+        cols["positive_bucket_counts"].append(
+            _signed_list(point.positive.bucket_counts)
+        )
         cols["negative_offset"].append(point.negative.offset)
-        cols["negative_bucket_counts"].append(_signed_list(point.negative.bucket_counts))
+        cols["negative_bucket_counts"].append(
+            _signed_list(point.negative.bucket_counts)
+        )
         cols["min"].append(point.min if point.HasField("min") else None)
         cols["max"].append(point.max if point.HasField("max") else None)
         cols["exemplars"].append(_exemplars(point.exemplars))
 
 
-def _append_summary(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) -> None:
+def _append_summary(
+    cols: dict[str, list[Any]], points: Sequence[Any], data: Any
+) -> None:
     for point in points:
         _append_point_common(cols, point)
         cols["count"].append(to_signed64(point.count))
@@ -195,28 +209,62 @@ _DATA_COLUMNS: dict[str, tuple[str, ...]] = {
     "summary": (),
 }
 _PUSH_COLUMNS: tuple[str, ...] = (
-    "client_instance_id", "client_id", "client_software_name", "client_software_version",
-    "client_source_address", "client_source_port", "principal", "listener",
-    "security_protocol", "node_id", "cluster_id", "upstream_cluster_id", "upstream_node_id",
-    "subscription_id", "push_interval_ms",
-    "compression_type", "terminating", "received_time_unix_nano", "received_time", "dt", "hour",
-    "landing_node", "landing_offset",
+    "client_instance_id",
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "client_source_address",
+    "client_source_port",
+    "principal",
+    "listener",
+    "security_protocol",
+    "node_id",
+    "cluster_id",
+    "upstream_cluster_id",
+    "upstream_node_id",
+    "subscription_id",
+    "push_interval_ms",
+    "compression_type",
+    "terminating",
+    "received_time_unix_nano",
+    "received_time",
+    "dt",
+    "hour",
+    "landing_node",
+    "landing_offset",
 )
 _RESOURCE_COLUMNS: tuple[str, ...] = (
-    "resource_index", "resource_attributes", "resource_attributes_types",
-    "resource_dropped_attributes_count", "resource_schema_url", "resource_entity_refs",
+    "resource_index",
+    "resource_attributes",
+    "resource_attributes_types",
+    "resource_dropped_attributes_count",
+    "resource_schema_url",
+    "resource_entity_refs",
 )
 _SCOPE_COLUMNS: tuple[str, ...] = (
-    "scope_index", "scope_name", "scope_version", "scope_attributes", "scope_attributes_types",
-    "scope_dropped_attributes_count", "scope_schema_url",
+    "scope_index",
+    "scope_name",
+    "scope_version",
+    "scope_attributes",
+    "scope_attributes_types",
+    "scope_dropped_attributes_count",
+    "scope_schema_url",
 )
 _METRIC_COLUMNS: tuple[str, ...] = (
-    "metric_index", "metric_name", "metric_description", "metric_unit", "metric_metadata",
+    "metric_index",
+    "metric_name",
+    "metric_description",
+    "metric_unit",
+    "metric_metadata",
     "metric_metadata_types",
 )
 # Per point type: the columns recorded once per metric, in the order of its tuple.
 _SHARED_COLUMNS: dict[str, tuple[str, ...]] = {
-    kind: _PUSH_COLUMNS + _RESOURCE_COLUMNS + _SCOPE_COLUMNS + _METRIC_COLUMNS + data_columns
+    kind: _PUSH_COLUMNS
+    + _RESOURCE_COLUMNS
+    + _SCOPE_COLUMNS
+    + _METRIC_COLUMNS
+    + data_columns
     for kind, data_columns in _DATA_COLUMNS.items()
 }
 
@@ -244,8 +292,11 @@ class PointRowsBuilder:
 
     def _reset(self) -> None:
         self._columns = {
-            kind: {name: [] for name in spec.data_schema.names
-                   if name not in _SHARED_COLUMNS[kind]}
+            kind: {
+                name: []
+                for name in spec.data_schema.names
+                if name not in _SHARED_COLUMNS[kind]
+            }
             for kind, spec in TABLE_BY_POINT_TYPE.items()
         }
         self._columns["pushes"] = {name: [] for name in PUSHES_TABLE.data_schema.names}
@@ -266,8 +317,12 @@ class PointRowsBuilder:
         metrics_data = MetricsData()
         metrics_data.ParseFromString(payload)
         return self.add(
-            metrics_data, context, landing_node, landing_offset,
-            appended_time_unix_nano=appended_time_unix_nano, payload_bytes=len(payload),
+            metrics_data,
+            context,
+            landing_node,
+            landing_offset,
+            appended_time_unix_nano=appended_time_unix_nano,
+            payload_bytes=len(payload),
         )
 
     def add(
@@ -288,7 +343,9 @@ class PointRowsBuilder:
         added = 0
         metric_count = 0
         for resource_index, rm in enumerate(metrics_data.resource_metrics):
-            resource_attributes, resource_types = encode_attributes(rm.resource.attributes)
+            resource_attributes, resource_types = encode_attributes(
+                rm.resource.attributes
+            )
             resource_tuple = push_tuple + (
                 resource_index,
                 resource_attributes,
@@ -322,8 +379,14 @@ class PointRowsBuilder:
                     self._shared_index[point_type].extend([len(shared)] * n)
                     shared.append(
                         scope_tuple
-                        + (metric_index, metric.name, metric.description, metric.unit,
-                           metadata, metadata_types)
+                        + (
+                            metric_index,
+                            metric.name,
+                            metric.description,
+                            metric.unit,
+                            metadata,
+                            metadata_types,
+                        )
                         + tuple(getattr(data, c) for c in _DATA_COLUMNS[point_type])
                     )
                     cols = self._columns[point_type]
@@ -358,14 +421,18 @@ class PointRowsBuilder:
         names = _SHARED_COLUMNS[kind]
         by_metric = list(zip(*self._shared[kind])) or [() for _ in names]
         shared = pa.Table.from_arrays(
-            [pa.array(values, type=schema.field(name).type) for name, values in zip(names, by_metric)],
+            [
+                pa.array(values, type=schema.field(name).type)
+                for name, values in zip(names, by_metric)
+            ],
             names=list(names),
         ).take(pa.array(self._shared_index[kind], pa.int32()))
         point_columns = self._columns[kind]
         shared_names = set(names)
         return pa.Table.from_arrays(
             [
-                shared.column(field.name) if field.name in shared_names
+                shared.column(field.name)
+                if field.name in shared_names
                 else pa.array(point_columns[field.name], type=field.type)
                 for field in schema
             ],
@@ -382,7 +449,10 @@ def _entity_refs_json(entity_refs: Sequence[Any]) -> str | None:
 
 
 def flatten(
-    metrics_data: MetricsData, context: TelemetryContext, landing_node: str, landing_offset: int
+    metrics_data: MetricsData,
+    context: TelemetryContext,
+    landing_node: str,
+    landing_offset: int,
 ) -> dict[str, pa.Table]:
     """Rows of one push, one Arrow table per point type."""
     builder = PointRowsBuilder()

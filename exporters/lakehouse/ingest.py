@@ -46,7 +46,12 @@ from exporters.lakehouse.journal import (
 )
 from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 from exporters.lakehouse.session import LakehouseConfig, open_session
-from exporters.landing import ConsumerPositions, LandingReader, LandingRecord, node_directories
+from exporters.landing import (
+    ConsumerPositions,
+    LandingReader,
+    LandingRecord,
+    node_directories,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -79,7 +84,9 @@ class IngestSettings:
     # a batch taking seconds, a push is queryable well within a minute.
     trigger_interval_s: float = 10.0
     keep_batches: int = 100  # journal entries kept for inspection
-    maintenance_interval_s: float | None = 3600.0  # compaction (+ retention) between batches
+    maintenance_interval_s: float | None = (
+        3600.0  # compaction (+ retention) between batches
+    )
     retention_days: int | None = None
 
 
@@ -98,21 +105,29 @@ def landing_dirs_under(data_dir: Path) -> Callable[[], list[Path]]:
     return lambda: node_directories(Path(data_dir))
 
 
-def extract(source: SourceRange, *, max_records: int | None = None,
-            max_bytes: int | None = None) -> Iterator[LandingRecord]:
+def extract(
+    source: SourceRange, *, max_records: int | None = None, max_bytes: int | None = None
+) -> Iterator[LandingRecord]:
     """The landing records of a source from ``from_offset``: up to ``to_offset`` for a
     planned range (replay), or up to the bounds for a new one (``to_offset`` ignored
     when ``max_records`` is given)."""
     reader = LandingReader(Path(source.directory))
     planning = max_records is not None
-    for record in reader.read(source.from_offset, max_records=max_records, max_bytes=max_bytes):
+    for record in reader.read(
+        source.from_offset, max_records=max_records, max_bytes=max_bytes
+    ):
         if not planning and record.offset >= source.to_offset:
             return
         yield record
 
 
-def load(spark: SparkSession, database: str, tables: dict[str, pa.Table], batch_id: int,
-         after_each_table: Callable[[], None] = lambda: None) -> dict[str, int]:
+def load(
+    spark: SparkSession,
+    database: str,
+    tables: dict[str, pa.Table],
+    batch_id: int,
+    after_each_table: Callable[[], None] = lambda: None,
+) -> dict[str, int]:
     """Write one batch: dynamic partition overwrite of ``(dt, hour, batch_id)``."""
     rows: dict[str, int] = {}
     for kind, table in tables.items():
@@ -145,18 +160,29 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _transform(builder: PointRowsBuilder, source_name: str, record: LandingRecord,
-               rejected: list[dict[str, object]]) -> None:
+def _transform(
+    builder: PointRowsBuilder,
+    source_name: str,
+    record: LandingRecord,
+    rejected: list[dict[str, object]],
+) -> None:
     try:
         builder.add_payload(
-            record.payload, record.context, source_name, record.offset,
+            record.payload,
+            record.context,
+            source_name,
+            record.offset,
             appended_time_unix_nano=record.appended_time_unix_nano,
         )
     except DecodeError as exc:
         # The collector lands only payloads it decompressed; one that still does not
         # parse is recorded in the batch's commit file instead of failing every retry.
-        log.error("%s offset %d: not OTLP MetricsData: %s", source_name, record.offset, exc)
-        rejected.append({"source": source_name, "offset": record.offset, "error": str(exc)})
+        log.error(
+            "%s offset %d: not OTLP MetricsData: %s", source_name, record.offset, exc
+        )
+        rejected.append(
+            {"source": source_name, "offset": record.offset, "error": str(exc)}
+        )
 
 
 class IngestJob:
@@ -279,8 +305,11 @@ class IngestJob:
             results.append(result)
         return results
 
-    def run_forever(self, stop: threading.Event,
-                    on_batch: Callable[[BatchResult], None] = lambda r: None) -> None:
+    def run_forever(
+        self,
+        stop: threading.Event,
+        on_batch: Callable[[BatchResult], None] = lambda r: None,
+    ) -> None:
         """Drain every ``trigger_interval_s`` until ``stop`` is set; between batches run
         maintenance every ``maintenance_interval_s`` (same process, so it never races
         a batch)."""
@@ -293,10 +322,18 @@ class IngestJob:
                 if stop.is_set():
                     break
             interval = self.settings.maintenance_interval_s
-            if self._maintenance and interval is not None and time.monotonic() - last_maintenance >= interval:
+            if (
+                self._maintenance
+                and interval is not None
+                and time.monotonic() - last_maintenance >= interval
+            ):
                 self._maintenance(self.spark)
                 last_maintenance = time.monotonic()
-            stop.wait(max(0.0, self.settings.trigger_interval_s - (time.monotonic() - started)))
+            stop.wait(
+                max(
+                    0.0, self.settings.trigger_interval_s - (time.monotonic() - started)
+                )
+            )
 
     # ------------------------------------------------------------------ internals
 
@@ -317,16 +354,28 @@ class IngestJob:
                         f"two landing directories are named {name!r}: {known.directory} "
                         f"and {directory}; rows record the name, so it must be unique"
                     )
-                ranges[name] = dataclasses.replace(known, directory=str(directory))  # moved
+                ranges[name] = dataclasses.replace(
+                    known, directory=str(directory)
+                )  # moved
         return [ranges[name] for name in sorted(ranges)]
 
-    def _write_and_commit(self, plan: BatchPlan, builder: PointRowsBuilder, records: int,
-                          rejected: list[dict[str, object]], *, replayed: bool) -> BatchResult:
+    def _write_and_commit(
+        self,
+        plan: BatchPlan,
+        builder: PointRowsBuilder,
+        records: int,
+        rejected: list[dict[str, object]],
+        *,
+        replayed: bool,
+    ) -> BatchResult:
         with _cyclic_gc_paused():
             tables = builder.finish()
         timer = failpoints.arm_timer(plan.batch_id)
         rows = load(
-            self.spark, self.config.database, tables, plan.batch_id,
+            self.spark,
+            self.config.database,
+            tables,
+            plan.batch_id,
             after_each_table=lambda: failpoints.reached("mid_write", plan.batch_id),
         )
         if timer:
@@ -339,8 +388,13 @@ class IngestJob:
         failpoints.reached("after_commit", plan.batch_id)
         self._commit_positions(plan)
         self.journal.prune(self.settings.keep_batches)
-        log.info("batch %d: %d records, rows %s%s", plan.batch_id, records, rows,
-                 " (replayed)" if replayed else "")
+        log.info(
+            "batch %d: %d records, rows %s%s",
+            plan.batch_id,
+            records,
+            rows,
+            " (replayed)" if replayed else "",
+        )
         return BatchResult(plan.batch_id, records, rows, replayed, len(rejected))
 
     def _commit_positions(self, plan: BatchPlan) -> None:

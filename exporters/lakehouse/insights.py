@@ -37,7 +37,11 @@ __all__ = [
 ]
 
 INSIGHT_VIEW_NAMES: tuple[str, ...] = (
-    "client_inventory", "producer_health", "consumer_health", "throttled_clients", "stale_clients",
+    "client_inventory",
+    "producer_health",
+    "consumer_health",
+    "throttled_clients",
+    "stale_clients",
 )
 
 # An instance is stale once its last push is older than STALE_FACTOR x its push interval
@@ -62,41 +66,85 @@ class HealthColumn:
 
 
 PRODUCER_HEALTH_COLUMNS: tuple[HealthColumn, ...] = (
-    HealthColumn("request_latency_avg_ms", "avg",
-                 (_PRODUCER + "request.latency.avg", _PRODUCER + "node.request.latency.avg")),
-    HealthColumn("request_latency_max_ms", "max",
-                 (_PRODUCER + "request.latency.max", _PRODUCER + "node.request.latency.max")),
+    HealthColumn(
+        "request_latency_avg_ms",
+        "avg",
+        (_PRODUCER + "request.latency.avg", _PRODUCER + "node.request.latency.avg"),
+    ),
+    HealthColumn(
+        "request_latency_max_ms",
+        "max",
+        (_PRODUCER + "request.latency.max", _PRODUCER + "node.request.latency.max"),
+    ),
     HealthColumn("record_error_rate", "avg", (_PRODUCER + "record.error.rate",)),
-    HealthColumn("record_queue_time_avg_ms", "avg", (_PRODUCER + "record.queue.time.avg",)),
-    HealthColumn("record_queue_time_max_ms", "max", (_PRODUCER + "record.queue.time.max",)),
-    HealthColumn("throttle_time_avg_ms", "avg", (_PRODUCER + "produce.throttle.time.avg",)),
-    HealthColumn("throttle_time_max_ms", "max", (_PRODUCER + "produce.throttle.time.max",)),
+    HealthColumn(
+        "record_queue_time_avg_ms", "avg", (_PRODUCER + "record.queue.time.avg",)
+    ),
+    HealthColumn(
+        "record_queue_time_max_ms", "max", (_PRODUCER + "record.queue.time.max",)
+    ),
+    HealthColumn(
+        "throttle_time_avg_ms", "avg", (_PRODUCER + "produce.throttle.time.avg",)
+    ),
+    HealthColumn(
+        "throttle_time_max_ms", "max", (_PRODUCER + "produce.throttle.time.max",)
+    ),
 )
 
 CONSUMER_HEALTH_COLUMNS: tuple[HealthColumn, ...] = (
-    HealthColumn("fetch_latency_avg_ms", "avg", (_CONSUMER + "fetch.manager.fetch.latency.avg",)),
-    HealthColumn("fetch_latency_max_ms", "max", (_CONSUMER + "fetch.manager.fetch.latency.max",)),
+    HealthColumn(
+        "fetch_latency_avg_ms", "avg", (_CONSUMER + "fetch.manager.fetch.latency.avg",)
+    ),
+    HealthColumn(
+        "fetch_latency_max_ms", "max", (_CONSUMER + "fetch.manager.fetch.latency.max",)
+    ),
     # The Java client sends it per partition (topic, partition attributes) and for the
     # client as a whole (no attributes): the maximum over all is the client's worst lag.
-    HealthColumn("records_lag_max", "max", (_CONSUMER + "fetch.manager.records.lag.max",)),
-    HealthColumn("commit_latency_avg_ms", "avg", (_CONSUMER + "coordinator.commit.latency.avg",)),
-    HealthColumn("commit_latency_max_ms", "max", (_CONSUMER + "coordinator.commit.latency.max",)),
-    HealthColumn("throttle_time_avg_ms", "avg", (_CONSUMER + "fetch.manager.fetch.throttle.time.avg",)),
-    HealthColumn("throttle_time_max_ms", "max", (_CONSUMER + "fetch.manager.fetch.throttle.time.max",)),
+    HealthColumn(
+        "records_lag_max", "max", (_CONSUMER + "fetch.manager.records.lag.max",)
+    ),
+    HealthColumn(
+        "commit_latency_avg_ms", "avg", (_CONSUMER + "coordinator.commit.latency.avg",)
+    ),
+    HealthColumn(
+        "commit_latency_max_ms", "max", (_CONSUMER + "coordinator.commit.latency.max",)
+    ),
+    HealthColumn(
+        "throttle_time_avg_ms",
+        "avg",
+        (_CONSUMER + "fetch.manager.fetch.throttle.time.avg",),
+    ),
+    HealthColumn(
+        "throttle_time_max_ms",
+        "max",
+        (_CONSUMER + "fetch.manager.fetch.throttle.time.max",),
+    ),
 )
 
 # Throttle time metrics, (average, maximum) per role: a push throttles an instance when
 # any of them is above 0.
 THROTTLE_METRICS: dict[str, tuple[str, str]] = {
-    "producer": (_PRODUCER + "produce.throttle.time.avg", _PRODUCER + "produce.throttle.time.max"),
-    "consumer": (_CONSUMER + "fetch.manager.fetch.throttle.time.avg",
-                 _CONSUMER + "fetch.manager.fetch.throttle.time.max"),
+    "producer": (
+        _PRODUCER + "produce.throttle.time.avg",
+        _PRODUCER + "produce.throttle.time.max",
+    ),
+    "consumer": (
+        _CONSUMER + "fetch.manager.fetch.throttle.time.avg",
+        _CONSUMER + "fetch.manager.fetch.throttle.time.max",
+    ),
 }
 
 # What identifies the instance in every insight view, as of its latest push.
-_IDENTITY = ("client_id", "client_software_name", "client_software_version", "principal")
+_IDENTITY = (
+    "client_id",
+    "client_software_name",
+    "client_software_version",
+    "principal",
+)
 
-_USABLE_VALUE = "value IS NOT NULL AND NOT isnan(value) AND abs(value) != double('Infinity')"
+_USABLE_VALUE = (
+    "value IS NOT NULL AND NOT isnan(value) AND abs(value) != double('Infinity')"
+)
 
 
 def _q(database: str, name: str) -> str:
@@ -128,9 +176,14 @@ def _health_sql(database: str, view: str, columns: tuple[HealthColumn, ...]) -> 
     selected = []
     for column in columns:
         per_metric = [
-            f"{column.combine}(CASE WHEN metric_name = '{m}' THEN value END)" for m in column.metrics
+            f"{column.combine}(CASE WHEN metric_name = '{m}' THEN value END)"
+            for m in column.metrics
         ]
-        expression = per_metric[0] if len(per_metric) == 1 else f"COALESCE({', '.join(per_metric)})"
+        expression = (
+            per_metric[0]
+            if len(per_metric) == 1
+            else f"COALESCE({', '.join(per_metric)})"
+        )
         selected.append(f"CAST({expression} AS DOUBLE) AS `{column.name}`")
     return (
         f"CREATE OR REPLACE VIEW {_q(database, view)} AS\n"
@@ -169,8 +222,9 @@ def timestamp_sql(instant: datetime.datetime) -> str:
     return f"timestamp_micros({micros})"
 
 
-def stale_clients_sql(database: str, *, now: str = "current_timestamp()",
-                      grace_ms: int = STALE_GRACE_MS) -> str:
+def stale_clients_sql(
+    database: str, *, now: str = "current_timestamp()", grace_ms: int = STALE_GRACE_MS
+) -> str:
     """The SELECT behind ``stale_clients`` with ``now`` (a SQL expression: see
     :func:`timestamp_sql`) and the grace as parameters."""
     return (
@@ -195,5 +249,6 @@ def insight_view_sqls(database: str) -> tuple[str, ...]:
         _health_sql(database, "producer_health", PRODUCER_HEALTH_COLUMNS),
         _health_sql(database, "consumer_health", CONSUMER_HEALTH_COLUMNS),
         throttled_clients_sql(database),
-        f"CREATE OR REPLACE VIEW {_q(database, 'stale_clients')} AS\n" + stale_clients_sql(database),
+        f"CREATE OR REPLACE VIEW {_q(database, 'stale_clients')} AS\n"
+        + stale_clients_sql(database),
     )

@@ -150,7 +150,9 @@ class IngestJournal:
         return self.read_plan(ids[-1]) if ids else None
 
     def read_plan(self, batch_id: int) -> BatchPlan:
-        return BatchPlan.from_json(json.loads((self.offsets_dir / f"{batch_id}.json").read_text()))
+        return BatchPlan.from_json(
+            json.loads((self.offsets_dir / f"{batch_id}.json").read_text())
+        )
 
     def read_commit(self, batch_id: int) -> BatchCommit | None:
         try:
@@ -166,16 +168,25 @@ class IngestJournal:
         atomic_write_json(self.offsets_dir / f"{plan.batch_id}.json", plan.to_json())
 
     def write_commit(self, commit: BatchCommit) -> None:
-        atomic_write_json(self.commits_dir / f"{commit.batch_id}.json", commit.to_json())
+        atomic_write_json(
+            self.commits_dir / f"{commit.batch_id}.json", commit.to_json()
+        )
 
     def prune(self, keep: int) -> None:
         """Delete all but the newest ``keep`` committed plans (the latest one is the
         state; older ones are history for debugging)."""
-        committed = [i for i in self._ids(self.commits_dir) if (self.offsets_dir / f"{i}.json").exists()]
+        committed = [
+            i
+            for i in self._ids(self.commits_dir)
+            if (self.offsets_dir / f"{i}.json").exists()
+        ]
         for batch_id in committed[:-keep] if keep > 0 else committed:
             # The plan before its commit: a plan left without its commit would be
             # replayed (harmless, as only older batches are pruned, but confusing).
-            for path in (self.offsets_dir / f"{batch_id}.json", self.commits_dir / f"{batch_id}.json"):
+            for path in (
+                self.offsets_dir / f"{batch_id}.json",
+                self.commits_dir / f"{batch_id}.json",
+            ):
                 try:
                     path.unlink()
                 except FileNotFoundError:

@@ -21,12 +21,19 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
-__all__ = ["JDK_BOOT_NOTICES", "launch_spark_gateway", "relayed_stderr", "run_relaying_stderr"]
+__all__ = [
+    "JDK_BOOT_NOTICES",
+    "launch_spark_gateway",
+    "relayed_stderr",
+    "run_relaying_stderr",
+]
 
 # Lines the JDK prints for options Spark's launcher always passes; nothing else is dropped.
-JDK_BOOT_NOTICES: frozenset[bytes] = frozenset({
-    b"WARNING: Using incubator modules: jdk.incubator.vector",
-})
+JDK_BOOT_NOTICES: frozenset[bytes] = frozenset(
+    {
+        b"WARNING: Using incubator modules: jdk.incubator.vector",
+    }
+)
 
 
 def _copy_lines(source: IO[bytes], out_fd: int) -> None:
@@ -42,8 +49,10 @@ def relayed_stderr(out_fd: int = 2) -> tuple[int, threading.Thread]:
     once the child has it, so the thread ends when the child does."""
     read_fd, write_fd = os.pipe()
     thread = threading.Thread(
-        target=_copy_lines, args=(os.fdopen(read_fd, "rb"), out_fd),
-        name="spark-jvm-stderr", daemon=True,
+        target=_copy_lines,
+        args=(os.fdopen(read_fd, "rb"), out_fd),
+        name="spark-jvm-stderr",
+        daemon=True,
     )
     thread.start()
     return write_fd, thread
@@ -59,7 +68,9 @@ def launch_spark_gateway(conf: Mapping[str, str]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
-    if SparkContext._gateway is not None:  # the JVM of an earlier session in this process
+    if (
+        SparkContext._gateway is not None
+    ):  # the JVM of an earlier session in this process
         return
     write_fd, _ = relayed_stderr()
     try:
@@ -85,7 +96,8 @@ def run_relaying_stderr(argv: Sequence[str], env: Mapping[str, str]) -> int:
         child.send_signal(signum)
 
     previous: dict[int, Callable[..., Any] | int | None] = {
-        signum: signal.signal(signum, forward) for signum in (signal.SIGTERM, signal.SIGINT)
+        signum: signal.signal(signum, forward)
+        for signum in (signal.SIGTERM, signal.SIGINT)
     }
     try:
         code = child.wait()

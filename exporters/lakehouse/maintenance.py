@@ -61,7 +61,12 @@ _DROP_CHUNK = 200  # partition specs per ALTER TABLE ... DROP statement
 # Sort key of compacted files (those of the columns a table has): Parquet min/max
 # statistics then prune by metric and client (ClickHouse's exporter orders by
 # service, metric name, attributes, time).
-_SORT_COLUMNS = ("metric_name", "client_instance_id", "time_unix_nano", "received_time_unix_nano")
+_SORT_COLUMNS = (
+    "metric_name",
+    "client_instance_id",
+    "time_unix_nano",
+    "received_time_unix_nano",
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
@@ -74,15 +79,20 @@ class Partition:
     def parse(cls, spec: str) -> Partition:
         """From SHOW PARTITIONS' ``dt=2026-11-21/hour=5/batch_id=7``."""
         values = dict(part.split("=", 1) for part in spec.split("/"))
-        return cls(datetime.date.fromisoformat(values["dt"]), int(values["hour"]),
-                   int(values["batch_id"]))
+        return cls(
+            datetime.date.fromisoformat(values["dt"]),
+            int(values["hour"]),
+            int(values["batch_id"]),
+        )
 
     def sql_spec(self) -> str:
         return f"PARTITION (dt = DATE'{self.dt.isoformat()}', hour = {self.hour}, batch_id = {self.batch_id})"
 
     @property
     def hour_end_unix_ns(self) -> int:
-        start = datetime.datetime.combine(self.dt, datetime.time(self.hour), datetime.UTC)
+        start = datetime.datetime.combine(
+            self.dt, datetime.time(self.hour), datetime.UTC
+        )
         return int(start.timestamp()) * 10**9 + _NANOS_PER_HOUR
 
 
@@ -106,21 +116,29 @@ class RetentionReport:
     partitions_dropped: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"cutoff": self.cutoff.isoformat(), "partitions_dropped": self.partitions_dropped}
+        return {
+            "cutoff": self.cutoff.isoformat(),
+            "partitions_dropped": self.partitions_dropped,
+        }
 
 
 def _qualified(config: LakehouseConfig, table: TableSpec) -> str:
     return f"`{config.database}`.`{table.name}`"
 
 
-def list_partitions(spark: SparkSession, config: LakehouseConfig, table: TableSpec) -> list[Partition]:
+def list_partitions(
+    spark: SparkSession, config: LakehouseConfig, table: TableSpec
+) -> list[Partition]:
     name = _qualified(config, table)
     spark.catalog.refreshTable(name)
-    return sorted(Partition.parse(r[0]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect())
+    return sorted(
+        Partition.parse(r[0]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()
+    )
 
 
-def _count(spark: SparkSession, name: str, dt: datetime.date, hour: int,
-           batch_ids: list[int]) -> int:
+def _count(
+    spark: SparkSession, name: str, dt: datetime.date, hour: int, batch_ids: list[int]
+) -> int:
     ids = ", ".join(str(b) for b in batch_ids)
     return spark.sql(
         f"SELECT count(*) FROM {name} WHERE dt = DATE'{dt.isoformat()}' AND hour = {hour} "
@@ -130,16 +148,29 @@ def _count(spark: SparkSession, name: str, dt: datetime.date, hour: int,
 
 def _drop(spark: SparkSession, name: str, partitions: list[Partition]) -> None:
     for start in range(0, len(partitions), _DROP_CHUNK):
-        specs = ", ".join(p.sql_spec() for p in partitions[start:start + _DROP_CHUNK])
+        specs = ", ".join(p.sql_spec() for p in partitions[start : start + _DROP_CHUNK])
         spark.sql(f"ALTER TABLE {name} DROP IF EXISTS {specs}")
 
 
-def _journal_path(config: LakehouseConfig, table: TableSpec, dt: datetime.date, hour: int) -> Path:
-    return config.state_dir / "compactions" / table.name / f"{dt.isoformat()}-{hour:02d}.json"
+def _journal_path(
+    config: LakehouseConfig, table: TableSpec, dt: datetime.date, hour: int
+) -> Path:
+    return (
+        config.state_dir
+        / "compactions"
+        / table.name
+        / f"{dt.isoformat()}-{hour:02d}.json"
+    )
 
 
-def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec,
-                  dt: datetime.date, hour: int, present: list[int]) -> int:
+def _compact_hour(
+    spark: SparkSession,
+    config: LakehouseConfig,
+    table: TableSpec,
+    dt: datetime.date,
+    hour: int,
+    present: list[int],
+) -> int:
     name = _qualified(config, table)
     path = _journal_path(config, table, dt, hour)
     if path.exists():
@@ -154,7 +185,11 @@ def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec
             "rows": _count(spark, name, dt, hour, sources),
         }
         atomic_write_json(path, entry)
-    sources, target, rows = list(entry["sources"]), int(entry["target"]), int(entry["rows"])
+    sources, target, rows = (
+        list(entry["sources"]),
+        int(entry["target"]),
+        int(entry["rows"]),
+    )
 
     spark.catalog.refreshTable(name)
     if _count(spark, name, dt, hour, [target]) != rows:
@@ -169,9 +204,13 @@ def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec
         ids = ", ".join(str(b) for b in sources)
         frame = (
             spark.table(name)
-            .where(f"dt = DATE'{dt.isoformat()}' AND hour = {hour} AND batch_id IN ({ids})")
+            .where(
+                f"dt = DATE'{dt.isoformat()}' AND hour = {hour} AND batch_id IN ({ids})"
+            )
             .repartition(1)
-            .sortWithinPartitions(*[c for c in _SORT_COLUMNS if c in table.column_names])
+            .sortWithinPartitions(
+                *[c for c in _SORT_COLUMNS if c in table.column_names]
+            )
             .withColumn("batch_id", F.lit(target).cast("bigint"))
         )
         frame.write.mode("overwrite").insertInto(name)
@@ -185,13 +224,20 @@ def _compact_hour(spark: SparkSession, config: LakehouseConfig, table: TableSpec
     spark.catalog.refreshTable(name)
     after = _count(spark, name, dt, hour, sources + [target])
     if after != rows:
-        raise CompactionError(f"{name} {dt} hour {hour}: {after} rows after compaction, expected {rows}")
+        raise CompactionError(
+            f"{name} {dt} hour {hour}: {after} rows after compaction, expected {rows}"
+        )
     path.unlink()
     return len(sources)
 
 
-def compact(spark: SparkSession, config: LakehouseConfig, *, now_unix_ns: int,
-            closed_after_ns: int = _NANOS_PER_HOUR) -> CompactionReport:
+def compact(
+    spark: SparkSession,
+    config: LakehouseConfig,
+    *,
+    now_unix_ns: int,
+    closed_after_ns: int = _NANOS_PER_HOUR,
+) -> CompactionReport:
     """Compact every closed ``(dt, hour)`` with more than one partition, in all tables,
     finishing any compaction a killed run left in its journal first.
 
@@ -215,7 +261,9 @@ def compact(spark: SparkSession, config: LakehouseConfig, *, now_unix_ns: int,
             for p in (config.state_dir / "compactions" / table.name).glob("*.json")
         }
         for (dt, hour), batch_ids in sorted(by_hour.items()):
-            closed = Partition(dt, hour, 0).hour_end_unix_ns + closed_after_ns <= now_unix_ns
+            closed = (
+                Partition(dt, hour, 0).hour_end_unix_ns + closed_after_ns <= now_unix_ns
+            )
             if (dt, hour) in pending or (closed and len(batch_ids) > 1):
                 replaced += _compact_hour(spark, config, table, dt, hour, batch_ids)
                 hours += 1
@@ -226,8 +274,9 @@ def compact(spark: SparkSession, config: LakehouseConfig, *, now_unix_ns: int,
     return CompactionReport(hours, replaced, rows_total)
 
 
-def apply_retention(spark: SparkSession, config: LakehouseConfig, *, days: int,
-                    today: datetime.date) -> RetentionReport:
+def apply_retention(
+    spark: SparkSession, config: LakehouseConfig, *, days: int, today: datetime.date
+) -> RetentionReport:
     """Drop every partition with ``dt`` before ``today - days`` (receive date, UTC)."""
     if days < 1:
         raise ValueError("days must be at least 1")
@@ -242,12 +291,16 @@ def apply_retention(spark: SparkSession, config: LakehouseConfig, *, days: int,
     return RetentionReport(cutoff, dropped)
 
 
-def run_maintenance(spark: SparkSession, config: LakehouseConfig, *,
-                    retention_days: int | None) -> None:
+def run_maintenance(
+    spark: SparkSession, config: LakehouseConfig, *, retention_days: int | None
+) -> None:
     """What the streaming ingest runs between batches."""
     now = time.time_ns()
     report = compact(spark, config, now_unix_ns=now)
     log.info("compaction: %s", report.to_json())
     if retention_days is not None:
         today = datetime.datetime.fromtimestamp(now / 1e9, datetime.UTC).date()
-        log.info("retention: %s", apply_retention(spark, config, days=retention_days, today=today).to_json())
+        log.info(
+            "retention: %s",
+            apply_retention(spark, config, days=retention_days, today=today).to_json(),
+        )

@@ -51,7 +51,9 @@ def _set_exemplars(point: Any, exemplars: Iterable[Row] | None) -> None:
     for ex_row in exemplars or ():
         ex = point.exemplars.add()
         decode_attributes(
-            ex_row["filtered_attributes"], ex_row["filtered_attributes_types"], ex.filtered_attributes
+            ex_row["filtered_attributes"],
+            ex_row["filtered_attributes_types"],
+            ex.filtered_attributes,
         )
         ex.time_unix_nano = to_unsigned64(ex_row["time_unix_nano"])
         if ex_row["as_double"] is not None:
@@ -143,7 +145,9 @@ def _new_resource_metrics(md: MetricsData, row: Row) -> ResourceMetrics:
     rm = md.resource_metrics.add()
     rm.schema_url = row["resource_schema_url"] or ""
     decode_attributes(
-        row["resource_attributes"], row["resource_attributes_types"], rm.resource.attributes
+        row["resource_attributes"],
+        row["resource_attributes_types"],
+        rm.resource.attributes,
     )
     if row["resource_dropped_attributes_count"]:
         rm.resource.dropped_attributes_count = row["resource_dropped_attributes_count"]
@@ -159,7 +163,9 @@ def _new_scope_metrics(rm: ResourceMetrics, row: Row) -> ScopeMetrics:
         sm.scope.name = row["scope_name"]
     if row["scope_version"]:
         sm.scope.version = row["scope_version"]
-    decode_attributes(row["scope_attributes"], row["scope_attributes_types"], sm.scope.attributes)
+    decode_attributes(
+        row["scope_attributes"], row["scope_attributes_types"], sm.scope.attributes
+    )
     if row["scope_dropped_attributes_count"]:
         sm.scope.dropped_attributes_count = row["scope_dropped_attributes_count"]
     return sm
@@ -170,7 +176,9 @@ def _new_metric(sm: ScopeMetrics, point_type: str, row: Row) -> Metric:
     metric.name = row["metric_name"] or ""
     metric.description = row["metric_description"] or ""
     metric.unit = row["metric_unit"] or ""
-    decode_attributes(row["metric_metadata"], row["metric_metadata_types"], metric.metadata)
+    decode_attributes(
+        row["metric_metadata"], row["metric_metadata_types"], metric.metadata
+    )
     getattr(metric, point_type).SetInParent()
     return metric
 
@@ -186,7 +194,9 @@ def rebuild(rows_by_type: Mapping[str, Iterable[Row]]) -> dict[PushKey, MetricsD
             continue
         if point_type not in _POINT_SETTERS:
             raise ValueError(f"unknown point type {point_type!r}")
-        keyed.extend((tuple(row[k] for k in LINEAGE_KEY), point_type, row) for row in rows)
+        keyed.extend(
+            (tuple(row[k] for k in LINEAGE_KEY), point_type, row) for row in rows
+        )
     keyed.sort(key=lambda item: item[0])
 
     pushes: dict[PushKey, MetricsData] = {}
@@ -208,6 +218,8 @@ def rebuild(rows_by_type: Mapping[str, Iterable[Row]]) -> dict[PushKey, MetricsD
         if metric is None:
             metric = metrics[key[:5]] = _new_metric(sm, point_type, row)
         elif metric.WhichOneof("data") != point_type:
-            raise ValueError(f"point {key} of type {point_type} in a {metric.WhichOneof('data')}")
+            raise ValueError(
+                f"point {key} of type {point_type} in a {metric.WhichOneof('data')}"
+            )
         _POINT_SETTERS[point_type](getattr(metric, point_type), row)
     return pushes

@@ -46,7 +46,9 @@ def parse_since(text: str) -> datetime.timedelta:
             f"{text!r} is not a duration like 90m, 24h, 7d or 2w (a positive whole number "
             "of minutes, hours, days or weeks)"
         )
-    return datetime.timedelta(seconds=int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)])
+    return datetime.timedelta(
+        seconds=int(match.group(1)) * _SECONDS_PER_UNIT[match.group(2)]
+    )
 
 
 # Push-rate buckets: the smallest of these that gives at most this many points.
@@ -68,12 +70,17 @@ class ReportWindow:
     @property
     def bucket_seconds(self) -> int:
         total = self.since.total_seconds()
-        return next((b for b in _BUCKET_SECONDS if total / b <= _MAX_BUCKETS), _BUCKET_SECONDS[-1])
+        return next(
+            (b for b in _BUCKET_SECONDS if total / b <= _MAX_BUCKETS),
+            _BUCKET_SECONDS[-1],
+        )
 
     def sql_range(self, column: str) -> str:
         """``column`` within the window, as SQL on UTC timestamps."""
-        return (f"{column} >= TIMESTAMP '{_utc_text(self.start)}' "
-                f"AND {column} < TIMESTAMP '{_utc_text(self.end)}'")
+        return (
+            f"{column} >= TIMESTAMP '{_utc_text(self.start)}' "
+            f"AND {column} < TIMESTAMP '{_utc_text(self.end)}'"
+        )
 
 
 def _utc_text(moment: datetime.datetime) -> str:
@@ -130,8 +137,10 @@ def _push_rate_sql(db: str, w: ReportWindow) -> str:
 
 def _hours_in(w: ReportWindow) -> str:
     """The per-hour health rows of the hours the window touches."""
-    return (f"hour_start >= date_trunc('HOUR', TIMESTAMP '{_utc_text(w.start)}') "
-            f"AND hour_start < TIMESTAMP '{_utc_text(w.end)}'")
+    return (
+        f"hour_start >= date_trunc('HOUR', TIMESTAMP '{_utc_text(w.start)}') "
+        f"AND hour_start < TIMESTAMP '{_utc_text(w.end)}'"
+    )
 
 
 def _produce_latency_sql(db: str, w: ReportWindow) -> str:
@@ -183,26 +192,60 @@ def _stale_sql(db: str, w: ReportWindow) -> str:
 
 
 CHARTS: tuple[ChartSpec, ...] = (
-    ChartSpec("software", "Clients by software and version",
-              "Which client libraries and versions pushed in the window (client_inventory)?",
-              "barh", ("client_software_name", "client_software_version"), "instances",
-              _software_sql),
-    ChartSpec("push-rate", "Push rate over time",
-              "How many pushes per second reached the collector (pushes)?",
-              "time", ("bucket_start",), "pushes_per_s", _push_rate_sql),
-    ChartSpec("produce-latency", "Top clients by produce latency",
-              "Which producers wait longest for the brokers (producer_health, ms)?",
-              "barh", ("client_id", "client_instance_id"), "request_latency_avg_ms",
-              _produce_latency_sql),
-    ChartSpec("consumer-lag", "Top clients by consumer lag",
-              "Which consumers are furthest behind (consumer_health, records)?",
-              "barh", ("client_id", "client_instance_id"), "records_lag_max", _consumer_lag_sql),
-    ChartSpec("throttled", "Throttled clients",
-              "Which clients did the brokers throttle (throttled_clients, ms)?",
-              "barh", ("client_id", "client_instance_id"), "throttle_time_max_ms", _throttled_sql),
-    ChartSpec("stale", "Stale clients",
-              "Which clients went silent without a terminating push (stale_clients, seconds)?",
-              "barh", ("client_id", "client_instance_id"), "silent_seconds", _stale_sql),
+    ChartSpec(
+        "software",
+        "Clients by software and version",
+        "Which client libraries and versions pushed in the window (client_inventory)?",
+        "barh",
+        ("client_software_name", "client_software_version"),
+        "instances",
+        _software_sql,
+    ),
+    ChartSpec(
+        "push-rate",
+        "Push rate over time",
+        "How many pushes per second reached the collector (pushes)?",
+        "time",
+        ("bucket_start",),
+        "pushes_per_s",
+        _push_rate_sql,
+    ),
+    ChartSpec(
+        "produce-latency",
+        "Top clients by produce latency",
+        "Which producers wait longest for the brokers (producer_health, ms)?",
+        "barh",
+        ("client_id", "client_instance_id"),
+        "request_latency_avg_ms",
+        _produce_latency_sql,
+    ),
+    ChartSpec(
+        "consumer-lag",
+        "Top clients by consumer lag",
+        "Which consumers are furthest behind (consumer_health, records)?",
+        "barh",
+        ("client_id", "client_instance_id"),
+        "records_lag_max",
+        _consumer_lag_sql,
+    ),
+    ChartSpec(
+        "throttled",
+        "Throttled clients",
+        "Which clients did the brokers throttle (throttled_clients, ms)?",
+        "barh",
+        ("client_id", "client_instance_id"),
+        "throttle_time_max_ms",
+        _throttled_sql,
+    ),
+    ChartSpec(
+        "stale",
+        "Stale clients",
+        "Which clients went silent without a terminating push (stale_clients, seconds)?",
+        "barh",
+        ("client_id", "client_instance_id"),
+        "silent_seconds",
+        _stale_sql,
+    ),
 )
 
 
@@ -215,16 +258,26 @@ class ChartResult:
     bucket_seconds: int = 0  # of a time chart
 
 
-def collect_report(spark: SparkSession, database: str, window: ReportWindow,
-                   charts: Sequence[ChartSpec] = CHARTS) -> list[ChartResult]:
+def collect_report(
+    spark: SparkSession,
+    database: str,
+    window: ReportWindow,
+    charts: Sequence[ChartSpec] = CHARTS,
+) -> list[ChartResult]:
     """Run every chart's query once; the rows drawn are the rows tabled."""
     results = []
     for spec in charts:
         sql = spec.sql(database, window)
         df = spark.sql(sql)
-        results.append(ChartResult(spec, sql, tuple(df.columns),
-                                   tuple(tuple(row) for row in df.collect()),
-                                   window.bucket_seconds))
+        results.append(
+            ChartResult(
+                spec,
+                sql,
+                tuple(df.columns),
+                tuple(tuple(row) for row in df.collect()),
+                window.bucket_seconds,
+            )
+        )
     return results
 
 
@@ -254,7 +307,9 @@ def _figure_svg(result: ChartResult) -> str:
 
     spec = result.spec
     rows = [dict(zip(result.columns, row)) for row in result.rows]
-    values = [float(r[spec.value]) if r[spec.value] is not None else math.nan for r in rows]
+    values = [
+        float(r[spec.value]) if r[spec.value] is not None else math.nan for r in rows
+    ]
     if spec.kind == "time":
         figure = Figure(figsize=(9, 3.2))
         axes = figure.subplots()
@@ -275,15 +330,21 @@ def _figure_svg(result: ChartResult) -> str:
         axes.invert_yaxis()  # the first row on top
         axes.set_xlabel(spec.value)
         for y, v in zip(positions, values):
-            axes.annotate(f"{v:g}", (v, y), xytext=(3, 0), textcoords="offset points",
-                          va="center", fontsize=8)
+            axes.annotate(
+                f"{v:g}",
+                (v, y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
     axes.grid(axis="x" if spec.kind == "barh" else "y", alpha=0.3)
     axes.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     out = io.StringIO()
     figure.savefig(out, format="svg", metadata={"Date": None})
     svg = out.getvalue()
-    svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE
+    svg = svg[svg.index("<svg") :]  # drop the XML declaration and DOCTYPE
     svg = _SVG_METADATA.sub("", svg, count=1)  # RDF naming matplotlib: no use inline
     # Several figures share one document, where an id is global: each gets its own prefix.
     return _SVG_ID_REFERENCE.sub(lambda m: f"{m.group(1)}{spec.key}-", svg)
@@ -308,12 +369,14 @@ def _section(result: ChartResult) -> str:
         chart = f'<figure class="chart">{_figure_svg(result)}</figure>'
         numbers = _table(result)
     else:
-        chart = ('<div class="chart no-data">No data: the query returned no rows for this '
-                 "window.</div>")
+        chart = (
+            '<div class="chart no-data">No data: the query returned no rows for this '
+            "window.</div>"
+        )
         numbers = ""
     return (
         f'<section class="report-section" id="{spec.key}" data-chart="{spec.key}">\n'
-        f"<h2>{html.escape(spec.title)}</h2>\n<p class=\"question\">{html.escape(spec.question)}</p>\n"
+        f'<h2>{html.escape(spec.title)}</h2>\n<p class="question">{html.escape(spec.question)}</p>\n'
         f"{chart}\n{numbers}\n"
         f'<details><summary>Query</summary><pre class="sql">{html.escape(result.sql)}</pre></details>\n'
         "</section>"
@@ -338,12 +401,14 @@ pre.sql { background: #f6f8fb; padding: 0.6rem; overflow-x: auto; font-size: 0.8
 """
 
 
-def render_report(results: Sequence[ChartResult], window: ReportWindow, database: str) -> str:
+def render_report(
+    results: Sequence[ChartResult], window: ReportWindow, database: str
+) -> str:
     """The whole page: inline CSS and SVG, nothing to fetch."""
     sections = "\n".join(_section(r) for r in results)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         "<title>ktc client report</title>\n"
         f"<style>{_CSS}</style></head>\n<body>\n<header><h1>Kafka clients report</h1>\n"
         f"<p>Database <code>{html.escape(database)}</code>; pushes received from "

@@ -188,7 +188,14 @@ _TYPE_COLUMNS: dict[str, tuple[pa.Field, ...]] = {
         pa.field("sum", pa.float64()),
         pa.field(
             "quantile_values",
-            pa.list_(pa.struct([pa.field("quantile", pa.float64()), pa.field("value", pa.float64())])),
+            pa.list_(
+                pa.struct(
+                    [
+                        pa.field("quantile", pa.float64()),
+                        pa.field("value", pa.float64()),
+                    ]
+                )
+            ),
         ),
     ),
 }
@@ -280,7 +287,9 @@ def spark_type(arrow_type: pa.DataType) -> str:
     if arrow_type in _SCALAR_SQL:
         return _SCALAR_SQL[arrow_type]
     if pa.types.is_map(arrow_type):
-        return f"MAP<{spark_type(arrow_type.key_type)},{spark_type(arrow_type.item_type)}>"
+        return (
+            f"MAP<{spark_type(arrow_type.key_type)},{spark_type(arrow_type.item_type)}>"
+        )
     if pa.types.is_list(arrow_type):
         return f"ARRAY<{spark_type(arrow_type.value_type)}>"
     if pa.types.is_struct(arrow_type):
@@ -291,7 +300,9 @@ def spark_type(arrow_type: pa.DataType) -> str:
 
 def create_table_sql(database: str, table: TableSpec) -> str:
     """``CREATE TABLE IF NOT EXISTS`` for a managed, partitioned, zstd Parquet table."""
-    columns = ",\n  ".join(f"`{f.name}` {spark_type(f.type)}" for f in table.arrow_schema)
+    columns = ",\n  ".join(
+        f"`{f.name}` {spark_type(f.type)}" for f in table.arrow_schema
+    )
     partitions = ", ".join(PARTITION_COLUMNS)
     return (
         f"CREATE TABLE IF NOT EXISTS `{database}`.`{table.name}` (\n  {columns}\n)\n"

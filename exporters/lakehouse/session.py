@@ -33,7 +33,13 @@ from exporters.lakehouse.schema import DEFAULT_DATABASE
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["QUIET_LOG4J2", "LakehouseConfig", "derby_in_use", "open_session", "spark_conf"]
+__all__ = [
+    "QUIET_LOG4J2",
+    "LakehouseConfig",
+    "derby_in_use",
+    "open_session",
+    "spark_conf",
+]
 
 # Spark's default log4j2 setup prints INFO/WARN lines to stderr; analysts running
 # `ktc sql` want results only.  Written to <lake>/conf at startup (not shipped as
@@ -138,7 +144,9 @@ def _write_log_config(config: LakehouseConfig) -> None:
         os.replace(tmp, path)
 
 
-def open_session(config: LakehouseConfig, app_name: str, *, hive: bool = True) -> SparkSession:
+def open_session(
+    config: LakehouseConfig, app_name: str, *, hive: bool = True
+) -> SparkSession:
     """A SparkSession on this lakehouse's catalog.
 
     ``hive=False`` gives a session with Spark's in-memory catalog (no metastore), used

@@ -18,7 +18,11 @@ from exporters.landing.log import (
     UnlandedRecords,
 )
 from exporters.landing.options import LandingOptions
-from exporters.landing.positions import ConsumerPositions, PositionsError, committed_offsets
+from exporters.landing.positions import (
+    ConsumerPositions,
+    PositionsError,
+    committed_offsets,
+)
 from exporters.landing.reader import LandingReader, LandingRecord
 
 __all__ = [

@@ -21,7 +21,9 @@ from exporters.landing.reader import LandingReader, LandingRecord
 __all__ = ["dump_records", "record_to_json_dict"]
 
 
-def dump_records(directories: Iterable[Path], from_offset: int = 0) -> Iterator[dict[str, Any]]:
+def dump_records(
+    directories: Iterable[Path], from_offset: int = 0
+) -> Iterator[dict[str, Any]]:
     """Every record at or above ``from_offset`` in each landing directory (one node's
     ``landing/node-<id>``; see ``node_directories``), directory by directory, in offset order."""
     for directory in directories:

@@ -33,7 +33,9 @@ class FsyncPolicy(enum.Enum):
             return cls(value)
         except ValueError:
             choices = ", ".join(policy.value for policy in cls)
-            raise ValueError(f"fsync policy {value!r}: expected one of {choices}") from None
+            raise ValueError(
+                f"fsync policy {value!r}: expected one of {choices}"
+            ) from None
 
 
 def fsync_directory(directory: Path) -> None:

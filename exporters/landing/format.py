@@ -131,11 +131,20 @@ def encode_record_head(
     context_len = len(context_json)
     crc = _crc32c(
         payload,
-        _crc32c(_pack_fixed_body(offset, appended_time_unix_nano, context_len) + context_json),
+        _crc32c(
+            _pack_fixed_body(offset, appended_time_unix_nano, context_len)
+            + context_json
+        ),
     )
     length = _FIXED_BODY_BYTES + context_len + len(payload)
     return _pack_head(
-        sync_marker, RECORD_MAGIC_V1, length, crc, offset, appended_time_unix_nano, context_len
+        sync_marker,
+        RECORD_MAGIC_V1,
+        length,
+        crc,
+        offset,
+        appended_time_unix_nano,
+        context_len,
     )
 
 
@@ -143,11 +152,15 @@ def encode_record_head(
 _crc32c: Final = crc32c.crc32c
 _pack_fixed_body: Final = RECORD_FIXED_BODY.pack
 # The whole head in one pack: RECORD_PREFIX then RECORD_FIXED_BODY.
-_pack_head: Final = struct.Struct(RECORD_PREFIX.format + RECORD_FIXED_BODY.format[1:]).pack
+_pack_head: Final = struct.Struct(
+    RECORD_PREFIX.format + RECORD_FIXED_BODY.format[1:]
+).pack
 _FIXED_BODY_BYTES: Final = RECORD_FIXED_BODY.size
 
 
-_CONTEXT_FIELD_SET: Final = frozenset(f.name for f in dataclasses.fields(TelemetryContext))
+_CONTEXT_FIELD_SET: Final = frozenset(
+    f.name for f in dataclasses.fields(TelemetryContext)
+)
 
 
 class ContextEncodingError(ValueError):
@@ -279,7 +292,9 @@ class _ConstantPart:
             )
             content_type_json = orjson.dumps(c.content_type)
         except orjson.JSONEncodeError as error:
-            raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
+            raise ContextEncodingError(
+                f"telemetry context not encodable: {error}"
+            ) from error
         # Kept as exact-size copies (slices): the object orjson returns keeps its whole
         # output buffer, 4 KiB, which would be most of this part's memory.
         self.head: bytes = head[:-1]
@@ -340,7 +355,9 @@ def _encode_whole(c: TelemetryContext) -> bytes:
     try:
         return orjson.dumps(fields)
     except orjson.JSONEncodeError as error:
-        raise ContextEncodingError(f"telemetry context not encodable: {error}") from error
+        raise ContextEncodingError(
+            f"telemetry context not encodable: {error}"
+        ) from error
 
 
 def _connection_fields(c: TelemetryContext) -> dict[str, object]:
@@ -365,4 +382,6 @@ def decode_context(raw: bytes | memoryview) -> TelemetryContext:
         raise ValueError("record context is not a JSON object")
     if data.keys() <= _CONTEXT_FIELD_SET:
         return TelemetryContext(**data)
-    return TelemetryContext(**{k: v for k, v in data.items() if k in _CONTEXT_FIELD_SET})
+    return TelemetryContext(
+        **{k: v for k, v in data.items() if k in _CONTEXT_FIELD_SET}
+    )

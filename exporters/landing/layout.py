@@ -40,7 +40,9 @@ class SegmentInfo:
     path: Path
     sealed: bool  # every segment but the newest: complete, never written again
     size_bytes: int
-    modified_time_unix_nano: int  # for a sealed segment: appended time of its last record
+    modified_time_unix_nano: (
+        int  # for a sealed segment: appended time of its last record
+    )
     # Offsets in this segment are below this: the next segment's base offset (None for
     # the active segment, whose end moves).
     next_base_offset: int | None

@@ -60,12 +60,23 @@ from exporters.landing.format import (
     encode_segment_header,
     new_sync_marker,
 )
-from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments, segment_path
+from exporters.landing.layout import (
+    TEMP_SUFFIX,
+    SegmentInfo,
+    list_segments,
+    segment_path,
+)
 from exporters.landing.options import LandingOptions
 from exporters.landing.positions import committed_offsets
 from exporters.landing.preallocate import SPARE_FILE_NAME, reserve, spare_room_left
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
-from exporters.landing.scan import CorruptRegion, ScannedRecord, Tail, open_for_scan, scan_records
+from exporters.landing.scan import (
+    CorruptRegion,
+    ScannedRecord,
+    Tail,
+    open_for_scan,
+    scan_records,
+)
 
 __all__ = [
     "LandingError",
@@ -117,7 +128,9 @@ class UnlandedRecords(LandingError):
     """A flush failed: none of ``records`` (context, payload) may be acknowledged (the
     collector answers their pushes 89; their contexts name connection and correlation id)."""
 
-    def __init__(self, message: str, records: list[tuple[TelemetryContext, bytes]]) -> None:
+    def __init__(
+        self, message: str, records: list[tuple[TelemetryContext, bytes]]
+    ) -> None:
         super().__init__(message)
         self.records = records
 
@@ -320,7 +333,12 @@ class LandingLog:
                 return
             self._last_failure_log_s = now
             failures = self._counters["export_failures"]
-        _log.error("landing log %s: append failed (%d so far): %s", self.directory, failures, error)
+        _log.error(
+            "landing log %s: append failed (%d so far): %s",
+            self.directory,
+            failures,
+            error,
+        )
 
     def append(self, context: TelemetryContext, payload: bytes) -> int:
         """Appends one record and returns its offset. Under ``fsync="always"`` it is on disk
@@ -345,7 +363,9 @@ class LandingLog:
         log (they may be delivered although the caller reports an error: at least once)."""
         if self._pending:
             self.flush()
-        encoded = [(self._encode_context(context), payload) for context, payload in items]
+        encoded = [
+            (self._encode_context(context), payload) for context, payload in items
+        ]
         for context_json, payload in encoded:
             self._check_record_size(context_json, payload)
         if not encoded:
@@ -436,7 +456,9 @@ class LandingLog:
             except LandingError as landing_error:
                 self._discard_staged_locked()
                 failure = landing_error
-            except OSError as fsync_error:  # the fsync failed: the records are not durable
+            except (
+                OSError
+            ) as fsync_error:  # the fsync failed: the records are not durable
                 self._discard_staged_locked()
                 failure = LandingError(f"fsync failed: {fsync_error}")
         self._note_export_failure(failure, len(pending))
@@ -486,11 +508,15 @@ class LandingLog:
                     try:
                         self._reopen_locked()
                     except (OSError, LandingError) as error:
-                        _log.debug("landing log %s: reopen failed: %s", self.directory, error)
+                        _log.debug(
+                            "landing log %s: reopen failed: %s", self.directory, error
+                        )
                         return False
                     self._broken = None
                     self._unwritable = None
-                    _log.warning("landing log %s: reopened, writing again", self.directory)
+                    _log.warning(
+                        "landing log %s: reopened, writing again", self.directory
+                    )
                     return True
                 size = self._probe_bytes
             try:
@@ -502,7 +528,9 @@ class LandingLog:
                 if self._counters["write_failures"] != failures:
                     return False  # a write failed while probing: that answer is newer
                 self._unwritable = None
-        _log.warning("landing log %s: %d bytes fit again, writing again", self.directory, size)
+        _log.warning(
+            "landing log %s: %d bytes fit again, writing again", self.directory, size
+        )
         return True
 
     def close(self) -> None:
@@ -513,7 +541,9 @@ class LandingLog:
                 self.flush()  # staged, never acknowledged: keep them
             except LandingError as error:
                 _log.error(
-                    "landing log %s: staged records lost at close: %s", self.directory, error
+                    "landing log %s: staged records lost at close: %s",
+                    self.directory,
+                    error,
                 )
         with self._lock:
             if self._closed:
@@ -521,7 +551,10 @@ class LandingLog:
             self._closed = True
         self._stop.set()
         self._spare_wanted.set()
-        if self._housekeeper is not None and self._housekeeper is not threading.current_thread():
+        if (
+            self._housekeeper is not None
+            and self._housekeeper is not threading.current_thread()
+        ):
             self._housekeeper.join()
         if self._spare_maker is not None:
             self._spare_maker.join()
@@ -569,7 +602,10 @@ class LandingLog:
             if min_committed_offset is None and self._retention.respect_consumers:
                 min_committed_offset = self._lowest_consumer_position()
             doomed = segments_to_delete(
-                list_segments(self.directory), self._retention, now_ms, min_committed_offset
+                list_segments(self.directory),
+                self._retention,
+                now_ms,
+                min_committed_offset,
             )
             for segment in doomed:
                 try:
@@ -646,12 +682,15 @@ class LandingLog:
         a staged record's head carries the sync marker of the segment it goes to."""
         record_bytes = RECORD_HEADER_BYTES + len(context_json) + len(payload)
         if (self._active_records or self._staged_records) and (
-            self._active_size + self._staged_bytes + record_bytes > self._segment_max_bytes
+            self._active_size + self._staged_bytes + record_bytes
+            > self._segment_max_bytes
             or (self._active_records > 0 and self._aged(now_ns))
         ):
             self._roll_locked()
         offset = self._next_offset + self._staged_records
-        head = encode_record_head(self._sync_marker, offset, now_ns, context_json, payload)
+        head = encode_record_head(
+            self._sync_marker, offset, now_ns, context_json, payload
+        )
         if not self._staged_records:
             self._staged_first_ns = now_ns
         self._staged += (head, context_json, payload)
@@ -667,7 +706,10 @@ class LandingLog:
         records (what _stage_locked decides record by record)."""
         if self._active_records > 0 and self._aged(now_ns):
             return False
-        return self._active_size + self._staged_bytes + batch_bytes <= self._segment_max_bytes
+        return (
+            self._active_size + self._staged_bytes + batch_bytes
+            <= self._segment_max_bytes
+        )
 
     def _stage_batch_locked(
         self,
@@ -685,7 +727,9 @@ class LandingLog:
         count = 0
         staged_bytes = 0
         for context_json, (_, payload) in zip(contexts, pending):
-            head = encode_record_head(marker, offset + count, now_ns, context_json, payload)
+            head = encode_record_head(
+                marker, offset + count, now_ns, context_json, payload
+            )
             staged += (head, context_json, payload)
             staged_bytes += RECORD_HEADER_BYTES + len(context_json) + len(payload)
             count += 1
@@ -761,8 +805,12 @@ class LandingLog:
             self._spare_wanted.clear()
             try:
                 self._prepare_spare()
-            except OSError as error:  # the next roll allocates as it goes; a tick asks again
-                _log.warning("landing log %s: no spare segment: %s", self.directory, error)
+            except (
+                OSError
+            ) as error:  # the next roll allocates as it goes; a tick asks again
+                _log.warning(
+                    "landing log %s: no spare segment: %s", self.directory, error
+                )
 
     def _prepare_spare(self) -> None:
         """An empty file with a whole segment's blocks reserved, for the next roll, unless
@@ -812,13 +860,19 @@ class LandingLog:
             try:
                 os.ftruncate(fd, size)
             except OSError as error:  # they stay allocated: space, not data, is lost
-                _log.warning("landing log %s: reserved blocks not released: %s", self.directory, error)
+                _log.warning(
+                    "landing log %s: reserved blocks not released: %s",
+                    self.directory,
+                    error,
+                )
 
     def _mark_unwritable_locked(self, reason: str, attempted_bytes: int) -> None:
         self._drop_spare_locked()
         self._unwritable = reason
         self._counters["write_failures"] += 1
-        self._probe_bytes = min(max(attempted_bytes, _PROBE_MIN_BYTES), _PROBE_MAX_BYTES)
+        self._probe_bytes = min(
+            max(attempted_bytes, _PROBE_MIN_BYTES), _PROBE_MAX_BYTES
+        )
 
     def _write_probe_file(self, size: int) -> None:
         """Writes ``size`` bytes to a scratch file (fsynced unless the policy is ``never``)
@@ -862,7 +916,9 @@ class LandingLog:
         try:
             os.ftruncate(self._fd, self._active_size)
         except OSError as truncate_error:
-            self._broken = f"write failed ({error}) and truncate failed ({truncate_error})"
+            self._broken = (
+                f"write failed ({error}) and truncate failed ({truncate_error})"
+            )
             _log.error("landing log %s: %s", self.directory, self._broken)
 
     def _fsync_locked(self, fd: int) -> None:
@@ -894,7 +950,9 @@ class LandingLog:
                 if self._descriptors_closed:
                     raise LandingLogClosed(f"landing log {self.directory} is closed")
                 if self._broken is not None:
-                    raise LandingError(f"landing log {self.directory} is unusable: {self._broken}")
+                    raise LandingError(
+                        f"landing log {self.directory} is unusable: {self._broken}"
+                    )
                 if (
                     self._durable_offset >= target_offset
                     and self._unsynced_sealed_base is None
@@ -903,7 +961,10 @@ class LandingLog:
                     return
                 covered = self._next_offset
                 active_base = self._active_base_offset
-                sealed_from, self._unsynced_sealed_base = self._unsynced_sealed_base, None
+                sealed_from, self._unsynced_sealed_base = (
+                    self._unsynced_sealed_base,
+                    None,
+                )
                 directory_dirty, self._directory_dirty = self._directory_dirty, False
                 # A new segment's header must be durable before its name is.
                 needs_active = covered > self._durable_offset or directory_dirty
@@ -947,7 +1008,9 @@ class LandingLog:
         self._counters["segments_rolled"] += 1
         try:
             if self._fsync_inline:
-                self._fsync_locked(old_fd)  # its data is synced; this persists the mtime
+                self._fsync_locked(
+                    old_fd
+                )  # its data is synced; this persists the mtime
             elif self._unsynced_sealed_base is None:
                 self._unsynced_sealed_base = old_base  # the next sync round fsyncs it
         finally:
@@ -968,7 +1031,9 @@ class LandingLog:
         fd = os.open(temp_path, flags if reserved else flags | os.O_TRUNC, 0o644)
         try:
             if os.write(fd, header) != len(header):
-                raise OSError(errno.ENOSPC, f"short write of segment header {temp_path.name}")
+                raise OSError(
+                    errno.ENOSPC, f"short write of segment header {temp_path.name}"
+                )
             if self._fsync_inline:
                 self._fsync_locked(fd)
             # Otherwise the next sync round fsyncs the new file before its directory entry.
@@ -1082,7 +1147,9 @@ class LandingLog:
             self._last_append_ns = last_append_ns
         self._next_offset = next_offset
 
-    def _abandon_damaged_segment(self, active: SegmentInfo, error: SegmentHeaderError) -> None:
+    def _abandon_damaged_segment(
+        self, active: SegmentInfo, error: SegmentHeaderError
+    ) -> None:
         """The newest segment's header is unreadable, so its records cannot be found. It is
         left in place (sealed; readers report it) and writing continues in a new segment
         whose base offset is certainly above any offset it holds: a record takes at least
@@ -1099,7 +1166,11 @@ class LandingLog:
         self._create_segment_locked(fresh_base)
 
     def _acquire_directory_lock(self) -> int:
-        fd = os.open(self.directory / _LOCK_FILE_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(
+            self.directory / _LOCK_FILE_NAME,
+            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+            0o644,
+        )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:

@@ -53,7 +53,9 @@ class LandingOptions:
         # Accept the config file's spelling (strings, lists) and keep the canonical types.
         object.__setattr__(self, "fsync", FsyncPolicy.parse(self.fsync))
         object.__setattr__(
-            self, "retention_required_consumers", tuple(self.retention_required_consumers)
+            self,
+            "retention_required_consumers",
+            tuple(self.retention_required_consumers),
         )
         if self.segment_max_bytes <= SEGMENT_HEADER_BYTES:
             raise ValueError(f"segment_max_bytes must exceed {SEGMENT_HEADER_BYTES}")

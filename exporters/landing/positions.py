@@ -19,7 +19,12 @@ from typing import Final
 
 from exporters.landing.durability import fsync_directory
 
-__all__ = ["CONSUMERS_DIRECTORY", "ConsumerPositions", "PositionsError", "committed_offsets"]
+__all__ = [
+    "CONSUMERS_DIRECTORY",
+    "ConsumerPositions",
+    "PositionsError",
+    "committed_offsets",
+]
 
 CONSUMERS_DIRECTORY: Final = "consumers"
 _CONSUMER_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -47,8 +52,14 @@ class ConsumerPositions:
         return _read_position(self.path) or 0
 
     def commit(self, next_offset: int) -> None:
-        if isinstance(next_offset, bool) or not isinstance(next_offset, int) or next_offset < 0:
-            raise ValueError(f"next_offset must be a non-negative int, got {next_offset!r}")
+        if (
+            isinstance(next_offset, bool)
+            or not isinstance(next_offset, int)
+            or next_offset < 0
+        ):
+            raise ValueError(
+                f"next_offset must be a non-negative int, got {next_offset!r}"
+            )
         self._directory.mkdir(parents=True, exist_ok=True)
         document = {
             "format": _POSITION_FORMAT_VERSION,
@@ -101,7 +112,15 @@ def _read_position(path: Path) -> int | None:
         document = json.loads(raw)
         next_offset = document["next_offset"]
     except (ValueError, TypeError, KeyError) as error:
-        raise PositionsError(f"{path}: unreadable consumer position ({error})") from error
-    if isinstance(next_offset, bool) or not isinstance(next_offset, int) or next_offset < 0:
-        raise PositionsError(f"{path}: next_offset {next_offset!r} is not a non-negative int")
+        raise PositionsError(
+            f"{path}: unreadable consumer position ({error})"
+        ) from error
+    if (
+        isinstance(next_offset, bool)
+        or not isinstance(next_offset, int)
+        or next_offset < 0
+    ):
+        raise PositionsError(
+            f"{path}: next_offset {next_offset!r} is not a non-negative int"
+        )
     return next_offset

@@ -32,7 +32,12 @@ from exporters.landing.format import (
     decode_segment_header,
 )
 from exporters.landing.layout import SegmentInfo, list_segments
-from exporters.landing.scan import CorruptRegion, ScannedRecord, open_for_scan, scan_records
+from exporters.landing.scan import (
+    CorruptRegion,
+    ScannedRecord,
+    open_for_scan,
+    scan_records,
+)
 
 __all__ = ["LandingReader", "LandingRecord"]
 
@@ -87,7 +92,9 @@ class _SegmentState:
 
 
 class LandingReader:
-    def __init__(self, directory: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES):
+    def __init__(
+        self, directory: Path, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    ):
         self.directory = Path(directory)
         self._max_record_bytes = max_record_bytes
         self._states: dict[int, _SegmentState] = {}
@@ -120,11 +127,18 @@ class LandingReader:
         records = 0
         total_bytes = 0
         for segment in segments[first:]:
-            if segment.next_base_offset is not None and segment.next_base_offset <= from_offset:
+            if (
+                segment.next_base_offset is not None
+                and segment.next_base_offset <= from_offset
+            ):
                 continue
             for record in self._read_segment(segment, from_offset):
                 size = len(record.payload)
-                if max_bytes is not None and records > 0 and total_bytes + size > max_bytes:
+                if (
+                    max_bytes is not None
+                    and records > 0
+                    and total_bytes + size > max_bytes
+                ):
                     return
                 yield record
                 records += 1
@@ -166,7 +180,9 @@ class LandingReader:
             del self._states[base]  # deleted by retention
         return segments
 
-    def _read_segment(self, segment: SegmentInfo, from_offset: int) -> Iterator[LandingRecord]:
+    def _read_segment(
+        self, segment: SegmentInfo, from_offset: int
+    ) -> Iterator[LandingRecord]:
         with self._open(segment) as opened:
             if opened is None:
                 return
@@ -241,7 +257,9 @@ class LandingReader:
         self._states[segment.base_offset] = state
         return state
 
-    def _report(self, state: _SegmentState, segment: SegmentInfo, position: int, what: str) -> None:
+    def _report(
+        self, state: _SegmentState, segment: SegmentInfo, position: int, what: str
+    ) -> None:
         if position in state.reported:
             return
         state.reported.add(position)

@@ -38,7 +38,9 @@ def segments_to_delete(
     """``segments`` is the whole log in base-offset order (the active one last)."""
     total_bytes = sum(s.size_bytes for s in segments)
     excess_bytes = (
-        total_bytes - policy.retention_bytes if policy.retention_bytes is not None else None
+        total_bytes - policy.retention_bytes
+        if policy.retention_bytes is not None
+        else None
     )
     doomed: list[SegmentInfo] = []
     for segment in segments:

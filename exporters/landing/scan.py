@@ -29,7 +29,14 @@ from exporters.landing.format import (
     RECORD_PREFIX,
 )
 
-__all__ = ["CorruptRegion", "ScanItem", "ScannedRecord", "Tail", "open_for_scan", "scan_records"]
+__all__ = [
+    "CorruptRegion",
+    "ScanItem",
+    "ScannedRecord",
+    "Tail",
+    "open_for_scan",
+    "scan_records",
+]
 
 _SEARCH_CHUNK_BYTES: Final = 1024 * 1024
 
@@ -86,11 +93,21 @@ def scan_records(
     while position < file_size:
         try:
             record = _read_record(
-                file, position, file_size, sync_marker, previous_offset, max_record_bytes
+                file,
+                position,
+                file_size,
+                sync_marker,
+                previous_offset,
+                max_record_bytes,
             )
         except _Invalid as invalid:
             found = _resync(
-                file, position + 1, file_size, sync_marker, previous_offset, max_record_bytes
+                file,
+                position + 1,
+                file_size,
+                sync_marker,
+                previous_offset,
+                max_record_bytes,
             )
             if found is None:
                 yield Tail(position, file_size, str(invalid))
@@ -139,7 +156,9 @@ def _read_record(
     if context_len > rest_bytes:
         raise _Invalid(f"context length {context_len} out of bounds at byte {position}")
     if offset <= previous_offset:
-        raise _Invalid(f"offset {offset} not above {previous_offset} at byte {position}")
+        raise _Invalid(
+            f"offset {offset} not above {previous_offset} at byte {position}"
+        )
     view = memoryview(rest)
     return ScannedRecord(
         position=position,
@@ -172,7 +191,12 @@ def _resync(
             candidate = chunk_start + index
             try:
                 return _read_record(
-                    file, candidate, file_size, sync_marker, previous_offset, max_record_bytes
+                    file,
+                    candidate,
+                    file_size,
+                    sync_marker,
+                    previous_offset,
+                    max_record_bytes,
                 )
             except _Invalid:
                 index = chunk.find(sync_marker, index + 1)

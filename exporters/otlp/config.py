@@ -67,7 +67,9 @@ def parse_go_duration(value: object) -> dt.timedelta:
         total_ns += float(match.group(1)) * _GO_DURATION_UNIT_NS[match.group(2)]
         pos = match.end()
     if pos == 0 or pos != len(text):
-        raise ValueError(f"invalid duration {value!r}: expected e.g. '5s', '300ms', '1m30s'")
+        raise ValueError(
+            f"invalid duration {value!r}: expected e.g. '5s', '300ms', '1m30s'"
+        )
     return dt.timedelta(microseconds=total_ns / 1_000)
 
 
@@ -100,7 +102,9 @@ class TlsClientConfig(_Section):
                 "set tls.ca_file to the server's CA (or tls.insecure: true for plaintext)"
             )
         if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("tls.cert_file and tls.key_file must be set together (mTLS)")
+            raise ValueError(
+                "tls.cert_file and tls.key_file must be set together (mTLS)"
+            )
         return self
 
 
@@ -121,7 +125,9 @@ class RetryConfig(_Section):
 
     @model_validator(mode="after")
     def _check(self) -> RetryConfig:
-        if self.initial_interval <= dt.timedelta(0) or self.max_interval <= dt.timedelta(0):
+        if self.initial_interval <= dt.timedelta(
+            0
+        ) or self.max_interval <= dt.timedelta(0):
             raise ValueError("retry_on_failure intervals must be positive")
         if self.max_interval < self.initial_interval:
             raise ValueError("'max_interval' must not be less than 'initial_interval'")
@@ -130,9 +136,13 @@ class RetryConfig(_Section):
         if self.max_elapsed_time > dt.timedelta(0):
             # configretry's own checks, same messages.
             if self.max_elapsed_time < self.initial_interval:
-                raise ValueError("'max_elapsed_time' must not be less than 'initial_interval'")
+                raise ValueError(
+                    "'max_elapsed_time' must not be less than 'initial_interval'"
+                )
             if self.max_elapsed_time < self.max_interval:
-                raise ValueError("'max_elapsed_time' must not be less than 'max_interval'")
+                raise ValueError(
+                    "'max_elapsed_time' must not be less than 'max_interval'"
+                )
         return self
 
 
@@ -178,7 +188,9 @@ class SendingQueueConfig(_Section):
     num_consumers: int = Field(default=10, ge=1)
     queue_size: int = Field(default=1000, ge=1)
     sizer: Sizer = "requests"
-    block_on_overflow: bool = False  # accepted for compatibility; reading ahead never drops
+    block_on_overflow: bool = (
+        False  # accepted for compatibility; reading ahead never drops
+    )
     wait_for_result: bool = False  # accepted for compatibility; commits always wait
     batch: BatchConfig | None = None
 
@@ -201,7 +213,11 @@ class SendingQueueConfig(_Section):
     @model_validator(mode="after")
     def _check(self) -> SendingQueueConfig:
         batch = self.batch
-        if batch is not None and batch.sizer == self.sizer and batch.min_size > self.queue_size:
+        if (
+            batch is not None
+            and batch.sizer == self.sizer
+            and batch.min_size > self.queue_size
+        ):
             raise ValueError("`min_size` must be less than or equal to `queue_size`")
         return self
 
@@ -233,7 +249,9 @@ class OtlpExporterConfig(_Section):
         for key in self.headers:
             # gRPC metadata keys are lowercase ASCII tokens; "-bin" keys carry binary values
             # that a YAML string cannot express.
-            if not re.fullmatch(r"[0-9a-zA-Z_.-]+", key) or key.lower().endswith("-bin"):
+            if not re.fullmatch(r"[0-9a-zA-Z_.-]+", key) or key.lower().endswith(
+                "-bin"
+            ):
                 raise ValueError(f"header {key!r} is not a valid gRPC metadata key")
             if key.lower().startswith("grpc-"):
                 raise ValueError(f"header {key!r} uses the reserved 'grpc-' prefix")
@@ -258,7 +276,9 @@ class OtlpExporterConfig(_Section):
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
         """``headers`` as gRPC call metadata (keys lowercased, as grpc-go's metadata.New)."""
-        return tuple((key.lower(), value) for key, value in sorted(self.headers.items()))
+        return tuple(
+            (key.lower(), value) for key, value in sorted(self.headers.items())
+        )
 
     @property
     def timeout_s(self) -> float:

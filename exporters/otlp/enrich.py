@@ -48,7 +48,9 @@ RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...
 
 # Gateway mode: appended after the ones above, each only when the context has a value
 # (a standalone collector has no upstream; the bootstrap listener stands for no broker).
-UPSTREAM_RESOURCE_ATTRIBUTES: tuple[tuple[str, Callable[[TelemetryContext], object]], ...] = (
+UPSTREAM_RESOURCE_ATTRIBUTES: tuple[
+    tuple[str, Callable[[TelemetryContext], object]], ...
+] = (
     ("kafka.upstream.cluster.id", lambda c: c.upstream_cluster_id),
     ("kafka.upstream.broker.id", lambda c: c.upstream_node_id),
 )

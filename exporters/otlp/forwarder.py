@@ -61,8 +61,11 @@ def consumer_name_for(exporter_name: str) -> str:
     ``otlp_grpc`` is the Collector's newer name for the same exporter."""
     kind, _, name = exporter_name.partition("/")
     if kind not in {"otlp", "otlp_grpc"}:
-        raise ValueError(f"exporter name {exporter_name!r} must be 'otlp' or 'otlp/<name>'")
+        raise ValueError(
+            f"exporter name {exporter_name!r} must be 'otlp' or 'otlp/<name>'"
+        )
     return f"{CONSUMER_NAME}.{name}" if name else CONSUMER_NAME
+
 
 # gRPC servers refuse messages over 4 MiB unless configured otherwise (grpc-go's and the
 # Collector's otlp receiver default).  A batch stops short of that; a single record larger
@@ -155,14 +158,15 @@ class _LogTail:
         self.read_offset = self.committed
         self.pending: collections.deque[_Prepared] = collections.deque()
         self.held: _Prepared | None = None  # read and prepared, waiting for window room
-        self.cursor: Generator[LandingRecord, None, None] | None = None  # an open read()
+        self.cursor: Generator[LandingRecord, None, None] | None = (
+            None  # an open read()
+        )
 
     def close(self) -> None:
         if self.cursor is not None:
             self.cursor.close()  # releases the segment file it holds open
             self.cursor = None
         self.end_offset = self.committed
-
 
 
 class OtlpForwarder:
@@ -220,7 +224,9 @@ class OtlpForwarder:
             try:
                 while tail.acked < target and not stop.is_set():
                     moved = self._step(tail, stop, draining=True)
-                    if moved is None:  # the reader had nothing after all, or we were stopped
+                    if (
+                        moved is None
+                    ):  # the reader had nothing after all, or we were stopped
                         break
                     total += moved
             finally:
@@ -229,10 +235,15 @@ class OtlpForwarder:
 
     def serve(self, stop: threading.Event) -> None:
         """Tail all logs until ``stop`` is set (blocking; runs the consumer threads)."""
-        shares = [self._tails[i :: self._num_consumers] for i in range(self._num_consumers)]
+        shares = [
+            self._tails[i :: self._num_consumers] for i in range(self._num_consumers)
+        ]
         threads = [
             threading.Thread(
-                target=self._consume, args=(share, stop), name=f"otlp-forwarder-{i}", daemon=True
+                target=self._consume,
+                args=(share, stop),
+                name=f"otlp-forwarder-{i}",
+                daemon=True,
             )
             for i, share in enumerate(shares)
             if share
@@ -293,7 +304,9 @@ class OtlpForwarder:
                                 wake_in_s = min(wake_in_s, self._flush_wait_s(tail))
                         self._commit(tail, force=False)
                     except Exception:
-                        log.exception("otlp forwarder: error on %s; pausing", tail.directory)
+                        log.exception(
+                            "otlp forwarder: error on %s; pausing", tail.directory
+                        )
                         wake_in_s = max(wake_in_s, _ERROR_PAUSE_S)
                 if wake_in_s > 0 and self._clock.wait(stop, wake_in_s):
                     return
@@ -302,7 +315,9 @@ class OtlpForwarder:
                 try:
                     self._commit(tail, force=True)
                 except Exception:
-                    log.exception("otlp forwarder: final commit failed on %s", tail.directory)
+                    log.exception(
+                        "otlp forwarder: final commit failed on %s", tail.directory
+                    )
 
     def _commit(self, tail: _LogTail, *, force: bool) -> None:
         """Write the delivered position if it moved and the interval passed (or ``force``)."""
@@ -352,7 +367,9 @@ class OtlpForwarder:
             decodable = len(batch) - undecodable
             self.metrics.dropped(outcome.dropped, decodable)
             dropped += decodable
-        return ForwardStats(len(batch), outcome.sent_points, outcome.failed_points, dropped)
+        return ForwardStats(
+            len(batch), outcome.sent_points, outcome.failed_points, dropped
+        )
 
     def _fill(self, tail: _LogTail) -> None:
         """Read records into the window until it is full or the log is exhausted."""
@@ -368,7 +385,8 @@ class OtlpForwarder:
                 # the reader scan forward from its nearest index point (up to 1 MiB), which
                 # per small batch would cost more than the sending.
                 tail.cursor = cast(
-                    "Generator[LandingRecord, None, None]", tail.reader.read(tail.read_offset)
+                    "Generator[LandingRecord, None, None]",
+                    tail.reader.read(tail.read_offset),
                 )
             record = next(tail.cursor, None)
             if record is None:  # the end of what was on disk when this read began
@@ -394,15 +412,28 @@ class OtlpForwarder:
             # cannot be forwarded, and holding the log back for it would stop everyone.
             log.warning(
                 "otlp forwarder: record %d is not OTLP MetricsData (%s); skipping it",
-                record.offset, error,
+                record.offset,
+                error,
             )
-            return _Prepared(record.offset, b"", 0, record.appended_time_unix_nano, False,
-                             self._size_of(0, 0))
+            return _Prepared(
+                record.offset,
+                b"",
+                0,
+                record.appended_time_unix_nano,
+                False,
+                self._size_of(0, 0),
+            )
         enrich(metrics, record.context)
         body = metrics.SerializeToString()
         points = count_data_points(metrics.resource_metrics)
-        return _Prepared(record.offset, body, points, record.appended_time_unix_nano, True,
-                         self._size_of(points, len(body)))
+        return _Prepared(
+            record.offset,
+            body,
+            points,
+            record.appended_time_unix_nano,
+            True,
+            self._size_of(points, len(body)),
+        )
 
     def _size_of(self, points: int, body_bytes: int) -> int:
         return {"requests": 1, "items": points, "bytes": body_bytes}[self._sizer]
@@ -414,7 +445,11 @@ class OtlpForwarder:
         if self._batch is None:
             return [tail.pending[0]]
         batch_config = self._batch
-        size_key = (lambda p: p.points) if batch_config.sizer == "items" else (lambda p: len(p.body))
+        size_key = (
+            (lambda p: p.points)
+            if batch_config.sizer == "items"
+            else (lambda p: len(p.body))
+        )
         batch: list[_Prepared] = []
         size = body_bytes = 0
         for prepared in tail.pending:
@@ -440,7 +475,9 @@ class OtlpForwarder:
         age_s = (self._clock.time_ns() - tail.pending[0].appended_time_unix_nano) / 1e9
         return self._batch.flush_timeout.total_seconds() - age_s
 
-    def _deliver(self, body: bytes, points: int, stop: threading.Event) -> _Outcome | None:
+    def _deliver(
+        self, body: bytes, points: int, stop: threading.Event
+    ) -> _Outcome | None:
         """Send one request until it is accepted or permanently refused; None if stopped."""
         retry = self._config.retry_on_failure
         backoff = ExponentialBackoff(retry, self._rng)
@@ -455,25 +492,36 @@ class OtlpForwarder:
                     if rejected or result.error_message:
                         log.warning(
                             "otlp forwarder: partial success, %d of %d points rejected: %s",
-                            rejected, points, result.error_message,
+                            rejected,
+                            points,
+                            result.error_message,
                         )
                     return _Outcome(points - rejected, rejected)
                 if not result.retryable:
                     log.error(
                         "otlp forwarder: %s (%s) is permanent; dropping %d points",
-                        result.code.name, result.message, points,
+                        result.code.name,
+                        result.message,
+                        points,
                     )
                     return _Outcome(0, points, "rejected")
                 if not retry.enabled:
                     log.error(
                         "otlp forwarder: %s (%s) and retry_on_failure is disabled; "
-                        "dropping %d points", result.code.name, result.message, points,
+                        "dropping %d points",
+                        result.code.name,
+                        result.message,
+                        points,
                     )
                     return _Outcome(0, points, "retry_disabled")
                 self.metrics.retries.inc()
                 delay_s = backoff.next_delay_s()
                 elapsed_s = self._clock.monotonic() - started_s
-                if not past_max_elapsed and max_elapsed_s and elapsed_s + delay_s > max_elapsed_s:
+                if (
+                    not past_max_elapsed
+                    and max_elapsed_s
+                    and elapsed_s + delay_s > max_elapsed_s
+                ):
                     # Where the Collector gives up.  The landing log still holds the batch,
                     # so keep it and settle into retrying every max_interval.
                     past_max_elapsed = True
@@ -481,15 +529,20 @@ class OtlpForwarder:
                     log.warning(
                         "otlp forwarder: receiver failing for %.1fs (max_elapsed_time %.1fs); "
                         "keeping the data in the landing log and retrying every max_interval",
-                        elapsed_s, max_elapsed_s,
+                        elapsed_s,
+                        max_elapsed_s,
                     )
                 if past_max_elapsed:
                     delay_s = backoff.jitter(backoff.max_interval_s)
                 if result.retry_delay_s is not None:
-                    delay_s = max(delay_s, result.retry_delay_s)  # the server knows best
+                    delay_s = max(
+                        delay_s, result.retry_delay_s
+                    )  # the server knows best
                 log.info(
                     "otlp forwarder: %s (%s); retrying in %.3fs",
-                    result.code.name, result.message, delay_s,
+                    result.code.name,
+                    result.message,
+                    delay_s,
                 )
                 if self._clock.wait(stop, delay_s):
                     return None

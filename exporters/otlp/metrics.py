@@ -21,44 +21,52 @@ class ForwarderMetrics:
         self.sent_metric_points = Counter(
             "otelcol_exporter_sent_metric_points",
             "Metric points the receiver accepted.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.send_failed_metric_points = Counter(
             "otelcol_exporter_send_failed_metric_points",
             "Metric points dropped: permanently rejected, partially rejected, or undecodable.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.queue_size = Gauge(
             "otelcol_exporter_queue_size",
             "Read ahead from the landing log and not yet acknowledged, in sizer units.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.queue_capacity = Gauge(
             "otelcol_exporter_queue_capacity",
             "Read-ahead capacity (sending_queue.queue_size), in sizer units.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.lag_records = Gauge(
             "ktc_forwarder_lag_records",
             "Landing-log records not yet acknowledged: log end minus committed position.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.retries = Counter(
             "ktc_forwarder_retries",
             "Export attempts that failed with a retryable error and will be retried.",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self.dropped_records = Counter(
             "ktc_forwarder_dropped_records",
             "Landing-log records skipped because they could not be delivered.",
-            ("exporter", "reason"), registry=registry,
+            ("exporter", "reason"),
+            registry=registry,
         )
         self._exporter = exporter
         self.batches_past_max_elapsed = Gauge(
             "ktc_forwarder_batches_past_max_elapsed_time",
             "Batches failing for longer than retry_on_failure.max_elapsed_time: kept in the "
             "landing log and retried every max_interval (the Collector would drop them).",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         ).labels(exporter)
         self._lock = threading.Lock()
         self._lag_by_dir: dict[str, int] = {}

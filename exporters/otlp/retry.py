@@ -105,5 +105,7 @@ class ExponentialBackoff:
 
     def next_delay_s(self) -> float:
         delay_s = self.jitter(self._current_s)
-        self._current_s = min(self._current_s * self._config.multiplier, self.max_interval_s)
+        self._current_s = min(
+            self._current_s * self._config.multiplier, self.max_interval_s
+        )
         return delay_s

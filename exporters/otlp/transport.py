@@ -68,21 +68,37 @@ def _credentials(config: OtlpExporterConfig) -> grpc.ChannelCredentials:
 class OtlpGrpcTransport:
     """A channel to one OTLP/gRPC endpoint.  ``export`` makes exactly one attempt."""
 
-    def __init__(self, config: OtlpExporterConfig, user_agent: str = "ktc-otlp-forwarder") -> None:
+    def __init__(
+        self, config: OtlpExporterConfig, user_agent: str = "ktc-otlp-forwarder"
+    ) -> None:
         self._config = config
         retry = config.retry_on_failure
         options: list[tuple[str, int | str]] = [
             ("grpc.primary_user_agent", user_agent),
             ("grpc.min_reconnect_backoff_ms", _MIN_RECONNECT_BACKOFF_MS),
-            ("grpc.initial_reconnect_backoff_ms", max(
-                _MIN_RECONNECT_BACKOFF_MS, int(retry.initial_interval.total_seconds() * 1000))),
-            ("grpc.max_reconnect_backoff_ms", max(
-                _MIN_RECONNECT_BACKOFF_MS, int(retry.max_interval.total_seconds() * 1000))),
+            (
+                "grpc.initial_reconnect_backoff_ms",
+                max(
+                    _MIN_RECONNECT_BACKOFF_MS,
+                    int(retry.initial_interval.total_seconds() * 1000),
+                ),
+            ),
+            (
+                "grpc.max_reconnect_backoff_ms",
+                max(
+                    _MIN_RECONNECT_BACKOFF_MS,
+                    int(retry.max_interval.total_seconds() * 1000),
+                ),
+            ),
         ]
         if config.tls.server_name_override:
-            options.append(("grpc.ssl_target_name_override", config.tls.server_name_override))
+            options.append(
+                ("grpc.ssl_target_name_override", config.tls.server_name_override)
+            )
         if config.use_tls:
-            self._channel = grpc.secure_channel(config.target, _credentials(config), options)
+            self._channel = grpc.secure_channel(
+                config.target, _credentials(config), options
+            )
         else:
             self._channel = grpc.insecure_channel(config.target, options)
         self._export = self._channel.unary_unary(

@@ -101,7 +101,9 @@ class RecordingChannel:
         self.closed_for.append(reason)
 
 
-def subscription(name: str, metrics: str, interval_ms: int = 1000, match: str = "") -> Subscription:
+def subscription(
+    name: str, metrics: str, interval_ms: int = 1000, match: str = ""
+) -> Subscription:
     configs = {"metrics": metrics, "interval.ms": str(interval_ms)}
     if match:
         configs["match"] = match
@@ -126,7 +128,9 @@ def otlp_payload(*names: str, attrs: int = 1) -> bytes:
         for name in names
     ]
     return MetricsData(
-        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])]
+        resource_metrics=[
+            ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])
+        ]
     ).SerializeToString()
 
 

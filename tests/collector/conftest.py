@@ -16,14 +16,18 @@ from exporters.landing import LandingLog, LandingOptions
 @pytest.fixture
 def landing(tmp_path: Path) -> Iterator[LandingLog]:
     # export() appends at once (no server flushes write-behind records here).
-    log = LandingLog(tmp_path / "landing", LandingOptions(write_behind=False), housekeeping=False)
+    log = LandingLog(
+        tmp_path / "landing", LandingOptions(write_behind=False), housekeeping=False
+    )
     yield log
     log.close()
 
 
 @pytest.fixture
 def subs() -> MemorySubscriptions:
-    return MemorySubscriptions(subscription("producers", "org.apache.kafka.producer.", 1000))
+    return MemorySubscriptions(
+        subscription("producers", "org.apache.kafka.producer.", 1000)
+    )
 
 
 @pytest.fixture

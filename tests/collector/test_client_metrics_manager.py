@@ -88,7 +88,9 @@ def test_get_with_known_id_echoes_it(manager) -> None:  # type: ignore[no-untype
     instance_id, _ = handshake(manager)
     again = get(manager, instance_id, now_ms=INTERVAL)
     assert again.error_code == Errors.NONE
-    assert again.client_instance_id == instance_id  # never zero: Java clients reject that
+    assert (
+        again.client_instance_id == instance_id
+    )  # never zero: Java clients reject that
 
 
 def test_get_before_interval_is_throttled(manager) -> None:  # type: ignore[no-untyped-def]
@@ -104,7 +106,10 @@ def test_get_gate_counts_from_the_last_push(manager) -> None:  # type: ignore[no
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 900).error_code == Errors.NONE
     # now - max(lastGet=0, lastPush=900) = 1000 - 900 < 1000
-    assert get(manager, instance_id, now_ms=1000).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        get(manager, instance_id, now_ms=1000).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
     assert get(manager, instance_id, now_ms=1900).error_code == Errors.NONE
 
 
@@ -172,11 +177,16 @@ def test_first_push_after_get_is_never_too_early(manager) -> None:  # type: igno
     instance_id, sub_id = handshake(manager, now_ms=0)
     # librdkafka jitters the first push to 0.8-1.2x the interval, Java 0.5-1.5x.
     assert push(manager, instance_id, sub_id, 1).error_code == Errors.NONE
-    assert push(manager, instance_id, sub_id, 500).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        push(manager, instance_id, sub_id, 500).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
     assert push(manager, instance_id, sub_id, 1001).error_code == Errors.NONE
 
 
-def test_terminating_push_bypasses_the_interval_then_nothing_more(manager, landing) -> None:  # type: ignore[no-untyped-def]
+def test_terminating_push_bypasses_the_interval_then_nothing_more(
+    manager, landing
+) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
     final = push(
@@ -205,27 +215,36 @@ def test_rejected_terminating_push_still_terminates(manager) -> None:  # type: i
 
 def test_wrong_subscription_id_then_get_is_exempt_from_the_gate(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
-    assert push(manager, instance_id, sub_id ^ 1, 10).error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
+    assert (
+        push(manager, instance_id, sub_id ^ 1, 10).error_code
+        == Errors.UNKNOWN_SUBSCRIPTION_ID
+    )
     # The 2025 fix (#19959): the re-Get right after 117 is answered at once.
     again = get(manager, instance_id, now_ms=11)
     assert again.error_code == Errors.NONE
     assert again.subscription_id == sub_id
     # ... and the exemption is spent: lastKnownError is NONE again.
-    assert get(manager, instance_id, now_ms=12).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        get(manager, instance_id, now_ms=12).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
 
 
 def test_unknown_compression_type_then_get_is_exempt(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
-    assert push(manager, instance_id, sub_id, 10, compression_type=5, metrics=b"x").error_code == (
-        Errors.UNSUPPORTED_COMPRESSION_TYPE
-    )
+    assert push(
+        manager, instance_id, sub_id, 10, compression_type=5, metrics=b"x"
+    ).error_code == (Errors.UNSUPPORTED_COMPRESSION_TYPE)
     assert get(manager, instance_id, now_ms=11).error_code == Errors.NONE
 
 
 def test_throttle_comes_before_subscription_id(manager) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
-    assert push(manager, instance_id, sub_id ^ 1, 20).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        push(manager, instance_id, sub_id ^ 1, 20).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
 
 
 def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None:  # type: ignore[no-untyped-def]
@@ -235,7 +254,10 @@ def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None
         manager, instance_id, sub_id, 1010, compression_type=9, metrics=b"x"
     ).error_code == (Errors.UNSUPPORTED_COMPRESSION_TYPE)
     # lastPush moved to 1010 although the push was rejected (Kafka's order).
-    assert push(manager, instance_id, sub_id, 1500).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        push(manager, instance_id, sub_id, 1500).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
 
 
 def test_too_large_compressed_payload(landing, subs) -> None:  # type: ignore[no-untyped-def]
@@ -253,7 +275,9 @@ def test_size_check_is_on_the_compressed_bytes(landing, subs) -> None:  # type: 
     manager = make_manager(subs, landing, telemetry_max_bytes=len(payload))
     instance_id, sub_id = handshake(manager)
     assert len(compressed) < len(payload)
-    response = push(manager, instance_id, sub_id, 10, metrics=compressed, compression_type=4)
+    response = push(
+        manager, instance_id, sub_id, 10, metrics=compressed, compression_type=4
+    )
     assert response.error_code == Errors.NONE
 
 
@@ -271,13 +295,20 @@ def test_undecodable_payload_is_invalid_record(
 ) -> None:  # type: ignore[no-untyped-def]
     instance_id, sub_id = handshake(manager)
     response = push(
-        manager, instance_id, sub_id, 10, metrics=metrics, compression_type=compression_type
+        manager,
+        instance_id,
+        sub_id,
+        10,
+        metrics=metrics,
+        compression_type=compression_type,
     )
     assert response.error_code == Errors.INVALID_RECORD
     assert landed(landing) == []
 
 
-def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(landing, subs) -> None:  # type: ignore[no-untyped-def]
+def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(
+    landing, subs
+) -> None:  # type: ignore[no-untyped-def]
     cap = 1_048_576
     manager = make_manager(subs, landing, telemetry_max_bytes=cap)
     instance_id, sub_id = handshake(manager)
@@ -285,7 +316,9 @@ def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(landing, 
     assert len(bomb) < cap
     tracemalloc.start()
     try:
-        response = push(manager, instance_id, sub_id, 10, metrics=bomb, compression_type=4)
+        response = push(
+            manager, instance_id, sub_id, 10, metrics=bomb, compression_type=4
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -313,7 +346,11 @@ def test_exporter_failure_is_invalid_record(subs) -> None:  # type: ignore[no-un
     manager = make_manager(subs, FailingExporter())
     instance_id, sub_id = handshake(manager)
     response = push(
-        manager, instance_id, sub_id, 10, metrics=otlp_payload("org.apache.kafka.producer.a")
+        manager,
+        instance_id,
+        sub_id,
+        10,
+        metrics=otlp_payload("org.apache.kafka.producer.a"),
     )
     assert response.error_code == Errors.INVALID_RECORD
 
@@ -324,7 +361,10 @@ def test_subscription_change_reaches_the_client_without_waiting(manager, subs) -
     assert push(manager, instance_id, old_id, 10).error_code == Errors.NONE
     subs.set(subscription("consumers", "org.apache.kafka.consumer.", 2000))
     # The instance is re-evaluated lazily: the old id is now unknown ...
-    assert push(manager, instance_id, old_id, 1100).error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
+    assert (
+        push(manager, instance_id, old_id, 1100).error_code
+        == Errors.UNKNOWN_SUBSCRIPTION_ID
+    )
     # ... and the re-Get is answered at once with the new set.
     response = get(manager, instance_id, now_ms=1101)
     assert response.error_code == Errors.NONE
@@ -334,7 +374,10 @@ def test_subscription_change_reaches_the_client_without_waiting(manager, subs) -
     new_id = response.subscription_id
     # Kafka's quirk, kept: the exempt Get does not stamp lastGet, and the rejected push
     # at 1100 did stamp lastPush, so the next push waits a full interval from 1100.
-    assert push(manager, instance_id, new_id, 1200).error_code == Errors.THROTTLING_QUOTA_EXCEEDED
+    assert (
+        push(manager, instance_id, new_id, 1200).error_code
+        == Errors.THROTTLING_QUOTA_EXCEEDED
+    )
     assert push(manager, instance_id, new_id, 3100).error_code == Errors.NONE
 
 

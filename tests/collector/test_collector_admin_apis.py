@@ -24,7 +24,10 @@ from proto.messages import (
     ListConfigResourcesRequest,
 )
 from proto.messages.describe_configs_request import DescribeConfigsResource
-from proto.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
+from proto.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
 from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -69,7 +72,8 @@ def alter(
                 resource_type=resource_type,
                 resource_name=name,
                 configs=tuple(
-                    AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs
+                    AlterableConfig(name=k, config_operation=op, value=v)
+                    for k, op, v in configs
                 ),
             ),
         ),
@@ -91,7 +95,9 @@ async def describe(
     request = DescribeConfigsRequest(
         resources=(
             DescribeConfigsResource(
-                resource_type=CLIENT_METRICS, resource_name=name, configuration_keys=None
+                resource_type=CLIENT_METRICS,
+                resource_name=name,
+                configuration_keys=None,
             ),
         ),
         **kwargs,  # type: ignore[arg-type]
@@ -106,7 +112,9 @@ async def test_alter_describe_list_delete_round_trip(
     server: CollectorServer, wire: WireClient
 ) -> None:
     request = alter(
-        "producers", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "5000")
+        "producers",
+        ("metrics", SET, "org.apache.kafka.producer."),
+        ("interval.ms", SET, "5000"),
     )
     assert await alter_error(wire, request) == Errors.NONE
     listed = await wire.request(
@@ -124,9 +132,14 @@ async def test_alter_describe_list_delete_round_trip(
         "match": ("", 5),
     }
     # The change is durable in the store and live in the manager.
-    assert ConfigStore(server.config.data_dir).describe("producers")["interval.ms"] == "5000"
+    assert (
+        ConfigStore(server.config.data_dir).describe("producers")["interval.ms"]
+        == "5000"
+    )
     get = await wire.request(
-        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
     )
     assert (list(get.requested_metrics), get.push_interval_ms) == (
         ["org.apache.kafka.producer."],
@@ -134,9 +147,13 @@ async def test_alter_describe_list_delete_round_trip(
     )
 
     # kafka-client-metrics.sh --delete: DELETE every key removes the subscription.
-    delete_all = alter("producers", ("metrics", DELETE, None), ("interval.ms", DELETE, None))
+    delete_all = alter(
+        "producers", ("metrics", DELETE, None), ("interval.ms", DELETE, None)
+    )
     assert await alter_error(wire, delete_all, version=0) == Errors.NONE
-    listed = await wire.request(ApiKeys.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest())
+    listed = await wire.request(
+        ApiKeys.LIST_CONFIG_RESOURCES, 0, ListConfigResourcesRequest()
+    )
     assert listed.config_resources == ()
 
 
@@ -153,7 +170,9 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
     request = DescribeConfigsRequest(
         resources=(
             DescribeConfigsResource(
-                resource_type=CLIENT_METRICS, resource_name="s", configuration_keys=("metrics",)
+                resource_type=CLIENT_METRICS,
+                resource_name="s",
+                configuration_keys=("metrics",),
             ),
         ),
         include_synonyms=True,
@@ -162,7 +181,9 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
     (result,) = (await wire.request(ApiKeys.DESCRIBE_CONFIGS, 4, request)).results
     (config,) = result.configs
     assert (config.name, config.value, config.config_type) == ("metrics", "*", 7)
-    assert [(s.name, s.value, s.source) for s in config.synonyms] == [("metrics", "*", 7)]
+    assert [(s.name, s.value, s.source) for s in config.synonyms] == [
+        ("metrics", "*", 7)
+    ]
     assert config.documentation
 
 
@@ -170,14 +191,23 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
     ("request_", "expected"),
     [
         (alter("s", ("metrics", APPEND, "x")), Errors.INVALID_CONFIG),
-        (alter("s", ("metrics", SET, None)), Errors.INVALID_REQUEST),  # ConfigAdminManager
+        (
+            alter("s", ("metrics", SET, None)),
+            Errors.INVALID_REQUEST,
+        ),  # ConfigAdminManager
         (alter("s", ("interval.ms", SET, "50")), Errors.INVALID_REQUEST),
         (alter("s", ("interval.ms", SET, "soon")), Errors.INVALID_CONFIG),
         (alter("s", ("match", SET, "client_id=[")), Errors.INVALID_CONFIG),
         (alter("s", ("colour", SET, "blue")), Errors.INVALID_REQUEST),
         (alter("", ("metrics", SET, "*")), Errors.INVALID_REQUEST),
-        (alter("t", ("cleanup.policy", SET, "compact"), resource_type=2), Errors.INVALID_REQUEST),
-        (alter("s", ("metrics", SET, "a"), ("metrics", SET, "b")), Errors.INVALID_REQUEST),
+        (
+            alter("t", ("cleanup.policy", SET, "compact"), resource_type=2),
+            Errors.INVALID_REQUEST,
+        ),
+        (
+            alter("s", ("metrics", SET, "a"), ("metrics", SET, "b")),
+            Errors.INVALID_REQUEST,
+        ),
     ],
 )
 async def test_alter_errors_are_kafkas(
@@ -190,7 +220,9 @@ async def test_alter_errors_are_kafkas(
     assert ConfigStore(server.config.data_dir).list_names() == []
 
 
-async def test_validate_only_changes_nothing(server: CollectorServer, wire: WireClient) -> None:
+async def test_validate_only_changes_nothing(
+    server: CollectorServer, wire: WireClient
+) -> None:
     assert (
         await alter_error(wire, alter("v", ("metrics", SET, "*"), validate_only=True))
         == Errors.NONE
@@ -204,12 +236,16 @@ async def test_list_config_resources_type_rules(wire: WireClient) -> None:
     )
     assert everything.error_code == Errors.NONE
     unknown = await wire.request(
-        ApiKeys.LIST_CONFIG_RESOURCES, 1, ListConfigResourcesRequest(resource_types=(99,))
+        ApiKeys.LIST_CONFIG_RESOURCES,
+        1,
+        ListConfigResourcesRequest(resource_types=(99,)),
     )
     assert unknown.error_code == Errors.UNSUPPORTED_VERSION
 
 
-@pytest.mark.parametrize("api_key", [ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS])
+@pytest.mark.parametrize(
+    "api_key", [ApiKeys.DESCRIBE_CONFIGS, ApiKeys.INCREMENTAL_ALTER_CONFIGS]
+)
 def test_the_error_response_answers_every_resource(api_key: int) -> None:
     """What the dispatcher sends when a handler fails unexpectedly: each requested resource
     is echoed back with the error, in request order (Kafka's getErrorResponse)."""
@@ -227,7 +263,9 @@ def test_the_error_response_answers_every_resource(api_key: int) -> None:
         )
     api = AdminApis(store=None).table()[api_key]
     response = api.error_response(request, Errors.UNKNOWN_SERVER_ERROR)
-    results = response.results if api_key == ApiKeys.DESCRIBE_CONFIGS else response.responses
+    results = (
+        response.results if api_key == ApiKeys.DESCRIBE_CONFIGS else response.responses
+    )
     assert [(r.resource_type, r.resource_name) for r in results] == named
     assert {(r.error_code, r.error_message) for r in results} == {
         (Errors.UNKNOWN_SERVER_ERROR, None)

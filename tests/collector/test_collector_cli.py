@@ -21,7 +21,9 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
 def test_validate_config_prints_the_effective_config(tmp_path: Path) -> None:
     path = tmp_path / "ktc.yaml"
     path.write_text("node.id: 4\nlisteners: PLAINTEXT://127.0.0.1:9093\n")
-    code, out, err = run("validate-config", str(path), env={"KTC_TELEMETRY_MAX_BYTES": "2048"})
+    code, out, err = run(
+        "validate-config", str(path), env={"KTC_TELEMETRY_MAX_BYTES": "2048"}
+    )
     assert code == 0, err
     assert "node.id: 4" in out and "telemetry.max.bytes: 2048" in out
     assert "valid" in err
@@ -91,7 +93,9 @@ def test_subscriptions_alter_describe_list_delete(tmp_path: Path) -> None:
     assert out.strip() == "Altered client metrics config for producers."
     code, out, _ = run("subscriptions", "list", "--data-dir", data)
     assert out.split() == ["producers"]
-    code, out, _ = run("subscriptions", "describe", "--data-dir", data, "--name", "producers")
+    code, out, _ = run(
+        "subscriptions", "describe", "--data-dir", data, "--name", "producers"
+    )
     assert out.splitlines() == [
         "Client metrics configs for producers are:",
         "  metrics=org.apache.kafka.producer.",
@@ -99,10 +103,21 @@ def test_subscriptions_alter_describe_list_delete(tmp_path: Path) -> None:
         "  match=",
     ]
     # An empty value resets the key to its default, as kafka-client-metrics.sh does.
-    run("subscriptions", "alter", "--data-dir", data, "--name", "producers", "--interval", "")
+    run(
+        "subscriptions",
+        "alter",
+        "--data-dir",
+        data,
+        "--name",
+        "producers",
+        "--interval",
+        "",
+    )
     _, out, _ = run("subscriptions", "describe", "--data-dir", data)
     assert "  interval.ms=300000" in out.splitlines()
-    code, out, _ = run("subscriptions", "delete", "--data-dir", data, "--name", "producers")
+    code, out, _ = run(
+        "subscriptions", "delete", "--data-dir", data, "--name", "producers"
+    )
     assert code == 0 and "Deleted" in out
     _, out, _ = run("subscriptions", "list", "--data-dir", data)
     assert out == ""
@@ -116,14 +131,22 @@ def test_subscriptions_errors_carry_kafkas_code(tmp_path: Path) -> None:
     assert code == 1 and "INVALID_REQUEST" in err
     code, _, err = run("subscriptions", "alter", "--data-dir", data, "--metrics", "*")
     assert code == 2 and "--name" in err
-    code, _, err = run("subscriptions", "delete", "--data-dir", data, "--name", "absent")
+    code, _, err = run(
+        "subscriptions", "delete", "--data-dir", data, "--name", "absent"
+    )
     assert code == 1 and "absent" in err
 
 
 def test_generate_name(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
     code, out, _ = run(
-        "subscriptions", "alter", "--data-dir", data, "--generate-name", "--metrics", "*"
+        "subscriptions",
+        "alter",
+        "--data-dir",
+        data,
+        "--generate-name",
+        "--metrics",
+        "*",
     )
     assert code == 0
     name = out.split("for ")[1].rstrip(".\n")

@@ -22,7 +22,9 @@ def test_embedded_defaults_are_kafkas() -> None:
 
 def test_file_then_env_then_overrides(tmp_path: Path) -> None:
     path = tmp_path / "ktc.yaml"
-    path.write_text("node.id: 3\ntelemetry.max.bytes: 2048\nlisteners: PLAINTEXT://127.0.0.1:0\n")
+    path.write_text(
+        "node.id: 3\ntelemetry.max.bytes: 2048\nlisteners: PLAINTEXT://127.0.0.1:0\n"
+    )
     config = load_config(
         path,
         environ={"KTC_TELEMETRY_MAX_BYTES": "4096", "KTC_CLUSTER_ID": "abc"},

@@ -56,13 +56,23 @@ class SmallFileSystem:
     def mount(self) -> None:
         self.directory.mkdir(parents=True)
         result = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(self.directory)],
+            [
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                f"size={TMPFS_BYTES}",
+                "tmpfs",
+                str(self.directory),
+            ],
             capture_output=True,
             text=True,
         )
         self.mounted = result.returncode == 0
         if not self.mounted:
-            print(f"cannot mount a tmpfs ({result.stderr.strip()}): size-limited directory instead")
+            print(
+                f"cannot mount a tmpfs ({result.stderr.strip()}): size-limited directory instead"
+            )
 
     def fill(self, active_segment: Path) -> None:
         if not self.mounted:
@@ -150,14 +160,17 @@ def test_a_full_disk_refuses_pushes_with_89_and_recovers_without_restart(
 ) -> None:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
-        "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL_MS}
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL_MS},
     )
     telemetry = ClientTelemetryLog()
     logger = logging.getLogger("full-disk-client")
     logger.setLevel(logging.DEBUG)
     logger.addHandler(telemetry)
     # fsync_interval_ms paces the landing log's housekeeping, and so its probe.
-    with RunningCollector(data_dir, landing={"fsync": "never", "fsync_interval_ms": 100}) as c:
+    with RunningCollector(
+        data_dir, landing={"fsync": "never", "fsync_interval_ms": 100}
+    ) as c:
         client = Producer(
             {
                 "bootstrap.servers": c.bootstrap,
@@ -184,9 +197,9 @@ def test_a_full_disk_refuses_pushes_with_89_and_recovers_without_restart(
             small_fs.fill(segments[-1].path)
             wait_for(lambda: refused(2), timeout_s=20, what="two refused pushes")
             # librdkafka's text for THROTTLING_QUOTA_EXCEEDED (89), on every refused push.
-            assert all("throttling quota" in line.lower() for line in telemetry.failed), (
-                telemetry.failed
-            )
+            assert all(
+                "throttling quota" in line.lower() for line in telemetry.failed
+            ), telemetry.failed
             status, body = http(c, "/readyz")
             assert status == 503, body
             assert "landing log cannot write" in json.loads(body)["checks"]["landing"]
@@ -198,10 +211,14 @@ def test_a_full_disk_refuses_pushes_with_89_and_recovers_without_restart(
             # Space comes back: the probe makes the node ready again, and the same client,
             # same connection, same producer, pushes again: it never stopped telemetry.
             small_fs.free()
-            wait_for(lambda: http(c, "/readyz")[0] == 200, timeout_s=10, what="ready again")
+            wait_for(
+                lambda: http(c, "/readyz")[0] == 200, timeout_s=10, what="ready again"
+            )
             assert series(c, "ktc_landing_writable") == 1
             accepted_before = telemetry.succeeded
-            wait_for(lambda: pushed(accepted_before + 2), timeout_s=20, what="pushes after")
+            wait_for(
+                lambda: pushed(accepted_before + 2), timeout_s=20, what="pushes after"
+            )
             assert telemetry.stopped == []
         finally:
             client.poll(0)
@@ -213,7 +230,11 @@ def test_a_full_disk_refuses_pushes_with_89_and_recovers_without_restart(
         assert reader.corrupt_regions_skipped == 0  # no torn record anywhere
         # Failed writes took no offsets and left nothing behind.
         assert [r.offset for r in records] == list(range(len(records)))
-        landed = [r for r in records if r.context.client_id == CLIENT_ID and not r.context.terminating]
+        landed = [
+            r
+            for r in records
+            if r.context.client_id == CLIENT_ID and not r.context.terminating
+        ]
         # Every push the client saw accepted is in the log; at most one more (a push
         # answered while the client was closing, which it no longer logs).
         assert accepted <= len(landed) <= accepted + 1, (accepted, len(landed))
@@ -232,30 +253,58 @@ def test_only_answers_to_unlanded_pushes_of_the_connection_are_refused() -> None
 
     def context(correlation_id: int, port: int = 40001) -> TelemetryContext:
         return TelemetryContext(
-            client_instance_id="AAAAAAAAAAAAAAAAAAAAAA", client_id="c", client_software_name="t",
-            client_software_version="1", client_source_address="127.0.0.1",
-            client_source_port=port, listener_name="PLAINTEXT", security_protocol="PLAINTEXT",
-            principal="User:ANONYMOUS", push_interval_ms=500, terminating=False,
-            received_time_unix_nano=0, node_id=1, cluster_id="k", subscription_id=1,
-            compression_type=0, correlation_id=correlation_id,
+            client_instance_id="AAAAAAAAAAAAAAAAAAAAAA",
+            client_id="c",
+            client_software_name="t",
+            client_software_version="1",
+            client_source_address="127.0.0.1",
+            client_source_port=port,
+            listener_name="PLAINTEXT",
+            security_protocol="PLAINTEXT",
+            principal="User:ANONYMOUS",
+            push_interval_ms=500,
+            terminating=False,
+            received_time_unix_nano=0,
+            node_id=1,
+            cluster_id="k",
+            subscription_id=1,
+            compression_type=0,
+            correlation_id=correlation_id,
         )
 
     def push(correlation_id: int, error: Errors = Errors.NONE) -> bytes:
-        return encode_response(ApiKeys.PUSH_TELEMETRY, 0, correlation_id, PushTelemetryResponse(0, error))
+        return encode_response(
+            ApiKeys.PUSH_TELEMETRY, 0, correlation_id, PushTelemetryResponse(0, error)
+        )
 
     # An AlterClientQuotas v0 answer with no entries has a push answer's 16-byte layout.
-    quotas = encode_response(ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, []))
+    quotas = encode_response(
+        ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, [])
+    )
     assert len(quotas) == len(push(7))
-    answers = [push(5), push(6), quotas, push(8, Errors.UNKNOWN_SUBSCRIPTION_ID), push(9)]
+    answers = [
+        push(5),
+        push(6),
+        quotas,
+        push(8, Errors.UNKNOWN_SUBSCRIPTION_ID),
+        push(9),
+    ]
     assert refused_push(quotas) is not None  # the layout alone would rewrite it
     # 5 and 8 were pushes of this connection that did not land; 9 did not land on another
     # connection (the same correlation id there); 6 landed; 7 was not a push.
-    error = NotLanded(OSError("No space left on device"), [
-        (context(5), b""), (context(8), b""), (context(9, port=40002), b"")])
+    error = NotLanded(
+        OSError("No space left on device"),
+        [(context(5), b""), (context(8), b""), (context(9, port=40002), b"")],
+    )
     gate = DurabilityGate(None)
     refused = gate.refuse_pushes(answers, session, error)
-    assert refused == [push(5, Errors.THROTTLING_QUOTA_EXCEEDED), push(6), quotas,
-                       push(8, Errors.UNKNOWN_SUBSCRIPTION_ID), push(9)]
+    assert refused == [
+        push(5, Errors.THROTTLING_QUOTA_EXCEEDED),
+        push(6),
+        quotas,
+        push(8, Errors.UNKNOWN_SUBSCRIPTION_ID),
+        push(9),
+    ]
     assert gate.pushes_refused == 1
     # Any other failure: not the gate's to answer (the connection closes).
     assert gate.refuse_pushes(answers, session, ConnectionResetError()) is None

@@ -15,7 +15,9 @@ from collector.net.listeners import (
     parse_security_protocol_map,
 )
 
-PROTOCOLS = parse_security_protocol_map(DEFAULT_SECURITY_PROTOCOL_MAP + ",INTERNAL:PLAINTEXT")
+PROTOCOLS = parse_security_protocol_map(
+    DEFAULT_SECURITY_PROTOCOL_MAP + ",INTERNAL:PLAINTEXT"
+)
 
 
 def test_parse_several() -> None:

@@ -34,8 +34,14 @@ def test_aggregate_series_by_default() -> None:
     assert "kafka_server_client_metrics_plugin_error_total 1.0" in text
     assert "kafka_server_client_metrics_throttle_total 1.0" in text
     assert "kafka_server_client_metrics_unknown_subscription_request_total 1.0" in text
-    assert 'kafka_server_client_metrics_plugin_export_time_seconds_bucket{le="0.00025"} 1.0' in text
-    assert 'kafka_server_client_metrics_plugin_export_time_seconds_bucket{le="+Inf"} 2.0' in text
+    assert (
+        'kafka_server_client_metrics_plugin_export_time_seconds_bucket{le="0.00025"} 1.0'
+        in text
+    )
+    assert (
+        'kafka_server_client_metrics_plugin_export_time_seconds_bucket{le="+Inf"} 2.0'
+        in text
+    )
     assert "kafka_server_client_metrics_plugin_export_time_seconds_count 2.0" in text
     assert 'ktc_requests_total{api="PUSH_TELEMETRY",error_code="0"} 2.0' in text
     assert 'ktc_requests_total{api="PUSH_TELEMETRY",error_code="89"} 1.0' in text

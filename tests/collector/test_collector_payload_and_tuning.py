@@ -49,7 +49,9 @@ def test_serving_process_tuning(monkeypatch: pytest.MonkeyPatch) -> None:
         applied = process_tuning.tune_serving_process()
         assert gc.get_threshold() == process_tuning.GC_THRESHOLDS
         if process_tuning._glibc_mallopt() is not None:  # glibc (this machine and CI)
-            assert applied["malloc_trim_threshold"] == process_tuning.MALLOC_TRIM_THRESHOLD
+            assert (
+                applied["malloc_trim_threshold"] == process_tuning.MALLOC_TRIM_THRESHOLD
+            )
             assert "malloc_top_pad" not in applied
         assert os.environ["MALLOC_TOP_PAD_"] == "4096"
     finally:

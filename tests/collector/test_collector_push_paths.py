@@ -56,13 +56,19 @@ class Path_:
 
 
 def build(name: str, tmp_path: Path, clock: FakeClock) -> Path_:
-    subs = MemorySubscriptions(subscription("producers", "org.apache.kafka.producer.", 1000))
-    landing = LandingLog(tmp_path / name, LandingOptions(write_behind=False), housekeeping=False)
+    subs = MemorySubscriptions(
+        subscription("producers", "org.apache.kafka.producer.", 1000)
+    )
+    landing = LandingLog(
+        tmp_path / name, LandingOptions(write_behind=False), housekeeping=False
+    )
     ids = iter([INSTANCE])
     manager = make_manager(
         subs, landing, new_instance_id=lambda: next(ids), clock=FakeClock(wall_ns=1)
     )
-    apis = KafkaApis(manager=manager, node_id=7, cluster_id="test-cluster", advertised={})
+    apis = KafkaApis(
+        manager=manager, node_id=7, cluster_id="test-cluster", advertised={}
+    )
     table = apis.table()
     quotas = None
     if name == "generic":  # the table row without its direct handler: the generic path
@@ -81,7 +87,9 @@ def build(name: str, tmp_path: Path, clock: FakeClock) -> Path_:
 @pytest.fixture
 def paths(tmp_path: Path) -> Iterator[tuple[FakeClock, list[Path_]]]:
     clock = FakeClock(1_000_000)
-    built = [build(name, tmp_path, clock) for name in ("unmetered", "metered", "generic")]
+    built = [
+        build(name, tmp_path, clock) for name in ("unmetered", "metered", "generic")
+    ]
     yield clock, built
     for path in built:
         path.landing.close()
@@ -102,11 +110,17 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
     payload = zstd(otlp_payload("org.apache.kafka.producer.record.send.rate"))
     assert built[0].quotas is None and not built[1].quotas.is_idle()  # type: ignore[union-attr]
     channel = RecordingChannel()
-    get = frame_of(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(ZERO), 1)
-    answers = {p.name: [p.dispatcher.handle(get, channel.session, channel)] for p in built}
+    get = frame_of(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(ZERO), 1
+    )
+    answers = {
+        p.name: [p.dispatcher.handle(get, channel.session, channel)] for p in built
+    }
     assert answers["unmetered"] == answers["metered"] == answers["generic"]
     # The subscription id the Get answered (the same for all three: same instance id).
-    response, _ = get_telemetry_subscriptions_response.READERS[0](answers["generic"][0], 4 + 5)
+    response, _ = get_telemetry_subscriptions_response.READERS[0](
+        answers["generic"][0], 4 + 5
+    )
     assert response.client_instance_id == INSTANCE
     sid = response.subscription_id
 
@@ -127,7 +141,9 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
         clock.advance(advance_ms)
         frame = frame_of(ApiKeys.PUSH_TELEMETRY, request, correlation_id)
         for path in built:
-            answers[path.name].append(path.dispatcher.handle(frame, channel.session, channel))
+            answers[path.name].append(
+                path.dispatcher.handle(frame, channel.session, channel)
+            )
 
     error_codes = [int.from_bytes(a[13:15], "big") for a in answers["generic"][1:]]  # type: ignore[index]
     assert error_codes == [0, 89, 117, 76, 0, 0, 42, 42]

@@ -13,7 +13,9 @@ from proto.messages import PushTelemetryResponse
 
 @pytest.mark.parametrize("error", list(Errors))
 @pytest.mark.parametrize("correlation_id", [0, 7, -1, 2**31 - 1, -(2**31)])
-def test_push_answer_bytes_are_the_generated_encoding(error: Errors, correlation_id: int) -> None:
+def test_push_answer_bytes_are_the_generated_encoding(
+    error: Errors, correlation_id: int
+) -> None:
     assert push_response_v0(correlation_id, error) == encode_response(
         ApiKeys.PUSH_TELEMETRY,
         0,

@@ -55,7 +55,9 @@ SHORT_WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     servers: list[CollectorServer] = []
 
-    async def factory(clock: Clock = SYSTEM_CLOCK, **overrides: object) -> CollectorServer:
+    async def factory(
+        clock: Clock = SYSTEM_CLOCK, **overrides: object
+    ) -> CollectorServer:
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
@@ -63,7 +65,9 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
             "landing": {"fsync": "never"},
         }
         settings.update(overrides)
-        server = CollectorServer(load_config(environ={}, overrides=settings), clock=clock)
+        server = CollectorServer(
+            load_config(environ={}, overrides=settings), clock=clock
+        )
         await server.start()
         servers.append(server)
         return server
@@ -79,7 +83,9 @@ async def api_versions_ok(client: WireClient, timeout_s: float = 5.0) -> bool:
     return (await client.receive(timeout_s)).error_code == Errors.NONE
 
 
-async def test_max_connections_per_ip_refuses_the_extra_connection(start: Factory) -> None:
+async def test_max_connections_per_ip_refuses_the_extra_connection(
+    start: Factory,
+) -> None:
     server = await start(**{"max.connections.per.ip": 1})
     first = await WireClient.connect(server.port())
     assert await api_versions_ok(first)
@@ -88,13 +94,17 @@ async def test_max_connections_per_ip_refuses_the_extra_connection(start: Factor
     assert await api_versions_ok(first)  # the first is unaffected
     await first.close()
     # Once the first is gone, a new connection is admitted.
-    await eventually(lambda: not open_connections(server), timeout_s=5, what="first closed")
+    await eventually(
+        lambda: not open_connections(server), timeout_s=5, what="first closed"
+    )
     third = await WireClient.connect(server.port())
     assert await api_versions_ok(third)
     await third.close()
 
 
-async def test_max_connections_makes_the_next_connection_wait_for_a_slot(start: Factory) -> None:
+async def test_max_connections_makes_the_next_connection_wait_for_a_slot(
+    start: Factory,
+) -> None:
     server = await start(**{"max.connections": 1})
     first = await WireClient.connect(server.port())
     assert await api_versions_ok(first)
@@ -120,7 +130,9 @@ async def test_request_quota_throttles_and_mutes_the_channel(
     greedy = await WireClient.connect(server.port(), client_id="greedy")
     throttle_ms = 0
     for _ in range(2000):
-        response = await greedy.request(ApiKeys.METADATA, 12, MetadataRequest(topics=None))
+        response = await greedy.request(
+            ApiKeys.METADATA, 12, MetadataRequest(topics=None)
+        )
         if response.throttle_time_ms > 0:
             throttle_ms = response.throttle_time_ms
             break
@@ -136,13 +148,17 @@ async def test_request_quota_throttles_and_mutes_the_channel(
     await modest.close()
 
 
-async def test_quota_changes_apply_without_restart(start: Factory, tmp_path: Path) -> None:
+async def test_quota_changes_apply_without_restart(
+    start: Factory, tmp_path: Path
+) -> None:
     server = await start()
     store = ConfigStore(tmp_path / "data")
     store.alter_quotas({"client-id": "late"}, {"request_percentage": 0.01})
     server.reload()  # SIGHUP (the directory watcher does the same within about a second)
     assert server.quotas is not None
-    assert server.quotas.engine.entity_quotas() == {"clients/late": {"request_percentage": 0.01}}
+    assert server.quotas.engine.entity_quotas() == {
+        "clients/late": {"request_percentage": 0.01}
+    }
 
 
 # ----------------------------------------------------------------------------- admin APIs
@@ -179,19 +195,25 @@ async def test_alter_and_describe_client_quotas_over_the_wire(
     ]
     # Applied to the engine at once, and durable in the store.
     assert server.quotas is not None
-    assert server.quotas.engine.entity_quotas()["clients/greedy"] == {"request_percentage": 0.01}
+    assert server.quotas.engine.entity_quotas()["clients/greedy"] == {
+        "request_percentage": 0.01
+    }
     assert ConfigStore(tmp_path / "data").snapshot().quotas
 
     described = await admin.request(
         ApiKeys.DESCRIBE_CLIENT_QUOTAS,
         1,
         DescribeClientQuotasRequest(
-            components=(ComponentData(entity_type="client-id", match_type=0, match="greedy"),)
+            components=(
+                ComponentData(entity_type="client-id", match_type=0, match="greedy"),
+            )
         ),
     )
     assert described.error_code == Errors.NONE
     (entry,) = described.entries
-    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("client-id", "greedy")]
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [
+        ("client-id", "greedy")
+    ]
     assert [(v.key, v.value) for v in entry.values] == [("request_percentage", 0.01)]
     defaults = await admin.request(
         ApiKeys.DESCRIBE_CLIENT_QUOTAS,
@@ -200,9 +222,9 @@ async def test_alter_and_describe_client_quotas_over_the_wire(
             components=(ComponentData(entity_type="user", match_type=1, match=None),)
         ),
     )
-    assert [[(e.entity_type, e.entity_name) for e in x.entity] for x in defaults.entries] == [
-        [("user", None)]
-    ]
+    assert [
+        [(e.entity_type, e.entity_name) for e in x.entity] for x in defaults.entries
+    ] == [[("user", None)]]
     bad = await admin.request(
         ApiKeys.DESCRIBE_CLIENT_QUOTAS,
         1,
@@ -228,7 +250,9 @@ async def test_alter_and_describe_client_quotas_over_the_wire(
 
 
 # ----------------------------------------------------------------------------- helpers
-async def scrape(server: CollectorServer) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+async def scrape(
+    server: CollectorServer,
+) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """Every sample on the server's /metrics, by (name, labels)."""
     url = f"http://127.0.0.1:{server.http_port}/metrics"
     async with aiohttp.ClientSession() as http, http.get(url) as response:
@@ -241,7 +265,9 @@ async def scrape(server: CollectorServer) -> dict[tuple[str, frozenset[tuple[str
 
 
 def sample(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float],
+    name: str,
+    **labels: str,
 ) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
@@ -287,7 +313,9 @@ def push_frame_bytes(client_id: str, payload: bytes) -> int:
     """A PushTelemetry's size as Kafka records it against producer_byte_rate (header and
     body, no size prefix); ids have fixed widths, so any values give the same size."""
     frame = ClientConnection(client_id=client_id).send_request(
-        ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(uuid.uuid4(), 1, False, 0, payload)
+        ApiKeys.PUSH_TELEMETRY,
+        0,
+        PushTelemetryRequest(uuid.uuid4(), 1, False, 0, payload),
     )
     return len(frame) - 4
 
@@ -296,13 +324,17 @@ PAYLOAD = otlp_payload(*(f"org.apache.kafka.producer.metric.{i}" for i in range(
 
 
 # ----------------------------------------------------------------------------- byte rate
-async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_path: Path) -> None:
+async def test_push_bytes_count_against_producer_byte_rate(
+    start: Factory, tmp_path: Path
+) -> None:
     data_dir = tmp_path / "data"
     subscribe_producers(data_dir)
     frame_bytes = push_frame_bytes("bulky", PAYLOAD)
     # One push a second against a limit 1.3 x smaller: (1.3 - 1) / 1 x 1000 ms = 300 ms.
     limit = int(frame_bytes / 1.3)
-    ConfigStore(data_dir).alter_quotas({"client-id": "bulky"}, {"producer_byte_rate": limit})
+    ConfigStore(data_dir).alter_quotas(
+        {"client-id": "bulky"}, {"producer_byte_rate": limit}
+    )
     clock = FakeClock(1_000_000)
     server = await start(clock, **SHORT_WINDOWS)
 
@@ -314,7 +346,9 @@ async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_p
     push = await bulky.request(
         ApiKeys.PUSH_TELEMETRY,
         0,
-        PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, PAYLOAD),
+        PushTelemetryRequest(
+            get.client_instance_id, get.subscription_id, False, 0, PAYLOAD
+        ),
     )
     # Accepted (landed) and answered at once; only the next read is delayed.
     assert push.error_code == Errors.NONE
@@ -328,8 +362,15 @@ async def test_push_bytes_count_against_producer_byte_rate(start: Factory, tmp_p
 
     samples = await scrape(server)
     labels = {"user": "ANONYMOUS", "client_id": "bulky"}
-    assert sample(samples, "ktc_quota_throttled_responses_total", quota="produce", **labels) == 1
-    throttle_s = sample(samples, "ktc_quota_throttle_time_seconds_total", quota="produce", **labels)
+    assert (
+        sample(
+            samples, "ktc_quota_throttled_responses_total", quota="produce", **labels
+        )
+        == 1
+    )
+    throttle_s = sample(
+        samples, "ktc_quota_throttle_time_seconds_total", quota="produce", **labels
+    )
     assert throttle_s == push.throttle_time_ms / 1000
     # Kafka's own quota metrics, tagged by the entity level that matched (client-id only).
     entity = {"user": "", "client_id": "bulky"}
@@ -348,11 +389,18 @@ async def test_push_interval_gating_is_counted_with_the_throttles(
     get = await client.request(
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
     )
-    push = PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, PAYLOAD)
-    assert (await client.request(ApiKeys.PUSH_TELEMETRY, 0, push)).error_code == Errors.NONE
+    push = PushTelemetryRequest(
+        get.client_instance_id, get.subscription_id, False, 0, PAYLOAD
+    )
+    assert (
+        await client.request(ApiKeys.PUSH_TELEMETRY, 0, push)
+    ).error_code == Errors.NONE
     early = await client.request(ApiKeys.PUSH_TELEMETRY, 0, push)
     # Kafka answers gating with error 89 and throttle_time_ms 0 (the interval is the delay).
-    assert (early.error_code, early.throttle_time_ms) == (Errors.THROTTLING_QUOTA_EXCEEDED, 0)
+    assert (early.error_code, early.throttle_time_ms) == (
+        Errors.THROTTLING_QUOTA_EXCEEDED,
+        0,
+    )
     samples = await scrape(server)
     labels = {"quota": "push_interval", "user": "ANONYMOUS", "client_id": "eager"}
     assert sample(samples, "ktc_quota_throttled_responses_total", **labels) == 1
@@ -364,7 +412,9 @@ def _push_frame(client_id: str) -> Any:
     server_side = ServerConnection()
     server_side.receive_data(
         ClientConnection(client_id=client_id).send_request(
-            ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(uuid.uuid4(), 1, False, 0, PAYLOAD)
+            ApiKeys.PUSH_TELEMETRY,
+            0,
+            PushTelemetryRequest(uuid.uuid4(), 1, False, 0, PAYLOAD),
         )
     )
     return server_side.next_request()
@@ -440,8 +490,12 @@ async def test_strict_mutation_quota_refuses_with_throttling_quota_exceeded(
     server = await start(clock)
     admin = await WireClient.connect(server.port(), client_id="kafka-configs")
     # validate_only: counted as Kafka's controller counts it, without writing 120 quotas.
-    request = AlterClientQuotasRequest(entries=_quota_entries(BURST + 10), validate_only=True)
-    response = await admin.request(ApiKeys.ALTER_CLIENT_QUOTAS, 1, request)  # v1: strict
+    request = AlterClientQuotasRequest(
+        entries=_quota_entries(BURST + 10), validate_only=True
+    )
+    response = await admin.request(
+        ApiKeys.ALTER_CLIENT_QUOTAS, 1, request
+    )  # v1: strict
     codes = [entry.error_code for entry in response.entries]
     accepted = codes.index(Errors.THROTTLING_QUOTA_EXCEEDED)
     # The clock stands while the request runs: the bucket does not refill.
@@ -452,7 +506,11 @@ async def test_strict_mutation_quota_refuses_with_throttling_quota_exceeded(
     assert 0 < response.throttle_time_ms <= 1000 // MUTATION_RATE
     await answered_only_after(server, clock, admin, response.throttle_time_ms)
     samples = await scrape(server)
-    labels = {"quota": "controller_mutation", "user": "ANONYMOUS", "client_id": "kafka-configs"}
+    labels = {
+        "quota": "controller_mutation",
+        "user": "ANONYMOUS",
+        "client_id": "kafka-configs",
+    }
     assert sample(samples, "ktc_quota_throttled_responses_total", **labels) == 1
     # The bucket (refilling since, during the mute) is far from full.
     entity = {"user": "", "client_id": "kafka-configs"}
@@ -517,7 +575,10 @@ async def test_incremental_alter_configs_preprocess_is_kafkas(
             AlterConfigsResource(
                 16,
                 "twice",
-                (AlterableConfig("metrics", set_, "a"), AlterableConfig("metrics", delete, None)),
+                (
+                    AlterableConfig("metrics", set_, "a"),
+                    AlterableConfig("metrics", delete, None),
+                ),
             ),
             # A resource named twice fails both times.
             AlterConfigsResource(16, "dup", (AlterableConfig("metrics", set_, "*"),)),
@@ -570,7 +631,14 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         "--add-config",
         "producer_byte_rate=1024",
     )
-    ktc("alter", "--user", "alice", "--client-defaults", "--add-config", "request_percentage=50")
+    ktc(
+        "alter",
+        "--user",
+        "alice",
+        "--client-defaults",
+        "--add-config",
+        "request_percentage=50",
+    )
     ktc(
         "alter",
         "--entity-type",
@@ -668,7 +736,10 @@ def test_connection_quota_keys_are_kafkas_and_checked_at_load() -> None:
     }
     config = load_config(
         environ={"KTC_INTER_BROKER_LISTENER_NAME": "ADMIN"},
-        overrides={**two_listeners, "listener.name.plaintext.max.connection.creation.rate": 50},
+        overrides={
+            **two_listeners,
+            "listener.name.plaintext.max.connection.creation.rate": 50,
+        },
     )
     settings = quota_settings(config)
     assert settings["inter.broker.listener.name"] == "ADMIN"
@@ -677,8 +748,12 @@ def test_connection_quota_keys_are_kafkas_and_checked_at_load() -> None:
     assert config.with_overrides({"node.id": 2}).connection_quota_overrides == (
         config.connection_quota_overrides
     )
-    with pytest.raises(ConfigError, match="listener.name.plaintext.max.connections: .*at least 1"):
-        load_config(environ={}, overrides={"listener.name.plaintext.max.connections": 0})
+    with pytest.raises(
+        ConfigError, match="listener.name.plaintext.max.connections: .*at least 1"
+    ):
+        load_config(
+            environ={}, overrides={"listener.name.plaintext.max.connections": 0}
+        )
     with pytest.raises(ConfigError, match="'ADMIN' is not a listener"):
         load_config(environ={}, overrides={"inter.broker.listener.name": "ADMIN"})
     with pytest.raises(ConfigError, match="unknown key"):

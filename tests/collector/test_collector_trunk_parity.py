@@ -30,7 +30,10 @@ from proto.messages import (
     IncrementalAlterConfigsRequest,
     PushTelemetryRequest,
 )
-from proto.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
+from proto.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
 from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,8 +41,10 @@ pytestmark = pytest.mark.timeout(60)
 CLIENT_METRICS, TOPIC = 16, 2
 SET, DELETE, APPEND = 0, 1, 2
 ALL_ONES = uuid.UUID("ffffffff-ffff-ffff-ffff-ffffffffffff")
-TOO_LONG = ("The configuration value cannot be added because it exceeds the maximum value "
-            "size of 32767 bytes.")
+TOO_LONG = (
+    "The configuration value cannot be added because it exceeds the maximum value "
+    "size of 32767 bytes."
+)
 
 
 @pytest.fixture
@@ -71,43 +76,69 @@ async def wire(server: CollectorServer) -> AsyncIterator[WireClient]:
     await client.close()
 
 
-def resource(name: str, *configs: tuple[str, int, str | None],
-             resource_type: int = CLIENT_METRICS) -> AlterConfigsResource:
+def resource(
+    name: str,
+    *configs: tuple[str, int, str | None],
+    resource_type: int = CLIENT_METRICS,
+) -> AlterConfigsResource:
     return AlterConfigsResource(
         resource_type=resource_type,
         resource_name=name,
-        configs=tuple(AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in configs),
+        configs=tuple(
+            AlterableConfig(name=k, config_operation=op, value=v)
+            for k, op, v in configs
+        ),
     )
 
 
-async def alter(wire: WireClient, *resources: AlterConfigsResource) -> list[tuple[str, int, str | None]]:
+async def alter(
+    wire: WireClient, *resources: AlterConfigsResource
+) -> list[tuple[str, int, str | None]]:
     """(resource name, error code, error message) per resource, in request order."""
     request = IncrementalAlterConfigsRequest(resources=resources, validate_only=False)
     response = await wire.request(ApiKeys.INCREMENTAL_ALTER_CONFIGS, 1, request)
-    return [(r.resource_name, r.error_code, r.error_message) for r in response.responses]
+    return [
+        (r.resource_name, r.error_code, r.error_message) for r in response.responses
+    ]
 
 
 # ------------------------------------------------------------------ KAFKA-19112
-@pytest.mark.parametrize(("match", "message"), [
-    ("client_id=a,client_id=a", "Configuration 'match' values must not be duplicated."),
-    ("client_id=a, client_id=a", "Configuration 'match' values must not be duplicated."),
-    ("client_id=a,", "Configuration 'match' values must not be empty."),
-    (",client_id=a", "Configuration 'match' values must not be empty."),
-])
+@pytest.mark.parametrize(
+    ("match", "message"),
+    [
+        (
+            "client_id=a,client_id=a",
+            "Configuration 'match' values must not be duplicated.",
+        ),
+        (
+            "client_id=a, client_id=a",
+            "Configuration 'match' values must not be duplicated.",
+        ),
+        ("client_id=a,", "Configuration 'match' values must not be empty."),
+        (",client_id=a", "Configuration 'match' values must not be empty."),
+    ],
+)
 async def test_match_items_must_not_be_empty_or_duplicated(
     store: ConfigStore, wire: WireClient, match: str, message: str
 ) -> None:
-    assert await alter(wire, resource("s", ("metrics", SET, "a."), ("match", SET, match))) == [
-        ("s", Errors.INVALID_CONFIG, message)]
+    assert await alter(
+        wire, resource("s", ("metrics", SET, "a."), ("match", SET, match))
+    ) == [("s", Errors.INVALID_CONFIG, message)]
     assert store.list_names() == []
 
 
 # ------------------------------------------------------------------ ConfigAdminManager.preprocess
-async def test_a_null_value_is_refused_on_every_operation_but_delete(wire: WireClient) -> None:
-    assert await alter(wire, resource("s", ("metrics", SET, None), ("match", APPEND, None))) == [
-        ("s", Errors.INVALID_REQUEST, "Null value not supported for : metrics, match")]
-    assert await alter(wire, resource("s", ("metrics", SET, "a."), ("match", DELETE, None))) == [
-        ("s", Errors.NONE, None)]
+async def test_a_null_value_is_refused_on_every_operation_but_delete(
+    wire: WireClient,
+) -> None:
+    assert await alter(
+        wire, resource("s", ("metrics", SET, None), ("match", APPEND, None))
+    ) == [
+        ("s", Errors.INVALID_REQUEST, "Null value not supported for : metrics, match")
+    ]
+    assert await alter(
+        wire, resource("s", ("metrics", SET, "a."), ("match", DELETE, None))
+    ) == [("s", Errors.NONE, None)]
 
 
 async def test_a_resource_named_twice_fails_both_times_and_only_it(
@@ -127,11 +158,15 @@ async def test_a_resource_named_twice_fails_both_times_and_only_it(
     assert store.list_names() == ["once"]
 
 
-async def test_a_config_key_named_twice_is_refused_before_null_values(wire: WireClient) -> None:
-    assert await alter(wire, resource("s", ("metrics", SET, "a."), ("metrics", DELETE, None))) == [
-        ("s", Errors.INVALID_REQUEST, "Error due to duplicate config keys")]
-    assert await alter(wire, resource("s", ("match", SET, None), ("match", SET, None))) == [
-        ("s", Errors.INVALID_REQUEST, "Error due to duplicate config keys")]
+async def test_a_config_key_named_twice_is_refused_before_null_values(
+    wire: WireClient,
+) -> None:
+    assert await alter(
+        wire, resource("s", ("metrics", SET, "a."), ("metrics", DELETE, None))
+    ) == [("s", Errors.INVALID_REQUEST, "Error due to duplicate config keys")]
+    assert await alter(
+        wire, resource("s", ("match", SET, None), ("match", SET, None))
+    ) == [("s", Errors.INVALID_REQUEST, "Error due to duplicate config keys")]
 
 
 # ------------------------------------------------------------------ value size
@@ -142,14 +177,29 @@ async def test_a_value_of_32767_characters_is_accepted_over_the_wire(
     Kafka's codec, the collector's included (a longer one is a malformed request)."""
     at_limit = ",".join(f"p{i:05d}" for i in range(4681)) + "x"
     assert len(at_limit) == 32767
-    assert await alter(wire, resource("s", ("metrics", SET, at_limit))) == [("s", Errors.NONE, None)]
+    assert await alter(wire, resource("s", ("metrics", SET, at_limit))) == [
+        ("s", Errors.NONE, None)
+    ]
     assert store.describe("s")["metrics"] == at_limit
 
 
-def test_a_value_over_32767_characters_is_invalid_config_from_the_cli(tmp_path: Path) -> None:
+def test_a_value_over_32767_characters_is_invalid_config_from_the_cli(
+    tmp_path: Path,
+) -> None:
     data = str(tmp_path / "data")
-    result = CliRunner().invoke(cli, [
-        "subscriptions", "alter", "--data-dir", data, "--name", "s", "--metrics", "m" * 32768])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "subscriptions",
+            "alter",
+            "--data-dir",
+            data,
+            "--name",
+            "s",
+            "--metrics",
+            "m" * 32768,
+        ],
+    )
     assert result.exit_code == 1
     assert TOO_LONG in result.stderr and "INVALID_CONFIG" in result.stderr
     assert ConfigStore(data).list_names() == []
@@ -159,7 +209,10 @@ def test_a_value_over_32767_characters_is_invalid_config_from_the_cli(tmp_path: 
 async def test_setting_the_stored_value_again_changes_nothing(
     server: CollectorServer, store: ConfigStore, wire: WireClient
 ) -> None:
-    configs = (("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "60000"))
+    configs = (
+        ("metrics", SET, "org.apache.kafka.producer."),
+        ("interval.ms", SET, "60000"),
+    )
     assert await alter(wire, resource("s", *configs)) == [("s", Errors.NONE, None)]
     manager = server.manager
     telemetry = await WireClient.connect(server.port(), "producer-1")
@@ -182,8 +235,9 @@ async def test_setting_the_stored_value_again_changes_nothing(
         assert instance.subscription_version == version
 
         # A real change is re-evaluated at once (the control).
-        assert await alter(wire, resource("s", ("metrics", SET, "org.apache.kafka.consumer."))) == [
-            ("s", Errors.NONE, None)]
+        assert await alter(
+            wire, resource("s", ("metrics", SET, "org.apache.kafka.consumer."))
+        ) == [("s", Errors.NONE, None)]
         third = await telemetry.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, again)
         assert third.error_code == Errors.NONE
         assert list(third.requested_metrics) == ["org.apache.kafka.consumer."]
@@ -193,7 +247,9 @@ async def test_setting_the_stored_value_again_changes_nothing(
 
 
 # ------------------------------------------------------------------ all-ones instance id
-def test_the_all_ones_instance_id_is_an_ordinary_id(manager: ClientMetricsManager) -> None:
+def test_the_all_ones_instance_id_is_an_ordinary_id(
+    manager: ClientMetricsManager,
+) -> None:
     """Kafka's Get replaces only ZERO_UUID and its Push refuses only Uuid.RESERVED
     (ZERO_UUID, ONE_UUID = METADATA_TOPIC_ID); the all-ones id is neither."""
     session = make_session()
@@ -209,6 +265,9 @@ def test_the_all_ones_instance_id_is_an_ordinary_id(manager: ClientMetricsManage
             compression_type=0,
             metrics=otlp_payload("org.apache.kafka.producer.record.send.rate"),
         ),
-        session, "app-1", 1, 0,
+        session,
+        "app-1",
+        1,
+        0,
     )
     assert pushed.error_code == Errors.NONE

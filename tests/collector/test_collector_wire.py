@@ -51,7 +51,6 @@ SERVED = {
     # Listed on every listener, as Kafka lists them (answered 34 outside a SASL exchange).
     ApiKeys.SASL_HANDSHAKE,
     ApiKeys.SASL_AUTHENTICATE,
-
     ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
     ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
 }
@@ -61,7 +60,9 @@ SERVED = {
 async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
-        "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}, []
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
+        [],
     )
     config = load_config(
         environ={},
@@ -82,20 +83,26 @@ async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     await server.stop()
 
 
-async def client(server: CollectorServer, client_id: str | None = "wire-test") -> WireClient:
+async def client(
+    server: CollectorServer, client_id: str | None = "wire-test"
+) -> WireClient:
     return await WireClient.connect(server.port(), client_id)
 
 
 async def still_serving(server: CollectorServer) -> None:
     """Another connection is unaffected."""
     other = await client(server)
-    response = await other.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("ok-client", "1.0"))
+    response = await other.request(
+        ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("ok-client", "1.0")
+    )
     assert response.error_code == Errors.NONE
     await other.close()
 
 
 # ----------------------------------------------------------------------------- ApiVersions
-async def test_api_versions_lists_exactly_what_is_served(server: CollectorServer) -> None:
+async def test_api_versions_lists_exactly_what_is_served(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     response = await c.request(
         ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("confluent-kafka-python", "2.16.1")
@@ -104,7 +111,9 @@ async def test_api_versions_lists_exactly_what_is_served(server: CollectorServer
     listed = {e.api_key: (e.min_version, e.max_version) for e in response.api_keys}
     assert set(listed) == SERVED
     assert all(listed[k] == SUPPORTED_VERSIONS[k] for k in listed)
-    assert (c_sw := newest_session(server)).client_software_name == "confluent-kafka-python"
+    assert (
+        c_sw := newest_session(server)
+    ).client_software_name == "confluent-kafka-python"
     assert c_sw.client_software_version == "2.16.1"
     await c.close()
 
@@ -116,7 +125,9 @@ async def test_api_versions_v3_validates_software_strings(
     server: CollectorServer, name: str, version: str
 ) -> None:
     c = await client(server)
-    response = await c.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest(name, version))
+    response = await c.request(
+        ApiKeys.API_VERSIONS, 3, ApiVersionsRequest(name, version)
+    )
     assert response.error_code == Errors.INVALID_REQUEST
     # The connection stays usable, and the bad strings were not recorded.
     response = await c.request(ApiKeys.API_VERSIONS, 0, ApiVersionsRequest())
@@ -125,10 +136,14 @@ async def test_api_versions_v3_validates_software_strings(
     await c.close()
 
 
-async def test_api_versions_unknown_version_gets_v0_unsupported(server: CollectorServer) -> None:
+async def test_api_versions_unknown_version_gets_v0_unsupported(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     # A future ApiVersions (v99): header v2 (flexible), body never parsed (KIP-511).
-    c.send_raw(struct.pack(">ihhihb", 18, ApiKeys.API_VERSIONS, 99, 7, -1, 0) + b"\x05future")
+    c.send_raw(
+        struct.pack(">ihhihb", 18, ApiKeys.API_VERSIONS, 99, 7, -1, 0) + b"\x05future"
+    )
     await c.writer.drain()
     data = await asyncio.wait_for(c.reader.read(1024), 5)
     _size, correlation_id, error_code, count = struct.unpack_from(">iihi", data)
@@ -141,15 +156,24 @@ async def test_api_versions_unknown_version_gets_v0_unsupported(server: Collecto
 
 
 # ----------------------------------------------------------------------------- Metadata
-async def test_metadata_the_collector_is_the_only_broker(server: CollectorServer) -> None:
+async def test_metadata_the_collector_is_the_only_broker(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     request = MetadataRequest(
-        topics=(MetadataRequestTopic(name="orders"), MetadataRequestTopic(name="bad/name"))
+        topics=(
+            MetadataRequestTopic(name="orders"),
+            MetadataRequestTopic(name="bad/name"),
+        )
     )
     for version in (0, 1, 4, 9, 12):
         response = await c.request(ApiKeys.METADATA, version, request)
         (broker,) = response.brokers
-        assert (broker.node_id, broker.host, broker.port) == (5, "127.0.0.1", server.port())
+        assert (broker.node_id, broker.host, broker.port) == (
+            5,
+            "127.0.0.1",
+            server.port(),
+        )
         errors = {t.name: t.error_code for t in response.topics}
         assert errors == {
             "orders": Errors.UNKNOWN_TOPIC_OR_PARTITION,
@@ -165,10 +189,14 @@ async def test_metadata_the_collector_is_the_only_broker(server: CollectorServer
 
 
 # ----------------------------------------------------------------------------- telemetry
-async def test_get_and_push_in_one_pipelined_write_answer_in_order(server: CollectorServer) -> None:
+async def test_get_and_push_in_one_pipelined_write_answer_in_order(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     c.send(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("wire-sw", "9.9"))
-    c.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+    c.send(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
     await c.writer.drain()
     assert (await c.receive()).error_code == Errors.NONE
     get = await c.receive()
@@ -190,7 +218,10 @@ async def test_get_and_push_in_one_pipelined_write_answer_in_order(server: Colle
             Errors.THROTTLING_QUOTA_EXCEEDED,
         ),
         (PushTelemetryRequest(ZERO, 0, False, 0, b""), Errors.INVALID_REQUEST),
-        (PushTelemetryRequest(uuid.UUID(int=1), 0, False, 0, b""), Errors.INVALID_REQUEST),
+        (
+            PushTelemetryRequest(uuid.UUID(int=1), 0, False, 0, b""),
+            Errors.INVALID_REQUEST,
+        ),
         (
             PushTelemetryRequest(
                 get.client_instance_id, get.subscription_id, True, 4, zstd(payload)
@@ -198,7 +229,9 @@ async def test_get_and_push_in_one_pipelined_write_answer_in_order(server: Colle
             Errors.NONE,
         ),
         (
-            PushTelemetryRequest(get.client_instance_id, get.subscription_id, False, 0, b""),
+            PushTelemetryRequest(
+                get.client_instance_id, get.subscription_id, False, 0, b""
+            ),
             Errors.INVALID_REQUEST,
         ),
     ]
@@ -244,7 +277,9 @@ async def test_wrong_subscription_then_immediate_reget(server: CollectorServer) 
     get = await c.request(
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
     )
-    push = PushTelemetryRequest(get.client_instance_id, get.subscription_id + 1, False, 0, b"")
+    push = PushTelemetryRequest(
+        get.client_instance_id, get.subscription_id + 1, False, 0, b""
+    )
     assert (
         await c.request(ApiKeys.PUSH_TELEMETRY, 0, push)
     ).error_code == Errors.UNKNOWN_SUBSCRIPTION_ID
@@ -263,13 +298,16 @@ async def test_wrong_subscription_then_immediate_reget(server: CollectorServer) 
     await c.close()
 
 
-async def test_closing_the_connection_drops_its_instance(server: CollectorServer) -> None:
+async def test_closing_the_connection_drops_its_instance(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     get = await c.request(
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
     )
     assert (
-        server.manager is not None and server.manager.instance(get.client_instance_id) is not None
+        server.manager is not None
+        and server.manager.instance(get.client_instance_id) is not None
     )
     await c.close()
     await eventually(
@@ -283,7 +321,11 @@ async def test_closing_the_connection_drops_its_instance(server: CollectorServer
 def _truncated_push() -> bytes:
     """A PushTelemetry frame whose declared size matches, but whose body stops short."""
     frame = encode_request(
-        ApiKeys.PUSH_TELEMETRY, 0, 1, "x", PushTelemetryRequest(uuid.uuid4(), 0, False, 0, b"abc")
+        ApiKeys.PUSH_TELEMETRY,
+        0,
+        1,
+        "x",
+        PushTelemetryRequest(uuid.uuid4(), 0, False, 0, b"abc"),
     )
     body = frame[4:-6]
     return struct.pack(">i", len(body)) + body
@@ -293,8 +335,12 @@ MALFORMED = {
     "negative size": struct.pack(">i", -1),
     "size over socket.request.max.bytes": struct.pack(">i", 65537),
     "unknown api key": struct.pack(">ihhih", 10, 1000, 0, 1, -1),
-    "known but unserved api key (Produce)": struct.pack(">ihhih", 10, ApiKeys.PRODUCE, 9, 1, -1),
-    "unsupported Metadata version": struct.pack(">ihhih", 10, ApiKeys.METADATA, 13, 1, -1),
+    "known but unserved api key (Produce)": struct.pack(
+        ">ihhih", 10, ApiKeys.PRODUCE, 9, 1, -1
+    ),
+    "unsupported Metadata version": struct.pack(
+        ">ihhih", 10, ApiKeys.METADATA, 13, 1, -1
+    ),
     "truncated PushTelemetry body": _truncated_push(),
     "header shorter than its fixed fields": struct.pack(">ih", 2, 18),
 }
@@ -310,13 +356,17 @@ async def test_malformed_input_closes_only_that_connection(
     await bad.writer.drain()
     assert await bad.closed_by_server(), f"{name}: connection left open"
     # The server and other connections carry on.
-    response = await healthy.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("still-here", "1"))
+    response = await healthy.request(
+        ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("still-here", "1")
+    )
     assert response.error_code == Errors.NONE
     await still_serving(server)
     await healthy.close()
 
 
-async def test_responses_before_a_malformed_frame_are_still_sent(server: CollectorServer) -> None:
+async def test_responses_before_a_malformed_frame_are_still_sent(
+    server: CollectorServer,
+) -> None:
     c = await client(server)
     c.send(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest("a", "1"))
     c.send_raw(struct.pack(">ihhih", 10, 1000, 0, 1, -1))
@@ -338,14 +388,19 @@ async def test_a_truncated_frame_then_disconnect_leaves_the_server_fine(
 # ----------------------------------------------------------------------------- HTTP
 async def test_metrics_health_and_readiness(server: CollectorServer) -> None:
     c = await client(server)
-    await c.request(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+    await c.request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+    )
     base = f"http://127.0.0.1:{server.http_port}"
     async with aiohttp.ClientSession() as http:
         async with http.get(base + "/metrics") as r:
             text = await r.text()
             assert r.status == 200
         assert "kafka_server_client_metrics_instance_count 1.0" in text
-        assert 'ktc_requests_total{api="GET_TELEMETRY_SUBSCRIPTIONS",error_code="0"} 1.0' in text
+        assert (
+            'ktc_requests_total{api="GET_TELEMETRY_SUBSCRIPTIONS",error_code="0"} 1.0'
+            in text
+        )
         assert 'ktc_connections{listener="PLAINTEXT"} 1.0' in text
         assert "client_instance_id" not in text  # no per-instance labels by default
         async with http.get(base + "/healthz") as r:
@@ -362,7 +417,9 @@ async def test_metrics_health_and_readiness(server: CollectorServer) -> None:
 # ----------------------------------------------------------------------------- durability
 async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    ConfigStore(data_dir).alter_subscription("all", {"metrics": "*", "interval.ms": "100"}, [])
+    ConfigStore(data_dir).alter_subscription(
+        "all", {"metrics": "*", "interval.ms": "100"}, []
+    )
     config = load_config(
         environ={},
         overrides={
@@ -379,7 +436,11 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         c = await client(server)
         gets = []
         for _ in range(5):
-            c.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+            c.send(
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+                0,
+                GetTelemetrySubscriptionsRequest(ZERO),
+            )
         await c.writer.drain()
         gets = [await c.receive() for _ in range(5)]
         payload = zstd(otlp_payload("a.b"))
@@ -403,7 +464,9 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- backpressure
-async def test_a_client_that_does_not_read_stops_being_read(server: CollectorServer) -> None:
+async def test_a_client_that_does_not_read_stops_being_read(
+    server: CollectorServer,
+) -> None:
     import socket as socket_module
 
     sock = socket_module.socket()
@@ -429,9 +492,13 @@ async def test_a_client_that_does_not_read_stops_being_read(server: CollectorSer
     (connection,) = open_connections(server)
     # Responses pile up in the server's write buffer; past its high-water mark the
     # server stops reading this connection instead of buffering without bound.
-    await eventually(lambda: connection.reading_paused, timeout_s=5, what="reading paused")
+    await eventually(
+        lambda: connection.reading_paused, timeout_s=5, what="reading paused"
+    )
     await still_serving(server)  # others are served meanwhile
-    for _ in range(count):  # every request answered, in order (the client codec checks ids)
+    for _ in range(
+        count
+    ):  # every request answered, in order (the client codec checks ids)
         response = await c.receive(timeout_s=10)
         assert len(response.results) == 60
     assert not connection.reading_paused

@@ -34,7 +34,9 @@ ZERO = uuid.UUID(int=0)
 async def start_server(tmp_path: Path, landing: dict[str, object]) -> CollectorServer:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
-        "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"}, []
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
+        [],
     )
     config = load_config(
         environ={},
@@ -58,10 +60,16 @@ async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     await server.stop()
 
 
-async def subscribed(server: CollectorServer, instances: int) -> tuple[WireClient, list]:
+async def subscribed(
+    server: CollectorServer, instances: int
+) -> tuple[WireClient, list]:
     c = await WireClient.connect(server.port(), "write-behind")
     for _ in range(instances):
-        c.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO))
+        c.send(
+            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+            0,
+            GetTelemetrySubscriptionsRequest(ZERO),
+        )
     await c.writer.drain()
     return c, [await c.receive() for _ in range(instances)]
 
@@ -74,7 +82,9 @@ def pushes(gets: list, tag: bytes) -> list[PushTelemetryRequest]:
     ]
 
 
-async def test_a_pipelined_batch_is_in_the_log_when_answered(server: CollectorServer) -> None:
+async def test_a_pipelined_batch_is_in_the_log_when_answered(
+    server: CollectorServer,
+) -> None:
     c, gets = await subscribed(server, 20)
     for request in pushes(gets, b"batch"):
         c.send(ApiKeys.PUSH_TELEMETRY, 0, request)
@@ -147,14 +157,18 @@ def connected(
     connections = []
     for index in range(count):
         assert server.quotas is not None
-        server.quotas.on_accept(endpoint.listener_name, "127.0.0.1")  # as the acceptor does
+        server.quotas.on_accept(
+            endpoint.listener_name, "127.0.0.1"
+        )  # as the acceptor does
         protocol = server.new_connection(endpoint)
         transport = RecordingTransport(40_000 + index)
         protocol.connection_made(transport)  # type: ignore[arg-type]
         client = ClientConnection(client_id=f"turn-{index}")
         protocol.data_received(
             client.send_request(
-                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(ZERO)
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+                0,
+                GetTelemetrySubscriptionsRequest(ZERO),
             )
         )
         client.receive_data(transport.written.pop())
@@ -194,16 +208,22 @@ async def test_reads_of_one_loop_turn_share_one_write(
         protocol.connection_lost(None)
 
 
-async def test_a_turn_with_many_reads_flushes_every_bound_records(tmp_path: Path) -> None:
+async def test_a_turn_with_many_reads_flushes_every_bound_records(
+    tmp_path: Path,
+) -> None:
     """A loop turn that reads from many connections does not hold every answer until its
     end: once ``write_behind_max_records`` pushes are staged, the next read flushes them
     and its answers, and those waiting on the same flush, leave at once."""
-    server = await start_server(tmp_path, {"fsync": "never", "write_behind_max_records": 2})
+    server = await start_server(
+        tmp_path, {"fsync": "never", "write_behind_max_records": 2}
+    )
     try:
         connections = connected(server, 5)
         for protocol, _, client, get in connections:
             [request] = pushes([get], b"bound")
-            protocol.data_received(client.send_request(ApiKeys.PUSH_TELEMETRY, 0, request))
+            protocol.data_received(
+                client.send_request(ApiKeys.PUSH_TELEMETRY, 0, request)
+            )
         # Reads 1-2 staged two records: read 2 flushed them and answered reads 1 and 2.
         # Reads 3-4 did the same. Read 5 waits for the end of the turn.
         answered = [len(transport.written) for _, transport, _, _ in connections]

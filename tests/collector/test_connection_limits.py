@@ -52,7 +52,9 @@ def announce(size: int, api_key: int, api_version: int = 0) -> bytes:
 
 
 # ----------------------------------------------------------------------------- the limits
-def test_the_push_limit_is_a_push_at_telemetry_max_bytes_with_the_longest_client_id() -> None:
+def test_the_push_limit_is_a_push_at_telemetry_max_bytes_with_the_longest_client_id() -> (
+    None
+):
     # The largest legitimate push, encoded by the real codec, is exactly the limit: one
     # byte more of metrics (or of client id, which cannot grow) would be over it.
     for telemetry_max in (1, 127, 128, 4096, TELEMETRY_MAX):
@@ -65,8 +67,15 @@ def test_the_push_limit_is_a_push_at_telemetry_max_bytes_with_the_longest_client
 
 
 def test_every_limit_is_at_most_socket_request_max_bytes() -> None:
-    served = [ApiKeys.PUSH_TELEMETRY, ApiKeys.METADATA, ApiKeys.DESCRIBE_CONFIGS, ApiKeys.PRODUCE]
-    limits = request_size_limits(served, telemetry_max_bytes=TELEMETRY_MAX, max_request_size=5000)
+    served = [
+        ApiKeys.PUSH_TELEMETRY,
+        ApiKeys.METADATA,
+        ApiKeys.DESCRIBE_CONFIGS,
+        ApiKeys.PRODUCE,
+    ]
+    limits = request_size_limits(
+        served, telemetry_max_bytes=TELEMETRY_MAX, max_request_size=5000
+    )
     assert set(limits.values()) == {5000}
     limits = request_size_limits(
         served, telemetry_max_bytes=TELEMETRY_MAX, max_request_size=MAX_REQUEST
@@ -83,7 +92,9 @@ def test_an_over_limit_push_is_refused_from_its_first_six_bytes(split: int) -> N
     limit = SERVE_LIMITS.limit(ApiKeys.PUSH_TELEMETRY)
     head = announce(limit + 1, ApiKeys.PUSH_TELEMETRY)[:6]
     codec = ServerConnection(MAX_REQUEST, limits=SERVE_LIMITS)
-    with pytest.raises(FramingError, match=f"api key 72 is over that API's limit of {limit}"):
+    with pytest.raises(
+        FramingError, match=f"api key 72 is over that API's limit of {limit}"
+    ):
         for at in range(0, 6, split):  # however the six bytes arrive
             codec.receive_data(head[at : at + split])
     assert codec.reserved_bytes <= 6  # nothing of the body was ever kept or reserved
@@ -155,7 +166,9 @@ class PausingTransport:
 
 
 def connection(
-    connection_id: int, memory: RequestMemory | None = None, handled: list[int] | None = None
+    connection_id: int,
+    memory: RequestMemory | None = None,
+    handled: list[int] | None = None,
 ) -> tuple[KafkaProtocol, PausingTransport]:
     def handle(frame: Any, session: Any, channel: Any) -> bytes:
         if handled is not None:
@@ -174,14 +187,18 @@ def connection(
     return protocol, transport
 
 
-def request(size: int, correlation_id: int = 1, api_key: int = ApiKeys.API_VERSIONS) -> bytes:
+def request(
+    size: int, correlation_id: int = 1, api_key: int = ApiKeys.API_VERSIONS
+) -> bytes:
     """A whole v0 request of ``size`` bytes after its prefix (ApiVersions by default; the
     body is padding)."""
     header = struct.pack(">hhih", api_key, 0, correlation_id, -1)
     return struct.pack(">i", size) + header + b"\x00" * (size - len(header))
 
 
-def test_requests_in_progress_reserve_their_announced_size_and_release_it_when_handed_on() -> None:
+def test_requests_in_progress_reserve_their_announced_size_and_release_it_when_handed_on() -> (
+    None
+):
     memory = RequestMemory(10_000)
     handled: list[int] = []
     a, _ = connection(1, memory, handled)
@@ -258,7 +275,9 @@ def test_the_budget_and_idle_keys_are_validated_with_their_names() -> None:
 
 
 # ----------------------------------------------------------------------------- idleness
-def test_idle_connections_close_at_connections_max_idle_ms_and_traffic_keeps_one() -> None:
+def test_idle_connections_close_at_connections_max_idle_ms_and_traffic_keeps_one() -> (
+    None
+):
     clock = FakeClock(1_000_000)
     max_idle = 10_000
     period = sweep_period_ms(max_idle)
@@ -297,7 +316,9 @@ Factory = Callable[..., Any]
 async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     servers: list[CollectorServer] = []
 
-    async def factory(clock: Clock = SYSTEM_CLOCK, **overrides: object) -> CollectorServer:
+    async def factory(
+        clock: Clock = SYSTEM_CLOCK, **overrides: object
+    ) -> CollectorServer:
         settings = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
@@ -305,7 +326,9 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
             "landing": {"fsync": "never"},
         }
         settings.update(overrides)
-        server = CollectorServer(load_config(environ={}, overrides=settings), clock=clock)
+        server = CollectorServer(
+            load_config(environ={}, overrides=settings), clock=clock
+        )
         await server.start()
         servers.append(server)
         return server
@@ -315,7 +338,9 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
         await server.stop()
 
 
-async def test_a_server_refuses_an_over_limit_push_before_its_body(start: Factory) -> None:
+async def test_a_server_refuses_an_over_limit_push_before_its_body(
+    start: Factory,
+) -> None:
     server = await start(**{"telemetry.max.bytes": 4096})
     limit = push_telemetry_request_max_bytes(4096)
     client = await WireClient.connect(server.port())

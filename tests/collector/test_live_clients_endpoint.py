@@ -48,7 +48,9 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
             "landing": {"fsync": "never"},
         }
         settings.update(overrides)
-        server = CollectorServer(load_config(environ={}, overrides=settings), clock=clock)
+        server = CollectorServer(
+            load_config(environ={}, overrides=settings), clock=clock
+        )
         await server.start()
         servers.append(server)
         return server
@@ -59,34 +61,52 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
 
 
 async def http(
-    server: CollectorServer, method: str, path: str, *, headers: dict[str, str] | None = None,
+    server: CollectorServer,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
     body: object = None,
 ) -> tuple[int, Any]:
     url = f"http://127.0.0.1:{server.http_port}{path}"
-    async with aiohttp.ClientSession() as session, session.request(
-        method, url, headers=headers, json=body
-    ) as response:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, headers=headers, json=body) as response,
+    ):
         return response.status, await response.json()
 
 
-async def connect(server: CollectorServer, client_id: str, software: str = "wire-test") -> WireClient:
+async def connect(
+    server: CollectorServer, client_id: str, software: str = "wire-test"
+) -> WireClient:
     client = await WireClient.connect(server.port(), client_id=client_id)
-    answer = await client.request(ApiKeys.API_VERSIONS, 3, ApiVersionsRequest(software, "1.0"))
+    answer = await client.request(
+        ApiKeys.API_VERSIONS, 3, ApiVersionsRequest(software, "1.0")
+    )
     assert answer.error_code == Errors.NONE
     return client
 
 
 async def get(client: WireClient, instance_id: uuid.UUID = ZERO) -> Any:
     return await client.request(
-        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest(instance_id)
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        GetTelemetrySubscriptionsRequest(instance_id),
     )
 
 
-async def push(client: WireClient, answer: Any, *, terminating: bool = False,
-               subscription_id: int | None = None) -> Errors:
+async def push(
+    client: WireClient,
+    answer: Any,
+    *,
+    terminating: bool = False,
+    subscription_id: int | None = None,
+) -> Errors:
     request = PushTelemetryRequest(
         client_instance_id=answer.client_instance_id,
-        subscription_id=answer.subscription_id if subscription_id is None else subscription_id,
+        subscription_id=answer.subscription_id
+        if subscription_id is None
+        else subscription_id,
         terminating=terminating,
         compression_type=0,
         metrics=otlp_payload("org.apache.kafka.producer.request.latency.avg"),
@@ -94,7 +114,9 @@ async def push(client: WireClient, answer: Any, *, terminating: bool = False,
     return Errors((await client.request(ApiKeys.PUSH_TELEMETRY, 0, request)).error_code)
 
 
-def subscribe(tmp_path: Path, name: str, metrics: str, interval: int, match: str = "") -> None:
+def subscribe(
+    tmp_path: Path, name: str, metrics: str, interval: int, match: str = ""
+) -> None:
     configs = {"metrics": metrics, "interval.ms": str(interval)}
     if match:
         configs["match"] = match
@@ -112,9 +134,13 @@ async def test_an_entry_holds_identity_subscription_times_and_counters(
     answer = await get(client)
     clock.advance(10)
     assert await push(client, answer) == Errors.NONE
-    assert await push(client, answer) == Errors.THROTTLING_QUOTA_EXCEEDED  # within 1000 ms
+    assert (
+        await push(client, answer) == Errors.THROTTLING_QUOTA_EXCEEDED
+    )  # within 1000 ms
     clock.advance(1000)
-    assert await push(client, answer, subscription_id=7) == Errors.UNKNOWN_SUBSCRIPTION_ID
+    assert (
+        await push(client, answer, subscription_id=7) == Errors.UNKNOWN_SUBSCRIPTION_ID
+    )
 
     status, page = await http(server, "GET", "/v1/clients")
     assert status == 200 and page["next_cursor"] is None
@@ -168,14 +194,22 @@ async def test_a_terminating_instance_shows_it_then_disappears_after_expiry(
 async def test_pages_follow_the_cursor_in_id_order_and_filters_apply(
     start: Factory, tmp_path: Path
 ) -> None:
-    subscribe(tmp_path, "orders", "org.apache.kafka.producer.", 1000, match="client_id=orders-.*")
+    subscribe(
+        tmp_path,
+        "orders",
+        "org.apache.kafka.producer.",
+        1000,
+        match="client_id=orders-.*",
+    )
     clock = FakeClock(1_000_000)
     server = await start(clock)
     manager = server.manager
     assert manager is not None
     for n in range(7):  # the manager directly: seven instances on seven "connections"
         client_id = f"orders-{n}" if n % 2 == 0 else f"billing-{n}"
-        manager.get_telemetry_subscriptions(ZERO, make_session(n + 100), client_id, clock.now_ms())
+        manager.get_telemetry_subscriptions(
+            ZERO, make_session(n + 100), client_id, clock.now_ms()
+        )
     everyone = sorted(i.instance_id_str for i in manager.instances())
     by_int = sorted(manager.instances(), key=lambda i: i.client_instance_id.int)
 
@@ -198,7 +232,13 @@ async def test_pages_follow_the_cursor_in_id_order_and_filters_apply(
     ids = [c["client_id"] for c in page["clients"]]
     cursor = page["next_cursor"]
     while cursor:
-        page = (await http(server, "GET", f"/v1/clients?subscription=orders&limit=2&cursor={cursor}"))[1]
+        page = (
+            await http(
+                server,
+                "GET",
+                f"/v1/clients?subscription=orders&limit=2&cursor={cursor}",
+            )
+        )[1]
         ids += [c["client_id"] for c in page["clients"]]
         cursor = page["next_cursor"]
     assert sorted(ids) == ["orders-0", "orders-2", "orders-4", "orders-6"]
@@ -219,15 +259,31 @@ async def test_a_configured_secret_is_required(start: Factory) -> None:
     right = {"Authorization": f"Bearer {SECRET}"}
     assert (await http(server, "GET", "/v1/clients", headers=right))[0] == 200
     body = {"name": "x", "metrics": "org."}
-    assert (await http(server, "POST", "/v1/subscriptions/preview", body=body))[0] == 401
-    assert (await http(server, "POST", "/v1/subscriptions/preview", headers=right, body=body))[0] == 200
+    assert (await http(server, "POST", "/v1/subscriptions/preview", body=body))[
+        0
+    ] == 401
+    assert (
+        await http(
+            server, "POST", "/v1/subscriptions/preview", headers=right, body=body
+        )
+    )[0] == 200
     assert (await http(server, "GET", "/healthz"))[0] == 200  # probes stay open
 
 
-async def test_with_an_authorizer_and_no_secret_only_loopback_is_served(start: Factory) -> None:
-    server = await start(FakeClock(1_000_000), **{"authorizer.class.name": "StandardAuthorizer"})
-    assert (await http(server, "GET", "/v1/clients"))[0] == 200  # the test is on loopback
-    assert _is_loopback("127.0.0.1") and _is_loopback("::1") and _is_loopback("::ffff:127.0.0.1")
+async def test_with_an_authorizer_and_no_secret_only_loopback_is_served(
+    start: Factory,
+) -> None:
+    server = await start(
+        FakeClock(1_000_000), **{"authorizer.class.name": "StandardAuthorizer"}
+    )
+    assert (await http(server, "GET", "/v1/clients"))[
+        0
+    ] == 200  # the test is on loopback
+    assert (
+        _is_loopback("127.0.0.1")
+        and _is_loopback("::1")
+        and _is_loopback("::ffff:127.0.0.1")
+    )
     assert not _is_loopback("10.1.2.3") and not _is_loopback("::ffff:10.1.2.3")
     assert not _is_loopback(None)
 
@@ -249,11 +305,19 @@ async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
     before = {client: await get(client) for client in (orders, billing)}
     store_file = (tmp_path / "data" / "config" / "client-metrics.yaml").read_bytes()
 
-    body = {"name": "narrow", "metrics": "org.apache.kafka.consumer.", "interval": "700",
-            "match": "client_id=orders-.*"}
+    body = {
+        "name": "narrow",
+        "metrics": "org.apache.kafka.consumer.",
+        "interval": "700",
+        "match": "client_id=orders-.*",
+    }
     status, answer = await http(server, "POST", "/v1/subscriptions/preview", body=body)
     assert status == 200, answer
-    assert answer["name"] == "narrow" and answer["unaffected"] == 1 and answer["stored"] is False
+    assert (
+        answer["name"] == "narrow"
+        and answer["unaffected"] == 1
+        and answer["stored"] is False
+    )
     [change] = answer["affected"]
     assert change["client_id"] == "orders-1"
     assert change["old"] == {
@@ -262,13 +326,20 @@ async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
         "push_interval_ms": 1000,
         "subscriptions": ["base"],
     }
-    assert (tmp_path / "data" / "config" / "client-metrics.yaml").read_bytes() == store_file
+    assert (
+        tmp_path / "data" / "config" / "client-metrics.yaml"
+    ).read_bytes() == store_file
     assert server._store.list_names() == ["base"]
 
     # The real change, then each client's next Get.
     server._store.alter_subscription(
-        "narrow", {"metrics": "org.apache.kafka.consumer.", "interval.ms": "700",
-                   "match": "client_id=orders-.*"})
+        "narrow",
+        {
+            "metrics": "org.apache.kafka.consumer.",
+            "interval.ms": "700",
+            "match": "client_id=orders-.*",
+        },
+    )
     after = {c: await get(c, before[c].client_instance_id) for c in (orders, billing)}
     assert after[orders].subscription_id == change["new"]["subscription_id"]
     assert list(after[orders].requested_metrics) == change["new"]["metrics"]
@@ -277,7 +348,11 @@ async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
 
     bad = {"name": "narrow", "interval": "5"}  # below Kafka's 100 ms floor
     status, answer = await http(server, "POST", "/v1/subscriptions/preview", body=bad)
-    assert status == 400 and answer["error_code"] == "INVALID_REQUEST"  # as the real alter
-    assert (await http(server, "POST", "/v1/subscriptions/preview", body={"nme": "x"}))[0] == 400
+    assert (
+        status == 400 and answer["error_code"] == "INVALID_REQUEST"
+    )  # as the real alter
+    assert (await http(server, "POST", "/v1/subscriptions/preview", body={"nme": "x"}))[
+        0
+    ] == 400
     await orders.close()
     await billing.close()

@@ -24,13 +24,25 @@ from subscriptions.store import ConfigStore
 # FLOAT64 field cannot carry it, the one error message)
 INVALID = [
     pytest.param(
-        "-100", "-100", -100.0, "Quota producer_byte_rate must be greater than 0", id="negative"
+        "-100",
+        "-100",
+        -100.0,
+        "Quota producer_byte_rate must be greater than 0",
+        id="negative",
     ),
     pytest.param(
-        "1.5", "1.5", 1.5, "producer_byte_rate cannot be a fractional value.", id="fraction"
+        "1.5",
+        "1.5",
+        1.5,
+        "producer_byte_rate cannot be a fractional value.",
+        id="fraction",
     ),
     pytest.param(
-        '"100"', '"100"', None, "Quota producer_byte_rate must be a number, got '100'", id="text"
+        '"100"',
+        '"100"',
+        None,
+        "Quota producer_byte_rate must be a number, got '100'",
+        id="text",
     ),
 ]
 
@@ -106,7 +118,9 @@ async def test_the_same_invalid_value_gets_the_same_error_on_every_path(
     wire_value: float | None,
     message: str,
 ) -> None:
-    assert cli_error(tmp_path / "cli", cli_value) == f"ktc: INVALID_REQUEST: {message}\n"
+    assert (
+        cli_error(tmp_path / "cli", cli_value) == f"ktc: INVALID_REQUEST: {message}\n"
+    )
 
     error = file_error(tmp_path / "file", file_value)
     assert str(error).endswith(f": {message} (INVALID_REQUEST)"), str(error)

@@ -13,7 +13,10 @@ from wire_client import WireClient
 from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from collector.security.credentials import ScramMechanism, new_salt, salted_password
-from collector.security.credentials_file import SCRAM_CREDENTIALS_FILE, DurableCredentialStore
+from collector.security.credentials_file import (
+    SCRAM_CREDENTIALS_FILE,
+    DurableCredentialStore,
+)
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.errors import Errors
 from proto.messages.alter_user_scram_credentials_request import (
@@ -49,11 +52,17 @@ async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     await server.stop()
 
 
-def upsertion(user: str, mechanism: ScramMechanism, iterations: int) -> ScramCredentialUpsertion:
+def upsertion(
+    user: str, mechanism: ScramMechanism, iterations: int
+) -> ScramCredentialUpsertion:
     salt = new_salt()
     return ScramCredentialUpsertion(
-        name=user, mechanism=mechanism.type_id, iterations=iterations, salt=salt,
-        salted_password=salted_password(mechanism, PASSWORD, salt, iterations))
+        name=user,
+        mechanism=mechanism.type_id,
+        iterations=iterations,
+        salt=salt,
+        salted_password=salted_password(mechanism, PASSWORD, salt, iterations),
+    )
 
 
 async def test_every_version_is_advertised() -> None:
@@ -66,17 +75,27 @@ async def test_raw_alter_creates_credentials_the_server_checks(
 ) -> None:
     client = await WireClient.connect(server.port(), "scram-admin")
     response = await client.request(
-        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0,
+        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
         AlterUserScramCredentialsRequest(
-            deletions=(ScramCredentialDeletion(name="ghost", mechanism=SHA256.type_id),),
-            upsertions=(upsertion("alice", SHA512, 8192), upsertion("bob", SHA256, 4096),
-                        upsertion("weak", SHA256, 1024)),
+            deletions=(
+                ScramCredentialDeletion(name="ghost", mechanism=SHA256.type_id),
+            ),
+            upsertions=(
+                upsertion("alice", SHA512, 8192),
+                upsertion("bob", SHA256, 4096),
+                upsertion("weak", SHA256, 1024),
+            ),
         ),
     )
     assert [(r.user, r.error_code, r.error_message) for r in response.results] == [
         ("alice", Errors.NONE, None),
         ("bob", Errors.NONE, None),
-        ("ghost", Errors.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"),
+        (
+            "ghost",
+            Errors.RESOURCE_NOT_FOUND,
+            "Attempt to delete a user credential that does not exist",
+        ),
         ("weak", Errors.UNACCEPTABLE_CREDENTIAL, "Too few iterations"),
     ]
     assert server.credentials is not None
@@ -88,25 +107,43 @@ async def test_raw_alter_creates_credentials_the_server_checks(
     assert DurableCredentialStore(tmp_path / "data").verify_plain("alice", PASSWORD)
 
     described = await client.request(
-        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
-        DescribeUserScramCredentialsRequest(users=(UserName("alice"), UserName("nobody"))),
+        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        DescribeUserScramCredentialsRequest(
+            users=(UserName("alice"), UserName("nobody"))
+        ),
     )
     assert described.error_code == Errors.NONE
-    assert [(r.user, r.error_code, r.error_message,
-             [(c.mechanism, c.iterations) for c in r.credential_infos])
-            for r in described.results] == [
+    assert [
+        (
+            r.user,
+            r.error_code,
+            r.error_message,
+            [(c.mechanism, c.iterations) for c in r.credential_infos],
+        )
+        for r in described.results
+    ] == [
         ("alice", Errors.NONE, None, [(SHA512.type_id, 8192)]),
-        ("nobody", Errors.RESOURCE_NOT_FOUND,
-         "Attempt to describe a user credential that does not exist: nobody", []),
+        (
+            "nobody",
+            Errors.RESOURCE_NOT_FOUND,
+            "Attempt to describe a user credential that does not exist: nobody",
+            [],
+        ),
     ]
     everyone = await client.request(
-        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, DescribeUserScramCredentialsRequest(users=None))
+        ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        0,
+        DescribeUserScramCredentialsRequest(users=None),
+    )
     assert [r.user for r in everyone.results] == ["alice", "bob"]
 
     deleted = await client.request(
-        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0,
+        ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
         AlterUserScramCredentialsRequest(
-            deletions=(ScramCredentialDeletion(name="bob", mechanism=SHA256.type_id),)),
+            deletions=(ScramCredentialDeletion(name="bob", mechanism=SHA256.type_id),)
+        ),
     )
     assert [(r.user, r.error_code) for r in deleted.results] == [("bob", Errors.NONE)]
     assert not server.credentials.verify_plain("bob", PASSWORD)
@@ -117,25 +154,34 @@ async def test_raw_alter_creates_credentials_the_server_checks(
 async def test_authorizer_checks_cluster_describe_and_alter(
     tmp_path: Path, super_users: str, allowed: bool
 ) -> None:
-    config = load_config(environ={}, overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0",
-        "http.listener": "127.0.0.1:0",
-        "data.dir": str(tmp_path / "data"),
-        "landing": {"fsync": "never"},
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": super_users,
-    })
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": "127.0.0.1:0",
+            "data.dir": str(tmp_path / "data"),
+            "landing": {"fsync": "never"},
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": super_users,
+        },
+    )
     server = CollectorServer(config)
     await server.start()
     try:
         client = await WireClient.connect(server.port(), "scram-admin")
         altered = await client.request(
-            ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0,
-            AlterUserScramCredentialsRequest(upsertions=(
-                upsertion("zed", SHA512, 4096), upsertion("amy", SHA256, 4096))),
+            ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
+            0,
+            AlterUserScramCredentialsRequest(
+                upsertions=(
+                    upsertion("zed", SHA512, 4096),
+                    upsertion("amy", SHA256, 4096),
+                )
+            ),
         )
         described = await client.request(
-            ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+            ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            0,
             DescribeUserScramCredentialsRequest(users=(UserName("amy"),)),
         )
         await client.close()
@@ -143,17 +189,22 @@ async def test_authorizer_checks_cluster_describe_and_alter(
         await server.stop()
     if allowed:
         assert [(r.user, r.error_code) for r in altered.results] == [
-            ("zed", Errors.NONE), ("amy", Errors.NONE)]
+            ("zed", Errors.NONE),
+            ("amy", Errors.NONE),
+        ]
         assert described.error_code == Errors.NONE
         assert described.results[0].credential_infos[0].mechanism == SHA256.type_id
         return
     # ControllerApis: every user, sorted, with ClusterAuthorizationException's message.
     assert [(r.user, r.error_code) for r in altered.results] == [
-        ("amy", Errors.CLUSTER_AUTHORIZATION_FAILED), ("zed", Errors.CLUSTER_AUTHORIZATION_FAILED)]
+        ("amy", Errors.CLUSTER_AUTHORIZATION_FAILED),
+        ("zed", Errors.CLUSTER_AUTHORIZATION_FAILED),
+    ]
     assert altered.results[0].error_message.startswith("Request Request(")
     assert altered.results[0].error_message.endswith("is not authorized.")
     assert described.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
     assert described.error_message == "Cluster authorization failed."
     assert [(r.user, r.error_code) for r in described.results] == [
-        ("", Errors.CLUSTER_AUTHORIZATION_FAILED)]
+        ("", Errors.CLUSTER_AUTHORIZATION_FAILED)
+    ]
     assert DurableCredentialStore(tmp_path / "data").users() == {}

@@ -10,14 +10,19 @@ from proto import ClientConnection
 
 class WireClient:
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str | None
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client_id: str | None,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.codec = ClientConnection(client_id=client_id)
 
     @classmethod
-    async def connect(cls, port: int, client_id: str | None = "wire-test") -> WireClient:
+    async def connect(
+        cls, port: int, client_id: str | None = "wire-test"
+    ) -> WireClient:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         return cls(reader, writer, client_id)
 

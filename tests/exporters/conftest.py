@@ -53,7 +53,9 @@ def metrics_data(index: int = 0, *, points: int = 3) -> MetricsData:
                 NumberDataPoint(
                     time_unix_nano=time_unix_nano,
                     as_double=float(index) + p / 10,
-                    attributes=[KeyValue(key="node.id", value=AnyValue(string_value=str(p)))],
+                    attributes=[
+                        KeyValue(key="node.id", value=AnyValue(string_value=str(p)))
+                    ],
                 )
                 for p in range(points)
             ]
@@ -62,7 +64,9 @@ def metrics_data(index: int = 0, *, points: int = 3) -> MetricsData:
     total = Metric(
         name="org.apache.kafka.producer.record.queue.time.total",
         sum=Sum(
-            data_points=[NumberDataPoint(time_unix_nano=time_unix_nano, as_int=index * 7)],
+            data_points=[
+                NumberDataPoint(time_unix_nano=time_unix_nano, as_int=index * 7)
+            ],
             aggregation_temporality=2,
             is_monotonic=True,
         ),

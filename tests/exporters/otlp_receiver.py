@@ -31,7 +31,10 @@ import grpc
 from google.protobuf import any_pb2, duration_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2, metrics_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1 import (
+    metrics_service_pb2,
+    metrics_service_pb2_grpc,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     AggregationTemporality,
@@ -122,7 +125,10 @@ def points_in(resource_metrics: collections.abc.Iterable[ResourceMetrics]) -> in
 
 
 def sample_metrics_data(
-    *, gauges: int = 2, points_per_metric: int = 1, start_value: int = 0,
+    *,
+    gauges: int = 2,
+    points_per_metric: int = 1,
+    start_value: int = 0,
     resource_attributes: dict[str, str] | None = None,
 ) -> MetricsData:
     """A push shaped like librdkafka's: one ResourceMetrics with an empty Resource (unless
@@ -133,14 +139,27 @@ def sample_metrics_data(
     for g in range(gauges):
         points = []
         for _ in range(points_per_metric):
-            points.append(NumberDataPoint(time_unix_nano=1_700_000_000_000_000_000 + value, as_int=value))
+            points.append(
+                NumberDataPoint(
+                    time_unix_nano=1_700_000_000_000_000_000 + value, as_int=value
+                )
+            )
             value += 1
-        metrics.append(Metric(name=f"org.apache.kafka.producer.gauge{g}", gauge=Gauge(data_points=points)))
+        metrics.append(
+            Metric(
+                name=f"org.apache.kafka.producer.gauge{g}",
+                gauge=Gauge(data_points=points),
+            )
+        )
     metrics.append(
         Metric(
             name="org.apache.kafka.producer.record.queue.time.total",
             sum=Sum(
-                data_points=[NumberDataPoint(time_unix_nano=1_700_000_000_000_000_000 + value, as_int=value)],
+                data_points=[
+                    NumberDataPoint(
+                        time_unix_nano=1_700_000_000_000_000_000 + value, as_int=value
+                    )
+                ],
                 aggregation_temporality=AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE,
                 is_monotonic=True,
             ),
@@ -148,12 +167,15 @@ def sample_metrics_data(
     )
     resource = Resource(
         attributes=[
-            KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in (resource_attributes or {}).items()
+            KeyValue(key=k, value=AnyValue(string_value=v))
+            for k, v in (resource_attributes or {}).items()
         ]
     )
     return MetricsData(
         resource_metrics=[
-            ResourceMetrics(resource=resource, scope_metrics=[ScopeMetrics(metrics=metrics)])
+            ResourceMetrics(
+                resource=resource, scope_metrics=[ScopeMetrics(metrics=metrics)]
+            )
         ]
     )
 
@@ -182,7 +204,9 @@ def sample_context(**overrides: object) -> TelemetryContext:
     return TelemetryContext(**fields)  # type: ignore[arg-type]
 
 
-def point_values(resource_metrics: collections.abc.Iterable[ResourceMetrics]) -> list[int]:
+def point_values(
+    resource_metrics: collections.abc.Iterable[ResourceMetrics],
+) -> list[int]:
     """Every NumberDataPoint's int value, in wire order."""
     values: list[int] = []
     for rm in resource_metrics:
@@ -198,7 +222,9 @@ def resource_attributes(rm: ResourceMetrics) -> dict[str, str]:
     return {kv.key: kv.value.string_value for kv in rm.resource.attributes}
 
 
-def _status_with_retry_info(code: grpc.StatusCode, message: str, delay_s: float) -> grpc.Status:
+def _status_with_retry_info(
+    code: grpc.StatusCode, message: str, delay_s: float
+) -> grpc.Status:
     retry_info = error_details_pb2.RetryInfo(
         retry_delay=duration_pb2.Duration(
             seconds=int(delay_s), nanos=round((delay_s - int(delay_s)) * 1e9)
@@ -216,12 +242,16 @@ class _Servicer(metrics_service_pb2_grpc.MetricsServiceServicer):
     def __init__(self, receiver: OtlpReceiver) -> None:
         self._receiver = receiver
 
-    def Export(self, request: ExportRequest, context: grpc.ServicerContext) -> ExportResponse:
+    def Export(
+        self, request: ExportRequest, context: grpc.ServicerContext
+    ) -> ExportResponse:
         return self._receiver._handle(request, context)
 
 
 class OtlpReceiver:
-    def __init__(self, *, server_credentials: grpc.ServerCredentials | None = None) -> None:
+    def __init__(
+        self, *, server_credentials: grpc.ServerCredentials | None = None
+    ) -> None:
         self._credentials = server_credentials
         self._lock = threading.Condition()
         self._script: collections.deque[Behaviour] = collections.deque()
@@ -238,7 +268,9 @@ class OtlpReceiver:
             raise RuntimeError("receiver already running")
         self._stopping.clear()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(_Servicer(self), server)
+        metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(
+            _Servicer(self), server
+        )
         address = f"127.0.0.1:{self.port}"
         if self._credentials is None:
             bound = server.add_insecure_port(address)
@@ -276,7 +308,9 @@ class OtlpReceiver:
         with self._lock:
             for behaviour in behaviours:
                 if isinstance(behaviour, Fail):
-                    self._script.extend([dataclasses.replace(behaviour, times=1)] * behaviour.times)
+                    self._script.extend(
+                        [dataclasses.replace(behaviour, times=1)] * behaviour.times
+                    )
                 else:
                     self._script.append(behaviour)
 
@@ -291,7 +325,11 @@ class OtlpReceiver:
     @property
     def received(self) -> list[ReceivedExport]:
         """Calls whose data the receiver kept (accepted, partial, slow-accepted)."""
-        return [a for a in self.attempts if a.outcome in ("accepted", "partial", "slow-accepted")]
+        return [
+            a
+            for a in self.attempts
+            if a.outcome in ("accepted", "partial", "slow-accepted")
+        ]
 
     def resource_metrics(self) -> Iterator[ResourceMetrics]:
         for export in self.received:
@@ -323,20 +361,26 @@ class OtlpReceiver:
 
     # ------------------------------------------------------------------ serving
 
-    def _record(self, request: ExportRequest, context: grpc.ServicerContext, outcome: str) -> None:
+    def _record(
+        self, request: ExportRequest, context: grpc.ServicerContext, outcome: str
+    ) -> None:
         metadata = {m.key: m.value for m in context.invocation_metadata()}
         with self._lock:
             self._attempts.append(ReceivedExport(request, metadata, outcome))  # type: ignore[arg-type]
             self._lock.notify_all()
 
-    def _handle(self, request: ExportRequest, context: grpc.ServicerContext) -> ExportResponse:
+    def _handle(
+        self, request: ExportRequest, context: grpc.ServicerContext
+    ) -> ExportResponse:
         with self._lock:
             behaviour: Behaviour = self._script.popleft() if self._script else Accept()
         if isinstance(behaviour, Fail):
             self._record(request, context, behaviour.code.name)
             if behaviour.retry_delay_s is not None:
                 context.abort_with_status(
-                    _status_with_retry_info(behaviour.code, behaviour.message, behaviour.retry_delay_s)
+                    _status_with_retry_info(
+                        behaviour.code, behaviour.message, behaviour.retry_delay_s
+                    )
                 )
             context.abort(behaviour.code, behaviour.message)
         if isinstance(behaviour, Slow):
@@ -350,7 +394,9 @@ class OtlpReceiver:
         if isinstance(behaviour, PartialSuccess):
             self._record(request, context, "partial")
             response = ExportResponse()
-            response.partial_success.rejected_data_points = behaviour.rejected_data_points
+            response.partial_success.rejected_data_points = (
+                behaviour.rejected_data_points
+            )
             response.partial_success.error_message = behaviour.error_message
             return response
         self._record(request, context, "accepted")
@@ -386,8 +432,12 @@ class ByteCountingProxy:
                 return
             upstream = socket.create_connection(self._upstream)
             self._sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+            threading.Thread(
+                target=self._pump, args=(client, upstream, True), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pump, args=(upstream, client, False), daemon=True
+            ).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, count: bool) -> None:
         try:

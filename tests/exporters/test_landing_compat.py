@@ -112,7 +112,9 @@ def test_a_new_writer_continues_an_old_segment(
     appends records with the upstream fields after the old ones."""
     directory = tmp_path / "node-1"
     shutil.copytree(GOLDEN, directory)
-    gateway = make_context(3, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2)
+    gateway = make_context(
+        3, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2
+    )
     with LandingLog(directory, housekeeping=False) as log:
         assert log.stats().recovered_truncated_bytes == 0
         assert log.stats().recovered_corrupt_regions == 0

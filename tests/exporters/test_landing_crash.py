@@ -126,6 +126,11 @@ def test_a_killed_commit_leaves_the_old_or_the_new_position(tmp_path: Path) -> N
         child.wait()
         last = printed[-1] if printed else last
         loaded = ConsumerPositions(tmp_path, "lakehouse-ingest").load()
-        assert loaded in (last, last + 1)  # the commit in flight may or may not have landed
-        document = json.loads((tmp_path / "consumers" / "lakehouse-ingest.json").read_bytes())
+        assert loaded in (
+            last,
+            last + 1,
+        )  # the commit in flight may or may not have landed
+        document = json.loads(
+            (tmp_path / "consumers" / "lakehouse-ingest.json").read_bytes()
+        )
         assert document["next_offset"] == loaded

@@ -41,7 +41,8 @@ def test_dump_decodes_real_otlp_metrics(
     assert first["context"] == make_context(0).to_json_dict()
     assert first["metrics"] == MessageToDict(make_metrics(0))
     metric_names = [
-        m["name"] for m in first["metrics"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+        m["name"]
+        for m in first["metrics"]["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
     ]
     assert metric_names == [
         "org.apache.kafka.producer.node.request.latency.avg",
@@ -49,7 +50,9 @@ def test_dump_decodes_real_otlp_metrics(
     ]
     assert isinstance(first["appended_time_unix_nano"], int)
     # A payload that is not MetricsData is still listed, with the reason.
-    assert dumped[-1]["metrics"] is None and "not OTLP MetricsData" in dumped[-1]["error"]
+    assert (
+        dumped[-1]["metrics"] is None and "not OTLP MetricsData" in dumped[-1]["error"]
+    )
     # Every dict is JSON-ready (the CLI prints them as JSON lines).
     for document in dumped:
         json.dumps(document)
@@ -61,9 +64,13 @@ def test_no_landing_directory_means_nothing_to_dump(tmp_path: Path) -> None:
     assert list(dump_records([tmp_path / "missing"])) == []
 
 
-def test_dump_shows_the_upstream_fields(tmp_path: Path, make_context: MakeContext) -> None:
+def test_dump_shows_the_upstream_fields(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     node = landing_directory(tmp_path, 1)
-    gateway = make_context(1, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2)
+    gateway = make_context(
+        1, upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2
+    )
     with LandingLog(node, housekeeping=False) as log:
         log.append(gateway, b"")
         log.append(make_context(2), b"")  # standalone: both null

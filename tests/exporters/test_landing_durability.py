@@ -34,17 +34,25 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
     eventually_sync(condition, timeout_s=timeout_s, what="the housekeeper's work")
 
 
-def test_always_fsyncs_before_append_returns(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, LandingOptions(fsync="always"), housekeeping=False) as log:
+def test_always_fsyncs_before_append_returns(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="always"), housekeeping=False
+    ) as log:
         before = log.stats().fsyncs
         log.append(make_context(0), b"a")
         log.append(make_context(1), b"b")
         assert log.stats().fsyncs == before + 2
 
 
-def test_append_many_is_one_group_commit(tmp_path: Path, make_context: MakeContext) -> None:
+def test_append_many_is_one_group_commit(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     items = [(make_context(i), f"p{i}".encode()) for i in range(700)]  # > one writev
-    with LandingLog(tmp_path, LandingOptions(fsync="always"), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="always"), housekeeping=False
+    ) as log:
         before = log.stats().fsyncs
         assert log.append_many(items) == list(range(700))
         assert log.stats().fsyncs == before + 1
@@ -52,10 +60,14 @@ def test_append_many_is_one_group_commit(tmp_path: Path, make_context: MakeConte
     assert [(r.context, r.payload) for r in LandingReader(tmp_path).read(0)] == items
 
 
-def test_append_many_rolls_inside_a_batch(tmp_path: Path, make_context: MakeContext) -> None:
+def test_append_many_rolls_inside_a_batch(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     items = [(make_context(i), b"z" * 200) for i in range(40)]
     with LandingLog(
-        tmp_path, LandingOptions(segment_max_bytes=4000, fsync="always"), housekeeping=False
+        tmp_path,
+        LandingOptions(segment_max_bytes=4000, fsync="always"),
+        housekeeping=False,
     ) as log:
         log.append_many(items)
         rolled = log.stats().segments_rolled
@@ -68,15 +80,21 @@ def test_append_many_rolls_inside_a_batch(tmp_path: Path, make_context: MakeCont
 def test_append_many_checks_every_size_before_writing(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, LandingOptions(max_record_bytes=1000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(max_record_bytes=1000), housekeeping=False
+    ) as log:
         with pytest.raises(RecordTooLarge):
             log.append_many([(make_context(0), b"ok"), (make_context(1), b"x" * 1000)])
         assert log.next_offset == 0
 
 
-def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeContext) -> None:
+def test_never_leaves_syncing_to_the_kernel(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     with LandingLog(
-        tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False
+        tmp_path,
+        LandingOptions(fsync="never", segment_max_bytes=2000),
+        housekeeping=False,
     ) as log:
         for i in range(20):
             log.append(make_context(i), b"n" * 100)
@@ -86,9 +104,12 @@ def test_never_leaves_syncing_to_the_kernel(tmp_path: Path, make_context: MakeCo
         assert log.stats().fsyncs >= 1
 
 
-def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeContext) -> None:
+def test_interval_fsyncs_in_the_background(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     with LandingLog(
-        tmp_path, LandingOptions(fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000)
+        tmp_path,
+        LandingOptions(fsync="interval", fsync_interval_ms=10, segment_max_bytes=2000),
     ) as log:
         assert log.fsync_policy is FsyncPolicy.INTERVAL
         for i in range(20):
@@ -98,12 +119,16 @@ def test_interval_fsyncs_in_the_background(tmp_path: Path, make_context: MakeCon
         wait_until(lambda: log.stats().fsyncs >= log.stats().segments_rolled + 1)
 
 
-def test_housekeeping_rolls_an_idle_aged_segment(tmp_path: Path, make_context: MakeContext) -> None:
+def test_housekeeping_rolls_an_idle_aged_segment(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     clock = FakeClock()
     options = LandingOptions(fsync_interval_ms=10, segment_max_age_ms=1000)
     with LandingLog(tmp_path, options, clock=clock) as log:
         log.append(make_context(0), b"a")
-        clock.advance(1000)  # the housekeeper's wait ends, and the segment is a second old
+        clock.advance(
+            1000
+        )  # the housekeeper's wait ends, and the segment is a second old
         wait_until(lambda: log.stats().segments_rolled == 1)
     assert [s.sealed for s in LandingReader(tmp_path).segments()] == [True, False]
 
@@ -132,7 +157,9 @@ def test_a_closed_log_refuses_and_reports_through_export(
 def test_an_oversized_record_is_refused_with_a_clear_error(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    options = LandingOptions(max_record_bytes=4096, write_behind=False)  # export() appends
+    options = LandingOptions(
+        max_record_bytes=4096, write_behind=False
+    )  # export() appends
     with LandingLog(tmp_path, options, housekeeping=False) as log:
         result = log.export(make_context(0), b"x" * 4096)
         assert not result.ok and "exceeds max_record_bytes 4096" in (result.error or "")
@@ -190,7 +217,9 @@ def test_a_failing_write_loses_nothing_accepted(tmp_path: Path) -> None:
         assert log.next_offset == len(accepted)
 
 
-def test_group_commit_leaves_the_fsync_to_sync(tmp_path: Path, make_context: MakeContext) -> None:
+def test_group_commit_leaves_the_fsync_to_sync(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     with LandingLog(
         tmp_path,
         LandingOptions(fsync="always", group_commit=True, segment_max_bytes=2000),
@@ -259,7 +288,9 @@ def test_sync_under_never_covers_sealed_segments_too(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
     with LandingLog(
-        tmp_path, LandingOptions(fsync="never", segment_max_bytes=2000), housekeeping=False
+        tmp_path,
+        LandingOptions(fsync="never", segment_max_bytes=2000),
+        housekeeping=False,
     ) as log:
         for i in range(10):
             log.append(make_context(i), b"n" * 100)

@@ -43,7 +43,10 @@ def landed(directory: Path) -> list[tuple[int, bytes]]:
 
 @pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO])
 def test_a_torn_write_is_cut_back_and_the_next_write_carries_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_context: MakeContext, error: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_context: MakeContext,
+    error: int,
 ) -> None:
     with LandingLog(tmp_path, LandingOptions(fsync="never"), housekeeping=False) as log:
         log.stage(make_context(0), b"kept-0")
@@ -59,7 +62,10 @@ def test_a_torn_write_is_cut_back_and_the_next_write_carries_on(
         assert log.stats().active_size_bytes == size
         assert os.path.getsize(LandingReader(tmp_path).segments()[-1].path) == size
         assert landed(tmp_path) == [(0, b"kept-0")]
-        assert log.unwritable_reason is not None and os.strerror(error) in log.unwritable_reason
+        assert (
+            log.unwritable_reason is not None
+            and os.strerror(error) in log.unwritable_reason
+        )
         stats = log.stats()
         assert (stats.write_failures, stats.export_failures) == (1, 3)
 
@@ -99,7 +105,9 @@ def test_a_failed_fsync_refuses_until_a_probe_reopens_the_log(
     def eio(fd: int) -> None:
         raise OSError(errno.EIO, "Input/output error")
 
-    with LandingLog(tmp_path, LandingOptions(fsync="always"), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(fsync="always"), housekeeping=False
+    ) as log:
         log.stage(make_context(0), b"durable")
         log.flush()
         log.stage(make_context(1), b"not durable")
@@ -109,7 +117,9 @@ def test_a_failed_fsync_refuses_until_a_probe_reopens_the_log(
                 log.flush()
             # After a failed fsync a second one may lie (the kernel may have dropped the
             # pages): nothing is written, however healthy the disk looks, until a reopen.
-            assert log.export(make_context(2), b"refused").ok  # staged; the flush decides
+            assert log.export(
+                make_context(2), b"refused"
+            ).ok  # staged; the flush decides
             with pytest.raises(LandingError, match="unusable"):
                 log.flush()
             assert log.probe() is False  # the reopen's own fsync fails too

@@ -68,7 +68,9 @@ def test_appends_go_into_blocks_reserved_before_them(
         # The sealed segment keeps only the blocks its records fill.
         assert allocated(sealed) <= os.stat(sealed).st_size + BLOCK
         # And the next spare is made at once, not at the next housekeeping tick.
-        eventually_sync(lambda: log.has_spare, timeout_s=10, what="the next spare segment")
+        eventually_sync(
+            lambda: log.has_spare, timeout_s=10, what="the next spare segment"
+        )
         assert len(clock.waits_s) <= 1  # the housekeeper never woke from its first wait
         active_size = os.stat(active).st_size
 

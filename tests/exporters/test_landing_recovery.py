@@ -30,7 +30,9 @@ from exporters.landing.scan import ScannedRecord, open_for_scan, scan_records
 MakeContext = Callable[..., TelemetryContext]
 
 
-def write_records(directory: Path, make_context: MakeContext, count: int, **options: Any) -> None:
+def write_records(
+    directory: Path, make_context: MakeContext, count: int, **options: Any
+) -> None:
     with LandingLog(directory, LandingOptions(**options), housekeeping=False) as log:
         for i in range(count):
             log.append(make_context(i), payload_for(i))
@@ -127,7 +129,9 @@ def test_damage_inside_a_sealed_segment_is_skipped_logged_and_counted(
     sealed = LandingReader(tmp_path).segments()[1]
     assert sealed.sealed
     spans = record_spans(sealed.path)
-    flip_byte(sealed.path, spans[1][0] + 30)  # inside the crc-covered part of the 2nd record
+    flip_byte(
+        sealed.path, spans[1][0] + 30
+    )  # inside the crc-covered part of the 2nd record
     damaged_offset = sealed.base_offset + 1
     reader = LandingReader(tmp_path)
     with caplog.at_level(logging.WARNING, logger="exporters.landing"):
@@ -224,7 +228,9 @@ def test_a_record_hidden_in_a_payload_is_never_taken_for_a_real_one(
     assert_intact(tmp_path, list(range(5)))
 
 
-def test_stale_temporary_segment_is_removed(tmp_path: Path, make_context: MakeContext) -> None:
+def test_stale_temporary_segment_is_removed(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     write_records(tmp_path, make_context, 2)
     stale = tmp_path / "00000000000000000002.log.tmp"
     stale.write_bytes(b"KTC")
@@ -243,16 +249,22 @@ def test_a_torn_tail_inside_a_sealed_segment_is_reported_and_skipped(
     os.truncate(sealed.path, end - 5)
     reader = LandingReader(tmp_path)
     last_of_first = sealed.next_base_offset - 1 if sealed.next_base_offset else -1
-    assert [r.offset for r in reader.read(0)] == [o for o in range(20) if o != last_of_first]
+    assert [r.offset for r in reader.read(0)] == [
+        o for o in range(20) if o != last_of_first
+    ]
     assert reader.corrupt_regions_skipped == 1
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_damage_never_raises_and_never_invents_records(
-    tmp_path_factory: pytest.TempPathFactory, make_context: MakeContext, data: st.DataObject
+    tmp_path_factory: pytest.TempPathFactory,
+    make_context: MakeContext,
+    data: st.DataObject,
 ) -> None:
     """Whatever bytes are overwritten or cut, a reader returns a subset of what was written,
     each record intact, in order; and a writer reopens and carries on."""

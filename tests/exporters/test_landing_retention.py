@@ -25,7 +25,9 @@ MS = 1_000_000  # ns per ms
 NOW_MS = 1_763_700_000_000
 
 
-def segment(base: int, next_base: int | None, size: int, last_append_ms: int) -> SegmentInfo:
+def segment(
+    base: int, next_base: int | None, size: int, last_append_ms: int
+) -> SegmentInfo:
     return SegmentInfo(
         base_offset=base,
         path=Path(f"{base:020d}.log"),
@@ -60,7 +62,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("retention_ms", "retention_bytes", "respect", "floor", "deleted"), CASES)
+@pytest.mark.parametrize(
+    ("retention_ms", "retention_bytes", "respect", "floor", "deleted"), CASES
+)
 def test_which_segments_retention_deletes(
     retention_ms: int | None,
     retention_bytes: int | None,
@@ -79,7 +83,9 @@ def test_retention_is_a_prefix_only() -> None:
     assert segments_to_delete(log, RetentionPolicy(1000, None), NOW_MS, None) == []
 
 
-def fill(log: LandingLog, clock: FakeClock, make_context: MakeContext, segments: int) -> None:
+def fill(
+    log: LandingLog, clock: FakeClock, make_context: MakeContext, segments: int
+) -> None:
     """One record per segment, a minute apart."""
     for i in range(segments):
         log.append(make_context(i), b"x" * 100)
@@ -119,7 +125,9 @@ def test_a_required_consumer_that_never_committed_protects_everything(
     clock = FakeClock(wall_ns=NOW_MS * MS)
     with LandingLog(
         tmp_path,
-        LandingOptions(retention_ms=0, retention_required_consumers=("lakehouse-ingest",)),
+        LandingOptions(
+            retention_ms=0, retention_required_consumers=("lakehouse-ingest",)
+        ),
         clock=clock,
         housekeeping=False,
     ) as log:
@@ -127,14 +135,20 @@ def test_a_required_consumer_that_never_committed_protects_everything(
         ConsumerPositions(tmp_path, "otlp-forwarder").commit(3)
         assert log.apply_retention(clock.time_ns() // MS) == []
         ConsumerPositions(tmp_path, "lakehouse-ingest").commit(1)
-        assert [s.base_offset for s in log.apply_retention(clock.time_ns() // MS)] == [0]
+        assert [s.base_offset for s in log.apply_retention(clock.time_ns() // MS)] == [
+            0
+        ]
 
 
-def test_retention_by_bytes_on_a_real_log(tmp_path: Path, make_context: MakeContext) -> None:
+def test_retention_by_bytes_on_a_real_log(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     clock = FakeClock(wall_ns=NOW_MS * MS)
     with LandingLog(
         tmp_path,
-        LandingOptions(retention_ms=None, retention_bytes=1, retention_respect_consumers=False),
+        LandingOptions(
+            retention_ms=None, retention_bytes=1, retention_respect_consumers=False
+        ),
         clock=clock,
         housekeeping=False,
     ) as log:
@@ -185,6 +199,8 @@ def test_commit_leaves_no_temporary_files(tmp_path: Path) -> None:
     positions = ConsumerPositions(tmp_path, "lakehouse-ingest")
     for offset in range(5):
         positions.commit(offset)
-    assert sorted(p.name for p in (tmp_path / "consumers").iterdir()) == ["lakehouse-ingest.json"]
+    assert sorted(p.name for p in (tmp_path / "consumers").iterdir()) == [
+        "lakehouse-ingest.json"
+    ]
     with pytest.raises(ValueError):
         positions.commit(-1)

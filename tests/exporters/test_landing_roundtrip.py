@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
-from exporters.landing import ConsumerPositions, LandingLog, LandingOptions, LandingReader
+from exporters.landing import (
+    ConsumerPositions,
+    LandingLog,
+    LandingOptions,
+    LandingReader,
+)
 from exporters.landing.format import (
     ContextEncodingError,
     _constant_parts,
@@ -58,7 +63,9 @@ def test_landing_log_is_an_exporter(tmp_path: Path, make_context: MakeContext) -
 _TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
-_INT64 = st.integers(-(2**63), 2**64 - 1)  # what orjson (and so a landed context) carries
+_INT64 = st.integers(
+    -(2**63), 2**64 - 1
+)  # what orjson (and so a landed context) carries
 
 
 @settings(max_examples=300, deadline=None)
@@ -90,7 +97,9 @@ def test_context_encoding_is_the_context_own_json(
     decode back to an equal context; also for the next push of the same instance (its
     constant part remembered, the per-push fields new, the upstream node id too: it is
     per connection)."""
-    port, interval, received, node_id, subscription_id, compression, correlation, _ = ints
+    port, interval, received, node_id, subscription_id, compression, correlation, _ = (
+        ints
+    )
     context = TelemetryContext(
         client_instance_id="AAAAAAAAAAAAAAAAAAAAAA",
         client_id=client_id,
@@ -145,7 +154,9 @@ def test_a_context_beyond_64_bit_integers_is_not_encodable(
         encode_context(dataclasses.replace(make_context(1), **change))
 
 
-def test_unusual_field_types_encode_as_orjson_encodes_them(make_context: MakeContext) -> None:
+def test_unusual_field_types_encode_as_orjson_encodes_them(
+    make_context: MakeContext,
+) -> None:
     """An int subclass in an integer field takes orjson's whole-context path: a bool there
     is JSON ``true``, where the fast path's ``%d`` would write ``1``.  (Where exporters is
     compiled, the typed attribute already stores the bool as the int 1; interpreted, the
@@ -208,10 +219,14 @@ def test_the_upstream_node_id_does_not_renew_the_remembered_part(
 def test_upstream_fields_default_to_none(make_context: MakeContext) -> None:
     context = make_context(1)
     assert context.upstream_cluster_id is None and context.upstream_node_id is None
-    assert b'"upstream_cluster_id":null,"upstream_node_id":null' in encode_context(context)
+    assert b'"upstream_cluster_id":null,"upstream_node_id":null' in encode_context(
+        context
+    )
 
 
-def test_decoding_ignores_fields_a_newer_writer_added(make_context: MakeContext) -> None:
+def test_decoding_ignores_fields_a_newer_writer_added(
+    make_context: MakeContext,
+) -> None:
     newer = make_context(1).to_json_dict() | {"tenant": "blue"}
     assert decode_context(json.dumps(newer).encode()) == make_context(1)
 
@@ -225,7 +240,9 @@ def test_an_unencodable_context_is_a_failed_export(
         assert log.next_offset == 0
 
 
-def test_offsets_continue_after_reopen(tmp_path: Path, make_context: MakeContext) -> None:
+def test_offsets_continue_after_reopen(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     with new_log(tmp_path) as log:
         for i in range(5):
             log.append(make_context(i), b"a")
@@ -247,7 +264,8 @@ def test_a_remembered_constant_part_is_small(make_context: MakeContext) -> None:
     keeps its 4 KiB output buffer, which kept per instance would be ~64 MiB at the
     default 16,384 cached instances (the instance itself is well under 1 KiB)."""
     contexts = [
-        dataclasses.replace(make_context(i), client_instance_id=f"{i:022d}") for i in range(1000)
+        dataclasses.replace(make_context(i), client_instance_id=f"{i:022d}")
+        for i in range(1000)
     ]
     encode_context(make_context(0))  # lazily created module state, outside the measure
     tracemalloc.start()

@@ -12,7 +12,11 @@ import pytest
 from clock.testing import FakeClock
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, LandingOptions, LandingReader
-from exporters.landing.format import RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, encode_context
+from exporters.landing.format import (
+    RECORD_HEADER_BYTES,
+    SEGMENT_HEADER_BYTES,
+    encode_context,
+)
 from exporters.landing.layout import segment_path
 
 MakeContext = Callable[..., TelemetryContext]
@@ -23,14 +27,18 @@ def record_size(context: TelemetryContext, payload: bytes) -> int:
     return RECORD_HEADER_BYTES + len(encode_context(context)) + len(payload)
 
 
-def test_rolls_by_size_at_record_boundaries(tmp_path: Path, make_context: MakeContext) -> None:
+def test_rolls_by_size_at_record_boundaries(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     context = make_context(0)
     payload = b"p" * 100
     size = record_size(context, payload)
     # Room for exactly three records after the header.
     segment_max_bytes = SEGMENT_HEADER_BYTES + 3 * size
     with LandingLog(
-        tmp_path, LandingOptions(segment_max_bytes=segment_max_bytes), housekeeping=False
+        tmp_path,
+        LandingOptions(segment_max_bytes=segment_max_bytes),
+        housekeeping=False,
     ) as log:
         for _ in range(10):
             log.append(context, payload)
@@ -47,7 +55,9 @@ def test_rolls_by_size_at_record_boundaries(tmp_path: Path, make_context: MakeCo
 def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(
     tmp_path: Path, make_context: MakeContext
 ) -> None:
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=1000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=1000), housekeeping=False
+    ) as log:
         log.append(make_context(0), b"small")
         log.append(make_context(1), b"x" * 5000)
         log.append(make_context(2), b"small")
@@ -55,10 +65,15 @@ def test_a_record_larger_than_a_segment_gets_a_segment_of_its_own(
     assert [len(r.payload) for r in LandingReader(tmp_path).read(0)] == [5, 5000, 5]
 
 
-def test_rolls_by_age_with_an_injected_clock(tmp_path: Path, make_context: MakeContext) -> None:
+def test_rolls_by_age_with_an_injected_clock(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     clock = FakeClock(wall_ns=1_763_700_000_000 * NS_PER_MS)
     with LandingLog(
-        tmp_path, LandingOptions(segment_max_age_ms=10_000), clock=clock, housekeeping=False
+        tmp_path,
+        LandingOptions(segment_max_age_ms=10_000),
+        clock=clock,
+        housekeeping=False,
     ) as log:
         assert not log.maybe_roll(
             clock.time_ns() // NS_PER_MS + 60_000
@@ -68,7 +83,9 @@ def test_rolls_by_age_with_an_injected_clock(tmp_path: Path, make_context: MakeC
         assert not log.maybe_roll(clock.time_ns() // NS_PER_MS)
         log.append(make_context(1), b"b")  # still the same segment
         clock.advance(1)
-        assert log.maybe_roll(clock.time_ns() // NS_PER_MS)  # first record is now 10 s old
+        assert log.maybe_roll(
+            clock.time_ns() // NS_PER_MS
+        )  # first record is now 10 s old
         assert not log.maybe_roll(clock.time_ns() // NS_PER_MS)
         log.append(make_context(2), b"c")
         clock.advance(10_000)
@@ -91,8 +108,12 @@ def test_age_survives_a_restart(tmp_path: Path, make_context: MakeContext) -> No
 
 
 @pytest.mark.parametrize("from_offset", [0, 1, 7, 8, 9, 23, 29, 30, 31, 1000])
-def test_reads_from_any_offset(tmp_path: Path, make_context: MakeContext, from_offset: int) -> None:
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=2500), housekeeping=False) as log:
+def test_reads_from_any_offset(
+    tmp_path: Path, make_context: MakeContext, from_offset: int
+) -> None:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=2500), housekeeping=False
+    ) as log:
         for i in range(30):
             log.append(make_context(i), i.to_bytes(4, "big") * (i + 1))
     assert len(LandingReader(tmp_path).segments()) > 5
@@ -104,7 +125,9 @@ def test_reads_from_any_offset(tmp_path: Path, make_context: MakeContext, from_o
 
 
 def test_max_records_and_max_bytes(tmp_path: Path, make_context: MakeContext) -> None:
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=2000), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=2000), housekeeping=False
+    ) as log:
         for i in range(20):
             log.append(make_context(i), b"x" * 100)
     reader = LandingReader(tmp_path)
@@ -134,20 +157,26 @@ def test_reading_inside_a_large_segment_uses_the_sparse_index(
 def test_end_offset(tmp_path: Path, make_context: MakeContext) -> None:
     reader = LandingReader(tmp_path)
     assert reader.end_offset() == 0
-    with LandingLog(tmp_path, LandingOptions(segment_max_bytes=1500), housekeeping=False) as log:
+    with LandingLog(
+        tmp_path, LandingOptions(segment_max_bytes=1500), housekeeping=False
+    ) as log:
         assert reader.end_offset() == 0
         for i in range(7):
             log.append(make_context(i), b"x" * 300)
             assert reader.end_offset() == i + 1
 
 
-def test_reader_tails_a_writer_in_another_thread(tmp_path: Path, make_context: MakeContext) -> None:
+def test_reader_tails_a_writer_in_another_thread(
+    tmp_path: Path, make_context: MakeContext
+) -> None:
     """The reader polls while the writer appends and rolls: it sees every offset once, in
     order, intact, and never raises on a record caught half written."""
     total = 3000
     contexts = [make_context(i) for i in range(50)]
     log = LandingLog(
-        tmp_path, LandingOptions(segment_max_bytes=64 * 1024, fsync="never"), housekeeping=False
+        tmp_path,
+        LandingOptions(segment_max_bytes=64 * 1024, fsync="never"),
+        housekeeping=False,
     )
     done = threading.Event()
 
@@ -166,13 +195,17 @@ def test_reader_tails_a_writer_in_another_thread(tmp_path: Path, make_context: M
     while True:
         finished = done.is_set()
         for record in reader.read(next_offset, max_records=500):
-            assert record.payload == record.offset.to_bytes(4, "big") * (1 + record.offset % 300)
+            assert record.payload == record.offset.to_bytes(4, "big") * (
+                1 + record.offset % 300
+            )
             assert record.context == contexts[record.offset % 50]
             seen.append(record.offset)
             next_offset = record.offset + 1
         if finished and next_offset == total:
             break
-        assert not (finished and next_offset < total and reader.end_offset() == next_offset)
+        assert not (
+            finished and next_offset < total and reader.end_offset() == next_offset
+        )
     writer.join()
     log.close()
     assert seen == list(range(total))

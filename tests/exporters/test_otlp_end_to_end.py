@@ -25,7 +25,9 @@ def _metric_names(resource_metrics: ResourceMetrics) -> set[str]:
     return {m.name for sm in resource_metrics.scope_metrics for m in sm.metrics}
 
 
-def test_a_real_clients_pushes_reach_the_receiver_enriched_and_complete(tmp_path: Path) -> None:
+def test_a_real_clients_pushes_reach_the_receiver_enriched_and_complete(
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
         "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
@@ -37,24 +39,38 @@ def test_a_real_clients_pushes_reach_the_receiver_enriched_and_complete(tmp_path
             "retry_on_failure": {"initial_interval": "50ms", "max_interval": "200ms"},
         }
         with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
-            client = Producer({
-                "bootstrap.servers": collector.bootstrap,
-                "client.id": "orders-1",
-                "enable.metrics.push": True,
-                "log_level": 3,
-            })
+            client = Producer(
+                {
+                    "bootstrap.servers": collector.bootstrap,
+                    "client.id": "orders-1",
+                    "enable.metrics.push": True,
+                    "log_level": 3,
+                }
+            )
             try:
-                wait_for(lambda: len(receiver.received) >= 3, timeout_s=20,
-                         what="three forwarded pushes")
+                wait_for(
+                    lambda: len(receiver.received) >= 3,
+                    timeout_s=20,
+                    what="three forwarded pushes",
+                )
             finally:
                 client.close()  # sends the terminating push
-            wait_for(lambda: [r for r in collector.landed() if r.context.terminating],
-                     timeout_s=10, what="the terminating push to land")
+            wait_for(
+                lambda: [r for r in collector.landed() if r.context.terminating],
+                timeout_s=10,
+                what="the terminating push to land",
+            )
             # A push without data points has nothing to forward (the forwarder skips it).
-            landed = [r for r in collector.landed() if count_data_points(
-                MetricsData.FromString(r.payload).resource_metrics)]
-            wait_for(lambda: len(list(receiver.resource_metrics())) >= len(landed),
-                     timeout_s=10, what="every landed push to be forwarded")
+            landed = [
+                r
+                for r in collector.landed()
+                if count_data_points(MetricsData.FromString(r.payload).resource_metrics)
+            ]
+            wait_for(
+                lambda: len(list(receiver.resource_metrics())) >= len(landed),
+                timeout_s=10,
+                what="every landed push to be forwarded",
+            )
             server = collector.server
             assert server is not None
             cluster_id, node_id = server.cluster_id, collector.config.node_id
@@ -69,7 +85,9 @@ def test_a_real_clients_pushes_reach_the_receiver_enriched_and_complete(tmp_path
         assert attributes["client_software_name"] == "confluent-kafka-python"
         assert attributes["client_software_version"] == context.client_software_version
         assert attributes["client_source_address"] == "127.0.0.1"
-        assert attributes["client_source_port"] == str(record.context.client_source_port)
+        assert attributes["client_source_port"] == str(
+            record.context.client_source_port
+        )
         assert attributes["principal"] == "User:ANONYMOUS"
         assert attributes["kafka.broker.id"] == str(node_id)
         assert attributes["kafka.cluster.id"] == cluster_id
@@ -77,4 +95,5 @@ def test_a_real_clients_pushes_reach_the_receiver_enriched_and_complete(tmp_path
         (original,) = MetricsData.FromString(record.payload).resource_metrics
         assert list(rm.scope_metrics) == list(original.scope_metrics)
         assert _metric_names(rm) and all(
-            name.startswith("org.apache.kafka.producer.") for name in _metric_names(rm))
+            name.startswith("org.apache.kafka.producer.") for name in _metric_names(rm)
+        )

@@ -3,7 +3,10 @@ context has them (gateway mode); nothing else changes."""
 
 from __future__ import annotations
 
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, MetricsData
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AggregationTemporality,
+    MetricsData,
+)
 from otlp_receiver import resource_attributes, sample_context, sample_metrics_data
 
 from exporters.otlp.enrich import (
@@ -36,7 +39,9 @@ def test_an_empty_resource_gets_exactly_the_client_labels_as_strings() -> None:
     enrich(metrics, sample_context())
     (rm,) = metrics.resource_metrics
     assert resource_attributes(rm) == EXPECTED
-    assert all(kv.value.WhichOneof("value") == "string_value" for kv in rm.resource.attributes)
+    assert all(
+        kv.value.WhichOneof("value") == "string_value" for kv in rm.resource.attributes
+    )
 
 
 def test_a_gateway_push_also_gets_the_upstream_cluster_and_broker() -> None:
@@ -45,7 +50,12 @@ def test_a_gateway_push_also_gets_the_upstream_cluster_and_broker() -> None:
         "kafka.upstream.broker.id",
     ]
     metrics = sample_metrics_data()
-    enrich(metrics, sample_context(upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=0))
+    enrich(
+        metrics,
+        sample_context(
+            upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=0
+        ),
+    )
     (rm,) = metrics.resource_metrics
     assert resource_attributes(rm) == EXPECTED | {
         "kafka.upstream.cluster.id": "Yw3dJ2xXQ6qRbtJmPMOxZw",
@@ -65,7 +75,9 @@ def test_an_upstream_attribute_without_a_value_is_omitted() -> None:
 
 
 def test_attributes_the_client_set_are_not_overwritten() -> None:
-    metrics = sample_metrics_data(resource_attributes={"client_id": "from-client", "service.name": "svc"})
+    metrics = sample_metrics_data(
+        resource_attributes={"client_id": "from-client", "service.name": "svc"}
+    )
     enrich(metrics, sample_context())
     attributes = resource_attributes(metrics.resource_metrics[0])
     assert attributes["client_id"] == "from-client"
@@ -79,7 +91,9 @@ def test_every_resource_of_a_push_is_enriched() -> None:
     metrics = sample_metrics_data()
     metrics.resource_metrics.append(sample_metrics_data().resource_metrics[0])
     enrich(metrics, sample_context(node_id=7))
-    assert [resource_attributes(rm)["kafka.broker.id"] for rm in metrics.resource_metrics] == ["7", "7"]
+    assert [
+        resource_attributes(rm)["kafka.broker.id"] for rm in metrics.resource_metrics
+    ] == ["7", "7"]
 
 
 def test_a_null_client_id_becomes_the_empty_string() -> None:
@@ -97,8 +111,12 @@ def test_points_temporality_and_monotonicity_are_untouched() -> None:
         sum_metric = rm.resource_metrics[0].scope_metrics[0].metrics[-1]
         assert sum_metric.sum.is_monotonic
         assert sum_metric.sum.aggregation_temporality == (
-            AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE)
-    assert enriched.resource_metrics[0].scope_metrics == original.resource_metrics[0].scope_metrics
+            AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+        )
+    assert (
+        enriched.resource_metrics[0].scope_metrics
+        == original.resource_metrics[0].scope_metrics
+    )
     enriched.resource_metrics[0].resource.Clear()
     assert enriched == original
 

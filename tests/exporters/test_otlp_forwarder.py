@@ -93,7 +93,9 @@ class StandstillClock(FakeClock):
 
     def wait(self, stop: threading.Event, timeout_s: float) -> bool:
         self.wait_began.set()
-        return super().wait(stop, timeout_s)  # nothing advances it: only ``stop`` ends it
+        return super().wait(
+            stop, timeout_s
+        )  # nothing advances it: only ``stop`` ends it
 
 
 @pytest.fixture
@@ -108,35 +110,49 @@ def landing_dir(tmp_path: Path) -> Path:
 
 
 def land(directory: Path, pushes: list[tuple[TelemetryContext, bytes]]) -> None:
-    with LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False) as log:
+    with LandingLog(
+        directory, LandingOptions(fsync="never"), housekeeping=False
+    ) as log:
         for context, payload in pushes:
             log.append(context, payload)
 
 
 def push(client: int, seq: int) -> tuple[TelemetryContext, bytes]:
     """Client ``client``'s push number ``seq``: its points are seq*3 .. seq*3+2."""
-    context = sample_context(client_instance_id=f"client-{client:016d}", client_id=f"c{client}")
-    return context, sample_metrics_data(start_value=seq * POINTS_PER_PUSH).SerializeToString()
+    context = sample_context(
+        client_instance_id=f"client-{client:016d}", client_id=f"c{client}"
+    )
+    return context, sample_metrics_data(
+        start_value=seq * POINTS_PER_PUSH
+    ).SerializeToString()
 
 
 def config(target: str, **overrides: object) -> OtlpExporterConfig:
     settings: dict[str, object] = {
         "endpoint": target,
         "tls": {"insecure": True},
-        "retry_on_failure": {"initial_interval": "1s", "max_interval": "4s", "max_elapsed_time": "60s"},
+        "retry_on_failure": {
+            "initial_interval": "1s",
+            "max_interval": "4s",
+            "max_elapsed_time": "60s",
+        },
     }
     settings.update(overrides)
     return OtlpExporterConfig.model_validate(settings)
 
 
-def forwarder(dirs: list[Path], cfg: OtlpExporterConfig, **kwargs: object) -> OtlpForwarder:
+def forwarder(
+    dirs: list[Path], cfg: OtlpExporterConfig, **kwargs: object
+) -> OtlpForwarder:
     return OtlpForwarder(dirs, cfg, rng=random.Random(7), **kwargs)  # type: ignore[arg-type]
 
 
 def per_client_values(receiver: OtlpReceiver) -> dict[str, list[int]]:
     seen: dict[str, list[int]] = {}
     for rm in receiver.resource_metrics():
-        seen.setdefault(resource_attributes(rm)["client_instance_id"], []).extend(point_values([rm]))
+        seen.setdefault(resource_attributes(rm)["client_instance_id"], []).extend(
+            point_values([rm])
+        )
     return seen
 
 
@@ -175,9 +191,13 @@ def test_everything_landed_arrives_enriched_in_order_and_is_committed(
     assert sample(registry, "otelcol_exporter_queue_capacity") == 1000
 
 
-def test_configured_headers_reach_the_receiver(receiver: OtlpReceiver, landing_dir: Path) -> None:
+def test_configured_headers_reach_the_receiver(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
     land(landing_dir, [push(0, 0)])
-    fwd = forwarder([landing_dir], config(receiver.target, headers={"Authorization": "Bearer t"}))
+    fwd = forwarder(
+        [landing_dir], config(receiver.target, headers={"Authorization": "Bearer t"})
+    )
     try:
         fwd.run_once()
     finally:
@@ -185,9 +205,13 @@ def test_configured_headers_reach_the_receiver(receiver: OtlpReceiver, landing_d
     assert receiver.received[0].metadata["authorization"] == "Bearer t"
 
 
-def test_batching_joins_pushes_up_to_max_size(receiver: OtlpReceiver, landing_dir: Path) -> None:
+def test_batching_joins_pushes_up_to_max_size(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
     land(landing_dir, [push(0, seq) for seq in range(7)])
-    cfg = config(receiver.target, sending_queue={"batch": {"min_size": 6, "max_size": 9}})
+    cfg = config(
+        receiver.target, sending_queue={"batch": {"min_size": 6, "max_size": 9}}
+    )
     fwd = forwarder([landing_dir], cfg)
     try:
         stats = fwd.run_once()
@@ -203,7 +227,10 @@ def test_batching_joins_pushes_up_to_max_size(receiver: OtlpReceiver, landing_di
     ("queue", "held"),
     [
         ({"queue_size": 2}, 2),  # sizer requests: two pushes
-        ({"queue_size": 7, "sizer": "items"}, 6),  # two 3-point pushes; a third would be 9
+        (
+            {"queue_size": 7, "sizer": "items"},
+            6,
+        ),  # two 3-point pushes; a third would be 9
         ({"queue_size": 1, "sizer": "items"}, 3),  # one push always fits, however large
     ],
 )
@@ -214,20 +241,33 @@ def test_read_ahead_is_bounded_by_queue_size(
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE))
     clock, registry = StepClock(), CollectorRegistry()
     seen: list[float] = []
-    clock.on_wait = lambda _: seen.append(sample(registry, "otelcol_exporter_queue_size"))
-    fwd = forwarder([landing_dir], config(receiver.target, sending_queue=queue), clock=clock,
-                    registry=registry)
+    clock.on_wait = lambda _: seen.append(
+        sample(registry, "otelcol_exporter_queue_size")
+    )
+    fwd = forwarder(
+        [landing_dir],
+        config(receiver.target, sending_queue=queue),
+        clock=clock,
+        registry=registry,
+    )
     try:
         assert fwd.run_once().records_committed == 5
     finally:
         fwd.close()
-    assert seen == [held]  # what was in memory while the first push waited for its retry
+    assert seen == [
+        held
+    ]  # what was in memory while the first push waited for its retry
     assert sample(registry, "otelcol_exporter_queue_capacity") == queue["queue_size"]
     assert sample(registry, "otelcol_exporter_queue_size") == 0
 
 
-def test_a_push_that_is_not_otlp_is_skipped_and_counted(receiver: OtlpReceiver, landing_dir: Path) -> None:
-    land(landing_dir, [push(0, 0), (sample_context(), b"\xff\xff\xff not protobuf"), push(0, 1)])
+def test_a_push_that_is_not_otlp_is_skipped_and_counted(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    land(
+        landing_dir,
+        [push(0, 0), (sample_context(), b"\xff\xff\xff not protobuf"), push(0, 1)],
+    )
     registry = CollectorRegistry()
     fwd = forwarder([landing_dir], config(receiver.target), registry=registry)
     try:
@@ -236,18 +276,27 @@ def test_a_push_that_is_not_otlp_is_skipped_and_counted(receiver: OtlpReceiver, 
         fwd.close()
     assert per_client_values(receiver)["client-0000000000000000"] == [0, 1, 2, 3, 4, 5]
     assert stats == ForwardStats(records_committed=3, points_sent=6, records_dropped=1)
-    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="undecodable") == 1
+    assert (
+        sample(registry, "ktc_forwarder_dropped_records_total", reason="undecodable")
+        == 1
+    )
     assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 3
 
 
-def test_two_named_exporters_keep_separate_positions(tmp_path: Path, landing_dir: Path) -> None:
+def test_two_named_exporters_keep_separate_positions(
+    tmp_path: Path, landing_dir: Path
+) -> None:
     land(landing_dir, [push(0, seq) for seq in range(2)])
     with OtlpReceiver() as primary, OtlpReceiver() as backup:
         first = OtlpForwarder([landing_dir], config(primary.target))
-        second = OtlpForwarder([landing_dir], config(backup.target), exporter_name="otlp/backup")
+        second = OtlpForwarder(
+            [landing_dir], config(backup.target), exporter_name="otlp/backup"
+        )
         try:
             assert first.run_once().records_committed == 2
-            assert second.run_once().records_committed == 2  # not skipped by the first's commit
+            assert (
+                second.run_once().records_committed == 2
+            )  # not skipped by the first's commit
         finally:
             first.close()
             second.close()
@@ -258,7 +307,11 @@ def test_two_named_exporters_keep_separate_positions(tmp_path: Path, landing_dir
 
 @pytest.mark.parametrize(
     ("name", "consumer"),
-    [("otlp", "otlp-forwarder"), ("otlp/eu", "otlp-forwarder.eu"), ("otlp_grpc", "otlp-forwarder")],
+    [
+        ("otlp", "otlp-forwarder"),
+        ("otlp/eu", "otlp-forwarder.eu"),
+        ("otlp_grpc", "otlp-forwarder"),
+    ],
 )
 def test_consumer_names_follow_exporter_names(name: str, consumer: str) -> None:
     assert consumer_name_for(name) == consumer
@@ -278,7 +331,9 @@ def test_unavailable_is_retried_with_jittered_exponential_backoff(
     land(landing_dir, [push(0, 0)])
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=4))
     clock, registry = StepClock(), CollectorRegistry()
-    fwd = forwarder([landing_dir], config(receiver.target), clock=clock, registry=registry)
+    fwd = forwarder(
+        [landing_dir], config(receiver.target), clock=clock, registry=registry
+    )
     try:
         stats = fwd.run_once()
     finally:
@@ -299,8 +354,12 @@ def test_a_slow_receiver_times_out_per_attempt_and_the_push_is_retried(
     land(landing_dir, [push(0, 0)])
     receiver.script(Slow(30.0))  # released when the fixture stops the receiver
     clock, registry = StepClock(), CollectorRegistry()
-    fwd = forwarder([landing_dir], config(receiver.target, timeout="100ms"), clock=clock,
-                    registry=registry)
+    fwd = forwarder(
+        [landing_dir],
+        config(receiver.target, timeout="100ms"),
+        clock=clock,
+        registry=registry,
+    )
     started = time.monotonic()
     try:
         stats = fwd.run_once()
@@ -340,7 +399,9 @@ def test_resource_exhausted_without_retry_info_is_permanent(
     finally:
         fwd.close()
     assert clock.waits_s == []
-    assert stats == ForwardStats(records_committed=2, points_sent=3, points_failed=3, records_dropped=1)
+    assert stats == ForwardStats(
+        records_committed=2, points_sent=3, points_failed=3, records_dropped=1
+    )
 
 
 def test_invalid_argument_is_dropped_counted_and_never_retried(
@@ -349,7 +410,9 @@ def test_invalid_argument_is_dropped_counted_and_never_retried(
     land(landing_dir, [push(0, 0), push(0, 1)])
     receiver.script(Fail(grpc.StatusCode.INVALID_ARGUMENT))
     clock, registry = StepClock(), CollectorRegistry()
-    fwd = forwarder([landing_dir], config(receiver.target), clock=clock, registry=registry)
+    fwd = forwarder(
+        [landing_dir], config(receiver.target), clock=clock, registry=registry
+    )
     try:
         stats = fwd.run_once()
     finally:
@@ -357,13 +420,21 @@ def test_invalid_argument_is_dropped_counted_and_never_retried(
     assert [a.outcome for a in receiver.attempts] == ["INVALID_ARGUMENT", "accepted"]
     assert clock.waits_s == []
     assert per_client_values(receiver)["client-0000000000000000"] == [3, 4, 5]
-    assert stats == ForwardStats(records_committed=2, points_sent=3, points_failed=3, records_dropped=1)
+    assert stats == ForwardStats(
+        records_committed=2, points_sent=3, points_failed=3, records_dropped=1
+    )
     assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 3
-    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="rejected") == 1
-    assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 2  # moved past the rejected one
+    assert (
+        sample(registry, "ktc_forwarder_dropped_records_total", reason="rejected") == 1
+    )
+    assert (
+        ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 2
+    )  # moved past the rejected one
 
 
-def test_partial_success_counts_the_rejected_points(receiver: OtlpReceiver, landing_dir: Path) -> None:
+def test_partial_success_counts_the_rejected_points(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
     land(landing_dir, [push(0, 0)])
     receiver.script(PartialSuccess(rejected_data_points=2))
     registry = CollectorRegistry()
@@ -386,9 +457,16 @@ def test_past_max_elapsed_time_nothing_is_dropped_and_retries_go_on_at_max_inter
     clock, registry = StepClock(), CollectorRegistry()
     gauge_during_waits: list[float] = []
     clock.on_wait = lambda _: gauge_during_waits.append(
-        sample(registry, "ktc_forwarder_batches_past_max_elapsed_time"))
-    cfg = config(receiver.target, retry_on_failure={
-        "initial_interval": "1s", "max_interval": "2s", "max_elapsed_time": "5s"})
+        sample(registry, "ktc_forwarder_batches_past_max_elapsed_time")
+    )
+    cfg = config(
+        receiver.target,
+        retry_on_failure={
+            "initial_interval": "1s",
+            "max_interval": "2s",
+            "max_elapsed_time": "5s",
+        },
+    )
     fwd = forwarder([landing_dir], cfg, clock=clock, registry=registry)
     try:
         stats = fwd.run_once()
@@ -400,7 +478,9 @@ def test_past_max_elapsed_time_nothing_is_dropped_and_retries_go_on_at_max_inter
     past = [w for w, flag in zip(clock.waits_s, gauge_during_waits) if flag == 1]
     assert len(past) >= 15
     assert all(1.0 <= w <= 3.0 for w in past)  # max_interval 2s, +-50%
-    assert sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 0  # cleared
+    assert (
+        sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 0
+    )  # cleared
     assert sample(registry, "otelcol_exporter_send_failed_metric_points_total") == 0
 
 
@@ -410,14 +490,23 @@ def test_with_retry_disabled_a_retryable_failure_drops_as_the_collector_does(
     land(landing_dir, [push(0, 0)])
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE))
     registry = CollectorRegistry()
-    fwd = forwarder([landing_dir], config(receiver.target, retry_on_failure={"enabled": False}),
-                    registry=registry, clock=StepClock())
+    fwd = forwarder(
+        [landing_dir],
+        config(receiver.target, retry_on_failure={"enabled": False}),
+        registry=registry,
+        clock=StepClock(),
+    )
     try:
         stats = fwd.run_once()
     finally:
         fwd.close()
-    assert stats == ForwardStats(records_committed=1, points_failed=3, records_dropped=1)
-    assert sample(registry, "ktc_forwarder_dropped_records_total", reason="retry_disabled") == 1
+    assert stats == ForwardStats(
+        records_committed=1, points_failed=3, records_dropped=1
+    )
+    assert (
+        sample(registry, "ktc_forwarder_dropped_records_total", reason="retry_disabled")
+        == 1
+    )
 
 
 # ---------------------------------------------------------------------- outages, restarts
@@ -442,12 +531,24 @@ def _serve_in_thread(fwd: OtlpForwarder) -> tuple[threading.Event, threading.Thr
 def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
     receiver: OtlpReceiver, landing_dir: Path
 ) -> None:
-    cfg = config(receiver.target, retry_on_failure={
-        "initial_interval": "20ms", "max_interval": "100ms", "max_elapsed_time": "200ms"})
+    cfg = config(
+        receiver.target,
+        retry_on_failure={
+            "initial_interval": "20ms",
+            "max_interval": "100ms",
+            "max_elapsed_time": "200ms",
+        },
+    )
     log = LandingLog(landing_dir, LandingOptions(fsync="never"), housekeeping=False)
     registry = CollectorRegistry()
-    fwd = forwarder([landing_dir], cfg, poll_interval_s=0.01, registry=registry,
-                    commit_interval_s=0.01, clock=FastForwardClock())
+    fwd = forwarder(
+        [landing_dir],
+        cfg,
+        poll_interval_s=0.01,
+        registry=registry,
+        commit_interval_s=0.01,
+        clock=FastForwardClock(),
+    )
     stop, thread = _serve_in_thread(fwd)
     sequence = {client: 0 for client in range(3)}
 
@@ -463,13 +564,16 @@ def test_a_receiver_outage_loses_nothing_and_duplicates_nothing(
         # Let the last acknowledgement reach the forwarder first: cutting the server while
         # a response is on its way makes the forwarder resend that batch (at-least-once),
         # which is not the outage this test is about.
-        assert wait_until(lambda: ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 6)
+        assert wait_until(
+            lambda: ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 6
+        )
         receiver.stop()  # the outage: pushes keep landing
         for _ in range(5):
             land_round()
         # Outlast max_elapsed_time while down: the forwarder says so on its gauge.
         assert wait_until(
-            lambda: sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 1)
+            lambda: sample(registry, "ktc_forwarder_batches_past_max_elapsed_time") == 1
+        )
         receiver.start()  # same port
         land_round()
         assert receiver.wait_for_points(8 * 3 * POINTS_PER_PUSH)
@@ -512,8 +616,12 @@ def test_positions_are_written_once_per_commit_interval_and_on_shutdown(
     receiver: OtlpReceiver, landing_dir: Path
 ) -> None:
     land(landing_dir, [push(0, seq) for seq in range(4)])
-    fwd = forwarder([landing_dir], config(receiver.target), poll_interval_s=0.01,
-                    commit_interval_s=3600)
+    fwd = forwarder(
+        [landing_dir],
+        config(receiver.target),
+        poll_interval_s=0.01,
+        commit_interval_s=3600,
+    )
     stop, thread = _serve_in_thread(fwd)
     try:
         assert receiver.wait_for_points(4 * POINTS_PER_PUSH)
@@ -549,13 +657,26 @@ def test_a_batch_interrupted_in_backoff_is_not_committed_and_is_sent_after_resta
     assert per_client_values(receiver)["client-0000000000000000"] == list(range(6))
 
 
-def test_each_node_log_is_forwarded_in_its_own_order(receiver: OtlpReceiver, tmp_path: Path) -> None:
+def test_each_node_log_is_forwarded_in_its_own_order(
+    receiver: OtlpReceiver, tmp_path: Path
+) -> None:
     dirs = [tmp_path / "landing" / f"node-{n}" for n in (1, 2)]
     for node, directory in enumerate(dirs, start=1):
-        land(directory, [(sample_context(client_instance_id=f"client-{node}", node_id=node),
-                          sample_metrics_data(start_value=seq * 3).SerializeToString())
-                         for seq in range(4)])
-    fwd = forwarder(dirs, config(receiver.target, sending_queue={"num_consumers": 2}), poll_interval_s=0.01)
+        land(
+            directory,
+            [
+                (
+                    sample_context(client_instance_id=f"client-{node}", node_id=node),
+                    sample_metrics_data(start_value=seq * 3).SerializeToString(),
+                )
+                for seq in range(4)
+            ],
+        )
+    fwd = forwarder(
+        dirs,
+        config(receiver.target, sending_queue={"num_consumers": 2}),
+        poll_interval_s=0.01,
+    )
     stop, thread = _serve_in_thread(fwd)
     try:
         assert receiver.wait_for_points(2 * 4 * POINTS_PER_PUSH)
@@ -563,9 +684,16 @@ def test_each_node_log_is_forwarded_in_its_own_order(receiver: OtlpReceiver, tmp
         stop.set()
         thread.join(5)
         fwd.close()
-    assert per_client_values(receiver) == {"client-1": list(range(12)), "client-2": list(range(12))}
-    brokers = {resource_attributes(rm)["client_instance_id"]: resource_attributes(rm)["kafka.broker.id"]
-               for rm in receiver.resource_metrics()}
+    assert per_client_values(receiver) == {
+        "client-1": list(range(12)),
+        "client-2": list(range(12)),
+    }
+    brokers = {
+        resource_attributes(rm)["client_instance_id"]: resource_attributes(rm)[
+            "kafka.broker.id"
+        ]
+        for rm in receiver.resource_metrics()
+    }
     assert brokers == {"client-1": "1", "client-2": "2"}
 
 
@@ -591,11 +719,19 @@ def test_tailing_holds_a_small_batch_for_flush_timeout_then_sends_it_whole(
 # ---------------------------------------------------------------------- shutdown
 
 
-def test_shutdown_interrupts_a_pending_backoff_at_once(receiver: OtlpReceiver, landing_dir: Path) -> None:
+def test_shutdown_interrupts_a_pending_backoff_at_once(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
     land(landing_dir, [push(0, 0)])
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=100))
-    cfg = config(receiver.target, retry_on_failure={
-        "initial_interval": "30s", "max_interval": "30s", "max_elapsed_time": "300s"})
+    cfg = config(
+        receiver.target,
+        retry_on_failure={
+            "initial_interval": "30s",
+            "max_interval": "30s",
+            "max_elapsed_time": "300s",
+        },
+    )
     clock = StandstillClock()
     fwd = forwarder([landing_dir], cfg, clock=clock)
     stop, thread = _serve_in_thread(fwd)
@@ -620,8 +756,14 @@ async def test_async_run_stops_promptly_when_the_event_is_set(
 ) -> None:
     land(landing_dir, [push(0, 0)])
     receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=100))
-    cfg = config(receiver.target, retry_on_failure={
-        "initial_interval": "30s", "max_interval": "30s", "max_elapsed_time": "300s"})
+    cfg = config(
+        receiver.target,
+        retry_on_failure={
+            "initial_interval": "30s",
+            "max_interval": "30s",
+            "max_elapsed_time": "300s",
+        },
+    )
     fwd = forwarder([landing_dir], cfg)
     stop_event = asyncio.Event()
     task = asyncio.create_task(fwd.run(stop_event))

@@ -33,7 +33,9 @@ def test_every_wait_is_the_nominal_interval_plus_minus_the_factor(
     cap_s = initial_ms * cap_factor / 1000
     for _ in range(30):
         wait_s = backoff.next_delay_s()
-        assert nominal_s * (1 - factor) - 1e-9 <= wait_s <= nominal_s * (1 + factor) + 1e-9
+        assert (
+            nominal_s * (1 - factor) - 1e-9 <= wait_s <= nominal_s * (1 + factor) + 1e-9
+        )
         nominal_s = min(nominal_s * multiplier, cap_s)
 
 
@@ -41,4 +43,12 @@ def test_the_default_schedule_in_numbers() -> None:
     # randomization_factor 0 makes the Collector's nominal schedule visible: 5s x1.5, cap 30s.
     backoff = ExponentialBackoff(RetryConfig(randomization_factor=0))
     assert [round(backoff.next_delay_s(), 4) for _ in range(8)] == [
-        5.0, 7.5, 11.25, 16.875, 25.3125, 30.0, 30.0, 30.0]
+        5.0,
+        7.5,
+        11.25,
+        16.875,
+        25.3125,
+        30.0,
+        30.0,
+        30.0,
+    ]

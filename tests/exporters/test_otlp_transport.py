@@ -59,11 +59,17 @@ def test_concatenated_metrics_data_is_one_request(receiver: OtlpReceiver) -> Non
         transport.close()
     (export,) = receiver.received
     assert len(export.request.resource_metrics) == 2
-    assert point_values(export.request.resource_metrics) == list(range(7)) + [100, 101, 102]
+    assert point_values(export.request.resource_metrics) == list(range(7)) + [
+        100,
+        101,
+        102,
+    ]
 
 
 @pytest.mark.parametrize("code", sorted(ALWAYS_RETRYABLE_CODES, key=lambda c: c.name))
-def test_the_collectors_retryable_codes_are_retryable(receiver: OtlpReceiver, code: grpc.StatusCode) -> None:
+def test_the_collectors_retryable_codes_are_retryable(
+    receiver: OtlpReceiver, code: grpc.StatusCode
+) -> None:
     receiver.script(Fail(code))
     transport = _transport(receiver.target)
     try:
@@ -71,15 +77,27 @@ def test_the_collectors_retryable_codes_are_retryable(receiver: OtlpReceiver, co
     finally:
         transport.close()
     assert not isinstance(failure, ExportAccepted)
-    assert (failure.code, failure.retryable, failure.retry_delay_s) == (code, True, None)
+    assert (failure.code, failure.retryable, failure.retry_delay_s) == (
+        code,
+        True,
+        None,
+    )
 
 
 @pytest.mark.parametrize(
     "code",
-    [grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED,
-     grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INTERNAL, grpc.StatusCode.RESOURCE_EXHAUSTED],
+    [
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+    ],
 )
-def test_other_codes_are_permanent(receiver: OtlpReceiver, code: grpc.StatusCode) -> None:
+def test_other_codes_are_permanent(
+    receiver: OtlpReceiver, code: grpc.StatusCode
+) -> None:
     receiver.script(Fail(code, message="no"))
     transport = _transport(receiver.target)
     try:
@@ -90,7 +108,9 @@ def test_other_codes_are_permanent(receiver: OtlpReceiver, code: grpc.StatusCode
     assert (failure.code, failure.retryable, failure.message) == (code, False, "no")
 
 
-def test_resource_exhausted_with_retry_info_is_retryable_with_its_delay(receiver: OtlpReceiver) -> None:
+def test_resource_exhausted_with_retry_info_is_retryable_with_its_delay(
+    receiver: OtlpReceiver,
+) -> None:
     receiver.script(Fail(grpc.StatusCode.RESOURCE_EXHAUSTED, retry_delay_s=2.5))
     transport = _transport(receiver.target)
     try:
@@ -99,7 +119,10 @@ def test_resource_exhausted_with_retry_info_is_retryable_with_its_delay(receiver
         transport.close()
     assert not isinstance(failure, ExportAccepted)
     assert (failure.code, failure.retryable, failure.retry_delay_s) == (
-        grpc.StatusCode.RESOURCE_EXHAUSTED, True, 2.5)
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        True,
+        2.5,
+    )
 
 
 def test_partial_success_is_reported(receiver: OtlpReceiver) -> None:
@@ -120,7 +143,10 @@ def test_a_slow_receiver_hits_the_per_attempt_timeout(receiver: OtlpReceiver) ->
         transport.close()
         receiver.stop()  # release the slow handler
     assert not isinstance(failure, ExportAccepted)
-    assert (failure.code, failure.retryable) == (grpc.StatusCode.DEADLINE_EXCEEDED, True)
+    assert (failure.code, failure.retryable) == (
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        True,
+    )
 
 
 def test_a_stopped_receiver_is_unavailable() -> None:
@@ -155,27 +181,47 @@ def test_gzip_compresses_on_the_wire_and_none_does_not(receiver: OtlpReceiver) -
     assert plain > len(body)  # the whole message crossed uncompressed
     assert gzipped < plain / 3
     assert [point_values(e.request.resource_metrics) for e in receiver.received] == [
-        point_values(sample_metrics_data(gauges=20, points_per_metric=100).resource_metrics)] * 2
+        point_values(
+            sample_metrics_data(gauges=20, points_per_metric=100).resource_metrics
+        )
+    ] * 2
 
 
 def test_tls_with_a_private_ca_and_client_certificate(tmp_path: Path) -> None:
     ca = trustme.CA()
     server_cert = ca.issue_cert("localhost", "127.0.0.1")
     client_cert = ca.issue_cert("client.example")
-    ca_file, cert_file, key_file = tmp_path / "ca.pem", tmp_path / "client.pem", tmp_path / "client.key"
+    ca_file, cert_file, key_file = (
+        tmp_path / "ca.pem",
+        tmp_path / "client.pem",
+        tmp_path / "client.key",
+    )
     ca.cert_pem.write_to_path(str(ca_file))
     client_cert.cert_chain_pems[0].write_to_path(str(cert_file))
     client_cert.private_key_pem.write_to_path(str(key_file))
     credentials = grpc.ssl_server_credentials(
-        [(server_cert.private_key_pem.bytes(), b"".join(p.bytes() for p in server_cert.cert_chain_pems))],
+        [
+            (
+                server_cert.private_key_pem.bytes(),
+                b"".join(p.bytes() for p in server_cert.cert_chain_pems),
+            )
+        ],
         root_certificates=ca.cert_pem.bytes(),
         require_client_auth=True,
     )
     with OtlpReceiver(server_credentials=credentials) as receiver:
-        secure = OtlpGrpcTransport(OtlpExporterConfig.model_validate({
-            "endpoint": f"localhost:{receiver.port}",
-            "tls": {"ca_file": str(ca_file), "cert_file": str(cert_file), "key_file": str(key_file)},
-        }))
+        secure = OtlpGrpcTransport(
+            OtlpExporterConfig.model_validate(
+                {
+                    "endpoint": f"localhost:{receiver.port}",
+                    "tls": {
+                        "ca_file": str(ca_file),
+                        "cert_file": str(cert_file),
+                        "key_file": str(key_file),
+                    },
+                }
+            )
+        )
         plaintext = _transport(receiver.target)
         try:
             assert secure.export(BODY) == ExportAccepted()
@@ -184,4 +230,7 @@ def test_tls_with_a_private_ca_and_client_certificate(tmp_path: Path) -> None:
             secure.close()
             plaintext.close()
     assert len(receiver.received) == 1
-    assert not isinstance(refused, ExportAccepted) and refused.code is grpc.StatusCode.UNAVAILABLE
+    assert (
+        not isinstance(refused, ExportAccepted)
+        and refused.code is grpc.StatusCode.UNAVAILABLE
+    )

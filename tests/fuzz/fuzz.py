@@ -30,11 +30,14 @@ DEFAULT_MEMORY_MB = 512
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in fuzz_targets.TARGETS:
-        sys.exit(f"usage: fuzz.py {{{','.join(fuzz_targets.TARGETS)}}} [libFuzzer args]")
+        sys.exit(
+            f"usage: fuzz.py {{{','.join(fuzz_targets.TARGETS)}}} [libFuzzer args]"
+        )
     target = fuzz_targets.TARGETS[sys.argv[1]]
     interpreted, compiled = fuzz_targets.load_code(
         atheris.instrument_imports(
-            include=list(fuzz_targets.PACKAGES), exclude=list(fuzz_targets.NOT_INSTRUMENTED)
+            include=list(fuzz_targets.PACKAGES),
+            exclude=list(fuzz_targets.NOT_INSTRUMENTED),
         )
     )
     print(

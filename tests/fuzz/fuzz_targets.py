@@ -81,7 +81,9 @@ class _PreferSource(importlib.abc.MetaPathFinder):
         if not _ours(name):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+        if spec is None or not isinstance(
+            spec.loader, importlib.machinery.ExtensionFileLoader
+        ):
             return None
         source = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
         return importlib.util.spec_from_file_location(name, source)
@@ -113,10 +115,14 @@ class Code:
         )
 
 
-def load_code(instrument: AbstractContextManager[Any] | None = None) -> tuple[Code, Code]:
+def load_code(
+    instrument: AbstractContextManager[Any] | None = None,
+) -> tuple[Code, Code]:
     """(interpreted, compiled): the interpreted copy is imported under ``instrument`` (atheris'
     ``instrument_imports``); ``sys.modules`` is left holding the compiled copy, as before."""
-    compiled = Code({name: importlib.import_module(name) for name in MODULES}, "compiled")
+    compiled = Code(
+        {name: importlib.import_module(name) for name in MODULES}, "compiled"
+    )
     saved = {name: module for name, module in sys.modules.items() if _ours(name)}
     for name in saved:
         del sys.modules[name]
@@ -142,7 +148,9 @@ def plain(value: Any) -> Any:
         return bytes(value)
     if isinstance(value, enum.Enum):
         return value.value
-    if isinstance(value, float):  # by its bits: a NaN (a float64 field) is not equal to itself
+    if isinstance(
+        value, float
+    ):  # by its bits: a NaN (a float64 field) is not equal to itself
         return ("float", struct.pack(">d", value))
     if isinstance(value, (list, tuple)):
         return tuple(plain(item) for item in value)
@@ -170,8 +178,13 @@ def served_versions(code: Code) -> list[tuple[int, int]]:
 
 
 def _frame_fields(frame: Any) -> tuple[Any, ...]:
-    return (frame.api_key, frame.api_version, frame.correlation_id, frame.client_id,
-            frame.header_size)
+    return (
+        frame.api_key,
+        frame.api_version,
+        frame.correlation_id,
+        frame.client_id,
+        frame.header_size,
+    )
 
 
 def serve_request(code: Code, data: bytes) -> Any:
@@ -183,7 +196,9 @@ def serve_request(code: Code, data: bytes) -> Any:
     conn.receive_data(wire[:half])
     conn.receive_data(wire[half:])
     frame = conn.next_request()
-    assert frame is not None and conn.next_request() is None, "one frame in, one frame out"
+    assert frame is not None and conn.next_request() is None, (
+        "one frame in, one frame out"
+    )
     return _frame_fields(frame), code.connection.decode_request(frame)
 
 
@@ -198,7 +213,9 @@ def serve_stream(code: Code, data: bytes) -> Any:
     for at in range(1, len(data), step):
         conn.receive_data(data[at : at + step])
         while (frame := conn.next_request()) is not None:
-            decoded.append((_frame_fields(frame), code.connection.decode_request(frame)))
+            decoded.append(
+                (_frame_fields(frame), code.connection.decode_request(frame))
+            )
         assert conn.buffered_bytes <= len(data), "more bytes held than received"
     return decoded
 
@@ -221,7 +238,9 @@ def gateway_request(code: Code, data: bytes) -> Any:
     out: list[Any] = [_frame_fields(frame)]
     if api_key == 0:  # Produce
         out.append(requests.produce_acks(frame.api_version, frame.body))
-    elif api_key in requests.STRICT_MUTATION_QUOTA_FROM:  # CreateTopics/Partitions, DeleteTopics
+    elif (
+        api_key in requests.STRICT_MUTATION_QUOTA_FROM
+    ):  # CreateTopics/Partitions, DeleteTopics
         request = requests.decode_mutation_request(frame)
         counts = {"t": 2}
         if api_key == 19:
@@ -251,7 +270,9 @@ _LOCAL_API_VERSIONS = {71: (0, 0), 72: (0, 0)}
 def gateway_response_keys(code: Code) -> list[int]:
     """API keys whose responses the gateway walks: addresses, ApiVersions, SASL, throttle."""
     keys = set(code.addresses.ADDRESS_VERSIONS) | {18, 17, 36}
-    keys |= {key for key, info in code.api_table.API_TABLE.items() if info.throttle_field}
+    keys |= {
+        key for key, info in code.api_table.API_TABLE.items() if info.throttle_field
+    }
     return sorted(keys)
 
 
@@ -274,7 +295,9 @@ def gateway_response(code: Code, data: bytes) -> Any:
     body = memoryview(payload)[at:]
     out: list[Any] = []
     if api_key == 18:
-        out.append(code.api_versions.cap_api_versions(version, body, _LOCAL_API_VERSIONS))
+        out.append(
+            code.api_versions.cap_api_versions(version, body, _LOCAL_API_VERSIONS)
+        )
     elif api_key in code.addresses.ADDRESS_VERSIONS:
         low, high = code.addresses.ADDRESS_VERSIONS[api_key]
         if low <= version <= high:
@@ -282,8 +305,12 @@ def gateway_response(code: Code, data: bytes) -> Any:
             if scan is not None:
                 out.append(scan.endpoints)
                 out.append(scan.nodes())
-                out.append(scan.rewrite(lambda node: ("gateway.test", 19092 + node % 1000)))
-                if api_key == 3:  # Metadata: partition counts, read after the walk passed
+                out.append(
+                    scan.rewrite(lambda node: ("gateway.test", 19092 + node % 1000))
+                )
+                if (
+                    api_key == 3
+                ):  # Metadata: partition counts, read after the walk passed
                     out.append(code.requests.metadata_partition_counts(version, body))
     elif api_key in (17, 36) and len(body) >= 2:
         capture = code.sasl.SaslCapture()
@@ -307,7 +334,9 @@ def decompress(code: Code, data: bytes) -> Any:
     codec = data[0] % 8
     max_bytes = MAX_BYTES[(data[0] >> 3) % len(MAX_BYTES)]
     out = code.compression.decompress(codec, memoryview(data)[1:], max_bytes)
-    assert len(out) <= max_bytes, f"codec {codec}: {len(out)} bytes out, bound {max_bytes}"
+    assert len(out) <= max_bytes, (
+        f"codec {codec}: {len(out)} bytes out, bound {max_bytes}"
+    )
     return out
 
 
@@ -350,7 +379,9 @@ def outcome(target: Target, code: Code, data: bytes) -> tuple[str, Any]:
         return "error", type(exc).__name__
 
 
-def check(target: Target, interpreted: Code, compiled: Code, data: bytes) -> tuple[str, Any]:
+def check(
+    target: Target, interpreted: Code, compiled: Code, data: bytes
+) -> tuple[str, Any]:
     """One input through both copies; raises on a crash in either or on a disagreement."""
     expected = outcome(target, interpreted, data)
     actual = outcome(target, compiled, data)
@@ -368,4 +399,3 @@ def _short(result: tuple[str, Any]) -> str:
 
 def corpus_files(target: str) -> Iterator[Path]:
     yield from sorted((CORPUS / target).glob("*"))
-

@@ -75,20 +75,29 @@ def digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()[:12]
 
 
-def header(api_key: int, version: int, correlation_id: int = 1, client_id: str = "fuzz") -> bytes:
+def header(
+    api_key: int, version: int, correlation_id: int = 1, client_id: str = "fuzz"
+) -> bytes:
     """A request header of any Kafka 4.4.0 API (v2 with an empty tag section when flexible)."""
-    raw = api_key.to_bytes(2, "big", signed=True) + version.to_bytes(2, "big", signed=True)
+    raw = api_key.to_bytes(2, "big", signed=True) + version.to_bytes(
+        2, "big", signed=True
+    )
     raw += correlation_id.to_bytes(4, "big")
     raw += len(client_id).to_bytes(2, "big") + client_id.encode()
     return raw + (b"\x00" if request_header_version(api_key, version) == 2 else b"")
 
 
-def response_seed(api_key: int, version: int, body: bytes, correlation_id: int = 7) -> bytes:
+def response_seed(
+    api_key: int, version: int, body: bytes, correlation_id: int = 7
+) -> bytes:
     """gateway_response's input: api key, version, then the payload the framer cuts."""
     tags = b"\x00" if response_header_version(api_key, version) == 1 else b""
     return (
-        api_key.to_bytes(2, "big") + version.to_bytes(2, "big")
-        + correlation_id.to_bytes(4, "big") + tags + body
+        api_key.to_bytes(2, "big")
+        + version.to_bytes(2, "big")
+        + correlation_id.to_bytes(4, "big")
+        + tags
+        + body
     )
 
 
@@ -112,16 +121,30 @@ def otlp_payload(metrics: int = 12) -> bytes:
         )
         if index % 2:
             point.as_double = index * 0.5
-            items.append(Metric(name=f"org.apache.kafka.producer.node.request.latency.avg.{index}",
-                                gauge=Gauge(data_points=[point])))
+            items.append(
+                Metric(
+                    name=f"org.apache.kafka.producer.node.request.latency.avg.{index}",
+                    gauge=Gauge(data_points=[point]),
+                )
+            )
         else:
             point.as_int = index * 1000
-            items.append(Metric(name=f"org.apache.kafka.producer.connection.creation.total.{index}",
-                                sum=Sum(data_points=[point], aggregation_temporality=1,
-                                        is_monotonic=True)))
+            items.append(
+                Metric(
+                    name=f"org.apache.kafka.producer.connection.creation.total.{index}",
+                    sum=Sum(
+                        data_points=[point],
+                        aggregation_temporality=1,
+                        is_monotonic=True,
+                    ),
+                )
+            )
     data = MetricsData(
-        resource_metrics=[ResourceMetrics(resource=resource,
-                                          scope_metrics=[ScopeMetrics(metrics=items)])]
+        resource_metrics=[
+            ResourceMetrics(
+                resource=resource, scope_metrics=[ScopeMetrics(metrics=items)]
+            )
+        ]
     )
     return data.SerializeToString()
 
@@ -132,8 +155,10 @@ def bombs() -> Iterator[tuple[str, int, bytes]]:
     yield "gzip-64MiB", CompressionType.GZIP, compress(CompressionType.GZIP, zeros)
     yield "zstd-64MiB", CompressionType.ZSTD, compress(CompressionType.ZSTD, zeros)
     yield "lz4-64MiB", CompressionType.LZ4, compress(CompressionType.LZ4, zeros)
-    yield "snappy-xerial-8MiB", CompressionType.SNAPPY, compress(
-        CompressionType.SNAPPY, zeros[: 8 << 20], snappy_xerial=True
+    yield (
+        "snappy-xerial-8MiB",
+        CompressionType.SNAPPY,
+        compress(CompressionType.SNAPPY, zeros[: 8 << 20], snappy_xerial=True),
     )
     # A raw snappy block that declares 4 GiB - 1 and holds nothing.
     yield "snappy-declares-4GiB", CompressionType.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"
@@ -143,8 +168,11 @@ def bombs() -> Iterator[tuple[str, int, bytes]]:
     compressor = zstandard.ZstdCompressor(write_content_size=False)
     yield "zstd-nosize-64MiB", CompressionType.ZSTD, compressor.compress(zeros)
     # Two gzip members, the second a bomb.
-    yield "gzip-two-members", CompressionType.GZIP, compress(CompressionType.GZIP, b"x") + compress(
-        CompressionType.GZIP, zeros[: 16 << 20]
+    yield (
+        "gzip-two-members",
+        CompressionType.GZIP,
+        compress(CompressionType.GZIP, b"x")
+        + compress(CompressionType.GZIP, zeros[: 16 << 20]),
     )
 
 
@@ -160,7 +188,10 @@ def capture() -> None:
     from proto.messages.get_telemetry_subscriptions_response import (
         GetTelemetrySubscriptionsResponse,
     )
-    from proto.messages.metadata_response import MetadataResponse, MetadataResponseBroker
+    from proto.messages.metadata_response import (
+        MetadataResponse,
+        MetadataResponseBroker,
+    )
     from proto.messages.push_telemetry_response import PushTelemetryResponse
 
     CAPTURED.mkdir(exist_ok=True)
@@ -170,19 +201,30 @@ def capture() -> None:
         frames: list[bytes] = []
         done = threading.Event()
 
-        def serve(codec: int = codec, listener: socket.socket = listener, port: int = port,
-                  frames: list[bytes] = frames, done: threading.Event = done) -> None:
+        def serve(
+            codec: int = codec,
+            listener: socket.socket = listener,
+            port: int = port,
+            frames: list[bytes] = frames,
+            done: threading.Event = done,
+        ) -> None:
             listener.settimeout(30)
             while not done.is_set():
                 try:
                     sock, _ = listener.accept()
                 except OSError:
                     return
-                threading.Thread(target=handle, args=(sock, codec, port, frames, done),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=handle, args=(sock, codec, port, frames, done), daemon=True
+                ).start()
 
-        def handle(sock: socket.socket, codec: int, port: int, frames: list[bytes],
-                   done: threading.Event) -> None:
+        def handle(
+            sock: socket.socket,
+            codec: int,
+            port: int,
+            frames: list[bytes],
+            done: threading.Event,
+        ) -> None:
             conn = ServerConnection()
             with sock:
                 while data := sock.recv(65536):
@@ -192,31 +234,53 @@ def capture() -> None:
                         request = decode_request(frame)
                         key = frame.api_key
                         if key == ApiKeys.API_VERSIONS:
-                            reply: object = ApiVersionsResponse(api_keys=tuple(
-                                ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                                for k, (lo, hi) in sorted(SUPPORTED_VERSIONS.items())))
+                            reply: object = ApiVersionsResponse(
+                                api_keys=tuple(
+                                    ApiVersion(
+                                        api_key=k, min_version=lo, max_version=hi
+                                    )
+                                    for k, (lo, hi) in sorted(
+                                        SUPPORTED_VERSIONS.items()
+                                    )
+                                )
+                            )
                         elif key == ApiKeys.METADATA:
                             reply = MetadataResponse(
-                                brokers=(MetadataResponseBroker(node_id=1, host="127.0.0.1",
-                                                                port=port),),
-                                cluster_id="fuzz-capture", controller_id=1)
+                                brokers=(
+                                    MetadataResponseBroker(
+                                        node_id=1, host="127.0.0.1", port=port
+                                    ),
+                                ),
+                                cluster_id="fuzz-capture",
+                                controller_id=1,
+                            )
                         elif key == ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS:
                             reply = GetTelemetrySubscriptionsResponse(
-                                client_instance_id=INSTANCE_ID, subscription_id=1234,
-                                accepted_compression_types=(codec,), push_interval_ms=200,
-                                telemetry_max_bytes=1 << 20, delta_temporality=True,
-                                requested_metrics=("*",))
+                                client_instance_id=INSTANCE_ID,
+                                subscription_id=1234,
+                                accepted_compression_types=(codec,),
+                                push_interval_ms=200,
+                                telemetry_max_bytes=1 << 20,
+                                delta_temporality=True,
+                                requested_metrics=("*",),
+                            )
                         else:
-                            decompress(request.compression_type, request.metrics, 1 << 20)
+                            decompress(
+                                request.compression_type, request.metrics, 1 << 20
+                            )
                             reply = PushTelemetryResponse()
                             if request.terminating:
                                 done.set()
-                        sock.sendall(encode_response(key, frame.api_version,
-                                                     frame.correlation_id, reply))
+                        sock.sendall(
+                            encode_response(
+                                key, frame.api_version, frame.correlation_id, reply
+                            )
+                        )
 
         threading.Thread(target=serve, daemon=True).start()
         producer = confluent_kafka.Producer(
-            {"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "fuzz-capture"})
+            {"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "fuzz-capture"}
+        )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and sum(f[1] == 72 for f in frames) < 2:
             producer.poll(0.05)
@@ -225,7 +289,9 @@ def capture() -> None:
         done.wait(5)
         listener.close()
         for index, raw in enumerate(frames):
-            name = f"librdkafka-{codec.name.lower()}-{index:02d}-key{raw[1]}-v{raw[3]}.bin"
+            name = (
+                f"librdkafka-{codec.name.lower()}-{index:02d}-key{raw[1]}-v{raw[3]}.bin"
+            )
             (CAPTURED / name).write_bytes(raw)
         print(f"captured {len(frames)} frames with {codec.name}", file=sys.stderr)
 
@@ -242,8 +308,12 @@ def served_seeds() -> Iterator[tuple[str, bytes]]:
             drawn: list[object] = []
             strategy = message_strategy(spec, version)
 
-            @settings(derandomize=True, max_examples=EXAMPLES_PER_VERSION, database=None,
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                derandomize=True,
+                max_examples=EXAMPLES_PER_VERSION,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
             @given(st.data())
             def draw(data: st.DataObject) -> None:
                 drawn.append(data.draw(strategy))  # noqa: B023 - called right here
@@ -283,20 +353,34 @@ def golden_responses() -> Iterator[tuple[str, bytes]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--capture", action="store_true", help="capture librdkafka traffic")
+    parser.add_argument(
+        "--capture", action="store_true", help="capture librdkafka traffic"
+    )
     args = parser.parse_args()
     if args.capture:
         capture()
     captured = sorted(CAPTURED.glob("*.bin"))
 
     payload = otlp_payload()
-    push = encode_request(72, 0, 8, "app-1", PushTelemetryRequest(
-        client_instance_id=INSTANCE_ID, subscription_id=-1262090295, terminating=True,
-        compression_type=CompressionType.ZSTD,
-        metrics=compress(CompressionType.ZSTD, payload)))[4:]
+    push = encode_request(
+        72,
+        0,
+        8,
+        "app-1",
+        PushTelemetryRequest(
+            client_instance_id=INSTANCE_ID,
+            subscription_id=-1262090295,
+            terminating=True,
+            compression_type=CompressionType.ZSTD,
+            metrics=compress(CompressionType.ZSTD, payload),
+        ),
+    )[4:]
 
-    requests = [*served_seeds(), ("kip714-get-telemetry-subscriptions.bin", GET_REQUEST),
-                ("push-zstd.bin", push)]
+    requests = [
+        *served_seeds(),
+        ("kip714-get-telemetry-subscriptions.bin", GET_REQUEST),
+        ("push-zstd.bin", push),
+    ]
     requests += [(path.name, path.read_bytes()) for path in captured]
     for name, raw in requests:
         write("serve_request", name, raw)
@@ -304,12 +388,20 @@ def main() -> None:
     for name, raw in golden_requests():
         write("gateway_request", name, raw)
     # SASL: PLAIN and SCRAM first tokens (the correlation id picks the mechanism).
-    for index, token in enumerate((b"\x00alice\x00secret", b"n,,n=alice,r=nonce123",
-                                   b"n,a=bob,n=bob,r=abc,tokenauth=true", b"")):
+    for index, token in enumerate(
+        (
+            b"\x00alice\x00secret",
+            b"n,,n=alice,r=nonce123",
+            b"n,a=bob,n=bob,r=abc,tokenauth=true",
+            b"",
+        )
+    ):
         for version in (0, 1, 2):
             raw = header(36, version, correlation_id=index) + (
-                (len(token) + 1).to_bytes(1, "big") + token + b"\x00" if version == 2
-                else len(token).to_bytes(4, "big") + token)
+                (len(token) + 1).to_bytes(1, "big") + token + b"\x00"
+                if version == 2
+                else len(token).to_bytes(4, "big") + token
+            )
             write("gateway_request", f"sasl-authenticate-v{version}-{index}.bin", raw)
 
     # serve_stream: a read size, then several frames back to back (librdkafka's own session
@@ -319,10 +411,17 @@ def main() -> None:
     stream = b"".join(len(raw).to_bytes(4, "big") + raw for raw in picked)
     for step in (0, 6, 63):
         write("serve_stream", f"frames-read-{step + 1}.bin", bytes([step]) + stream)
-    write("serve_stream", "oversized-prefix.bin", b"\x03" + (1 << 20).to_bytes(4, "big") + b"x")
+    write(
+        "serve_stream",
+        "oversized-prefix.bin",
+        b"\x03" + (1 << 20).to_bytes(4, "big") + b"x",
+    )
     if captured:
-        session = b"".join(len(p.read_bytes()).to_bytes(4, "big") + p.read_bytes()
-                           for p in captured if "-zstd-" in p.name)
+        session = b"".join(
+            len(p.read_bytes()).to_bytes(4, "big") + p.read_bytes()
+            for p in captured
+            if "-zstd-" in p.name
+        )
         write("serve_stream", "librdkafka-zstd-session.bin", b"\x1f" + session)
 
     for name, seed in golden_responses():
@@ -334,10 +433,15 @@ def main() -> None:
         for codec in CompressionType:
             for bound in (0, 1):
                 seed = bytes([int(codec) | bound << 3]) + compress(codec, data)
-                write("decompress", f"{codec.name.lower()}-{name}-bound{bound}.bin", seed)
-        write("decompress", f"snappy-xerial-{name}.bin",
-              bytes([CompressionType.SNAPPY]) + compress(CompressionType.SNAPPY, data,
-                                                         snappy_xerial=True))
+                write(
+                    "decompress", f"{codec.name.lower()}-{name}-bound{bound}.bin", seed
+                )
+        write(
+            "decompress",
+            f"snappy-xerial-{name}.bin",
+            bytes([CompressionType.SNAPPY])
+            + compress(CompressionType.SNAPPY, data, snappy_xerial=True),
+        )
     for name, codec, data in bombs():
         write("decompress", f"bomb-{name}.bin", bytes([int(codec)]) + data)
     write("otlp_metrics", "librdkafka-like.bin", payload)
@@ -353,12 +457,18 @@ def main() -> None:
         assert frame is not None
         push_request = decode_request(frame)
         metrics = bytes(push_request.metrics)
-        write("decompress", f"{path.stem}.bin", bytes([push_request.compression_type]) + metrics)
+        write(
+            "decompress",
+            f"{path.stem}.bin",
+            bytes([push_request.compression_type]) + metrics,
+        )
         from proto import decompress as decompress_payload
 
         plain = decompress_payload(push_request.compression_type, metrics, 1 << 20)
         write("otlp_metrics", f"{path.stem}.bin", plain)
-    counts = {d.name: len(list(d.iterdir())) for d in sorted((HERE / "corpus").iterdir())}
+    counts = {
+        d.name: len(list(d.iterdir())) for d in sorted((HERE / "corpus").iterdir())
+    }
     print("corpus:", counts, file=sys.stderr)
 
 

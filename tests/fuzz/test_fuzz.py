@@ -41,14 +41,19 @@ def test_every_target_has_a_budget_and_seeds() -> None:
         assert list(fuzz_targets.corpus_files(name)), f"no seeds for {name}"
 
 
-def test_the_copies_are_interpreted_and_compiled(code: tuple[fuzz_targets.Code, ...]) -> None:
+def test_the_copies_are_interpreted_and_compiled(
+    code: tuple[fuzz_targets.Code, ...],
+) -> None:
     interpreted, compiled = code
     assert interpreted.connection.__file__.endswith(".py")
     assert interpreted.compression.__file__.endswith(".py")
     assert interpreted.payload.__file__.endswith(".py")
     if compiled.connection.__file__.endswith(".py"):
         pytest.skip("installed without mypyc (HATCH_BUILD_NO_HOOKS): one copy only")
-    assert interpreted.connection.ServerConnection is not compiled.connection.ServerConnection
+    assert (
+        interpreted.connection.ServerConnection
+        is not compiled.connection.ServerConnection
+    )
 
 
 def test_seeds_cover_every_served_version(code: tuple[fuzz_targets.Code, ...]) -> None:
@@ -58,7 +63,10 @@ def test_seeds_cover_every_served_version(code: tuple[fuzz_targets.Code, ...]) -
     seen = set()
     for path in fuzz_targets.corpus_files("serve_request"):
         kind, result = fuzz_targets.check(
-            fuzz_targets.TARGETS["serve_request"], interpreted, compiled, path.read_bytes()
+            fuzz_targets.TARGETS["serve_request"],
+            interpreted,
+            compiled,
+            path.read_bytes(),
         )
         if kind == "ok":
             seen.add(result[0][:2])
@@ -66,7 +74,9 @@ def test_seeds_cover_every_served_version(code: tuple[fuzz_targets.Code, ...]) -
 
 
 @pytest.mark.parametrize("target", sorted(fuzz_targets.TARGETS))
-def test_corpus_replays_without_crash(code: tuple[fuzz_targets.Code, ...], target: str) -> None:
+def test_corpus_replays_without_crash(
+    code: tuple[fuzz_targets.Code, ...], target: str
+) -> None:
     interpreted, compiled = code
     for path in fuzz_targets.corpus_files(target):
         try:
@@ -74,7 +84,9 @@ def test_corpus_replays_without_crash(code: tuple[fuzz_targets.Code, ...], targe
                 fuzz_targets.TARGETS[target], interpreted, compiled, path.read_bytes()
             )
         except Exception as exc:
-            raise AssertionError(f"{target}: seed {path.name} crashed: {exc!r}") from exc
+            raise AssertionError(
+                f"{target}: seed {path.name} crashed: {exc!r}"
+            ) from exc
 
 
 @pytest.mark.parametrize(
@@ -90,12 +102,18 @@ def test_regression_inputs(code: tuple[fuzz_targets.Code, ...], path: Path) -> N
     fuzz_targets.check(target, interpreted, compiled, path.read_bytes())
 
 
-def test_a_nan_decodes_the_same_in_both_copies(code: tuple[fuzz_targets.Code, ...]) -> None:
+def test_a_nan_decodes_the_same_in_both_copies(
+    code: tuple[fuzz_targets.Code, ...],
+) -> None:
     """The first fuzz crash: an AlterClientQuotas v0 op whose float64 value is a NaN decoded
     alike in both copies, but NaN != NaN made the outcomes differ; values compare by bits."""
     interpreted, compiled = code
-    data = (HERE / "regressions/serve_request/alter-client-quotas-nan-value.bin").read_bytes()
-    kind, _ = fuzz_targets.check(fuzz_targets.TARGETS["serve_request"], interpreted, compiled, data)
+    data = (
+        HERE / "regressions/serve_request/alter-client-quotas-nan-value.bin"
+    ).read_bytes()
+    kind, _ = fuzz_targets.check(
+        fuzz_targets.TARGETS["serve_request"], interpreted, compiled, data
+    )
     assert kind == "ok"
     assert fuzz_targets.plain(float("nan")) == fuzz_targets.plain(float("nan"))
     assert fuzz_targets.plain(0.0) != fuzz_targets.plain(-0.0)
@@ -110,7 +128,10 @@ def test_a_gzip_bomb_stops_at_the_bound(code: tuple[fuzz_targets.Code, ...]) -> 
     for bound in range(len(fuzz_targets.MAX_BYTES)):
         selector = bytes([(data[0] & 7) | bound << 3])
         assert fuzz_targets.check(
-            fuzz_targets.TARGETS["decompress"], interpreted, compiled, selector + data[1:]
+            fuzz_targets.TARGETS["decompress"],
+            interpreted,
+            compiled,
+            selector + data[1:],
         ) == ("error", "TelemetryTooLargeError")
 
 

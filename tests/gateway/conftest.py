@@ -23,7 +23,9 @@ def require(reason: str | None) -> None:
     if reason is None:
         return
     if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False)
+        pytest.fail(
+            f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False
+        )
     pytest.skip(reason)
 
 

@@ -41,10 +41,16 @@ from harness.wire import exchange
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
-from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
-from kio.schema.get_telemetry_subscriptions.v0.response import GetTelemetrySubscriptionsResponse
+from kio.schema.get_telemetry_subscriptions.v0.request import (
+    GetTelemetrySubscriptionsRequest,
+)
+from kio.schema.get_telemetry_subscriptions.v0.response import (
+    GetTelemetrySubscriptionsResponse,
+)
 from kio.schema.incremental_alter_configs.v1 import request as iac
-from kio.schema.incremental_alter_configs.v1.response import IncrementalAlterConfigsResponse
+from kio.schema.incremental_alter_configs.v1.response import (
+    IncrementalAlterConfigsResponse,
+)
 from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest
 from kio.schema.list_config_resources.v1.response import ListConfigResourcesResponse
 from kio.schema.metadata.v12 import request as mr
@@ -80,7 +86,10 @@ def topic(kafka_cluster: KafkaCluster) -> str:
 def direct(kafka_cluster: KafkaCluster) -> int:
     """A port of the cluster itself (node 1), with its own client-metrics subscriptions."""
     port = kafka_cluster.node_ports[1]["PLAINTEXT"]
-    for name, metrics in ((SHARED, CLUSTER_METRICS), (CLUSTER_ONLY, "org.apache.kafka.")):
+    for name, metrics in (
+        (SHARED, CLUSTER_METRICS),
+        (CLUSTER_ONLY, "org.apache.kafka."),
+    ):
         answer = alter(port, (client_metrics_change(name, metrics=metrics),))
         assert [r.error_code for r in answer.responses] == [ErrorCode.none]
     return port
@@ -106,8 +115,12 @@ def data_dir(gateway: RunningGateway) -> Path:
 
 
 def describe(port: int, *resources: tuple[int, str], version: int = 4) -> Any:
-    request_module = importlib.import_module(f"kio.schema.describe_configs.v{version}.request")
-    response_module = importlib.import_module(f"kio.schema.describe_configs.v{version}.response")
+    request_module = importlib.import_module(
+        f"kio.schema.describe_configs.v{version}.request"
+    )
+    response_module = importlib.import_module(
+        f"kio.schema.describe_configs.v{version}.response"
+    )
     request = request_module.DescribeConfigsRequest(
         resources=tuple(
             request_module.DescribeConfigsResource(
@@ -146,7 +159,9 @@ def topic_change(name: str, key: str, value: str) -> iac.AlterConfigsResource:
 
 def alter(port: int, resources: tuple[Any, ...], version: int = 1) -> Any:
     """IncrementalAlterConfigs (``resources`` built with v1's classes, which v0 shares)."""
-    request = iac.IncrementalAlterConfigsRequest(resources=resources, validate_only=False)
+    request = iac.IncrementalAlterConfigsRequest(
+        resources=resources, validate_only=False
+    )
     if version == 0:
         from kio.schema.incremental_alter_configs.v0 import request as v0
         from kio.schema.incremental_alter_configs.v0 import response as v0_response
@@ -158,7 +173,9 @@ def alter(port: int, resources: tuple[Any, ...], version: int = 1) -> Any:
                     resource_name=r.resource_name,
                     configs=tuple(
                         v0.AlterableConfig(
-                            name=c.name, config_operation=c.config_operation, value=c.value
+                            name=c.name,
+                            config_operation=c.config_operation,
+                            value=c.value,
                         )
                         for c in r.configs
                     ),
@@ -173,7 +190,9 @@ def alter(port: int, resources: tuple[Any, ...], version: int = 1) -> Any:
 
 def list_resources(port: int, *types: int) -> set[tuple[int, str]]:
     answer, _ = exchange(
-        port, ListConfigResourcesRequest(resource_types=types), ListConfigResourcesResponse
+        port,
+        ListConfigResourcesRequest(resource_types=types),
+        ListConfigResourcesResponse,
     )
     assert answer.error_code == ErrorCode.none
     return {(int(r.resource_type), r.resource_name) for r in answer.config_resources}
@@ -191,7 +210,15 @@ def topic_config(port: int, name: str) -> dict[str, str | None]:
 
 def ktc_describe(directory: Path, name: str) -> dict[str, str]:
     done = subprocess.run(
-        [*KTC, "subscriptions", "describe", "--data-dir", str(directory), "--name", name],
+        [
+            *KTC,
+            "subscriptions",
+            "describe",
+            "--data-dir",
+            str(directory),
+            "--name",
+            name,
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -214,7 +241,9 @@ def test_describe_client_metrics_is_answered_from_the_gateways_store(
     )
     exchange(gateway.port, metadata, MetadataResponse)  # reveals the nodes
     ports = [gateway.port, *gateway.node_ports().values()]
-    assert len(ports) > 1  # the node listeners answer the same (a Metadata revealed them)
+    assert (
+        len(ports) > 1
+    )  # the node listeners answer the same (a Metadata revealed them)
     for port in ports:
         (result,) = describe(port, (CLIENT_METRICS, SHARED)).results
         assert (result.resource_type, result.resource_name) == (CLIENT_METRICS, SHARED)
@@ -229,7 +258,11 @@ def test_describe_client_metrics_is_answered_from_the_gateways_store(
 def test_mixed_describe_answers_each_resource_from_its_side_in_request_order(
     gateway: RunningGateway, direct: int, topic: str, version: int
 ) -> None:
-    resources = [(CLIENT_METRICS, SHARED), (TOPIC, topic), (CLIENT_METRICS, CLUSTER_ONLY)]
+    resources = [
+        (CLIENT_METRICS, SHARED),
+        (TOPIC, topic),
+        (CLIENT_METRICS, CLUSTER_ONLY),
+    ]
     for order in (resources, resources[::-1], [resources[1], resources[0]]):
         answer = describe(gateway.port, *order, version=version)
         assert [(r.resource_type, r.resource_name) for r in answer.results] == order
@@ -238,7 +271,9 @@ def test_mixed_describe_answers_each_resource_from_its_side_in_request_order(
                 (kafka,) = describe(direct, (TOPIC, topic), version=version).results
                 assert result == kafka
             else:
-                (own,) = describe(gateway.port, (CLIENT_METRICS, name), version=version).results
+                (own,) = describe(
+                    gateway.port, (CLIENT_METRICS, name), version=version
+                ).results
                 assert result == own
     # A name only the cluster has is not the gateway's: its defaults, not the cluster's
     # metrics.
@@ -261,7 +296,9 @@ def test_alter_client_metrics_changes_the_gateways_store_not_the_clusters(
     answer = alter(
         gateway.port,
         (
-            client_metrics_change(new, metrics="org.apache.kafka.consumer.", interval_ms="2000"),
+            client_metrics_change(
+                new, metrics="org.apache.kafka.consumer.", interval_ms="2000"
+            ),
             client_metrics_change(SHARED, interval_ms="3000"),
         ),
     )
@@ -302,7 +339,9 @@ def test_mixed_alter_applies_each_resource_on_its_side(
         ),
         version,
     )
-    assert [(r.resource_type, r.resource_name, r.error_code) for r in answer.responses] == [
+    assert [
+        (r.resource_type, r.resource_name, r.error_code) for r in answer.responses
+    ] == [
         (TOPIC, topic, ErrorCode.none),
         (CLIENT_METRICS, new, ErrorCode.none),
     ]
@@ -311,7 +350,10 @@ def test_mixed_alter_applies_each_resource_on_its_side(
         timeout_s=30,
         what="the topic change on the cluster",
     )
-    assert ktc_describe(data_dir(gateway), new)["metrics"] == "org.apache.kafka.producer.record"
+    assert (
+        ktc_describe(data_dir(gateway), new)["metrics"]
+        == "org.apache.kafka.producer.record"
+    )
     assert (CLIENT_METRICS, new) not in list_resources(direct, CLIENT_METRICS)
     # Each side's errors stay on its resources, in request order.
     answer = alter(
@@ -323,12 +365,16 @@ def test_mixed_alter_applies_each_resource_on_its_side(
         ),
         version,
     )
-    assert [(r.resource_type, r.resource_name, r.error_code) for r in answer.responses] == [
+    assert [
+        (r.resource_type, r.resource_name, r.error_code) for r in answer.responses
+    ] == [
         (CLIENT_METRICS, new, ErrorCode.none),
         (TOPIC, topic, ErrorCode.invalid_config),
         (CLIENT_METRICS, "", ErrorCode.invalid_request),
     ]
-    assert new not in ktc_describe_names(data_dir(gateway))  # every key deleted: removed
+    assert new not in ktc_describe_names(
+        data_dir(gateway)
+    )  # every key deleted: removed
     assert topic_config(direct, topic)["cleanup.policy"] == "delete"
 
 
@@ -349,7 +395,9 @@ def ktc_describe_names(directory: Path) -> set[str]:
 def test_list_config_resources_lists_the_gateways_client_metrics_and_the_clusters_rest(
     gateway: RunningGateway, direct: int, topic: str
 ) -> None:
-    gateway_names = {(CLIENT_METRICS, name) for name in ktc_describe_names(data_dir(gateway))}
+    gateway_names = {
+        (CLIENT_METRICS, name) for name in ktc_describe_names(data_dir(gateway))
+    }
     assert (CLIENT_METRICS, SHARED) in gateway_names
     kafka_all = list_resources(direct)
     assert (CLIENT_METRICS, CLUSTER_ONLY) in kafka_all and (TOPIC, topic) in kafka_all
@@ -371,9 +419,13 @@ def test_list_config_resources_lists_the_gateways_client_metrics_and_the_cluster
     from kio.schema.list_config_resources.v0 import response as v0_response
 
     answer, _ = exchange(
-        gateway.port, v0.ListConfigResourcesRequest(), v0_response.ListConfigResourcesResponse
+        gateway.port,
+        v0.ListConfigResourcesRequest(),
+        v0_response.ListConfigResourcesResponse,
     )
-    assert {(CLIENT_METRICS, r.resource_name) for r in answer.config_resources} == gateway_names
+    assert {
+        (CLIENT_METRICS, r.resource_name) for r in answer.config_resources
+    } == gateway_names
 
 
 # ---- the CLI on a running gateway's data dir ---------------------------------------------
@@ -414,7 +466,9 @@ def test_ktc_subscriptions_alter_reaches_clients_through_the_gateway(
         capture_output=True,
         timeout=60,
     )
-    eventually_sync(lambda: metric in requested(), timeout_s=30, what="the new subscription")
+    eventually_sync(
+        lambda: metric in requested(), timeout_s=30, what="the new subscription"
+    )
     # Only the client it matches.
     answer, _ = exchange(
         gateway.port,
@@ -446,14 +500,21 @@ def test_list_config_resources_in_front_of_an_upstream_without_it(
     ListConfigResources itself, as ``ktc serve`` does."""
     versions, _ = exchange(
         tansu_gateway.port,
-        ApiVersionsRequest(client_software_name="ktc-admin-test", client_software_version="1"),
+        ApiVersionsRequest(
+            client_software_name="ktc-admin-test", client_software_version="1"
+        ),
         ApiVersionsResponse,
     )  # what a client asks first; the gateway learns what the upstream lists from it
-    listed = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in versions.api_keys}
+    listed = {
+        int(k.api_key): (int(k.min_version), int(k.max_version))
+        for k in versions.api_keys
+    }
     assert listed[74] == (0, 1)
     direct, _ = exchange(
         tansu_broker.port,
-        ApiVersionsRequest(client_software_name="ktc-admin-test", client_software_version="1"),
+        ApiVersionsRequest(
+            client_software_name="ktc-admin-test", client_software_version="1"
+        ),
         ApiVersionsResponse,
     )
     assert 74 not in {int(k.api_key) for k in direct.api_keys}

@@ -27,7 +27,10 @@ def test_without_an_upstream_it_says_what_is_missing(tmp_path: Path) -> None:
     [
         (["--upstream", "kafka-1"], "gateway.upstream.bootstrap.servers"),
         (["--upstream", "kafka-1:0"], "gateway.upstream.bootstrap.servers"),
-        (["--upstream", "k:9092", "--broker-port-start", "70000"], "gateway.broker.port.start"),
+        (
+            ["--upstream", "k:9092", "--broker-port-start", "70000"],
+            "gateway.broker.port.start",
+        ),
     ],
 )
 def test_a_bad_value_names_its_key(tmp_path: Path, args: list[str], named: str) -> None:
@@ -36,7 +39,9 @@ def test_a_bad_value_names_its_key(tmp_path: Path, args: list[str], named: str) 
     assert named in output
 
 
-def test_an_upstream_security_protocol_it_does_not_speak_is_refused(tmp_path: Path) -> None:
+def test_an_upstream_security_protocol_it_does_not_speak_is_refused(
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "ktc.yaml"
     config.write_text(
         "gateway.upstream.bootstrap.servers: k:9092\n"

@@ -45,7 +45,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, ElectionType, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    ElectionType,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 from gateway_harness import RunningGateway, wait_for
 from harness import _proc
@@ -73,18 +79,25 @@ def metric(text: str, name: str, **labels: str) -> float:
     """The value of one sample in Prometheus exposition text (0 when absent)."""
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+            if sample.name == name and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
                 return sample.value
     return 0.0
 
 
 def failures(gateway: RunningGateway, node: str, reason: str) -> float:
     return metric(
-        gateway.metrics_text(), "ktc_gateway_upstream_failures_total", node=node, reason=reason
+        gateway.metrics_text(),
+        "ktc_gateway_upstream_failures_total",
+        node=node,
+        reason=reason,
     )
 
 
-def log_lines(caplog: pytest.LogCaptureFixture, since: int, level: int, text: str) -> list[str]:
+def log_lines(
+    caplog: pytest.LogCaptureFixture, since: int, level: int, text: str
+) -> list[str]:
     return [
         r.getMessage()
         for r in caplog.records[since:]
@@ -107,7 +120,9 @@ _correlation = itertools.count(1)
 class KafkaSocket:
     """One raw Kafka connection kept open: requests written with kio, or any bytes."""
 
-    def __init__(self, port: int, *, client_id: str = "ktc-faults", timeout: float = 10.0) -> None:
+    def __init__(
+        self, port: int, *, client_id: str = "ktc-faults", timeout: float = 10.0
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.client_id = client_id
 
@@ -162,7 +177,9 @@ class KafkaSocket:
 def api_versions_request() -> Any:
     from kio.schema.api_versions.v3.request import ApiVersionsRequest
 
-    return ApiVersionsRequest(client_software_name="ktc-faults", client_software_version="1")
+    return ApiVersionsRequest(
+        client_software_name="ktc-faults", client_software_version="1"
+    )
 
 
 def api_versions_response() -> Any:
@@ -203,7 +220,9 @@ class KeyedProducer:
     """A librdkafka producer (acks=all, idempotent) on its own thread, producing keyed
     records until stopped, at most ``window`` unacknowledged; keeps every acknowledged key."""
 
-    def __init__(self, name: str, bootstrap: str, topic: str, window: int = 2000) -> None:
+    def __init__(
+        self, name: str, bootstrap: str, topic: str, window: int = 2000
+    ) -> None:
         self.name = name
         self.topic = topic
         self.window = window
@@ -225,7 +244,9 @@ class KeyedProducer:
             }
         )
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"producer-{name}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"producer-{name}", daemon=True
+        )
 
     def start(self) -> KeyedProducer:
         self._thread.start()
@@ -246,7 +267,9 @@ class KeyedProducer:
                 continue
             for _ in range(50):
                 key = f"{self.name}-{next(sequence)}"
-                producer.produce(self.topic, key=key, value=b"v" * 100, on_delivery=self._delivered)
+                producer.produce(
+                    self.topic, key=key, value=b"v" * 100, on_delivery=self._delivered
+                )
             producer.poll(0.01)
         producer.flush(120)
 
@@ -255,7 +278,9 @@ class KeyedProducer:
         self._thread.join(180)
 
 
-def count_by_key(cluster: KafkaCluster, topic: str, partitions: int) -> collections.Counter[str]:
+def count_by_key(
+    cluster: KafkaCluster, topic: str, partitions: int
+) -> collections.Counter[str]:
     """Every record of ``topic``, read straight from the cluster (not through the gateway)."""
     consumer = Consumer(
         {
@@ -270,7 +295,9 @@ def count_by_key(cluster: KafkaCluster, topic: str, partitions: int) -> collecti
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
             for p in range(partitions)
         }
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
         counts: collections.Counter[str] = collections.Counter()
         positions = dict.fromkeys(range(partitions), 0)
 
@@ -302,7 +329,9 @@ def test_a_broker_killed_under_produce_load(
     caplog.set_level(logging.DEBUG, logger=OUTAGES)
     topic = topic_name("gw-kill")
     producers: list[KeyedProducer] = []
-    with RunningGateway(tmp_path / "data", kafka_cluster.bootstrap_servers()) as gateway:
+    with RunningGateway(
+        tmp_path / "data", kafka_cluster.bootstrap_servers()
+    ) as gateway:
         admin = AdminClient({"bootstrap.servers": gateway.bootstrap, "log_level": 3})
         admin.create_topics([NewTopic(topic, 6, 3)])[topic].result(timeout=60)
         kafka_cluster.wait_in_sync([topic])
@@ -312,15 +341,21 @@ def test_a_broker_killed_under_produce_load(
 
         def pairs_of_victim() -> int:
             return gateway.call(
-                lambda: sum(1 for pair in server.gateway.pairs if pair.node_id == victim)  # type: ignore[union-attr]
+                lambda: sum(
+                    1 for pair in server.gateway.pairs if pair.node_id == victim
+                )  # type: ignore[union-attr]
             )
 
         try:
             producers = [
-                KeyedProducer(f"kill-{n}", gateway.bootstrap, topic).start() for n in range(2)
+                KeyedProducer(f"kill-{n}", gateway.bootstrap, topic).start()
+                for n in range(2)
             ]
             wait_for(
-                lambda: all(len(p.acked) >= 500 for p in producers) and pairs_of_victim() >= 2,
+                lambda: (
+                    all(len(p.acked) >= 500 for p in producers)
+                    and pairs_of_victim() >= 2
+                ),
                 timeout_s=60,
                 what="both producers acknowledged and connected to the victim through the gateway",
             )
@@ -350,13 +385,16 @@ def test_a_broker_killed_under_produce_load(
             acked = [len(p.acked) for p in producers]
             wait_for(
                 lambda: all(
-                    len(p.acked) >= n + 3000 for p, n in zip(producers, acked, strict=True)
+                    len(p.acked) >= n + 3000
+                    for p, n in zip(producers, acked, strict=True)
                 ),
                 timeout_s=90,
                 what="3000 more records acknowledged per producer after the kill",
             )
             # One log line for the outage, however many connections failed meanwhile.
-            down = log_lines(caplog, mark, logging.WARNING, f"upstream node {victim} is down")
+            down = log_lines(
+                caplog, mark, logging.WARNING, f"upstream node {victim} is down"
+            )
             assert len(down) == 1, down
             assert not closing_lines(caplog, mark)  # per connection: DEBUG only
             assert not [r for r in caplog.records[mark:] if r.levelno >= logging.ERROR]
@@ -386,19 +424,29 @@ def test_a_broker_killed_under_produce_load(
             acked = [len(p.acked) for p in producers]
             wait_for(
                 lambda: all(
-                    len(p.acked) >= n + 1000 for p, n in zip(producers, acked, strict=True)
+                    len(p.acked) >= n + 1000
+                    for p, n in zip(producers, acked, strict=True)
                 ),
                 timeout_s=60,
                 what="1000 more records acknowledged per producer after the restart",
             )
-            back = log_lines(caplog, mark, logging.INFO, f"upstream node {victim} is back")
+            back = log_lines(
+                caplog, mark, logging.INFO, f"upstream node {victim} is back"
+            )
             assert len(back) == 1, back
             assert pairs_of_victim() >= 2
             assert (
-                metric(gateway.metrics_text(), "ktc_gateway_upstream_down", node=str(victim)) == 0
+                metric(
+                    gateway.metrics_text(),
+                    "ktc_gateway_upstream_down",
+                    node=str(victim),
+                )
+                == 0
             )
             # Every broker connection the producers made went to a gateway port.
-            gateway_addresses = {f"127.0.0.1:{port}" for port in gateway.gateway_ports()}
+            gateway_addresses = {
+                f"127.0.0.1:{port}" for port in gateway.gateway_ports()
+            }
             for producer in producers:
                 assert set(producer.stats.brokers) <= gateway_addresses
         finally:
@@ -413,7 +461,9 @@ def test_a_broker_killed_under_produce_load(
     counts = count_by_key(kafka_cluster, topic, 6)
     acked = set().union(*(p.acked for p in producers))
     missing = acked - set(counts)
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    assert not missing, (
+        f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
+    )
     doubled = [key for key in acked if counts[key] > 1]
     assert not doubled, f"{len(doubled)} records written twice, e.g. {doubled[:5]}"
 
@@ -450,11 +500,18 @@ def test_an_unreachable_upstream_closes_clients_and_the_gateway_keeps_serving(
             timeout_s=30,
             what="five failed upstream connections counted",
         )
-        down = log_lines(caplog, 0, logging.WARNING, "upstream bootstrap servers are down")
+        down = log_lines(
+            caplog, 0, logging.WARNING, "upstream bootstrap servers are down"
+        )
         assert len(down) == 1, down
         assert not closing_lines(caplog, 0)  # per connection: DEBUG only
         assert f"127.0.0.1:{port}" in down[0]
-        assert metric(gateway.metrics_text(), "ktc_gateway_upstream_down", node="bootstrap") == 1
+        assert (
+            metric(
+                gateway.metrics_text(), "ktc_gateway_upstream_down", node="bootstrap"
+            )
+            == 1
+        )
 
         # The gateway keeps serving: /metrics over HTTP, and every new connection is
         # accepted and closed (not left hanging).
@@ -477,10 +534,17 @@ def test_an_unreachable_upstream_closes_clients_and_the_gateway_keeps_serving(
             assert [f"{b.host}:{b.port}" for b in metadata.brokers.values()] == [
                 f"127.0.0.1:{node_ports[b.id]}" for b in metadata.brokers.values()
             ]
-            back = log_lines(caplog, 0, logging.INFO, "upstream bootstrap servers are back")
+            back = log_lines(
+                caplog, 0, logging.INFO, "upstream bootstrap servers are back"
+            )
             assert len(back) == 1, back
             assert (
-                metric(gateway.metrics_text(), "ktc_gateway_upstream_down", node="bootstrap") == 0
+                metric(
+                    gateway.metrics_text(),
+                    "ktc_gateway_upstream_down",
+                    node="bootstrap",
+                )
+                == 0
             )
             assert len(log_lines(caplog, 0, logging.WARNING, "")) == 1
 
@@ -495,7 +559,10 @@ def _frame(payload: bytes) -> bytes:
 def request_header(
     api_key: int, version: int, correlation_id: int, client_id: bytes = b"bad"
 ) -> bytes:
-    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return (
+        struct.pack(">hhih", api_key, version, correlation_id, len(client_id))
+        + client_id
+    )
 
 
 @pytest.mark.parametrize(
@@ -513,17 +580,24 @@ def request_header(
     ids=["oversized", "negative-size", "unknown-api-key", "truncated-produce"],
 )
 def test_a_malformed_client_frame_closes_only_that_connection(
-    kafka_cluster: KafkaCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture, frame: bytes
+    kafka_cluster: KafkaCluster,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    frame: bytes,
 ) -> None:
     caplog.set_level(logging.INFO)
     topic = topic_name("gw-bad-client")
-    with RunningGateway(tmp_path / "data", kafka_cluster.bootstrap_servers()) as gateway:
+    with RunningGateway(
+        tmp_path / "data", kafka_cluster.bootstrap_servers()
+    ) as gateway:
         admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
         admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(timeout=60)
         producer = KeyedProducer("bystander", gateway.bootstrap, topic).start()
         try:
             wait_for(
-                lambda: len(producer.acked) >= 500, timeout_s=60, what="the bystander producing"
+                lambda: len(producer.acked) >= 500,
+                timeout_s=60,
+                what="the bystander producing",
             )
             server = gateway.gateway_server
             pairs = gateway.call(lambda: len(server.gateway.pairs))  # type: ignore[union-attr]
@@ -543,9 +617,16 @@ def test_a_malformed_client_frame_closes_only_that_connection(
                 timeout_s=10,
                 what="the bad client's pair gone",
             )
-            assert metric(gateway.metrics_text(), "ktc_connections_closed_on_error_total") == 1
-            closing = [r for r in caplog.records if "closing connection" in r.getMessage()]
-            assert len(closing) == 1 and not closing[0].exc_info, [r.getMessage() for r in closing]
+            assert (
+                metric(gateway.metrics_text(), "ktc_connections_closed_on_error_total")
+                == 1
+            )
+            closing = [
+                r for r in caplog.records if "closing connection" in r.getMessage()
+            ]
+            assert len(closing) == 1 and not closing[0].exc_info, [
+                r.getMessage() for r in closing
+            ]
 
             # Everyone else carries on: the bystander never lost a connection, and a new
             # client on the same listener is answered.
@@ -555,9 +636,9 @@ def test_a_malformed_client_frame_closes_only_that_connection(
                 timeout_s=60,
                 what="the bystander going on",
             )
-            assert all(b["disconnects"] == 0 for b in producer.stats.brokers.values()), (
-                producer.stats.brokers
-            )
+            assert all(
+                b["disconnects"] == 0 for b in producer.stats.brokers.values()
+            ), producer.stats.brokers
             good = KafkaSocket(gateway.port)
             correlation_id = good.send(api_versions_request())
             assert good.receive(api_versions_response(), correlation_id).error_code == 0
@@ -654,11 +735,15 @@ GARBAGE: dict[str, Callable[[int], bytes]] = {
 
 @pytest.mark.parametrize("garbage", sorted(GARBAGE))
 def test_a_malformed_upstream_response_closes_only_that_pair(
-    kafka_cluster: KafkaCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture, garbage: str
+    kafka_cluster: KafkaCluster,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    garbage: str,
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=OUTAGES)
     relay = BreakingRelay(
-        kafka_cluster.node_ports[kafka_cluster.node_ids[0]]["PLAINTEXT"], GARBAGE[garbage]
+        kafka_cluster.node_ports[kafka_cluster.node_ids[0]]["PLAINTEXT"],
+        GARBAGE[garbage],
     )
     topic = topic_name("gw-bad-upstream")
     try:
@@ -668,7 +753,9 @@ def test_a_malformed_upstream_response_closes_only_that_pair(
             producer = KeyedProducer("bystander", gateway.bootstrap, topic).start()
             try:
                 wait_for(
-                    lambda: len(producer.acked) >= 500, timeout_s=60, what="the bystander producing"
+                    lambda: len(producer.acked) >= 500,
+                    timeout_s=60,
+                    what="the bystander producing",
                 )
 
                 broken = KafkaSocket(gateway.port, client_id="break-me")
@@ -687,7 +774,10 @@ def test_a_malformed_upstream_response_closes_only_that_pair(
                 # The other pairs, through the same relay and to the brokers, carry on.
                 fine = KafkaSocket(gateway.port, client_id="fine")
                 correlation_id = fine.send(api_versions_request())
-                assert fine.receive(api_versions_response(), correlation_id).error_code == 0
+                assert (
+                    fine.receive(api_versions_response(), correlation_id).error_code
+                    == 0
+                )
                 fine.close()
                 acked = len(producer.acked)
                 wait_for(
@@ -695,11 +785,15 @@ def test_a_malformed_upstream_response_closes_only_that_pair(
                     timeout_s=60,
                     what="the bystander going on",
                 )
-                assert all(b["disconnects"] == 0 for b in producer.stats.brokers.values()), (
-                    producer.stats.brokers
-                )
+                assert all(
+                    b["disconnects"] == 0 for b in producer.stats.brokers.values()
+                ), producer.stats.brokers
                 assert (
-                    metric(gateway.metrics_text(), "ktc_gateway_upstream_down", node="bootstrap")
+                    metric(
+                        gateway.metrics_text(),
+                        "ktc_gateway_upstream_down",
+                        node="bootstrap",
+                    )
                     == 0
                 )
             finally:
@@ -789,9 +883,9 @@ def test_sigterm_answers_requests_in_flight_then_closes(
             return response.read().decode()
 
     # Metadata through the gateway: the leader of partition 0 at its gateway port.
-    metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{bootstrap_port}"}).list_topics(
-        topic, timeout=30
-    )
+    metadata = AdminClient(
+        {"bootstrap.servers": f"127.0.0.1:{bootstrap_port}"}
+    ).list_topics(topic, timeout=30)
     leader = metadata.topics[topic].partitions[0].leader
     leader_port = metadata.brokers[leader].port
 
@@ -808,7 +902,9 @@ def test_sigterm_answers_requests_in_flight_then_closes(
                 topic=topic,
                 partitions=(
                     fetch.FetchPartition(
-                        partition=i32(0), fetch_offset=i64(0), partition_max_bytes=i32(1 << 20)
+                        partition=i32(0),
+                        fetch_offset=i64(0),
+                        partition_max_bytes=i32(1 << 20),
                     ),
                 ),
             ),
@@ -829,7 +925,11 @@ def test_sigterm_answers_requests_in_flight_then_closes(
     # The idle connection closes at once, the bootstrap listener stops accepting ...
     assert idle.closed_by_peer()
     assert time.monotonic() - sent < 1.5, "the idle connection waited for the Fetch"
-    wait_for(lambda: not _proc.port_open(bootstrap_port), timeout_s=5, what="the listener closed")
+    wait_for(
+        lambda: not _proc.port_open(bootstrap_port),
+        timeout_s=5,
+        what="the listener closed",
+    )
     # ... the Fetch in flight is answered (the broker's full wait), then its connection closes.
     response = fetching.receive(FetchResponse, correlation_id)
     assert time.monotonic() - sent >= 1.5
@@ -855,7 +955,8 @@ def test_the_learned_topology_survives_a_restart(
     assert sorted(learned) == kafka_cluster.node_ids
     saved = json.loads((data_dir / "gateway-topology.json").read_text())
     assert saved["upstream"] == {
-        str(n): ["127.0.0.1", ports["PLAINTEXT"]] for n, ports in kafka_cluster.node_ports.items()
+        str(n): ["127.0.0.1", ports["PLAINTEXT"]]
+        for n, ports in kafka_cluster.node_ports.items()
     }
 
     with RunningGateway(data_dir, kafka_cluster.bootstrap_servers()) as gateway:
@@ -864,9 +965,9 @@ def test_the_learned_topology_survives_a_restart(
         assert sorted(node_ports) == kafka_cluster.node_ids
         # ... so a client whose cached metadata names a node's port is served there.
         node = kafka_cluster.node_ids[1]
-        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{node_ports[node]}"}).list_topics(
-            timeout=30
-        )
+        metadata = AdminClient(
+            {"bootstrap.servers": f"127.0.0.1:{node_ports[node]}"}
+        ).list_topics(timeout=30)
         assert {f"{b.host}:{b.port}" for b in metadata.brokers.values()} == {
             f"127.0.0.1:{port}" for port in node_ports.values()
         }

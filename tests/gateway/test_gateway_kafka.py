@@ -47,12 +47,18 @@ def metric_names(record: LandingRecord) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def gateway(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+def gateway(
+    kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
     data_dir = tmp_path_factory.mktemp("gateway") / "data"
     store = ConfigStore(data_dir)
     # Producers and consumers each get their own prefix; nothing else is subscribed.
-    store.alter_subscription("producers", {"metrics": PRODUCER_METRICS, "interval.ms": "1000"}, [])
-    store.alter_subscription("consumers", {"metrics": CONSUMER_METRICS, "interval.ms": "1000"}, [])
+    store.alter_subscription(
+        "producers", {"metrics": PRODUCER_METRICS, "interval.ms": "1000"}, []
+    )
+    store.alter_subscription(
+        "consumers", {"metrics": CONSUMER_METRICS, "interval.ms": "1000"}, []
+    )
     with RunningGateway(data_dir, kafka_cluster.bootstrap_servers()) as running:
         yield running
 
@@ -70,11 +76,15 @@ class BrokerStats:
     def __call__(self, raw: str) -> None:
         for broker in json.loads(raw).get("brokers", {}).values():
             # Logical brokers (a coordinator not chosen yet) have no address: "".
-            if broker["nodename"] and (broker.get("state") == "UP" or broker.get("connects", 0) > 0):
+            if broker["nodename"] and (
+                broker.get("state") == "UP" or broker.get("connects", 0) > 0
+            ):
                 self.addresses.add(broker["nodename"])
 
 
-def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: KafkaCluster) -> None:
+def test_librdkafka_through_the_gateway(
+    gateway: RunningGateway, kafka_cluster: KafkaCluster
+) -> None:
     stats = BrokerStats()
     common: dict[str, Any] = {
         "bootstrap.servers": gateway.bootstrap,
@@ -103,7 +113,13 @@ def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: 
             errors.append(error)
 
     producer = Producer(
-        {**common, "client.id": "gw-producer", "acks": "all", "enable.idempotence": True, "linger.ms": 5}
+        {
+            **common,
+            "client.id": "gw-producer",
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
     )
     keys = [f"k-{i}" for i in range(10_000)]
     for key in keys:
@@ -113,7 +129,9 @@ def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: 
     assert not errors, errors[:3]
     assert acked == set(keys)
 
-    txn = Producer({**common, "client.id": "gw-txn", "transactional.id": topic_name("txn")})
+    txn = Producer(
+        {**common, "client.id": "gw-txn", "transactional.id": topic_name("txn")}
+    )
     txn.init_transactions(60)
     txn.begin_transaction()
     txn_keys = [f"t-{i}" for i in range(100)]
@@ -143,7 +161,12 @@ def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: 
                 consumed.add(message.key().decode())
             return len(consumed) == len(keys) + len(txn_keys)
 
-        wait_for(consume, timeout_s=120, what="every record consumed through the gateway", poll_s=0)
+        wait_for(
+            consume,
+            timeout_s=120,
+            what="every record consumed through the gateway",
+            poll_s=0,
+        )
         consumer.commit(asynchronous=False)
         committed = consumer.committed(consumer.assignment(), timeout=30)
         assert sorted(tp.partition for tp in committed) == list(range(6))
@@ -152,11 +175,20 @@ def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: 
         # Telemetry: the producer's and the consumer's pushes land at the gateway, with the
         # upstream cluster id, and only the subscribed metrics.
         def landed(client_id: str) -> list[LandingRecord]:
-            return [r for r in gateway.landed() if r.context.client_id == client_id and r.payload]
+            return [
+                r
+                for r in gateway.landed()
+                if r.context.client_id == client_id and r.payload
+            ]
 
-        for client_id, prefix in (("gw-producer", PRODUCER_METRICS), ("gw-consumer", CONSUMER_METRICS)):
+        for client_id, prefix in (
+            ("gw-producer", PRODUCER_METRICS),
+            ("gw-consumer", CONSUMER_METRICS),
+        ):
             records = wait_for(
-                lambda c=client_id: landed(c), timeout_s=30, what=f"a telemetry push from {client_id}"
+                lambda c=client_id: landed(c),
+                timeout_s=30,
+                what=f"a telemetry push from {client_id}",
             )
             for record in records:
                 assert record.context.upstream_cluster_id == cluster.cluster_id
@@ -170,11 +202,15 @@ def test_librdkafka_through_the_gateway(gateway: RunningGateway, kafka_cluster: 
 
     # Every broker connection the clients made went through the gateway.
     assert stats.addresses, "no statistics arrived"
-    assert stats.addresses <= gateway_addresses(gateway) | {gateway.bootstrap}, stats.addresses
+    assert stats.addresses <= gateway_addresses(gateway) | {gateway.bootstrap}, (
+        stats.addresses
+    )
 
 
 def test_java_client_through_the_gateway(
-    gateway: RunningGateway, kafka_cluster: KafkaCluster, java_clients: Callable[..., dict[str, Any]]
+    gateway: RunningGateway,
+    kafka_cluster: KafkaCluster,
+    java_clients: Callable[..., dict[str, Any]],
 ) -> None:
     topic = topic_name("gw-java")
     result = java_clients(
@@ -192,7 +228,9 @@ def test_java_client_through_the_gateway(
     gateway_addrs = gateway_addresses(gateway)
     assert set(result["nodes"].values()) <= gateway_addrs
     # psutil saw every TCP connection of the JVM: all of them to gateway ports.
-    assert result["remote_endpoints"] and set(result["remote_endpoints"]) <= gateway_addrs
+    assert (
+        result["remote_endpoints"] and set(result["remote_endpoints"]) <= gateway_addrs
+    )
 
     java_records = wait_for(
         lambda: [
@@ -245,7 +283,9 @@ def test_a_node_port_serves_before_any_metadata_passed(
         kafka_cluster.bootstrap_servers(),
         **{"gateway.broker.port.start": base, "gateway.max.nodes": 4},
     ) as fresh:
-        assert fresh.node_ports() == {n: base + n for n in range(4)}  # bound, none learned
+        assert fresh.node_ports() == {
+            n: base + n for n in range(4)
+        }  # bound, none learned
         node_2 = f"127.0.0.1:{base + 2}"
         metadata = AdminClient({"bootstrap.servers": node_2}).list_topics(timeout=30)
         assert sorted(metadata.brokers) == [1, 2, 3]

@@ -29,10 +29,18 @@ METRICS = "org.apache.kafka.producer.,org.apache.kafka.consumer."
 
 
 @pytest.fixture(scope="module")
-def gateway(kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningGateway]:
+def gateway(
+    kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningGateway]:
     data_dir = tmp_path_factory.mktemp("live-clients") / "data"
     ConfigStore(data_dir).alter_subscription(
-        "java", {"metrics": METRICS, "interval.ms": str(INTERVAL_MS), "match": f"client_id={CLIENT_ID}"})
+        "java",
+        {
+            "metrics": METRICS,
+            "interval.ms": str(INTERVAL_MS),
+            "match": f"client_id={CLIENT_ID}",
+        },
+    )
     with RunningGateway(data_dir, kafka_cluster.bootstrap_servers()) as running:
         yield running
 
@@ -46,8 +54,14 @@ def test_java_clients_in_the_live_view_while_they_run_then_gone(
 
     def run() -> None:
         outcome["result"] = java_clients(
-            gateway.bootstrap, f"live-{uuid.uuid4().hex[:6]}", records=20_000, txn_records=50,
-            partitions=3, replication_factor=1, client_props={"client.id": CLIENT_ID}, timeout=240,
+            gateway.bootstrap,
+            f"live-{uuid.uuid4().hex[:6]}",
+            records=20_000,
+            txn_records=50,
+            partitions=3,
+            replication_factor=1,
+            client_props={"client.id": CLIENT_ID},
+            timeout=240,
         )
 
     runner = threading.Thread(target=run, name="java-clients", daemon=True)
@@ -61,12 +75,24 @@ def test_java_clients_in_the_live_view_while_they_run_then_gone(
         return bool(seen) or not runner.is_alive()
 
     wait_for(pushed, timeout_s=240, what="a Java client instance with an accepted push")
-    listed = CliRunner().invoke(cli, ["clients", "--server", server, "--format", "json",
-                                      "--filter", f"client_id={CLIENT_ID}"])
+    listed = CliRunner().invoke(
+        cli,
+        [
+            "clients",
+            "--server",
+            server,
+            "--format",
+            "json",
+            "--filter",
+            f"client_id={CLIENT_ID}",
+        ],
+    )
     runner.join(300)
     result = outcome["result"]
     assert result["ok"], (result["errors"], result["stderr_tail"])
-    assert seen, "no Java instance was listed with an accepted push while the clients ran"
+    assert seen, (
+        "no Java instance was listed with an accepted push while the clients ran"
+    )
     assert listed.exit_code == 0, listed.output
 
     landed = gateway.landed()
@@ -75,8 +101,16 @@ def test_java_clients_in_the_live_view_while_they_run_then_gone(
         assert mine, f"no landed push of {instance}"
         context = mine[0].context
         assert entry["client_id"] == CLIENT_ID
-        assert entry["client_software_name"] == "apache-kafka-java" == context.client_software_name
-        assert entry["client_software_version"] == "4.4.0" == context.client_software_version
+        assert (
+            entry["client_software_name"]
+            == "apache-kafka-java"
+            == context.client_software_name
+        )
+        assert (
+            entry["client_software_version"]
+            == "4.4.0"
+            == context.client_software_version
+        )
         assert entry["client_source_address"] == "127.0.0.1"
         # The port of the connection whose request created the instance (Kafka keeps the
         # metadata of that moment); the Java client may push on another of its connections.
@@ -91,14 +125,24 @@ def test_java_clients_in_the_live_view_while_they_run_then_gone(
         assert entry["first_seen"] <= entry["last_push"]
     # ktc clients, run while the clients were running, listed them too.
     from_cli = json.loads(listed.output)
-    assert from_cli and {(e["client_id"], e["client_software_name"]) for e in from_cli} == {
-        (CLIENT_ID, "apache-kafka-java")}
+    assert from_cli and {
+        (e["client_id"], e["client_software_name"]) for e in from_cli
+    } == {(CLIENT_ID, "apache-kafka-java")}
 
     # Closed by the runner: a terminating push lands, and every instance leaves the view with
     # its connection.  Any of the runner's clients (the first listed may be the producer, whose
     # sender thread can stop before its terminating push goes out; the consumer's lands).
-    wait_for(lambda: any(r.context.terminating for r in gateway.landed()
-                         if r.context.client_id == CLIENT_ID),
-             timeout_s=30, what="a terminating push of the Java clients")
-    wait_for(lambda: not fetch_clients(server, [("client_id", CLIENT_ID)], None), timeout_s=30,
-             what="the Java instances to leave the live view")
+    wait_for(
+        lambda: any(
+            r.context.terminating
+            for r in gateway.landed()
+            if r.context.client_id == CLIENT_ID
+        ),
+        timeout_s=30,
+        what="a terminating push of the Java clients",
+    )
+    wait_for(
+        lambda: not fetch_clients(server, [("client_id", CLIENT_ID)], None),
+        timeout_s=30,
+        what="the Java instances to leave the live view",
+    )

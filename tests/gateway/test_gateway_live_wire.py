@@ -53,7 +53,11 @@ from harness.wire import exchange
 from kio.serial import entity_reader
 from waiting import eventually_sync
 
-from collector.gateway.api_versions import API_VERSIONS_RANGE, DECODED_VERSIONS, capped_range
+from collector.gateway.api_versions import (
+    API_VERSIONS_RANGE,
+    DECODED_VERSIONS,
+    capped_range,
+)
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.api_table import API_TABLE
 
@@ -81,7 +85,9 @@ def names(kafka_cluster: KafkaCluster) -> Names:
     port = direct_port(kafka_cluster, 1)
     for request in (
         find_coordinator(6, 0, (chosen.group, f"{chosen.group}-b")),
-        find_coordinator(6, 1, (chosen.transactional_id, f"{chosen.transactional_id}-b")),
+        find_coordinator(
+            6, 1, (chosen.transactional_id, f"{chosen.transactional_id}-b")
+        ),
     ):
 
         def available(request: LiveRequest = request) -> bool:
@@ -114,7 +120,11 @@ def body(raw: bytes, response_type: Any) -> bytes:
 def node_ports(gateway: RunningGateway, kafka_cluster: KafkaCluster) -> dict[int, int]:
     """Each upstream node's gateway port, once a Metadata answer has revealed them all."""
     request = metadata(12, "")
-    exchange(gateway.port, dataclasses.replace(request.request, topics=None), request.response_type)
+    exchange(
+        gateway.port,
+        dataclasses.replace(request.request, topics=None),
+        request.response_type,
+    )
     ports = gateway.node_ports()
     assert set(ports) == set(kafka_cluster.node_ids)
     return ports
@@ -129,21 +139,30 @@ def with_gateway_addresses(message: Any, ports: dict[int, int]) -> Any:
     replace = dataclasses.replace
 
     def moved(item: Any, node_id: int) -> Any:
-        return replace(item, host="127.0.0.1", port=ports[node_id]) if node_id >= 0 else item
+        return (
+            replace(item, host="127.0.0.1", port=ports[node_id])
+            if node_id >= 0
+            else item
+        )
 
     name = type(message).__name__
     if name == "MetadataResponse":
-        return replace(message, brokers=tuple(moved(b, b.node_id) for b in message.brokers))
+        return replace(
+            message, brokers=tuple(moved(b, b.node_id) for b in message.brokers)
+        )
     if name == "FindCoordinatorResponse":
         if hasattr(message, "coordinators"):
             return replace(
-                message, coordinators=tuple(moved(c, c.node_id) for c in message.coordinators)
+                message,
+                coordinators=tuple(moved(c, c.node_id) for c in message.coordinators),
             )
         return moved(message, message.node_id)
     if name == "DescribeClusterResponse":
         if getattr(message, "endpoint_type", 1) != 1:
             return message
-        return replace(message, brokers=tuple(moved(b, b.broker_id) for b in message.brokers))
+        return replace(
+            message, brokers=tuple(moved(b, b.broker_id) for b in message.brokers)
+        )
     if name == "DescribeQuorumResponse":
         nodes = tuple(
             replace(n, listeners=tuple(moved(lst, n.node_id) for lst in n.listeners))
@@ -192,7 +211,9 @@ def assert_answers_agree(
         kafka, kafka_raw = exchange(direct, request.request, request.response_type)
         # kio writes Kafka's answer back to Kafka's bytes: the comparison below is exact.
         assert encode(kafka) == body(kafka_raw, request.response_type), request.name
-        expected = with_fresh_fields(with_gateway_addresses(kafka, ports), via, node_ids)
+        expected = with_fresh_fields(
+            with_gateway_addresses(kafka, ports), via, node_ids
+        )
         if encode(expected) == body(via_raw, request.response_type):
             return via
         problem = f"through the gateway:\n{via}\nexpected:\n{expected}"
@@ -227,12 +248,19 @@ def test_answer_through_the_bootstrap_listener_is_the_clusters(
 ) -> None:
     request = live_requests(names.topic, names.group, names.transactional_id)[index]
     ports = node_ports(gateway, kafka_cluster)
-    via = assert_answers_agree(request, gateway.port, direct_port(kafka_cluster, 1), ports)
+    via = assert_answers_agree(
+        request, gateway.port, direct_port(kafka_cluster, 1), ports
+    )
     found = gateway_addresses(via)
-    if request.api_key == ApiKeys.METADATA or request.api_key == ApiKeys.DESCRIBE_CLUSTER:
+    if (
+        request.api_key == ApiKeys.METADATA
+        or request.api_key == ApiKeys.DESCRIBE_CLUSTER
+    ):
         assert {node for node, _, _ in found} == set(kafka_cluster.node_ids)
     if request.api_key == ApiKeys.DESCRIBE_QUORUM and request.version >= 2:
-        assert {node for node, _, _ in found} == set(kafka_cluster.node_ids)  # the voters
+        assert {node for node, _, _ in found} == set(
+            kafka_cluster.node_ids
+        )  # the voters
     for node_id, host, port in found:
         assert (host, port) == ("127.0.0.1", ports[node_id])
     cluster_id = getattr(via, "cluster_id", None)
@@ -251,7 +279,9 @@ def test_metadata_through_each_node_listener_is_that_nodes(
 ) -> None:
     ports = node_ports(gateway, kafka_cluster)
     request = metadata(version, names.topic)
-    assert_answers_agree(request, ports[node_id], direct_port(kafka_cluster, node_id), ports)
+    assert_answers_agree(
+        request, ports[node_id], direct_port(kafka_cluster, node_id), ports
+    )
 
 
 @pytest.mark.parametrize("node_id", [1, 2, 3])
@@ -273,7 +303,10 @@ def test_coordinators_and_cluster_through_each_node_listener(
 
 
 def ranges(message: Any) -> dict[int, tuple[int, int]]:
-    return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in message.api_keys}
+    return {
+        int(k.api_key): (int(k.min_version), int(k.max_version))
+        for k in message.api_keys
+    }
 
 
 # What the gateway answers itself, with the collector's versions: telemetry and the
@@ -317,13 +350,20 @@ def test_api_versions_on_every_listener(
             if api_key in local:
                 assert got[api_key] == local[api_key], (where, api_key)
             else:
-                capped = capped_range(api_key, *upstream[api_key]) if api_key in upstream else None
+                capped = (
+                    capped_range(api_key, *upstream[api_key])
+                    if api_key in upstream
+                    else None
+                )
                 assert got.get(api_key) == capped, (where, api_key)
         # The rest of the answer is the cluster's (the finalized-features epoch is the
         # metadata log's offset at the answer: it moves on between the two).
         fresh: dict[str, Any] = {"api_keys": ()}
         if version >= 3:
-            assert via.finalized_features_epoch >= 0 and kafka.finalized_features_epoch >= 0
+            assert (
+                via.finalized_features_epoch >= 0
+                and kafka.finalized_features_epoch >= 0
+            )
             fresh["finalized_features_epoch"] = via.finalized_features_epoch
         assert dataclasses.replace(via, **fresh) == dataclasses.replace(kafka, **fresh)
         assert got[ApiKeys.API_VERSIONS] == API_VERSIONS_RANGE
@@ -345,7 +385,9 @@ def raw_exchange(port: int, payload: bytes) -> bytes:
 
 def api_versions_request(version: int, correlation_id: int) -> bytes:
     client = b"live-wire"
-    header = struct.pack(">hhih", ApiKeys.API_VERSIONS, version, correlation_id, len(client))
+    header = struct.pack(
+        ">hhih", ApiKeys.API_VERSIONS, version, correlation_id, len(client)
+    )
     # header v2's tagged fields; the body a v3+ client writes (compact strings, no tags)
     return header + client + b"\x00" + b"\x08ktc-live\x041.0\x00"
 

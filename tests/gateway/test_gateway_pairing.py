@@ -69,7 +69,11 @@ WAIT_S = 10.0  # deadline for effects on real sockets (never reached when things
 
 
 def request_frame(
-    api_key: int, version: int, correlation_id: int, body: bytes = b"", client_id: str = CLIENT_ID
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    body: bytes = b"",
+    client_id: str = CLIENT_ID,
 ) -> bytes:
     """A request as a client writes it: size, header (v1, or v2 for flexible versions),
     body. The gateway reads only the header of the APIs used here with arbitrary bodies."""
@@ -90,7 +94,12 @@ def list_groups_answer(tag: str, padding: int = 0) -> bytes:
     """A ListGroups v0 response body: no error, one group named ``tag`` (plus ``padding``
     bytes the gateway must pass on untouched)."""
     name = tag.encode()
-    return struct.pack(">hih", 0, 1, len(name)) + name + struct.pack(">h", 0) + b"\x5a" * padding
+    return (
+        struct.pack(">hih", 0, 1, len(name))
+        + name
+        + struct.pack(">h", 0)
+        + b"\x5a" * padding
+    )
 
 
 def correlation_id_of(payload: bytes) -> int:
@@ -104,7 +113,9 @@ def produce_acks0(correlation_id: int) -> bytes:
         topic_data=(
             pr.TopicProduceData(
                 name="fire-and-forget",
-                partition_data=(pr.PartitionProduceData(index=0, records=b"not-records"),),
+                partition_data=(
+                    pr.PartitionProduceData(index=0, records=b"not-records"),
+                ),
             ),
         ),
     )
@@ -153,7 +164,9 @@ class ScriptedConnection(asyncio.Protocol):
         async with asyncio.timeout(WAIT_S):
             while len(self.requests) < count:
                 if self.closed.is_set():
-                    raise AssertionError(f"closed after {len(self.requests)} of {count} requests")
+                    raise AssertionError(
+                        f"closed after {len(self.requests)} of {count} requests"
+                    )
                 self._arrived.clear()
                 await self._arrived.wait()
         return self.requests[:count]
@@ -184,7 +197,9 @@ class ScriptedConnection(asyncio.Protocol):
 class ScriptedUpstream:
     """A TCP server on 127.0.0.1 standing in for a broker; each connection is scripted."""
 
-    def __init__(self, *, reading: bool = True, receive_buffer: int | None = None) -> None:
+    def __init__(
+        self, *, reading: bool = True, receive_buffer: int | None = None
+    ) -> None:
         self.connections: list[ScriptedConnection] = []
         self._reading = reading
         self._receive_buffer = receive_buffer
@@ -197,7 +212,9 @@ class ScriptedUpstream:
         if self._receive_buffer is not None:  # inherited by accepted sockets
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer)
         sock.bind(("127.0.0.1", 0))
-        self._server = await asyncio.get_running_loop().create_server(self._accept, sock=sock)
+        self._server = await asyncio.get_running_loop().create_server(
+            self._accept, sock=sock
+        )
         return int(sock.getsockname()[1])
 
     def _accept(self) -> ScriptedConnection:
@@ -228,7 +245,9 @@ class ScriptedUpstream:
 class Client:
     """A raw client connection to the gateway (asyncio streams)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         self.reader = reader
         self.writer = writer
 
@@ -313,10 +332,16 @@ async def test_answers_keep_request_order_around_local_ones(
     client = await Client.connect(server.port())
     # Unusual correlation ids: negative, maximal, not increasing; the gateway keeps them.
     get = encode_request(
-        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, -7, CLIENT_ID, GetTelemetrySubscriptionsRequest()
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        -7,
+        CLIENT_ID,
+        GetTelemetrySubscriptionsRequest(),
     )
     await client.send(get)
-    subscription = decode_response(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, await client.response())
+    subscription = decode_response(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, await client.response()
+    )
     assert subscription.correlation_id == -7
     assert subscription.message.error_code == Errors.NONE
     push = encode_request(
@@ -330,7 +355,9 @@ async def test_answers_keep_request_order_around_local_ones(
         ),
     )
     first = request_frame(LIST_GROUPS, 0, 1000)
-    heartbeat = request_frame(HEARTBEAT, 0, 5, body=b"\x00\x01g\x00\x00\x00\x01\x00\x01m")
+    heartbeat = request_frame(
+        HEARTBEAT, 0, 5, body=b"\x00\x01g\x00\x00\x00\x01\x00\x01m"
+    )
     get_again = encode_request(
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
         0,
@@ -356,7 +383,12 @@ async def test_answers_keep_request_order_around_local_ones(
     assert answers[4] == struct.pack(">i", 999) + list_groups_answer("last")
     pushed = decode_response(ApiKeys.PUSH_TELEMETRY, 0, answers[1])
     assert pushed.message.error_code == Errors.NONE
-    assert decode_response(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, answers[3]).correlation_id == 3
+    assert (
+        decode_response(
+            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, answers[3]
+        ).correlation_id
+        == 3
+    )
     assert len(connection.requests) == 3
     await client.close()
 
@@ -404,14 +436,20 @@ async def test_a_response_with_the_wrong_correlation_id_closes_that_pair_only(
     await healthy.send(request_frame(LIST_GROUPS, 0, 1))
     healthy_upstream = await upstream.connection(1)
     (request,) = await broken_upstream.wait_requests(1)
-    await broken.send(request_frame(LIST_GROUPS, 0, 2), request_frame(LIST_GROUPS, 0, 3))
+    await broken.send(
+        request_frame(LIST_GROUPS, 0, 2), request_frame(LIST_GROUPS, 0, 3)
+    )
     await broken_upstream.wait_requests(3)
     broken_upstream.answer(request, list_groups_answer("fine"))  # answered, then
     broken_upstream.send(response_frame(7, list_groups_answer("wrong")))  # 7 is not 2
-    assert correlation_id_of(await broken.response()) == 1  # what was answered is written
+    assert (
+        correlation_id_of(await broken.response()) == 1
+    )  # what was answered is written
     assert await broken.closed_by_gateway()
     async with asyncio.timeout(WAIT_S):
-        await broken_upstream.closed.wait()  # the gateway closed that upstream connection
+        await (
+            broken_upstream.closed.wait()
+        )  # the gateway closed that upstream connection
     assert server.gateway is not None
     assert server.gateway.stats.upstream_failures == {("bootstrap", "protocol"): 1}
     # The other pair is untouched.
@@ -437,7 +475,9 @@ async def test_unknown_api_key_closes_the_connection(
     assert await client.closed_by_gateway()
     async with asyncio.timeout(WAIT_S):
         await connection.closed.wait()
-    assert len(connection.requests) == 1  # neither the unknown key nor what followed went up
+    assert (
+        len(connection.requests) == 1
+    )  # neither the unknown key nor what followed went up
 
 
 @pytest.mark.parametrize(
@@ -455,7 +495,10 @@ async def test_unknown_api_key_closes_the_connection(
     ids=["api_versions", "produce", "describe_configs", "create_topics"],
 )
 async def test_a_request_the_gateway_cannot_read_closes_that_connection_only(
-    start_gateway: Start, upstream: ScriptedUpstream, frame: bytes, caplog: pytest.LogCaptureFixture
+    start_gateway: Start,
+    upstream: ScriptedUpstream,
+    frame: bytes,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     server = await start_gateway(await upstream.start())
     bystander = await Client.connect(server.port())
@@ -474,7 +517,9 @@ async def test_a_request_the_gateway_cannot_read_closes_that_connection_only(
         await connection.closed.wait()
     assert len(connection.requests) == 1
     # One line saying why, not a traceback from the event loop.
-    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]
+    assert not [r for r in caplog.records if r.exc_info], [
+        r.getMessage() for r in caplog.records
+    ]
     assert any("closing connection" in r.getMessage() for r in caplog.records)
     (waiting,) = await bystander_upstream.wait_requests(1)
     bystander_upstream.answer(waiting, list_groups_answer("ok"))
@@ -495,7 +540,12 @@ async def test_api_versions_newer_than_the_gateway_speaks_is_answered_locally(
     # Kafka's v0 UNSUPPORTED_VERSION answer (header v0, no throttle time): the one API key
     # it lists is ApiVersions, with the versions the gateway speaks, so the client retries.
     assert answer == struct.pack(
-        ">ihihhh", 77, Errors.UNSUPPORTED_VERSION, 1, ApiKeys.API_VERSIONS, *API_VERSIONS_RANGE
+        ">ihihhh",
+        77,
+        Errors.UNSUPPORTED_VERSION,
+        1,
+        ApiKeys.API_VERSIONS,
+        *API_VERSIONS_RANGE,
     )
     # The retry at a version the gateway speaks is forwarded.
     await client.send(request_frame(LIST_GROUPS, 0, 78))
@@ -514,7 +564,9 @@ async def test_api_versions_lists_what_the_gateway_answers_and_what_the_upstream
     server = await start_gateway(await upstream.start())
     client = await Client.connect(server.port())
     await client.send(
-        encode_request(ApiKeys.API_VERSIONS, 3, 9, CLIENT_ID, ApiVersionsRequest("t", "1"))
+        encode_request(
+            ApiKeys.API_VERSIONS, 3, 9, CLIENT_ID, ApiVersionsRequest("t", "1")
+        )
     )
     connection = await upstream.connection(0)
     await connection.wait_requests(1)
@@ -526,17 +578,24 @@ async def test_api_versions_lists_what_the_gateway_answers_and_what_the_upstream
         ApiKeys.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     }
     answer = ApiVersionsResponse(
-        api_keys=tuple(av.ApiVersion(k, low, high) for k, (low, high) in sorted(listed.items()))
+        api_keys=tuple(
+            av.ApiVersion(k, low, high) for k, (low, high) in sorted(listed.items())
+        )
     )
     connection.send(encode_response(ApiKeys.API_VERSIONS, 3, 9, answer))
     got = decode_response(ApiKeys.API_VERSIONS, 3, await client.response()).message
     ranges = {k.api_key: (k.min_version, k.max_version) for k in got.api_keys}
     local = SUPPORTED_VERSIONS
-    assert ranges[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS] == local[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS]
+    assert (
+        ranges[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS]
+        == local[ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS]
+    )
     assert ranges[ApiKeys.PUSH_TELEMETRY] == local[ApiKeys.PUSH_TELEMETRY]
     assert ranges[ApiKeys.LIST_CONFIG_RESOURCES] == local[ApiKeys.LIST_CONFIG_RESOURCES]
     assert ranges[ApiKeys.DESCRIBE_CONFIGS] == local[ApiKeys.DESCRIBE_CONFIGS]
-    assert ApiKeys.DESCRIBE_CLIENT_QUOTAS not in ranges  # forwarded: the upstream has none
+    assert (
+        ApiKeys.DESCRIBE_CLIENT_QUOTAS not in ranges
+    )  # forwarded: the upstream has none
     assert ApiKeys.ALTER_CLIENT_QUOTAS not in ranges
     assert set(ranges) == set(listed) | {
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
@@ -549,13 +608,17 @@ async def test_api_versions_lists_what_the_gateway_answers_and_what_the_upstream
 # ---- backpressure --------------------------------------------------------------------------
 
 PADDING = 256 * 1024  # bytes of opaque request or response body
-LIMIT = 48 * 1024 * 1024  # the test fails if the gateway swallows this much without pushing back
+LIMIT = (
+    48 * 1024 * 1024
+)  # the test fails if the gateway swallows this much without pushing back
 
 
 def held_upstream_reading(server: GatewayServer) -> bool:
     """Whether the gateway stopped reading from the (one) pair's upstream connection."""
     upstream_protocol = pair_of(server)._upstream
-    return upstream_protocol is not None and not upstream_protocol._transport.is_reading()
+    return (
+        upstream_protocol is not None and not upstream_protocol._transport.is_reading()
+    )
 
 
 async def test_an_upstream_that_stops_reading_stops_the_gateway_reading_the_client(
@@ -588,13 +651,19 @@ async def test_an_upstream_that_stops_reading_stops_the_gateway_reading_the_clie
         except BlockingIOError:
             if server.connections()[0].reading_paused:
                 blocked_turns += 1
-        assert sent < len(stream), "the gateway read everything the client sent: no backpressure"
+        assert sent < len(stream), (
+            "the gateway read everything the client sent: no backpressure"
+        )
         await asyncio.sleep(0)
     gateway_protocol = server.connections()[0]
     assert gateway_protocol.reading_paused and not gateway_protocol.muted
     held_at = sent
-    assert connection.received_bytes < 16 * 1024 * 1024  # the upstream took (almost) nothing
-    for _ in range(200):  # the loop turns; nothing moves while the upstream does not read
+    assert (
+        connection.received_bytes < 16 * 1024 * 1024
+    )  # the upstream took (almost) nothing
+    for _ in range(
+        200
+    ):  # the loop turns; nothing moves while the upstream does not read
         await asyncio.sleep(0)
         with pytest.raises(BlockingIOError):
             sock.send(stream[sent : sent + 65536])
@@ -634,13 +703,17 @@ async def test_a_client_that_stops_reading_stops_the_gateway_reading_upstream(
         connection.send(answer)
     assert forwarded == requests
     await eventually(
-        lambda: held_upstream_reading(server), timeout_s=WAIT_S, what="the gateway holds upstream"
+        lambda: held_upstream_reading(server),
+        timeout_s=WAIT_S,
+        what="the gateway holds upstream",
     )
     for _ in range(200):  # the loop turns; nothing moves while the client does not read
         await asyncio.sleep(0)
     # Most of the answers are still the upstream's to send: the gateway did not take them.
     unsent = connection.unsent_bytes
-    assert unsent > LIMIT // 2, f"the gateway read {LIMIT - unsent} bytes nobody drained"
+    assert unsent > LIMIT // 2, (
+        f"the gateway read {LIMIT - unsent} bytes nobody drained"
+    )
     assert held_upstream_reading(server)
     # The client reads: every answer arrives, in order, byte for byte.
     expected = b"".join(answers)

@@ -86,7 +86,9 @@ def gateway(
         yield running
 
 
-def set_quota(gateway: RunningGateway, client_id: str, values: dict[str, float]) -> None:
+def set_quota(
+    gateway: RunningGateway, client_id: str, values: dict[str, float]
+) -> None:
     """Write a client-id quota to the gateway's config store and wait until the running
     gateway's engine has it."""
     ConfigStore(gateway.config.data_dir).alter_quotas({"client-id": client_id}, values)
@@ -95,7 +97,9 @@ def set_quota(gateway: RunningGateway, client_id: str, values: dict[str, float])
     def applied() -> bool:
         engine = gateway.gateway_server.quotas.engine  # type: ignore[union-attr]
         configured = gateway.call(engine.entity_quotas)
-        return all(configured.get(path, {}).get(key) == value for key, value in values.items())
+        return all(
+            configured.get(path, {}).get(key) == value for key, value in values.items()
+        )
 
     wait_for(applied, timeout_s=30, what=f"the gateway to apply the quota on {path}")
 
@@ -105,7 +109,9 @@ def gateway_metric(gateway: RunningGateway, name: str, **labels: str) -> float:
     total = 0.0
     for family in text_string_to_metric_families(gateway.metrics_text()):
         for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+            if sample.name == name and all(
+                sample.labels.get(k) == v for k, v in labels.items()
+            ):
                 total += sample.value
     return total
 
@@ -127,21 +133,29 @@ class ClientStats:
         with self.lock:
             for name, broker in stats.get("brokers", {}).items():
                 throttle = broker.get("throttle") or {}
-                self.throttle_max_ms = max(self.throttle_max_ms, int(throttle.get("max", 0)))
+                self.throttle_max_ms = max(
+                    self.throttle_max_ms, int(throttle.get("max", 0))
+                )
                 # A broker handle that goes away keeps its count here.
                 self._rx[name] = int(broker.get("rxbytes", 0))
-            self.received.append((time.monotonic(), stats["ts"] / 1e6, sum(self._rx.values())))
+            self.received.append(
+                (time.monotonic(), stats["ts"] / 1e6, sum(self._rx.values()))
+            )
 
     def received_rate(self, run: Run) -> float:
         """Bytes per second received between the first and the last statistics in the run."""
         with self.lock:
-            inside = [s for s in self.received if run.start <= s[0] <= run.start + run.seconds]
+            inside = [
+                s for s in self.received if run.start <= s[0] <= run.start + run.seconds
+            ]
         assert len(inside) >= 2, "no statistics during the run"
         (_, first_s, first_bytes), (_, last_s, last_bytes) = inside[0], inside[-1]
         return (last_bytes - first_bytes) / (last_s - first_s)
 
 
-def client_config(gateway: RunningGateway, client_id: str, stats: ClientStats) -> dict[str, Any]:
+def client_config(
+    gateway: RunningGateway, client_id: str, stats: ClientStats
+) -> dict[str, Any]:
     return {
         "bootstrap.servers": gateway.bootstrap,
         "client.id": client_id,
@@ -175,7 +189,10 @@ def produce_flat_out(
 
     def delivered(error: Any, message: Any) -> None:
         if error is not None:
-            if error.code() not in (KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT):
+            if error.code() not in (
+                KafkaError._PURGE_QUEUE,
+                KafkaError._PURGE_INFLIGHT,
+            ):
                 errors.append(error)
         elif time.monotonic() <= end:
             run.nbytes += len(message.value())
@@ -197,7 +214,9 @@ def produce_flat_out(
     return run
 
 
-def consume_flat_out(consumer: Consumer, seconds: float, *, limit_bytes: int | None = None) -> Run:
+def consume_flat_out(
+    consumer: Consumer, seconds: float, *, limit_bytes: int | None = None
+) -> Run:
     """Consume as fast as the consumer delivers for ``seconds`` (or ``limit_bytes``)."""
     run = Run(start=time.monotonic())
     start = run.start
@@ -226,7 +245,10 @@ def in_threads(**work: Any) -> dict[str, Any]:
         except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
             failures.append(exc)
 
-    threads = [threading.Thread(target=runner, args=item, name=item[0]) for item in work.items()]
+    threads = [
+        threading.Thread(target=runner, args=item, name=item[0])
+        for item in work.items()
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -249,7 +271,9 @@ def test_capped_producer_and_an_unquotad_one_beside_it(
     gateway: RunningGateway, kafka_cluster: KafkaCluster
 ) -> None:
     topic = topic_name("gw-quota-produce")
-    admin = AdminClient({"bootstrap.servers": gateway.bootstrap, "client.id": "gw-quota-setup"})
+    admin = AdminClient(
+        {"bootstrap.servers": gateway.bootstrap, "client.id": "gw-quota-setup"}
+    )
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=60)
     kafka_cluster.wait_in_sync([topic])
     set_quota(gateway, "capped-producer", {"producer_byte_rate": CAP})
@@ -261,11 +285,15 @@ def test_capped_producer_and_an_unquotad_one_beside_it(
         "queue.buffering.max.messages": 2000,
     }
     capped_stats, free_stats = ClientStats(), ClientStats()
-    capped = Producer({**client_config(gateway, "capped-producer", capped_stats), **settings})
+    capped = Producer(
+        {**client_config(gateway, "capped-producer", capped_stats), **settings}
+    )
     free = Producer({**client_config(gateway, "free-producer", free_stats), **settings})
     runs = in_threads(
         capped=lambda: produce_flat_out(capped, topic, MEASURE_S),
-        free=lambda: produce_flat_out(free, topic, MEASURE_S, limit_bytes=12 * 1024 * 1024),
+        free=lambda: produce_flat_out(
+            free, topic, MEASURE_S, limit_bytes=12 * 1024 * 1024
+        ),
     )
     capped_run, free_run = runs["capped"], runs["free"]
     report = (
@@ -280,13 +308,19 @@ def test_capped_producer_and_an_unquotad_one_beside_it(
     labels = {"quota": "produce", "user": "ANONYMOUS"}
     assert (
         gateway_metric(
-            gateway, "ktc_quota_throttled_responses_total", client_id="capped-producer", **labels
+            gateway,
+            "ktc_quota_throttled_responses_total",
+            client_id="capped-producer",
+            **labels,
         )
         > 0
     )
     assert (
         gateway_metric(
-            gateway, "ktc_quota_throttle_time_seconds_total", client_id="capped-producer", **labels
+            gateway,
+            "ktc_quota_throttle_time_seconds_total",
+            client_id="capped-producer",
+            **labels,
         )
         > 0
     )
@@ -294,7 +328,9 @@ def test_capped_producer_and_an_unquotad_one_beside_it(
     assert free_run.rate > 5 * CAP, report
     assert free_stats.throttle_max_ms == 0, report
     assert (
-        gateway_metric(gateway, "ktc_quota_throttled_responses_total", client_id="free-producer")
+        gateway_metric(
+            gateway, "ktc_quota_throttled_responses_total", client_id="free-producer"
+        )
         == 0
     )
 
@@ -325,7 +361,9 @@ def test_capped_consumer_and_an_unquotad_one_beside_it(
     gateway: RunningGateway, kafka_cluster: KafkaCluster
 ) -> None:
     topic = topic_name("gw-quota-fetch")
-    direct = AdminClient({**kafka_cluster.client_config(), "client.id": "gw-quota-setup"})
+    direct = AdminClient(
+        {**kafka_cluster.client_config(), "client.id": "gw-quota-setup"}
+    )
     direct.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=60)
     kafka_cluster.wait_in_sync([topic])
     total = 16 * 1024 * 1024  # four times what the capped consumer may read in 20 s
@@ -339,7 +377,9 @@ def test_capped_consumer_and_an_unquotad_one_beside_it(
         "message.max.bytes": FETCH_BYTES,
     }
 
-    def consumer(client_id: str, stats: ClientStats, settings: dict[str, Any]) -> Consumer:
+    def consumer(
+        client_id: str, stats: ClientStats, settings: dict[str, Any]
+    ) -> Consumer:
         made = Consumer(
             {
                 **client_config(gateway, client_id, stats),
@@ -349,7 +389,9 @@ def test_capped_consumer_and_an_unquotad_one_beside_it(
                 "enable.auto.commit": False,
             }
         )
-        made.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        made.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+        )
         return made
 
     capped_stats, big_stats, free_stats = ClientStats(), ClientStats(), ClientStats()
@@ -404,7 +446,10 @@ def test_capped_consumer_and_an_unquotad_one_beside_it(
     labels = {"quota": "fetch", "user": "ANONYMOUS"}
     assert (
         gateway_metric(
-            gateway, "ktc_quota_throttled_responses_total", client_id="capped-consumer", **labels
+            gateway,
+            "ktc_quota_throttled_responses_total",
+            client_id="capped-consumer",
+            **labels,
         )
         > 0
     )
@@ -413,7 +458,9 @@ def test_capped_consumer_and_an_unquotad_one_beside_it(
     assert free_run.rate > 5 * CAP, report
     assert free_stats.throttle_max_ms == 0, report
     assert (
-        gateway_metric(gateway, "ktc_quota_throttled_responses_total", client_id="free-consumer")
+        gateway_metric(
+            gateway, "ktc_quota_throttled_responses_total", client_id="free-consumer"
+        )
         == 0
     )
 
@@ -437,13 +484,17 @@ def create_topics_v7(port: int, client_id: str, topic: str, partitions: int) -> 
         ),
         validate_only=False,
     )
-    response, _ = exchange(port, request, CreateTopicsResponse, client_id=client_id, timeout=60)
+    response, _ = exchange(
+        port, request, CreateTopicsResponse, client_id=client_id, timeout=60
+    )
     return response
 
 
 def upstream_topics(kafka_cluster: KafkaCluster) -> set[str]:
     """The cluster's topics, asked directly (not through the gateway)."""
-    admin = AdminClient({**kafka_cluster.client_config(), "client.id": "gw-quota-check"})
+    admin = AdminClient(
+        {**kafka_cluster.client_config(), "client.id": "gw-quota-check"}
+    )
     return set(admin.list_topics(timeout=30).topics)
 
 
@@ -453,7 +504,9 @@ def test_strict_mutation_quota_refuses_and_the_topic_does_not_exist(
     # 1 partition a second, a bucket of controller.quota.window.num (11) x 1 s x 1 = 11.
     set_quota(gateway, "capped-admin", {"controller_mutation_rate": 1})
     first, second = topic_name("gw-quota-m1"), topic_name("gw-quota-m2")
-    answer = create_topics_v7(gateway.port, "capped-admin", first, 15)  # 11 - 15 = -4 tokens
+    answer = create_topics_v7(
+        gateway.port, "capped-admin", first, 15
+    )  # 11 - 15 = -4 tokens
     # Strict: admitted because the bucket was not below zero before it (Kafka's
     # StrictControllerMutationQuota checks, then records), with no throttle of its own.
     assert [(t.name, t.error_code) for t in answer.topics] == [(first, Errors.NONE)]
@@ -495,7 +548,9 @@ def test_permissive_mutation_quota_admits_librdkafka_and_throttles(
     stats = ClientStats()
     admin = AdminClient(client_config(gateway, "capped-admin-v4", stats))
     first, second = topic_name("gw-quota-p1"), topic_name("gw-quota-p2")
-    admin.create_topics([NewTopic(first, 13, 1)])[first].result(timeout=60)  # 11 - 13 = -2
+    admin.create_topics([NewTopic(first, 13, 1)])[first].result(
+        timeout=60
+    )  # 11 - 13 = -2
     admin.create_topics([NewTopic(second, 1, 1)])[second].result(timeout=60)
     wait_for(
         lambda: {first, second} <= upstream_topics(kafka_cluster),

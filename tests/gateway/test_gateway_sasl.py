@@ -101,7 +101,9 @@ def through_gateway(
 def landed(
     gateway: RunningGateway, predicate: Callable[[LandingRecord], bool]
 ) -> list[LandingRecord]:
-    return [record for record in gateway.landed() if record.payload and predicate(record)]
+    return [
+        record for record in gateway.landed() if record.payload and predicate(record)
+    ]
 
 
 def test_librdkafka_alice_through_the_gateway(
@@ -113,7 +115,9 @@ def test_librdkafka_alice_through_the_gateway(
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(timeout=60)
     kafka_cluster.wait_in_sync([topic])
 
-    producer = Producer({**alice, "client.id": "alice-producer", "acks": "all", "linger.ms": 5})
+    producer = Producer(
+        {**alice, "client.id": "alice-producer", "acks": "all", "linger.ms": 5}
+    )
     keys = {f"a-{i}" for i in range(1000)}
     for key in sorted(keys):
         producer.produce(topic, key=key, value=b"v")
@@ -140,7 +144,10 @@ def test_librdkafka_alice_through_the_gateway(
             return consumed == keys
 
         wait_for(
-            consume, timeout_s=90, what="alice's records consumed through the gateway", poll_s=0
+            consume,
+            timeout_s=90,
+            what="alice's records consumed through the gateway",
+            poll_s=0,
         )
         # The principal the clients authenticated as is in the landed telemetry context.
         for client_id in ("alice-producer", "alice-consumer"):
@@ -175,9 +182,14 @@ def test_java_client_bob_through_the_gateway(
     assert result["ok"], (result["errors"], result["stderr_tail"])
     assert result["acked"] == 2000 and result["consumed_distinct_keys"] == 2010
     gateway_addresses = {f"127.0.0.1:{port}" for port in gateway.gateway_ports()}
-    assert result["remote_endpoints"] and set(result["remote_endpoints"]) <= gateway_addresses
+    assert (
+        result["remote_endpoints"]
+        and set(result["remote_endpoints"]) <= gateway_addresses
+    )
     records = wait_for(
-        lambda: landed(gateway, lambda r: r.context.client_software_name == "apache-kafka-java"),
+        lambda: landed(
+            gateway, lambda r: r.context.client_software_name == "apache-kafka-java"
+        ),
         timeout_s=30,
         what="a telemetry push from the Java clients",
     )
@@ -192,10 +204,14 @@ class Throttles:
 
     def __call__(self, raw: str) -> None:
         for broker in json.loads(raw).get("brokers", {}).values():
-            self.max_ms = max(self.max_ms, int((broker.get("throttle") or {}).get("max", 0)))
+            self.max_ms = max(
+                self.max_ms, int((broker.get("throttle") or {}).get("max", 0))
+            )
 
 
-def produce_for(producer: Producer, topic: str, seconds: float, limit_bytes: int) -> float:
+def produce_for(
+    producer: Producer, topic: str, seconds: float, limit_bytes: int
+) -> float:
     """Produce as fast as acknowledgements allow for ``seconds`` or ``limit_bytes``;
     acknowledged bytes per second."""
     acked = [0]
@@ -234,7 +250,8 @@ def test_the_principal_is_the_quota_user_entity(
     engine = gateway.gateway_server.quotas.engine  # type: ignore[union-attr]
     wait_for(
         lambda: (
-            gateway.call(engine.entity_quotas).get("users/alice") == {"producer_byte_rate": CAP}
+            gateway.call(engine.entity_quotas).get("users/alice")
+            == {"producer_byte_rate": CAP}
         ),
         timeout_s=30,
         what="the gateway to apply alice's quota",
@@ -257,12 +274,18 @@ def test_the_principal_is_the_quota_user_entity(
         }
     )
     bob = Producer(
-        {**through_gateway(gateway, kafka_cluster, "bob"), **settings, "stats_cb": bob_throttles}
+        {
+            **through_gateway(gateway, kafka_cluster, "bob"),
+            **settings,
+            "stats_cb": bob_throttles,
+        }
     )
     rates: dict[str, float] = {}
     threads = [
         threading.Thread(
-            target=lambda: rates.__setitem__("alice", produce_for(alice, topic, 8, 1 << 30))
+            target=lambda: rates.__setitem__(
+                "alice", produce_for(alice, topic, 8, 1 << 30)
+            )
         ),
         threading.Thread(
             target=lambda: rates.__setitem__("bob", produce_for(bob, topic, 8, 8 << 20))
@@ -287,14 +310,18 @@ def test_the_principal_is_the_quota_user_entity(
         in metrics
     )
     assert 'user="bob"' not in "\n".join(
-        line for line in metrics.splitlines() if line.startswith("ktc_quota_throttled_responses")
+        line
+        for line in metrics.splitlines()
+        if line.startswith("ktc_quota_throttled_responses")
     )
 
 
 def authentication_error(config: dict[str, Any]) -> KafkaError:
     """The error librdkafka reports for a client that cannot authenticate."""
     errors: list[KafkaError] = []
-    producer = Producer({**config, "error_cb": errors.append, "client.id": "wrong-password"})
+    producer = Producer(
+        {**config, "error_cb": errors.append, "client.id": "wrong-password"}
+    )
     try:
         wait_for(
             lambda: (
@@ -319,7 +346,10 @@ def test_a_wrong_password_fails_as_it_does_directly(
 ) -> None:
     direct = authentication_error(
         sasl_config(
-            kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"), "alice", WRONG_PASSWORD, mechanism
+            kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"),
+            "alice",
+            WRONG_PASSWORD,
+            mechanism,
         )
     )
     through = authentication_error(
@@ -331,7 +361,9 @@ def test_a_wrong_password_fails_as_it_does_directly(
     def words(error: KafkaError) -> str:
         return error.str().split(": ", 1)[-1].split(" (after ")[0]
 
-    assert "invalid credentials" in words(direct) or "Invalid username or password" in words(direct)
+    assert "invalid credentials" in words(
+        direct
+    ) or "Invalid username or password" in words(direct)
     assert words(through) == words(direct)
     assert not landed(gateway, lambda r: r.context.client_id == "wrong-password")
     # The gateway logs the refusal, as a broker does (and no_password_logged checks it
@@ -351,14 +383,21 @@ def test_an_unfinished_scram_exchange_is_not_the_user(gateway: RunningGateway) -
         send(sock, 17, 1, 1, string("SCRAM-SHA-512"))  # SaslHandshake v1
         assert error_code_of(receive(sock), header_bytes=0) == 0
         first = b"n,,n=alice,r=" + uuid.uuid4().hex.encode()
-        send(sock, 36, 2, 2, compact_bytes(first) + b"\x00", flexible=True)  # SaslAuthenticate v2
-        assert error_code_of(receive(sock), header_bytes=1) == 0  # the server-first message
+        send(
+            sock, 36, 2, 2, compact_bytes(first) + b"\x00", flexible=True
+        )  # SaslAuthenticate v2
+        assert (
+            error_code_of(receive(sock), header_bytes=1) == 0
+        )  # the server-first message
         # GetTelemetrySubscriptions v0, a zero client instance id.
         send(sock, 71, 0, 3, b"\x00" * 16 + b"\x00", flexible=True)
         with pytest.raises((ConnectionError, EOFError)):
             receive(sock)
     assert not landed(
-        gateway, lambda r: r.context.principal == "User:alice" and r.context.client_id == "half-way"
+        gateway,
+        lambda r: (
+            r.context.principal == "User:alice" and r.context.client_id == "half-way"
+        ),
     )
 
 

@@ -24,8 +24,12 @@ from harness.tansu import TansuBroker
 from harness.wire import exchange
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
-from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
-from kio.schema.get_telemetry_subscriptions.v0.response import GetTelemetrySubscriptionsResponse
+from kio.schema.get_telemetry_subscriptions.v0.request import (
+    GetTelemetrySubscriptionsRequest,
+)
+from kio.schema.get_telemetry_subscriptions.v0.response import (
+    GetTelemetrySubscriptionsResponse,
+)
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from subscriptions.store import ConfigStore
@@ -50,7 +54,9 @@ def gateway(
 
 
 def api_keys(port: int) -> set[int]:
-    request = ApiVersionsRequest(client_software_name="ktc-test", client_software_version="1")
+    request = ApiVersionsRequest(
+        client_software_name="ktc-test", client_software_version="1"
+    )
     response, _ = exchange(port, request, ApiVersionsResponse)
     assert response.error_code == 0
     return {int(api.api_key) for api in response.api_keys}
@@ -122,7 +128,9 @@ def test_librdkafka_through_the_gateway_to_tansu(
         else:
             errors.append(error)
 
-    producer = Producer({**common, "client.id": "gw-tansu-producer", "acks": "all", "linger.ms": 5})
+    producer = Producer(
+        {**common, "client.id": "gw-tansu-producer", "acks": "all", "linger.ms": 5}
+    )
     keys = [f"k-{i}" for i in range(2000)]
     for key in keys:
         producer.produce(topic, key=key, value=b"v" * 100, on_delivery=delivered)
@@ -135,7 +143,9 @@ def test_librdkafka_through_the_gateway_to_tansu(
     # pushes land at the gateway with the subscribed metrics only.
     def pushes() -> list[Any]:
         return [
-            r for r in gateway.landed() if r.context.client_id == "gw-tansu-producer" and r.payload
+            r
+            for r in gateway.landed()
+            if r.context.client_id == "gw-tansu-producer" and r.payload
         ]
 
     records = wait_for(pushes, timeout_s=30, what="a telemetry push from the producer")
@@ -174,7 +184,9 @@ def test_librdkafka_through_the_gateway_to_tansu(
                 consumed.add(message.key().decode())
             return len(consumed) == len(keys)
 
-        wait_for(consume, timeout_s=90, what="every record consumed from Tansu", poll_s=0)
+        wait_for(
+            consume, timeout_s=90, what="every record consumed from Tansu", poll_s=0
+        )
         consumer.commit(asynchronous=False)
         committed = consumer.committed(consumer.assignment(), timeout=30)
         assert sum(tp.offset for tp in committed) == len(keys)

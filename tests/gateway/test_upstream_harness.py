@@ -22,9 +22,13 @@ def topic_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(config: dict[str, Any], topic: str, partitions: int, replication: int) -> None:
+def create_topic(
+    config: dict[str, Any], topic: str, partitions: int, replication: int
+) -> None:
     admin = AdminClient(config)
-    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(timeout=60)
+    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(
+        timeout=60
+    )
 
 
 def produce(config: dict[str, Any], topic: str, keys: list[str]) -> set[str]:
@@ -96,7 +100,8 @@ def test_kafka_replicated_topic_produce_consume(kafka_cluster: KafkaCluster) -> 
     assert {p.leader for p in partitions.values()} == {1, 2, 3}
     advertised = {b.id: f"{b.host}:{b.port}" for b in metadata.brokers.values()}
     assert advertised == {
-        n: f"127.0.0.1:{ports['PLAINTEXT']}" for n, ports in kafka_cluster.node_ports.items()
+        n: f"127.0.0.1:{ports['PLAINTEXT']}"
+        for n, ports in kafka_cluster.node_ports.items()
     }
 
     keys = [f"k-{i}" for i in range(3000)]
@@ -108,8 +113,12 @@ def test_kafka_replicated_topic_produce_consume(kafka_cluster: KafkaCluster) -> 
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"])
-def test_kafka_sasl_listener_authenticates(kafka_cluster: KafkaCluster, mechanism: str) -> None:
-    config = kafka_cluster.client_config("SASL_PLAINTEXT", user="alice", mechanism=mechanism)
+def test_kafka_sasl_listener_authenticates(
+    kafka_cluster: KafkaCluster, mechanism: str
+) -> None:
+    config = kafka_cluster.client_config(
+        "SASL_PLAINTEXT", user="alice", mechanism=mechanism
+    )
     topic = topic_name("sasl")
     create_topic(config, topic, partitions=3, replication=3)
     keys = [f"s-{i}" for i in range(200)]
@@ -118,7 +127,9 @@ def test_kafka_sasl_listener_authenticates(kafka_cluster: KafkaCluster, mechanis
     assert consumed == set(keys)
 
 
-def authentication_errors(config: dict[str, Any], timeout: float = 30.0) -> list[KafkaError]:
+def authentication_errors(
+    config: dict[str, Any], timeout: float = 30.0
+) -> list[KafkaError]:
     """Errors a client reports while trying to reach the cluster with `config`; returns as
     soon as one authentication error arrives."""
     errors: list[KafkaError] = []
@@ -132,26 +143,35 @@ def authentication_errors(config: dict[str, Any], timeout: float = 30.0) -> list
 
 
 def test_kafka_scram_wrong_password_is_refused(kafka_cluster: KafkaCluster) -> None:
-    wrong = kafka_cluster.client_config("SASL_PLAINTEXT", user="alice", password="not-it")
+    wrong = kafka_cluster.client_config(
+        "SASL_PLAINTEXT", user="alice", password="not-it"
+    )
     errors = authentication_errors(wrong)
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("SCRAM-SHA-512" in e.str() or "uthentication" in e.str() for e in errors)
     with pytest.raises(KafkaException):
         AdminClient(wrong).list_topics(timeout=5)
 
-    unknown = kafka_cluster.client_config("SASL_PLAINTEXT", user="mallory", password="x")
-    assert any(e.code() == KafkaError._AUTHENTICATION for e in authentication_errors(unknown))
+    unknown = kafka_cluster.client_config(
+        "SASL_PLAINTEXT", user="mallory", password="x"
+    )
+    assert any(
+        e.code() == KafkaError._AUTHENTICATION for e in authentication_errors(unknown)
+    )
 
 
 def test_java_clients_against_kafka(
     kafka_cluster: KafkaCluster, java_clients: Callable[..., dict[str, Any]]
 ) -> None:
     topic = topic_name("java")
-    result = java_clients(kafka_cluster.bootstrap_servers(), topic, instance_id_timeout_ms=1000)
+    result = java_clients(
+        kafka_cluster.bootstrap_servers(), topic, instance_id_timeout_ms=1000
+    )
     assert result["ok"], (result["errors"], result["stderr_tail"])
     assert result["returncode"] == 0
     plaintext = {
-        str(n): f"127.0.0.1:{ports['PLAINTEXT']}" for n, ports in kafka_cluster.node_ports.items()
+        str(n): f"127.0.0.1:{ports['PLAINTEXT']}"
+        for n, ports in kafka_cluster.node_ports.items()
     }
     assert result["nodes"] == plaintext
     assert result["replication_factor"] == 3
@@ -184,7 +204,10 @@ def test_java_clients_scram(
     assert result["ok"], (result["errors"], result["stderr_tail"])
     assert result["producer_client_id"] == result["consumer_client_id"] == "ktc-smoke"
     assert result["consumed"] == 510
-    sasl = {f"127.0.0.1:{ports['SASL_PLAINTEXT']}" for ports in kafka_cluster.node_ports.values()}
+    sasl = {
+        f"127.0.0.1:{ports['SASL_PLAINTEXT']}"
+        for ports in kafka_cluster.node_ports.values()
+    }
     assert set(result["remote_endpoints"]) == sasl
 
 
@@ -219,7 +242,9 @@ def test_kafka_survives_losing_a_node(kafka_cluster: KafkaCluster) -> None:
 
         kafka_cluster.start_node(victim)
         kafka_cluster.wait_in_sync([topic])
-        healed = AdminClient(config).list_topics(topic, timeout=30).topics[topic].partitions
+        healed = (
+            AdminClient(config).list_topics(topic, timeout=30).topics[topic].partitions
+        )
         assert all(sorted(p.isrs) == [1, 2, 3] for p in healed.values())
         assert set(kafka_cluster.describe_cluster()["nodes"]) == {1, 2, 3}
     finally:
@@ -230,7 +255,9 @@ def test_kafka_survives_losing_a_node(kafka_cluster: KafkaCluster) -> None:
     after = [f"after-{i}" for i in range(200)]
     assert produce(only_victim, topic, after) == set(after)
     everything = set(before) | set(during) | set(after)
-    consumed, committed = consume_all(config, topic, len(everything), group=topic_name("g"))
+    consumed, committed = consume_all(
+        config, topic, len(everything), group=topic_name("g")
+    )
     assert consumed == everything
     assert sum(committed.values()) == len(everything)
 

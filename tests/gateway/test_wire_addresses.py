@@ -60,7 +60,10 @@ def expected(api_key: int, version: int, m: Any) -> tuple[Any, set[int]]:
         }
     if api_key == ApiKeys.DESCRIBE_QUORUM:
         nodes = tuple(
-            replace(n, listeners=tuple(_with(listener, n.node_id) for listener in n.listeners))
+            replace(
+                n,
+                listeners=tuple(_with(listener, n.node_id) for listener in n.listeners),
+            )
             for n in m.nodes
         )
         return replace(m, nodes=nodes), set()
@@ -82,14 +85,20 @@ CASES = [
 
 def test_cases_cover_every_walkable_version() -> None:
     assert {(s.api_key, v) for s, v in CASES} == {
-        (key, v) for key, (low, high) in ADDRESS_VERSIONS.items() for v in range(low, high + 1)
+        (key, v)
+        for key, (low, high) in ADDRESS_VERSIONS.items()
+        for v in range(low, high + 1)
     }
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=[f"{s.name}-v{v}" for s, v in CASES])
+@pytest.mark.parametrize(
+    ("spec", "version"), CASES, ids=[f"{s.name}-v{v}" for s, v in CASES]
+)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_rewrite_matches_the_oracle(spec: MessageSpec, version: int, data: st.DataObject) -> None:
+def test_rewrite_matches_the_oracle(
+    spec: MessageSpec, version: int, data: st.DataObject
+) -> None:
     module = RESPONSE_MODULES[spec.api_key]
     message = data.draw(message_strategy(spec, version))
     out = bytearray()
@@ -97,7 +106,9 @@ def test_rewrite_matches_the_oracle(spec: MessageSpec, version: int, data: st.Da
     body = bytes(out)
     want, node_ids = expected(spec.api_key, version, message)
     rewritten = rewrite_addresses(spec.api_key, version, body, address_for)
-    decoded, end = module.READERS[version](memoryview(body if rewritten is None else rewritten), 0)
+    decoded, end = module.READERS[version](
+        memoryview(body if rewritten is None else rewritten), 0
+    )
     assert end == len(body if rewritten is None else rewritten)
     assert decoded == want
     if rewritten is None:
@@ -112,7 +123,9 @@ def test_rewrite_matches_the_oracle(spec: MessageSpec, version: int, data: st.Da
     hosts=st.lists(st.text(min_size=1, max_size=300), min_size=1, max_size=4),
     tag_values=st.lists(st.binary(max_size=5), max_size=3),
 )
-def test_produce_node_endpoints_any_host_length(hosts: list[str], tag_values: list[bytes]) -> None:
+def test_produce_node_endpoints_any_host_length(
+    hosts: list[str], tag_values: list[bytes]
+) -> None:
     """The tagged NodeEndpoints field's size prefix is rewritten when the hosts' lengths cross
     a varint boundary (127/128 bytes); the other top-level tags keep their bytes."""
     from proto.messages import produce_response as p
@@ -157,7 +170,10 @@ def test_endpoint_values() -> None:
     out = bytearray()
     m.WRITERS[12](
         m.MetadataResponse(
-            brokers=(m.MetadataResponseBroker(1, "h", 1), m.MetadataResponseBroker(-1, "x", 2))
+            brokers=(
+                m.MetadataResponseBroker(1, "h", 1),
+                m.MetadataResponseBroker(-1, "x", 2),
+            )
         ),
         out,
     )

@@ -96,12 +96,18 @@ def _tail(version: int, body: bytes) -> bytes:
 def test_a_key_whose_range_becomes_empty_is_dropped() -> None:
     assert capped_range(ApiKeys.PRODUCE, 14, 15) is None  # all newer than the gateway
     assert capped_range(ApiKeys.FETCH, 0, 3) is None  # all older than 4.4.0 keeps
-    assert capped_range(ApiKeys.LEADER_AND_ISR, 0, 7) is None  # removed from the protocol
+    assert (
+        capped_range(ApiKeys.LEADER_AND_ISR, 0, 7) is None
+    )  # removed from the protocol
     assert capped_range(9999, 0, 1) is None
-    assert capped_range(ApiKeys.OFFSET_COMMIT, 0, 99) == (2, 10)  # not decoded: the table
+    assert capped_range(ApiKeys.OFFSET_COMMIT, 0, 99) == (
+        2,
+        10,
+    )  # not decoded: the table
     assert capped_range(ApiKeys.METADATA, 0, 13) == (0, 13)
     assert (
-        capped_range(ApiKeys.DESCRIBE_CONFIGS, 0, 4) == DECODED_VERSIONS[ApiKeys.DESCRIBE_CONFIGS]
+        capped_range(ApiKeys.DESCRIBE_CONFIGS, 0, 4)
+        == DECODED_VERSIONS[ApiKeys.DESCRIBE_CONFIGS]
     )
 
 
@@ -110,7 +116,9 @@ def test_local_apis_override_the_upstream() -> None:
         api_keys=(
             av.ApiVersion(ApiKeys.METADATA, 0, 13),
             av.ApiVersion(ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
-            av.ApiVersion(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, 1),  # overridden in place
+            av.ApiVersion(
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, 1
+            ),  # overridden in place
         ),
         throttle_time_ms=3,
     )
@@ -129,7 +137,8 @@ def test_local_apis_override_the_upstream() -> None:
 def test_the_v0_unsupported_version_fallback_is_read_as_v0() -> None:
     """An upstream that does not know the requested version answers in v0 (KIP-511)."""
     fallback = av.ApiVersionsResponse(
-        error_code=Errors.UNSUPPORTED_VERSION, api_keys=(av.ApiVersion(ApiKeys.API_VERSIONS, 0, 9),)
+        error_code=Errors.UNSUPPORTED_VERSION,
+        api_keys=(av.ApiVersion(ApiKeys.API_VERSIONS, 0, 9),),
     )
     out = bytearray()
     av.WRITERS[0](fallback, out)
@@ -161,7 +170,8 @@ def test_unsupported_version_answer_is_kafkas_v0() -> None:
 @given(
     version=st.integers(0, 4),
     entries=st.lists(
-        st.tuples(st.integers(-5, 120), st.integers(-2, 20), st.integers(-2, 20)), max_size=30
+        st.tuples(st.integers(-5, 120), st.integers(-2, 20), st.integers(-2, 20)),
+        max_size=30,
     ),
     throttle=st.integers(0, 1000),
 )
@@ -185,6 +195,9 @@ def test_any_upstream_answer(
         assert info.min_version is not None and info.max_version is not None
         assert info.min_version <= low and high <= info.max_version
         if api_key in DECODED_VERSIONS:
-            assert DECODED_VERSIONS[api_key][0] <= low and high <= DECODED_VERSIONS[api_key][1]
+            assert (
+                DECODED_VERSIONS[api_key][0] <= low
+                and high <= DECODED_VERSIONS[api_key][1]
+            )
     assert {k for k, _, _ in got} >= set(LOCAL)
     assert capped.throttle_time_ms == upstream.throttle_time_ms

@@ -64,13 +64,17 @@ def test_goldens_cover_every_version_of_every_address_bearing_response() -> None
 def test_rewrite_gives_kafkas_bytes(g: GoldenResponse) -> None:
     rewritten = rewrite_addresses(g.api_key, g.version, g.upstream, gateway_address)
     if g.upstream == g.expected:
-        assert rewritten is None  # nothing to change: forwarded as it came, nothing copied
+        assert (
+            rewritten is None
+        )  # nothing to change: forwarded as it came, nothing copied
     else:
         assert rewritten == g.expected
     # A second pass over the rewritten body finds nothing left to change.
     assert rewrite_addresses(g.api_key, g.version, g.expected, gateway_address) is None
     # memoryview in, same answer (the gateway passes views of its frames)
-    view = rewrite_addresses(g.api_key, g.version, memoryview(g.upstream), gateway_address)
+    view = rewrite_addresses(
+        g.api_key, g.version, memoryview(g.upstream), gateway_address
+    )
     assert view == rewritten
 
 
@@ -97,7 +101,10 @@ def test_generated_codec_reads_kafkas_bytes(g: GoldenResponse) -> None:
     assert end == len(g.upstream)
     _, end = module.READERS[g.version](memoryview(g.expected), 0)
     assert end == len(g.expected)
-    if module.FIRST_FLEXIBLE_VERSION is None or g.version < module.FIRST_FLEXIBLE_VERSION:
+    if (
+        module.FIRST_FLEXIBLE_VERSION is None
+        or g.version < module.FIRST_FLEXIBLE_VERSION
+    ):
         out = bytearray()
         module.WRITERS[g.version](upstream, out)
         assert bytes(out) == g.upstream
@@ -110,10 +117,15 @@ def test_trailing_bytes(g: GoldenResponse) -> None:
     for tail in (b"\x00", b"\x01\x02\x03"):
         if walked(g):
             with pytest.raises(MalformedResponseError):
-                rewrite_addresses(g.api_key, g.version, g.upstream + tail, gateway_address)
+                rewrite_addresses(
+                    g.api_key, g.version, g.upstream + tail, gateway_address
+                )
         else:
             assert (
-                rewrite_addresses(g.api_key, g.version, g.upstream + tail, gateway_address) is None
+                rewrite_addresses(
+                    g.api_key, g.version, g.upstream + tail, gateway_address
+                )
+                is None
             )
 
 
@@ -135,11 +147,15 @@ def frame(g: GoldenResponse, correlation_id: int) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def rewrite_frames(framer: ResponseFramer, in_flight: dict[int, GoldenResponse]) -> list[bytes]:
+def rewrite_frames(
+    framer: ResponseFramer, in_flight: dict[int, GoldenResponse]
+) -> list[bytes]:
     out = []
     while (payload := framer.next_frame()) is not None:
         g = in_flight.pop(response_correlation_id(payload))
-        body = memoryview(payload)[response_body_offset(g.api_key, g.version, payload) :]
+        body = memoryview(payload)[
+            response_body_offset(g.api_key, g.version, payload) :
+        ]
         rewritten = rewrite_addresses(g.api_key, g.version, body, gateway_address)
         out.append(bytes(body) if rewritten is None else rewritten)
     return out
@@ -173,12 +189,21 @@ def test_framer_rejects_a_negative_size() -> None:
 
 
 def test_a_coordinator_with_node_id_minus_one_is_untouched() -> None:
-    cases = [g for g in GOLDEN if g.api_key == ApiKeys.FIND_COORDINATOR and g.case == "unavailable"]
+    cases = [
+        g
+        for g in GOLDEN
+        if g.api_key == ApiKeys.FIND_COORDINATOR and g.case == "unavailable"
+    ]
     for g in cases:
         if g.version <= 3:
-            assert rewrite_addresses(g.api_key, g.version, g.upstream, gateway_address) is None
+            assert (
+                rewrite_addresses(g.api_key, g.version, g.upstream, gateway_address)
+                is None
+            )
         else:  # the available coordinator is rewritten, the -1 one is not
-            rewritten = rewrite_addresses(g.api_key, g.version, g.upstream, gateway_address)
+            rewritten = rewrite_addresses(
+                g.api_key, g.version, g.upstream, gateway_address
+            )
             assert rewritten == g.expected
             assert b"group-b" in rewritten and struct.pack(">i", -1) in rewritten
 
@@ -197,4 +222,6 @@ def test_goldens_are_what_kafka_serializes(tmp_path: Path) -> None:
         ("GoldenThrottle", "throttle.txt"),
         ("GoldenLive", "live.txt"),
     ):
-        assert run_java(program, java, classpath, tmp_path) == (HERE / name).read_text(), name
+        assert (
+            run_java(program, java, classpath, tmp_path) == (HERE / name).read_text()
+        ), name

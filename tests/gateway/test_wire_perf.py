@@ -42,7 +42,9 @@ def fetch_body(total: int, partitions: int = 6, endpoints: bool = False) -> byte
             f.FetchableTopicResponse(
                 topic_id=uuid.uuid4(),
                 partitions=tuple(
-                    f.PartitionData(partition_index=i, high_watermark=100, records=records)
+                    f.PartitionData(
+                        partition_index=i, high_watermark=100, records=records
+                    )
                     for i in range(partitions)
                 ),
             ),
@@ -58,9 +60,15 @@ def fetch_body(total: int, partitions: int = 6, endpoints: bool = False) -> byte
 
 def test_fetch_cost_does_not_grow_with_its_records() -> None:
     small, large = fetch_body(64 << 10), fetch_body(4 << 20)
-    assert rewrite_addresses(ApiKeys.FETCH, 17, large, address_for) is None  # nothing copied
-    t_small = best_us(lambda: rewrite_addresses(ApiKeys.FETCH, 17, small, address_for), 2000)
-    t_large = best_us(lambda: rewrite_addresses(ApiKeys.FETCH, 17, large, address_for), 2000)
+    assert (
+        rewrite_addresses(ApiKeys.FETCH, 17, large, address_for) is None
+    )  # nothing copied
+    t_small = best_us(
+        lambda: rewrite_addresses(ApiKeys.FETCH, 17, small, address_for), 2000
+    )
+    t_large = best_us(
+        lambda: rewrite_addresses(ApiKeys.FETCH, 17, large, address_for), 2000
+    )
     print(f"\nFetch v17, 6 partitions: 64 KiB {t_small:.2f} us, 4 MiB {t_large:.2f} us")
     assert t_large < 3 * t_small + 5
 
@@ -71,7 +79,8 @@ def test_costs() -> None:
     produce = p.ProduceResponse(
         responses=(
             p.TopicProduceResponse(
-                name="orders", partition_responses=(p.PartitionProduceResponse(index=0),)
+                name="orders",
+                partition_responses=(p.PartitionProduceResponse(index=0),),
             ),
         )
     )
@@ -79,7 +88,9 @@ def test_costs() -> None:
     p.WRITERS[11](produce, out)
     produce_body = bytes(out)
     metadata = m.MetadataResponse(
-        brokers=tuple(m.MetadataResponseBroker(i, f"kafka-{i}.internal", 9092) for i in range(3)),
+        brokers=tuple(
+            m.MetadataResponseBroker(i, f"kafka-{i}.internal", 9092) for i in range(3)
+        ),
         topics=tuple(
             m.MetadataResponseTopic(
                 name=f"topic-{t}",
@@ -103,7 +114,8 @@ def test_costs() -> None:
             lambda: rewrite_addresses(ApiKeys.FETCH, 17, fetch, address_for), 2000
         ),
         "Fetch v17 1 MiB/6 partitions, NodeEndpoints rewritten (one copy)": best_us(
-            lambda: rewrite_addresses(ApiKeys.FETCH, 17, fetch_endpoints, address_for), 300
+            lambda: rewrite_addresses(ApiKeys.FETCH, 17, fetch_endpoints, address_for),
+            300,
         ),
         "Fetch with_throttle_ms, bytearray (in place)": best_us(
             lambda: with_throttle_ms(ApiKeys.FETCH, 17, in_place, 5), 20000
@@ -112,17 +124,21 @@ def test_costs() -> None:
             lambda: with_throttle_ms(ApiKeys.FETCH, 17, fetch, 5), 300
         ),
         "Produce v11 small: rewrite_addresses": best_us(
-            lambda: rewrite_addresses(ApiKeys.PRODUCE, 11, produce_body, address_for), 20000
+            lambda: rewrite_addresses(ApiKeys.PRODUCE, 11, produce_body, address_for),
+            20000,
         ),
         "Produce v11 small: read_throttle_ms": best_us(
             lambda: read_throttle_ms(ApiKeys.PRODUCE, 11, produce_body), 20000
         ),
         "Metadata v12 3 brokers, 100 topics x 6 partitions: rewrite_addresses": best_us(
-            lambda: rewrite_addresses(ApiKeys.METADATA, 12, metadata_body, address_for), 200
+            lambda: rewrite_addresses(ApiKeys.METADATA, 12, metadata_body, address_for),
+            200,
         ),
     }
     for name, cost in costs.items():
         print(f"{name}: {cost:.2f} us")
     # loose: ten times a quiet run's figure
-    assert costs["Fetch v17 1 MiB/6 partitions, no NodeEndpoints: rewrite_addresses"] < 40
+    assert (
+        costs["Fetch v17 1 MiB/6 partitions, no NodeEndpoints: rewrite_addresses"] < 40
+    )
     assert costs["Produce v11 small: rewrite_addresses"] < 20

@@ -35,7 +35,9 @@ CAP = 1000  # bytes per second
 CLIENT = "app"
 
 
-def fetch_frame(version: int, *, max_bytes: int, session_id: int = 0, epoch: int = -1) -> Any:
+def fetch_frame(
+    version: int, *, max_bytes: int, session_id: int = 0, epoch: int = -1
+) -> Any:
     """A Fetch request of ``version`` as a client writes it, framed as the gateway reads it."""
     module = importlib.import_module(f"kio.schema.fetch.v{version}.request")
     fields: dict[str, Any] = {
@@ -128,7 +130,9 @@ def response_body(version: int, message: Any) -> bytes:
 def decode_response(frame: bytes, version: int) -> tuple[int, Any]:
     (size, correlation_id) = struct.unpack_from(">ii", frame, 0)
     assert size == len(frame) - 4
-    body_at = 8 + (1 if version >= 12 else 0)  # response header v1 from v12: tagged fields
+    body_at = 8 + (
+        1 if version >= 12 else 0
+    )  # response header v1 from v12: tagged fields
     message, end = fetch_response.READERS[version](memoryview(frame), body_at)
     assert end == len(frame)
     return correlation_id, message
@@ -138,7 +142,12 @@ def decode_response(frame: bytes, version: int) -> tuple[int, Any]:
     ("version", "session_id", "epoch", "answered_session"),
     [
         (4, 0, -1, 0),  # no sessions before v7
-        (7, 0, 0, 0),  # a full fetch that opens a session: Kafka answers INVALID_SESSION_ID
+        (
+            7,
+            0,
+            0,
+            0,
+        ),  # a full fetch that opens a session: Kafka answers INVALID_SESSION_ID
         (12, 0, -1, 0),  # sessionless
         (13, 55, 3, 55),  # incremental: the session goes on
         (18, 55, 9, 55),
@@ -158,7 +167,9 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
         fetch_response.FetchResponse(
             throttle_time_ms=0,
             session_id=55 if version >= 7 else 0,
-            responses=(fetch_response.FetchableTopicResponse(topic="t", partitions=()),),
+            responses=(
+                fetch_response.FetchableTopicResponse(topic="t", partitions=()),
+            ),
         ),
     )
     answer = quotas.throttled_fetch_response(
@@ -167,7 +178,11 @@ def test_throttled_fetch_is_answered_empty_and_unrecorded(
     assert answer is not None
     correlation_id, message = decode_response(answer, version)
     assert correlation_id == 7
-    assert (message.throttle_time_ms, message.error_code, message.responses) == (throttle_ms, 0, ())
+    assert (message.throttle_time_ms, message.error_code, message.responses) == (
+        throttle_ms,
+        0,
+        (),
+    )
     if version >= 7:
         assert message.session_id == answered_session
     # Un-recorded: the same bytes a window later... are within the quota again.
@@ -179,9 +194,13 @@ def test_throttled_fetch_with_a_top_level_error_is_forwarded() -> None:
     clock = FakeClock()
     quotas = gateway_quotas(clock, consumer_byte_rate=CAP)
     frame = fetch_frame(13, max_bytes=CAP, session_id=55, epoch=3)
-    upstream = response_body(13, fetch_response.FetchResponse(error_code=71, session_id=0))
+    upstream = response_body(
+        13, fetch_response.FetchResponse(error_code=71, session_id=0)
+    )
     assert (
-        quotas.throttled_fetch_response(frame, memoryview(upstream), 100, "ANONYMOUS", 50, 0)
+        quotas.throttled_fetch_response(
+            frame, memoryview(upstream), 100, "ANONYMOUS", 50, 0
+        )
         is None
     )
 
@@ -222,7 +241,9 @@ def test_a_request_that_throttled_itself_holds_the_channel_until_its_response() 
     assert channel.muted
     clock.advance(5000)  # however long the broker takes
     assert channel.muted
-    quotas.mute(channel, "ANONYMOUS", CLIENT, 300, held=True)  # its response: 300 ms more
+    quotas.mute(
+        channel, "ANONYMOUS", CLIENT, 300, held=True
+    )  # its response: 300 ms more
     clock.advance(299)
     assert channel.muted
     clock.advance(1)

@@ -33,7 +33,9 @@ from proto.primitives import MalformedError
 TOPIC_ID = uuid.UUID("01234567-89ab-cdef-0fed-cba987654321")
 
 
-def request_frame(api_key: int, version: int, body: bytes, client_id: str | None = "app") -> bytes:
+def request_frame(
+    api_key: int, version: int, body: bytes, client_id: str | None = "app"
+) -> bytes:
     """raw = header + body, the header as Kafka's client writes it (v2 with tags if flexible)."""
     header = struct.pack(">hhi", api_key, version, 77)
     if client_id is None:
@@ -54,7 +56,11 @@ def test_header_of_every_api_key_and_version(api_key: int) -> None:
     for version in range(info.min_version, info.max_version + 1):
         raw = request_frame(api_key, version, b"BODY")
         frame = parse_request_header(raw)
-        assert (frame.api_key, frame.api_version, frame.correlation_id) == (api_key, version, 77)
+        assert (frame.api_key, frame.api_version, frame.correlation_id) == (
+            api_key,
+            version,
+            77,
+        )
         assert frame.client_id == "app" and bytes(frame.body) == b"BODY"
 
 
@@ -64,11 +70,17 @@ def test_header_with_tagged_fields_null_client_id_and_bad_input() -> None:
     assert frame.client_id == "" and bytes(frame.body) == b"BODY"
     with pytest.raises(UnknownApiKey):
         parse_request_header(struct.pack(">hhih", 1234, 0, 1, -1))
-    for bad in (b"\x00\x01", struct.pack(">hhih", 1, 17, 1, 50), struct.pack(">hhih", 1, 4, 1, -2)):
+    for bad in (
+        b"\x00\x01",
+        struct.pack(">hhih", 1, 17, 1, 50),
+        struct.pack(">hhih", 1, 4, 1, -2),
+    ):
         with pytest.raises(FramingError):
             parse_request_header(bad)
     with pytest.raises(FramingError):  # tagged section runs past the end
-        parse_request_header(struct.pack(">hhih", ApiKeys.FETCH, 17, 5, -1) + b"\x01\x00\x09")
+        parse_request_header(
+            struct.pack(">hhih", ApiKeys.FETCH, 17, 5, -1) + b"\x01\x00\x09"
+        )
 
 
 def test_header_matches_server_connection_where_proto_has_the_module() -> None:
@@ -88,13 +100,18 @@ def test_header_matches_server_connection_where_proto_has_the_module() -> None:
             theirs = conn.next_request()
             assert theirs is not None
             ours = parse_request_header(raw)
-            assert (ours.header_size, ours.client_id) == (theirs.header_size, theirs.client_id)
+            assert (ours.header_size, ours.client_id) == (
+                theirs.header_size,
+                theirs.client_id,
+            )
 
 
 PRODUCE = requests("produce")
 
 
-@pytest.mark.parametrize("g", PRODUCE, ids=[f"{g.id}-acks{g.fields[1]}" for g in PRODUCE])
+@pytest.mark.parametrize(
+    "g", PRODUCE, ids=[f"{g.id}-acks{g.fields[1]}" for g in PRODUCE]
+)
 def test_produce_acks(g: GoldenRequest) -> None:
     assert produce_acks(g.version, g.body) == int(g.fields[1])
     frame = parse_request_header(request_frame(g.api_key, g.version, g.body))
@@ -108,7 +125,11 @@ def test_produce_acks_of_a_truncated_body() -> None:
             produce_acks(3, body[:size])
 
 
-MUTATIONS = requests("create_topics") + requests("create_partitions") + requests("delete_topics")
+MUTATIONS = (
+    requests("create_topics")
+    + requests("create_partitions")
+    + requests("delete_topics")
+)
 
 
 @pytest.mark.parametrize("g", MUTATIONS, ids=[g.id for g in MUTATIONS])
@@ -195,7 +216,9 @@ def test_metadata_partition_counts() -> None:
     message = md.MetadataResponse(
         topics=(
             md.MetadataResponseTopic(
-                name="a", topic_id=TOPIC_ID, partitions=(md.MetadataResponsePartition(),) * 3
+                name="a",
+                topic_id=TOPIC_ID,
+                partitions=(md.MetadataResponsePartition(),) * 3,
             ),
             md.MetadataResponseTopic(error_code=3, name="gone"),
         )
@@ -217,5 +240,7 @@ def test_produce_acks_any_transactional_id(
     from proto.messages import produce_request as pr
 
     out = bytearray()
-    pr.WRITERS[version](pr.ProduceRequest(transactional_id=transactional_id, acks=acks), out)
+    pr.WRITERS[version](
+        pr.ProduceRequest(transactional_id=transactional_id, acks=acks), out
+    )
     assert produce_acks(version, bytes(out)) == acks

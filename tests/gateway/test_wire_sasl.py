@@ -80,7 +80,9 @@ def test_plain(token: bytes, principal: str | None) -> None:
         (b"c=biws,r=abc,p=proof", None),  # a client-final message
     ],
 )
-def test_scram_client_first(mechanism: str, token: bytes, principal: str | None) -> None:
+def test_scram_client_first(
+    mechanism: str, token: bytes, principal: str | None
+) -> None:
     assert principal_from_token(mechanism, token) == principal
 
 
@@ -115,7 +117,9 @@ def test_authenticate_before_handshake_captures_nothing() -> None:
 
 def test_kafkas_own_sasl_requests() -> None:
     for g in requests("sasl_handshake"):
-        assert handshake_mechanism(frame(g.api_key, g.version, g.body)) == "SCRAM-SHA-512"
+        assert (
+            handshake_mechanism(frame(g.api_key, g.version, g.body)) == "SCRAM-SHA-512"
+        )
     for g in requests("sasl_plain"):
         f = frame(g.api_key, g.version, g.body)
         assert bytes(authenticate_bytes(f)) == b"\x00alice\x00alice-secret"
@@ -137,7 +141,12 @@ def test_the_password_never_leaves() -> None:
     assert SECRET not in state
     broken = authenticate(b"\x00alice\x00" + SECRET.encode())
     truncated = RequestFrame(
-        broken.api_key, broken.api_version, 9, "app", broken.header_size, broken.raw[:-4]
+        broken.api_key,
+        broken.api_version,
+        9,
+        "app",
+        broken.header_size,
+        broken.raw[:-4],
     )
     with pytest.raises(MalformedError) as excinfo:
         authenticate_bytes(truncated)
@@ -146,7 +155,9 @@ def test_the_password_never_leaves() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    user=st.text(st.characters(min_codepoint=1, max_codepoint=0x7F), min_size=1, max_size=20),
+    user=st.text(
+        st.characters(min_codepoint=1, max_codepoint=0x7F), min_size=1, max_size=20
+    ),
     password=st.text(min_size=1, max_size=30),
 )
 def test_any_plain_or_scram_user(user: str, password: str) -> None:
@@ -155,11 +166,15 @@ def test_any_plain_or_scram_user(user: str, password: str) -> None:
         principal = principal_from_token("PLAIN", token)
         assert principal == f"User:{user}"
     saslname = user.replace("=", "=3D").replace(",", "=2C")
-    principal = principal_from_token("SCRAM-SHA-256", f"n,,n={saslname},r=nonce".encode())
+    principal = principal_from_token(
+        "SCRAM-SHA-256", f"n,,n={saslname},r=nonce".encode()
+    )
     assert principal == f"User:{user}"
 
 
-OK = struct.pack(">h", 0) + b"\x00"  # a SaslAuthenticate/SaslHandshake answer without error
+OK = (
+    struct.pack(">h", 0) + b"\x00"
+)  # a SaslAuthenticate/SaslHandshake answer without error
 REFUSED = struct.pack(">h", 58) + b"\x00"  # SASL_AUTHENTICATION_FAILED
 
 
@@ -188,7 +203,9 @@ def test_plain_authenticates_with_its_one_token() -> None:
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
-def test_a_refused_exchange_authenticates_no_one_and_stays_closed(mechanism: str) -> None:
+def test_a_refused_exchange_authenticates_no_one_and_stays_closed(
+    mechanism: str,
+) -> None:
     capture = SaslCapture()
     capture.on_request(handshake(mechanism))
     token = b"\x00alice\x00wrong" if mechanism == "PLAIN" else b"n,,n=alice,r=abc"
@@ -198,7 +215,9 @@ def test_a_refused_exchange_authenticates_no_one_and_stays_closed(mechanism: str
         capture.on_request(authenticate(b"c=biws,r=abcdef,p=d3Jvbmc="))
     assert capture.on_response(ApiKeys.SASL_AUTHENTICATE, REFUSED) is None
     assert capture.authenticated is None
-    assert capture.authenticating  # the broker closes the connection; nothing else is served
+    assert (
+        capture.authenticating
+    )  # the broker closes the connection; nothing else is served
 
 
 def test_other_mechanisms_never_hold_the_connection() -> None:

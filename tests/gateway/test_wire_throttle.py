@@ -16,7 +16,11 @@ from golden.strategies import message_strategy, response_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.gateway.throttle import read_throttle_ms, throttle_offset, with_throttle_ms
+from collector.gateway.throttle import (
+    read_throttle_ms,
+    throttle_offset,
+    with_throttle_ms,
+)
 from collector.gateway.wire import MalformedResponseError
 from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
@@ -46,7 +50,9 @@ def test_read_and_patch_kafkas_bytes(g: GoldenThrottle) -> None:
     assert read_throttle_ms(g.api_key, g.version, patched) == 99
     offset = throttle_offset(g.api_key, g.version, g.body)
     assert offset is not None
-    assert bytes(patched) == g.body[:offset] + struct.pack(">i", 99) + g.body[offset + 4 :]
+    assert (
+        bytes(patched) == g.body[:offset] + struct.pack(">i", 99) + g.body[offset + 4 :]
+    )
     # the same value: nothing to do, the same object back
     assert with_throttle_ms(g.api_key, g.version, g.body, 4321) is g.body
 
@@ -66,7 +72,9 @@ def test_a_bytearray_is_patched_in_place_and_a_readonly_view_is_copied() -> None
 def test_a_body_too_short_for_its_throttle_field_is_malformed() -> None:
     with pytest.raises(MalformedResponseError):
         read_throttle_ms(ApiKeys.FETCH, 18, b"\x00\x00")
-    produce = next(g for g in GOLDEN if g.api_key == ApiKeys.PRODUCE and g.version == 13)
+    produce = next(
+        g for g in GOLDEN if g.api_key == ApiKeys.PRODUCE and g.version == 13
+    )
     for size in range(len(produce.body) - 1):  # cut before the end of ThrottleTimeMs
         if size < throttle_offset(0, 13, produce.body) + 4:  # type: ignore[operator]
             with pytest.raises(MalformedResponseError):
@@ -81,7 +89,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "version"), CASES, ids=[f"{s.name}-v{v}" for s, v in CASES])
+@pytest.mark.parametrize(
+    ("spec", "version"), CASES, ids=[f"{s.name}-v{v}" for s, v in CASES]
+)
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), throttle_ms=st.integers(0, 2**31 - 1))
 def test_patch_random_messages(

@@ -90,17 +90,25 @@ def render_documents(
     return docs
 
 
-def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+def find(
+    docs: list[dict[str, Any]], kind: str, name: str | None = None
+) -> dict[str, Any]:
     """The one rendered object of ``kind`` (and ``name``); AssertionError otherwise."""
     hits = [
-        d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+        d
+        for d in docs
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
     ]
     assert len(hits) == 1, f"expected one {kind} {name or ''}, rendered {len(hits)}"
     return hits[0]
 
 
 def container(workload: dict[str, Any], name: str) -> dict[str, Any]:
-    hits = [c for c in workload["spec"]["template"]["spec"]["containers"] if c["name"] == name]
+    hits = [
+        c
+        for c in workload["spec"]["template"]["spec"]["containers"]
+        if c["name"] == name
+    ]
     assert len(hits) == 1, f"expected one container {name}"
     return hits[0]
 
@@ -134,7 +142,9 @@ def pod_environment(statefulset: dict[str, Any], ordinal: int) -> dict[str, str]
         source = entry.get("valueFrom")
         if source is None:
             value = entry.get("value", "")
-            env[entry["name"]] = _VAR_REF.sub(lambda m: env.get(m.group(1), m.group(0)), value)
+            env[entry["name"]] = _VAR_REF.sub(
+                lambda m: env.get(m.group(1), m.group(0)), value
+            )
         elif "fieldRef" in source:
             env[entry["name"]] = pod_metadata[source["fieldRef"]["fieldPath"]]
     return env
@@ -170,7 +180,8 @@ def stale_examples() -> Iterator[tuple[Path, str]]:
         expected = rendered_example_files(example)
         rendered_dir = example / "rendered"
         actual = {
-            p.name: p.read_text(encoding="utf-8") for p in sorted(rendered_dir.glob("*.yaml"))
+            p.name: p.read_text(encoding="utf-8")
+            for p in sorted(rendered_dir.glob("*.yaml"))
         }
         for name in sorted(set(expected) | set(actual)):
             if name not in actual:
@@ -196,7 +207,9 @@ def update_examples() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--update", action="store_true", help="rewrite examples/*/rendered")
+    parser.add_argument(
+        "--update", action="store_true", help="rewrite examples/*/rendered"
+    )
     args = parser.parse_args(argv)
     if args.update:
         update_examples()

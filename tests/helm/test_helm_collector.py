@@ -29,7 +29,11 @@ from ktc_chart import (
 )
 
 from collector.app.config import CollectorConfig, load_config
-from collector.net.listeners import EndPoint, parse_listeners, parse_security_protocol_map
+from collector.net.listeners import (
+    EndPoint,
+    parse_listeners,
+    parse_security_protocol_map,
+)
 from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
 from subscriptions.quotas import QuotaEntity
@@ -55,11 +59,15 @@ def collector_config(docs: Docs, ordinal: int, tmp_path: Path) -> CollectorConfi
 def endpoints(config: CollectorConfig, text: str | None) -> list[EndPoint]:
     """Listeners as the collector parses them (names resolved through the protocol map)."""
     assert text is not None
-    return parse_listeners(text, parse_security_protocol_map(config.listener_security_protocol_map))
+    return parse_listeners(
+        text, parse_security_protocol_map(config.listener_security_protocol_map)
+    )
 
 
 def checksum(docs: Docs) -> str | None:
-    annotations = find(docs, "StatefulSet")["spec"]["template"]["metadata"].get("annotations")
+    annotations = find(docs, "StatefulSet")["spec"]["template"]["metadata"].get(
+        "annotations"
+    )
     return (annotations or {}).get("checksum/config")
 
 
@@ -79,7 +87,10 @@ def test_each_pod_gets_its_ordinal_as_node_id_and_advertises_itself(
     # The collector's own listener parser accepts both, and they name the same listener.
     (bound,) = endpoints(config, config.listeners)
     (advertised,) = endpoints(config, config.advertised_listeners)
-    assert (bound.listener_name, bound.port) == (advertised.listener_name, advertised.port)
+    assert (bound.listener_name, bound.port) == (
+        advertised.listener_name,
+        advertised.port,
+    )
     assert bound.host == "0.0.0.0"
 
 
@@ -104,7 +115,11 @@ def test_advertised_name_resolves_through_the_headless_service(
     config = collector_config(docs, 1, tmp_path)
     (advertised,) = endpoints(config, config.advertised_listeners)
     pod, service, namespace, *domain = advertised.host.split(".")
-    assert (pod, service, namespace) == (f"{RELEASE}-1", headless["metadata"]["name"], NAMESPACE)
+    assert (pod, service, namespace) == (
+        f"{RELEASE}-1",
+        headless["metadata"]["name"],
+        NAMESPACE,
+    )
     assert domain == ["svc", "cluster", "local"]
     assert advertised.port in {p["port"] for p in headless["spec"]["ports"]}
 
@@ -134,14 +149,19 @@ def test_cluster_id_is_shared_stable_and_a_kafka_uuid(
     (cluster_id,) = ids
     # Kafka's Uuid.toString(): 16 bytes, URL-safe base64 without padding = 22 characters.
     assert cluster_id is not None and re.fullmatch(r"[A-Za-z0-9_-]{22}", cluster_id)
-    assert cluster_id == collector_config(rendered({"replicaCount": 1}), 0, tmp_path).cluster_id
+    assert (
+        cluster_id
+        == collector_config(rendered({"replicaCount": 1}), 0, tmp_path).cluster_id
+    )
     other = render_config(release="other")
     assert other["cluster.id"] != cluster_id
     chosen = render_config(values={"config": {"cluster.id": "my-cluster"}})
     assert chosen["cluster.id"] == "my-cluster"
 
 
-def render_config(values: Mapping[str, Any] | None = None, release: str = RELEASE) -> Any:
+def render_config(
+    values: Mapping[str, Any] | None = None, release: str = RELEASE
+) -> Any:
     out = render(values, release=release)
     (configmap,) = [t for n, t in out.items() if n.endswith("/configmap.yaml")]
     return yaml.safe_load(yaml.safe_load(configmap)["data"]["config.yaml"])
@@ -150,7 +170,9 @@ def render_config(values: Mapping[str, Any] | None = None, release: str = RELEAS
 # --- every scenario's config is one the collector accepts --------------------------------
 
 
-@pytest.mark.parametrize("values_file", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "values_file", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name
+)
 def test_scenario_config_loads_in_the_collector(
     rendered: Callable[..., Docs], values_file: Path, tmp_path: Path
 ) -> None:
@@ -180,7 +202,9 @@ def test_an_extra_env_override_wins_over_the_file(
         "config": {"telemetry.max.bytes": 1048576},
         "extraEnvs": [{"name": "KTC_TELEMETRY_MAX_BYTES", "value": "2097152"}],
     }
-    assert collector_config(rendered(values), 0, tmp_path).telemetry_max_bytes == 2097152
+    assert (
+        collector_config(rendered(values), 0, tmp_path).telemetry_max_bytes == 2097152
+    )
 
 
 def test_a_secret_exporter_block_can_come_from_the_environment(
@@ -211,7 +235,9 @@ def test_operator_config_reaches_the_collector(
 # --- ports, probes, and the HTTP endpoint -------------------------------------------------
 
 
-def test_probes_hit_the_http_listener(rendered: Callable[..., Docs], tmp_path: Path) -> None:
+def test_probes_hit_the_http_listener(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
     docs = rendered()
     collector = container(find(docs, "StatefulSet"), "collector")
     ports = {p["name"]: p["containerPort"] for p in collector["ports"]}
@@ -237,9 +263,13 @@ def test_moving_the_http_port_moves_listener_probes_and_service(
     config = collector_config(docs, 0, tmp_path)
     assert config.http_host_port == ("0.0.0.0", 9100)
     collector = container(find(docs, "StatefulSet"), "collector")
-    assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in collector["ports"]
+    assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in collector[
+        "ports"
+    ]
     service_port = [
-        p for p in find(docs, "Service", RELEASE)["spec"]["ports"] if p["name"] == "metrics"
+        p
+        for p in find(docs, "Service", RELEASE)["spec"]["ports"]
+        if p["name"] == "metrics"
     ]
     assert service_port == [
         {
@@ -259,10 +289,14 @@ def test_without_the_http_endpoint_there_are_no_probes(
     collector = container(find(docs, "StatefulSet"), "collector")
     assert not {"livenessProbe", "readinessProbe", "startupProbe"} & set(collector)
     assert collector_config(docs, 0, tmp_path).http_listener is None
-    assert [p["name"] for p in find(docs, "Service", RELEASE)["spec"]["ports"]] == ["kafka"]
+    assert [p["name"] for p in find(docs, "Service", RELEASE)["spec"]["ports"]] == [
+        "kafka"
+    ]
 
 
-def test_services_target_declared_container_ports(rendered: Callable[..., Docs]) -> None:
+def test_services_target_declared_container_ports(
+    rendered: Callable[..., Docs],
+) -> None:
     docs = rendered()
     container_ports = {
         p["name"] for p in container(find(docs, "StatefulSet"), "collector")["ports"]
@@ -280,7 +314,9 @@ def test_checksum_changes_with_the_config(rendered: Callable[..., Docs]) -> None
     assert base is not None and re.fullmatch(r"[0-9a-f]{64}", base)
     assert checksum(rendered({"config": {"telemetry.max.bytes": 2097152}})) != base
     assert checksum(rendered({"ports": {"kafka": {"containerPort": 9093}}})) != base
-    assert checksum(rendered({"terminationGracePeriodSeconds": 60})) != base  # drain time
+    assert (
+        checksum(rendered({"terminationGracePeriodSeconds": 60})) != base
+    )  # drain time
     # Deterministic: the same values give the same checksum.
     assert checksum(rendered({"config": {"log.level": "INFO"}})) == base
 
@@ -299,12 +335,16 @@ def test_checksum_can_be_turned_off(rendered: Callable[..., Docs]) -> None:
 # --- subscriptions and quotas -------------------------------------------------------------
 
 
-def test_subscriptions_and_quotas_are_mounted_for_the_store(rendered: Callable[..., Docs]) -> None:
+def test_subscriptions_and_quotas_are_mounted_for_the_store(
+    rendered: Callable[..., Docs],
+) -> None:
     values = load_values(CI / "subscriptions-quotas-values.yaml")
     docs = rendered(values)
     data = find(docs, "ConfigMap")["data"]
     # The store's file format: one top-level key per file (subscriptions/store.py).
-    assert yaml.safe_load(data["client-metrics.yaml"]) == {"subscriptions": values["subscriptions"]}
+    assert yaml.safe_load(data["client-metrics.yaml"]) == {
+        "subscriptions": values["subscriptions"]
+    }
     assert yaml.safe_load(data["quotas.yaml"]) == {"quotas": values["quotas"]}
 
     statefulset = find(docs, "StatefulSet")
@@ -320,7 +360,9 @@ def test_subscriptions_and_quotas_are_mounted_for_the_store(rendered: Callable[.
     assert items == {"client-metrics.yaml", "quotas.yaml"}
 
 
-@pytest.mark.parametrize("values_file", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "values_file", sorted(CI.glob("*-values.yaml")), ids=lambda p: p.name
+)
 def test_scenario_store_files_load_in_the_collectors_store(
     rendered: Callable[..., Docs], values_file: Path, tmp_path: Path
 ) -> None:
@@ -335,9 +377,13 @@ def test_scenario_store_files_load_in_the_collectors_store(
     for name in ("client-metrics.yaml", "quotas.yaml"):
         (config_dir / name).write_text(data[name], encoding="utf-8")
     snapshot = ConfigStore(tmp_path).load()
-    assert sorted(s.name for s in snapshot.subscriptions) == sorted(values.get("subscriptions", {}))
+    assert sorted(s.name for s in snapshot.subscriptions) == sorted(
+        values.get("subscriptions", {})
+    )
     quota_paths = {entity.path for entity in snapshot.quotas}
-    assert quota_paths == {QuotaEntity.from_path(p).path for p in values.get("quotas", {})}
+    assert quota_paths == {
+        QuotaEntity.from_path(p).path for p in values.get("quotas", {})
+    }
 
 
 def test_data_volume_store_is_writable_and_not_from_the_configmap(
@@ -356,7 +402,9 @@ def test_data_volume_store_is_writable_and_not_from_the_configmap(
 # --- storage ------------------------------------------------------------------------------
 
 
-def test_landing_is_one_shared_claim_under_the_data_dir(rendered: Callable[..., Docs]) -> None:
+def test_landing_is_one_shared_claim_under_the_data_dir(
+    rendered: Callable[..., Docs],
+) -> None:
     docs = rendered({"replicaCount": 3})
     claim = find(docs, "PersistentVolumeClaim", "ktc-landing")
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
@@ -365,7 +413,8 @@ def test_landing_is_one_shared_claim_under_the_data_dir(rendered: Callable[..., 
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
     assert volumes["landing"]["persistentVolumeClaim"]["claimName"] == "ktc-landing"
     mounts = {
-        m["name"]: m["mountPath"] for m in container(statefulset, "collector")["volumeMounts"]
+        m["name"]: m["mountPath"]
+        for m in container(statefulset, "collector")["volumeMounts"]
     }
     # <data.dir>/landing/node-<node.id>/ is where each node writes: on the shared claim.
     assert mounts["landing"] == mounts["data"] + "/landing"
@@ -374,11 +423,16 @@ def test_landing_is_one_shared_claim_under_the_data_dir(rendered: Callable[..., 
     assert template["spec"]["accessModes"] == ["ReadWriteOnce"]
 
 
-def test_existing_landing_claim_is_used_not_created(rendered: Callable[..., Docs]) -> None:
+def test_existing_landing_claim_is_used_not_created(
+    rendered: Callable[..., Docs],
+) -> None:
     docs = rendered({"persistence": {"landing": {"existingClaim": "nfs-landing"}}})
     assert not [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
     volumes = find(docs, "StatefulSet")["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "landing", "persistentVolumeClaim": {"claimName": "nfs-landing"}} in volumes
+    assert {
+        "name": "landing",
+        "persistentVolumeClaim": {"claimName": "nfs-landing"},
+    } in volumes
 
 
 # --- security and shutdown ----------------------------------------------------------------
@@ -399,9 +453,13 @@ def test_runs_unprivileged_on_a_read_only_root(rendered: Callable[..., Docs]) ->
     assert volumes[mounts["/tmp"]] == {"name": "tmp", "emptyDir": {}}
 
 
-def test_drain_ends_before_the_kill(rendered: Callable[..., Docs], tmp_path: Path) -> None:
+def test_drain_ends_before_the_kill(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
     docs = rendered({"terminationGracePeriodSeconds": 60})
-    grace = find(docs, "StatefulSet")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    grace = find(docs, "StatefulSet")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"
+    ]
     assert grace == 60
     assert collector_config(docs, 0, tmp_path).shutdown_timeout_seconds == 55
 
@@ -410,17 +468,29 @@ def test_drain_ends_before_the_kill(rendered: Callable[..., Docs], tmp_path: Pat
     ("values", "message"),
     [
         (
-            {"terminationGracePeriodSeconds": 20, "config": {"shutdown.timeout.seconds": 20}},
+            {
+                "terminationGracePeriodSeconds": 20,
+                "config": {"shutdown.timeout.seconds": 20},
+            },
             "must be below terminationGracePeriodSeconds",
         ),
-        ({"terminationGracePeriodSeconds": 5}, "terminationGracePeriodSeconds must be above 5"),
+        (
+            {"terminationGracePeriodSeconds": 5},
+            "terminationGracePeriodSeconds must be above 5",
+        ),
         ({"ports": {"kafka": {"enabled": False}}}, "ports.kafka.enabled must be true"),
         (
-            {"ingest": {"enabled": True}, "persistence": {"landing": {"enabled": False}}},
+            {
+                "ingest": {"enabled": True},
+                "persistence": {"landing": {"enabled": False}},
+            },
             "ingest.enabled needs persistence.landing.enabled",
         ),
         (
-            {"serviceMonitor": {"enabled": True}, "ports": {"metrics": {"enabled": False}}},
+            {
+                "serviceMonitor": {"enabled": True},
+                "ports": {"metrics": {"enabled": False}},
+            },
             "serviceMonitor.enabled needs ports.metrics.enabled",
         ),
         ({"configMap": {"create": False}}, "configMap.existingName is required"),
@@ -462,13 +532,18 @@ def test_notes_tell_clients_where_to_connect() -> None:
     assert "PLAINTEXT://ktc-<ordinal>.ktc-headless.telemetry.svc:9092" in notes
     assert "OTLP forwarding is off" in notes
     with_otlp = render({"config": {"exporters.otlp": {"endpoint": "otel:4317"}}})
-    assert "OTLP forwarding is off" not in with_otlp[f"{CHART_DIR.name}/templates/NOTES.txt"]
+    assert (
+        "OTLP forwarding is off"
+        not in with_otlp[f"{CHART_DIR.name}/templates/NOTES.txt"]
+    )
 
 
 # --- names --------------------------------------------------------------------------------
 
 
-def test_long_release_names_stay_within_kubernetes_limits(rendered: Callable[..., Docs]) -> None:
+def test_long_release_names_stay_within_kubernetes_limits(
+    rendered: Callable[..., Docs],
+) -> None:
     release = "telemetry-" * 5 + "abc"  # 53 characters: Helm's maximum
     assert len(release) == 53
     helm.validate_release_name(release)
@@ -477,7 +552,9 @@ def test_long_release_names_stay_within_kubernetes_limits(rendered: Callable[...
         for d in yaml.safe_load_all(
             "\n---\n".join(
                 t
-                for n, t in render({"ingest": {"enabled": True}}, release=release).items()
+                for n, t in render(
+                    {"ingest": {"enabled": True}}, release=release
+                ).items()
                 if not n.endswith("NOTES.txt")
             )
         )

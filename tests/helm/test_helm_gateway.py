@@ -34,7 +34,10 @@ NODE_PORT = re.compile(r"node-(\d+)")
 
 
 def gateway_values(**gateway: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {"enabled": True, "upstream": {"bootstrapServers": "kafka:9092"}}
+    values: dict[str, Any] = {
+        "enabled": True,
+        "upstream": {"bootstrapServers": "kafka:9092"},
+    }
     values.update(gateway)
     return {"gateway": values}
 
@@ -43,7 +46,9 @@ def pod_config(docs: Docs, ordinal: int, tmp_path: Path) -> CollectorConfig:
     """config.yaml plus pod <ordinal>'s environment, through the collector's own loader."""
     path = tmp_path / "config.yaml"
     path.write_text(find(docs, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
-    return load_config(path, environ=pod_environment(find(docs, "StatefulSet"), ordinal))
+    return load_config(
+        path, environ=pod_environment(find(docs, "StatefulSet"), ordinal)
+    )
 
 
 def node_ports(ports: list[dict[str, Any]], key: str) -> dict[int, int]:
@@ -90,7 +95,10 @@ def test_the_pod_runs_ktc_gateway_with_the_values_config(
 
     for ordinal in range(int(values.get("replicaCount", 1))):
         config = pod_config(docs, ordinal, tmp_path)
-        assert config.gateway_upstream_bootstrap_servers == gateway["upstream"]["bootstrapServers"]
+        assert (
+            config.gateway_upstream_bootstrap_servers
+            == gateway["upstream"]["bootstrapServers"]
+        )
         assert config.gateway_broker_port_start == gateway["brokerPortStart"]
         assert config.gateway_min_node_id == gateway["minNodeId"]
         assert config.gateway_max_nodes == gateway["maxNodes"]
@@ -100,7 +108,9 @@ def test_the_pod_runs_ktc_gateway_with_the_values_config(
         assert config.node_id == ordinal
 
 
-def test_serve_mode_has_no_gateway_keys(rendered: Callable[..., Docs], tmp_path: Path) -> None:
+def test_serve_mode_has_no_gateway_keys(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
     docs = rendered()
     assert container(find(docs, "StatefulSet"), "collector")["args"][0] == "serve"
     assert "gateway." not in find(docs, "ConfigMap")["data"]["config.yaml"]
@@ -109,9 +119,17 @@ def test_serve_mode_has_no_gateway_keys(rendered: Callable[..., Docs], tmp_path:
     assert [p["name"] for p in ports] == ["kafka", "metrics"]
 
 
-def test_tuning_keys_pass_through_config(rendered: Callable[..., Docs], tmp_path: Path) -> None:
-    values = {**gateway_values(), "config": {"gateway.upstream.connect.timeout.ms": 2500}}
-    assert pod_config(rendered(values), 0, tmp_path).gateway_upstream_connect_timeout_ms == 2500
+def test_tuning_keys_pass_through_config(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    values = {
+        **gateway_values(),
+        "config": {"gateway.upstream.connect.timeout.ms": 2500},
+    }
+    assert (
+        pod_config(rendered(values), 0, tmp_path).gateway_upstream_connect_timeout_ms
+        == 2500
+    )
 
 
 # --- per-broker ports ---------------------------------------------------------------------
@@ -132,7 +150,9 @@ def test_every_port_the_gateway_binds_is_exposed(
     for node_id in ids:
         topology.learn(node_id, f"broker-{node_id}", 9092, persist=False)
     with pytest.raises(TopologyError):
-        topology.learn(first + config.gateway_max_nodes, "broker-x", 9092, persist=False)
+        topology.learn(
+            first + config.gateway_max_nodes, "broker-x", 9092, persist=False
+        )
 
     statefulset = find(docs, "StatefulSet")
     declared = node_ports(container(statefulset, "collector")["ports"], "containerPort")
@@ -164,16 +184,22 @@ def test_bootstrap_and_http_listeners_are_unchanged(
     assert spec["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
 
 
-def test_node_port_services_keep_the_advertised_numbers(rendered: Callable[..., Docs]) -> None:
+def test_node_port_services_keep_the_advertised_numbers(
+    rendered: Callable[..., Docs],
+) -> None:
     """With a NodePort Service the numbers clients are sent to are node ports: each Kafka
     port's nodePort is its own number."""
     values = {
-        **gateway_values(brokerPortStart=30093, maxNodes=3, advertisedHost="kafka.example.com"),
+        **gateway_values(
+            brokerPortStart=30093, maxNodes=3, advertisedHost="kafka.example.com"
+        ),
         "service": {"type": "NodePort"},
         "ports": {"kafka": {"servicePort": 30092}},
     }
     service = find(rendered(values), "Service", RELEASE)
-    node_ports_by_name = {p["name"]: p.get("nodePort") for p in service["spec"]["ports"]}
+    node_ports_by_name = {
+        p["name"]: p.get("nodePort") for p in service["spec"]["ports"]
+    }
     assert node_ports_by_name == {
         "kafka": 30092,
         "metrics": None,
@@ -182,7 +208,9 @@ def test_node_port_services_keep_the_advertised_numbers(rendered: Callable[..., 
         "node-2": 30095,
     }
     # Other Service types leave node ports to Kubernetes.
-    lb = find(rendered({**values, "service": {"type": "LoadBalancer"}}), "Service", RELEASE)
+    lb = find(
+        rendered({**values, "service": {"type": "LoadBalancer"}}), "Service", RELEASE
+    )
     assert all("nodePort" not in p for p in lb["spec"]["ports"])
 
 
@@ -207,7 +235,10 @@ def test_an_advertised_host_goes_to_every_pod(
     rendered: Callable[..., Docs], tmp_path: Path
 ) -> None:
     docs = rendered(load_values(CI / "gateway-external-values.yaml"))
-    assert pod_config(docs, 0, tmp_path).gateway_advertised_host == "kafka-gateway.example.com"
+    assert (
+        pod_config(docs, 0, tmp_path).gateway_advertised_host
+        == "kafka-gateway.example.com"
+    )
     assert find(docs, "Service", RELEASE)["spec"]["type"] == "LoadBalancer"
 
 
@@ -231,12 +262,18 @@ def test_upstream_tls_files_come_from_the_secret_mount(
     volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
     secret = volumes["upstream-tls"]["secret"]
     assert secret["secretName"] == tls["secretName"]
-    files = {f"{mount['mountPath']}/{item['path']}": item["key"] for item in secret["items"]}
+    files = {
+        f"{mount['mountPath']}/{item['path']}": item["key"] for item in secret["items"]
+    }
     assert files[str(config.gateway_upstream_ssl_truststore_location)] == tls["caKey"]
-    assert files[str(config.gateway_upstream_ssl_keystore_location)] == tls["keystoreKey"]
+    assert (
+        files[str(config.gateway_upstream_ssl_keystore_location)] == tls["keystoreKey"]
+    )
     # The key password never enters the ConfigMap: the pod reads it from the Secret.
     password = env_value(spec, "KTC_GATEWAY_UPSTREAM_SSL_KEY_PASSWORD")["valueFrom"]
-    assert password == {"secretKeyRef": {"name": tls["secretName"], "key": tls["keyPasswordKey"]}}
+    assert password == {
+        "secretKeyRef": {"name": tls["secretName"], "key": tls["keyPasswordKey"]}
+    }
     assert "password" not in find(docs, "ConfigMap")["data"]["config.yaml"]
 
 
@@ -278,7 +315,9 @@ def test_upstream_ssl_without_a_secret_uses_the_system_cas(
             "ports.metrics.containerPort 8888 lies in",
         ),
         (
-            gateway_values(upstream={"bootstrapServers": "k:9092", "tls": {"secretName": "s"}}),
+            gateway_values(
+                upstream={"bootstrapServers": "k:9092", "tls": {"secretName": "s"}}
+            ),
             "needs gateway.upstream.securityProtocol SSL",
         ),
         (

@@ -23,7 +23,9 @@ INGEST_CONSUMER = CONSUMER_NAME
 
 
 def _mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
-    return {m["name"]: m["mountPath"] for m in container(workload, name)["volumeMounts"]}
+    return {
+        m["name"]: m["mountPath"] for m in container(workload, name)["volumeMounts"]
+    }
 
 
 def _claims(workload: dict[str, Any]) -> dict[str, str]:
@@ -44,8 +46,15 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
     docs = rendered(load_values(CHART_DIR / "ci" / "ingest-values.yaml"))
     statefulset = find(docs, "StatefulSet")
     ingest = find(docs, "Deployment", "ktc-ingest")
-    assert _claims(ingest)["landing"] == _claims(statefulset)["landing"] == "telemetry-landing-nfs"
-    assert _mounts(ingest, "ingest")["landing"] == _mounts(statefulset, "collector")["landing"]
+    assert (
+        _claims(ingest)["landing"]
+        == _claims(statefulset)["landing"]
+        == "telemetry-landing-nfs"
+    )
+    assert (
+        _mounts(ingest, "ingest")["landing"]
+        == _mounts(statefulset, "collector")["landing"]
+    )
 
     args = container(ingest, "ingest")["args"]
     assert args[0] == "ingest"
@@ -60,7 +69,9 @@ def test_ingest_reads_the_collectors_landing_claim_at_the_same_path(
     assert "--retention-days" not in args
 
 
-def test_ingest_arguments_are_accepted_by_ktc_ingest(rendered: Callable[..., Docs]) -> None:
+def test_ingest_arguments_are_accepted_by_ktc_ingest(
+    rendered: Callable[..., Docs],
+) -> None:
     """Parse the rendered args with the real `ktc ingest` command (without running it)."""
     values = {
         "ingest": {
@@ -88,13 +99,21 @@ def test_collectors_keep_landed_data_until_the_ingest_has_it(
     before its first commit: the chart names its consumer as required."""
 
     def required(values: dict[str, Any]) -> list[str]:
-        config = yaml.safe_load(find(rendered(values), "ConfigMap")["data"]["config.yaml"])
+        config = yaml.safe_load(
+            find(rendered(values), "ConfigMap")["data"]["config.yaml"]
+        )
         return list(config.get("landing", {}).get("retention_required_consumers", []))
 
     assert required({}) == []
     assert required({"ingest": {"enabled": True}}) == [INGEST_CONSUMER]
-    keep_mine = {"enabled": True}, {"landing": {"retention_required_consumers": ["audit"]}}
-    assert required({"ingest": keep_mine[0], "config": keep_mine[1]}) == ["audit", INGEST_CONSUMER]
+    keep_mine = (
+        {"enabled": True},
+        {"landing": {"retention_required_consumers": ["audit"]}},
+    )
+    assert required({"ingest": keep_mine[0], "config": keep_mine[1]}) == [
+        "audit",
+        INGEST_CONSUMER,
+    ]
     # Given explicitly, it is not added twice.
     twice = {"landing": {"retention_required_consumers": [INGEST_CONSUMER]}}
     assert required({"ingest": {"enabled": True}, "config": twice}) == [INGEST_CONSUMER]
@@ -129,8 +148,12 @@ def test_one_ingest_at_a_time(rendered: Callable[..., Docs]) -> None:
     assert ingest["spec"]["strategy"] == {"type": "Recreate"}
 
 
-def test_lake_claim_is_where_the_ingest_keeps_the_lakehouse(rendered: Callable[..., Docs]) -> None:
-    docs = rendered({"ingest": {"enabled": True, "master": "spark://spark-master:7077"}})
+def test_lake_claim_is_where_the_ingest_keeps_the_lakehouse(
+    rendered: Callable[..., Docs],
+) -> None:
+    docs = rendered(
+        {"ingest": {"enabled": True, "master": "spark://spark-master:7077"}}
+    )
     ingest = find(docs, "Deployment")
     claim = find(docs, "PersistentVolumeClaim", "ktc-lake")
     assert claim["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
@@ -160,7 +183,9 @@ POSTGRES_METASTORE = {
 }
 
 
-def test_thrift_server_shares_the_lake_and_the_catalog(rendered: Callable[..., Docs]) -> None:
+def test_thrift_server_shares_the_lake_and_the_catalog(
+    rendered: Callable[..., Docs],
+) -> None:
     values = {
         "ingest": {
             "enabled": True,
@@ -185,7 +210,9 @@ def test_thrift_server_shares_the_lake_and_the_catalog(rendered: Callable[..., D
     )
     (port,) = service["spec"]["ports"]
     assert (port["port"], port["targetPort"]) == (10001, "jdbc")
-    assert {"name": "jdbc", "containerPort": 10001, "protocol": "TCP"} in thrift["ports"]
+    assert {"name": "jdbc", "containerPort": 10001, "protocol": "TCP"} in thrift[
+        "ports"
+    ]
 
 
 def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
@@ -206,11 +233,18 @@ def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
 
 
 @pytest.mark.parametrize(
-    "url", [None, "jdbc:derby:;databaseName=/var/lib/ktc/lakehouse/metastore_db;create=true"]
+    "url",
+    [None, "jdbc:derby:;databaseName=/var/lib/ktc/lakehouse/metastore_db;create=true"],
 )
 def test_thrift_server_refuses_the_embedded_metastore(url: str | None) -> None:
     """Embedded Derby serves one JVM (the ingest's): the Thrift server would fail to start."""
     conf = {} if url is None else {"spark.hadoop.javax.jdo.option.ConnectionURL": url}
-    values = {"ingest": {"enabled": True, "sparkConf": conf, "thriftServer": {"enabled": True}}}
+    values = {
+        "ingest": {
+            "enabled": True,
+            "sparkConf": conf,
+            "thriftServer": {"enabled": True},
+        }
+    }
     with pytest.raises(helm.HelmError, match="needs an external metastore"):
         render(values)

@@ -10,7 +10,13 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, KUBE_VERSIONS, ci_values_files, example_dirs, load_values
+from ktc_chart import (
+    CHART_DIR,
+    KUBE_VERSIONS,
+    ci_values_files,
+    example_dirs,
+    load_values,
+)
 from yamllint import linter
 from yamllint.config import YamlLintConfig
 
@@ -34,7 +40,9 @@ FREE_FORM_VALUES = {
 @pytest.mark.parametrize("kube_version", KUBE_VERSIONS)
 @pytest.mark.parametrize("values_file", ci_values_files(), ids=lambda p: p.name)
 def test_helm_lint_strict(values_file: Path, kube_version: str) -> None:
-    report = helm.lint(CHART_DIR, load_values(values_file), strict=True, kube_version=kube_version)
+    report = helm.lint(
+        CHART_DIR, load_values(values_file), strict=True, kube_version=kube_version
+    )
     assert report["errors"] == []
     problems = [m for m in report["messages"] if m["severity"] >= WARNING]
     assert problems == []
@@ -58,14 +66,18 @@ def _yaml_sources() -> list[Path]:
     ]
 
 
-@pytest.mark.parametrize("path", _yaml_sources(), ids=lambda p: str(p.relative_to(CHART_DIR)))
+@pytest.mark.parametrize(
+    "path", _yaml_sources(), ids=lambda p: str(p.relative_to(CHART_DIR))
+)
 def test_yamllint(path: Path) -> None:
     config = YamlLintConfig(file=str(LINT_CONFIG))
     problems = list(linter.run(path.read_text(encoding="utf-8"), config, str(path)))
     assert [f"{p.line}:{p.column} {p.message}" for p in problems] == []
 
 
-def _leaf_keys(node: yaml.MappingNode, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], int]]:
+def _leaf_keys(
+    node: yaml.MappingNode, path: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], int]]:
     """(key path, 0-based line of the key) of every documented value in values.yaml."""
     out: list[tuple[tuple[str, ...], int]] = []
     for key_node, value_node in node.value:
@@ -104,7 +116,9 @@ def test_packaged_chart_renders_like_the_directory(tmp_path: Path) -> None:
     assert not [n for n in names if n.startswith("ktc/examples/")]
     values = {"replicaCount": 2, "ingest": {"enabled": True}}
     with helm.Chart.load(archive) as packaged, helm.Chart.load(CHART_DIR) as directory:
-        assert packaged.render(values, name="ktc") == directory.render(values, name="ktc")
+        assert packaged.render(values, name="ktc") == directory.render(
+            values, name="ktc"
+        )
 
 
 def test_chart_metadata() -> None:

@@ -84,7 +84,9 @@ def wait_for(predicate: Callable[[], T | None], *, timeout_s: float, what: str) 
 class RunningPod:
     ordinal: int
     process: subprocess.Popen[bytes]
-    ready: dict[str, Any]  # what `ktc serve --ready-file` wrote: bound ports, cluster id
+    ready: dict[
+        str, Any
+    ]  # what `ktc serve --ready-file` wrote: bound ports, cluster id
     mounts: dict[str, Path]  # mount path in the container -> local directory
     log: Path
 
@@ -125,7 +127,9 @@ def materialize_volumes(
         mounts[mount["mountPath"]] = local
         volume = volumes.get(mount["name"])
         if volume is None:
-            assert mount["name"] in claim_templates, f"volume {mount['name']} is not defined"
+            assert mount["name"] in claim_templates, (
+                f"volume {mount['name']} is not defined"
+            )
             local.mkdir(exist_ok=True)
         elif "persistentVolumeClaim" in volume:
             shared = claims_root / volume["persistentVolumeClaim"]["claimName"]
@@ -141,7 +145,10 @@ def materialize_volumes(
 def configmap_files(docs: Docs, volume: dict[str, Any]) -> dict[str, str]:
     """The files a configMap volume shows: item path -> the ConfigMap's data."""
     configmap = find(docs, "ConfigMap", volume["configMap"]["name"])
-    return {item["path"]: configmap["data"][item["key"]] for item in volume["configMap"]["items"]}
+    return {
+        item["path"]: configmap["data"][item["key"]]
+        for item in volume["configMap"]["items"]
+    }
 
 
 def write_configmap_volume(directory: Path, files: dict[str, str]) -> None:
@@ -153,7 +160,11 @@ def write_configmap_volume(directory: Path, files: dict[str, str]) -> None:
     (directory / generation).mkdir()
     for name, text in files.items():
         (directory / generation / name).write_text(text, "utf-8")
-    old = (directory / "..data").resolve() if (directory / "..data").is_symlink() else None
+    old = (
+        (directory / "..data").resolve()
+        if (directory / "..data").is_symlink()
+        else None
+    )
     (directory / "..data_tmp").symlink_to(generation, target_is_directory=True)
     (directory / "..data_tmp").rename(directory / "..data")
     for name in files:
@@ -195,12 +206,15 @@ def start_pod(docs: Docs, ordinal: int, root: Path) -> RunningPod:
     }
     log_path = pod_root / "collector.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, env=environment, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            argv, env=environment, stdout=log, stderr=subprocess.STDOUT
+        )
 
     def started() -> dict[str, Any] | None:
         if process.poll() is not None:
             raise AssertionError(
-                f"collector exited {process.returncode}:\n" + log_path.read_text(errors="replace")
+                f"collector exited {process.returncode}:\n"
+                + log_path.read_text(errors="replace")
             )
         return json.loads(ready_file.read_text()) if ready_file.exists() else None
 
@@ -214,7 +228,9 @@ def start_pod(docs: Docs, ordinal: int, root: Path) -> RunningPod:
 
 
 @pytest.fixture
-def start(rendered: Callable[..., Docs], tmp_path: Path) -> Iterator[Callable[[int], RunningPod]]:
+def start(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> Iterator[Callable[[int], RunningPod]]:
     """start(ordinal) -> a running pod of the VALUES release; all are killed at the end."""
     docs = rendered(VALUES)
     pods: list[RunningPod] = []
@@ -232,7 +248,9 @@ def start(rendered: Callable[..., Docs], tmp_path: Path) -> Iterator[Callable[[i
 
 
 def http_status(port: int, path: str) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{port}{path}", timeout=5
+    ) as response:
         return int(response.status)
 
 
@@ -257,7 +275,9 @@ def test_rendered_pod_starts_answers_its_probes_and_drains_on_sigterm(
     assert (pod.data_dir / "landing").resolve().parent.name == "claims"
 
     # The store reads the ConfigMap files where the volume put them.
-    assert ConfigStore(pod.data_dir).snapshot().subscription("helm-producers") is not None
+    assert (
+        ConfigStore(pod.data_dir).snapshot().subscription("helm-producers") is not None
+    )
 
     # SIGTERM: a clean exit within the drain time the chart derived (grace - 5 s).
     pod.process.send_signal(signal.SIGTERM)
@@ -284,8 +304,13 @@ def test_a_helm_upgrade_of_subscriptions_reaches_a_running_node(
         docs_v2 = rendered({**VALUES, "subscriptions": subscriptions})
         statefulset = find(docs_v2, "StatefulSet")
         # Hot reload, not a roll: the pod template (and its checksum) is unchanged.
-        assert statefulset["spec"]["template"] == find(docs_v1, "StatefulSet")["spec"]["template"]
-        volumes = {v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]}
+        assert (
+            statefulset["spec"]["template"]
+            == find(docs_v1, "StatefulSet")["spec"]["template"]
+        )
+        volumes = {
+            v["name"]: v for v in statefulset["spec"]["template"]["spec"]["volumes"]
+        }
         mount_path = DATA_DIR + "/config"
         write_configmap_volume(
             pod.mounts[mount_path], configmap_files(docs_v2, volumes["client-config"])
@@ -309,10 +334,16 @@ def test_a_helm_upgrade_of_subscriptions_reaches_a_running_node(
         def pushes() -> list[LandingRecord]:
             pod.check_alive()
             client.poll(0.05)
-            return [r for r in LandingReader(landing).read(0) if r.context.client_id == client_id]
+            return [
+                r
+                for r in LandingReader(landing).read(0)
+                if r.context.client_id == client_id
+            ]
 
         try:
-            records = wait_for(pushes, timeout_s=20, what="a push under the new subscription")
+            records = wait_for(
+                pushes, timeout_s=20, what="a push under the new subscription"
+            )
         finally:
             client.close()
         assert records[0].context.push_interval_ms == 500
@@ -394,7 +425,8 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
     landed = {
         node: len(list(LandingReader(directory).read(0)))
         for node, directory in (
-            (int(d.name.removeprefix("node-")), d) for d in node_directories(pods[0].data_dir)
+            (int(d.name.removeprefix("node-")), d)
+            for d in node_directories(pods[0].data_dir)
         )
     }
     assert set(landed) == set(by_node) == {0, 1}
@@ -415,7 +447,11 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
         env={
             **env,
             "PATH": os.environ.get("PATH", ""),
-            **{k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_LOCAL_IP")},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k in ("JAVA_HOME", "SPARK_LOCAL_IP")
+            },
         },
         capture_output=True,
         timeout=240,
@@ -448,7 +484,9 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     reason = kafka_cluster_module.missing_prerequisites()
     if reason is not None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False)
+            pytest.fail(
+                f"gateway upstream prerequisite missing in CI: {reason}", pytrace=False
+            )
         pytest.skip(reason)
     cluster = KafkaCluster(nodes=1, work_dir=tmp_path_factory.mktemp("kafka"))
     try:
@@ -542,7 +580,9 @@ def test_rendered_gateway_pod_forwards_to_kafka_and_lands_telemetry(
                 pod.check_alive()
                 producer.poll(0.05)
                 return [
-                    r for r in LandingReader(landing).read(0) if r.context.client_id == client_id
+                    r
+                    for r in LandingReader(landing).read(0)
+                    if r.context.client_id == client_id
                 ]
 
             records = wait_for(pushes, timeout_s=30, what="a push through the gateway")

@@ -49,7 +49,9 @@ def test_strict_validation_is_live(rendered: Callable[..., Docs]) -> None:
     """A misspelt field in an otherwise valid StatefulSet is refused: the check can fail."""
     statefulset = copy.deepcopy(find(rendered(), "StatefulSet"))
     _validate(statefulset, KUBE_VERSIONS[0])
-    statefulset["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
+    statefulset["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = (
+        "Always"
+    )
     with pytest.raises(kubernetes_validate.ValidationError):
         _validate(statefulset, KUBE_VERSIONS[0])
 
@@ -62,7 +64,9 @@ def test_scenario_names_are_unique(rendered: Callable[..., Docs]) -> None:
 
 
 def test_service_monitor_shape(rendered: Callable[..., Docs]) -> None:
-    docs = rendered(load_values(Path(ci_values_files()[0]).parent / "servicemonitor-values.yaml"))
+    docs = rendered(
+        load_values(Path(ci_values_files()[0]).parent / "servicemonitor-values.yaml")
+    )
     monitor = find(docs, "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
@@ -84,7 +88,9 @@ def test_no_service_monitor_by_default(rendered: Callable[..., Docs]) -> None:
 
 
 def test_extra_manifests_are_templated(rendered: Callable[..., Docs]) -> None:
-    docs = rendered(load_values(Path(ci_values_files()[0]).parent / "ephemeral-values.yaml"))
+    docs = rendered(
+        load_values(Path(ci_values_files()[0]).parent / "ephemeral-values.yaml")
+    )
     policy = find(docs, "NetworkPolicy", "ktc-clients")
     pod_labels = find(docs, "StatefulSet")["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()

@@ -15,7 +15,9 @@ from collector.app.config import CollectorConfig, is_connection_quota_key
 from exporters.landing import LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
 
-SCHEMA: dict[str, Any] = json.loads((CHART_DIR / "values.schema.json").read_text("utf-8"))
+SCHEMA: dict[str, Any] = json.loads(
+    (CHART_DIR / "values.schema.json").read_text("utf-8")
+)
 
 # Config keys the chart derives itself; the schema refuses them under `config`
 # (see templates/_config.tpl for where each one comes from).
@@ -39,7 +41,10 @@ CHART_OWNED_CONFIG_KEYS = {
 }
 
 OTLP = {"endpoint": "otel:4317"}
-GATEWAY: dict[str, Any] = {"enabled": True, "upstream": {"bootstrapServers": "kafka:9092"}}
+GATEWAY: dict[str, Any] = {
+    "enabled": True,
+    "upstream": {"bootstrapServers": "kafka:9092"},
+}
 
 # values -> a fragment of Helm's error message (it names the key and the rule).
 REJECTED: list[tuple[str, dict[str, Any], str]] = [
@@ -49,15 +54,43 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("negative replicas", {"replicaCount": -1}, "replicaCount"),
     ("bad listener name", {"listenerName": "PLAIN-TEXT"}, "listenerName"),
     ("relative data dir", {"dataDir": "data"}, "dataDir"),
-    ("port out of range", {"ports": {"kafka": {"containerPort": 70000}}}, "containerPort"),
-    ("misspelt config key", {"config": {"telemetry.max.byte": 10}}, "telemetry.max.byte"),
+    (
+        "port out of range",
+        {"ports": {"kafka": {"containerPort": 70000}}},
+        "containerPort",
+    ),
+    (
+        "misspelt config key",
+        {"config": {"telemetry.max.byte": 10}},
+        "telemetry.max.byte",
+    ),
     ("chart-owned node.id", {"config": {"node.id": 3}}, "node.id"),
-    ("chart-owned listeners", {"config": {"listeners": "PLAINTEXT://:9093"}}, "listeners"),
-    ("zero telemetry.max.bytes", {"config": {"telemetry.max.bytes": 0}}, "telemetry.max.bytes"),
-    ("string for a bool", {"config": {"telemetry.honour.long.intervals": "yes"}}, "honour"),
+    (
+        "chart-owned listeners",
+        {"config": {"listeners": "PLAINTEXT://:9093"}},
+        "listeners",
+    ),
+    (
+        "zero telemetry.max.bytes",
+        {"config": {"telemetry.max.bytes": 0}},
+        "telemetry.max.bytes",
+    ),
+    (
+        "string for a bool",
+        {"config": {"telemetry.honour.long.intervals": "yes"}},
+        "honour",
+    ),
     ("unknown log level", {"config": {"log.level": "TRACE"}}, "log.level"),
-    ("otlp without endpoint", {"config": {"exporters.otlp": {"compression": "gzip"}}}, "endpoint"),
-    ("otlp unknown key", {"config": {"exporters.otlp": {**OTLP, "endpoints": "x"}}}, "endpoints"),
+    (
+        "otlp without endpoint",
+        {"config": {"exporters.otlp": {"compression": "gzip"}}},
+        "endpoint",
+    ),
+    (
+        "otlp unknown key",
+        {"config": {"exporters.otlp": {**OTLP, "endpoints": "x"}}},
+        "endpoints",
+    ),
     (
         "otlp bare-number duration",
         {"config": {"exporters.otlp": {**OTLP, "timeout": 5}}},
@@ -70,34 +103,85 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "otlp retry typo",
-        {"config": {"exporters.otlp": {**OTLP, "retry_on_failure": {"max_elapsed_tme": "1m"}}}},
+        {
+            "config": {
+                "exporters.otlp": {
+                    **OTLP,
+                    "retry_on_failure": {"max_elapsed_tme": "1m"},
+                }
+            }
+        },
         "max_elapsed_tme",
     ),
-    ("landing typo", {"config": {"landing": {"retention_hours": 5}}}, "retention_hours"),
+    (
+        "landing typo",
+        {"config": {"landing": {"retention_hours": 5}}},
+        "retention_hours",
+    ),
     ("landing fsync", {"config": {"landing": {"fsync": "sometimes"}}}, "fsync"),
     ("subscription unknown key", {"subscriptions": {"s": {"metric": "a."}}}, "metric"),
-    ("subscription interval too short", {"subscriptions": {"s": {"interval.ms": 50}}}, "interval"),
-    ("unknown match selector", {"subscriptions": {"s": {"match": ["client=x"]}}}, "match"),
-    ("duplicate metric prefix", {"subscriptions": {"s": {"metrics": ["a.", "a."]}}}, "metrics"),
-    ("quota unknown entity", {"quotas": {"groups/g": {"producer_byte_rate": 1}}}, "groups/g"),
-    ("quota unknown key", {"quotas": {"users/a": {"producer_rate": 1}}}, "producer_rate"),
+    (
+        "subscription interval too short",
+        {"subscriptions": {"s": {"interval.ms": 50}}},
+        "interval",
+    ),
+    (
+        "unknown match selector",
+        {"subscriptions": {"s": {"match": ["client=x"]}}},
+        "match",
+    ),
+    (
+        "duplicate metric prefix",
+        {"subscriptions": {"s": {"metrics": ["a.", "a."]}}},
+        "metrics",
+    ),
+    (
+        "quota unknown entity",
+        {"quotas": {"groups/g": {"producer_byte_rate": 1}}},
+        "groups/g",
+    ),
+    (
+        "quota unknown key",
+        {"quotas": {"users/a": {"producer_rate": 1}}},
+        "producer_rate",
+    ),
     (
         "quota not positive",
         {"quotas": {"users/a": {"producer_byte_rate": 0}}},
         "producer_byte_rate",
     ),
-    ("fractional byte rate", {"quotas": {"users/a": {"producer_byte_rate": 1.5}}}, "integer"),
-    ("ip quota on a user", {"quotas": {"users/a": {"connection_creation_rate": 5}}}, "connection"),
-    ("user quota on an ip", {"quotas": {"ips/10.0.0.1": {"request_percentage": 5}}}, "request_"),
+    (
+        "fractional byte rate",
+        {"quotas": {"users/a": {"producer_byte_rate": 1.5}}},
+        "integer",
+    ),
+    (
+        "ip quota on a user",
+        {"quotas": {"users/a": {"connection_creation_rate": 5}}},
+        "connection",
+    ),
+    (
+        "user quota on an ip",
+        {"quotas": {"ips/10.0.0.1": {"request_percentage": 5}}},
+        "request_",
+    ),
     (
         "ip combined with user",
         {"quotas": {"users/a/ips/1.2.3.4": {"request_percentage": 5}}},
         "ips",
     ),
     ("unknown config store", {"configStore": {"source": "etcd"}}, "source"),
-    ("bad access mode", {"persistence": {"landing": {"accessModes": ["RWX"]}}}, "accessModes"),
+    (
+        "bad access mode",
+        {"persistence": {"landing": {"accessModes": ["RWX"]}}},
+        "accessModes",
+    ),
     ("bad size", {"persistence": {"data": {"size": "lots"}}}, "size"),
-    ("bad trigger interval", {"ingest": {"enabled": True, "triggerInterval": "soon"}}, "trigger"),
+    (
+        "bad trigger interval",
+        {"ingest": {"enabled": True, "triggerInterval": "soon"}},
+        "trigger",
+    ),
     ("bad pdb", {"podDisruptionBudget": {"maxUnavailable": "half"}}, "maxUnavailable"),
     ("gateway without upstream", {"gateway": {"enabled": True}}, "bootstrapServers"),
     (
@@ -110,7 +194,11 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
         {"gateway": {**GATEWAY, "upstream": {"bootstrapServers": "kafka"}}},
         "bootstrapServers",
     ),
-    ("gateway unknown key", {"gateway": {**GATEWAY, "brokerPortStrat": 9093}}, "brokerPortStrat"),
+    (
+        "gateway unknown key",
+        {"gateway": {**GATEWAY, "brokerPortStrat": 9093}},
+        "brokerPortStrat",
+    ),
     (
         "gateway upstream unknown key",
         {"gateway": {"enabled": True, "upstream": {"bootstrapServer": "kafka:9092"}}},
@@ -118,17 +206,35 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "gateway tls unknown key",
-        {"gateway": {**GATEWAY, "upstream": {**GATEWAY["upstream"], "tls": {"caFile": "x"}}}},
+        {
+            "gateway": {
+                **GATEWAY,
+                "upstream": {**GATEWAY["upstream"], "tls": {"caFile": "x"}},
+            }
+        },
         "caFile",
     ),
     (
         "gateway SASL upstream",
-        {"gateway": {**GATEWAY, "upstream": {**GATEWAY["upstream"], "securityProtocol": "SASL"}}},
+        {
+            "gateway": {
+                **GATEWAY,
+                "upstream": {**GATEWAY["upstream"], "securityProtocol": "SASL"},
+            }
+        },
         "securityProtocol",
     ),
-    ("gateway OS-chosen ports", {"gateway": {**GATEWAY, "brokerPortStart": 0}}, "brokerPortStart"),
+    (
+        "gateway OS-chosen ports",
+        {"gateway": {**GATEWAY, "brokerPortStart": 0}},
+        "brokerPortStart",
+    ),
     ("gateway no nodes", {"gateway": {**GATEWAY, "maxNodes": 0}}, "maxNodes"),
-    ("gateway negative node id", {"gateway": {**GATEWAY, "minNodeId": -1}}, "minNodeId"),
+    (
+        "gateway negative node id",
+        {"gateway": {**GATEWAY, "minNodeId": -1}},
+        "minNodeId",
+    ),
     (
         "chart-owned gateway key",
         {"config": {"gateway.upstream.bootstrap.servers": "kafka:9092"}},
@@ -141,7 +247,10 @@ REJECTED: list[tuple[str, dict[str, Any], str]] = [
     ("values", "fragment"), [r[1:] for r in REJECTED], ids=[r[0] for r in REJECTED]
 )
 def test_schema_rejects(values: dict[str, Any], fragment: str) -> None:
-    with helm.Chart.load(CHART_DIR) as chart, pytest.raises(helm.HelmValuesError) as caught:
+    with (
+        helm.Chart.load(CHART_DIR) as chart,
+        pytest.raises(helm.HelmValuesError) as caught,
+    ):
         chart.validate_schema(values)
     assert fragment in str(caught.value)
 
@@ -150,11 +259,21 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
     ("defaults", {}),
     ("otlp block", {"config": {"exporters.otlp": {**OTLP, "timeout": "1m30s"}}}),
     ("otlp disabled", {"config": {"exporters.otlp": None}}),
-    ("landing options", {"config": {"landing": {"fsync": "always", "retention_ms": -1}}}),
-    ("subscription as lists", {"subscriptions": {"s": {"metrics": ["a.", "b."], "match": []}}}),
+    (
+        "landing options",
+        {"config": {"landing": {"fsync": "always", "retention_ms": -1}}},
+    ),
+    (
+        "subscription as lists",
+        {"subscriptions": {"s": {"metrics": ["a.", "b."], "match": []}}},
+    ),
     (
         "match list",
-        {"subscriptions": {"s": {"match": ["client_id=app-.*", " client_source_port = 1"]}}},
+        {
+            "subscriptions": {
+                "s": {"match": ["client_id=app-.*", " client_source_port = 1"]}
+            }
+        },
     ),
     ("interval as Kafka string", {"subscriptions": {"s": {"interval.ms": "60000"}}}),
     (
@@ -162,7 +281,10 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
         {"quotas": {"users/<default>/clients/<default>": {"request_percentage": 5}}},
     ),
     ("pdb percentage", {"podDisruptionBudget": {"maxUnavailable": "25%"}}),
-    ("quantities", {"persistence": {"landing": {"size": "1.5Ti"}, "data": {"size": "500Mi"}}}),
+    (
+        "quantities",
+        {"persistence": {"landing": {"size": "1.5Ti"}, "data": {"size": "500Mi"}}},
+    ),
     ("gateway off without upstream", {"gateway": {"enabled": False}}),
     ("gateway", {"gateway": GATEWAY}),
     (
@@ -172,7 +294,9 @@ ACCEPTED: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("values",), [r[1:] for r in ACCEPTED], ids=[r[0] for r in ACCEPTED])
+@pytest.mark.parametrize(
+    ("values",), [r[1:] for r in ACCEPTED], ids=[r[0] for r in ACCEPTED]
+)
 def test_schema_accepts(values: dict[str, Any]) -> None:
     assert render(values)
 
@@ -190,10 +314,14 @@ def test_config_schema_covers_every_collector_key() -> None:
         "to config.properties in helm/ktc/values.schema.json"
     )
     # Keys accepted outside the model's fields (Kafka's connection-quota keys) count too.
-    unknown = {key for key in settable - collector_keys if not is_connection_quota_key(key)}
+    unknown = {
+        key for key in settable - collector_keys if not is_connection_quota_key(key)
+    }
     for pattern in config_schema.get("patternProperties", {}):
         assert pattern.startswith("^listener\\.name\\."), pattern
-    assert not unknown, f"the chart schema offers keys the collector refuses: {sorted(unknown)}"
+    assert not unknown, (
+        f"the chart schema offers keys the collector refuses: {sorted(unknown)}"
+    )
     assert not settable & CHART_OWNED_CONFIG_KEYS
 
 

@@ -40,21 +40,36 @@ def test_the_secret_is_mounted_and_handed_over_as_environment(
     statefulset = find(docs, "StatefulSet")
     collector = container(statefulset, "collector")
     mount = next(m for m in collector["volumeMounts"] if m["name"] == "secrets")
-    assert mount == {"name": "secrets", "mountPath": "/etc/ktc-secrets", "readOnly": True}
-    volume = next(v for v in statefulset["spec"]["template"]["spec"]["volumes"]
-                  if v["name"] == "secrets")
+    assert mount == {
+        "name": "secrets",
+        "mountPath": "/etc/ktc-secrets",
+        "readOnly": True,
+    }
+    volume = next(
+        v
+        for v in statefulset["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "secrets"
+    )
     assert volume["secret"]["secretName"] == SECRET
-    assert [item["key"] for item in volume["secret"]["items"]] == ["keystore.pem", "ca.pem"]
+    assert [item["key"] for item in volume["secret"]["items"]] == [
+        "keystore.pem",
+        "ca.pem",
+    ]
     assert env_value(collector, "KTC_SECRET_SSL_KEY_PASSWORD") == {
-        "name": "KTC_SECRET_SSL_KEY_PASSWORD", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "key-password"}}}
+        "name": "KTC_SECRET_SSL_KEY_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "key-password"}},
+    }
 
 
 def test_config_refers_to_the_environment_and_the_collector_resolves_it(
-    rendered: Callable[..., Docs], tmp_path: Path,
+    rendered: Callable[..., Docs],
+    tmp_path: Path,
 ) -> None:
     docs = rendered(VALUES)
     text = find(docs, "ConfigMap")["data"]["config.yaml"]
-    assert "${env:KTC_SECRET_SSL_KEY_PASSWORD}" in text and "config.providers: env" in text
+    assert (
+        "${env:KTC_SECRET_SSL_KEY_PASSWORD}" in text and "config.providers: env" in text
+    )
     path = tmp_path / "config.yaml"
     path.write_text(text, encoding="utf-8")
     environment = pod_environment(find(docs, "StatefulSet"), 0)
@@ -66,8 +81,13 @@ def test_config_refers_to_the_environment_and_the_collector_resolves_it(
 
 def test_nothing_is_mounted_without_secrets(rendered: Callable[..., Docs]) -> None:
     statefulset = find(rendered(), "StatefulSet")
-    assert all(v["name"] != "secrets" for v in statefulset["spec"]["template"]["spec"]["volumes"])
-    assert "config.providers" not in find(rendered(), "ConfigMap")["data"]["config.yaml"]
+    assert all(
+        v["name"] != "secrets"
+        for v in statefulset["spec"]["template"]["spec"]["volumes"]
+    )
+    assert (
+        "config.providers" not in find(rendered(), "ConfigMap")["data"]["config.yaml"]
+    )
 
 
 def test_files_or_env_without_a_secret_name_are_refused() -> None:

@@ -70,9 +70,15 @@ class RunningCollector:
             loop.close()
 
     def stop(self) -> None:
-        if self._loop is not None and self.server is not None and self._thread is not None:
+        if (
+            self._loop is not None
+            and self.server is not None
+            and self._thread is not None
+        ):
             if self._thread.is_alive():
-                asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(30)
+                asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(
+                    30
+                )
             self._thread.join(30)
 
     def call(self, fn: Callable[[], T]) -> T:
@@ -105,7 +111,9 @@ class RunningCollector:
         return list(LandingReader(directory).read(0))
 
 
-def wait_for(predicate: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.05) -> T:
+def wait_for(
+    predicate: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.05
+) -> T:
     """Poll ``predicate`` until it returns something truthy, or fail naming ``what``."""
     deadline = time.monotonic() + timeout_s
     while True:

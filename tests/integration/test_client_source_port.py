@@ -28,7 +28,12 @@ OTHER_PORT = "org.apache.kafka.producer.record.queue"
 
 def metric_names(record: LandingRecord) -> set[str]:
     data = MetricsData.FromString(record.payload)
-    return {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
+    return {
+        m.name
+        for r in data.resource_metrics
+        for s in r.scope_metrics
+        for m in s.metrics
+    }
 
 
 def client_ports(server_port: int) -> set[int]:
@@ -37,56 +42,95 @@ def client_ports(server_port: int) -> set[int]:
     return {
         c.laddr.port
         for c in psutil.Process().net_connections(kind="tcp")
-        if c.raddr and c.raddr.port == server_port and c.status == psutil.CONN_ESTABLISHED
+        if c.raddr
+        and c.raddr.port == server_port
+        and c.status == psutil.CONN_ESTABLISHED
     }
 
 
 def test_the_real_source_port_lands_and_selects_the_client(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     store = ConfigStore(data_dir)
-    store.alter_subscription("base", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL_MS})
+    store.alter_subscription(
+        "base", {"metrics": "org.apache.kafka.producer.", "interval.ms": INTERVAL_MS}
+    )
     with RunningCollector(data_dir) as collector:
-        client = Producer({
-            "bootstrap.servers": collector.bootstrap,
-            "client.id": CLIENT_ID,
-            "enable.metrics.push": True,
-            "log_level": 3,
-        })
+        client = Producer(
+            {
+                "bootstrap.servers": collector.bootstrap,
+                "client.id": CLIENT_ID,
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
         try:
+
             def from_client() -> list[LandingRecord]:
-                return [r for r in collector.landed() if r.context.client_id == CLIENT_ID]
+                return [
+                    r for r in collector.landed() if r.context.client_id == CLIENT_ID
+                ]
 
             first = wait_for(from_client, timeout_s=20, what="a first push")[0]
             port = first.context.client_source_port
             assert port != 0
-            assert port in client_ports(collector.port), (port, client_ports(collector.port))
+            assert port in client_ports(collector.port), (
+                port,
+                client_ports(collector.port),
+            )
 
             # Only a subscription matching that port applies; one on a port no client of
             # this test has (1 is never an ephemeral port) does not.
             ConfigStore(data_dir).alter_subscription(
-                "by-port", {"metrics": BY_PORT, "interval.ms": INTERVAL_MS,
-                            "match": f"client_source_port={port}"})
+                "by-port",
+                {
+                    "metrics": BY_PORT,
+                    "interval.ms": INTERVAL_MS,
+                    "match": f"client_source_port={port}",
+                },
+            )
             ConfigStore(data_dir).alter_subscription(
-                "other-port", {"metrics": OTHER_PORT, "interval.ms": INTERVAL_MS,
-                               "match": "client_source_port=1"})
+                "other-port",
+                {
+                    "metrics": OTHER_PORT,
+                    "interval.ms": INTERVAL_MS,
+                    "match": "client_source_port=1",
+                },
+            )
             ConfigStore(data_dir).delete_subscription("base")
 
             def instance_metrics() -> list[tuple[str, ...]]:
                 manager = collector.server.manager  # type: ignore[union-attr]
-                return collector.call(lambda: [
-                    i.metrics for i in manager.instances() if i.metadata.client_id == CLIENT_ID])
+                return collector.call(
+                    lambda: [
+                        i.metrics
+                        for i in manager.instances()
+                        if i.metadata.client_id == CLIENT_ID
+                    ]
+                )
 
             # Re-evaluated at the client's first request after the changes: by-port alone.
-            wait_for(lambda: instance_metrics() == [(BY_PORT,)], timeout_s=20,
-                     what="the client re-evaluated to the by-port subscription alone")
+            wait_for(
+                lambda: instance_metrics() == [(BY_PORT,)],
+                timeout_s=20,
+                what="the client re-evaluated to the by-port subscription alone",
+            )
 
             def pushes_by_port() -> list[LandingRecord]:
-                return [r for r in from_client() if r.context.received_time_unix_nano
-                        > first.context.received_time_unix_nano and metric_names(r)
-                        and all(n.startswith(BY_PORT) for n in metric_names(r))]
+                return [
+                    r
+                    for r in from_client()
+                    if r.context.received_time_unix_nano
+                    > first.context.received_time_unix_nano
+                    and metric_names(r)
+                    and all(n.startswith(BY_PORT) for n in metric_names(r))
+                ]
 
-            pushed = wait_for(pushes_by_port, timeout_s=20, what="a push of the by-port metrics")
+            pushed = wait_for(
+                pushes_by_port, timeout_s=20, what="a push of the by-port metrics"
+            )
             assert pushed[0].context.client_source_port == port
-            assert not any(n.startswith(OTHER_PORT) for r in pushed for n in metric_names(r))
+            assert not any(
+                n.startswith(OTHER_PORT) for r in pushed for n in metric_names(r)
+            )
         finally:
             client.close()

@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def http_status(port: int, path: str) -> int:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{port}{path}", timeout=5
+        ) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return exc.code

@@ -24,7 +24,11 @@ def test_pushes_reach_an_otlp_receiver_with_client_identity(tmp_path: Path) -> N
         "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
     )
     with OtlpReceiver() as receiver:
-        otlp = {"endpoint": receiver.target, "tls": {"insecure": True}, "compression": "none"}
+        otlp = {
+            "endpoint": receiver.target,
+            "tls": {"insecure": True},
+            "compression": "none",
+        }
         with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
             client = Producer(
                 {
@@ -39,10 +43,13 @@ def test_pushes_reach_an_otlp_receiver_with_client_identity(tmp_path: Path) -> N
                     return [
                         attrs
                         for rm in receiver.resource_metrics()
-                        if (attrs := resource_attributes(rm)).get("client_id") == "e2e-producer"
+                        if (attrs := resource_attributes(rm)).get("client_id")
+                        == "e2e-producer"
                     ]
 
-                attributes = wait_for(from_producer, timeout_s=20, what="forwarded metrics")
+                attributes = wait_for(
+                    from_producer, timeout_s=20, what="forwarded metrics"
+                )
             finally:
                 client.close()
         names = {

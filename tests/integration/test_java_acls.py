@@ -29,18 +29,62 @@ def openssl(*args: str, cwd: Path) -> None:
 def make_pki(d: Path) -> Path:
     """A CA, a server certificate for 127.0.0.1, client certificates CN=alice, CN=admin;
     each key and chain also as one PEM keystore (what Kafka's PEM keystore type reads)."""
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.pem", "-days", "2", "-subj", "/CN=test-ca", cwd=d)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+        cwd=d,
+    )
     (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    for name, subject in (("server", "/CN=localhost"), ("alice", "/CN=alice"),
-                          ("admin", "/CN=admin")):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
-                f"{name}.csr", "-subj", subject, cwd=d)
+    for name, subject in (
+        ("server", "/CN=localhost"),
+        ("alice", "/CN=alice"),
+        ("admin", "/CN=admin"),
+    ):
+        openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=d,
+        )
         extra = ["-extfile", "san.ext"] if name == "server" else []
-        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", *extra, cwd=d)
+        openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            *extra,
+            cwd=d,
+        )
         (d / f"{name}-keystore.pem").write_text(
-            (d / f"{name}.key").read_text() + (d / f"{name}.pem").read_text())
+            (d / f"{name}.key").read_text() + (d / f"{name}.pem").read_text()
+        )
     return d
 
 
@@ -64,18 +108,37 @@ def run_check(bootstrap: str, pki: Path, work: Path) -> dict[str, str]:
             pytest.fail(reason)
         pytest.skip(reason)
     done = subprocess.run(
-        [java, "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-         f"-Djava.io.tmpdir={work}", "-cp", classpath, str(HERE / "java" / "AclAdminCheck.java"),
-         "--bootstrap", bootstrap, "--user-props", str(client_properties(pki, "alice")),
-         "--admin-props", str(client_properties(pki, "admin")), "--principal", ALICE],
-        capture_output=True, text=True, timeout=200, check=False,
+        [
+            java,
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Djava.io.tmpdir={work}",
+            "-cp",
+            classpath,
+            str(HERE / "java" / "AclAdminCheck.java"),
+            "--bootstrap",
+            bootstrap,
+            "--user-props",
+            str(client_properties(pki, "alice")),
+            "--admin-props",
+            str(client_properties(pki, "admin")),
+            "--principal",
+            ALICE,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=200,
+        check=False,
     )
     steps = {}
     for line in done.stdout.splitlines():
         if line.startswith("KTC "):
             _, step, outcome = (line + " ").split(" ", 2)
             steps[step] = outcome.strip()
-    assert "done" in steps, f"exit {done.returncode}:\n{done.stdout}\n{done.stderr[-3000:]}"
+    assert "done" in steps, (
+        f"exit {done.returncode}:\n{done.stdout}\n{done.stderr[-3000:]}"
+    )
     return steps
 
 
@@ -91,21 +154,27 @@ def test_java_admin_acls_over_mtls(tmp_path: Path) -> None:
     }
     with RunningCollector(tmp_path / "data", **settings) as collector:
         steps = run_check(collector.bootstrap, pki, tmp_path)
-    denied = ("error org.apache.kafka.common.errors.ClusterAuthorizationException: "
-              "Cluster authorization failed.")
+    denied = (
+        "error org.apache.kafka.common.errors.ClusterAuthorizationException: "
+        "Cluster authorization failed."
+    )
     assert steps["user-alter-before"] == denied
     assert steps["user-describe-acls"].startswith(
-        "error org.apache.kafka.common.errors.ClusterAuthorizationException: Request Request(")
+        "error org.apache.kafka.common.errors.ClusterAuthorizationException: Request Request("
+    )
     assert steps["user-describe-acls"].endswith("is not authorized.")
     assert steps["admin-create-acls"] == "ok"
     assert steps["admin-describe-acls"] == (
         "ok 1 [(pattern=ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, "
         "patternType=LITERAL), entry=(principal=User:CN=alice, host=*, "
-        "operation=ALTER_CONFIGS, permissionType=ALLOW))]")
+        "operation=ALTER_CONFIGS, permissionType=ALLOW))]"
+    )
     assert steps["user-alter-granted"] == "ok"
     # ALTER_CONFIGS implies DESCRIBE_CONFIGS
     assert steps["user-describe-configs"] == "ok org.apache.kafka.consumer."
-    assert steps["admin-delete-acls"].startswith("ok 1 [(pattern=ResourcePattern(resourceType=CLUSTER")
+    assert steps["admin-delete-acls"].startswith(
+        "ok 1 [(pattern=ResourcePattern(resourceType=CLUSTER"
+    )
     assert steps["admin-describe-after-delete"] == "ok 0"
     assert steps["user-alter-after-delete"] == denied
     assert steps["admin-alter"] == "ok"

@@ -49,7 +49,9 @@ def rss_bytes(pid: int) -> int:
 
 
 def scrape(http_port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=5) as response:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{http_port}/metrics", timeout=5
+    ) as response:
         text = response.read().decode()
     samples = {}
     for line in text.splitlines():
@@ -66,7 +68,8 @@ class Pusher:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.codec = ClientConnection(client_id="steady")
         get = self.request(
-            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(uuid.UUID(int=0))
+            ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+            GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
         )
         self.instance_id = get.client_instance_id
         self.subscription_id = get.subscription_id
@@ -84,7 +87,9 @@ class Pusher:
 
     def push(self) -> int:
         payload = compress(4, b"\n\x00")  # an empty ResourceMetrics: valid OTLP
-        push = PushTelemetryRequest(self.instance_id, self.subscription_id, False, 4, payload)
+        push = PushTelemetryRequest(
+            self.instance_id, self.subscription_id, False, 4, payload
+        )
         return int(self.request(ApiKeys.PUSH_TELEMETRY, push).error_code)  # type: ignore[attr-defined]
 
 
@@ -94,7 +99,9 @@ class Trickler:
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock.sendall(struct.pack(">ihhih", PUSH_LIMIT, ApiKeys.PUSH_TELEMETRY, 0, 1, 0))
+        self.sock.sendall(
+            struct.pack(">ihhih", PUSH_LIMIT, ApiKeys.PUSH_TELEMETRY, 0, 1, 0)
+        )
         self.sock.setblocking(False)
         self.sent = 4 + 10
         self.total = 4 + PUSH_LIMIT
@@ -133,7 +140,9 @@ def start_serve(tmp_path: Path) -> tuple[subprocess.Popen[str], int, int]:
     return proc, info["listeners"]["PLAINTEXT"], info["http_port"]
 
 
-def test_trickling_maximal_requests_keep_memory_within_the_budget(tmp_path: Path) -> None:
+def test_trickling_maximal_requests_keep_memory_within_the_budget(
+    tmp_path: Path,
+) -> None:
     proc, port, http_port = start_serve(tmp_path)
     sockets: list[socket.socket] = []
     try:
@@ -157,7 +166,10 @@ def test_trickling_maximal_requests_keep_memory_within_the_budget(tmp_path: Path
         assert all(t.sent == t.total - 1 for t in tricklers)
         # Each counts at its announced size (once the server has read what was sent).
         wait_for(
-            lambda: scrape(http_port)["ktc_queued_request_bytes"] == TRICKLERS * (4 + PUSH_LIMIT),
+            lambda: (
+                scrape(http_port)["ktc_queued_request_bytes"]
+                == TRICKLERS * (4 + PUSH_LIMIT)
+            ),
             timeout_s=10,
             what="every trickler's request counted",
         )
@@ -175,7 +187,11 @@ def test_trickling_maximal_requests_keep_memory_within_the_budget(tmp_path: Path
         # Used up, and over it by no more than the requests admitted as it ran out and the
         # first reads of connections being opened then (request_memory.py: the bound), though
         # the latecomers sent up to 30 MiB more (the kernel holds what the server does not read).
-        assert BUDGET <= metrics["ktc_queued_request_bytes"] < BUDGET + 4 * (4 + PUSH_LIMIT)
+        assert (
+            BUDGET
+            <= metrics["ktc_queued_request_bytes"]
+            < BUDGET + 4 * (4 + PUSH_LIMIT)
+        )
         peak = max(peak, rss_bytes(proc.pid))
         assert peak < bound, f"RSS {peak / MIB:.0f} MiB over {bound / MIB:.0f} MiB"
 
@@ -203,10 +219,15 @@ def test_trickling_maximal_requests_keep_memory_within_the_budget(tmp_path: Path
 def test_an_over_limit_push_is_refused_before_its_body_is_sent(tmp_path: Path) -> None:
     proc, port, http_port = start_serve(tmp_path)
     try:
-        for announced in (PUSH_LIMIT + 1, 100 * MIB):  # just over; the old 100 MiB frame
+        for announced in (
+            PUSH_LIMIT + 1,
+            100 * MIB,
+        ):  # just over; the old 100 MiB frame
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
             # The size and the header, no body: the server closes at once.
-            sock.sendall(struct.pack(">ihhih", announced, ApiKeys.PUSH_TELEMETRY, 0, 1, 0))
+            sock.sendall(
+                struct.pack(">ihhih", announced, ApiKeys.PUSH_TELEMETRY, 0, 1, 0)
+            )
             assert sock.recv(1) == b""
             sock.close()
         assert scrape(http_port)["ktc_connections_closed_on_error_total"] == 2

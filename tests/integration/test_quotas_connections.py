@@ -53,7 +53,9 @@ async def attempt(
     timeout_s: float = 20.0,
 ) -> Attempt:
     """Connect, send ApiVersions: served if an answer comes, refused if the server closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source_ip, 0))
+    reader, writer = await asyncio.open_connection(
+        "127.0.0.1", port, local_addr=(source_ip, 0)
+    )
     try:
         writer.write(API_VERSIONS_FRAME)
         try:
@@ -81,17 +83,22 @@ def quota_metric(collector: RunningCollector, name: str, **labels: str) -> float
 
 
 def test_per_ip_count_refuses_the_excess_and_serves_the_rest(tmp_path: Path) -> None:
-    with RunningCollector(tmp_path / "data", **{"max.connections.per.ip": 10}) as collector:
+    with RunningCollector(
+        tmp_path / "data", **{"max.connections.per.ip": 10}
+    ) as collector:
 
         async def storm() -> tuple[list[Attempt], float]:
             hold = asyncio.Event()
             started = time.monotonic()
             tasks = [
-                asyncio.create_task(attempt(collector.port, started, hold=hold)) for _ in range(60)
+                asyncio.create_task(attempt(collector.port, started, hold=hold))
+                for _ in range(60)
             ]
             # Every attempt is answered or refused while the served ones stay open.
             await eventually(
-                lambda: sum(t.done() for t in tasks) >= 50, timeout_s=20, what="50 settled"
+                lambda: sum(t.done() for t in tasks) >= 50,
+                timeout_s=20,
+                what="50 settled",
             )
             settled_s = time.monotonic() - started
             hold.set()
@@ -120,7 +127,9 @@ def test_per_ip_count_refuses_the_excess_and_serves_the_rest(tmp_path: Path) -> 
         assert again.served
 
 
-def test_per_ip_rate_refuses_the_excess_without_slowing_other_addresses(tmp_path: Path) -> None:
+def test_per_ip_rate_refuses_the_excess_without_slowing_other_addresses(
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_quotas({"ip": None}, {"connection_creation_rate": 10})
     settings = {**SHORT_WINDOWS, "max.connection.creation.rate": 40}
@@ -128,7 +137,9 @@ def test_per_ip_rate_refuses_the_excess_without_slowing_other_addresses(tmp_path
 
         async def storm() -> tuple[list[Attempt], Attempt]:
             started = time.monotonic()
-            attempts = await asyncio.gather(*(attempt(collector.port, started) for _ in range(100)))
+            attempts = await asyncio.gather(
+                *(attempt(collector.port, started) for _ in range(100))
+            )
             # Right after: another address.  Had the 90-odd refused connections stayed in
             # the broker-wide rate (100 in about a second against 40/s), the acceptor would
             # hold it for up to a second; Kafka takes them back out, so it is served at once.
@@ -188,7 +199,9 @@ def test_creation_rate_holds_the_listener_while_another_stays_usable(
 
         async def storm() -> tuple[list[Attempt], Attempt]:
             started = time.monotonic()
-            tasks = [asyncio.create_task(attempt(collector.port, started)) for _ in range(60)]
+            tasks = [
+                asyncio.create_task(attempt(collector.port, started)) for _ in range(60)
+            ]
             await eventually(held, timeout_s=10, what="the storm held by the rate")
             admin = await attempt(admin_port, time.monotonic())
             return list(await asyncio.gather(*tasks)), admin

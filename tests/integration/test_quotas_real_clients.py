@@ -32,7 +32,9 @@ RUN_S = 8.0
 SHORT_WINDOWS = {"quota.window.num": 2, "quota.window.size.seconds": 1}
 
 
-def scrape(collector: RunningCollector) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+def scrape(
+    collector: RunningCollector,
+) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     assert collector.server is not None
     url = f"http://127.0.0.1:{collector.server.http_port}/metrics"
     with urllib.request.urlopen(url, timeout=5) as response:
@@ -44,13 +46,19 @@ def scrape(collector: RunningCollector) -> dict[tuple[str, frozenset[tuple[str, 
     }
 
 
-def test_a_byte_rate_capped_librdkafka_client_keeps_pushing_and_backs_off(tmp_path: Path) -> None:
+def test_a_byte_rate_capped_librdkafka_client_keeps_pushing_and_backs_off(
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     store = ConfigStore(data_dir)
     store.alter_subscription(
-        "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)}, []
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)},
+        [],
     )
-    store.alter_quotas({"client-id": "capped-1"}, {"producer_byte_rate": LIMIT_BYTES_PER_S})
+    store.alter_quotas(
+        {"client-id": "capped-1"}, {"producer_byte_rate": LIMIT_BYTES_PER_S}
+    )
     throttles: list[ThrottleEvent] = []
     errors: list[KafkaError] = []
 
@@ -79,7 +87,9 @@ def test_a_byte_rate_capped_librdkafka_client_keeps_pushing_and_backs_off(tmp_pa
                 ]
                 return [t - stamps[0] for t in stamps] if stamps else []
 
-            wait_for(lambda: pushes("capped-1"), timeout_s=15, what="a first capped push")
+            wait_for(
+                lambda: pushes("capped-1"), timeout_s=15, what="a first capped push"
+            )
             deadline = time.monotonic() + RUN_S
             while time.monotonic() < deadline:
                 for producer in producers.values():
@@ -104,8 +114,12 @@ def test_a_byte_rate_capped_librdkafka_client_keeps_pushing_and_backs_off(tmp_pa
     # fewer pushes than the unthrottled control (~10/s): ~500-byte pushes at 1000 B/s.
     assert any(event.throttle_time > 0 for event in throttles)
     assert len(capped) <= len(free) / 3, (len(capped), len(free))
-    labels = frozenset({"quota": "produce", "user": "ANONYMOUS", "client_id": "capped-1"}.items())
+    labels = frozenset(
+        {"quota": "produce", "user": "ANONYMOUS", "client_id": "capped-1"}.items()
+    )
     assert samples[("ktc_quota_throttled_responses_total", labels)] > 0
     # The collector's measured rate (Kafka's byte-rate metric) is held near the limit.
     entity = frozenset({"user": "", "client_id": "capped-1"}.items())
-    assert samples[("kafka_server_produce_byte_rate", entity)] <= 1.6 * LIMIT_BYTES_PER_S
+    assert (
+        samples[("kafka_server_produce_byte_rate", entity)] <= 1.6 * LIMIT_BYTES_PER_S
+    )

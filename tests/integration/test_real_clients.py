@@ -37,7 +37,11 @@ def from_client(collector: RunningCollector, client_id: str) -> list[LandingReco
 
 
 def subscribe(
-    data_dir: Path, name: str, metrics: str, match: str = "", interval_ms: int = INTERVAL_MS
+    data_dir: Path,
+    name: str,
+    metrics: str,
+    match: str = "",
+    interval_ms: int = INTERVAL_MS,
 ) -> None:
     configs = {"metrics": metrics, "interval.ms": str(interval_ms)}
     if match:
@@ -62,8 +66,12 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-def test_producer_handshake_periodic_pushes_and_terminating_push(data_dir: Path) -> None:
-    subscribe(data_dir, "producers", "org.apache.kafka.producer.", match="client_id=orders-.*")
+def test_producer_handshake_periodic_pushes_and_terminating_push(
+    data_dir: Path,
+) -> None:
+    subscribe(
+        data_dir, "producers", "org.apache.kafka.producer.", match="client_id=orders-.*"
+    )
     with RunningCollector(data_dir) as collector:
         client = producer(collector, "orders-1")
         try:
@@ -78,7 +86,9 @@ def test_producer_handshake_periodic_pushes_and_terminating_push(data_dir: Path)
         finally:
             client.close()
         final = wait_for(
-            lambda: [r for r in from_client(collector, "orders-1") if r.context.terminating],
+            lambda: [
+                r for r in from_client(collector, "orders-1") if r.context.terminating
+            ],
             timeout_s=10,
             what="the terminating push",
         )
@@ -103,7 +113,12 @@ def test_producer_handshake_periodic_pushes_and_terminating_push(data_dir: Path)
 
 
 def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
-    subscribe(data_dir, "consumers", "org.apache.kafka.consumer.", match="client_id=billing-.*")
+    subscribe(
+        data_dir,
+        "consumers",
+        "org.apache.kafka.consumer.",
+        match="client_id=billing-.*",
+    )
     with RunningCollector(data_dir) as collector:
         consumer = Consumer(
             {
@@ -126,9 +141,9 @@ def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
             )
             for record in records:
                 names = metric_names(record)
-                assert names and all(n.startswith("org.apache.kafka.consumer.") for n in names), (
-                    names
-                )
+                assert names and all(
+                    n.startswith("org.apache.kafka.consumer.") for n in names
+                ), names
 
             def lonely_instances() -> list[tuple[str, ...]]:
                 manager = collector.server.manager  # type: ignore[union-attr]
@@ -141,9 +156,9 @@ def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
                 )
 
             # The unmatched producer did its handshake and was told: nothing.
-            assert wait_for(lonely_instances, timeout_s=10, what="the lonely producer's Get") == [
-                ()
-            ]
+            assert wait_for(
+                lonely_instances, timeout_s=10, what="the lonely producer's Get"
+            ) == [()]
             assert from_client(collector, "lonely-1") == []
         finally:
             lonely.close()
@@ -156,7 +171,9 @@ def test_subscription_change_reaches_a_running_client(data_dir: Path) -> None:
         client = producer(collector, "changing-1")
         try:
             first = wait_for(
-                lambda: from_client(collector, "changing-1"), timeout_s=15, what="a first push"
+                lambda: from_client(collector, "changing-1"),
+                timeout_s=15,
+                what="a first push",
             )
             assert all(
                 n.startswith("org.apache.kafka.producer.record.queue")
@@ -165,7 +182,9 @@ def test_subscription_change_reaches_a_running_client(data_dir: Path) -> None:
 
             # Like `ktc subscriptions alter` in another process: the server's store watcher
             # picks the file change up; no restart, no new client.
-            subscribe(data_dir, "narrow", "org.apache.kafka.producer.connection.creation")
+            subscribe(
+                data_dir, "narrow", "org.apache.kafka.producer.connection.creation"
+            )
 
             def pushes_with_new_set() -> list[LandingRecord]:
                 return [
@@ -181,7 +200,12 @@ def test_subscription_change_reaches_a_running_client(data_dir: Path) -> None:
             changed = wait_for(
                 pushes_with_new_set, timeout_s=15, what="a push with the new metric set"
             )
-            assert changed[0].context.subscription_id != first[0].context.subscription_id
-            assert changed[0].context.client_instance_id == first[0].context.client_instance_id
+            assert (
+                changed[0].context.subscription_id != first[0].context.subscription_id
+            )
+            assert (
+                changed[0].context.client_instance_id
+                == first[0].context.client_instance_id
+            )
         finally:
             client.close()

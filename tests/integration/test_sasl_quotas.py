@@ -14,10 +14,17 @@ import pytest
 from collector_harness import RunningCollector
 from test_quotas_real_clients import SHORT_WINDOWS, scrape
 
-from collector.security.credentials import ScramMechanism, scram_credential_from_password
+from collector.security.credentials import (
+    ScramMechanism,
+    scram_credential_from_password,
+)
 from collector.security.credentials_file import DurableCredentialStore
 from proto import decode_response, encode_request
-from proto.messages import ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest
+from proto.messages import (
+    ApiVersionsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
 from subscriptions.store import ConfigStore
 from tests.secrets_under_test import SASL_USERS
 from tests.security.sasl_client import ScramClient
@@ -54,31 +61,49 @@ class ScramConnection:
         self.request(17, 1, SaslHandshakeRequest(mechanism="SCRAM-SHA-512"))
         client = ScramClient("sha512", user, SASL_USERS[user])
         first = self.request(36, 2, SaslAuthenticateRequest(auth_bytes=client.first()))
-        final = self.request(36, 2, SaslAuthenticateRequest(
-            auth_bytes=client.final(bytes(first.auth_bytes))))
+        final = self.request(
+            36,
+            2,
+            SaslAuthenticateRequest(auth_bytes=client.final(bytes(first.auth_bytes))),
+        )
         assert final.error_code == 0 and client.verify(bytes(final.auth_bytes))
 
     def request(self, api_key: int, version: int, message: object) -> object:
         self.correlation += 1
-        self.sock.sendall(encode_request(api_key, version, self.correlation, "quota-test", message))
+        self.sock.sendall(
+            encode_request(api_key, version, self.correlation, "quota-test", message)
+        )
         return decode_response(api_key, version, read_frame(self.sock)).message
 
     def close(self) -> None:
         self.sock.close()
 
 
-def test_two_scram_users_are_throttled_by_their_own_request_quota(tmp_path: Path) -> None:
+def test_two_scram_users_are_throttled_by_their_own_request_quota(
+    tmp_path: Path,
+) -> None:
     data_dir = tmp_path / "data"
     store = ConfigStore(data_dir)
     for user, percentage in QUOTAS.items():
         store.alter_quotas({"user": user}, {"request_percentage": percentage})
-    DurableCredentialStore(data_dir).write({
-        user: {ScramMechanism.SCRAM_SHA_512: scram_credential_from_password(
-            ScramMechanism.SCRAM_SHA_512, SASL_USERS[user], user.encode() * 8, 4096)}
-        for user in QUOTAS
-    })
-    settings = {**SHORT_WINDOWS, "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
-                "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    DurableCredentialStore(data_dir).write(
+        {
+            user: {
+                ScramMechanism.SCRAM_SHA_512: scram_credential_from_password(
+                    ScramMechanism.SCRAM_SHA_512,
+                    SASL_USERS[user],
+                    user.encode() * 8,
+                    4096,
+                )
+            }
+            for user in QUOTAS
+        }
+    )
+    settings = {
+        **SHORT_WINDOWS,
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
     throttled: dict[str, list[int]] = {}
     with RunningCollector(data_dir, **settings) as collector:
         connections = {user: ScramConnection(collector.port, user) for user in QUOTAS}
@@ -99,16 +124,22 @@ def test_two_scram_users_are_throttled_by_their_own_request_quota(tmp_path: Path
                 connection.close()
         samples = scrape(collector)
     slow = [ms for ms in throttled["slow"] if ms > 0]
-    assert len(slow) >= THROTTLES, "the user with the small request_percentage was not throttled"
+    assert len(slow) >= THROTTLES, (
+        "the user with the small request_percentage was not throttled"
+    )
     assert all(0 < ms <= 1000 for ms in slow)  # never longer than one quota window
     assert len(throttled["slow"]) < REQUESTS / 2, len(throttled["slow"])
     assert len(throttled["fast"]) == REQUESTS
     assert not any(throttled["fast"]), "the user with the large share was throttled"
 
     def throttled_responses(user: str) -> float:
-        return sum(value for (name, labels), value in samples.items()
-                   if name == "ktc_quota_throttled_responses_total"
-                   and dict(labels).get("quota") == "request" and dict(labels).get("user") == user)
+        return sum(
+            value
+            for (name, labels), value in samples.items()
+            if name == "ktc_quota_throttled_responses_total"
+            and dict(labels).get("quota") == "request"
+            and dict(labels).get("user") == user
+        )
 
     assert throttled_responses("slow") >= len(slow)
     assert throttled_responses("fast") == 0

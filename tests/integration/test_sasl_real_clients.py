@@ -13,7 +13,10 @@ from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaError, KafkaException, Producer
 from test_quotas_real_clients import scrape
 
-from collector.security.credentials import ScramMechanism, scram_credential_from_password
+from collector.security.credentials import (
+    ScramMechanism,
+    scram_credential_from_password,
+)
 from collector.security.credentials_file import DurableCredentialStore
 from proto import encode_request
 from proto.messages import MetadataRequest
@@ -31,14 +34,22 @@ def prepare(data_dir: Path) -> None:
     )
     DurableCredentialStore(data_dir).write(
         {
-            user: {m: scram_credential_from_password(m, pw, user.encode() * 8, 4096) for m in ScramMechanism}
+            user: {
+                m: scram_credential_from_password(m, pw, user.encode() * 8, 4096)
+                for m in ScramMechanism
+            }
             for user, pw in USERS.items()
         }
     )
 
 
 def producer(
-    bootstrap: str, mechanism: str, user: str, password: str, client_id: str, **more: object
+    bootstrap: str,
+    mechanism: str,
+    user: str,
+    password: str,
+    client_id: str,
+    **more: object,
 ) -> Producer:
     return Producer(
         {
@@ -71,7 +82,10 @@ def test_plain_and_scram_clients_land_under_their_principal(tmp_path: Path) -> N
             landed = wait_for(
                 lambda: (
                     found
-                    if len(found := {r.context.client_id: r for r in collector.landed()}) >= 3
+                    if len(
+                        found := {r.context.client_id: r for r in collector.landed()}
+                    )
+                    >= 3
                     else None
                 ),
                 timeout_s=30,
@@ -87,7 +101,10 @@ def test_plain_and_scram_clients_land_under_their_principal(tmp_path: Path) -> N
 def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     prepare(data_dir)
-    settings = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    settings = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+    }
     with RunningCollector(data_dir, **settings) as collector:
         errors: list[KafkaError] = []
         client = producer(
@@ -114,7 +131,8 @@ def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
     assert any(
         e.code() == KafkaError._AUTHENTICATION
         and "Authentication failed during authentication due to invalid credentials with SASL "
-        "mechanism SCRAM-SHA-512" in e.str()
+        "mechanism SCRAM-SHA-512"
+        in e.str()
         for e in errors
     ), errors
     assert any(name == "ktc_failed_authentication_total" for name, _ in samples)
@@ -123,7 +141,9 @@ def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
 def test_a_request_before_authentication_closes_the_connection(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     prepare(data_dir)
-    with RunningCollector(data_dir, listeners="SASL_PLAINTEXT://127.0.0.1:0") as collector:
+    with RunningCollector(
+        data_dir, listeners="SASL_PLAINTEXT://127.0.0.1:0"
+    ) as collector:
         host, port = collector.bootstrap.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=10) as sock:
             sock.sendall(encode_request(3, 12, 1, "raw", MetadataRequest()))

@@ -21,8 +21,14 @@ MINUTES = 2
 def test_two_minute_soak_passes_its_bounds(tmp_path: Path) -> None:
     plot = tmp_path / "soak.png"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "tests/perf/soak.py"), "--minutes", str(MINUTES),
-         "--plot", str(plot)],
+        [
+            sys.executable,
+            str(ROOT / "tests/perf/soak.py"),
+            "--minutes",
+            str(MINUTES),
+            "--plot",
+            str(plot),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -34,7 +40,10 @@ def test_two_minute_soak_passes_its_bounds(tmp_path: Path) -> None:
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert summary["passed"] and not summary["failures"], output
     # The run did what it claims: load, churn, changes, and it read everything back.
-    assert summary["load"]["acked"] > 0 and summary["load"]["landed"] >= summary["load"]["acked"]
+    assert (
+        summary["load"]["acked"] > 0
+        and summary["load"]["landed"] >= summary["load"]["acked"]
+    )
     assert summary["clients"]["acked"] > 0
     assert summary["clients"]["landed"] >= summary["clients"]["acked"]
     assert summary["clients_created"] > summary["clients_alive"]

@@ -82,7 +82,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def test_mutual_tls_push_carries_the_certificate_principal(tmp_path: Path, pki: Path) -> None:
+def test_mutual_tls_push_carries_the_certificate_principal(
+    tmp_path: Path, pki: Path
+) -> None:
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
         "tls", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
@@ -107,7 +109,11 @@ def test_mutual_tls_push_carries_the_certificate_principal(tmp_path: Path, pki: 
         )
         try:
             (record, *_) = wait_for(
-                lambda: [r for r in collector.landed() if r.context.client_id == "tls-producer"],
+                lambda: [
+                    r
+                    for r in collector.landed()
+                    if r.context.client_id == "tls-producer"
+                ],
                 timeout_s=20,
                 what="a push over TLS",
             )
@@ -116,7 +122,9 @@ def test_mutual_tls_push_carries_the_certificate_principal(tmp_path: Path, pki: 
     assert record.context.security_protocol == "SSL"
     assert record.context.listener_name == "SSL"
     # Kafka's default principal: the subject as X500Principal.getName() renders it.
-    assert record.context.principal == r"User:CN=orders-app,OU=payments,O=Acme\, Inc.,C=US"
+    assert (
+        record.context.principal == r"User:CN=orders-app,OU=payments,O=Acme\, Inc.,C=US"
+    )
 
 
 def test_a_client_without_a_certificate_is_refused(tmp_path: Path, pki: Path) -> None:

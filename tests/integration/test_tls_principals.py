@@ -59,21 +59,31 @@ def test_the_mapped_principal_lands_and_reaches_the_otlp_receiver(
         "tls", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
     )
     # A quota for the mapped user (never reached): its pushes are measured under it.
-    store.alter_quotas({"user": "ORDERS-APP@PAYMENTS"}, {"producer_byte_rate": 10_000_000})
+    store.alter_quotas(
+        {"user": "ORDERS-APP@PAYMENTS"}, {"producer_byte_rate": 10_000_000}
+    )
     with OtlpReceiver() as receiver:
-        otlp = {"endpoint": receiver.target, "tls": {"insecure": True}, "compression": "none"}
+        otlp = {
+            "endpoint": receiver.target,
+            "tls": {"insecure": True},
+            "compression": "none",
+        }
         settings = ssl_settings(
             pki,
             **{"ssl.principal.mapping.rules": "DEFAULT"},
             # the listener's own rules win over the broker-wide ones
             **{"listener.name.ssl.ssl.principal.mapping.rules": RULES},
         )
-        with RunningCollector(data_dir, **settings, **{"exporters.otlp": otlp}) as collector:
+        with RunningCollector(
+            data_dir, **settings, **{"exporters.otlp": otlp}
+        ) as collector:
             client = producer(collector.bootstrap, pki, "mapped-producer")
             try:
                 (record, *_) = wait_for(
                     lambda: [
-                        r for r in collector.landed() if r.context.client_id == "mapped-producer"
+                        r
+                        for r in collector.landed()
+                        if r.context.client_id == "mapped-producer"
                     ],
                     timeout_s=20,
                     what="a push over TLS",
@@ -82,7 +92,8 @@ def test_the_mapped_principal_lands_and_reaches_the_otlp_receiver(
                     lambda: [
                         attrs
                         for rm in receiver.resource_metrics()
-                        if (attrs := resource_attributes(rm)).get("client_id") == "mapped-producer"
+                        if (attrs := resource_attributes(rm)).get("client_id")
+                        == "mapped-producer"
                     ],
                     timeout_s=20,
                     what="forwarded metrics",
@@ -105,7 +116,9 @@ def test_a_certificate_no_rule_maps_is_refused(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="collector.net.protocol")
-    settings = ssl_settings(pki, **{"ssl.principal.mapping.rules": "RULE:^CN=nobody,.*$/x/"})
+    settings = ssl_settings(
+        pki, **{"ssl.principal.mapping.rules": "RULE:^CN=nobody,.*$/x/"}
+    )
     with RunningCollector(tmp_path / "data", **settings) as collector:
         client = producer(collector.bootstrap, pki, "unmapped-producer")
         try:

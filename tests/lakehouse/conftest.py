@@ -12,12 +12,17 @@ from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import LandingLog, LandingOptions
 
 # Two cores in CI: one task thread, one shuffle partition, no UI.
-SPARK_TEST_CONF = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
+SPARK_TEST_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.default.parallelism": "1",
+}
 _databases = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def spark_lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[object, Path]]:
+def spark_lake(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[object, Path]]:
     """(SparkSession, lake dir): Hive catalog on embedded Derby in a temp directory."""
     lake = tmp_path_factory.mktemp("lake")
     config = LakehouseConfig(lake, master="local[1]", extra_conf=SPARK_TEST_CONF)
@@ -32,11 +37,17 @@ def spark(spark_lake: tuple[object, Path]) -> object:
 
 
 @pytest.fixture
-def lake_config(spark_lake: tuple[object, Path], request: pytest.FixtureRequest) -> LakehouseConfig:
+def lake_config(
+    spark_lake: tuple[object, Path], request: pytest.FixtureRequest
+) -> LakehouseConfig:
     """A fresh database (and journal) per test, in the session's lake."""
     name = f"t{next(_databases)}_{request.node.name.split('[')[0].removeprefix('test_')[:40]}"
-    return LakehouseConfig(spark_lake[1], database=name.lower(), master="local[1]",
-                           extra_conf=SPARK_TEST_CONF)
+    return LakehouseConfig(
+        spark_lake[1],
+        database=name.lower(),
+        master="local[1]",
+        extra_conf=SPARK_TEST_CONF,
+    )
 
 
 def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[int]:

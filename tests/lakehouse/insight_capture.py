@@ -40,7 +40,10 @@ for extra in (TESTS / "gateway", TESTS / "integration"):
 
 from exporters.context import TelemetryContext  # noqa: E402
 from exporters.landing import LandingRecord  # noqa: E402
-from exporters.lakehouse.insights import CONSUMER_HEALTH_COLUMNS, PRODUCER_HEALTH_COLUMNS  # noqa: E402
+from exporters.lakehouse.insights import (
+    CONSUMER_HEALTH_COLUMNS,
+    PRODUCER_HEALTH_COLUMNS,
+)  # noqa: E402
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
 
 CAPTURED = HERE / "data" / "insight_pushes.jsonl.gz"
@@ -82,18 +85,24 @@ def throttle(data_dir: Path) -> None:
 
     store = ConfigStore(data_dir)
     store.alter_quotas({"client-id": RDKAFKA_PRODUCER}, {"producer_byte_rate": 20_000})
-    store.alter_quotas({"client-id": JAVA_CLIENT},
-                       {"producer_byte_rate": 300_000, "consumer_byte_rate": 1_000_000})
+    store.alter_quotas(
+        {"client-id": JAVA_CLIENT},
+        {"producer_byte_rate": 300_000, "consumer_byte_rate": 1_000_000},
+    )
 
 
 def pushes_of(records: Iterable[LandingRecord], client_id: str) -> list[LandingRecord]:
     return [r for r in records if r.context.client_id == client_id]
 
 
-def start_killed_client(bootstrap: str, topic: str, client_id: str = KILLED_CLIENT) -> subprocess.Popen[str]:
+def start_killed_client(
+    bootstrap: str, topic: str, client_id: str = KILLED_CLIENT
+) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [sys.executable, "-c", _KILLED_SCRIPT, bootstrap, client_id, topic],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "started"
     return process
@@ -112,11 +121,26 @@ def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[object, object]:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": RDKAFKA_PRODUCER,
-                         "enable.metrics.push": True, "log_level": 3, "linger.ms": 5})
-    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": RDKAFKA_CONSUMER,
-                         "group.id": f"insight-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "enable.metrics.push": True, "log_level": 3})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": RDKAFKA_PRODUCER,
+            "enable.metrics.push": True,
+            "log_level": 3,
+            "linger.ms": 5,
+        }
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "client.id": RDKAFKA_CONSUMER,
+            "group.id": f"insight-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.metrics.push": True,
+            "log_level": 3,
+        }
+    )
     consumer.subscribe([topic])
     consumed = 0
     for round_ in range(400):
@@ -150,28 +174,54 @@ def capture(work_dir: Path) -> list[LandingRecord]:
         with RunningGateway(data_dir, cluster.bootstrap_servers()) as gateway:
             topic = f"insight-{uuid.uuid4().hex[:6]}"
             producer, consumer = run_rdkafka_clients(gateway.bootstrap, topic)
-            wait_for(lambda: all(len(pushes_of(gateway.landed(), c)) >= 3
-                                 for c in (RDKAFKA_PRODUCER, RDKAFKA_CONSUMER)),
-                     timeout_s=60, what="three pushes of each rdkafka client")
+            wait_for(
+                lambda: all(
+                    len(pushes_of(gateway.landed(), c)) >= 3
+                    for c in (RDKAFKA_PRODUCER, RDKAFKA_CONSUMER)
+                ),
+                timeout_s=60,
+                what="three pushes of each rdkafka client",
+            )
             killed = start_killed_client(gateway.bootstrap, topic)
-            wait_for(lambda: len(pushes_of(gateway.landed(), KILLED_CLIENT)) >= 2,
-                     timeout_s=60, what="two pushes of the client to kill")
+            wait_for(
+                lambda: len(pushes_of(gateway.landed(), KILLED_CLIENT)) >= 2,
+                timeout_s=60,
+                what="two pushes of the client to kill",
+            )
             sigkill(killed)
             producer.flush(10)
             consumer.close()
             producer.close()
-            wait_for(lambda: all(any(r.context.terminating for r in pushes_of(gateway.landed(), c))
-                                 for c in (RDKAFKA_PRODUCER, RDKAFKA_CONSUMER)),
-                     timeout_s=30, what="the rdkafka clients' terminating pushes")
+            wait_for(
+                lambda: all(
+                    any(r.context.terminating for r in pushes_of(gateway.landed(), c))
+                    for c in (RDKAFKA_PRODUCER, RDKAFKA_CONSUMER)
+                ),
+                timeout_s=30,
+                what="the rdkafka clients' terminating pushes",
+            )
             result = run_java_clients(
-                gateway.bootstrap, f"{topic}-java", records=150_000, txn_records=20, partitions=3,
-                replication_factor=1, client_props={"client.id": JAVA_CLIENT}, timeout=180,
+                gateway.bootstrap,
+                f"{topic}-java",
+                records=150_000,
+                txn_records=20,
+                partitions=3,
+                replication_factor=1,
+                client_props={"client.id": JAVA_CLIENT},
+                timeout=180,
             )
             assert result["ok"], (result["errors"], result["stderr_tail"])
-            wait_for(lambda: all(any(metric_names(r) & names
-                                     for r in pushes_of(gateway.landed(), JAVA_CLIENT))
-                                 for names in (PRODUCER_HEALTH_METRICS, CONSUMER_HEALTH_METRICS)),
-                     timeout_s=30, what="producer and consumer health metrics of the Java clients")
+            wait_for(
+                lambda: all(
+                    any(
+                        metric_names(r) & names
+                        for r in pushes_of(gateway.landed(), JAVA_CLIENT)
+                    )
+                    for names in (PRODUCER_HEALTH_METRICS, CONSUMER_HEALTH_METRICS)
+                ),
+                timeout_s=30,
+                what="producer and consumer health metrics of the Java clients",
+            )
             return gateway.landed()
     finally:
         cluster.stop()
@@ -179,22 +229,37 @@ def capture(work_dir: Path) -> list[LandingRecord]:
 
 def metric_names(record: LandingRecord) -> set[str]:
     data = MetricsData.FromString(record.payload)
-    return {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    return {
+        m.name
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
 
 
 def dump(records: Iterable[LandingRecord], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as out:
         for record in records:
-            out.write(json.dumps({"context": record.context.to_json_dict(),
-                                  "payload": base64.b64encode(record.payload).decode()}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "context": record.context.to_json_dict(),
+                        "payload": base64.b64encode(record.payload).decode(),
+                    }
+                )
+                + "\n"
+            )
 
 
 def load_captured(path: Path = CAPTURED) -> list[tuple[TelemetryContext, bytes]]:
     """The captured pushes as (context, payload), in landing order."""
     with gzip.open(path, "rt", encoding="utf-8") as lines:
         return [
-            (TelemetryContext.from_json_dict(row["context"]), base64.b64decode(row["payload"]))
+            (
+                TelemetryContext.from_json_dict(row["context"]),
+                base64.b64decode(row["payload"]),
+            )
             for row in map(json.loads, lines)
         ]
 

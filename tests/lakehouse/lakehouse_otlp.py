@@ -27,7 +27,9 @@ def _scalar_any_value() -> st.SearchStrategy[AnyValue]:
         I64.map(lambda v: AnyValue(int_value=v)),
         DOUBLES.map(lambda v: AnyValue(double_value=v)),
         st.binary(max_size=8).map(lambda v: AnyValue(bytes_value=v)),
-        st.integers(-(1 << 31), (1 << 31) - 1).map(lambda v: AnyValue(string_value_strindex=v)),
+        st.integers(-(1 << 31), (1 << 31) - 1).map(
+            lambda v: AnyValue(string_value_strindex=v)
+        ),
         st.just(AnyValue()),
     )
 
@@ -95,7 +97,11 @@ def _fill_exemplars(draw: st.DrawFn, point: Any) -> None:
 def metric(draw: st.DrawFn) -> Metric:
     m = Metric(name=draw(TEXT), description=draw(TEXT), unit=draw(TEXT))
     m.metadata.extend(draw(ATTRIBUTES))
-    kind = draw(st.sampled_from(["gauge", "sum", "histogram", "exponential_histogram", "summary"]))
+    kind = draw(
+        st.sampled_from(
+            ["gauge", "sum", "histogram", "exponential_histogram", "summary"]
+        )
+    )
     data = getattr(m, kind)
     if kind in ("sum", "histogram", "exponential_histogram"):
         data.aggregation_temporality = draw(st.integers(0, 2))
@@ -239,22 +245,30 @@ def sample_metrics_data(seed: int) -> MetricsData:
     md = MetricsData()
     sm = md.resource_metrics.add().scope_metrics.add()
     sm.scope.name = "librdkafka"
-    gauge = sm.metrics.add(name="org.apache.kafka.producer.node.request.latency.max", unit="ms")
+    gauge = sm.metrics.add(
+        name="org.apache.kafka.producer.node.request.latency.max", unit="ms"
+    )
     for node in (1, 2):
         p = gauge.gauge.data_points.add(time_unix_nano=t, as_double=seed * 1.5 + node)
         p.attributes.add(key="node.id", value=AnyValue(string_value=str(node)))
     total = sm.metrics.add(name="org.apache.kafka.producer.record.send.total")
     total.sum.aggregation_temporality = 2
     total.sum.is_monotonic = True
-    total.sum.data_points.add(start_time_unix_nano=t - 10**9, time_unix_nano=t, as_int=seed * 10)
+    total.sum.data_points.add(
+        start_time_unix_nano=t - 10**9, time_unix_nano=t, as_int=seed * 10
+    )
     hist = sm.metrics.add(name="test.histogram")
     hist.histogram.aggregation_temporality = 1
-    h = hist.histogram.data_points.add(time_unix_nano=t, count=3, sum=6.0, min=1.0, max=3.0)
+    h = hist.histogram.data_points.add(
+        time_unix_nano=t, count=3, sum=6.0, min=1.0, max=3.0
+    )
     h.bucket_counts.extend([1, 2])
     h.explicit_bounds.append(2.0)
     h.attributes.add(key="shard", value=AnyValue(int_value=seed))
     exp = sm.metrics.add(name="test.exponential_histogram")
-    e = exp.exponential_histogram.data_points.add(time_unix_nano=t, count=2, scale=3, zero_count=1)
+    e = exp.exponential_histogram.data_points.add(
+        time_unix_nano=t, count=2, scale=3, zero_count=1
+    )
     e.positive.offset = -2
     e.positive.bucket_counts.extend([1])
     summary = sm.metrics.add(name="test.summary")

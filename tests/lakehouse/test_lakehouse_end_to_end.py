@@ -26,8 +26,15 @@ CLIENTS = ("lake-orders-1", "lake-orders-2")
 
 def ktc(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-m", "collector.app.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "collector.app.cli", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def attribute_text(value) -> str:
@@ -53,16 +60,29 @@ def expected_points(records) -> list[tuple]:
                     assert kind in ("gauge", "sum"), f"librdkafka sent a {kind}"
                     for p in getattr(metric, kind).data_points:
                         is_int = p.WhichOneof("value") == "as_int"
-                        out.append((
-                            record.offset, metric.name, kind,
-                            {kv.key: attribute_text(kv.value) for kv in p.attributes},
-                            {kv.key: kind_of(kv.value) for kv in p.attributes
-                             if kind_of(kv.value)} or None,
-                            p.time_unix_nano, float(p.as_int) if is_int else p.as_double,
-                            p.as_int if is_int else None,
-                            record.context.client_id, record.context.client_instance_id,
-                            record.context.terminating,
-                        ))
+                        out.append(
+                            (
+                                record.offset,
+                                metric.name,
+                                kind,
+                                {
+                                    kv.key: attribute_text(kv.value)
+                                    for kv in p.attributes
+                                },
+                                {
+                                    kv.key: kind_of(kv.value)
+                                    for kv in p.attributes
+                                    if kind_of(kv.value)
+                                }
+                                or None,
+                                p.time_unix_nano,
+                                float(p.as_int) if is_int else p.as_double,
+                                p.as_int if is_int else None,
+                                record.context.client_id,
+                                record.context.client_instance_id,
+                                record.context.terminating,
+                            )
+                        )
     return sorted(out, key=repr)
 
 
@@ -73,26 +93,40 @@ def test_real_clients_through_collector_ingest_and_sql(tmp_path: Path) -> None:
     )
     with RunningCollector(data) as collector:
         producers = [
-            Producer({"bootstrap.servers": collector.bootstrap, "client.id": cid,
-                      "enable.metrics.push": True, "log_level": 3})
+            Producer(
+                {
+                    "bootstrap.servers": collector.bootstrap,
+                    "client.id": cid,
+                    "enable.metrics.push": True,
+                    "log_level": 3,
+                }
+            )
             for cid in CLIENTS
         ]
 
         def pushes(cid: str) -> list:
             return [r for r in collector.landed() if r.context.client_id == cid]
 
-        wait_for(lambda: all(len(pushes(c)) >= 3 for c in CLIENTS), timeout_s=30,
-                 what="three pushes from each producer")
+        wait_for(
+            lambda: all(len(pushes(c)) >= 3 for c in CLIENTS),
+            timeout_s=30,
+            what="three pushes from each producer",
+        )
         for p in producers:
             p.close()  # sends the terminating push
-        wait_for(lambda: all(any(r.context.terminating for r in pushes(c)) for c in CLIENTS),
-                 timeout_s=30, what="the terminating pushes")
+        wait_for(
+            lambda: all(any(r.context.terminating for r in pushes(c)) for c in CLIENTS),
+            timeout_s=30,
+            what="the terminating pushes",
+        )
         landed = [r for r in collector.landed() if r.context.client_id in CLIENTS]
         node = collector.landing_directory.name
 
     ingest = ktc("ingest", "--once", "--data-dir", str(data), "--master", "local[1]")
     assert ingest.returncode == 0, ingest.stderr[-3000:]
-    assert sum(json.loads(line)["records"] for line in ingest.stdout.splitlines()) >= len(landed)
+    assert sum(
+        json.loads(line)["records"] for line in ingest.stdout.splitlines()
+    ) >= len(landed)
 
     clients = ", ".join(f"'{c}'" for c in CLIENTS)
     query = (
@@ -101,15 +135,36 @@ def test_real_clients_through_collector_ingest_and_sql(tmp_path: Path) -> None:
         "value, value_int, client_id, client_instance_id, terminating "
         f"FROM metrics WHERE client_id IN ({clients})"
     )
-    sql = ktc("sql", query, "--format", "json", "--data-dir", str(data), "--master", "local[1]")
+    sql = ktc(
+        "sql",
+        query,
+        "--format",
+        "json",
+        "--data-dir",
+        str(data),
+        "--master",
+        "local[1]",
+    )
     assert sql.returncode == 0, sql.stderr[-3000:]
     rows = [json.loads(line) for line in sql.stdout.splitlines()]
     assert {r["landing_node"] for r in rows} == {node}
     got = sorted(
-        ((r["landing_offset"], r["metric_name"], r["metric_type"], r["attributes"],
-          r["attributes_types"], r["time_unix_nano"],
-          r["value"], r["value_int"], r["client_id"], r["client_instance_id"], r["terminating"])
-         for r in rows),
+        (
+            (
+                r["landing_offset"],
+                r["metric_name"],
+                r["metric_type"],
+                r["attributes"],
+                r["attributes_types"],
+                r["time_unix_nano"],
+                r["value"],
+                r["value_int"],
+                r["client_id"],
+                r["client_instance_id"],
+                r["terminating"],
+            )
+            for r in rows
+        ),
         key=repr,
     )
     assert got == expected_points(landed)

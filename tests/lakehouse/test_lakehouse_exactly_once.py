@@ -46,7 +46,9 @@ def _lake_dump_sql(database: str) -> str:
     parts = []
     for table in TABLES:
         cols = ", ".join(f"`{c}`" for c in table.column_names if c != "batch_id")
-        parts.append(f"SELECT '{table.name}' AS t, to_json(struct({cols})) AS j FROM `{database}`.`{table.name}`")
+        parts.append(
+            f"SELECT '{table.name}' AS t, to_json(struct({cols})) AS j FROM `{database}`.`{table.name}`"
+        )
     return " UNION ALL ".join(parts)
 
 
@@ -54,14 +56,32 @@ def _rows(json_lines: str) -> list[tuple[str, str]]:
     return sorted((r["t"], r["j"]) for r in map(json.loads, json_lines.splitlines()))
 
 
-def _cli(args: list[str], data_dir: Path, env_extra: dict[str, str] | None = None,
-         timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def _cli(
+    args: list[str],
+    data_dir: Path,
+    env_extra: dict[str, str] | None = None,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run(
-        [sys.executable, "-m", "exporters.lakehouse", *args, "--data-dir", str(data_dir),
-         "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        [
+            sys.executable,
+            "-m",
+            "exporters.lakehouse",
+            *args,
+            "--data-dir",
+            str(data_dir),
+            "--master",
+            "local[1]",
+            "--conf",
+            "spark.sql.shuffle.partitions=1",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         check=False,
         start_new_session=True,  # its own process group: the failpoint kills the group
     )
@@ -70,18 +90,26 @@ def _cli(args: list[str], data_dir: Path, env_extra: dict[str, str] | None = Non
 def _wait_for_metastore_release(config: LakehouseConfig) -> None:
     deadline = time.monotonic() + 30
     while derby_in_use(config):
-        assert time.monotonic() < deadline, "a killed ingest's JVM still holds the metastore"
+        assert time.monotonic() < deadline, (
+            "a killed ingest's JVM still holds the metastore"
+        )
         time.sleep(0.2)
 
 
-def test_killed_ingest_runs_then_completion_equal_a_clean_run(spark, lake_config, tmp_path) -> None:
+def test_killed_ingest_runs_then_completion_equal_a_clean_run(
+    spark, lake_config, tmp_path
+) -> None:
     data_dir = tmp_path / "data"
     nodes = [data_dir / "landing" / "node-1", data_dir / "landing" / "node-2"]
     for n, node in enumerate(nodes):
         pushes = [
-            (make_context(client_instance_id=f"{n}{i:021d}",
-                          received_time_unix_nano=(1_795_000_000 + i * 600) * 10**9),
-             sample_metrics_data(i).SerializeToString())
+            (
+                make_context(
+                    client_instance_id=f"{n}{i:021d}",
+                    received_time_unix_nano=(1_795_000_000 + i * 600) * 10**9,
+                ),
+                sample_metrics_data(i).SerializeToString(),
+            )
             for i in range(PUSHES_PER_NODE)
         ]
         write_landing(node, pushes)
@@ -93,8 +121,11 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(spark, lake_config
 
     outcomes = []
     for kill in KILLS:
-        run = _cli(["ingest", "--once", "--max-records-per-batch", str(BATCH)], data_dir,
-                   {"KTC_LAKEHOUSE_KILL_AT": kill})
+        run = _cli(
+            ["ingest", "--once", "--max-records-per-batch", str(BATCH)],
+            data_dir,
+            {"KTC_LAKEHOUSE_KILL_AT": kill},
+        )
         outcomes.append((kill, run.returncode))
         assert run.returncode in (-signal.SIGKILL, 0), run.stderr[-3000:]
         _wait_for_metastore_release(config)
@@ -107,8 +138,10 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(spark, lake_config
     assert dumped.returncode == 0, dumped.stderr[-3000:]
     faulted = _rows(dumped.stdout)
     # What `ktc sql` reads while an ingest holds the metastore: the warehouse files alone.
-    from_files = _cli(["sql", _lake_dump_sql("ktc"), "--format", "json", "--catalog", "files"],
-                      data_dir)
+    from_files = _cli(
+        ["sql", _lake_dump_sql("ktc"), "--format", "json", "--catalog", "files"],
+        data_dir,
+    )
     assert from_files.returncode == 0, from_files.stderr[-3000:]
     assert _rows(from_files.stdout) == faulted
 
@@ -119,11 +152,15 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(spark, lake_config
     run_sql(spark, _lake_dump_sql(lake_config.database), "json", out)
     clean = _rows(out.getvalue())
 
-    assert len(clean) == 2 * PUSHES_PER_NODE * (1 + 6)  # a push row and 6 points per push
+    assert len(clean) == 2 * PUSHES_PER_NODE * (
+        1 + 6
+    )  # a push row and 6 points per push
     assert faulted == clean
     for node in nodes:
         assert ConsumerPositions(node, CONSUMER_NAME).load() == PUSHES_PER_NODE
-    journal_ids = sorted(int(p.stem) for p in (config.state_dir / "commits").glob("*.json"))
+    journal_ids = sorted(
+        int(p.stem) for p in (config.state_dir / "commits").glob("*.json")
+    )
     assert journal_ids == list(range(len(journal_ids))) and len(journal_ids) >= 4
 
 

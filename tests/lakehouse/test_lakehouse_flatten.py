@@ -15,7 +15,12 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.lakehouse.anyvalue import decode_value, encode_attributes, encode_value
-from exporters.lakehouse.flatten import PointRowsBuilder, flatten, to_signed64, to_unsigned64
+from exporters.lakehouse.flatten import (
+    PointRowsBuilder,
+    flatten,
+    to_signed64,
+    to_unsigned64,
+)
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, create_table_sql
 
@@ -40,7 +45,9 @@ def test_round_trip_through_arrow_rows(md: MetricsData, context, offset: int) ->
     tables = flatten(md, context, "node-1", offset)
     pushes = tables.pop("pushes").to_pylist()
     assert sum(t.num_rows for t in tables.values()) == _points(md)
-    assert [(p["landing_offset"], p["point_count"]) for p in pushes] == [(offset, _points(md))]
+    assert [(p["landing_offset"], p["point_count"]) for p in pushes] == [
+        (offset, _points(md))
+    ]
     upstream = (context.upstream_cluster_id, context.upstream_node_id)
     assert (pushes[0]["upstream_cluster_id"], pushes[0]["upstream_node_id"]) == upstream
     rebuilt = rebuild(_rows(tables))
@@ -86,7 +93,12 @@ def test_attribute_encoding_table() -> None:
         "a": '{"values": [{"intValue": "1"}, {"stringValue": "1"}]}',
     }
     assert types == {
-        "i": "int", "d": "double", "b": "bool", "x": "bytes", "e": "empty", "a": "array"
+        "i": "int",
+        "d": "double",
+        "b": "bool",
+        "x": "bytes",
+        "e": "empty",
+        "a": "array",
     }
 
 
@@ -109,7 +121,10 @@ def test_context_columns_and_partitions_follow_receive_time() -> None:
     metric = md.resource_metrics.add().scope_metrics.add().metrics.add(name="m")
     point = metric.gauge.data_points.add(as_int=7, time_unix_nano=5_000_000_001)
     point.attributes.add(key="node.id", value=AnyValue(string_value="1"))
-    received = int(datetime.datetime(2026, 11, 21, 13, 59, tzinfo=datetime.UTC).timestamp()) * 10**9
+    received = (
+        int(datetime.datetime(2026, 11, 21, 13, 59, tzinfo=datetime.UTC).timestamp())
+        * 10**9
+    )
     context = make_context(received_time_unix_nano=received, terminating=True)
     row = flatten(md, context, "node-3", 42)["gauge"].to_pylist()[0]
     assert row["dt"] == datetime.date(2026, 11, 21)
@@ -126,11 +141,13 @@ def test_context_columns_and_partitions_follow_receive_time() -> None:
 
 def test_upstream_columns_carry_the_gateway_context_and_null_without_it() -> None:
     md = MetricsData()
-    md.resource_metrics.add().scope_metrics.add().metrics.add(name="m").sum.data_points.add(
-        as_int=1
-    )
+    md.resource_metrics.add().scope_metrics.add().metrics.add(
+        name="m"
+    ).sum.data_points.add(as_int=1)
     builder = PointRowsBuilder()
-    gateway = make_context(upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2)
+    gateway = make_context(
+        upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=2
+    )
     builder.add(md, gateway, "node-1", 0)
     builder.add(md, dataclasses.replace(gateway, upstream_node_id=None), "node-1", 1)
     builder.add(md, make_context(), "node-1", 2)  # standalone

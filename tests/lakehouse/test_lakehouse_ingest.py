@@ -26,7 +26,9 @@ from exporters.landing import ConsumerPositions
 pytestmark = pytest.mark.spark
 
 # Written by the landing log before the telemetry context had its upstream fields.
-GOLDEN_LANDING = Path(__file__).parents[1] / "exporters" / "data" / "landing-before-upstream-fields"
+GOLDEN_LANDING = (
+    Path(__file__).parents[1] / "exporters" / "data" / "landing-before-upstream-fields"
+)
 
 _examples = itertools.count()
 
@@ -40,22 +42,38 @@ def table_rows(spark, database: str) -> dict[str, list[dict]]:
     return out
 
 
-def job_for(config: LakehouseConfig, spark, dirs: list[Path], **settings_kw) -> IngestJob:
+def job_for(
+    config: LakehouseConfig, spark, dirs: list[Path], **settings_kw
+) -> IngestJob:
     return IngestJob(config, lambda: dirs, IngestSettings(**settings_kw), spark=spark)
 
 
-@settings(max_examples=2, deadline=None, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=list(HealthCheck))
-@given(pushes=st.lists(st.tuples(st.integers(0, 1), metrics_data(), CONTEXTS), min_size=1, max_size=8))
-def test_every_point_type_round_trips_through_spark_tables(spark_lake, tmp_path_factory, pushes) -> None:
+@settings(
+    max_examples=2,
+    deadline=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+@given(
+    pushes=st.lists(
+        st.tuples(st.integers(0, 1), metrics_data(), CONTEXTS), min_size=1, max_size=8
+    )
+)
+def test_every_point_type_round_trips_through_spark_tables(
+    spark_lake, tmp_path_factory, pushes
+) -> None:
     spark, lake = spark_lake
-    config = LakehouseConfig(lake, database=f"roundtrip{next(_examples)}", extra_conf=SPARK_TEST_CONF)
+    config = LakehouseConfig(
+        lake, database=f"roundtrip{next(_examples)}", extra_conf=SPARK_TEST_CONF
+    )
     root = tmp_path_factory.mktemp("landing")
     dirs = [root / "node-0", root / "node-1"]
     expected = {}
     for node in (0, 1):
         mine = [(ctx, md) for n, md, ctx in pushes if n == node]
-        offsets = write_landing(dirs[node], [(ctx, md.SerializeToString()) for ctx, md in mine])
+        offsets = write_landing(
+            dirs[node], [(ctx, md.SerializeToString()) for ctx, md in mine]
+        )
         for offset, (_, md) in zip(offsets, mine):
             expected[(f"node-{node}", offset)] = md
     # Small batches: several batches, both directories, partitions by receive hour.
@@ -79,14 +97,23 @@ def test_every_point_type_round_trips_through_spark_tables(spark_lake, tmp_path_
 def _has_points(md: MetricsData) -> bool:
     return any(
         len(getattr(m, m.WhichOneof("data")).data_points) if m.WhichOneof("data") else 0
-        for rm in md.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        for rm in md.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
     )
 
 
-def _gauge_push(value: float, *, attrs: dict[str, str] | None = None, time_s: int = 1_795_000_000,
-                name: str = "org.apache.kafka.producer.node.request.latency.max") -> bytes:
+def _gauge_push(
+    value: float,
+    *,
+    attrs: dict[str, str] | None = None,
+    time_s: int = 1_795_000_000,
+    name: str = "org.apache.kafka.producer.node.request.latency.max",
+) -> bytes:
     md = MetricsData()
-    metric = md.resource_metrics.add().scope_metrics.add().metrics.add(name=name, unit="ms")
+    metric = (
+        md.resource_metrics.add().scope_metrics.add().metrics.add(name=name, unit="ms")
+    )
     point = metric.gauge.data_points.add(time_unix_nano=time_s * 10**9)
     if isinstance(value, int):
         point.as_int = value
@@ -100,20 +127,43 @@ def _gauge_push(value: float, *, attrs: dict[str, str] | None = None, time_s: in
 def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
     t0 = 1_795_000_000
     # A is behind a gateway (first push on upstream broker 1, then on 2); B is standalone.
-    a = make_context(client_instance_id="A" * 22, client_id="producer-a",
-                     upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw", upstream_node_id=1)
-    b = make_context(client_instance_id="B" * 22, client_id="consumer-b",
-                     client_software_version="2.15.0-rdkafka-2.15.0")
+    a = make_context(
+        client_instance_id="A" * 22,
+        client_id="producer-a",
+        upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw",
+        upstream_node_id=1,
+    )
+    b = make_context(
+        client_instance_id="B" * 22,
+        client_id="consumer-b",
+        client_software_version="2.15.0-rdkafka-2.15.0",
+    )
     md = MetricsData()
     hist = md.resource_metrics.add().scope_metrics.add().metrics.add(name="h")
-    hist.histogram.data_points.add(count=4, sum=10.0, min=1.0, max=4.0, time_unix_nano=t0 * 10**9)
+    hist.histogram.data_points.add(
+        count=4, sum=10.0, min=1.0, max=4.0, time_unix_nano=t0 * 10**9
+    )
     pushes = [
-        (dataclasses.replace(a, received_time_unix_nano=(t0 + 1) * 10**9), _gauge_push(5, time_s=t0)),
-        (dataclasses.replace(a, received_time_unix_nano=(t0 + 2) * 10**9, upstream_node_id=2),
-         _gauge_push(7.5, time_s=t0 + 1)),
-        (dataclasses.replace(b, received_time_unix_nano=(t0 + 3) * 10**9), _gauge_push(1.0, time_s=t0)),
-        (dataclasses.replace(b, received_time_unix_nano=(t0 + 4) * 10**9, terminating=True),
-         md.SerializeToString()),
+        (
+            dataclasses.replace(a, received_time_unix_nano=(t0 + 1) * 10**9),
+            _gauge_push(5, time_s=t0),
+        ),
+        (
+            dataclasses.replace(
+                a, received_time_unix_nano=(t0 + 2) * 10**9, upstream_node_id=2
+            ),
+            _gauge_push(7.5, time_s=t0 + 1),
+        ),
+        (
+            dataclasses.replace(b, received_time_unix_nano=(t0 + 3) * 10**9),
+            _gauge_push(1.0, time_s=t0),
+        ),
+        (
+            dataclasses.replace(
+                b, received_time_unix_nano=(t0 + 4) * 10**9, terminating=True
+            ),
+            md.SerializeToString(),
+        ),
     ]
     write_landing(tmp_path / "node-1", pushes)
     with job_for(lake_config, spark, [tmp_path / "node-1"]) as job:
@@ -136,13 +186,21 @@ def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
         (None, None),
         (None, None),
     ]
-    clients = {r.client_instance_id: r for r in spark.sql(f"SELECT * FROM {db}.clients").collect()}
+    clients = {
+        r.client_instance_id: r
+        for r in spark.sql(f"SELECT * FROM {db}.clients").collect()
+    }
     assert clients["A" * 22].push_count == 2 and clients["A" * 22].terminated is False
     assert clients["B" * 22].terminated is True
     assert clients["B" * 22].client_software_version == "2.15.0-rdkafka-2.15.0"
-    assert (clients["A" * 22].upstream_cluster_id, clients["A" * 22].upstream_node_id) == (
-        "Yw3dJ2xXQ6qRbtJmPMOxZw", 2)  # as of the latest push
-    assert (clients["B" * 22].upstream_cluster_id, clients["B" * 22].upstream_node_id) == (None, None)
+    assert (
+        clients["A" * 22].upstream_cluster_id,
+        clients["A" * 22].upstream_node_id,
+    ) == ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2)  # as of the latest push
+    assert (
+        clients["B" * 22].upstream_cluster_id,
+        clients["B" * 22].upstream_node_id,
+    ) == (None, None)
     # PySpark hands TIMESTAMPs back as naive local datetimes; .timestamp() undoes that.
     assert clients["A" * 22].first_push.timestamp() == t0 + 1
     assert clients["A" * 22].last_push.timestamp() == t0 + 2
@@ -151,7 +209,9 @@ def test_views_metrics_clients_latest(spark, lake_config, tmp_path) -> None:
         f"WHERE metric_type = 'gauge' ORDER BY client_id"
     ).collect()
     assert [(r.client_id, r.value, r.upstream_node_id) for r in latest] == [
-        ("consumer-b", 1.0, None), ("producer-a", 7.5, 2)]
+        ("consumer-b", 1.0, None),
+        ("producer-a", 7.5, 2),
+    ]
 
 
 def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_null(
@@ -166,23 +226,44 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
     spark.sql(f"CREATE DATABASE `{db}`")
     old_tables = {}
     for table in TABLES:
-        old = TableSpec(table.kind, table.name,
-                        pa.schema([f for f in table.arrow_schema if f.name not in upstream]))
+        old = TableSpec(
+            table.kind,
+            table.name,
+            pa.schema([f for f in table.arrow_schema if f.name not in upstream]),
+        )
         spark.sql(create_table_sql(db, old))
         old_tables[table.kind] = old
     # Rows as the old ingest wrote them: no upstream columns, a batch of their own.
     builder = PointRowsBuilder()
-    builder.add_payload(_gauge_push(1.0, time_s=1_795_000_000), make_context(
-        client_id="before", received_time_unix_nano=1_795_000_000 * 10**9), "node-0", 0)
-    old_rows = {kind: table.select([f.name for f in old_tables[kind].data_schema])
-                for kind, table in builder.finish().items()}
+    builder.add_payload(
+        _gauge_push(1.0, time_s=1_795_000_000),
+        make_context(client_id="before", received_time_unix_nano=1_795_000_000 * 10**9),
+        "node-0",
+        0,
+    )
+    old_rows = {
+        kind: table.select([f.name for f in old_tables[kind].data_schema])
+        for kind, table in builder.finish().items()
+    }
     load(spark, db, old_rows, batch_id=1_000)
 
     node = tmp_path / "node-1"
-    shutil.copytree(GOLDEN_LANDING, node)  # offsets 0-2, landed without the upstream fields
-    write_landing(node, [(make_context(client_id="behind-gateway", upstream_node_id=2,
-                                       upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw"),
-                          _gauge_push(3.0))])
+    shutil.copytree(
+        GOLDEN_LANDING, node
+    )  # offsets 0-2, landed without the upstream fields
+    write_landing(
+        node,
+        [
+            (
+                make_context(
+                    client_id="behind-gateway",
+                    upstream_node_id=2,
+                    upstream_cluster_id="Yw3dJ2xXQ6qRbtJmPMOxZw",
+                ),
+                _gauge_push(3.0),
+            )
+        ],
+    )
     with job_for(lake_config, spark, [node]) as job:
         assert sum(r.records for r in job.run_once()) == 4
 
@@ -204,17 +285,24 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
         f"WHERE client_id IN ('before', 'behind-gateway') AND metric_type = 'gauge' ORDER BY value"
     ).collect()
     assert [tuple(r) for r in gauges] == [
-        ("before", None, None), ("behind-gateway", "Yw3dJ2xXQ6qRbtJmPMOxZw", 2)]
+        ("before", None, None),
+        ("behind-gateway", "Yw3dJ2xXQ6qRbtJmPMOxZw", 2),
+    ]
     # `ktc sql --catalog files` reads the warehouse files with the declared schema: the
     # files written without the columns read null there too.
     files = spark.read.schema(spark.table(f"`{db}`.pushes").schema).parquet(
-        str(lake_config.table_location("pushes")))
+        str(lake_config.table_location("pushes"))
+    )
     counts = files.groupBy("upstream_cluster_id", "upstream_node_id").count().collect()
     assert {(r[0], r[1]): r[2] for r in counts} == {
-        (None, None): 4, ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2): 1}
+        (None, None): 4,
+        ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2): 1,
+    }
 
 
-def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(spark, lake_config, tmp_path) -> None:
+def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(
+    spark, lake_config, tmp_path
+) -> None:
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(i)) for i in range(6)])
     with job_for(lake_config, spark, [node], max_records_per_source=4) as job:
@@ -223,15 +311,21 @@ def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(spark, lake_config
         # Forget the commit: the next start must replay batch 0 exactly, then continue.
         (job.journal.commits_dir / "0.json").unlink()
         results = job.run_once()
-    assert [(r.batch_id, r.records, r.replayed) for r in results] == [(0, 4, True), (1, 2, False)]
+    assert [(r.batch_id, r.records, r.replayed) for r in results] == [
+        (0, 4, True),
+        (1, 2, False),
+    ]
     offsets = sorted(
-        r.landing_offset for r in spark.table(f"{lake_config.database}.metrics_gauge").collect()
+        r.landing_offset
+        for r in spark.table(f"{lake_config.database}.metrics_gauge").collect()
     )
     assert offsets == list(range(6))
     assert ConsumerPositions(node, CONSUMER_NAME).load() == 6
 
 
-def test_positions_behind_the_last_commit_are_committed_again(spark, lake_config, tmp_path) -> None:
+def test_positions_behind_the_last_commit_are_committed_again(
+    spark, lake_config, tmp_path
+) -> None:
     """A crash between the commit file and the consumer positions."""
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(i)) for i in range(3)])
@@ -240,12 +334,16 @@ def test_positions_behind_the_last_commit_are_committed_again(spark, lake_config
     positions = ConsumerPositions(node, CONSUMER_NAME)
     positions.commit(1)  # as if the process died before committing positions
     with job_for(lake_config, spark, [node]) as job:
-        assert job.run_once() == []  # nothing re-ingested: the journal says where we are
+        assert (
+            job.run_once() == []
+        )  # nothing re-ingested: the journal says where we are
     assert positions.load() == 3
     assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 3
 
 
-def test_new_landing_directory_starts_at_its_committed_position(spark, lake_config, tmp_path) -> None:
+def test_new_landing_directory_starts_at_its_committed_position(
+    spark, lake_config, tmp_path
+) -> None:
     node1, node2 = tmp_path / "node-1", tmp_path / "node-2"
     write_landing(node1, [(make_context(), _gauge_push(1))])
     write_landing(node2, [(make_context(), _gauge_push(i)) for i in range(3)])
@@ -257,12 +355,17 @@ def test_new_landing_directory_starts_at_its_committed_position(spark, lake_conf
         assert [r.records for r in job.run_once()] == [1]
         assert job.run_once() == []
     rows = spark.table(f"{lake_config.database}.metrics_gauge").collect()
-    assert sorted((r.landing_node, r.landing_offset) for r in rows) == [("node-1", 0), ("node-2", 2)]
+    assert sorted((r.landing_node, r.landing_offset) for r in rows) == [
+        ("node-1", 0),
+        ("node-2", 2),
+    ]
 
 
 def test_garbage_payload_is_recorded_and_skipped(spark, lake_config, tmp_path) -> None:
     node = tmp_path / "node-1"
-    write_landing(node, [(make_context(), b"\xff\xff\xff"), (make_context(), _gauge_push(3))])
+    write_landing(
+        node, [(make_context(), b"\xff\xff\xff"), (make_context(), _gauge_push(3))]
+    )
     with job_for(lake_config, spark, [node]) as job:
         [result] = job.run_once()
         commit = job.journal.read_commit(result.batch_id)
@@ -288,9 +391,13 @@ def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(
     write_landing(node, [(make_context(), _gauge_push(0))])
     maintenance_calls = []
     batches = []
-    job = IngestJob(lake_config, lambda: [node],
-                    IngestSettings(trigger_interval_s=0.2, maintenance_interval_s=0.0),
-                    spark=spark, maintenance=maintenance_calls.append)
+    job = IngestJob(
+        lake_config,
+        lambda: [node],
+        IngestSettings(trigger_interval_s=0.2, maintenance_interval_s=0.0),
+        spark=spark,
+        maintenance=maintenance_calls.append,
+    )
     stop = threading.Event()
     runner = threading.Thread(target=job.run_forever, args=(stop, batches.append))
     runner.start()

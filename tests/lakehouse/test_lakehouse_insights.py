@@ -47,8 +47,16 @@ P, C = "org.apache.kafka.producer.", "org.apache.kafka.consumer."
 # The columns as docs/insights.md specifies them, written out here (not imported from the
 # code under test): (column, combine, metric names in order of preference).
 PRODUCER_RULES = (
-    HealthColumn("request_latency_avg_ms", "avg", (P + "request.latency.avg", P + "node.request.latency.avg")),
-    HealthColumn("request_latency_max_ms", "max", (P + "request.latency.max", P + "node.request.latency.max")),
+    HealthColumn(
+        "request_latency_avg_ms",
+        "avg",
+        (P + "request.latency.avg", P + "node.request.latency.avg"),
+    ),
+    HealthColumn(
+        "request_latency_max_ms",
+        "max",
+        (P + "request.latency.max", P + "node.request.latency.max"),
+    ),
     HealthColumn("record_error_rate", "avg", (P + "record.error.rate",)),
     HealthColumn("record_queue_time_avg_ms", "avg", (P + "record.queue.time.avg",)),
     HealthColumn("record_queue_time_max_ms", "max", (P + "record.queue.time.max",)),
@@ -56,17 +64,37 @@ PRODUCER_RULES = (
     HealthColumn("throttle_time_max_ms", "max", (P + "produce.throttle.time.max",)),
 )
 CONSUMER_RULES = (
-    HealthColumn("fetch_latency_avg_ms", "avg", (C + "fetch.manager.fetch.latency.avg",)),
-    HealthColumn("fetch_latency_max_ms", "max", (C + "fetch.manager.fetch.latency.max",)),
+    HealthColumn(
+        "fetch_latency_avg_ms", "avg", (C + "fetch.manager.fetch.latency.avg",)
+    ),
+    HealthColumn(
+        "fetch_latency_max_ms", "max", (C + "fetch.manager.fetch.latency.max",)
+    ),
     HealthColumn("records_lag_max", "max", (C + "fetch.manager.records.lag.max",)),
-    HealthColumn("commit_latency_avg_ms", "avg", (C + "coordinator.commit.latency.avg",)),
-    HealthColumn("commit_latency_max_ms", "max", (C + "coordinator.commit.latency.max",)),
-    HealthColumn("throttle_time_avg_ms", "avg", (C + "fetch.manager.fetch.throttle.time.avg",)),
-    HealthColumn("throttle_time_max_ms", "max", (C + "fetch.manager.fetch.throttle.time.max",)),
+    HealthColumn(
+        "commit_latency_avg_ms", "avg", (C + "coordinator.commit.latency.avg",)
+    ),
+    HealthColumn(
+        "commit_latency_max_ms", "max", (C + "coordinator.commit.latency.max",)
+    ),
+    HealthColumn(
+        "throttle_time_avg_ms", "avg", (C + "fetch.manager.fetch.throttle.time.avg",)
+    ),
+    HealthColumn(
+        "throttle_time_max_ms", "max", (C + "fetch.manager.fetch.throttle.time.max",)
+    ),
 )
-THROTTLE_AVERAGES = {P + "produce.throttle.time.avg", C + "fetch.manager.fetch.throttle.time.avg"}
-THROTTLE_MAXIMA = {P + "produce.throttle.time.max", C + "fetch.manager.fetch.throttle.time.max"}
-Push = tuple[TelemetryContext, int, list[tuple[str, float]]]  # context, offset, (name, value)
+THROTTLE_AVERAGES = {
+    P + "produce.throttle.time.avg",
+    C + "fetch.manager.fetch.throttle.time.avg",
+}
+THROTTLE_MAXIMA = {
+    P + "produce.throttle.time.max",
+    C + "fetch.manager.fetch.throttle.time.max",
+}
+Push = tuple[
+    TelemetryContext, int, list[tuple[str, float]]
+]  # context, offset, (name, value)
 
 
 def raw_points(pushes: Iterable[tuple[TelemetryContext, bytes]]) -> list[Push]:
@@ -78,9 +106,15 @@ def raw_points(pushes: Iterable[tuple[TelemetryContext, bytes]]) -> list[Push]:
             for sm in rm.scope_metrics:
                 for metric in sm.metrics:
                     kind = metric.WhichOneof("data")
-                    assert kind in ("gauge", "sum"), f"{context.client_software_name} sent a {kind}"
+                    assert kind in ("gauge", "sum"), (
+                        f"{context.client_software_name} sent a {kind}"
+                    )
                     for p in getattr(metric, kind).data_points:
-                        value = p.as_double if p.WhichOneof("value") == "as_double" else float(p.as_int)
+                        value = (
+                            p.as_double
+                            if p.WhichOneof("value") == "as_double"
+                            else float(p.as_int)
+                        )
                         points.append((metric.name, value))
         out.append((context, offset, points))
     return out
@@ -96,8 +130,12 @@ def usable(value: float) -> bool:
 
 def identity(pushes: list[Push]) -> dict:
     latest = max(pushes, key=lambda p: p[0].received_time_unix_nano)[0]
-    return {"client_id": latest.client_id, "client_software_name": latest.client_software_name,
-            "client_software_version": latest.client_software_version, "principal": latest.principal}
+    return {
+        "client_id": latest.client_id,
+        "client_software_name": latest.client_software_name,
+        "client_software_version": latest.client_software_version,
+        "principal": latest.principal,
+    }
 
 
 def by_instance(pushes: list[Push]) -> dict[str, list[Push]]:
@@ -122,22 +160,34 @@ def expected_inventory(pushes: list[Push]) -> dict[str, dict]:
     return out
 
 
-def expected_health(pushes: list[Push], columns: tuple[HealthColumn, ...]) -> dict[tuple, dict]:
+def expected_health(
+    pushes: list[Push], columns: tuple[HealthColumn, ...]
+) -> dict[tuple, dict]:
     names = {m for c in columns for m in c.metrics}
     hours: dict[tuple[str, int], list[Push]] = defaultdict(list)
     for push in pushes:
         if any(n in names and usable(v) for n, v in push[2]):
-            hours[(push[0].client_instance_id, micros(push[0]) // HOUR_US * HOUR_US)].append(push)
+            hours[
+                (push[0].client_instance_id, micros(push[0]) // HOUR_US * HOUR_US)
+            ].append(push)
     out = {}
     for key, group in hours.items():
         row: dict = {**identity(group), "pushes": len(group)}
         for column in columns:
             row[column.name] = None
             for metric in column.metrics:  # the first metric the instance sent wins
-                values = [v for _, _, points in group for n, v in points if n == metric and usable(v)]
+                values = [
+                    v
+                    for _, _, points in group
+                    for n, v in points
+                    if n == metric and usable(v)
+                ]
                 if values:
-                    row[column.name] = (sum(values) / len(values) if column.combine == "avg"
-                                        else max(values))
+                    row[column.name] = (
+                        sum(values) / len(values)
+                        if column.combine == "avg"
+                        else max(values)
+                    )
                     break
         out[key] = row
     return out
@@ -147,8 +197,17 @@ def expected_throttled(pushes: list[Push]) -> dict[str, dict]:
     averages, maxima = THROTTLE_AVERAGES, THROTTLE_MAXIMA
     out = {}
     for instance, group in by_instance(pushes).items():
-        throttled = [(p, [(n, v) for n, v in p[2] if n in averages | maxima and usable(v) and v > 0])
-                     for p in group]
+        throttled = [
+            (
+                p,
+                [
+                    (n, v)
+                    for n, v in p[2]
+                    if n in averages | maxima and usable(v) and v > 0
+                ],
+            )
+            for p in group
+        ]
         throttled = [(p, points) for p, points in throttled if points]
         if not throttled:
             continue
@@ -158,37 +217,67 @@ def expected_throttled(pushes: list[Push]) -> dict[str, dict]:
             "throttled_pushes": len(throttled),
             "first_throttled_us": min(micros(p[0]) for p, _ in throttled),
             "last_throttled_us": max(micros(p[0]) for p, _ in throttled),
-            "throttle_time_avg_ms": sum(avg_values) / len(avg_values) if avg_values else None,
-            "throttle_time_max_ms": max((v for _, points in throttled for n, v in points if n in maxima),
-                                        default=None),
+            "throttle_time_avg_ms": sum(avg_values) / len(avg_values)
+            if avg_values
+            else None,
+            "throttle_time_max_ms": max(
+                (v for _, points in throttled for n, v in points if n in maxima),
+                default=None,
+            ),
         }
     return out
 
 
-def expected_stale(pushes: list[Push], now_us: int, grace_ms: int = STALE_GRACE_MS) -> dict[str, dict]:
+def expected_stale(
+    pushes: list[Push], now_us: int, grace_ms: int = STALE_GRACE_MS
+) -> dict[str, dict]:
     out = {}
     for instance, row in expected_inventory(pushes).items():
-        stale_since = row["last_push_us"] + int(STALE_FACTOR * 1000 * row["push_interval_ms"]) + grace_ms * 1000
+        stale_since = (
+            row["last_push_us"]
+            + int(STALE_FACTOR * 1000 * row["push_interval_ms"])
+            + grace_ms * 1000
+        )
         if not row["terminated"] and now_us > stale_since:
-            out[instance] = {key: row[key] for key in ("client_id", "client_software_name",
-                                                       "client_software_version", "principal",
-                                                       "push_interval_ms", "last_push_us")}
+            out[instance] = {
+                key: row[key]
+                for key in (
+                    "client_id",
+                    "client_software_name",
+                    "client_software_version",
+                    "principal",
+                    "push_interval_ms",
+                    "last_push_us",
+                )
+            }
             out[instance]["stale_since_us"] = stale_since
             out[instance]["silent_seconds"] = (now_us - row["last_push_us"]) / 1e6
     return out
 
 
 # Timestamps are compared as microseconds: no time zone between Spark and Python.
-_MICROS = {"first_push", "last_push", "first_throttled", "last_throttled", "stale_since", "hour_start"}
+_MICROS = {
+    "first_push",
+    "last_push",
+    "first_throttled",
+    "last_throttled",
+    "stale_since",
+    "hour_start",
+}
 
 
 def query(spark, sql: str, key: Iterable[str]) -> dict:
     """Rows of a query keyed by the `key` columns, timestamps as `<name>_us`."""
     df = spark.sql(sql)
-    select = [f"unix_micros(`{c}`) AS `{c}_us`" if c in _MICROS else f"`{c}`" for c in df.columns]
+    select = [
+        f"unix_micros(`{c}`) AS `{c}_us`" if c in _MICROS else f"`{c}`"
+        for c in df.columns
+    ]
     rows = [r.asDict() for r in df.selectExpr(*select).collect()]
     key = tuple(key)
-    return {tuple(r.pop(k) for k in key) if len(key) > 1 else r.pop(key[0]): r for r in rows}
+    return {
+        tuple(r.pop(k) for k in key) if len(key) > 1 else r.pop(key[0]): r for r in rows
+    }
 
 
 def assert_rows(got: dict, expected: dict) -> None:
@@ -199,13 +288,20 @@ def assert_rows(got: dict, expected: dict) -> None:
         for column, value in row.items():
             actual = got[key][column]
             if isinstance(value, float) and actual is not None:
-                assert math.isclose(actual, value, rel_tol=1e-9), (key, column, actual, value)
+                assert math.isclose(actual, value, rel_tol=1e-9), (
+                    key,
+                    column,
+                    actual,
+                    value,
+                )
             else:
                 assert actual == value, (key, column, actual, value)
 
 
 def ingest(spark, lake: Path, database: str, landing: Path) -> LakehouseConfig:
-    config = LakehouseConfig(lake, database=database, master="local[1]", extra_conf=SPARK_TEST_CONF)
+    config = LakehouseConfig(
+        lake, database=database, master="local[1]", extra_conf=SPARK_TEST_CONF
+    )
     with IngestJob(config, lambda: [landing], spark=spark) as job:
         job.run_once()
     return config
@@ -240,15 +336,21 @@ def test_client_inventory(captured) -> None:
     got = query(spark, f"SELECT * FROM `{db}`.client_inventory", ["client_instance_id"])
     expected = expected_inventory(pushes)
     assert_rows(got, expected)
-    assert {r["client_software_name"] for r in got.values()} == {"confluent-kafka-python",
-                                                               "apache-kafka-java"}
+    assert {r["client_software_name"] for r in got.values()} == {
+        "confluent-kafka-python",
+        "apache-kafka-java",
+    }
 
 
-@pytest.mark.parametrize(("view", "columns"), [("producer_health", PRODUCER_RULES),
-                                              ("consumer_health", CONSUMER_RULES)])
+@pytest.mark.parametrize(
+    ("view", "columns"),
+    [("producer_health", PRODUCER_RULES), ("consumer_health", CONSUMER_RULES)],
+)
 def test_health_views(captured, view: str, columns: tuple[HealthColumn, ...]) -> None:
     spark, db, pushes = captured
-    got = query(spark, f"SELECT * FROM `{db}`.{view}", ["client_instance_id", "hour_start_us"])
+    got = query(
+        spark, f"SELECT * FROM `{db}`.{view}", ["client_instance_id", "hour_start_us"]
+    )
     expected = expected_health(pushes, columns)
     assert_rows(got, expected)
     software = {r["client_software_name"] for r in got.values()}
@@ -257,7 +359,9 @@ def test_health_views(captured, view: str, columns: tuple[HealthColumn, ...]) ->
 
 def test_throttled_clients(captured) -> None:
     spark, db, pushes = captured
-    got = query(spark, f"SELECT * FROM `{db}`.throttled_clients", ["client_instance_id"])
+    got = query(
+        spark, f"SELECT * FROM `{db}`.throttled_clients", ["client_instance_id"]
+    )
     expected = expected_throttled(pushes)
     assert_rows(got, expected)
     clients = {r["client_id"] for r in got.values()}
@@ -267,11 +371,16 @@ def test_throttled_clients(captured) -> None:
 def test_stale_clients_at_an_injected_now(captured) -> None:
     spark, db, pushes = captured
     killed = [p for p in pushes if p[0].client_id == KILLED_CLIENT]
-    threshold = (max(micros(p[0]) for p in killed) + int(STALE_FACTOR * 1000 * killed[0][0].push_interval_ms)
-                 + STALE_GRACE_MS * 1000)
+    threshold = (
+        max(micros(p[0]) for p in killed)
+        + int(STALE_FACTOR * 1000 * killed[0][0].push_interval_ms)
+        + STALE_GRACE_MS * 1000
+    )
     for now_us in (threshold, threshold + 1, threshold + 3600 * 10**6):
         now = datetime.datetime.fromtimestamp(now_us / 1e6, datetime.UTC)
-        got = query(spark, stale_clients_sql(db, now=timestamp_sql(now)), ["client_instance_id"])
+        got = query(
+            spark, stale_clients_sql(db, now=timestamp_sql(now)), ["client_instance_id"]
+        )
         expected = expected_stale(pushes, now_us)
         assert_rows(got, expected)
     assert killed[0][0].client_instance_id not in expected_stale(pushes, threshold)
@@ -282,7 +391,9 @@ def test_stale_clients_view_uses_the_clock(captured) -> None:
     spark, db, pushes = captured
     got = query(spark, f"SELECT * FROM `{db}`.stale_clients", ["client_instance_id"])
     # Captured long before now: every instance that did not terminate is stale.
-    expected = {i for i, row in expected_inventory(pushes).items() if not row["terminated"]}
+    expected = {
+        i for i, row in expected_inventory(pushes).items() if not row["terminated"]
+    }
     assert got.keys() == expected
     assert KILLED_CLIENT in {r["client_id"] for r in got.values()}
 
@@ -296,18 +407,35 @@ def test_live_client_killed_with_sigkill_is_stale(spark_lake, tmp_path: Path) ->
     data = tmp_path / "data"
     subscribe_everything(data)
     with RunningCollector(data) as collector:
-        closed = Producer({"bootstrap.servers": collector.bootstrap, "client.id": "live-closed",
-                           "enable.metrics.push": True, "log_level": 3})
+        closed = Producer(
+            {
+                "bootstrap.servers": collector.bootstrap,
+                "client.id": "live-closed",
+                "enable.metrics.push": True,
+                "log_level": 3,
+            }
+        )
         killed = start_killed_client(collector.bootstrap, "live-topic", "live-killed")
         try:
-            wait_for(lambda: len(pushes_of(collector.landed(), "live-killed")) >= 2
-                     and len(pushes_of(collector.landed(), "live-closed")) >= 2,
-                     timeout_s=60, what="two pushes of each live client")
+            wait_for(
+                lambda: (
+                    len(pushes_of(collector.landed(), "live-killed")) >= 2
+                    and len(pushes_of(collector.landed(), "live-closed")) >= 2
+                ),
+                timeout_s=60,
+                what="two pushes of each live client",
+            )
         finally:
             sigkill(killed)
         closed.close()
-        wait_for(lambda: any(r.context.terminating for r in pushes_of(collector.landed(), "live-closed")),
-                 timeout_s=30, what="the closed client's terminating push")
+        wait_for(
+            lambda: any(
+                r.context.terminating
+                for r in pushes_of(collector.landed(), "live-closed")
+            ),
+            timeout_s=30,
+            what="the closed client's terminating push",
+        )
         landed = collector.landed()
         landing = collector.landing_directory
         ingest(spark, lake, "insights_live", landing)
@@ -315,11 +443,17 @@ def test_live_client_killed_with_sigkill_is_stale(spark_lake, tmp_path: Path) ->
     last_us = max(micros(p[0]) for p in pushes)
     now_us = last_us + int(STALE_FACTOR * 1000 * 1000) + STALE_GRACE_MS * 1000 + 1
     now = datetime.datetime.fromtimestamp(now_us / 1e6, datetime.UTC)
-    got = query(spark, stale_clients_sql("insights_live", now=timestamp_sql(now)), ["client_instance_id"])
+    got = query(
+        spark,
+        stale_clients_sql("insights_live", now=timestamp_sql(now)),
+        ["client_instance_id"],
+    )
     assert {r["client_id"] for r in got.values()} == {"live-killed"}
     expected = expected_stale(pushes, now_us)
     assert_rows(got, expected)
-    inventory = query(spark, "SELECT * FROM insights_live.client_inventory", ["client_instance_id"])
+    inventory = query(
+        spark, "SELECT * FROM insights_live.client_inventory", ["client_instance_id"]
+    )
     expected_rows = expected_inventory(pushes)
     assert_rows(inventory, expected_rows)
 

@@ -18,7 +18,11 @@ from exporters.lakehouse.journal import (
 
 
 def _plan(batch_id: int) -> BatchPlan:
-    return BatchPlan(batch_id, (SourceRange("node-1", "/d/node-1", 10 * batch_id, 10 * batch_id + 10),), 0)
+    return BatchPlan(
+        batch_id,
+        (SourceRange("node-1", "/d/node-1", 10 * batch_id, 10 * batch_id + 10),),
+        0,
+    )
 
 
 def test_plans_and_commits_round_trip_and_latest_wins(tmp_path) -> None:
@@ -26,11 +30,21 @@ def test_plans_and_commits_round_trip_and_latest_wins(tmp_path) -> None:
     assert journal.latest_plan() is None
     for batch_id in range(3):
         journal.write_plan(_plan(batch_id))
-    journal.write_commit(BatchCommit(0, 10, {"metrics_gauge": 20}, 5, ({"source": "node-1", "offset": 3, "error": "x"},)))
+    journal.write_commit(
+        BatchCommit(
+            0,
+            10,
+            {"metrics_gauge": 20},
+            5,
+            ({"source": "node-1", "offset": 3, "error": "x"},),
+        )
+    )
     assert journal.latest_plan() == _plan(2)
     assert journal.is_committed(0) and not journal.is_committed(2)
     assert journal.read_commit(0).rejected[0]["offset"] == 3
-    assert journal.latest_plan().next_offsets()["node-1"] == SourceRange("node-1", "/d/node-1", 30, 30)
+    assert journal.latest_plan().next_offsets()["node-1"] == SourceRange(
+        "node-1", "/d/node-1", 30, 30
+    )
 
 
 def test_prune_keeps_the_newest_committed_and_every_uncommitted_plan(tmp_path) -> None:
@@ -62,19 +76,32 @@ def test_spark_conf_defaults_and_overrides(tmp_path) -> None:
     from exporters.lakehouse.session import LakehouseConfig, spark_conf
 
     lake = tmp_path / "lake"
-    conf = spark_conf(LakehouseConfig(lake, extra_conf={
-        "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore",
-        "spark.driver.extraJavaOptions": "-Xss4m",
-        "spark.sql.shuffle.partitions": "2",
-    }))
+    conf = spark_conf(
+        LakehouseConfig(
+            lake,
+            extra_conf={
+                "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore",
+                "spark.driver.extraJavaOptions": "-Xss4m",
+                "spark.sql.shuffle.partitions": "2",
+            },
+        )
+    )
     assert conf["spark.sql.warehouse.dir"] == str(lake.resolve() / "warehouse")
-    assert conf["spark.hadoop.javax.jdo.option.ConnectionURL"] == "jdbc:postgresql://db/metastore"
+    assert (
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
+        == "jdbc:postgresql://db/metastore"
+    )
     assert conf["spark.sql.shuffle.partitions"] == "2"
     assert conf["spark.sql.sources.partitionOverwriteMode"] == "dynamic"
     # Ours stay: derby.log and quiet logging; the user's option is added.
-    assert f"-Dderby.system.home={lake.resolve()}" in conf["spark.driver.extraJavaOptions"]
+    assert (
+        f"-Dderby.system.home={lake.resolve()}" in conf["spark.driver.extraJavaOptions"]
+    )
     assert conf["spark.driver.extraJavaOptions"].endswith(" -Xss4m")
-    assert not LakehouseConfig(lake, extra_conf={
-        "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore"
-    }).uses_embedded_derby
+    assert not LakehouseConfig(
+        lake,
+        extra_conf={
+            "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db/metastore"
+        },
+    ).uses_embedded_derby
     assert LakehouseConfig(lake).uses_embedded_derby

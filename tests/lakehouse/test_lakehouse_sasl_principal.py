@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(30
 
 
 def test_sasl_principals_in_the_lakehouse_rows(
-    spark, lake_config: LakehouseConfig, tmp_path: Path, pki: Path,  # noqa: F811
+    spark,
+    lake_config: LakehouseConfig,
+    tmp_path: Path,
+    pki: Path,  # noqa: F811
 ) -> None:
     prepare(tmp_path / "data")
     client_ids = [f"lake-{user}" for _, user in CASES]
@@ -43,13 +46,19 @@ def test_sasl_principals_in_the_lakehouse_rows(
             for client in clients:
                 client.close()
         landing = collector.landing_directory
-    with IngestJob(lake_config, lambda: [landing], IngestSettings(), spark=spark) as job:
+    with IngestJob(
+        lake_config, lambda: [landing], IngestSettings(), spark=spark
+    ) as job:
         job.run_once()
     db = lake_config.database
     expected = {f"lake-{user}": f"User:{user}" for _, user in CASES}
     clients_view = spark.sql(f"SELECT client_id, principal FROM {db}.clients").collect()
     assert {r.client_id: r.principal for r in clients_view} == expected
-    rows = spark.sql(f"SELECT DISTINCT client_id, principal FROM {db}.metrics").collect()
+    rows = spark.sql(
+        f"SELECT DISTINCT client_id, principal FROM {db}.metrics"
+    ).collect()
     assert {r.client_id: r.principal for r in rows} == expected
-    pushes = spark.sql(f"SELECT DISTINCT client_id, principal FROM {db}.pushes").collect()
+    pushes = spark.sql(
+        f"SELECT DISTINCT client_id, principal FROM {db}.pushes"
+    ).collect()
     assert {r.client_id: r.principal for r in pushes} == expected

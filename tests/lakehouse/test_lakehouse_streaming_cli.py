@@ -23,16 +23,31 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_streaming_ingest_follows_the_log_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+def test_streaming_ingest_follows_the_log_and_stops_cleanly_on_sigterm(
+    tmp_path: Path,
+) -> None:
     data = tmp_path / "data"
     node = data / "landing" / "node-1"
     write_landing(node, [(make_context(), sample_metrics_data(0).SerializeToString())])
     out = (tmp_path / "ingest.out").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporters.lakehouse", "ingest", "--data-dir", str(data),
-         "--master", "local[1]", "--trigger-interval", "500ms"],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=out,
-        stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "exporters.lakehouse",
+            "ingest",
+            "--data-dir",
+            str(data),
+            "--master",
+            "local[1]",
+            "--trigger-interval",
+            "500ms",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=out,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     positions = ConsumerPositions(node, CONSUMER_NAME)
 
@@ -45,11 +60,18 @@ def test_streaming_ingest_follows_the_log_and_stops_cleanly_on_sigterm(tmp_path:
 
     try:
         wait_for_position(1)
-        write_landing(node, [(make_context(), sample_metrics_data(i).SerializeToString())
-                             for i in (1, 2)])  # while it runs
+        write_landing(
+            node,
+            [
+                (make_context(), sample_metrics_data(i).SerializeToString())
+                for i in (1, 2)
+            ],
+        )  # while it runs
         wait_for_position(3)
     finally:
-        proc.send_signal(signal.SIGTERM)  # to the ingest only, as Kubernetes does to PID 1
+        proc.send_signal(
+            signal.SIGTERM
+        )  # to the ingest only, as Kubernetes does to PID 1
         try:
             code = proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
@@ -57,6 +79,8 @@ def test_streaming_ingest_follows_the_log_and_stops_cleanly_on_sigterm(tmp_path:
             raise
         out.close()
     assert code == 0
-    batches = [json.loads(line) for line in (tmp_path / "ingest.out").read_text().splitlines()]
+    batches = [
+        json.loads(line) for line in (tmp_path / "ingest.out").read_text().splitlines()
+    ]
     assert sum(b["records"] for b in batches) == 3
     assert [b["batch_id"] for b in batches] == list(range(len(batches)))

@@ -35,8 +35,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -52,9 +58,18 @@ def _recent(pushes: list, *, last_ago_s: int) -> list:
     """The captured pushes moved in time, gaps kept, so the last arrived ``last_ago_s``
     before now: inside the report's window, the SIGKILLed client long stale."""
     now_ns = int(datetime.datetime.now(datetime.UTC).timestamp()) * 10**9
-    shift = now_ns - last_ago_s * 10**9 - max(c.received_time_unix_nano for c, _ in pushes)
-    return [(dataclasses.replace(c, received_time_unix_nano=c.received_time_unix_nano + shift), p)
-            for c, p in pushes]
+    shift = (
+        now_ns - last_ago_s * 10**9 - max(c.received_time_unix_nano for c, _ in pushes)
+    )
+    return [
+        (
+            dataclasses.replace(
+                c, received_time_unix_nano=c.received_time_unix_nano + shift
+            ),
+            p,
+        )
+        for c, p in pushes
+    ]
 
 
 @pytest.fixture
@@ -65,16 +80,40 @@ def reported(spark, lake_config, tmp_path):
     with IngestJob(lake_config, lambda: [landing], spark=spark) as job:
         job.run_once()
     out = tmp_path / "report.html"
-    conf = [arg for key, value in SPARK_TEST_CONF.items() for arg in ("--conf", f"{key}={value}")]
+    conf = [
+        arg
+        for key, value in SPARK_TEST_CONF.items()
+        for arg in ("--conf", f"{key}={value}")
+    ]
     result = subprocess.run(
-        [sys.executable, "-m", "collector.app.cli", "report", "--lake-dir", str(lake_config.lake_dir),
-         "--database", lake_config.database, "--master", "local[1]", *conf,
-         "--since", "90m", "--out", str(out)],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,
-        timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "collector.app.cli",
+            "report",
+            "--lake-dir",
+            str(lake_config.lake_dir),
+            "--database",
+            lake_config.database,
+            "--master",
+            "local[1]",
+            *conf,
+            "--since",
+            "90m",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stderr.strip() == f"wrote {out} ({len(CHARTS)} charts, 0 without data)"
+    assert (
+        result.stderr.strip() == f"wrote {out} ({len(CHARTS)} charts, 0 without data)"
+    )
     spark.catalog.setCurrentDatabase(lake_config.database)
     yield out, spark
     spark.catalog.setCurrentDatabase("default")
@@ -105,27 +144,40 @@ def test_report_in_chromium(reported, tmp_path) -> None:
     console_errors: list[str] = []
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport={"width": 1280, "height": 900},
+            str(tmp_path / "chromium-profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
         )
         try:
             context.on("request", lambda request: requests.append(request.url))
             page = context.new_page()
-            page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+            page.on(
+                "console", lambda m: m.type == "error" and console_errors.append(m.text)
+            )
             page.on("pageerror", lambda exc: console_errors.append(str(exc)))
             page.goto(document, wait_until="load")
             sections = page.locator("section.report-section")
-            assert sections.evaluate_all("s => s.map(e => e.id)") == [c.key for c in CHARTS]
+            assert sections.evaluate_all("s => s.map(e => e.id)") == [
+                c.key for c in CHARTS
+            ]
             for spec in CHARTS:
                 section = page.locator(f"section#{spec.key}")
                 chart = section.locator("figure.chart svg")
                 assert chart.count() == 1, f"{spec.key}: no chart drawn"
                 box = chart.bounding_box()
-                assert box and box["width"] > 100 and box["height"] > 50, (spec.key, box)
+                assert box and box["width"] > 100 and box["height"] > 50, (
+                    spec.key,
+                    box,
+                )
                 assert chart.is_visible(), spec.key
-                assert not _single_colour(chart.screenshot()), f"{spec.key}: the chart is blank"
+                assert not _single_colour(chart.screenshot()), (
+                    f"{spec.key}: the chart is blank"
+                )
                 cells = section.locator("table.numbers").evaluate(
-                    "t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))")
+                    "t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))"
+                )
                 sql = section.locator("pre.sql").text_content()
                 expected = _ktc_sql_cells(spark, sql)
                 assert len(expected) > 1, f"{spec.key}: the query returns no row"
@@ -142,11 +194,17 @@ def test_report_in_chromium(reported, tmp_path) -> None:
 def test_an_empty_lake_reports_no_data(spark, lake_config) -> None:
     """Every query runs on empty tables and views; each chart is a no-data panel."""
     from exporters.lakehouse.catalog import ensure_catalog
-    from exporters.lakehouse.report import ReportWindow, collect_report, parse_since, render_report
+    from exporters.lakehouse.report import (
+        ReportWindow,
+        collect_report,
+        parse_since,
+        render_report,
+    )
 
     ensure_catalog(spark, lake_config.database)
-    window = ReportWindow(datetime.datetime.now(datetime.UTC).replace(microsecond=0),
-                          parse_since("7d"))
+    window = ReportWindow(
+        datetime.datetime.now(datetime.UTC).replace(microsecond=0), parse_since("7d")
+    )
     results = collect_report(spark, lake_config.database, window)
     assert [(r.spec.key, r.rows) for r in results] == [(c.key, ()) for c in CHARTS]
     page = render_report(results, window, lake_config.database)

@@ -67,7 +67,9 @@ class BaselineProtocol(asyncio.Protocol):
     def _handle(self, frame: RequestFrame) -> bytes:
         if frame.api_key == ApiKeys.PUSH_TELEMETRY:
             request = decode_request(frame)
-            payload = compression.decompress(request.compression_type, request.metrics, MAX_BYTES)
+            payload = compression.decompress(
+                request.compression_type, request.metrics, MAX_BYTES
+            )
             MetricsData.FromString(payload)
             return _OK[:4] + _INT32.pack(frame.correlation_id) + _OK[8:]
         if frame.api_key == ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS:
@@ -81,7 +83,9 @@ class BaselineProtocol(asyncio.Protocol):
                 requested_metrics=("org.apache.kafka.producer.",),
             )
             return encode_response(frame.api_key, 0, frame.correlation_id, message)
-        entries = tuple(ApiVersion(k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items())
+        entries = tuple(
+            ApiVersion(k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()
+        )
         return encode_response(
             ApiKeys.API_VERSIONS,
             min(frame.api_version, 3),

@@ -24,11 +24,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kio.schema.push_telemetry.v0.request import PushTelemetryRequest as KioPushRequest
-from kio.schema.push_telemetry.v0.response import PushTelemetryResponse as KioPushResponse
+from kio.schema.push_telemetry.v0.response import (
+    PushTelemetryResponse as KioPushResponse,
+)
 from kio.schema.response_header.v1.header import ResponseHeader as KioResponseHeader
 from kio.serial import entity_reader, entity_writer
 
-from proto.connection import ServerConnection, decode_request, encode_request, encode_response
+from proto.connection import (
+    ServerConnection,
+    decode_request,
+    encode_request,
+    encode_response,
+)
 from proto.messages.push_telemetry_request import READERS, PushTelemetryRequest
 from proto.messages.push_telemetry_response import PushTelemetryResponse
 
@@ -67,7 +74,9 @@ def kio(body: bytes) -> Callable[[], bytes]:
 
     from kio.schema.errors import ErrorCode
 
-    response = KioPushResponse(throttle_time=datetime.timedelta(0), error_code=ErrorCode.none)
+    response = KioPushResponse(
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none
+    )
     header = KioResponseHeader(correlation_id=7)
 
     def step() -> bytes:
@@ -98,7 +107,9 @@ def server_path(wire: bytes) -> Callable[[], bytes]:
     return step
 
 
-def pushes_per_second(steps: dict[str, Callable[[], bytes]], iterations: int) -> dict[str, float]:
+def pushes_per_second(
+    steps: dict[str, Callable[[], bytes]], iterations: int
+) -> dict[str, float]:
     """Best of REPEATS per contender, the contenders interleaved so that load from other
     processes hits them alike; CPU time of this process, not wall time, for the same reason."""
     best = dict.fromkeys(steps, float("inf"))
@@ -123,17 +134,28 @@ def main() -> None:
     body = bytes(frame.body)
 
     ours_step, kio_step = ours(memoryview(body)), kio(body)
-    assert ours_step() == kio_step(), "the two codecs must produce the same response bytes"
+    assert ours_step() == kio_step(), (
+        "the two codecs must produce the same response bytes"
+    )
 
     rates = pushes_per_second(
-        {"kio": kio_step, "ours": ours_step, "server": server_path(wire)}, args.iterations
+        {"kio": kio_step, "ours": ours_step, "server": server_path(wire)},
+        args.iterations,
     )
     kio_rate, ours_rate, server_rate = rates["kio"], rates["ours"], rates["server"]
-    print(f"kio 0.6.5   decode PushTelemetry v0 + encode response: {kio_rate:>10,.0f} pushes/s")
-    print(f"proto (ours) decode PushTelemetry v0 + encode response: {ours_rate:>10,.0f} pushes/s")
-    print(f"proto (ours) framing + header + decode + encode:        {server_rate:>10,.0f} pushes/s")
+    print(
+        f"kio 0.6.5   decode PushTelemetry v0 + encode response: {kio_rate:>10,.0f} pushes/s"
+    )
+    print(
+        f"proto (ours) decode PushTelemetry v0 + encode response: {ours_rate:>10,.0f} pushes/s"
+    )
+    print(
+        f"proto (ours) framing + header + decode + encode:        {server_rate:>10,.0f} pushes/s"
+    )
     print(f"ratio ours/kio (codec): {ours_rate / kio_rate:.2f}x")
-    print(f"ratio ours/kio (our full server path vs kio codec only): {server_rate / kio_rate:.2f}x")
+    print(
+        f"ratio ours/kio (our full server path vs kio codec only): {server_rate / kio_rate:.2f}x"
+    )
 
 
 if __name__ == "__main__":

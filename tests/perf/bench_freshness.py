@@ -40,13 +40,23 @@ BUDGET_S = 60.0
 
 
 def lake_cli(*args: str, data_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "exporters.lakehouse", *args, "--data-dir", str(data_dir)]
+    return [
+        sys.executable,
+        "-m",
+        "exporters.lakehouse",
+        *args,
+        "--data-dir",
+        str(data_dir),
+    ]
 
 
 def committed_through(journal: IngestJournal, offset: int) -> bool:
     for batch_id in reversed(journal.plan_ids()):
         plan = journal.read_plan(batch_id)
-        if any(s.name == "node-1" and s.from_offset <= offset < s.to_offset for s in plan.sources):
+        if any(
+            s.name == "node-1" and s.from_offset <= offset < s.to_offset
+            for s in plan.sources
+        ):
             return journal.is_committed(batch_id)
     return False
 
@@ -61,7 +71,9 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="ktc-bench-fresh-"))
     data_dir = root / "data"
     log = LandingLog(
-        data_dir / "landing" / "node-1", LandingOptions(fsync="never"), housekeeping=False
+        data_dir / "landing" / "node-1",
+        LandingOptions(fsync="never"),
+        housekeeping=False,
     )
     journal = IngestJournal(data_dir / "lakehouse" / "_ingest" / "ktc")
     ingest = subprocess.Popen(
@@ -85,7 +97,9 @@ def main() -> None:
                 client_instance_id=f"probe{probe:017d}",
                 received_time_unix_nano=time.time_ns(),
             )
-            time.sleep(probe * 3.3 % 10)  # land at different points of the trigger cycle
+            time.sleep(
+                probe * 3.3 % 10
+            )  # land at different points of the trigger cycle
             pushed = time.monotonic()
             offset = log.append(ctx, librdkafka_like_push(probe))
             committed_at: list[float] = []

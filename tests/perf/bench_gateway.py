@@ -113,9 +113,13 @@ class RelayedKafkaCluster(KafkaCluster):
         base = super()._server_properties(node)
         nid = node.node_id
         listeners = [f"{name}://127.0.0.1:{node.ports[name]}" for name in LISTENERS]
-        advertised = [f"{name}://127.0.0.1:{node.ports[name]}" for name in CLIENT_LISTENERS]
+        advertised = [
+            f"{name}://127.0.0.1:{node.ports[name]}" for name in CLIENT_LISTENERS
+        ]
         extra = {
-            "listeners": ",".join([*listeners, f"RELAY://127.0.0.1:{self.relay_listener_ports[nid]}"]),
+            "listeners": ",".join(
+                [*listeners, f"RELAY://127.0.0.1:{self.relay_listener_ports[nid]}"]
+            ),
             "advertised.listeners": ",".join(
                 [*advertised, f"RELAY://127.0.0.1:{self.relay_ports[nid]}"]
             ),
@@ -128,11 +132,15 @@ class RelayedKafkaCluster(KafkaCluster):
         return base + "".join(f"{key}={value}\n" for key, value in extra.items())
 
 
-def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> str:
+def _wait_for_file(
+    path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60
+) -> str:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode} before it was ready")
+            raise RuntimeError(
+                f"{proc.args} exited with {proc.returncode} before it was ready"
+            )
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} did not appear in {timeout_s} s")
         time.sleep(0.05)
@@ -153,7 +161,9 @@ def _start(command: list[str], log: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def relay_process(tmp: Path, targets: dict[int, int]) -> Iterator[tuple[dict[int, int], int]]:
+def relay_process(
+    tmp: Path, targets: dict[int, int]
+) -> Iterator[tuple[dict[int, int], int]]:
     """byte_relay.py with one listener per node (OS-chosen ports) forwarding to the node's
     RELAY listener: ({node id: relay port}, pid)."""
     ready = tmp / "relay.ports"
@@ -260,11 +270,19 @@ class LegResult:
 
     @property
     def cpu_ms_per_mib_produce(self) -> float:
-        return 1000.0 * self.proxy_cpu_produce_s / (self.produce_records * RECORD_BYTES / MiB)
+        return (
+            1000.0
+            * self.proxy_cpu_produce_s
+            / (self.produce_records * RECORD_BYTES / MiB)
+        )
 
     @property
     def cpu_ms_per_mib_consume(self) -> float:
-        return 1000.0 * self.proxy_cpu_consume_s / (self.consume_records * RECORD_BYTES / MiB)
+        return (
+            1000.0
+            * self.proxy_cpu_consume_s
+            / (self.consume_records * RECORD_BYTES / MiB)
+        )
 
     @property
     def cpu_us_per_request(self) -> float:
@@ -337,7 +355,9 @@ def produce_throughput(bootstrap: str, topic: str, records: int) -> tuple[int, f
     remaining = producer.flush(300)
     elapsed = time.perf_counter() - started
     if remaining or failures:
-        raise RuntimeError(f"produce to {topic}: {remaining} undelivered, errors {failures[:3]}")
+        raise RuntimeError(
+            f"produce to {topic}: {remaining} undelivered, errors {failures[:3]}"
+        )
     return records, elapsed
 
 
@@ -355,14 +375,18 @@ def consume_throughput(bootstrap: str, topic: str, expected: int) -> tuple[int, 
         }
     )
     try:
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)]
+        )
         seen = 0
         first_batch = 0
         started = math.nan
         deadline = time.monotonic() + 300
         while seen < expected:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"consume {topic}: {seen} of {expected} records in 300 s")
+                raise RuntimeError(
+                    f"consume {topic}: {seen} of {expected} records in 300 s"
+                )
             # consume() waits for a full batch or the timeout: a short one, or the last
             # (partial) batch would add its whole timeout to the measured time.
             batch = consumer.consume(num_messages=10_000, timeout=0.02)
@@ -429,7 +453,9 @@ class LatencyProbe:
         interval = 1.0 / rate
         count = int(rate * seconds)
         stop = threading.Event()
-        poller = threading.Thread(target=self._poll, args=(stop,), name="latency-poller")
+        poller = threading.Thread(
+            target=self._poll, args=(stop,), name="latency-poller"
+        )
         self._measuring = True
         poller.start()
         try:
@@ -448,7 +474,9 @@ class LatencyProbe:
         self.sent += count
 
 
-def _latency_worker(bootstrap: str, topic: str, rate: float, seconds: float, conn: Any) -> None:
+def _latency_worker(
+    bootstrap: str, topic: str, rate: float, seconds: float, conn: Any
+) -> None:
     """One leg's latency probe in a process of its own (see run_round)."""
     probe = LatencyProbe(bootstrap, topic)
     conn.send("ready")
@@ -477,8 +505,13 @@ def measure_latency(
         parent, child = context.Pipe()
         process = context.Process(
             target=_latency_worker,
-            args=(ways[leg][0], create_topic(f"{leg}-latency"), args.latency_rate,
-                  args.latency_seconds, child),
+            args=(
+                ways[leg][0],
+                create_topic(f"{leg}-latency"),
+                args.latency_rate,
+                args.latency_seconds,
+                child,
+            ),
             daemon=True,
         )
         process.start()
@@ -515,7 +548,9 @@ def measure_throughput(
 ) -> LegResult:
     result = LegResult()
     cpu0 = _cpu_s(proxy_pid)
-    result.produce_records, result.produce_s = produce_throughput(bootstrap, topic, args.records)
+    result.produce_records, result.produce_s = produce_throughput(
+        bootstrap, topic, args.records
+    )
     cpu1 = _cpu_s(proxy_pid)
     # Everything the topic holds (the warm-up's 1000 records and the measured ones), read
     # ``--consume-passes`` times by a fresh consumer each: one pass takes well under a second.
@@ -589,7 +624,9 @@ def _cpu_model() -> str:
     return "unknown"
 
 
-def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: float) -> bool:
+def report(
+    rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: float
+) -> bool:
     def med(leg: str, fn: Callable[[LegResult], float]) -> float:
         return _median([fn(r[leg]) for r in rounds])
 
@@ -598,8 +635,10 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
 
     # Latency percentiles over every sample of every round (a burst of load from another
     # job lands in whichever leg's slice is running; pooled, it weighs on all legs alike).
-    pooled = {leg: LegResult(latencies_s=[x for r in rounds for x in r[leg].latencies_s])
-              for leg in LEGS}
+    pooled = {
+        leg: LegResult(latencies_s=[x for r in rounds for x in r[leg].latencies_s])
+        for leg in LEGS
+    }
 
     def added(leg: str, q: float = 0.99) -> float:
         return pooled[leg].percentile_ms(q) - pooled["direct"].percentile_ms(q)
@@ -616,7 +655,9 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
         f"{os.cpu_count()} cores ({_cpu_model()}), load average {os.getloadavg()[0]:.1f}, "
         f"CPU stolen by the hypervisor {steal:.0f}%"
     )
-    print(f"{'':28}{'direct':>12}{'relay':>12}{'gateway':>12}{'gw/relay':>10}{'gw/direct':>10}")
+    print(
+        f"{'':28}{'direct':>12}{'relay':>12}{'gateway':>12}{'gw/relay':>10}{'gw/direct':>10}"
+    )
     for label, fn, fmt in metrics:
         cells = [fmt.format(med(leg, fn)) for leg in LEGS]
         print(
@@ -666,14 +707,26 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
     consume_ratio = ratio("gateway", "relay", lambda r: r.consume_mb_s)
     errors = sum(r[leg].latency_errors for r in rounds for leg in LEGS)
     checks = [
-        ("produce throughput gateway/relay", produce_ratio, f">= {TARGET_THROUGHPUT_RATIO}",
-         produce_ratio >= TARGET_THROUGHPUT_RATIO),
-        ("consume throughput gateway/relay", consume_ratio, f">= {TARGET_THROUGHPUT_RATIO}",
-         consume_ratio >= TARGET_THROUGHPUT_RATIO),
+        (
+            "produce throughput gateway/relay",
+            produce_ratio,
+            f">= {TARGET_THROUGHPUT_RATIO}",
+            produce_ratio >= TARGET_THROUGHPUT_RATIO,
+        ),
+        (
+            "consume throughput gateway/relay",
+            consume_ratio,
+            f">= {TARGET_THROUGHPUT_RATIO}",
+            consume_ratio >= TARGET_THROUGHPUT_RATIO,
+        ),
         # When the relay's added p99 is not above 0 (lost in the noise), the gateway's must
         # not be either.
-        ("added p99 gateway/relay", added_ratio, f"<= {TARGET_ADDED_P99_RATIO}",
-         gateway_added <= TARGET_ADDED_P99_RATIO * max(relay_added, 0.0)),
+        (
+            "added p99 gateway/relay",
+            added_ratio,
+            f"<= {TARGET_ADDED_P99_RATIO}",
+            gateway_added <= TARGET_ADDED_P99_RATIO * max(relay_added, 0.0),
+        ),
         ("delivery errors", float(errors), "0", errors == 0),
     ]
     print()
@@ -690,7 +743,10 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
                 {
                     "nodes": args.nodes,
                     "rounds": [{leg: r[leg].summary() for leg in LEGS} for r in rounds],
-                    "gateway_over_relay": {"produce": produce_ratio, "consume": consume_ratio},
+                    "gateway_over_relay": {
+                        "produce": produce_ratio,
+                        "consume": consume_ratio,
+                    },
                     "added_p99_ms": {"relay": relay_added, "gateway": gateway_added},
                     "cpu_count": os.cpu_count(),
                     "cpu_steal_percent": round(steal, 1),
@@ -704,19 +760,36 @@ def report(rounds: list[dict[str, LegResult]], args: argparse.Namespace, steal: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke test)")
+    parser.add_argument(
+        "--quick", action="store_true", help="one short round (smoke test)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--nodes", type=int, default=1, help="Kafka nodes (see the docstring)")
-    parser.add_argument("--records", type=int, default=200_000, help="records per throughput run")
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="Kafka nodes (see the docstring)"
+    )
+    parser.add_argument(
+        "--records", type=int, default=200_000, help="records per throughput run"
+    )
     parser.add_argument("--latency-rate", type=float, default=500.0, help="records/s")
-    parser.add_argument("--latency-seconds", type=float, default=10.0, help="per leg and round")
-    parser.add_argument("--consume-passes", type=int, default=3, help="reads of each topic")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=10.0, help="per leg and round"
+    )
+    parser.add_argument(
+        "--consume-passes", type=int, default=3, help="reads of each topic"
+    )
     parser.add_argument("--legs", default=",".join(LEGS), help=argparse.SUPPRESS)
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a target is missed"
+    )
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.records, args.latency_seconds, args.consume_passes = 1, 50_000, 4.0, 1
+        args.rounds, args.records, args.latency_seconds, args.consume_passes = (
+            1,
+            50_000,
+            4.0,
+            1,
+        )
     reason = missing_prerequisites()
     if reason is not None:
         print(f"skipped: {reason}")
@@ -728,16 +801,23 @@ def main() -> int:
     steal_before, ticks_before = _cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="ktc-bench-gateway-") as tmp_name:
         tmp = Path(tmp_name)
-        cluster = RelayedKafkaCluster(nodes=args.nodes, work_dir=tmp / "kafka", log_level="WARN")
+        cluster = RelayedKafkaCluster(
+            nodes=args.nodes, work_dir=tmp / "kafka", log_level="WARN"
+        )
         node_ids = list(range(1, args.nodes + 1))
         relay_targets = _proc.free_ports(args.nodes)
         cluster.relay_listener_ports = dict(zip(node_ids, relay_targets, strict=True))
-        with relay_process(tmp, cluster.relay_listener_ports) as (relay_ports, relay_pid):
+        with relay_process(tmp, cluster.relay_listener_ports) as (
+            relay_ports,
+            relay_pid,
+        ):
             cluster.relay_ports = relay_ports
             started = time.monotonic()
             cluster.start()
-            print(f"{args.nodes}-node Kafka cluster up in {time.monotonic() - started:.1f} s",
-                  flush=True)
+            print(
+                f"{args.nodes}-node Kafka cluster up in {time.monotonic() - started:.1f} s",
+                flush=True,
+            )
             try:
                 admin = AdminClient(
                     {"bootstrap.servers": cluster.bootstrap_servers(), "log_level": 3}
@@ -746,13 +826,20 @@ def main() -> int:
                 def create_topic(prefix: str) -> str:
                     name = f"bench-{prefix}-{uuid.uuid4().hex[:8]}"
                     futures = admin.create_topics(
-                        [NewTopic(name, PARTITIONS, replication_factor=min(3, args.nodes))]
+                        [
+                            NewTopic(
+                                name, PARTITIONS, replication_factor=min(3, args.nodes)
+                            )
+                        ]
                     )
                     futures[name].result(60)
                     cluster.wait_in_sync([name])
                     return name
 
-                with gateway_process(tmp, cluster.bootstrap_servers()) as (gw_port, gw_pid):
+                with gateway_process(tmp, cluster.bootstrap_servers()) as (
+                    gw_port,
+                    gw_pid,
+                ):
                     ways = {
                         "direct": (cluster.bootstrap_servers(), None),
                         "relay": (
@@ -767,9 +854,15 @@ def main() -> int:
                     for leg in legs:
                         bootstrap, pid = ways[leg]
                         warm = argparse.Namespace(
-                            **{**vars(args), "records": args.records // 4, "consume_passes": 1}
+                            **{
+                                **vars(args),
+                                "records": args.records // 4,
+                                "consume_passes": 1,
+                            }
                         )
-                        measure_throughput(bootstrap, pid, create_topic(f"{leg}-warm"), warm)
+                        measure_throughput(
+                            bootstrap, pid, create_topic(f"{leg}-warm"), warm
+                        )
                     measure_latency(
                         legs,
                         ways,

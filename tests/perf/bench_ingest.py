@@ -53,13 +53,19 @@ def librdkafka_like_push(seq: int, brokers: int = 3) -> bytes:
         metric = sm.metrics.add(name=name, unit="ms")
         per_broker = ".node." in name
         for broker in range(brokers if per_broker else 1):
-            p = metric.gauge.data_points.add(time_unix_nano=t, as_double=seq * 0.5 + broker)
+            p = metric.gauge.data_points.add(
+                time_unix_nano=t, as_double=seq * 0.5 + broker
+            )
             if per_broker:
-                p.attributes.add(key="node.id", value=AnyValue(string_value=str(broker)))
+                p.attributes.add(
+                    key="node.id", value=AnyValue(string_value=str(broker))
+                )
     total = sm.metrics.add(name="org.apache.kafka.producer.connection.creation.total")
     total.sum.aggregation_temporality = 2
     total.sum.is_monotonic = True
-    total.sum.data_points.add(start_time_unix_nano=t - 10**9, time_unix_nano=t, as_int=seq)
+    total.sum.data_points.add(
+        start_time_unix_nano=t - 10**9, time_unix_nano=t, as_int=seq
+    )
     return md.SerializeToString()
 
 
@@ -112,7 +118,9 @@ def main() -> None:
             # A copy per run: the consumer position a run commits lives in the directory.
             directory = root / database / "node-1"
             shutil.copytree(landing, directory)
-            cfg = LakehouseConfig(config.lake_dir, database=database, master=args.master)
+            cfg = LakehouseConfig(
+                config.lake_dir, database=database, master=args.master
+            )
             job = IngestJob(
                 cfg,
                 lambda: [directory],
@@ -124,12 +132,16 @@ def main() -> None:
             results = job.run_once()
             elapsed = time.perf_counter() - started
             job.close()
-            return elapsed, sum(sum(r.rows.values()) - r.rows.get("pushes", 0) for r in results)
+            return elapsed, sum(
+                sum(r.rows.values()) - r.rows.get("pushes", 0) for r in results
+            )
 
         def run_baseline(database: str) -> tuple[float, int]:
             builder = PointRowsBuilder()
             for record in LandingReader(landing).read(0):
-                builder.add_payload(record.payload, record.context, "node-1", record.offset)
+                builder.add_payload(
+                    record.payload, record.context, "node-1", record.offset
+                )
             tables = builder.finish()
             ensure_catalog(spark, database)
             started = time.perf_counter()
@@ -158,11 +170,15 @@ def main() -> None:
         ingest_rate = points / ingest_s
         baseline_rate = baseline_points / baseline_s
         print(f"pushes: {args.pushes}  data points: {points}  master: {args.master}")
-        print(f"ingest (landing -> tables): {ingest_s:8.2f} s  {ingest_rate:12,.0f} points/s")
+        print(
+            f"ingest (landing -> tables): {ingest_s:8.2f} s  {ingest_rate:12,.0f} points/s"
+        )
         print(
             f"baseline (Spark writes flattened rows): {baseline_s:8.2f} s  {baseline_rate:12,.0f} points/s"
         )
-        print(f"ratio ingest/baseline: {ingest_rate / baseline_rate:.2f}  (target >= 0.5)")
+        print(
+            f"ratio ingest/baseline: {ingest_rate / baseline_rate:.2f}  (target >= 0.5)"
+        )
         spark.stop()
     finally:
         shutil.rmtree(root, ignore_errors=True)

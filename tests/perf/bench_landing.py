@@ -59,7 +59,8 @@ def raw_writev(path: str, contexts: list[TelemetryContext], payload: bytes) -> f
     marker = os.urandom(16)
     encoded = [encode_context(c) for c in contexts]
     buffers = [
-        (encode_record_head(marker, i, 0, e, payload), e, payload) for i, e in enumerate(encoded)
+        (encode_record_head(marker, i, 0, e, payload), e, payload)
+        for i, e in enumerate(encoded)
     ]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
@@ -78,7 +79,11 @@ def best_of(repeats: int, measure: Callable[[int], float]) -> float:
 
 
 def landing(
-    directory: Path, fsync: str, contexts: list[TelemetryContext], payload: bytes, batch: int
+    directory: Path,
+    fsync: str,
+    contexts: list[TelemetryContext],
+    payload: bytes,
+    batch: int,
 ) -> float:
     group_commit = fsync == "group"
     with LandingLog(
@@ -105,7 +110,9 @@ def landing(
 
             def run() -> None:
                 for start in range(0, len(contexts), batch):
-                    log.append_many([(c, payload) for c in contexts[start : start + batch]])
+                    log.append_many(
+                        [(c, payload) for c in contexts[start : start + batch]]
+                    )
 
         return timed(len(contexts), run)
 
@@ -141,12 +148,16 @@ def main() -> None:
         )
 
     with tempfile.TemporaryDirectory(prefix="bench-landing-") as root:
-        base = best_of(args.repeats, lambda _: raw_writev(os.devnull, contexts, payload))
+        base = best_of(
+            args.repeats, lambda _: raw_writev(os.devnull, contexts, payload)
+        )
         print(f"record {record_bytes} bytes, best of {args.repeats}")
         line("baseline: writev to /dev/null", base, "writes/s")
         line(
             "reference: writev to a file",
-            best_of(args.repeats, lambda n: raw_writev(f"{root}/raw-{n}", contexts, payload)),
+            best_of(
+                args.repeats, lambda n: raw_writev(f"{root}/raw-{n}", contexts, payload)
+            ),
             "writes/s",
         )
         cases = [  # (label, fsync mode, records, batch)
@@ -166,7 +177,9 @@ def main() -> None:
             line(f"LandingLog {label}", rate)
         line(
             "LandingReader.read",
-            best_of(args.repeats, lambda _: read_all(Path(root) / "case-0-0", args.records)),
+            best_of(
+                args.repeats, lambda _: read_all(Path(root) / "case-0-0", args.records)
+            ),
             "records/s",
         )
 

@@ -96,7 +96,9 @@ def payload() -> bytes:
         for i in range(40)
     ]
     data = MetricsData(
-        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])]
+        resource_metrics=[
+            ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])
+        ]
     ).SerializeToString()
     return compress(4, data)
 
@@ -127,7 +129,10 @@ def fill_cache(port: int, instances: int, metrics: bytes) -> int:
     for start in range(0, instances, BATCH):
         count = min(BATCH, instances - start)
         for _ in range(count):
-            client.send(ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, GetTelemetrySubscriptionsRequest(ZERO))
+            client.send(
+                ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+                GetTelemetrySubscriptionsRequest(ZERO),
+            )
         gets = [client.receive() for _ in range(count)]
         for get in gets:
             push = PushTelemetryRequest(
@@ -175,7 +180,9 @@ def hold_requests(port: int, connections: int, limit: int) -> list[socket.socket
 def scrape(http_port: int, name: str) -> float:
     import urllib.request
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as response:
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{http_port}/metrics", timeout=10
+    ) as response:
         for line in response.read().decode().splitlines():
             if line.startswith(name + " "):
                 return float(line.split()[1])
@@ -194,7 +201,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         data = Path(tmp) / "data"
         ConfigStore(data).alter_subscription(
-            "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000"}, []
+            "producers",
+            {"metrics": "org.apache.kafka.producer.", "interval.ms": "60000"},
+            [],
         )
         config = Path(tmp) / "ktc.yaml"
         config.write_text(
@@ -208,7 +217,14 @@ def main() -> None:
         )
         ready = Path(tmp) / "ready.json"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "collector.app.cli", "serve", "--config", str(config)]
+            [
+                sys.executable,
+                "-m",
+                "collector.app.cli",
+                "serve",
+                "--config",
+                str(config),
+            ]
             + ["--ready-file", str(ready)],
             cwd=ROOT,
             stderr=subprocess.DEVNULL,

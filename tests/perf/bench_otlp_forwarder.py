@@ -52,7 +52,9 @@ def baseline(target: str, records: int, compression: grpc.Compression) -> None:
             export(PUSH, timeout=5, compression=compression)
 
 
-def forward(directory: Path, config: OtlpExporterConfig, records: int, fresh: int) -> None:
+def forward(
+    directory: Path, config: OtlpExporterConfig, records: int, fresh: int
+) -> None:
     forwarder = OtlpForwarder([directory], config, exporter_name=f"otlp/run{fresh}")
     try:
         stats = forwarder.run_once()
@@ -67,11 +69,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--compression", choices=["none", "gzip"], default="none")
     args = parser.parse_args()
-    grpc_compression = {"none": grpc.Compression.NoCompression, "gzip": grpc.Compression.Gzip}
+    grpc_compression = {
+        "none": grpc.Compression.NoCompression,
+        "gzip": grpc.Compression.Gzip,
+    }
 
     with tempfile.TemporaryDirectory() as tmp, OtlpReceiver() as receiver:
         directory = Path(tmp) / "landing" / "node-1"
-        with LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False) as log:
+        with LandingLog(
+            directory, LandingOptions(fsync="never"), housekeeping=False
+        ) as log:
             context = sample_context()
             for _ in range(args.records):
                 log.append(context, PUSH)
@@ -79,7 +86,9 @@ def main() -> None:
         base = best_rate(
             args.repeats,
             args.records,
-            lambda: baseline(receiver.target, args.records, grpc_compression[args.compression]),
+            lambda: baseline(
+                receiver.target, args.records, grpc_compression[args.compression]
+            ),
         )
         print(
             f"baseline bare gRPC stub, 1 push/request: {base:10.0f} pushes/s "
@@ -88,9 +97,13 @@ def main() -> None:
 
         cases = {
             "forwarder, 1 push/request": {},
-            "forwarder, sending_queue.batch (8192 points)": {"sending_queue": {"batch": {}}},
+            "forwarder, sending_queue.batch (8192 points)": {
+                "sending_queue": {"batch": {}}
+            },
         }
-        runs = iter(range(10**6))  # each run reads the log from 0 under a fresh consumer name
+        runs = iter(
+            range(10**6)
+        )  # each run reads the log from 0 under a fresh consumer name
         for name, overrides in cases.items():
             config = OtlpExporterConfig.model_validate(
                 {
@@ -103,7 +116,9 @@ def main() -> None:
             rate = best_rate(
                 args.repeats,
                 args.records,
-                lambda config=config: forward(directory, config, args.records, next(runs)),
+                lambda config=config: forward(
+                    directory, config, args.records, next(runs)
+                ),
             )
             print(
                 f"{name:41s}: {rate:10.0f} pushes/s {rate * POINTS_PER_PUSH:12.0f} points/s"
@@ -112,7 +127,9 @@ def main() -> None:
         again = best_rate(
             args.repeats,
             args.records,
-            lambda: baseline(receiver.target, args.records, grpc_compression[args.compression]),
+            lambda: baseline(
+                receiver.target, args.records, grpc_compression[args.compression]
+            ),
         )
         print(f"baseline measured again (machine noise): {again:10.0f} pushes/s")
 

@@ -61,11 +61,15 @@ TARGET_BYTES_PER_INSTANCE = 2048
 CACHE_INSTANCES = 16_384
 
 
-def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 30) -> str:
+def _wait_for_file(
+    path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 30
+) -> str:
     deadline = time.monotonic() + timeout_s
     while not path.exists():
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before it was ready")
+            raise RuntimeError(
+                f"server exited with {proc.returncode} before it was ready"
+            )
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} did not appear in {timeout_s} s")
         time.sleep(0.05)
@@ -92,7 +96,9 @@ def full_collector_process(tmp: Path) -> Iterator[tuple[int, int]]:
 
     data_dir = tmp / "data"
     ConfigStore(data_dir).alter_subscription(
-        "bench", {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)}, []
+        "bench",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)},
+        [],
     )
     config = tmp / "ktc.yaml"
     config.write_text(
@@ -165,7 +171,9 @@ def _runqueue_wait_s(pid: int) -> float:
     answers; the collector's helper threads (file watchers, the landing log's housekeeper)
     share its core and wait for the loop to yield it, which is their wait, not the loop's."""
     with contextlib.suppress(OSError, IndexError, ValueError):
-        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+        return (
+            int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
+        )
     return 0.0
 
 
@@ -173,7 +181,9 @@ def _runqueue_wait_s(pid: int) -> float:
 RUNQUEUE_WAIT_MS_PER_S: dict[int, list[float]] = {}
 
 
-def measure_at_rate(port: int, pid: int, rate_per_s: float, args: argparse.Namespace) -> LoadResult:
+def measure_at_rate(
+    port: int, pid: int, rate_per_s: float, args: argparse.Namespace
+) -> LoadResult:
     """Open loop at ``rate_per_s``: instances / period pushes per second, the period being
     1.25 x the push interval (loadgen.OPEN_PERIOD_FACTOR).  Also records how long the
     server waited for its CPU, per second of the run (its own core taken by other jobs)."""
@@ -213,7 +223,9 @@ def _threads(pid: int) -> list[int]:
         return [pid]
 
 
-def _place(pid: int, cpus: set[int], *, realtime: bool = False, niceness: int = 0) -> bool:
+def _place(
+    pid: int, cpus: set[int], *, realtime: bool = False, niceness: int = 0
+) -> bool:
     """Every thread of ``pid`` on ``cpus``, SCHED_RR (priority 1) or SCHED_OTHER at
     ``niceness``; False when the kernel refused the scheduling part (no CAP_SYS_NICE)."""
     applied = True
@@ -257,11 +269,17 @@ def _cores_apart(server_pid: int, args: argparse.Namespace) -> Iterator[None]:
         yield
         return
     realtime = not args.no_realtime
-    server_ok = _place(server_pid, {cpus[-1]}, realtime=realtime, niceness=args.niceness)
+    server_ok = _place(
+        server_pid, {cpus[-1]}, realtime=realtime, niceness=args.niceness
+    )
     load_ok = _place(os.getpid(), set(cpus[:-1]), niceness=args.niceness)
     PLACEMENT.append(
         "server on a core of its own"
-        + (f", {'SCHED_RR' if realtime else f'nice {args.niceness}'}" if server_ok else "")
+        + (
+            f", {'SCHED_RR' if realtime else f'nice {args.niceness}'}"
+            if server_ok
+            else ""
+        )
         + (f", load at nice {args.niceness}" if load_ok else "")
     )
     try:
@@ -286,7 +304,8 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
 
     subscriptions = [
         Subscription.from_configs(
-            "bench", {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)}
+            "bench",
+            {"metrics": "org.apache.kafka.producer.", "interval.ms": str(INTERVAL_MS)},
         )
     ]
 
@@ -294,7 +313,9 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
         version = 1
 
         def resolve(self, metadata, instance_id, proposed=None):  # type: ignore[no-untyped-def]
-            return resolve(subscriptions if proposed is None else proposed, metadata, instance_id)
+            return resolve(
+                subscriptions if proposed is None else proposed, metadata, instance_id
+            )
 
     class NullExporter:
         def export(self, context, payload):  # type: ignore[no-untyped-def]
@@ -326,12 +347,16 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
         cache_max_size=count,
     )
     zero = uuid.UUID(int=0)
-    manager.get_telemetry_subscriptions(uuid.uuid4(), connections[0], "warm-up", 0)  # lazy caches
+    manager.get_telemetry_subscriptions(
+        uuid.uuid4(), connections[0], "warm-up", 0
+    )  # lazy caches
     manager.connection_closed(0)
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     for i in range(count):
-        response = manager.get_telemetry_subscriptions(zero, connections[i], client_ids[i], i)
+        response = manager.get_telemetry_subscriptions(
+            zero, connections[i], client_ids[i], i
+        )
         # What the landing log keeps per instance: the encoded constant part of its context
         # (exporters/landing/format.py), remembered at the instance's first push.
         instance = manager.instance(response.client_instance_id)
@@ -383,7 +408,9 @@ def _median(values: list[float]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one short round (smoke test)")
+    parser.add_argument(
+        "--quick", action="store_true", help="one short round (smoke test)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     # At most the collector's default instance cache (telemetry.instance.cache.max.size,
     # 16,384 as in Kafka): with more instances than that pushing in turn, the LRU evicts
@@ -401,7 +428,10 @@ def main() -> int:
         help="pushes/s offered to both servers in the latency phase",
     )
     parser.add_argument(
-        "--latency-workers", type=int, default=2, help="load processes in the latency phase"
+        "--latency-workers",
+        type=int,
+        default=2,
+        help="load processes in the latency phase",
     )
     parser.add_argument(
         "--no-pin",
@@ -419,7 +449,9 @@ def main() -> int:
         default=-10,
         help="latency phase: the load generator's nice value (below 0 needs CAP_SYS_NICE)",
     )
-    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when a target is missed"
+    )
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
     if args.quick:
@@ -440,7 +472,9 @@ def main() -> int:
                     results[f"{name}_peak"] = measure_peak(port, pid, args)
                 for name in order:
                     port, pid = servers[name]
-                    results[f"{name}_rate"] = measure_at_rate(port, pid, args.latency_rate, args)
+                    results[f"{name}_rate"] = measure_at_rate(
+                        port, pid, args.latency_rate, args
+                    )
                 rounds.append(results)
                 full_rate, base_rate = results["full_rate"], results["baseline_rate"]
                 print(
@@ -448,7 +482,11 @@ def main() -> int:
                     f"baseline {results['baseline_peak'].pushes_per_s:,.0f}/s; p99 at "
                     f"{args.latency_rate:,.0f}/s full {full_rate.percentile_ms(0.99):.2f} ms "
                     f"baseline {base_rate.percentile_ms(0.99):.2f} ms"
-                    + (f"; collector errors {full_rate.errors}" if full_rate.errors else ""),
+                    + (
+                        f"; collector errors {full_rate.errors}"
+                        if full_rate.errors
+                        else ""
+                    ),
                     flush=True,
                 )
     steal_after, ticks_after = _cpu_ticks()
@@ -465,7 +503,11 @@ def main() -> int:
     def ratio_of(numerator: str, denominator: str, fn) -> float:  # type: ignore[no-untyped-def]
         """The median over rounds of each round's ratio (both measured minutes apart)."""
         return _median(
-            [fn(r[numerator]) / fn(r[denominator]) for r in rounds if fn(r[denominator])]
+            [
+                fn(r[numerator]) / fn(r[denominator])
+                for r in rounds
+                if fn(r[denominator])
+            ]
         )
 
     def pushes_per_s(result: LoadResult) -> float:
@@ -483,7 +525,12 @@ def main() -> int:
     rate_errors = sum(sum(r["full_rate"].errors.values()) for r in rounds)
 
     checks = [
-        ("peak pushes/s ratio", f"{ratio:.2f}", f">= {TARGET_RATIO}", ratio >= TARGET_RATIO),
+        (
+            "peak pushes/s ratio",
+            f"{ratio:.2f}",
+            f">= {TARGET_RATIO}",
+            ratio >= TARGET_RATIO,
+        ),
         (
             f"p99 at {args.latency_rate:,.0f} pushes/s, collector / baseline",
             f"{p99_ratio:.2f}x",
@@ -496,15 +543,32 @@ def main() -> int:
             f"<= {TARGET_BYTES_PER_INSTANCE} B",
             per_instance <= TARGET_BYTES_PER_INSTANCE,
         ),
-        (f"push errors at {args.latency_rate:,.0f}/s", str(rate_errors), "0", rate_errors == 0),
+        (
+            f"push errors at {args.latency_rate:,.0f}/s",
+            str(rate_errors),
+            "0",
+            rate_errors == 0,
+        ),
     ]
 
-    def both(label: str, fn, fmt: str, ratio_value: str = "") -> tuple[str, str, str, str]:  # type: ignore[no-untyped-def]
-        return label, format(med("full_rate", fn), fmt), format(med("baseline_rate", fn), fmt), ratio_value
+    def both(
+        label: str, fn, fmt: str, ratio_value: str = ""
+    ) -> tuple[str, str, str, str]:  # type: ignore[no-untyped-def]
+        return (
+            label,
+            format(med("full_rate", fn), fmt),
+            format(med("baseline_rate", fn), fmt),
+            ratio_value,
+        )
 
     rate = f"{args.latency_rate:,.0f}/s"
     rows = [
-        ("peak pushes/s (closed loop)", f"{peak_full:,.0f}", f"{peak_base:,.0f}", f"{ratio:.2f}"),
+        (
+            "peak pushes/s (closed loop)",
+            f"{peak_full:,.0f}",
+            f"{peak_base:,.0f}",
+            f"{ratio:.2f}",
+        ),
         (
             "server CPU us per push at peak",
             f"{cpu_full:.1f}",
@@ -512,14 +576,30 @@ def main() -> int:
             f"{cpu_full / cpu_base:.2f}",
         ),
         both(f"pushes/s answered at {rate} (open loop)", pushes_per_s, ",.0f"),
-        both(f"p50 ms at {rate}", lambda r: r.percentile_ms(0.50), ".2f",
-             f"{ratio_of('full_rate', 'baseline_rate', lambda r: r.percentile_ms(0.50)):.2f}"),
+        both(
+            f"p50 ms at {rate}",
+            lambda r: r.percentile_ms(0.50),
+            ".2f",
+            f"{ratio_of('full_rate', 'baseline_rate', lambda r: r.percentile_ms(0.50)):.2f}",
+        ),
         both(f"p99 ms at {rate}", p99, ".2f", f"{p99_ratio:.2f}"),
-        both(f"p999 ms at {rate}", lambda r: r.percentile_ms(0.999), ".2f",
-             f"{ratio_of('full_rate', 'baseline_rate', lambda r: r.percentile_ms(0.999)):.2f}"),
-        both(f"server CPU us per push at {rate}", lambda r: r.server_cpu_us_per_push, ".1f"),
+        both(
+            f"p999 ms at {rate}",
+            lambda r: r.percentile_ms(0.999),
+            ".2f",
+            f"{ratio_of('full_rate', 'baseline_rate', lambda r: r.percentile_ms(0.999)):.2f}",
+        ),
+        both(
+            f"server CPU us per push at {rate}",
+            lambda r: r.server_cpu_us_per_push,
+            ".1f",
+        ),
         both(f"server core busy at {rate} %", lambda r: r.server_busy_percent, ".0f"),
-        both("load generator send lag p99 ms", lambda r: r.summary()["send_lag_p99_ms"], ".2f"),
+        both(
+            "load generator send lag p99 ms",
+            lambda r: r.summary()["send_lag_p99_ms"],
+            ".2f",
+        ),
         (
             "server event loop waited for its CPU, ms/s",
             f"{_median(RUNQUEUE_WAIT_MS_PER_S.get(servers['full'][1], [])):.1f}",
@@ -544,9 +624,14 @@ def main() -> int:
         "throughput_ratio_full_over_baseline": round(ratio, 3),
         "latency_rate_per_s": args.latency_rate,
         "p99_ratio_full_over_baseline": round(p99_ratio, 3),
-        "p99_ms": {"full": round(med("full_rate", p99), 3),
-                   "baseline": round(med("baseline_rate", p99), 3)},
-        "server_cpu_us_per_push": {"full": round(cpu_full, 2), "baseline": round(cpu_base, 2)},
+        "p99_ms": {
+            "full": round(med("full_rate", p99), 3),
+            "baseline": round(med("baseline_rate", p99), 3),
+        },
+        "server_cpu_us_per_push": {
+            "full": round(cpu_full, 2),
+            "baseline": round(cpu_base, 2),
+        },
         "bytes_per_cached_instance": round(per_instance),
         "cpu_count": os.cpu_count(),
         "cpu_steal_percent": round(steal_percent, 1),

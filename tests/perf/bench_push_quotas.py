@@ -43,7 +43,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))  # collector_testkit
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "collector")
+)  # collector_testkit
 
 from bench_push import INTERVAL_MS, full_collector_process
 from loadgen import CLOSED, LoadResult, run_load_blocking
@@ -89,7 +91,13 @@ def collector(tmp: Path, *, quotas: bool) -> Iterator[tuple[int, int]]:
 
 
 def measure(
-    port: int, pid: int, *, instances: int, connections: int, duration_s: float, workers: int
+    port: int,
+    pid: int,
+    *,
+    instances: int,
+    connections: int,
+    duration_s: float,
+    workers: int,
 ) -> LoadResult:
     """Closed-loop peak, as bench_push.py measures it: load in ``workers`` processes, and
     the server's CPU time per push from /proc."""
@@ -127,7 +135,9 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
         server_side = ServerConnection()
         server_side.receive_data(
             ClientConnection(client_id=f"loadgen-{index}").send_request(
-                ApiKeys.PUSH_TELEMETRY, 0, PushTelemetryRequest(uuid.uuid4(), 1, False, 4, payload)
+                ApiKeys.PUSH_TELEMETRY,
+                0,
+                PushTelemetryRequest(uuid.uuid4(), 1, False, 4, payload),
             )
         )
         frames.append(server_side.next_request())
@@ -142,7 +152,9 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
             engine.apply_entity_quotas(ENTITY_QUOTAS)
         enforcer = QuotaEnforcer(engine, clock=FakeClock())  # only read to throttle
         channel = RecordingChannel()
-        contexts = [RequestContext(frame, channel.session, now_ms, channel) for frame in frames]
+        contexts = [
+            RequestContext(frame, channel.session, now_ms, channel) for frame in frames
+        ]
         started = time.perf_counter()
         for call in range(calls):
             context = contexts[call % 100]
@@ -163,7 +175,9 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=6.0)
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="load processes")
-    parser.add_argument("--check", action="store_true", help="exit 1 when the target is missed")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the target is missed"
+    )
     args = parser.parse_args()
     if args.quick:
         args.instances, args.duration_s, args.rounds = 8000, 2.0, 1
@@ -187,9 +201,13 @@ def main() -> int:
                         workers=args.workers,
                     )
                 )
-    best = {name: max(results, key=lambda r: r.pushes_per_s) for name, results in runs.items()}
+    best = {
+        name: max(results, key=lambda r: r.pushes_per_s)
+        for name, results in runs.items()
+    }
     median = {
-        name: statistics.median(r.pushes_per_s for r in results) for name, results in runs.items()
+        name: statistics.median(r.pushes_per_s for r in results)
+        for name, results in runs.items()
     }
     base = median["without_quotas"]
     ratio = median["with_quotas"] / base if base else 0.0
@@ -197,7 +215,9 @@ def main() -> int:
         name: statistics.median(r.server_cpu_us_per_push for r in results)
         for name, results in runs.items()
     }
-    cpu_ratio = cpu["without_quotas"] / cpu["with_quotas"] if cpu["with_quotas"] else 0.0
+    cpu_ratio = (
+        cpu["without_quotas"] / cpu["with_quotas"] if cpu["with_quotas"] else 0.0
+    )
     best_ratio = best["with_quotas"].pushes_per_s / best["without_quotas"].pushes_per_s
     cost = recording_cost_us(20_000 if args.quick else 200_000)
     extra_us = cost["with_quotas"] - cost["without_quotas"]
@@ -206,20 +226,24 @@ def main() -> int:
         "record_us_per_push": {name: round(us, 3) for name, us in cost.items()},
         "predicted_ratio_at_peak_from_record_cost": round(predicted, 3),
         "runs_pushes_per_s": {
-            name: [round(r.pushes_per_s) for r in results] for name, results in runs.items()
+            name: [round(r.pushes_per_s) for r in results]
+            for name, results in runs.items()
         },
         "best": {name: result.summary() for name, result in best.items()},
         "median_pushes_per_s": {name: round(value) for name, value in median.items()},
         "throughput_ratio_with_over_without_quotas_median": round(ratio, 3),
         "throughput_ratio_with_over_without_quotas_best": round(best_ratio, 3),
-        "server_cpu_us_per_push_median": {name: round(us, 2) for name, us in cpu.items()},
+        "server_cpu_us_per_push_median": {
+            name: round(us, 2) for name, us in cpu.items()
+        },
         "cpu_per_push_ratio_without_over_with_quotas": round(cpu_ratio, 3),
         "cpu_count": os.cpu_count(),
     }
     print(json.dumps(report, indent=2))
     throttled = sum(r.errors.get(89, 0) for r in runs["with_quotas"])
     checks = {
-        f"throughput ratio (medians) {ratio:.2f} >= {TARGET_RATIO}": ratio >= TARGET_RATIO,
+        f"throughput ratio (medians) {ratio:.2f} >= {TARGET_RATIO}": ratio
+        >= TARGET_RATIO,
         f"(info) server CPU per push, without / with quotas {cpu_ratio:.2f}": True,
         f"predicted ratio from the recording cost {predicted:.3f} >= {TARGET_RATIO}": predicted
         >= TARGET_RATIO,

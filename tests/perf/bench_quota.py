@@ -38,7 +38,9 @@ TARGET_CONFIGURED_US = 3.0
 
 
 class EmptyCall:
-    def record_produce_bytes(self, user: str, client_id: str, nbytes: int, now_ms: int) -> int:
+    def record_produce_bytes(
+        self, user: str, client_id: str, nbytes: int, now_ms: int
+    ) -> int:
         return 0
 
 
@@ -68,7 +70,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 when a target is missed"
+    )
     args = parser.parse_args()
 
     fast = engine_with({})
@@ -88,13 +92,18 @@ def main() -> int:
         ("request quota, under", record_request, TARGET_CONFIGURED_US),
     ]
     results = [
-        (name, per_call_us(call, args.calls, args.repeats), target) for name, call, target in cases
+        (name, per_call_us(call, args.calls, args.repeats), target)
+        for name, call, target in cases
     ]
     baseline_us = results[0][1]
     missed = []
     print(f"{'case':<28}{'us/call':>10}{'x empty':>10}  target")
     for name, us, target in results:
-        verdict = "" if target is None else f"<= {target} us {'ok' if us <= target else 'MISSED'}"
+        verdict = (
+            ""
+            if target is None
+            else f"<= {target} us {'ok' if us <= target else 'MISSED'}"
+        )
         if target is not None and us > target:
             missed.append(name)
         print(f"{name:<28}{us:>10.3f}{us / baseline_us:>10.1f}  {verdict}")

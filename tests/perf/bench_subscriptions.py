@@ -41,9 +41,13 @@ SUBSCRIPTIONS = [
     Subscription.from_configs(
         f"sub-{n}",
         {
-            "metrics": ",".join(f"org.apache.kafka.group{n}.metric{m}." for m in range(20)),
+            "metrics": ",".join(
+                f"org.apache.kafka.group{n}.metric{m}." for m in range(20)
+            ),
             "interval.ms": str(10_000 + n),
-            "match": "client_software_name=librdkafka" if n % 5 < 3 else "client_id=nobody",
+            "match": "client_software_name=librdkafka"
+            if n % 5 < 3
+            else "client_id=nobody",
         },
     )
     for n in range(10)
@@ -60,9 +64,9 @@ def naive(instance_id: uuid.UUID) -> int:
     matched = [s for s in SUBSCRIPTIONS if matches(s, CLIENT)]
     metrics = sorted({m for s in matched for m in s.metrics})
     interval = min([300000, *(s.interval_ms for s in matched)])
-    return crc32c.crc32c(("[" + ", ".join(metrics) + "]" + str(interval)).encode()) ^ hash(
-        instance_id
-    )
+    return crc32c.crc32c(
+        ("[" + ", ".join(metrics) + "]" + str(interval)).encode()
+    ) ^ hash(instance_id)
 
 
 def warm(instance_id: uuid.UUID) -> int:
@@ -76,7 +80,9 @@ def cold(instance_id: uuid.UUID) -> int:
     return effective.resolve(SUBSCRIPTIONS, CLIENT, instance_id).subscription_id
 
 
-def per_call_us(call: Callable[[uuid.UUID], int], clients: int, repeats: int = 5) -> float:
+def per_call_us(
+    call: Callable[[uuid.UUID], int], clients: int, repeats: int = 5
+) -> float:
     ids = [uuid.uuid4() for _ in range(clients)]
     best = float("inf")
     for _ in range(repeats):
@@ -101,9 +107,14 @@ def main() -> int:
     }
     for name, us in results.items():
         print(f"{name:24s} {us:9.2f} us/client   {us / baseline:6.2f}x baseline")
-    missed = results["resolve, warm"] > TARGET_WARM_US or results["resolve, cold"] > TARGET_COLD_US
+    missed = (
+        results["resolve, warm"] > TARGET_WARM_US
+        or results["resolve, cold"] > TARGET_COLD_US
+    )
     if missed:
-        print(f"target missed: warm <= {TARGET_WARM_US} us, cold <= {TARGET_COLD_US} us")
+        print(
+            f"target missed: warm <= {TARGET_WARM_US} us, cold <= {TARGET_COLD_US} us"
+        )
     return 1 if missed and args.strict else 0
 
 

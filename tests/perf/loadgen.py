@@ -129,7 +129,11 @@ def producer_payload(seed: int = 0) -> bytes:
     now_ns = 1_700_000_000_000_000_000 + seed
     metrics = []
     for name, kind in PRODUCER_METRICS:
-        attrs = [KeyValue(key="node.id", value=AnyValue(int_value=1))] if ".node." in name else []
+        attrs = (
+            [KeyValue(key="node.id", value=AnyValue(int_value=1))]
+            if ".node." in name
+            else []
+        )
         point = NumberDataPoint(
             time_unix_nano=now_ns,
             start_time_unix_nano=now_ns - 10**9,
@@ -150,7 +154,9 @@ def producer_payload(seed: int = 0) -> bytes:
         else:
             metrics.append(Metric(name=name, gauge=Gauge(data_points=[point])))
     return MetricsData(
-        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])]
+        resource_metrics=[
+            ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])
+        ]
     ).SerializeToString()
 
 
@@ -185,7 +191,9 @@ class LoadResult:
     offered_per_s: float
     send_lag_ms: list[float]  # how late sends left against their schedule (open mode)
     server_cpu_s: float | None = None  # the server process's CPU time in the window
-    acked_total: int = 0  # pushes answered without error over the whole run, window or not
+    acked_total: int = (
+        0  # pushes answered without error over the whole run, window or not
+    )
 
     @property
     def server_cpu_us_per_push(self) -> float:
@@ -273,7 +281,9 @@ class _LoadConnection(asyncio.Protocol):
         self._buffer = bytearray()
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_event_loop()
-        self._handshake: asyncio.Future[list[tuple[uuid.UUID, int]]] = self._loop.create_future()
+        self._handshake: asyncio.Future[list[tuple[uuid.UUID, int]]] = (
+            self._loop.create_future()
+        )
         self._pending_gets = 0
         self._subscriptions: list[tuple[uuid.UUID, int]] = []
         self._api_versions_pending = True
@@ -343,11 +353,15 @@ class _LoadConnection(asyncio.Protocol):
                     buf, start + _BODY_OFFSET
                 )
                 if response.error_code != 0:
-                    error = RuntimeError(f"GetTelemetrySubscriptions failed: {response.error_code}")
+                    error = RuntimeError(
+                        f"GetTelemetrySubscriptions failed: {response.error_code}"
+                    )
                     if not self._handshake.done():
                         self._handshake.set_exception(error)
                     return
-                self._subscriptions.append((response.client_instance_id, response.subscription_id))
+                self._subscriptions.append(
+                    (response.client_instance_id, response.subscription_id)
+                )
                 self._pending_gets -= 1
                 if not self._pending_gets:
                     self._handshake.set_result(self._subscriptions)
@@ -363,7 +377,9 @@ class _LoadConnection(asyncio.Protocol):
                 else:
                     stats.errors[error] = stats.errors.get(error, 0) + 1
             if closed:
-                self._ready.append((now + self._period_s, self._inflight_instances.popleft()))
+                self._ready.append(
+                    (now + self._period_s, self._inflight_instances.popleft())
+                )
         del buf[:pos]
         if closed and self._ready and self._timer is None and not self.stopped:
             self._arm()
@@ -457,16 +473,26 @@ class _WorkerPlan:
     mode: str
 
 
-async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
+async def _worker_main(
+    plan: _WorkerPlan, pipe: multiprocessing.connection.Connection
+) -> None:
     loop = asyncio.get_running_loop()
-    compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
+    compressed = compression.compress(
+        compression.CompressionType.ZSTD, producer_payload()
+    )
     stats = _Stats(float("inf"), float("inf"))
     protocols: list[_LoadConnection] = []
     for offset, count in enumerate(plan.per_connection):
         index = plan.first_index + offset
         _, protocol = await loop.create_connection(
             functools.partial(
-                _LoadConnection, count, plan.interval_s, plan.mode, compressed, stats, index
+                _LoadConnection,
+                count,
+                plan.interval_s,
+                plan.mode,
+                compressed,
+                stats,
+                index,
             ),
             plan.host,
             plan.port,
@@ -485,11 +511,19 @@ async def _worker_main(plan: _WorkerPlan, pipe: multiprocessing.connection.Conne
     for protocol in protocols:
         protocol.close()
     pipe.send(
-        (stats.ok, stats.errors, stats.latencies.tobytes(), stats.send_lag.tobytes(), stats.acked)
+        (
+            stats.ok,
+            stats.errors,
+            stats.latencies.tobytes(),
+            stats.send_lag.tobytes(),
+            stats.acked,
+        )
     )
 
 
-def _worker_entry(plan: _WorkerPlan, pipe: multiprocessing.connection.Connection) -> None:
+def _worker_entry(
+    plan: _WorkerPlan, pipe: multiprocessing.connection.Connection
+) -> None:
     try:
         import uvloop
 
@@ -555,7 +589,9 @@ def run_load_blocking(
             continue
         parent_end, child_end = context.Pipe()
         plan = _WorkerPlan(host, port, chunk, w * share, interval_s, mode)
-        process = context.Process(target=_worker_entry, args=(plan, child_end), daemon=True)
+        process = context.Process(
+            target=_worker_entry, args=(plan, child_end), daemon=True
+        )
         process.start()
         pipes.append(parent_end)
         processes.append(process)

@@ -59,7 +59,9 @@ def _check_all_accepted(written: list[bytes], pushes: int) -> None:
     """Every answer is a 16-byte PushTelemetryResponse v0 with error code 0 (bytes 13-14),
     so what was measured is the accepted-push path, not a rejection."""
     answers = b"".join(written)
-    assert len(answers) == 16 * pushes, f"{len(answers)} answer bytes for {pushes} pushes"
+    assert len(answers) == 16 * pushes, (
+        f"{len(answers)} answer bytes for {pushes} pushes"
+    )
     for at in range(0, len(answers), 16):
         assert answers[at + 13 : at + 15] == b"\x00\x00", f"push {at // 16} rejected"
 
@@ -129,9 +131,15 @@ async def measure(
             for _ in range(instances):
                 full.data_received(get)
                 answer = full_transport.written.pop()
-                response, _ = get_telemetry_subscriptions_response.READERS[0](answer, 4 + 5)
-                subscriptions.append((response.client_instance_id, response.subscription_id))
-            compressed = compression.compress(compression.CompressionType.ZSTD, producer_payload())
+                response, _ = get_telemetry_subscriptions_response.READERS[0](
+                    answer, 4 + 5
+                )
+                subscriptions.append(
+                    (response.client_instance_id, response.subscription_id)
+                )
+            compressed = compression.compress(
+                compression.CompressionType.ZSTD, producer_payload()
+            )
             frames = [
                 encode_frame(
                     72,
@@ -139,12 +147,19 @@ async def measure(
                     i,
                     "profile",
                     push_telemetry_request.WRITERS[0],
-                    PushTelemetryRequest(instance_id, subscription_id, False, 4, compressed),
+                    PushTelemetryRequest(
+                        instance_id, subscription_id, False, 4, compressed
+                    ),
                 )
                 for i, (instance_id, subscription_id) in enumerate(subscriptions)
             ]
-            reads = [b"".join(frames[i : i + batch]) for i in range(0, instances, batch)]
-            turns = [reads[i : i + reads_per_turn] for i in range(0, len(reads), reads_per_turn)]
+            reads = [
+                b"".join(frames[i : i + batch]) for i in range(0, instances, batch)
+            ]
+            turns = [
+                reads[i : i + reads_per_turn]
+                for i in range(0, len(reads), reads_per_turn)
+            ]
             baseline = BaselineProtocol()
             baseline_transport = RecordingTransport()
             baseline.connection_made(baseline_transport)  # type: ignore[arg-type]
@@ -170,7 +185,10 @@ async def measure(
                 baseline_transport.written.clear()
         finally:
             await server.stop()
-    return {name: _fastest_quarter_median(s) / instances * 1e6 for name, s in samples.items()}
+    return {
+        name: _fastest_quarter_median(s) / instances * 1e6
+        for name, s in samples.items()
+    }
 
 
 def main() -> int:
@@ -194,7 +212,9 @@ def main() -> int:
 
     tune_serving_process()  # as `ktc serve` does
     result = asyncio.run(
-        measure(args.instances, args.batch, args.rounds, args.reads_per_turn, args.quotas)
+        measure(
+            args.instances, args.batch, args.rounds, args.reads_per_turn, args.quotas
+        )
     )
     full, baseline = result["full"], result["baseline"]
     print(

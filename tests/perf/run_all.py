@@ -25,7 +25,10 @@ def main(argv: list[str]) -> int:
         print(f"\n=== {script.name} ===", flush=True)
         started = time.monotonic()
         rc = subprocess.call([sys.executable, str(script)], cwd=HERE.parent.parent)
-        print(f"--- {script.name}: exit {rc} in {time.monotonic() - started:.1f} s", flush=True)
+        print(
+            f"--- {script.name}: exit {rc} in {time.monotonic() - started:.1f} s",
+            flush=True,
+        )
         if rc != 0:
             failures.append(script.name)
     if failures:

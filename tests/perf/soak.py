@@ -87,12 +87,21 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, Producer
-from loadgen import OPEN, OPEN_PERIOD_FACTOR, LoadResult, process_cpu_s, run_load_blocking
+from loadgen import (
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    process_cpu_s,
+    run_load_blocking,
+)
 
 from exporters.landing import LandingReader, landing_directory
 from proto import ApiKeys, ClientConnection
 from proto.messages import IncrementalAlterConfigsRequest
-from proto.messages.incremental_alter_configs_request import AlterableConfig, AlterConfigsResource
+from proto.messages.incremental_alter_configs_request import (
+    AlterableConfig,
+    AlterConfigsResource,
+)
 from subscriptions.store import ConfigStore
 
 # -- bounds (why: the module docstring) -------------------------------------------------
@@ -104,7 +113,9 @@ FD_DRAINED_MARGIN = 2
 DRAIN_TIMEOUT_S = 15.0
 
 # -- the workload -----------------------------------------------------------------------
-LOAD_INTERVAL_MS = 500  # the load generator's subscription (it pushes every 1.25 x this)
+LOAD_INTERVAL_MS = (
+    500  # the load generator's subscription (it pushes every 1.25 x this)
+)
 LOAD_CONNECTIONS = 10
 CLIENT_INTERVALS_MS = (1000, 2000)  # the librdkafka clients' subscription alternates
 # Instances idle this long leave the cache (Kafka's default is 60 s): short enough that the
@@ -134,9 +145,15 @@ class Sample:
 @dataclasses.dataclass
 class ClientCounts:
     acked: int = 0
-    resubscribed: int = 0  # refused with UNKNOWN_SUBSCRIPTION_ID after a change: expected
-    failed: list[tuple[float, str]] = dataclasses.field(default_factory=list)  # (when, why)
-    errors: list[str] = dataclasses.field(default_factory=list)  # error_cb and log >= WARNING
+    resubscribed: int = (
+        0  # refused with UNKNOWN_SUBSCRIPTION_ID after a change: expected
+    )
+    failed: list[tuple[float, str]] = dataclasses.field(
+        default_factory=list
+    )  # (when, why)
+    errors: list[str] = dataclasses.field(
+        default_factory=list
+    )  # error_cb and log >= WARNING
 
 
 class _ClientLog(logging.Handler):
@@ -167,7 +184,9 @@ class SoakClient:
         kind = "consumer" if index % 3 == 2 else "producer"
         self.client_id = f"soak-{kind}-{index}"
         self.counts = ClientCounts()
-        logger = logging.Logger(self.client_id)  # not registered: dropped with the client
+        logger = logging.Logger(
+            self.client_id
+        )  # not registered: dropped with the client
         logger.addHandler(_ClientLog(self.counts))
         logger.propagate = False
         config: dict[str, Any] = {
@@ -220,14 +239,18 @@ class Admin:
             ]
         else:
             name = "soak-extra"
-            configs = [(key, DELETE, None) for key in ("metrics", "interval.ms", "match")]
+            configs = [
+                (key, DELETE, None) for key in ("metrics", "interval.ms", "match")
+            ]
         request = IncrementalAlterConfigsRequest(
             resources=(
                 AlterConfigsResource(
                     resource_type=CLIENT_METRICS,
                     resource_name=name,
-                    configs=tuple(AlterableConfig(name=k, config_operation=op, value=v)
-                                  for k, op, v in configs),
+                    configs=tuple(
+                        AlterableConfig(name=k, config_operation=op, value=v)
+                        for k, op, v in configs
+                    ),
                 ),
             ),
             validate_only=False,
@@ -258,7 +281,11 @@ class Admin:
 # -- the server -----------------------------------------------------------------------
 def _ktc_command() -> list[str]:
     script = Path(sys.executable).with_name("ktc")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "collector.app.cli"]
+    return (
+        [str(script)]
+        if script.exists()
+        else [sys.executable, "-m", "collector.app.cli"]
+    )
 
 
 @contextlib.contextmanager
@@ -304,7 +331,9 @@ def running_server(tmp: Path) -> Iterator[tuple[subprocess.Popen[bytes], int, Pa
         deadline = time.monotonic() + 60
         while not ready.exists():
             if proc.poll() is not None:
-                raise RuntimeError(f"ktc serve exited with {proc.returncode} before ready")
+                raise RuntimeError(
+                    f"ktc serve exited with {proc.returncode} before ready"
+                )
             if time.monotonic() > deadline:
                 raise TimeoutError("ktc serve did not write its ready file in 60 s")
             time.sleep(READY_POLL_S)
@@ -367,17 +396,24 @@ def fit(times_s: list[float], values: list[float]) -> Fit:
 
 def machine() -> dict[str, object]:
     model = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.processor(),
     )
-    mem_kib = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal:"))
+    mem_kib = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal:")
+    )
     return {"nproc": os.cpu_count(), "cpu": model, "ram_gib": round(mem_kib / 2**20, 1)}
 
 
-def plot(samples: list[Sample], warmup_s: float, rss: Fit, fds: Fit, path: Path,
-         title: str) -> None:
+def plot(
+    samples: list[Sample], warmup_s: float, rss: Fit, fds: Fit, path: Path, title: str
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -395,12 +431,15 @@ def plot(samples: list[Sample], warmup_s: float, rss: Fit, fds: Fit, path: Path,
         if fitted:
             x0, x1 = fitted[0].t_s, fitted[-1].t_s
             mean_t = statistics.fmean(s.t_s for s in fitted)
-            mean_v = statistics.fmean(values[len(samples) - len(fitted):])
+            mean_v = statistics.fmean(values[len(samples) - len(fitted) :])
             slope_s = result.slope_per_h / 3600
-            axis.plot([x0 / 60, x1 / 60],
-                      [mean_v + slope_s * (x0 - mean_t), mean_v + slope_s * (x1 - mean_t)],
-                      color="tab:red", linewidth=1.5,
-                      label=f"fit after warm-up: {result.slope_per_h:+.2f} {unit}/h")
+            axis.plot(
+                [x0 / 60, x1 / 60],
+                [mean_v + slope_s * (x0 - mean_t), mean_v + slope_s * (x1 - mean_t)],
+                color="tab:red",
+                linewidth=1.5,
+                label=f"fit after warm-up: {result.slope_per_h:+.2f} {unit}/h",
+            )
         axis.set_ylabel(label)
         axis.legend(loc="lower right", fontsize=8)
         axis.set_ylim(bottom=0)
@@ -427,18 +466,23 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
             def load() -> None:
                 try:
-                    load_result.append(run_load_blocking(
-                        "127.0.0.1", port,
-                        instances=max(LOAD_CONNECTIONS, round(args.rate * period_s)),
-                        connections=LOAD_CONNECTIONS,
-                        interval_ms=LOAD_INTERVAL_MS,
-                        # Its workers start a few seconds after the soak's clock, so its window
-                        # runs past the last sample: the load is steady in every sample.
-                        duration_s=duration_s,
-                        warmup_s=0.0,
-                        mode=OPEN,
-                        workers=1,
-                    ))
+                    load_result.append(
+                        run_load_blocking(
+                            "127.0.0.1",
+                            port,
+                            instances=max(
+                                LOAD_CONNECTIONS, round(args.rate * period_s)
+                            ),
+                            connections=LOAD_CONNECTIONS,
+                            interval_ms=LOAD_INTERVAL_MS,
+                            # Its workers start a few seconds after the soak's clock, so its window
+                            # runs past the last sample: the load is steady in every sample.
+                            duration_s=duration_s,
+                            warmup_s=0.0,
+                            mode=OPEN,
+                            workers=1,
+                        )
+                    )
                 except BaseException as exc:  # noqa: BLE001 - reported by the main thread
                     load_error.append(exc)
 
@@ -499,37 +543,70 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
             landed[record.context.client_id or ""] += 1
             records += 1
 
-    return analyse(args, samples, drained, warmup_s, done, admin, load_result, load_error,
-                   landed, records, died, exit_code, server_log)
+    return analyse(
+        args,
+        samples,
+        drained,
+        warmup_s,
+        done,
+        admin,
+        load_result,
+        load_error,
+        landed,
+        records,
+        died,
+        exit_code,
+        server_log,
+    )
 
 
-def analyse(args: argparse.Namespace, samples: list[Sample], drained: Sample | None,
-            warmup_s: float,
-            clients: list[SoakClient], admin: Admin, load_result: list[LoadResult],
-            load_error: list[BaseException], landed: collections.Counter[str], records: int,
-            died: int | None, exit_code: int | None, server_log: list[str]) -> dict[str, Any]:
+def analyse(
+    args: argparse.Namespace,
+    samples: list[Sample],
+    drained: Sample | None,
+    warmup_s: float,
+    clients: list[SoakClient],
+    admin: Admin,
+    load_result: list[LoadResult],
+    load_error: list[BaseException],
+    landed: collections.Counter[str],
+    records: int,
+    died: int | None,
+    exit_code: int | None,
+    server_log: list[str],
+) -> dict[str, Any]:
     failures: list[str] = []
     window = [s for s in samples if s.t_s >= warmup_s]
     if len(window) < 3:
-        raise SystemExit("too few samples after warm-up: lengthen --minutes or shorten --sample-s")
+        raise SystemExit(
+            "too few samples after warm-up: lengthen --minutes or shorten --sample-s"
+        )
     times = [s.t_s for s in window]
     rss = fit(times, [s.rss_kib / 1024 for s in window])
     fds = fit(times, [float(s.fds) for s in window])
-    if (rss.slope_per_h > RSS_SLOPE_BOUND_MIB_PER_H
-            and rss.window_growth > RSS_WINDOW_GROWTH_BOUND_MIB):
+    if (
+        rss.slope_per_h > RSS_SLOPE_BOUND_MIB_PER_H
+        and rss.window_growth > RSS_WINDOW_GROWTH_BOUND_MIB
+    ):
         failures.append(
             f"RSS grows {rss.slope_per_h:.1f} MiB/h ({rss.window_growth:.1f} MiB over the fitted "
             f"window): bounds {RSS_SLOPE_BOUND_MIB_PER_H} MiB/h and "
-            f"{RSS_WINDOW_GROWTH_BOUND_MIB} MiB")
-    if fds.slope_per_h > FD_SLOPE_BOUND_PER_H and fds.window_growth > FD_WINDOW_GROWTH_BOUND:
+            f"{RSS_WINDOW_GROWTH_BOUND_MIB} MiB"
+        )
+    if (
+        fds.slope_per_h > FD_SLOPE_BOUND_PER_H
+        and fds.window_growth > FD_WINDOW_GROWTH_BOUND
+    ):
         failures.append(
             f"open files grow {fds.slope_per_h:.1f}/h ({fds.window_growth:.1f} over the window): "
-            f"bounds {FD_SLOPE_BOUND_PER_H}/h and {FD_WINDOW_GROWTH_BOUND}")
+            f"bounds {FD_SLOPE_BOUND_PER_H}/h and {FD_WINDOW_GROWTH_BOUND}"
+        )
 
     if drained is not None and drained.fds > samples[0].fds + FD_DRAINED_MARGIN:
         failures.append(
             f"{drained.fds} open files once every client left, {samples[0].fds} at the start "
-            f"(margin {FD_DRAINED_MARGIN})")
+            f"(margin {FD_DRAINED_MARGIN})"
+        )
 
     short: list[str] = []
     client_acked = client_landed = resubscribed = 0
@@ -546,7 +623,9 @@ def analyse(args: argparse.Namespace, samples: list[Sample], drained: Sample | N
             (after_change if near else client_failed)[reason] += 1
         client_errors += [f"{client.client_id}: {e}" for e in client.counts.errors]
         if got < client.counts.acked:
-            short.append(f"{client.client_id}: landed {got} < acked {client.counts.acked}")
+            short.append(
+                f"{client.client_id}: landed {got} < acked {client.counts.acked}"
+            )
     load = load_result[0] if load_result else None
     load_landed = sum(n for cid, n in landed.items() if cid.startswith("loadgen-"))
     load_acked = load.acked_total if load else 0
@@ -561,8 +640,11 @@ def analyse(args: argparse.Namespace, samples: list[Sample], drained: Sample | N
         failures.append(f"the server died during the run (exit {died})")
     elif exit_code != 0:
         failures.append(f"the server exited {exit_code} on SIGTERM")
-    noisy = [line for line in server_log
-             if any(level in line for level in ("WARNING", "ERROR", "CRITICAL", "Traceback"))]
+    noisy = [
+        line
+        for line in server_log
+        if any(level in line for level in ("WARNING", "ERROR", "CRITICAL", "Traceback"))
+    ]
 
     duration_s = samples[-1].t_s
     cpu_percent = 100 * (samples[-1].cpu_s - samples[0].cpu_s) / max(duration_s, 1e-9)
@@ -575,84 +657,135 @@ def analyse(args: argparse.Namespace, samples: list[Sample], drained: Sample | N
         "subscription_changes": admin.changes,
         "samples": len(samples),
         "warmup_s": round(warmup_s),
-        "rss_mib": {"start": round(samples[0].rss_kib / 1024, 1),
-                    "after_warmup": round(rss.first, 1), "end": round(rss.last, 1),
-                    "max": round(max(s.rss_kib for s in samples) / 1024, 1),
-                    "slope_mib_per_h": round(rss.slope_per_h, 2),
-                    "window_growth_mib": round(rss.window_growth, 2)},
-        "open_files": {"start": samples[0].fds, "after_warmup": int(fds.first),
-                       "end": int(fds.last), "max": max(s.fds for s in samples),
-                       "slope_per_h": round(fds.slope_per_h, 2),
-                       "window_growth": round(fds.window_growth, 2),
-                       "after_load": drained.fds if drained else None},
+        "rss_mib": {
+            "start": round(samples[0].rss_kib / 1024, 1),
+            "after_warmup": round(rss.first, 1),
+            "end": round(rss.last, 1),
+            "max": round(max(s.rss_kib for s in samples) / 1024, 1),
+            "slope_mib_per_h": round(rss.slope_per_h, 2),
+            "window_growth_mib": round(rss.window_growth, 2),
+        },
+        "open_files": {
+            "start": samples[0].fds,
+            "after_warmup": int(fds.first),
+            "end": int(fds.last),
+            "max": max(s.fds for s in samples),
+            "slope_per_h": round(fds.slope_per_h, 2),
+            "window_growth": round(fds.window_growth, 2),
+            "after_load": drained.fds if drained else None,
+        },
         "rss_mib_after_load": round(drained.rss_kib / 1024, 1) if drained else None,
         "server_cpu_percent": round(cpu_percent, 1),
         "landed_records": records,
-        "load": {"acked": load_acked, "landed": load_landed,
-                 "pushes_per_s": round(load.pushes_per_s, 1) if load else None,
-                 "errors": {str(k): v for k, v in sorted(load.errors.items())} if load else None,
-                 "p99_ms": round(load.percentile_ms(0.99), 2) if load else None},
-        "clients": {"acked": client_acked, "landed": client_landed,
-                    "resubscribed_after_change": resubscribed,
-                    "push_failures_after_change": dict(after_change),
-                    "push_failures": dict(client_failed), "errors": len(client_errors)},
+        "load": {
+            "acked": load_acked,
+            "landed": load_landed,
+            "pushes_per_s": round(load.pushes_per_s, 1) if load else None,
+            "errors": {str(k): v for k, v in sorted(load.errors.items())}
+            if load
+            else None,
+            "p99_ms": round(load.percentile_ms(0.99), 2) if load else None,
+        },
+        "clients": {
+            "acked": client_acked,
+            "landed": client_landed,
+            "resubscribed_after_change": resubscribed,
+            "push_failures_after_change": dict(after_change),
+            "push_failures": dict(client_failed),
+            "errors": len(client_errors),
+        },
         "admin_errors": admin.errors,
         "server_log_warnings": len(noisy),
-        "bounds": {"rss_slope_mib_per_h": RSS_SLOPE_BOUND_MIB_PER_H,
-                   "rss_window_growth_mib": RSS_WINDOW_GROWTH_BOUND_MIB,
-                   "fd_slope_per_h": FD_SLOPE_BOUND_PER_H,
-                   "fd_window_growth": FD_WINDOW_GROWTH_BOUND,
-                   "fd_drained_margin": FD_DRAINED_MARGIN},
+        "bounds": {
+            "rss_slope_mib_per_h": RSS_SLOPE_BOUND_MIB_PER_H,
+            "rss_window_growth_mib": RSS_WINDOW_GROWTH_BOUND_MIB,
+            "fd_slope_per_h": FD_SLOPE_BOUND_PER_H,
+            "fd_window_growth": FD_WINDOW_GROWTH_BOUND,
+            "fd_drained_margin": FD_DRAINED_MARGIN,
+        },
         "failures": failures,
         "passed": not failures,
     }
     if args.plot:
         m = summary["machine"]
-        plot(samples, warmup_s, rss, fds, Path(args.plot),
-             f"ktc serve, {args.minutes:g} min soak: {args.rate:g} pushes/s offered, "
-             f"{args.clients} librdkafka clients churning, subscription change every "
-             f"{args.alter_s:g} s\n{m['nproc']} x {m['cpu']}, {m['ram_gib']} GiB, shared")
+        plot(
+            samples,
+            warmup_s,
+            rss,
+            fds,
+            Path(args.plot),
+            f"ktc serve, {args.minutes:g} min soak: {args.rate:g} pushes/s offered, "
+            f"{args.clients} librdkafka clients churning, subscription change every "
+            f"{args.alter_s:g} s\n{m['nproc']} x {m['cpu']}, {m['ram_gib']} GiB, shared",
+        )
     for line in client_errors[:10] + noisy[:10]:
         print("  note:", line[:200])
     return summary
 
 
 def report(summary: dict[str, Any]) -> None:
-    rss, fds, load, clients = (summary[k] for k in ("rss_mib", "open_files", "load", "clients"))
-    print(f"soak: {summary['minutes']:g} min, {summary['offered_rate_per_s']:g} pushes/s offered, "
-          f"{summary['clients_created']} librdkafka clients ({summary['clients_alive']} alive), "
-          f"{summary['subscription_changes']} subscription changes, "
-          f"server CPU {summary['server_cpu_percent']} % of a core")
-    print(f"  RSS MiB: start {rss['start']}, after warm-up {rss['after_warmup']}, end {rss['end']},"
-          f" max {rss['max']}; slope {rss['slope_mib_per_h']:+} MiB/h "
-          f"({rss['window_growth_mib']:+} MiB over the fitted window)")
-    print(f"  open files: start {fds['start']}, after warm-up {fds['after_warmup']}, end "
-          f"{fds['end']}, max {fds['max']}; slope {fds['slope_per_h']:+}/h "
-          f"({fds['window_growth']:+} over the window); once every client left "
-          f"{fds['after_load']} (RSS {summary['rss_mib_after_load']} MiB)")
-    print(f"  load generator: acked {load['acked']}, landed {load['landed']}, "
-          f"{load['pushes_per_s']} pushes/s, p99 {load['p99_ms']} ms, errors {load['errors']}")
-    print(f"  librdkafka clients: acked {clients['acked']}, landed {clients['landed']}, "
-          f"re-subscribed after a change {clients['resubscribed_after_change']}, other push "
-          f"failures within {AFTER_CHANGE_S:g} s of a change "
-          f"{clients['push_failures_after_change']}, push failures at other times "
-          f"{clients['push_failures']}, error callbacks/warnings {clients['errors']}")
-    print(f"  admin errors {len(summary['admin_errors'])}, server log warnings "
-          f"{summary['server_log_warnings']}, landed records {summary['landed_records']}")
-    print("  PASS" if summary["passed"] else "  FAIL: " + "; ".join(summary["failures"]))
+    rss, fds, load, clients = (
+        summary[k] for k in ("rss_mib", "open_files", "load", "clients")
+    )
+    print(
+        f"soak: {summary['minutes']:g} min, {summary['offered_rate_per_s']:g} pushes/s offered, "
+        f"{summary['clients_created']} librdkafka clients ({summary['clients_alive']} alive), "
+        f"{summary['subscription_changes']} subscription changes, "
+        f"server CPU {summary['server_cpu_percent']} % of a core"
+    )
+    print(
+        f"  RSS MiB: start {rss['start']}, after warm-up {rss['after_warmup']}, end {rss['end']},"
+        f" max {rss['max']}; slope {rss['slope_mib_per_h']:+} MiB/h "
+        f"({rss['window_growth_mib']:+} MiB over the fitted window)"
+    )
+    print(
+        f"  open files: start {fds['start']}, after warm-up {fds['after_warmup']}, end "
+        f"{fds['end']}, max {fds['max']}; slope {fds['slope_per_h']:+}/h "
+        f"({fds['window_growth']:+} over the window); once every client left "
+        f"{fds['after_load']} (RSS {summary['rss_mib_after_load']} MiB)"
+    )
+    print(
+        f"  load generator: acked {load['acked']}, landed {load['landed']}, "
+        f"{load['pushes_per_s']} pushes/s, p99 {load['p99_ms']} ms, errors {load['errors']}"
+    )
+    print(
+        f"  librdkafka clients: acked {clients['acked']}, landed {clients['landed']}, "
+        f"re-subscribed after a change {clients['resubscribed_after_change']}, other push "
+        f"failures within {AFTER_CHANGE_S:g} s of a change "
+        f"{clients['push_failures_after_change']}, push failures at other times "
+        f"{clients['push_failures']}, error callbacks/warnings {clients['errors']}"
+    )
+    print(
+        f"  admin errors {len(summary['admin_errors'])}, server log warnings "
+        f"{summary['server_log_warnings']}, landed records {summary['landed_records']}"
+    )
+    print(
+        "  PASS" if summary["passed"] else "  FAIL: " + "; ".join(summary["failures"])
+    )
     print(json.dumps(summary))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0)
-    parser.add_argument("--rate", type=float, default=200.0,
-                        help="load generator pushes/s, a fixed open-loop rate")
-    parser.add_argument("--clients", type=int, default=6, help="librdkafka clients alive")
-    parser.add_argument("--churn-s", type=float, default=5.0,
-                        help="close the oldest client and start a new one this often")
-    parser.add_argument("--alter-s", type=float, default=15.0,
-                        help="one subscription change this often")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=200.0,
+        help="load generator pushes/s, a fixed open-loop rate",
+    )
+    parser.add_argument(
+        "--clients", type=int, default=6, help="librdkafka clients alive"
+    )
+    parser.add_argument(
+        "--churn-s",
+        type=float,
+        default=5.0,
+        help="close the oldest client and start a new one this often",
+    )
+    parser.add_argument(
+        "--alter-s", type=float, default=15.0, help="one subscription change this often"
+    )
     parser.add_argument("--sample-s", type=float, default=2.0)
     parser.add_argument("--plot", help="write the RSS and open-files plot here (PNG)")
     args = parser.parse_args()

@@ -62,12 +62,18 @@ def _scalar(f: FieldSpec, type_name: str) -> st.SearchStrategy[Any]:
     if type_name in _INT_RANGES:
         if f.name == "ErrorCode":
             return st.sampled_from(KIO_ERROR_CODES)  # kio types error codes as an enum
-        if f.name in KIO_DATETIME_FIELDS:  # -1 or a millisecond time a datetime holds exactly
+        if (
+            f.name in KIO_DATETIME_FIELDS
+        ):  # -1 or a millisecond time a datetime holds exactly
             return st.integers(-1, 2**42)
-        if type_name == "int64" and f.name in KIO_TIMEDELTA_I64_FIELDS:  # kio: float seconds
+        if (
+            type_name == "int64" and f.name in KIO_TIMEDELTA_I64_FIELDS
+        ):  # kio: float seconds
             return st.integers(-(2**42), 2**42)
         low, high = _INT_RANGES[type_name]
-        return st.integers(low, high) | st.sampled_from([low, high, 0, -1 if low else 1])
+        return st.integers(low, high) | st.sampled_from(
+            [low, high, 0, -1 if low else 1]
+        )
     if type_name == "float64":
         return st.floats(allow_nan=False)
     if type_name == "uuid":
@@ -79,7 +85,9 @@ def _scalar(f: FieldSpec, type_name: str) -> st.SearchStrategy[Any]:
     raise AssertionError(type_name)
 
 
-def field_strategy(f: FieldSpec, version: int, module: ModuleType) -> st.SearchStrategy[Any]:
+def field_strategy(
+    f: FieldSpec, version: int, module: ModuleType
+) -> st.SearchStrategy[Any]:
     if f.is_struct:
         element: st.SearchStrategy[Any] = struct_strategy(
             getattr(module, f.element_type), f.fields, version, module
@@ -95,7 +103,9 @@ def field_strategy(f: FieldSpec, version: int, module: ModuleType) -> st.SearchS
 def struct_strategy(
     cls: type, fields: list[FieldSpec], version: int, module: ModuleType
 ) -> st.SearchStrategy[Any]:
-    present = {f.attr: field_strategy(f, version, module) for f in fields if f.present(version)}
+    present = {
+        f.attr: field_strategy(f, version, module) for f in fields if f.present(version)
+    }
     return st.builds(cls, **present)
 
 
@@ -147,7 +157,9 @@ def to_kio(ours: Any, kio_cls: type) -> Any:
             value = tuple(to_kio(item, element) for item in value)
         elif kind == "datetime_i64":
             value = (
-                None if value == -1 else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
+                None
+                if value == -1
+                else datetime.datetime.fromtimestamp(value / 1000, datetime.UTC)
             )
         elif kind in ("timedelta_i32", "timedelta_i64"):
             value = datetime.timedelta(milliseconds=value)

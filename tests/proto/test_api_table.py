@@ -31,7 +31,10 @@ def kafka_clients_jar(release: str = KAFKA_RELEASE) -> Path | None:
     """The kafka-clients jar: `make kafka-libs`' cache (KTC_KAFKA_LIBS), else Maven's."""
     name = f"kafka-clients-{release}.jar"
     candidates = [
-        Path(os.environ.get("KTC_KAFKA_LIBS") or Path.home() / ".cache/ktc" / f"kafka-{release}")
+        Path(
+            os.environ.get("KTC_KAFKA_LIBS")
+            or Path.home() / ".cache/ktc" / f"kafka-{release}"
+        )
         / name,
         Path.home() / ".m2/repository/org/apache/kafka/kafka-clients" / release / name,
     ]
@@ -65,15 +68,29 @@ def java_api_keys(tmp_path_factory: pytest.TempPathFactory) -> list[list[str]]:
 
 def test_table_matches_kafkas_api_keys(java_api_keys: list[list[str]]) -> None:
     assert [int(row[0]) for row in java_api_keys] == sorted(API_TABLE)
-    for key, name, oldest, latest, latest_unstable, listeners, req, resp in java_api_keys:
+    for (
+        key,
+        name,
+        oldest,
+        latest,
+        latest_unstable,
+        listeners,
+        req,
+        resp,
+    ) in java_api_keys:
         info = API_TABLE[int(key)]
         assert info.name == name
         assert info.listeners == frozenset(filter(None, listeners.split(",")))
         if oldest == "-":
             assert info.min_version is None and info.max_version is None
             continue
-        assert (info.min_version, info.max_version) == (int(oldest), int(latest_unstable))
-        stable = info.max_version - 1 if info.latest_version_unstable else info.max_version
+        assert (info.min_version, info.max_version) == (
+            int(oldest),
+            int(latest_unstable),
+        )
+        stable = (
+            info.max_version - 1 if info.latest_version_unstable else info.max_version
+        )
         assert stable == int(latest), name
         versions = range(info.min_version, info.max_version + 1)
         assert [request_header_version(info.api_key, v) for v in versions] == [
@@ -104,7 +121,9 @@ def test_throttle_columns() -> None:
     assert fetch.fixed_throttle_offset(18) == 0
     assert not produce.throttle_at_start(13) and produce.has_throttle(13)
     assert produce.fixed_throttle_offset(13) is None  # after Responses[]
-    assert API_TABLE[ApiKeys.OFFSET_DELETE].fixed_throttle_offset(0) == 2  # after ErrorCode
+    assert (
+        API_TABLE[ApiKeys.OFFSET_DELETE].fixed_throttle_offset(0) == 2
+    )  # after ErrorCode
     metadata = API_TABLE[ApiKeys.METADATA]
     assert not metadata.has_throttle(2) and metadata.throttle_at_start(3)
     assert not API_TABLE[ApiKeys.SASL_HANDSHAKE].has_throttle(1)
@@ -115,16 +134,24 @@ def test_the_table_is_derived_from_specs_like_the_vendored_ones() -> None:
     """api_table_rows on our vendored specs gives the vendored table's rows for those keys."""
     texts = {p.name: p.read_text() for p in codegen.SPEC_DIR.glob("*.json")}
     pairs = {
-        n for n in texts if n.endswith("Request.json") and n.replace("Request", "Response") in texts
+        n
+        for n in texts
+        if n.endswith("Request.json") and n.replace("Request", "Response") in texts
     }
     rows = codegen.api_table_rows(
-        {n: texts[n] for n in texts if n in pairs or n.replace("Response", "Request") in pairs}
+        {
+            n: texts[n]
+            for n in texts
+            if n in pairs or n.replace("Response", "Request") in pairs
+        }
     )
     import json
 
     vendored = {
         row["apiKey"]: row
-        for row in json.loads(codegen.strip_comments(codegen.api_table_spec().read_text()))
+        for row in json.loads(
+            codegen.strip_comments(codegen.api_table_spec().read_text())
+        )
     }
     assert rows
     for row in rows:

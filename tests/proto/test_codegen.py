@@ -54,7 +54,9 @@ def test_absent_non_ignorable_field_with_a_value_cannot_be_written() -> None:
     from proto.messages.metadata_request import WRITERS, MetadataRequest
 
     with pytest.raises(UnsupportedVersionError, match="AllowAutoTopicCreation"):
-        WRITERS[3](MetadataRequest(topics=None, allow_auto_topic_creation=False), bytearray())
+        WRITERS[3](
+            MetadataRequest(topics=None, allow_auto_topic_creation=False), bytearray()
+        )
     out = bytearray()
     WRITERS[3](MetadataRequest(topics=None), out)  # the default (true) is fine
     assert bytes(out) == b"\xff\xff\xff\xff"

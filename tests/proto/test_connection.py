@@ -39,8 +39,12 @@ from proto.errors import (
     UnsupportedVersionError,
 )
 from proto.messages.api_versions_request import ApiVersionsRequest
-from proto.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
-from proto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
+from proto.messages.get_telemetry_subscriptions_request import (
+    GetTelemetrySubscriptionsRequest,
+)
+from proto.messages.get_telemetry_subscriptions_response import (
+    GetTelemetrySubscriptionsResponse,
+)
 from proto.messages.push_telemetry_request import PushTelemetryRequest
 from proto.messages.push_telemetry_response import PushTelemetryResponse
 
@@ -131,7 +135,10 @@ def test_golden_get_telemetry_subscriptions_request(feed: Any) -> None:
     assert frame.header_size == 2 + 2 + 4 + 7 + 1
     assert frame.raw == GET_REQUEST[4:]
     assert decode_request(frame) == GetTelemetrySubscriptionsRequest()
-    assert encode_request(71, 0, 7, "app-1", GetTelemetrySubscriptionsRequest()) == GET_REQUEST
+    assert (
+        encode_request(71, 0, 7, "app-1", GetTelemetrySubscriptionsRequest())
+        == GET_REQUEST
+    )
 
 
 def test_golden_get_telemetry_subscriptions_response() -> None:
@@ -182,9 +189,13 @@ def test_several_frames_in_one_read_and_trailing_partial_frame() -> None:
 @settings(max_examples=200, deadline=None)
 @given(
     sizes=st.lists(
-        st.sampled_from([0, 1, 3, 100, 16_383, 16_385, 70_000, 300_000]), min_size=1, max_size=5
+        st.sampled_from([0, 1, 3, 100, 16_383, 16_385, 70_000, 300_000]),
+        min_size=1,
+        max_size=5,
     ),
-    cuts=st.lists(st.sampled_from([1, 2, 3, 5, 100, 4096, 20_000, 65_536, 262_144]), min_size=1),
+    cuts=st.lists(
+        st.sampled_from([1, 2, 3, 5, 100, 4096, 20_000, 65_536, 262_144]), min_size=1
+    ),
     data=st.data(),
 )
 def test_frames_cut_anywhere_come_out_whole_and_in_order(
@@ -207,7 +218,11 @@ def test_frames_cut_anywhere_come_out_whole_and_in_order(
         framer.receive_data(piece)
         piece[:] = b"\xee" * len(piece)  # the caller reuses its buffer
         at += cut
-        held = len(stream) - sum(4 + len(frame) for frame in got) - max(0, len(stream) - at)
+        held = (
+            len(stream)
+            - sum(4 + len(frame) for frame in got)
+            - max(0, len(stream) - at)
+        )
         assert framer.buffered_bytes == held
         if data.draw(st.booleans()):
             while (frame := framer.next_frame()) is not None:
@@ -227,7 +242,9 @@ def served(kind: str) -> list[tuple[MessageSpec, int]]:
         for spec, version in api_messages()
         if spec.kind == kind
         and spec.api_key in SUPPORTED_VERSIONS
-        and SUPPORTED_VERSIONS[spec.api_key][0] <= version <= SUPPORTED_VERSIONS[spec.api_key][1]
+        and SUPPORTED_VERSIONS[spec.api_key][0]
+        <= version
+        <= SUPPORTED_VERSIONS[spec.api_key][1]
     ]
 
 
@@ -235,13 +252,19 @@ REQUESTS = served("request")
 RESPONSES = served("response")
 
 
-def header_by_hand(api_key: int, version: int, correlation_id: int, client_id: str) -> bytes:
+def header_by_hand(
+    api_key: int, version: int, correlation_id: int, client_id: str
+) -> bytes:
     encoded = client_id.encode()
-    header = struct.pack(">hhih", api_key, version, correlation_id, len(encoded)) + encoded
+    header = (
+        struct.pack(">hhih", api_key, version, correlation_id, len(encoded)) + encoded
+    )
     return header + (b"\x00" if request_is_flexible(api_key, version) else b"")
 
 
-@pytest.mark.parametrize(("spec", "version"), REQUESTS, ids=[f"{s.name}-v{v}" for s, v in REQUESTS])
+@pytest.mark.parametrize(
+    ("spec", "version"), REQUESTS, ids=[f"{s.name}-v{v}" for s, v in REQUESTS]
+)
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), correlation_id=st.integers(0, 2**31 - 1))
 def test_every_served_request_version(
@@ -281,7 +304,11 @@ def test_every_served_response_version(
     flexible = spec.api_key != ApiKeys.API_VERSIONS and version >= (
         spec.flexible_versions.low if spec.flexible_versions.high is None else 10**6
     )
-    payload = struct.pack(">i", 42) + (b"\x00" if flexible else b"") + kio_encode(message, kio_cls)
+    payload = (
+        struct.pack(">i", 42)
+        + (b"\x00" if flexible else b"")
+        + kio_encode(message, kio_cls)
+    )
     wire = struct.pack(">i", len(payload)) + payload
     assert encode_response(spec.api_key, version, 42, message) == wire
     client = ClientConnection()
@@ -296,7 +323,9 @@ def test_api_versions_response_header_is_always_v0() -> None:
     from proto.messages.api_versions_response import ApiVersionsResponse
 
     wire = encode_response(18, 3, 5, ApiVersionsResponse())
-    assert wire[4:8] == b"\x00\x00\x00\x05" and wire[8:10] == b"\x00\x00"  # error code next
+    assert (
+        wire[4:8] == b"\x00\x00\x00\x05" and wire[8:10] == b"\x00\x00"
+    )  # error code next
 
 
 # ---- malformed input ----------------------------------------------------------------------
@@ -348,7 +377,9 @@ def test_malformed_header_is_a_framing_error(payload: bytes) -> None:
         conn.next_request()
 
 
-def frame_of(api_key: int, version: int, body: bytes, client_id: str = "c") -> RequestFrame:
+def frame_of(
+    api_key: int, version: int, body: bytes, client_id: str = "c"
+) -> RequestFrame:
     payload = header_by_hand(api_key, version, 1, client_id) + body
     (frame,) = feed_whole(struct.pack(">i", len(payload)) + payload)
     return frame
@@ -356,15 +387,21 @@ def frame_of(api_key: int, version: int, body: bytes, client_id: str = "c") -> R
 
 def test_unknown_api_key() -> None:
     frame = frame_of(999, 0, b"")
-    assert frame.api_key == 999 and frame.body.tobytes() == b""  # readable for pass-through
+    assert (
+        frame.api_key == 999 and frame.body.tobytes() == b""
+    )  # readable for pass-through
     with pytest.raises(UnknownApiKey) as info:
         decode_request(frame)
     assert info.value.error_code == Errors.INVALID_REQUEST
 
 
 def test_known_but_disabled_api_is_invalid_request_and_keeps_its_body_opaque() -> None:
-    frame = frame_of(ApiKeys.PRODUCE, 9, b"\x00opaque")  # Produce v9 is flexible in Kafka
-    assert frame.body.tobytes() == b"\x00opaque"  # no schema here: header tags left in body
+    frame = frame_of(
+        ApiKeys.PRODUCE, 9, b"\x00opaque"
+    )  # Produce v9 is flexible in Kafka
+    assert (
+        frame.body.tobytes() == b"\x00opaque"
+    )  # no schema here: header tags left in body
     with pytest.raises(InvalidRequestError, match="disabled api") as info:
         decode_request(frame)
     assert info.value.error_code == Errors.INVALID_REQUEST
@@ -438,13 +475,17 @@ def test_client_and_server_talk() -> None:
     for frame in drain(server):
         request = decode_request(frame)
         if frame.api_key == 71:
-            reply: Any = GetTelemetrySubscriptionsResponse(client_instance_id=INSTANCE_ID)
+            reply: Any = GetTelemetrySubscriptionsResponse(
+                client_instance_id=INSTANCE_ID
+            )
         else:
             assert request.client_software_name == "x"
             from proto.messages.api_versions_response import ApiVersionsResponse
 
             reply = ApiVersionsResponse(throttle_time_ms=3)
-        replies += encode_response(frame.api_key, frame.api_version, frame.correlation_id, reply)
+        replies += encode_response(
+            frame.api_key, frame.api_version, frame.correlation_id, reply
+        )
     client.receive_data(replies)
     first, second = client.next_response(), client.next_response()
     assert first is not None and first.message.client_instance_id == INSTANCE_ID
@@ -469,6 +510,6 @@ def test_client_falls_back_to_v0_for_an_unsupported_api_versions_answer() -> Non
     response = client.next_response()
     assert response is not None and response.api_version == 0
     assert response.message.error_code == Errors.UNSUPPORTED_VERSION
-    assert [(v.api_key, v.min_version, v.max_version) for v in response.message.api_keys] == [
-        (18, 0, 4)
-    ]
+    assert [
+        (v.api_key, v.min_version, v.max_version) for v in response.message.api_keys
+    ] == [(18, 0, 4)]

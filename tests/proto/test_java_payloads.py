@@ -47,7 +47,9 @@ def otlp_payload() -> bytes:
                         time_unix_nano=1_700_000_000_000_000_000 + index,
                         as_double=index * 1.5,
                         attributes=[
-                            KeyValue(key="node_id", value=AnyValue(string_value=str(index)))
+                            KeyValue(
+                                key="node_id", value=AnyValue(string_value=str(index))
+                            )
                         ],
                     )
                 ]
@@ -56,7 +58,9 @@ def otlp_payload() -> bytes:
         for index in range(700)
     ]
     data = MetricsData(
-        resource_metrics=[ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])]
+        resource_metrics=[
+            ResourceMetrics(scope_metrics=[ScopeMetrics(metrics=metrics)])
+        ]
     )
     return data.SerializeToString()
 
@@ -107,7 +111,9 @@ def test_java_compressed_payloads_decompress(
     assert decompress(codec, compressed, len(payload)) == payload
     with pytest.raises(TelemetryTooLargeError):
         decompress(codec, compressed, len(payload) - 1)
-    assert MetricsData.FromString(decompress(codec, compressed, 1 << 20)).resource_metrics
+    assert MetricsData.FromString(
+        decompress(codec, compressed, 1 << 20)
+    ).resource_metrics
 
 
 def test_java_snappy_is_xerial_framed(java_outputs: tuple[bytes, Path]) -> None:

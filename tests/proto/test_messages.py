@@ -48,7 +48,9 @@ def _tagged_struct(fields: list[FieldSpec], version: int) -> bool:
 # MessageDataGenerator writes it only when it differs from a new instance, and so do we: the
 # bytes of these versions are checked against Kafka's own classes instead (tests/gateway/
 # test_wire_golden.py, golden bytes serialized by the kafka-clients 4.4.0 jar).
-KIO_TAGGED_STRUCT = {(spec.name, v) for spec, v in CASES if _tagged_struct(spec.fields, v)}
+KIO_TAGGED_STRUCT = {
+    (spec.name, v) for spec, v in CASES if _tagged_struct(spec.fields, v)
+}
 
 
 def encode(spec: MessageSpec, version: int, message: Any) -> bytes:
@@ -77,12 +79,16 @@ def test_round_trip(spec: MessageSpec, version: int, data: st.DataObject) -> Non
 @pytest.mark.parametrize(("spec", "version"), CASES, ids=IDS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_same_bytes_as_kio(spec: MessageSpec, version: int, data: st.DataObject) -> None:
+def test_same_bytes_as_kio(
+    spec: MessageSpec, version: int, data: st.DataObject
+) -> None:
     kio_cls = kio_class(spec, version)
     if kio_cls is None:
         pytest.skip(f"kio has no {spec.name} v{version}")
     if (spec.name, version) in KIO_TAGGED_STRUCT:
-        pytest.skip(f"kio writes {spec.name} v{version}'s tagged structs at their defaults")
+        pytest.skip(
+            f"kio writes {spec.name} v{version}'s tagged structs at their defaults"
+        )
     message = data.draw(message_strategy(spec, version))
     ours = encode(spec, version, message)
     theirs = kio_encode(message, kio_cls)
@@ -98,6 +104,8 @@ def test_kio_covers_every_version_we_serve() -> None:
         (spec.name, v)
         for spec, v in CASES
         if spec.api_key in SUPPORTED_VERSIONS
-        and SUPPORTED_VERSIONS[spec.api_key][0] <= v <= SUPPORTED_VERSIONS[spec.api_key][1]
+        and SUPPORTED_VERSIONS[spec.api_key][0]
+        <= v
+        <= SUPPORTED_VERSIONS[spec.api_key][1]
     }
     assert served and not served & KIO_MISSING

@@ -43,7 +43,10 @@ CODEC_IDS = [f"{t.name}{'-xerial' if x else ''}" for t, x in CODECS]
 
 @pytest.mark.parametrize(("ctype", "xerial"), CODECS, ids=CODEC_IDS)
 @settings(max_examples=60, deadline=None)
-@given(payload=st.binary(max_size=3000) | st.builds(lambda n: bytes(n), st.integers(0, 200_000)))
+@given(
+    payload=st.binary(max_size=3000)
+    | st.builds(lambda n: bytes(n), st.integers(0, 200_000))
+)
 def test_round_trip(ctype: CompressionType, xerial: bool, payload: bytes) -> None:
     packed = compress(ctype, payload, snappy_xerial=xerial)
     assert decompress(ctype, packed, len(payload)) == payload
@@ -85,7 +88,9 @@ def _corruptions(packed: bytes) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("ctype", "xerial"), [c for c in CODECS if c[0] != CompressionType.NONE], ids=CODEC_IDS[1:]
+    ("ctype", "xerial"),
+    [c for c in CODECS if c[0] != CompressionType.NONE],
+    ids=CODEC_IDS[1:],
 )
 def test_corrupt_input_is_invalid_record(ctype: CompressionType, xerial: bool) -> None:
     packed = compress(ctype, os.urandom(2000) * 3, snappy_xerial=xerial)
@@ -163,7 +168,11 @@ def _snappy_bomb() -> bytes:
 def _xerial_bomb() -> bytes:
     block = bytes(cramjam.snappy.compress_raw(bytes(32 * 1024)))
     framed_block = struct.pack(">i", len(block)) + block
-    return XERIAL_SNAPPY_MAGIC + struct.pack(">ii", 1, 1) + framed_block * (ONE_GIB // 32768)
+    return (
+        XERIAL_SNAPPY_MAGIC
+        + struct.pack(">ii", 1, 1)
+        + framed_block * (ONE_GIB // 32768)
+    )
 
 
 BOMBS = {
@@ -216,4 +225,6 @@ def test_bomb_native_memory_is_bounded(name: str) -> None:
     )
     assert done.returncode == 0, done.stderr
     grown_kib = int(done.stdout.split()[-1])
-    assert grown_kib < 32 * 1024, f"{name}: RSS grew {grown_kib} KiB decompressing a 1 GiB bomb"
+    assert grown_kib < 32 * 1024, (
+        f"{name}: RSS grew {grown_kib} KiB decompressing a 1 GiB bomb"
+    )

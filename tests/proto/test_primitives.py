@@ -13,7 +13,19 @@ from proto import primitives as p
 from proto.errors import Errors, InvalidRequestError
 
 U32_MAX = 2**32 - 1
-VARINT_BOUNDARIES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**28 - 1, 2**28, U32_MAX]
+VARINT_BOUNDARIES = [
+    0,
+    1,
+    127,
+    128,
+    16383,
+    16384,
+    2**21 - 1,
+    2**21,
+    2**28 - 1,
+    2**28,
+    U32_MAX,
+]
 
 
 def written(writer, value) -> bytes:  # type: ignore[no-untyped-def]
@@ -91,7 +103,10 @@ def test_null_and_empty_strings() -> None:
     assert written(p.write_string, "") == b"\x00\x00"
     assert p.read_nullable_compact_string(b"\x00", 0) == (None, 1)
     assert p.read_nullable_string(b"\xff\xff", 0) == (None, 2)
-    for reader, null in [(p.read_compact_string, b"\x00"), (p.read_string, b"\xff\xff")]:
+    for reader, null in [
+        (p.read_compact_string, b"\x00"),
+        (p.read_string, b"\xff\xff"),
+    ]:
         with pytest.raises(p.MalformedError, match="Non-nullable"):
             reader(null, 0)
     with pytest.raises(p.MalformedError, match="negative"):
@@ -131,7 +146,9 @@ def test_bytes_decode_zero_copy() -> None:
         (p.read_compact_bytes, b"\xff\xff\xff\xff\x0f"),
     ],
 )
-def test_lengths_past_the_end_are_rejected_before_allocating(reader, wire: bytes) -> None:  # type: ignore[no-untyped-def]
+def test_lengths_past_the_end_are_rejected_before_allocating(
+    reader, wire: bytes
+) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(p.MalformedError, match="past the end"):
         reader(wire, 0)
 
@@ -176,7 +193,9 @@ TAGGED = st.dictionaries(st.integers(0, 2**20), st.binary(max_size=20), max_size
 
 
 @given(TAGGED)
-def test_tagged_fields_round_trip_and_unknown_ones_are_skipped(fields: dict[int, bytes]) -> None:
+def test_tagged_fields_round_trip_and_unknown_ones_are_skipped(
+    fields: dict[int, bytes],
+) -> None:
     wire = written(p.write_tagged_fields, sorted(fields.items()))
     decoded, end = p.read_tagged_fields(wire + b"\xee", 0)
     assert end == len(wire)

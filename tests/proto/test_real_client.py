@@ -21,10 +21,18 @@ from typing import Any
 import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from proto import SUPPORTED_VERSIONS, ApiKeys, ServerConnection, decode_request, encode_response
+from proto import (
+    SUPPORTED_VERSIONS,
+    ApiKeys,
+    ServerConnection,
+    decode_request,
+    encode_response,
+)
 from proto.compression import CompressionType, decompress
 from proto.messages.api_versions_response import ApiVersion, ApiVersionsResponse
-from proto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
+from proto.messages.get_telemetry_subscriptions_response import (
+    GetTelemetrySubscriptionsResponse,
+)
 from proto.messages.metadata_response import MetadataResponse, MetadataResponseBroker
 from proto.messages.push_telemetry_response import PushTelemetryResponse
 
@@ -73,7 +81,9 @@ class TelemetryServer(socketserver.ThreadingTCPServer):
             )
         if api_key == ApiKeys.METADATA:
             return MetadataResponse(
-                brokers=(MetadataResponseBroker(node_id=1, host="127.0.0.1", port=self.port),),
+                brokers=(
+                    MetadataResponseBroker(node_id=1, host="127.0.0.1", port=self.port),
+                ),
                 cluster_id="proto-test",
                 controller_id=1,
             )
@@ -108,11 +118,18 @@ class Handler(socketserver.BaseRequestHandler):
                 while (frame := conn.next_request()) is not None:
                     request = decode_request(frame)
                     with self.server.seen.lock:
-                        self.server.seen.requests.append((frame.api_key, frame.api_version))
-                    reply = self.server.answer(frame.api_key, frame.api_version, request)
+                        self.server.seen.requests.append(
+                            (frame.api_key, frame.api_version)
+                        )
+                    reply = self.server.answer(
+                        frame.api_key, frame.api_version, request
+                    )
                     sock.sendall(
                         encode_response(
-                            frame.api_key, frame.api_version, frame.correlation_id, reply
+                            frame.api_key,
+                            frame.api_version,
+                            frame.correlation_id,
+                            reply,
                         )
                     )
         except OSError:
@@ -162,18 +179,28 @@ def test_librdkafka_pushes_decode_with_every_codec(
 ) -> None:
     server = server_factory((int(codec),))
     producer = confluent_kafka.Producer(
-        {"bootstrap.servers": f"127.0.0.1:{server.port}", "client.id": "proto-real-client"}
+        {
+            "bootstrap.servers": f"127.0.0.1:{server.port}",
+            "client.id": "proto-real-client",
+        }
     )
     try:
-        assert wait_for(lambda: len(server.seen.pushes) >= 1, 20, partial(producer.poll, 0.05))
+        assert wait_for(
+            lambda: len(server.seen.pushes) >= 1, 20, partial(producer.poll, 0.05)
+        )
     finally:
         producer.flush(1)
         del producer  # rd_kafka_destroy: librdkafka sends its terminating push
-    assert wait_for(lambda: server.seen.pushes[-1].terminating, 5, lambda: time.sleep(0.02))
+    assert wait_for(
+        lambda: server.seen.pushes[-1].terminating, 5, lambda: time.sleep(0.02)
+    )
 
     assert not server.seen.errors, server.seen.errors
     seen = set(server.seen.requests)
-    assert (ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0) in seen and (ApiKeys.PUSH_TELEMETRY, 0) in seen
+    assert (ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0) in seen and (
+        ApiKeys.PUSH_TELEMETRY,
+        0,
+    ) in seen
     assert any(key == ApiKeys.API_VERSIONS and version >= 3 for key, version in seen)
     name, version = server.seen.software[-1]
     assert name == "confluent-kafka-python" and "rdkafka" in version
@@ -184,7 +211,10 @@ def test_librdkafka_pushes_decode_with_every_codec(
         assert push.compression_type in (int(codec), CompressionType.NONE)
         metrics = MetricsData.FromString(payload)
         names = {
-            m.name for rm in metrics.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+            m.name
+            for rm in metrics.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
         }
         assert names and all(n.startswith("org.apache.kafka.") for n in names), names
     assert any(p.compression_type == codec for p in server.seen.pushes)

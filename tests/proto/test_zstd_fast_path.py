@@ -43,7 +43,9 @@ def test_frame_without_declared_size() -> None:
 
 def test_understated_declared_size_is_corrupt_not_truncated() -> None:
     # Declare 100 bytes (single-segment header, 1-byte size field) for 1800 bytes of content.
-    frame = bytearray(zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD))
+    frame = bytearray(
+        zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD)
+    )
     small = zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD[:100])
     forged = small[:6] + bytes(frame[zstandard.frame_header_size(bytes(frame)) :])
     with pytest.raises((InvalidRecordError, TelemetryTooLargeError)):
@@ -51,7 +53,9 @@ def test_understated_declared_size_is_corrupt_not_truncated() -> None:
 
 
 def test_corrupt_body_after_a_valid_header() -> None:
-    frame = bytearray(zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD))
+    frame = bytearray(
+        zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD)
+    )
     for i in range(8, len(frame)):
         frame[i] ^= 0x5A
     with pytest.raises(InvalidRecordError):
@@ -60,14 +64,19 @@ def test_corrupt_body_after_a_valid_header() -> None:
 
 def test_each_thread_gets_its_own_context() -> None:
     frames = [
-        zstandard.ZstdCompressor(write_content_size=True).compress(PAYLOAD + bytes([i]) * 50)
+        zstandard.ZstdCompressor(write_content_size=True).compress(
+            PAYLOAD + bytes([i]) * 50
+        )
         for i in range(4)
     ]
     failures: list[str] = []
 
     def work(i: int) -> None:
         for _ in range(300):
-            if decompress(CompressionType.ZSTD, frames[i], 1 << 20) != PAYLOAD + bytes([i]) * 50:
+            if (
+                decompress(CompressionType.ZSTD, frames[i], 1 << 20)
+                != PAYLOAD + bytes([i]) * 50
+            ):
                 failures.append(f"thread {i}")
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]

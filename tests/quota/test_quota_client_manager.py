@@ -34,9 +34,15 @@ def make_manager(
 
 
 def maybe_record(
-    manager: ClientQuotaManager, clock: FakeClock, user: str, client_id: str, value: float
+    manager: ClientQuotaManager,
+    clock: FakeClock,
+    user: str,
+    client_id: str,
+    value: float,
 ) -> int:
-    return manager.maybe_record_and_get_throttle_time_ms(user, client_id, value, clock.now_ms())
+    return manager.maybe_record_and_get_throttle_time_ms(
+        user, client_id, value, clock.now_ms()
+    )
 
 
 def queue_size(metrics: Metrics, group: str) -> float:
@@ -78,7 +84,9 @@ PARSING_CASES = {
 
 @pytest.mark.parametrize("case", list(PARSING_CASES))
 def test_quota_parsing(metrics: Metrics, clock: FakeClock, case: str) -> None:
-    entity1, client1, entity2, client2, random_client, default_entity = PARSING_CASES[case]
+    entity1, client1, entity2, client2, random_client, default_entity = PARSING_CASES[
+        case
+    ]
     manager = make_manager(metrics, clock)
     samples = CONFIG.num_quota_samples
 
@@ -124,12 +132,16 @@ def check_quota(
     max_value = manager.max_value_in_quota_window(user, client_id, clock.now_ms())
     if expected_bound < UNLIMITED:
         expected_max = (
-            CONFIG.quota_window_size_seconds * (CONFIG.num_quota_samples - 1) * expected_bound
+            CONFIG.quota_window_size_seconds
+            * (CONFIG.num_quota_samples - 1)
+            * expected_bound
         )
         assert max_value == pytest.approx(expected_max)
     else:
         assert max_value == float("inf")
-    throttle_ms = maybe_record(manager, clock, user, client_id, value * CONFIG.num_quota_samples)
+    throttle_ms = maybe_record(
+        manager, clock, user, client_id, value * CONFIG.num_quota_samples
+    )
     if expect_throttle:
         assert throttle_ms > 0, (user, client_id)
     else:
@@ -156,16 +168,24 @@ def test_quota_config_precedence(metrics: Metrics, clock: FakeClock) -> None:
     q("userC", None, 10000)
     q(None, "client1", 9000)
 
-    def check(user: str, client_id: str, bound: float, value: float, throttle: bool) -> None:
+    def check(
+        user: str, client_id: str, bound: float, value: float, throttle: bool
+    ) -> None:
         check_quota(m, clock, user, client_id, bound, value, throttle)
 
     check("userA", "client1", 5000, 4500, False)  # <user, client> wins over <user>
-    check("userA", "client2", 4000, 4500, True)  # <user> wins over <client> and defaults
-    check("userA", "client3", 4000, 0, True)  # <user> is shared across the user's clients
+    check(
+        "userA", "client2", 4000, 4500, True
+    )  # <user> wins over <client> and defaults
+    check(
+        "userA", "client3", 4000, 0, True
+    )  # <user> is shared across the user's clients
     check("userA", "client1", 5000, 0, False)  # <user, client> is its own
 
     check("userB", "client1", 7000, 8000, True)
-    check("userB", "client2", 8000, 7000, False)  # per-client default: each pair its own
+    check(
+        "userB", "client2", 8000, 7000, False
+    )  # per-client default: each pair its own
     check("userB", "client3", 8000, 7000, False)
 
     check("userD", "client1", 3000, 3500, True)  # default <user, client>
@@ -175,7 +195,9 @@ def test_quota_config_precedence(metrics: Metrics, clock: FakeClock) -> None:
     q(DEFAULT, DEFAULT, None)  # back to the <user> default
     check("userD", "client1", 1000, 0, False)  # new metric tags: a fresh counter
     check("userE", "client4", 1000, 1500, True)
-    check("userF", "client4", 1000, 800, False)  # <user> default shared by the user's clients
+    check(
+        "userF", "client4", 1000, 800, False
+    )  # <user> default shared by the user's clients
     check("userF", "client5", 1000, 800, True)
 
     q(DEFAULT, None, None)  # back to the <client-id> default
@@ -217,7 +239,9 @@ def test_set_and_remove_quota(
     check_quota(manager, clock, "userA", "client1", 10, 1000, True)
     manager.update_quota(entity, None)
     check_quota(manager, clock, "userA", "client1", UNLIMITED, 1000, False)
-    assert not manager.quotas_enabled  # the last quota of its kind turns the fast path back on
+    assert (
+        not manager.quotas_enabled
+    )  # the last quota of its kind turns the fast path back on
 
 
 def test_max_value_in_quota_window_with_non_default_window(
@@ -230,10 +254,13 @@ def test_max_value_in_quota_window_with_non_default_window(
         ClientQuotaManagerConfig(num_quota_samples=full_windows + 1),
         QuotaType.FETCH,
     )
-    assert manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == float("inf")
+    assert manager.max_value_in_quota_window(
+        "userA", "client1", clock.now_ms()
+    ) == float("inf")
     manager.update_quota(ClientQuotaEntity(DEFAULT, None), Quota.upper_bound(10))
     assert (
-        manager.max_value_in_quota_window("userA", "client1", clock.now_ms()) == 10 * full_windows
+        manager.max_value_in_quota_window("userA", "client1", clock.now_ms())
+        == 10 * full_windows
     )
 
 
@@ -243,7 +270,9 @@ def test_max_value_in_quota_window_with_non_default_window(
 def test_quota_violation_and_delay_queue(metrics: Metrics, clock: FakeClock) -> None:
     manager = make_manager(metrics, clock)
     quota_bytes_per_s = 500
-    manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(quota_bytes_per_s))
+    manager.update_quota(
+        ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(quota_bytes_per_s)
+    )
     for _ in range(10):  # 400 B/s for ten seconds: under the quota
         assert maybe_record(manager, clock, "ANONYMOUS", "unknown", 400) == 0
         clock.advance(SECOND_MS)
@@ -274,7 +303,9 @@ def test_quota_violation_and_delay_queue(metrics: Metrics, clock: FakeClock) -> 
     assert maybe_record(manager, clock, "ANONYMOUS", "unknown", 0) == 0
 
 
-def test_throttle_records_the_throttle_time_sensor(metrics: Metrics, clock: FakeClock) -> None:
+def test_throttle_records_the_throttle_time_sensor(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     for throttle_ms in (100, 300):
@@ -298,7 +329,10 @@ def test_no_quota_means_no_sensor_work(metrics: Metrics, clock: FakeClock) -> No
 
 @pytest.mark.parametrize(
     "removed",
-    [("ProduceThrottleTime-:client1",), ("ProduceThrottleTime-:client1", "Produce-:client1")],
+    [
+        ("ProduceThrottleTime-:client1",),
+        ("ProduceThrottleTime-:client1", "Produce-:client1"),
+    ],
 )
 def test_removed_sensors_are_recreated(
     metrics: Metrics, clock: FakeClock, removed: tuple[str, ...]
@@ -313,13 +347,17 @@ def test_removed_sensors_are_recreated(
     assert metrics.get_sensor("Produce-:client1") is not None
 
 
-def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: FakeClock) -> None:
+def test_sensors_expire_after_an_hour_of_inactivity(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, DEFAULT), Quota.upper_bound(500))
     maybe_record(manager, clock, "ANONYMOUS", "idle", 100)
     hour_ms = 3600 * SECOND_MS
     clock.advance(hour_ms)
-    assert metrics.expire_inactive_sensors(clock.now_ms()) == []  # exactly an hour: kept
+    assert (
+        metrics.expire_inactive_sensors(clock.now_ms()) == []
+    )  # exactly an hour: kept
     clock.advance(1)
     assert set(metrics.expire_inactive_sensors(clock.now_ms())) == {
         "Produce-:idle",
@@ -333,7 +371,9 @@ def test_sensors_expire_after_an_hour_of_inactivity(metrics: Metrics, clock: Fak
 # -- dynamic limits keep usage ----------------------------------------------------------------
 
 
-def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: FakeClock) -> None:
+def test_limit_change_mid_window_keeps_recorded_usage(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     manager = make_manager(metrics, clock)
     entity = ClientQuotaEntity(None, "app")
     manager.update_quota(entity, Quota.upper_bound(1000))
@@ -341,7 +381,9 @@ def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: F
     assert maybe_record(manager, clock, "u", "app", recorded) == 0
     clock.advance(400)  # mid-window
     manager.update_quota(entity, Quota.upper_bound(250))
-    rate = metrics.metric(MetricName("byte-rate", "Produce", (("user", ""), ("client-id", "app"))))
+    rate = metrics.metric(
+        MetricName("byte-rate", "Produce", (("user", ""), ("client-id", "app")))
+    )
     assert rate is not None
     assert rate.measurable_value(clock.now_ms()) == pytest.approx(recorded / 10.4)
     # The usage recorded before the change now violates the lower limit:
@@ -351,7 +393,9 @@ def test_limit_change_mid_window_keeps_recorded_usage(metrics: Metrics, clock: F
     )
 
 
-def test_unrecord_takes_a_throttled_fetch_back(metrics: Metrics, clock: FakeClock) -> None:
+def test_unrecord_takes_a_throttled_fetch_back(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     manager = make_manager(metrics, clock, quota_type=QuotaType.FETCH)
     manager.update_quota(ClientQuotaEntity(None, "c"), Quota.upper_bound(100))
     assert maybe_record(manager, clock, "u", "c", 5000) > 0
@@ -373,7 +417,9 @@ def test_request_percentage_quota_violation(metrics: Metrics, clock: FakeClock) 
     )  # 10 ms/s
 
     def record(millis: float) -> int:
-        return maybe_record(manager, clock, "ANONYMOUS", "test-client", millis_to_percent(millis))
+        return maybe_record(
+            manager, clock, "ANONYMOUS", "test-client", millis_to_percent(millis)
+        )
 
     for _ in range(10):
         assert record(4) == 0
@@ -411,7 +457,9 @@ def test_request_time_is_recorded_in_nanoseconds_and_network_time_unchecked(
     manager = ClientRequestQuotaManager(CONFIG, metrics, clock.now_ms())
     manager.update_quota(ClientQuotaEntity(None, "c"), Quota.upper_bound(1))
     ten_ms_ns = 10_000_000
-    assert manager.maybe_record_request_time_ns("u", "c", ten_ms_ns, clock.now_ms()) == 0
+    assert (
+        manager.maybe_record_request_time_ns("u", "c", ten_ms_ns, clock.now_ms()) == 0
+    )
     manager.record_network_thread_time_ns("u", "c", 200 * ten_ms_ns, clock.now_ms())
     assert manager.maybe_record_request_time_ns("u", "c", 0, clock.now_ms()) == 1000
     manager.maybe_record_exempt_ns(ten_ms_ns, clock.now_ms())
@@ -420,4 +468,6 @@ def test_request_time_is_recorded_in_nanoseconds_and_network_time_unchecked(
     # The exempt sensor has the registry's default config (2 samples of 30 s, as Kafka's
     # metrics.num.samples / metrics.sample.window.ms): 1 % over the padded 30 s window.
     default_window_s = metrics.default_config.time_window_ms / SECOND_MS
-    assert exempt.measurable_value(clock.now_ms()) == pytest.approx(1.0 / default_window_s)
+    assert exempt.measurable_value(clock.now_ms()) == pytest.approx(
+        1.0 / default_window_s
+    )

@@ -25,13 +25,19 @@ from quota import (
 from quota.connection_quotas import METRICS_GROUP
 
 EXTERNAL, ADMIN, REPLICATION = "EXTERNAL", "ADMIN", "REPLICATION"
-LISTENER_IPS = {EXTERNAL: "192.168.1.1", ADMIN: "192.168.1.2", REPLICATION: "192.168.1.3"}
+LISTENER_IPS = {
+    EXTERNAL: "192.168.1.1",
+    ADMIN: "192.168.1.2",
+    REPLICATION: "192.168.1.3",
+}
 KNOWN_HOST, UNKNOWN_HOST = "192.168.10.0", "192.168.2.0"
 # ConnectionQuotasTest's broker: 2 samples of 1 s, REPLICATION is the inter-broker listener.
 NUM_QUOTA_SAMPLES, WINDOW_S = 2, 1
 
 
-def make_quotas(metrics: Metrics, clock: FakeClock, **limits: object) -> ConnectionQuotas:
+def make_quotas(
+    metrics: Metrics, clock: FakeClock, **limits: object
+) -> ConnectionQuotas:
     config = ConnectionQuotaConfig(
         protected_listener=REPLICATION,
         num_quota_samples=NUM_QUOTA_SAMPLES,
@@ -45,11 +51,17 @@ def make_quotas(metrics: Metrics, clock: FakeClock, **limits: object) -> Connect
 
 
 def accept(
-    quotas: ConnectionQuotas, clock: FakeClock, listener: str, count: int, ip: str | None = None
+    quotas: ConnectionQuotas,
+    clock: FakeClock,
+    listener: str,
+    count: int,
+    ip: str | None = None,
 ) -> None:
     """``count`` connections that must each be accepted immediately."""
     for _ in range(count):
-        assert quotas.inc(listener, ip or LISTENER_IPS[listener], clock.now_ms()) == ACCEPT
+        assert (
+            quotas.inc(listener, ip or LISTENER_IPS[listener], clock.now_ms()) == ACCEPT
+        )
 
 
 @dataclass
@@ -89,7 +101,9 @@ def accept_at_interval(
     return outcome
 
 
-def metric_value(metrics: Metrics, clock: FakeClock, name: str, *tags: tuple[str, str]) -> float:
+def metric_value(
+    metrics: Metrics, clock: FakeClock, name: str, *tags: tuple[str, str]
+) -> float:
     metric = metrics.metric(MetricName(name, METRICS_GROUP, tuple(tags)))
     assert metric is not None, name
     return metric.measurable_value(clock.now_ms())
@@ -133,7 +147,9 @@ def test_max_connections_per_ip(metrics: Metrics, clock: FakeClock) -> None:
     # Kafka counts the refused connection and its acceptor decrements it on close; the
     # decision already did both halves.
     assert quotas.get(ip) == max_per_ip
-    accept(quotas, clock, EXTERNAL, max_per_ip, ip=KNOWN_HOST)  # another IP is unaffected
+    accept(
+        quotas, clock, EXTERNAL, max_per_ip, ip=KNOWN_HOST
+    )  # another IP is unaffected
     for _ in range(2):
         quotas.dec(EXTERNAL, ip)
     accept(quotas, clock, EXTERNAL, 2)
@@ -151,7 +167,9 @@ def test_max_connections_per_ip_overrides(metrics: Metrics, clock: FakeClock) ->
     assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()), Reject)
     accept(quotas, clock, EXTERNAL, 2, ip=UNKNOWN_HOST)
     assert isinstance(quotas.inc(EXTERNAL, UNKNOWN_HOST, clock.now_ms()), Reject)
-    assert isinstance(quotas.inc(EXTERNAL, "::1", clock.now_ms()), Reject)  # same address
+    assert isinstance(
+        quotas.inc(EXTERNAL, "::1", clock.now_ms()), Reject
+    )  # same address
     quotas.update_max_connections_per_ip_overrides({})
     assert isinstance(quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()), Reject)  # now 2
 
@@ -159,7 +177,9 @@ def test_max_connections_per_ip_overrides(metrics: Metrics, clock: FakeClock) ->
 def test_overrides_must_be_ip_addresses() -> None:
     with pytest.raises(QuotaConfigError, match="not an IP address"):
         ConnectionQuotas(
-            ConnectionQuotaConfig(max_connections_per_ip_overrides={"broker.example.com": 3}),
+            ConnectionQuotaConfig(
+                max_connections_per_ip_overrides={"broker.example.com": 3}
+            ),
             Metrics(),
             0,
         )
@@ -168,14 +188,22 @@ def test_overrides_must_be_ip_addresses() -> None:
 def test_max_broker_wide_connection_limit(metrics: Metrics, clock: FakeClock) -> None:
     max_connections = 800
     quotas = make_quotas(metrics, clock, max_connections=max_connections)
-    accept(quotas, clock, EXTERNAL, max_connections)  # all of them may go to one listener
+    accept(
+        quotas, clock, EXTERNAL, max_connections
+    )  # all of them may go to one listener
     assert not quotas.max_connections_exceeded(EXTERNAL)  # exactly at the maximum
 
     now = clock.now_ms()
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT  # acceptor holds
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT  # still no slot
+    assert (
+        quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT
+    )  # acceptor holds
+    assert (
+        quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == WAIT_FOR_SLOT
+    )  # still no slot
     quotas.dec(EXTERNAL, LISTENER_IPS[EXTERNAL])
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == ACCEPT  # the held one goes in
+    assert (
+        quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], now) == ACCEPT
+    )  # the held one goes in
     assert quotas.total_count == max_connections
 
     # The inter-broker listener ignores the broker-wide limit.
@@ -201,7 +229,10 @@ def test_max_listener_connection_limits(metrics: Metrics, clock: FakeClock) -> N
         accept(quotas, clock, listener, listener_max)
         assert not quotas.max_connections_exceeded(listener)
     now = clock.now_ms()
-    for listener, ip in LISTENER_IPS.items():  # every listener blocks, the protected one too
+    for (
+        listener,
+        ip,
+    ) in LISTENER_IPS.items():  # every listener blocks, the protected one too
         assert quotas.inc(listener, ip, now) == WAIT_FOR_SLOT
     for listener, ip in LISTENER_IPS.items():
         quotas.dec(listener, ip)
@@ -222,25 +253,34 @@ def test_listener_limits_must_be_above_zero(
         quotas.reconfigure_listener(EXTERNAL, max_connections, rate)
 
 
-def test_a_protected_listener_needs_other_listeners(metrics: Metrics, clock: FakeClock) -> None:
+def test_a_protected_listener_needs_other_listeners(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     config = ConnectionQuotaConfig(max_connections=1, protected_listener=REPLICATION)
     quotas = ConnectionQuotas(config, metrics, clock.now_ms())
     quotas.add_listener(REPLICATION, clock.now_ms())
     accept(quotas, clock, REPLICATION, 1)
-    assert quotas.inc(REPLICATION, LISTENER_IPS[REPLICATION], clock.now_ms()) == WAIT_FOR_SLOT
+    assert (
+        quotas.inc(REPLICATION, LISTENER_IPS[REPLICATION], clock.now_ms())
+        == WAIT_FOR_SLOT
+    )
 
 
 # -- creation rates ---------------------------------------------------------------------------
 
 
-def test_broker_connection_rate_when_below_the_limit(metrics: Metrics, clock: FakeClock) -> None:
+def test_broker_connection_rate_when_below_the_limit(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     broker_rate = 125
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=broker_rate)
     outcome = accept_at_interval(quotas, clock, EXTERNAL, 200, interval_ms=25)  # 40/s
     assert outcome == Outcome(accepted=200, delayed_ms=0)
 
 
-def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
+def test_broker_connection_rate_when_above_the_limit(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     broker_rate = 90
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=broker_rate)
     start_ms = clock.now_ms()
@@ -257,7 +297,9 @@ def test_broker_connection_rate_when_above_the_limit(metrics: Metrics, clock: Fa
     assert 0 < throttle <= WINDOW_S * 1000  # delays are capped at one quota window
 
 
-def test_listener_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
+def test_listener_connection_rate_when_above_the_limit(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     listener_rate = 30
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=125)
     quotas.reconfigure_listener(EXTERNAL, max_connection_creation_rate=listener_rate)
@@ -272,27 +314,39 @@ def test_listener_connection_rate_when_above_the_limit(metrics: Metrics, clock: 
     assert accept_at_interval(quotas, clock, ADMIN, 40, interval_ms=25).delayed_ms == 0
 
 
-def test_a_delayed_connection_is_recorded_once(metrics: Metrics, clock: FakeClock) -> None:
+def test_a_delayed_connection_is_recorded_once(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=1)
     first = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
     assert first == ACCEPT  # 1 connection over the padded 1 s window: exactly the limit
     held = quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms())
-    assert isinstance(held, Delay) and held.delay_ms == WINDOW_S * 1000  # 2/s -> capped at 1 s
+    assert (
+        isinstance(held, Delay) and held.delay_ms == WINDOW_S * 1000
+    )  # 2/s -> capped at 1 s
     clock.advance(held.delay_ms // 2)
-    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == Delay(held.delay_ms // 2)
+    assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == Delay(
+        held.delay_ms // 2
+    )
     clock.advance(held.delay_ms // 2)
     assert quotas.inc(EXTERNAL, LISTENER_IPS[EXTERNAL], clock.now_ms()) == ACCEPT
     # two connections recorded in the broker rate, not one per retry
-    assert metric_value(metrics, clock, "broker-connection-accept-rate") == pytest.approx(2 / 1.0)
+    assert metric_value(
+        metrics, clock, "broker-connection-accept-rate"
+    ) == pytest.approx(2 / 1.0)
 
 
-def test_protected_listener_skips_the_broker_rate(metrics: Metrics, clock: FakeClock) -> None:
+def test_protected_listener_skips_the_broker_rate(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quotas = make_quotas(metrics, clock, max_connection_creation_rate=1)
     accept(quotas, clock, REPLICATION, 50)
     assert metric_value(metrics, clock, "broker-connection-accept-rate") == 0
 
 
-def test_ip_connection_rate_when_below_the_limit(metrics: Metrics, clock: FakeClock) -> None:
+def test_ip_connection_rate_when_below_the_limit(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(LISTENER_IPS[EXTERNAL], 30)
     start_ms = clock.now_ms()
@@ -300,11 +354,15 @@ def test_ip_connection_rate_when_below_the_limit(metrics: Metrics, clock: FakeCl
     assert outcome == Outcome(accepted=200)
     assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == 25
     # an IP without a quota is not limited at all
-    assert accept_at_interval(quotas, clock, ADMIN, 200, interval_ms=20) == Outcome(accepted=200)
+    assert accept_at_interval(quotas, clock, ADMIN, 200, interval_ms=20) == Outcome(
+        accepted=200
+    )
     assert quotas.connection_rate_for_ip(LISTENER_IPS[ADMIN]) == 2**31 - 1
 
 
-def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeClock) -> None:
+def test_ip_connection_rate_when_above_the_limit(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     ip_rate = 20
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(LISTENER_IPS[EXTERNAL], ip_rate)
@@ -316,7 +374,9 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeCl
     assert outcome.ip_rejected > 0
     assert outcome.accepted / elapsed_s == pytest.approx(ip_rate, abs=1)
     assert (
-        metric_value(metrics, clock, "ip-connection-accept-throttle-time", ("listener", EXTERNAL))
+        metric_value(
+            metrics, clock, "ip-connection-accept-throttle-time", ("listener", EXTERNAL)
+        )
         > 0
     )
 
@@ -324,16 +384,23 @@ def test_ip_connection_rate_when_above_the_limit(metrics: Metrics, clock: FakeCl
     quotas.update_ip_connection_rate_quota(None, ip_rate)
     start_ms = clock.now_ms()
     outcome = accept_at_interval(quotas, clock, ADMIN, connections, interval_ms)
-    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == pytest.approx(ip_rate, abs=1)
+    assert outcome.accepted / ((clock.now_ms() - start_ms) / 1000) == pytest.approx(
+        ip_rate, abs=1
+    )
     # nothing was refused on the replication listener: no IP throttle time there at all
     assert math.isnan(
         metric_value(
-            metrics, clock, "ip-connection-accept-throttle-time", ("listener", REPLICATION)
+            metrics,
+            clock,
+            "ip-connection-accept-throttle-time",
+            ("listener", REPLICATION),
         )
     )
 
 
-def test_ip_rejection_closes_after_the_throttle_time(metrics: Metrics, clock: FakeClock) -> None:
+def test_ip_rejection_closes_after_the_throttle_time(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(KNOWN_HOST, 1)
     assert quotas.inc(EXTERNAL, KNOWN_HOST, clock.now_ms()) == ACCEPT
@@ -353,11 +420,16 @@ def test_rejected_ip_connection_is_unrecorded_from_every_rate(
     quotas.update_ip_connection_rate_quota(ip, 0)
     assert isinstance(quotas.inc(listener, ip, clock.now_ms()), Reject)
     assert metric_value(metrics, clock, "connection-accept-rate", ("ip", ip)) == 0
-    assert metric_value(metrics, clock, "connection-accept-rate", ("listener", listener)) == 0
+    assert (
+        metric_value(metrics, clock, "connection-accept-rate", ("listener", listener))
+        == 0
+    )
     assert metric_value(metrics, clock, "broker-connection-accept-rate") == 0
 
 
-def test_ip_quota_updates_reach_existing_sensors(metrics: Metrics, clock: FakeClock) -> None:
+def test_ip_quota_updates_reach_existing_sensors(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quotas = make_quotas(metrics, clock)
     quotas.update_ip_connection_rate_quota(None, 5)
     accept(quotas, clock, EXTERNAL, 1, ip=KNOWN_HOST)

@@ -34,8 +34,14 @@ def make_engine(clock: FakeClock, **settings: object) -> QuotaEngine:
 
 def test_defaults_are_kafkas() -> None:
     config = QuotaEngineConfig.from_mapping({})
-    assert (config.client.num_quota_samples, config.client.quota_window_size_seconds) == (11, 1)
-    assert (config.controller.num_quota_samples, config.controller.quota_window_size_seconds) == (
+    assert (
+        config.client.num_quota_samples,
+        config.client.quota_window_size_seconds,
+    ) == (11, 1)
+    assert (
+        config.controller.num_quota_samples,
+        config.controller.quota_window_size_seconds,
+    ) == (
         11,
         1,
     )
@@ -62,10 +68,16 @@ def test_settings_are_read_from_kafka_keys() -> None:
             "socket.request.max.bytes": 104857600,  # not a quota key: ignored
         }
     )
-    assert (config.client.num_quota_samples, config.client.quota_window_size_seconds) == (21, 2)
+    assert (
+        config.client.num_quota_samples,
+        config.client.quota_window_size_seconds,
+    ) == (21, 2)
     assert config.controller.num_quota_samples == 5
     assert config.connections.max_connections == 1000
-    assert dict(config.connections.max_connections_per_ip_overrides) == {"10.0.0.1": 200, "::1": 3}
+    assert dict(config.connections.max_connections_per_ip_overrides) == {
+        "10.0.0.1": 200,
+        "::1": 3,
+    }
     assert config.connections.protected_listener == "INTERNAL"
     assert config.connections.quota_window_size_seconds == 2
     assert config.listeners["PLAINTEXT"].max_connections == 300
@@ -77,13 +89,22 @@ def test_settings_are_read_from_kafka_keys() -> None:
     ("settings", "message"),
     [
         ({"quota.window.num": 0}, "quota.window.num: Value must be at least 1"),
-        ({"quota.window.size.seconds": "soon"}, "quota.window.size.seconds: not an integer"),
+        (
+            {"quota.window.size.seconds": "soon"},
+            "quota.window.size.seconds: not an integer",
+        ),
         ({"max.connections": True}, "max.connections: not an integer"),
-        ({"max.connections.per.ip": -1}, "max.connections.per.ip: Value must be at least 0"),
+        (
+            {"max.connections.per.ip": -1},
+            "max.connections.per.ip: Value must be at least 0",
+        ),
         ({"max.connections.per.ip.overrides": "10.0.0.1"}, "is not <ip>:<count>"),
         ({"max.connections.per.ip.overrides": "host.example:3"}, "not an IP address"),
         ({"max.connections.per.ip": 0}, "every connection would be refused"),
-        ({"listener.name.a.max.connections": 0}, "max.connections: Value must be at least 1"),
+        (
+            {"listener.name.a.max.connections": 0},
+            "max.connections: Value must be at least 1",
+        ),
     ],
 )
 def test_bad_settings_name_the_key(settings: dict[str, object], message: str) -> None:
@@ -126,7 +147,9 @@ def test_apply_entity_quotas_is_the_complete_desired_state(clock: FakeClock) -> 
     )
     changes = engine.apply_entity_quotas(
         {
-            "users/alice": {"producer_byte_rate": 4096},  # changed; request_percentage dropped
+            "users/alice": {
+                "producer_byte_rate": 4096
+            },  # changed; request_percentage dropped
             "clients/app": {"producer_byte_rate": 10},  # new
         }
     )
@@ -177,7 +200,9 @@ def test_invalid_entity_quotas_change_nothing(
     engine.apply_entity_quotas({"clients/app": {"producer_byte_rate": 100}})
     before = engine.entity_quotas()
     with pytest.raises(InvalidQuotaError, match=message) as error:
-        engine.apply_entity_quotas({"users/bob": {"producer_byte_rate": 5}, **entity_quotas})
+        engine.apply_entity_quotas(
+            {"users/bob": {"producer_byte_rate": 5}, **entity_quotas}
+        )
     assert error.value.error_code == 42  # INVALID_REQUEST, as AlterClientQuotas answers
     assert engine.entity_quotas() == before
     assert engine.produce.quota("bob", "x").bound != 5
@@ -185,10 +210,16 @@ def test_invalid_entity_quotas_change_nothing(
 
 def test_alter_entity_quota_one_key_at_a_time(clock: FakeClock) -> None:
     engine = make_engine(clock)
-    engine.alter_entity_quota({"user": "alice", "client-id": None}, "producer_byte_rate", 100)
-    assert engine.entity_quotas() == {"users/alice/clients/<default>": {"producer_byte_rate": 100}}
+    engine.alter_entity_quota(
+        {"user": "alice", "client-id": None}, "producer_byte_rate", 100
+    )
+    assert engine.entity_quotas() == {
+        "users/alice/clients/<default>": {"producer_byte_rate": 100}
+    }
     assert engine.produce.quota("alice", "x").bound == 100
-    engine.alter_entity_quota("users/alice/clients/<default>", "producer_byte_rate", None)
+    engine.alter_entity_quota(
+        "users/alice/clients/<default>", "producer_byte_rate", None
+    )
     assert engine.entity_quotas() == {}
     assert not engine.produce.quotas_enabled
 
@@ -198,17 +229,23 @@ def test_alter_entity_quota_one_key_at_a_time(clock: FakeClock) -> None:
 
 def test_produce_bytes_throttle_and_the_shared_delay_queue(clock: FakeClock) -> None:
     engine = make_engine(clock)
-    assert engine.record_produce_bytes("alice", "app", 10**9, clock.now_ms()) == 0  # no quota
+    assert (
+        engine.record_produce_bytes("alice", "app", 10**9, clock.now_ms()) == 0
+    )  # no quota
     engine.apply_entity_quotas({"clients/app": {"producer_byte_rate": 1000}})
     throttle_ms = engine.record_produce_bytes("alice", "app", 20_000, clock.now_ms())
     # 20 000 B over the padded 10 s window: 2000 B/s, X = (2000 - 1000) / 1000 · 10 s
     assert throttle_ms == 10_000
     channel = "connection-1"
-    engine.throttle(channel, "alice", "app", throttle_ms, clock.now_ms(), QuotaType.PRODUCE)
+    engine.throttle(
+        channel, "alice", "app", throttle_ms, clock.now_ms(), QuotaType.PRODUCE
+    )
     engine.throttle("connection-2", "alice", "app", 300, clock.now_ms())
     assert engine.next_deadline_ms() == clock.now_ms() + 300
     clock.advance(300)
-    assert [entry.channel for entry in engine.pop_expired(clock.now_ms())] == ["connection-2"]
+    assert [entry.channel for entry in engine.pop_expired(clock.now_ms())] == [
+        "connection-2"
+    ]
     clock.advance(throttle_ms - 300)
     assert [entry.channel for entry in engine.pop_expired(clock.now_ms())] == [channel]
     assert engine.next_deadline_ms() is None
@@ -228,7 +265,9 @@ def test_request_time_throttle_is_capped_at_one_window(clock: FakeClock) -> None
     engine = make_engine(clock, **{"quota.window.size.seconds": 2})
     engine.apply_entity_quotas({"clients/<default>": {"request_percentage": 1}})
     one_second_ns = 1_000_000_000
-    assert engine.record_request("u", "c", one_second_ns, clock.now_ms()) == 2 * SECOND_MS
+    assert (
+        engine.record_request("u", "c", one_second_ns, clock.now_ms()) == 2 * SECOND_MS
+    )
     engine.record_network_time("u", "c", one_second_ns, clock.now_ms())
     engine.record_exempt_request(one_second_ns, clock.now_ms())
 
@@ -243,7 +282,9 @@ def test_strict_mutation_quota_carries_error_code_89(clock: FakeClock) -> None:
         quota.record(1, clock.now_ms())
     assert rejected.value.error_code == THROTTLING_QUOTA_EXCEEDED
     assert rejected.value.throttle_time_ms == (560 - burst) * 1000 // 5
-    permissive = engine.mutation_quota("admin", "cli", strict=False, now_ms=clock.now_ms())
+    permissive = engine.mutation_quota(
+        "admin", "cli", strict=False, now_ms=clock.now_ms()
+    )
     permissive.record(1, clock.now_ms())
     assert permissive.throttle_time_ms(clock.now_ms()) == (560 + 1 - burst) * 1000 // 5
 
@@ -259,7 +300,9 @@ def test_listeners_can_be_added_later(clock: FakeClock) -> None:
 
 def test_connections_through_the_engine(clock: FakeClock) -> None:
     engine = make_engine(
-        clock, listeners="PLAINTEXT://:9092", **{"max.connections": 1, "max.connections.per.ip": 5}
+        clock,
+        listeners="PLAINTEXT://:9092",
+        **{"max.connections": 1, "max.connections.per.ip": 5},
     )
     assert engine.on_accept("plaintext", "127.0.0.1", clock.now_ms()) == ACCEPT
     assert engine.on_accept("PLAINTEXT", "127.0.0.1", clock.now_ms()) == WAIT_FOR_SLOT
@@ -282,13 +325,17 @@ def test_connections_through_the_engine(clock: FakeClock) -> None:
 def test_metrics_snapshot_has_entity_level_labels(clock: FakeClock) -> None:
     engine = make_engine(clock, listeners="PLAINTEXT://:9092")
     engine.apply_entity_quotas({"users/alice": {"producer_byte_rate": 1000}})
-    engine.record_produce_bytes("alice", "instance-specific-client-id", 5000, clock.now_ms())
+    engine.record_produce_bytes(
+        "alice", "instance-specific-client-id", 5000, clock.now_ms()
+    )
     values = {
         (v.name.group, v.name.name, v.name.tags): v.value
         for v in engine.metrics_snapshot(clock.now_ms())
     }
     # a user-level quota: every client of alice shares the sensor, whatever its client-id
-    assert values[("Produce", "byte-rate", (("user", "alice"), ("client-id", "")))] == 500
+    assert (
+        values[("Produce", "byte-rate", (("user", "alice"), ("client-id", "")))] == 500
+    )
     assert (
         "socket-server-metrics",
         "connection-accept-rate",

@@ -58,7 +58,9 @@ def test_the_table_is_kafkas_documented_order() -> None:
         "/config/clients/<default>",
     ]
     assert [level.rank for level in QUOTA_PRECEDENCE] == list(range(1, 9))
-    for level, (rank, entity, _limit, _tags) in zip(QUOTA_PRECEDENCE, LEVELS, strict=True):
+    for level, (rank, entity, _limit, _tags) in zip(
+        QUOTA_PRECEDENCE, LEVELS, strict=True
+    ):
         assert level.rank == rank
         assert level.entity_key(USER, CLIENT) == entity.key
 
@@ -114,8 +116,18 @@ def test_each_level_alone_applies_to_the_client(
     ("user", "client_id", "expected_limit", "expected_tags"),
     [
         ("alice", "app-1", 1000.0, ("alice", "app-1")),  # rank 1
-        ("alice", "other", 2000.0, ("alice", "other")),  # rank 2: alice's per-client default
-        ("bob", "app-1", 4000.0, ("bob", "app-1")),  # rank 4: any user with client app-1
+        (
+            "alice",
+            "other",
+            2000.0,
+            ("alice", "other"),
+        ),  # rank 2: alice's per-client default
+        (
+            "bob",
+            "app-1",
+            4000.0,
+            ("bob", "app-1"),
+        ),  # rank 4: any user with client app-1
         ("bob", "other", 5000.0, ("bob", "other")),  # rank 5
     ],
 )
@@ -199,6 +211,9 @@ def test_parse_entity_rejects_bad_specs(spec: object, message: str) -> None:
 
 
 def test_entity_paths_round_trip() -> None:
-    odd_names = [ClientQuotaEntity("a/b", "c/clients/d"), ClientQuotaEntity("<default>", "50%")]
+    odd_names = [
+        ClientQuotaEntity("a/b", "c/clients/d"),
+        ClientQuotaEntity("<default>", "50%"),
+    ]
     for entity in [level[1] for level in LEVELS] + odd_names:
         assert parse_entity(entity.path) == entity

@@ -36,18 +36,24 @@ def bucket_sensor(metrics: Metrics, clock: FakeClock) -> Sensor:
     sensor = metrics.sensor(
         "sensor",
         clock.now_ms(),
-        MetricConfig(quota=Quota.upper_bound(RATE_PER_S), time_window_ms=1000, samples=SAMPLES),
+        MetricConfig(
+            quota=Quota.upper_bound(RATE_PER_S), time_window_ms=1000, samples=SAMPLES
+        ),
     )
     sensor.add(MetricName("rate", "test-group"), TokenBucket())
     return sensor
 
 
-def test_strict_quota_rejects_once_exhausted(metrics: Metrics, clock: FakeClock) -> None:
+def test_strict_quota_rejects_once_exhausted(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quota = StrictControllerMutationQuota(bucket_sensor(metrics, clock))
     assert not quota.is_exceeded
     quota.record(90, clock.now_ms())  # 100 -> 10 tokens: accepted
     assert not quota.is_exceeded and quota.throttle_time_ms(clock.now_ms()) == 0
-    quota.record(90, clock.now_ms())  # 10 -> -80: still accepted (bucket wasn't negative)
+    quota.record(
+        90, clock.now_ms()
+    )  # 10 -> -80: still accepted (bucket wasn't negative)
     assert not quota.is_exceeded and quota.throttle_time_ms(clock.now_ms()) == 0
     with pytest.raises(ThrottlingQuotaExceededError) as rejected:
         quota.record(90, clock.now_ms())  # negative: rejected, nothing recorded
@@ -59,7 +65,9 @@ def test_strict_quota_rejects_once_exhausted(metrics: Metrics, clock: FakeClock)
     assert quota.throttle_time_ms(clock.now_ms()) == expected_ms - 5000
 
 
-def test_permissive_quota_accepts_and_throttles(metrics: Metrics, clock: FakeClock) -> None:
+def test_permissive_quota_accepts_and_throttles(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quota = PermissiveControllerMutationQuota(bucket_sensor(metrics, clock))
     quota.record(90, clock.now_ms())  # 10 tokens left
     assert quota.throttle_time_ms(clock.now_ms()) == 0
@@ -78,7 +86,10 @@ def test_throttle_time_of_a_token_bucket_violation(
 ) -> None:
     sensor = bucket_sensor(metrics, clock)
     (metric,) = sensor.metrics
-    assert mutation_throttle_time_ms(QuotaViolationError(metric, tokens, RATE_PER_S)) == expected_ms
+    assert (
+        mutation_throttle_time_ms(QuotaViolationError(metric, tokens, RATE_PER_S))
+        == expected_ms
+    )
 
 
 def test_throttle_time_needs_a_token_bucket(metrics: Metrics, clock: FakeClock) -> None:
@@ -100,7 +111,9 @@ def test_manager_strict_accounting(metrics: Metrics, clock: FakeClock) -> None:
     manager.update_quota(ClientQuotaEntity(USER, CLIENT), Quota.upper_bound(RATE_PER_S))
 
     def record(value: float) -> int:
-        return manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, value, clock.now_ms())
+        return manager.maybe_record_and_get_throttle_time_ms(
+            USER, CLIENT, value, clock.now_ms()
+        )
 
     for _ in range(10):  # exactly the refill rate: the bucket stays full
         assert record(RATE_PER_S) == 0
@@ -121,17 +134,20 @@ def test_manager_returns_unbounded_quota_while_none_is_configured(
     manager = make_manager(metrics, clock)
     now = clock.now_ms()
     assert isinstance(
-        manager.new_strict_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota
+        manager.new_strict_quota_for(USER, CLIENT, now),
+        UnboundedControllerMutationQuota,
     )
     assert isinstance(
-        manager.new_permissive_quota_for(USER, CLIENT, now), UnboundedControllerMutationQuota
+        manager.new_permissive_quota_for(USER, CLIENT, now),
+        UnboundedControllerMutationQuota,
     )
     manager.update_quota(ClientQuotaEntity(USER, CLIENT), Quota.upper_bound(RATE_PER_S))
     assert isinstance(
         manager.new_strict_quota_for(USER, CLIENT, now), StrictControllerMutationQuota
     )
     assert isinstance(
-        manager.new_permissive_quota_for(USER, CLIENT, now), PermissiveControllerMutationQuota
+        manager.new_permissive_quota_for(USER, CLIENT, now),
+        PermissiveControllerMutationQuota,
     )
 
 
@@ -144,15 +160,23 @@ def test_manager_returns_unbounded_quota_while_none_is_configured(
     ],
 )
 def test_new_quota_for_picks_strictness_by_version(
-    metrics: Metrics, clock: FakeClock, api_version: int, strict_since: int, expected: type
+    metrics: Metrics,
+    clock: FakeClock,
+    api_version: int,
+    strict_since: int,
+    expected: type,
 ) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(USER, None), Quota.upper_bound(RATE_PER_S))
-    quota = manager.new_quota_for(USER, CLIENT, api_version, strict_since, clock.now_ms())
+    quota = manager.new_quota_for(
+        USER, CLIENT, api_version, strict_since, clock.now_ms()
+    )
     assert isinstance(quota, expected)
 
 
-def test_manager_sensor_has_a_rate_and_the_token_bucket(metrics: Metrics, clock: FakeClock) -> None:
+def test_manager_sensor_has_a_rate_and_the_token_bucket(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     manager = make_manager(metrics, clock)
     manager.update_quota(ClientQuotaEntity(None, CLIENT), Quota.upper_bound(RATE_PER_S))
     manager.maybe_record_and_get_throttle_time_ms(USER, CLIENT, 30, clock.now_ms())

@@ -49,7 +49,10 @@ class KafkaRateModel:
         if not self.samples:
             self.samples.append(ModelSample(now_ms, now_ms))
         sample = self.samples[self.current]
-        if now_ms - sample.start_ms >= config.time_window_ms or sample.count >= config.event_window:
+        if (
+            now_ms - sample.start_ms >= config.time_window_ms
+            or sample.count >= config.event_window
+        ):
             self.current = (self.current + 1) % (config.samples + 1)
             if self.current >= len(self.samples):
                 sample = ModelSample(now_ms, now_ms)
@@ -106,7 +109,10 @@ configs = st.builds(
 )
 # (ms since the previous step, value recorded or None for "only measure")
 steps = st.lists(
-    st.tuples(st.integers(0, 5000), st.one_of(st.none(), st.floats(-1e6, 1e9, allow_nan=False))),
+    st.tuples(
+        st.integers(0, 5000),
+        st.one_of(st.none(), st.floats(-1e6, 1e9, allow_nan=False)),
+    ),
     min_size=1,
     max_size=60,
 )
@@ -134,10 +140,14 @@ class PlainSum(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value += value
 
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float:
         total = 0.0  # summed in order, as WindowedSum.combine (and Kafka) sum
         for sample in samples:
             total += sample.value
@@ -163,7 +173,9 @@ def test_fused_and_generic_rate_paths_agree(
 @given(
     quota=st.floats(0.1, 1e6),
     samples=st.integers(2, 20),
-    records=st.lists(st.tuples(st.integers(0, 2000), st.floats(0, 1e7)), min_size=1, max_size=40),
+    records=st.lists(
+        st.tuples(st.integers(0, 2000), st.floats(0, 1e7)), min_size=1, max_size=40
+    ),
 )
 def test_a_violated_rate_never_throttles_negatively(
     quota: float, samples: int, records: list[tuple[int, float]]
@@ -173,7 +185,9 @@ def test_a_violated_rate_never_throttles_negatively(
     sensor = metrics.sensor(
         "s",
         now_ms,
-        MetricConfig(quota=Quota.upper_bound(quota), samples=samples, time_window_ms=1000),
+        MetricConfig(
+            quota=Quota.upper_bound(quota), samples=samples, time_window_ms=1000
+        ),
     )
     sensor.add(MetricName("rate", "g"), Rate())
     for elapsed_ms, value in records:
@@ -189,12 +203,16 @@ def test_a_violated_rate_never_throttles_negatively(
 @given(
     rate_per_s=st.floats(0.5, 1000),
     samples=st.integers(1, 20),
-    records=st.lists(st.tuples(st.integers(0, 3000), st.floats(0, 5000)), min_size=1, max_size=30),
+    records=st.lists(
+        st.tuples(st.integers(0, 3000), st.floats(0, 5000)), min_size=1, max_size=30
+    ),
 )
 def test_waiting_out_a_bucket_throttle_makes_it_non_negative(
     rate_per_s: float, samples: int, records: list[tuple[int, float]]
 ) -> None:
-    config = MetricConfig(quota=Quota.upper_bound(rate_per_s), samples=samples, time_window_ms=1000)
+    config = MetricConfig(
+        quota=Quota.upper_bound(rate_per_s), samples=samples, time_window_ms=1000
+    )
     bucket = TokenBucket()
     now_ms = 1_700_000_000_000
     for elapsed_ms, permits in records:
@@ -275,11 +293,15 @@ def test_precedence_table_matches_kafkas_nested_ifs(
     def side(name: str | None) -> object:
         return DEFAULT if name == _D else name
 
-    manager = ClientQuotaManager(ClientQuotaManagerConfig(), Metrics(), QuotaType.PRODUCE, 0)
+    manager = ClientQuotaManager(
+        ClientQuotaManagerConfig(), Metrics(), QuotaType.PRODUCE, 0
+    )
     for (user, client_id), limit in configured.items():
         entity = ClientQuotaEntity(side(user), side(client_id))  # type: ignore[arg-type]
         manager.update_quota(entity, Quota.upper_bound(limit))
-    kinds = {(u is not None) * 2 + (c is not None) for u, c in configured}  # 1 c, 2 u, 3 u+c
+    kinds = {
+        (u is not None) * 2 + (c is not None) for u, c in configured
+    }  # 1 c, 2 u, 3 u+c
     enabled = 0
     for kind in kinds:
         enabled |= {1: 1, 2: 2, 3: 4}[kind]
@@ -290,7 +312,9 @@ def test_precedence_table_matches_kafkas_nested_ifs(
         expected = kafka_quota_limit(overridden, *tags)
         sensors = manager.get_or_create_quota_sensors(user, client_id, 0)
         assert sensors.metric_tags == tags
-        assert manager.quota(user, client_id).bound == (UNLIMITED if expected is None else expected)
+        assert manager.quota(user, client_id).bound == (
+            UNLIMITED if expected is None else expected
+        )
 
 
 # (ms since the previous step, value, what the step does): "check" is Sensor.record with
@@ -336,7 +360,9 @@ def test_quota_sensor_shortcut_decides_and_leaves_samples_as_kafka(
     for elapsed_ms, value, action in steps:
         now_ms += elapsed_ms
         if action == "measure":
-            assert rate.measure(quota_config, now_ms) == model.measure(quota_config, now_ms)
+            assert rate.measure(quota_config, now_ms) == model.measure(
+                quota_config, now_ms
+            )
         elif action == "record":
             sensor.record(value, now_ms, check_quotas=False)
             model.record(quota_config, value, now_ms)
@@ -351,6 +377,9 @@ def test_quota_sensor_shortcut_decides_and_leaves_samples_as_kafka(
             else:
                 assert expected <= bound
         state = [
-            (s.start_time_ms, s.last_event_ms, s.value, s.event_count) for s in rate.stat.samples
+            (s.start_time_ms, s.last_event_ms, s.value, s.event_count)
+            for s in rate.stat.samples
         ]
-        assert state == [(s.start_ms, s.last_event_ms, s.value, s.count) for s in model.samples]
+        assert state == [
+            (s.start_ms, s.last_event_ms, s.value, s.count) for s in model.samples
+        ]

@@ -38,9 +38,13 @@ def strict_record(sensor: Sensor, value: float, now_ms: int) -> None:
 # -- SensorTest -------------------------------------------------------------------------------
 
 
-def test_expired_sensor_accepts_no_new_metric(metrics: Metrics, clock: FakeClock) -> None:
+def test_expired_sensor_accepts_no_new_metric(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     inactive_ms = 60 * SECOND_MS
-    sensor = metrics.sensor("sensor", clock.now_ms(), inactive_expiration_ms=inactive_ms)
+    sensor = metrics.sensor(
+        "sensor", clock.now_ms(), inactive_expiration_ms=inactive_ms
+    )
     assert sensor.add(MetricName("test1", "grp1"), Avg(), now_ms=clock.now_ms())
     clock.advance(inactive_ms + SECOND_MS)
     assert sensor.has_expired(clock.now_ms())
@@ -55,7 +59,9 @@ def test_idempotent_add(metrics: Metrics, clock: FakeClock) -> None:
     other = metrics.sensor("another-sensor", clock.now_ms())
     with pytest.raises(ValueError, match="already exists"):
         other.add(name, Avg())
-    assert sensor.add(name, WindowedSum())  # a different stat under the same name: no-op too
+    assert sensor.add(
+        name, WindowedSum()
+    )  # a different stat under the same name: no-op too
     assert len(sensor.metrics) == 1
     assert isinstance(sensor.metrics[0].stat, Avg)
 
@@ -73,7 +79,9 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: FakeClock) 
         "sensor",
         clock.now_ms(),
         MetricConfig(
-            quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples
+            quota=Quota.upper_bound(quota_per_s),
+            time_window_ms=SECOND_MS,
+            samples=samples,
         ),
     )
     name = MetricName("rate", "test-group")
@@ -83,7 +91,9 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: FakeClock) 
     burst = 30
     strict_record(sensor, burst, clock.now_ms())
     padded_window_s = samples - 1
-    assert rate_metric.measurable_value(clock.now_ms()) == pytest.approx(burst / padded_window_s)
+    assert rate_metric.measurable_value(clock.now_ms()) == pytest.approx(
+        burst / padded_window_s
+    )
     # In theory ((30 / 10) - 2) / 2 * 10 = 5 s brings the rate back to 2; but 5 s later the
     # padded window is still 10 s, the rate still 3, and the next record is refused.
     clock.advance(5000)
@@ -92,13 +102,17 @@ def test_strict_quota_enforcement_with_rate(metrics: Metrics, clock: FakeClock) 
         strict_record(sensor, burst, clock.now_ms())
 
 
-def test_strict_quota_enforcement_with_token_bucket(metrics: Metrics, clock: FakeClock) -> None:
+def test_strict_quota_enforcement_with_token_bucket(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     quota_per_s, samples = 2, 10
     sensor = metrics.sensor(
         "sensor",
         clock.now_ms(),
         MetricConfig(
-            quota=Quota.upper_bound(quota_per_s), time_window_ms=SECOND_MS, samples=samples
+            quota=Quota.upper_bound(quota_per_s),
+            time_window_ms=SECOND_MS,
+            samples=samples,
         ),
     )
     name = MetricName("credits", "test-group")
@@ -146,7 +160,9 @@ def test_updating_the_metric_config_is_reflected_in_the_sensor(
 def test_violation_keeps_the_recorded_value_and_unrecord_takes_it_back(
     metrics: Metrics, clock: FakeClock
 ) -> None:
-    sensor = metrics.sensor("sensor", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5)))
+    sensor = metrics.sensor(
+        "sensor", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5))
+    )
     name = MetricName("total", "g")
     sensor.add(name, CumulativeSum())
     with pytest.raises(QuotaViolationError):
@@ -172,7 +188,9 @@ def test_expire_inactive_sensors_removes_sensor_and_metrics(
     assert metrics.expire_inactive_sensors(clock.now_ms()) == ["idle"]
     assert metrics.get_sensor("idle") is None
     assert metrics.metric(MetricName("idle-rate", "g")) is None
-    assert metrics.get_sensor("busy") is busy and metrics.get_sensor("forever") is forever
+    assert (
+        metrics.get_sensor("busy") is busy and metrics.get_sensor("forever") is forever
+    )
 
 
 # -- QuotaUtilsTest ---------------------------------------------------------------------------
@@ -196,11 +214,15 @@ def test_throttle_time_is_zero_at_the_quota(clock: FakeClock, num_samples: int) 
     observed = 16.5
     violation = violation_on_rate(observed, observed, num_samples, clock.now_ms())
     assert throttle_time_ms(violation, clock.now_ms()) == 0
-    assert bounded_throttle_time_ms(violation, MAX_THROTTLE_TIME_MS, clock.now_ms()) == 0
+    assert (
+        bounded_throttle_time_ms(violation, MAX_THROTTLE_TIME_MS, clock.now_ms()) == 0
+    )
 
 
 @pytest.mark.parametrize("num_samples", [10, 11])
-def test_throttle_time_is_negative_below_the_quota(clock: FakeClock, num_samples: int) -> None:
+def test_throttle_time_is_negative_below_the_quota(
+    clock: FakeClock, num_samples: int
+) -> None:
     violation = violation_on_rate(16.5, 20.4, num_samples, clock.now_ms())
     assert throttle_time_ms(violation, clock.now_ms()) < 0
     assert bounded_throttle_time_ms(violation, MAX_THROTTLE_TIME_MS, clock.now_ms()) < 0
@@ -215,7 +237,11 @@ def test_throttle_time_is_negative_below_the_quota(clock: FakeClock, num_samples
     ],
 )
 def test_throttle_time_above_the_quota(
-    clock: FakeClock, observed: float, quota: float, num_samples: int, expected_ms: float
+    clock: FakeClock,
+    observed: float,
+    quota: float,
+    num_samples: int,
+    expected_ms: float,
 ) -> None:
     violation = violation_on_rate(observed, quota, num_samples, clock.now_ms())
     assert throttle_time_ms(violation, clock.now_ms()) == expected_ms
@@ -231,7 +257,9 @@ def test_bounded_throttle_time_is_capped(clock: FakeClock) -> None:
 
 
 def test_throttle_time_needs_a_rate_metric(clock: FakeClock) -> None:
-    metric = KafkaMetric(MetricName("test-metric", "groupA"), CumulativeSum(), MetricConfig())
+    metric = KafkaMetric(
+        MetricName("test-metric", "groupA"), CumulativeSum(), MetricConfig()
+    )
     violation = QuotaViolationError(metric, 10.0, 20.0)
     with pytest.raises(ValueError, match="is not a Rate metric"):
         throttle_time_ms(violation, clock.now_ms())
@@ -260,13 +288,18 @@ def test_rate_throttle_formula(
     ("tokens", "rate_per_s", "expected_ms"),
     [(0, 10, 0), (-5, 10, 500), (-10, 10, 1000), (-60, 5, 12_000)],
 )
-def test_token_bucket_throttle_formula(tokens: float, rate_per_s: float, expected_ms: int) -> None:
+def test_token_bucket_throttle_formula(
+    tokens: float, rate_per_s: float, expected_ms: int
+) -> None:
     assert token_bucket_throttle_time_ms(tokens, rate_per_s) == expected_ms
 
 
 def test_max_value_in_quota_window() -> None:
     limit, samples, window_s = 10.0, 4, 1  # 3 whole windows
-    assert max_value_in_quota_window(limit, samples, window_s) == limit * (samples - 1) * window_s
+    assert (
+        max_value_in_quota_window(limit, samples, window_s)
+        == limit * (samples - 1) * window_s
+    )
 
 
 # -- The seeds' worked examples ---------------------------------------------------------------
@@ -284,7 +317,9 @@ def test_kip13_burst_after_nine_seconds_at_quota_gives_two_seconds(
         "Produce-:client",
         clock.now_ms(),
         MetricConfig(
-            quota=Quota.upper_bound(quota_bytes_per_s), samples=samples, time_window_ms=SECOND_MS
+            quota=Quota.upper_bound(quota_bytes_per_s),
+            samples=samples,
+            time_window_ms=SECOND_MS,
         ),
     )
     sensor.add(MetricName("byte-rate", "Produce"), Rate())
@@ -305,9 +340,13 @@ KIP599_SAMPLES = 100
 KIP599_BURST_MUTATIONS = 560
 
 
-def test_kip599_token_bucket_throttles_twelve_seconds(metrics: Metrics, clock: FakeClock) -> None:
+def test_kip599_token_bucket_throttles_twelve_seconds(
+    metrics: Metrics, clock: FakeClock
+) -> None:
     config = MetricConfig(
-        quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS
+        quota=Quota.upper_bound(KIP599_QUOTA),
+        samples=KIP599_SAMPLES,
+        time_window_ms=SECOND_MS,
     )
     sensor = metrics.sensor("mutations", clock.now_ms(), config)
     name = MetricName("tokens", "ControllerMutation")
@@ -329,7 +368,9 @@ def test_kip599_sampled_rate_holds_the_client_for_the_whole_window(
     metrics: Metrics, clock: FakeClock
 ) -> None:
     config = MetricConfig(
-        quota=Quota.upper_bound(KIP599_QUOTA), samples=KIP599_SAMPLES, time_window_ms=SECOND_MS
+        quota=Quota.upper_bound(KIP599_QUOTA),
+        samples=KIP599_SAMPLES,
+        time_window_ms=SECOND_MS,
     )
     sensor = metrics.sensor("mutations", clock.now_ms(), config)
     sensor.add(MetricName("rate", "ControllerMutation"), Rate())
@@ -339,7 +380,9 @@ def test_kip599_sampled_rate_holds_the_client_for_the_whole_window(
     for waited_ms in (12_000, 50_000, whole_span_ms - 1):
         with pytest.raises(QuotaViolationError):
             sensor.check_quotas(start_ms + waited_ms)
-    sensor.check_quotas(start_ms + whole_span_ms)  # only once the burst's sample expires
+    sensor.check_quotas(
+        start_ms + whole_span_ms
+    )  # only once the burst's sample expires
 
 
 @pytest.mark.parametrize("check", ["record", "check_quotas"])
@@ -347,7 +390,9 @@ def test_a_nan_measurement_violates_as_in_java(
     metrics: Metrics, clock: FakeClock, check: str
 ) -> None:
     """Quota.acceptable(NaN) is false in Java (every comparison with NaN is)."""
-    sensor = metrics.sensor("s", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5)))
+    sensor = metrics.sensor(
+        "s", clock.now_ms(), MetricConfig(quota=Quota.upper_bound(5))
+    )
     sensor.add(MetricName("avg", "g"), Avg())  # an Avg of nothing is NaN
     with pytest.raises(QuotaViolationError):
         if check == "record":

@@ -30,10 +30,14 @@ class SampleCount(SampledStat):
     def __init__(self) -> None:
         super().__init__(0.0)
 
-    def update(self, sample: Sample, config: MetricConfig, value: float, now_ms: int) -> None:
+    def update(
+        self, sample: Sample, config: MetricConfig, value: float, now_ms: int
+    ) -> None:
         sample.value = 1.0
 
-    def combine(self, samples: list[Sample], config: MetricConfig, now_ms: int) -> float:
+    def combine(
+        self, samples: list[Sample], config: MetricConfig, now_ms: int
+    ) -> float:
         return sum(sample.value for sample in samples)
 
 
@@ -47,7 +51,9 @@ def complete_sample(stat: SampledStat, config: MetricConfig, clock: FakeClock) -
 
 # -- SampledStatTest --------------------------------------------------------------------------
 
-TWO_ONE_SECOND_SAMPLES = MetricConfig(samples=2, time_window_ms=SECOND_MS)  # monitors 2 s
+TWO_ONE_SECOND_SAMPLES = MetricConfig(
+    samples=2, time_window_ms=SECOND_MS
+)  # monitors 2 s
 
 
 def test_sample_is_purged_if_it_does_not_overlap_the_window(clock: FakeClock) -> None:
@@ -120,7 +126,9 @@ def test_avg_and_max_of_nothing_is_nan(clock: FakeClock, stat: SampledStat) -> N
 # -- RateTest ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("num_samples", "window_s"), [(1, 1), (1, 11), (11, 1), (11, 11)])
+@pytest.mark.parametrize(
+    ("num_samples", "window_s"), [(1, 1), (1, 11), (11, 1), (11, 11)]
+)
 def test_rate_with_no_prior_available_samples(
     clock: FakeClock, num_samples: int, window_s: int
 ) -> None:
@@ -191,7 +199,9 @@ def test_token_bucket_record(clock: FakeClock) -> None:
     assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(BURST - 60)
     clock.advance(2000)  # refills 2 s · 5/s = 10
     bucket.record(BUCKET_CONFIG, 5, clock.now_ms())
-    assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(BURST - 60 + 10 - 5)
+    assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(
+        BURST - 60 + 10 - 5
+    )
     clock.advance(2000)
     bucket.record(BUCKET_CONFIG, 60, clock.now_ms())
     assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(45 + 10 - 60)
@@ -203,7 +213,9 @@ def test_token_bucket_unrecord_never_exceeds_the_burst(clock: FakeClock) -> None
     assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(BURST)
     clock.advance(2000)
     bucket.record(BUCKET_CONFIG, 60, clock.now_ms())
-    assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(BURST - 60 + 0)
+    assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(
+        BURST - 60 + 0
+    )
     clock.advance(2000)
     bucket.record(BUCKET_CONFIG, -60, clock.now_ms())
     assert bucket.measure(BUCKET_CONFIG, clock.now_ms()) == pytest.approx(BURST)

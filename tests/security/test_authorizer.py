@@ -40,8 +40,14 @@ def bar_acl(op, perm):  # StandardAuthorizerTest.newBarAcl
 
 
 def session(user: str, host: str = LOCALHOST, principal_type: str = "User") -> Session:
-    return Session(1, "SSL", "SSL", principal=f"{principal_type}:{user}",
-                   peer_ip=host, client_source_address=host)
+    return Session(
+        1,
+        "SSL",
+        "SSL",
+        principal=f"{principal_type}:{user}",
+        peer_ip=host,
+        client_source_address=host,
+    )
 
 
 def authorizer(acls, **kwargs) -> StandardAuthorizer:
@@ -83,72 +89,209 @@ HOSTS = [
     acl(TOPIC, "bar", LITERAL, "User:bob", HOST2, Op.READ, ALLOW),
     acl(TOPIC, "bar", LITERAL, "User:*", LOCALHOST, Op.DESCRIBE, ALLOW),
 ]
-HOST_ACTIONS = [(Op.READ, TOPIC, "foo"), (Op.READ, TOPIC, "bar"), (Op.DESCRIBE, TOPIC, "bar")]
+HOST_ACTIONS = [
+    (Op.READ, TOPIC, "foo"),
+    (Op.READ, TOPIC, "bar"),
+    (Op.DESCRIBE, TOPIC, "bar"),
+]
 
 CASES = [
     # testFindResultImplication: an ALLOW of these implies DESCRIBE ...
-    *[([foo_acl(op, ALLOW)], "bob", LOCALHOST, [(Op.DESCRIBE, TOPIC, "foo_bar", True)])
-      for op in (Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)],
-    ([foo_acl(Op.CREATE, ALLOW)], "bob", LOCALHOST, [(Op.DESCRIBE, TOPIC, "foo_bar", False)]),
+    *[
+        (
+            [foo_acl(op, ALLOW)],
+            "bob",
+            LOCALHOST,
+            [(Op.DESCRIBE, TOPIC, "foo_bar", True)],
+        )
+        for op in (Op.DESCRIBE, Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)
+    ],
+    (
+        [foo_acl(Op.CREATE, ALLOW)],
+        "bob",
+        LOCALHOST,
+        [(Op.DESCRIBE, TOPIC, "foo_bar", False)],
+    ),
     # ... a DENY implies nothing (the DESCRIBE is not denied by it: no match, default deny,
     # but an ALLOW DESCRIBE next to it still allows)
-    *[([foo_acl(op, DENY), foo_acl(Op.DESCRIBE, ALLOW)], "bob", LOCALHOST,
-       [(Op.DESCRIBE, TOPIC, "foo_bar", True)])
-      for op in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)],
-    ([foo_acl(Op.DESCRIBE, DENY)], "bob", LOCALHOST, [(Op.DESCRIBE, TOPIC, "foo_bar", False)]),
-    *[([foo_acl(op, ALLOW)], "bob", LOCALHOST, [(Op.DESCRIBE_CONFIGS, TOPIC, "foo_bar", True)])
-      for op in (Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)],
-    ([foo_acl(Op.ALTER_CONFIGS, DENY), foo_acl(Op.DESCRIBE_CONFIGS, ALLOW)], "bob", LOCALHOST,
-     [(Op.DESCRIBE_CONFIGS, TOPIC, "foo_bar", True), (Op.ALTER_CONFIGS, TOPIC, "foo_bar", False)]),
+    *[
+        (
+            [foo_acl(op, DENY), foo_acl(Op.DESCRIBE, ALLOW)],
+            "bob",
+            LOCALHOST,
+            [(Op.DESCRIBE, TOPIC, "foo_bar", True)],
+        )
+        for op in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER)
+    ],
+    (
+        [foo_acl(Op.DESCRIBE, DENY)],
+        "bob",
+        LOCALHOST,
+        [(Op.DESCRIBE, TOPIC, "foo_bar", False)],
+    ),
+    *[
+        (
+            [foo_acl(op, ALLOW)],
+            "bob",
+            LOCALHOST,
+            [(Op.DESCRIBE_CONFIGS, TOPIC, "foo_bar", True)],
+        )
+        for op in (Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+    ],
+    (
+        [foo_acl(Op.ALTER_CONFIGS, DENY), foo_acl(Op.DESCRIBE_CONFIGS, ALLOW)],
+        "bob",
+        LOCALHOST,
+        [
+            (Op.DESCRIBE_CONFIGS, TOPIC, "foo_bar", True),
+            (Op.ALTER_CONFIGS, TOPIC, "foo_bar", False),
+        ],
+    ),
     # ALTER_CONFIGS does not imply ALTER, nor DESCRIBE_CONFIGS ALTER_CONFIGS
-    ([foo_acl(Op.ALTER_CONFIGS, ALLOW)], "bob", LOCALHOST, [(Op.ALTER, TOPIC, "foo_bar", False)]),
-    ([foo_acl(Op.DESCRIBE_CONFIGS, ALLOW)], "bob", LOCALHOST,
-     [(Op.ALTER_CONFIGS, TOPIC, "foo_bar", False)]),
+    (
+        [foo_acl(Op.ALTER_CONFIGS, ALLOW)],
+        "bob",
+        LOCALHOST,
+        [(Op.ALTER, TOPIC, "foo_bar", False)],
+    ),
+    (
+        [foo_acl(Op.DESCRIBE_CONFIGS, ALLOW)],
+        "bob",
+        LOCALHOST,
+        [(Op.ALTER_CONFIGS, TOPIC, "foo_bar", False)],
+    ),
     # testFindResultPrincipalMatching
     ([foo_acl(Op.READ, ALLOW)], "bob", LOCALHOST, [(Op.READ, TOPIC, "foo_bar", True)]),
-    ([foo_acl(Op.READ, ALLOW)], "alice", LOCALHOST, [(Op.READ, TOPIC, "foo_bar", False)]),
-    ([bar_acl(Op.READ, DENY), bar_acl(Op.ALL, ALLOW)], "alice", LOCALHOST,
-     [(Op.READ, GROUP, "bar", False), (Op.WRITE, GROUP, "bar", True)]),
+    (
+        [foo_acl(Op.READ, ALLOW)],
+        "alice",
+        LOCALHOST,
+        [(Op.READ, TOPIC, "foo_bar", False)],
+    ),
+    (
+        [bar_acl(Op.READ, DENY), bar_acl(Op.ALL, ALLOW)],
+        "alice",
+        LOCALHOST,
+        [(Op.READ, GROUP, "bar", False), (Op.WRITE, GROUP, "bar", True)],
+    ),
     # testSimpleAuthorizations
-    ([foo_acl(Op.READ, ALLOW), foo_acl(Op.WRITE, ALLOW), bar_acl(Op.DESCRIBE_CONFIGS, ALLOW),
-      bar_acl(Op.ALTER_CONFIGS, ALLOW)], "bob", LOCALHOST,
-     [(Op.READ, TOPIC, "foo_", True), (Op.ALTER_CONFIGS, GROUP, "bar", True)]),
+    (
+        [
+            foo_acl(Op.READ, ALLOW),
+            foo_acl(Op.WRITE, ALLOW),
+            bar_acl(Op.DESCRIBE_CONFIGS, ALLOW),
+            bar_acl(Op.ALTER_CONFIGS, ALLOW),
+        ],
+        "bob",
+        LOCALHOST,
+        [(Op.READ, TOPIC, "foo_", True), (Op.ALTER_CONFIGS, GROUP, "bar", True)],
+    ),
     # testDenyPrecedenceWithOperationAll
-    (DENY_PRECEDENCE, "alice", LOCALHOST,
-     [(Op.WRITE, TOPIC, "foo", False), (Op.READ, TOPIC, "foo", False),
-      (Op.DESCRIBE, TOPIC, "foo", False), (Op.READ, TOPIC, "foobar", True)]),
-    (DENY_PRECEDENCE, "bob", LOCALHOST,
-     [(Op.DESCRIBE, TOPIC, "foo", False), (Op.READ, TOPIC, "foo", False),
-      (Op.WRITE, TOPIC, "foo", False), (Op.DESCRIBE, TOPIC, "foobaz", True),
-      (Op.READ, TOPIC, "foobaz", False)]),
+    (
+        DENY_PRECEDENCE,
+        "alice",
+        LOCALHOST,
+        [
+            (Op.WRITE, TOPIC, "foo", False),
+            (Op.READ, TOPIC, "foo", False),
+            (Op.DESCRIBE, TOPIC, "foo", False),
+            (Op.READ, TOPIC, "foobar", True),
+        ],
+    ),
+    (
+        DENY_PRECEDENCE,
+        "bob",
+        LOCALHOST,
+        [
+            (Op.DESCRIBE, TOPIC, "foo", False),
+            (Op.READ, TOPIC, "foo", False),
+            (Op.WRITE, TOPIC, "foo", False),
+            (Op.DESCRIBE, TOPIC, "foobaz", True),
+            (Op.READ, TOPIC, "foobaz", False),
+        ],
+    ),
     # testTopicAclWithOperationAll
-    (OPERATION_ALL, "alice", LOCALHOST,
-     [(Op.WRITE, TOPIC, "foo", True), (Op.DESCRIBE_CONFIGS, TOPIC, "bar", True),
-      (Op.DESCRIBE, TOPIC, "baz", False)]),
-    (OPERATION_ALL, "bob", LOCALHOST,
-     [(Op.WRITE, TOPIC, "foo", True), (Op.READ, TOPIC, "bar", False),
-      (Op.DESCRIBE, TOPIC, "baz", True)]),
-    (OPERATION_ALL, "malory", LOCALHOST,
-     [(Op.DESCRIBE, TOPIC, "foo", True), (Op.WRITE, TOPIC, "bar", False),
-      (Op.READ, TOPIC, "baz", False)]),
+    (
+        OPERATION_ALL,
+        "alice",
+        LOCALHOST,
+        [
+            (Op.WRITE, TOPIC, "foo", True),
+            (Op.DESCRIBE_CONFIGS, TOPIC, "bar", True),
+            (Op.DESCRIBE, TOPIC, "baz", False),
+        ],
+    ),
+    (
+        OPERATION_ALL,
+        "bob",
+        LOCALHOST,
+        [
+            (Op.WRITE, TOPIC, "foo", True),
+            (Op.READ, TOPIC, "bar", False),
+            (Op.DESCRIBE, TOPIC, "baz", True),
+        ],
+    ),
+    (
+        OPERATION_ALL,
+        "malory",
+        LOCALHOST,
+        [
+            (Op.DESCRIBE, TOPIC, "foo", True),
+            (Op.WRITE, TOPIC, "bar", False),
+            (Op.READ, TOPIC, "baz", False),
+        ],
+    ),
     # testHostAddressAclValidation
-    *[(HOSTS, user, host, [(*action, allowed) for action, allowed in zip(HOST_ACTIONS, results)])
-      for user, host, results in [
-          ("alice", LOCALHOST, (True, False, True)), ("alice", HOST1, (False, False, False)),
-          ("alice", HOST2, (True, False, False)), ("bob", LOCALHOST, (False, False, True)),
-          ("bob", HOST1, (False, False, False)), ("bob", HOST2, (False, True, True))]],
+    *[
+        (
+            HOSTS,
+            user,
+            host,
+            [(*action, allowed) for action, allowed in zip(HOST_ACTIONS, results)],
+        )
+        for user, host, results in [
+            ("alice", LOCALHOST, (True, False, True)),
+            ("alice", HOST1, (False, False, False)),
+            ("alice", HOST2, (True, False, False)),
+            ("bob", LOCALHOST, (False, False, True)),
+            ("bob", HOST1, (False, False, False)),
+            ("bob", HOST2, (False, True, True)),
+        ]
+    ],
     # testAuthorizationWithManyAcls
-    (MANY_ACLS, "bob", LOCALHOST,
-     [(Op.READ, TOPIC, "green1", True), (Op.WRITE, GROUP, "wheel", False),
-      (Op.READ, TOPIC, "alpha", False), (Op.WRITE, GROUP, "arbitrary", True),
-      (Op.READ, TOPIC, "ala", False)]),
+    (
+        MANY_ACLS,
+        "bob",
+        LOCALHOST,
+        [
+            (Op.READ, TOPIC, "green1", True),
+            (Op.WRITE, GROUP, "wheel", False),
+            (Op.READ, TOPIC, "alpha", False),
+            (Op.WRITE, GROUP, "arbitrary", True),
+            (Op.READ, TOPIC, "ala", False),
+        ],
+    ),
     # testPrefixAcls
-    (PREFIXES, "bob", LOCALHOST,
-     [(Op.WRITE, TOPIC, "foobarr", True), (Op.READ, TOPIC, "goobar", False),
-      (Op.READ, TOPIC, "fooa", True)]),
-    (PREFIXES, "alice", LOCALHOST,
-     [(Op.DESCRIBE, TOPIC, "fooa", True), (Op.WRITE, TOPIC, "bar", False),
-      (Op.READ, TOPIC, "baz", False)]),
+    (
+        PREFIXES,
+        "bob",
+        LOCALHOST,
+        [
+            (Op.WRITE, TOPIC, "foobarr", True),
+            (Op.READ, TOPIC, "goobar", False),
+            (Op.READ, TOPIC, "fooa", True),
+        ],
+    ),
+    (
+        PREFIXES,
+        "alice",
+        LOCALHOST,
+        [
+            (Op.DESCRIBE, TOPIC, "fooa", True),
+            (Op.WRITE, TOPIC, "bar", False),
+            (Op.READ, TOPIC, "baz", False),
+        ],
+    ),
 ]
 
 
@@ -156,13 +299,18 @@ CASES = [
 def test_kafka_matching_rules(index: int) -> None:
     acls, user, host, checks = CASES[index]
     auth = authorizer(acls)
-    got = [auth.authorize(session(user, host), op, rtype, name) for op, rtype, name, _ in checks]
+    got = [
+        auth.authorize(session(user, host), op, rtype, name)
+        for op, rtype, name, _ in checks
+    ]
     assert got == [allowed for *_, allowed in checks]
 
 
 def test_principal_type_is_part_of_the_principal() -> None:
     auth = authorizer([foo_acl(Op.READ, ALLOW), bar_acl(Op.READ, ALLOW)])
-    assert not auth.authorize(session("bob", principal_type="Group"), Op.READ, TOPIC, "foo_1")
+    assert not auth.authorize(
+        session("bob", principal_type="Group"), Op.READ, TOPIC, "foo_1"
+    )
     # User:* is in every session's matching principals, whatever its type
     # (StandardAuthorizerData.matchingPrincipals: {the principal, User:*})
     assert auth.authorize(session("x", principal_type="Group"), Op.READ, GROUP, "bar")
@@ -171,17 +319,21 @@ def test_principal_type_is_part_of_the_principal() -> None:
 
 @pytest.mark.parametrize("allow_everyone, topic2", [(True, True), (False, False)])
 def test_allow_everyone_if_no_acl_found(allow_everyone: bool, topic2: bool) -> None:
-    auth = authorizer([acl(TOPIC, "topic1", LITERAL, "User:Alice", "*", Op.READ, ALLOW)],
-                      super_users=parse_super_users("User:alice;User:chris"),
-                      allow_everyone_if_no_acl_found=allow_everyone)
+    auth = authorizer(
+        [acl(TOPIC, "topic1", LITERAL, "User:Alice", "*", Op.READ, ALLOW)],
+        super_users=parse_super_users("User:alice;User:chris"),
+        allow_everyone_if_no_acl_found=allow_everyone,
+    )
     # ACLs apply to topic1 but none matches Bob: denied either way.
     assert not auth.authorize(session("Bob"), Op.READ, TOPIC, "topic1")
     assert auth.authorize(session("Bob"), Op.READ, TOPIC, "topic2") is topic2
 
 
 def test_super_users_are_never_denied() -> None:
-    auth = authorizer([acl(CLUSTER, "kafka-cluster", LITERAL, "User:*", "*", Op.ALL, DENY)],
-                      super_users=parse_super_users(" User:admin ; ;User:CN=ops,O=example "))
+    auth = authorizer(
+        [acl(CLUSTER, "kafka-cluster", LITERAL, "User:*", "*", Op.ALL, DENY)],
+        super_users=parse_super_users(" User:admin ; ;User:CN=ops,O=example "),
+    )
     for user in ("admin", "CN=ops,O=example"):
         for op in (Op.ALTER, Op.ALTER_CONFIGS, Op.DESCRIBE, Op.DESCRIBE_CONFIGS):
             assert auth.authorize(session(user), op)
@@ -193,20 +345,36 @@ def test_configured_super_users() -> None:  # testGetConfiguredSuperUsers
     assert parse_super_users(" ") == frozenset()
     assert parse_super_users("User:bob;User:alice") == {"User:bob", "User:alice"}
     assert parse_super_users("User:bob; User:alice ") == {"User:bob", "User:alice"}
-    with pytest.raises(AclError, match="expected a string in format principalType:principalName"):
+    with pytest.raises(
+        AclError, match="expected a string in format principalType:principalName"
+    ):
         parse_super_users("User:bob;;alice")
 
 
 def test_cluster_acls_for_the_collector_admin_apis() -> None:
     cluster = [
-        acl(CLUSTER, "kafka-cluster", LITERAL, "User:CN=ops", "*", Op.ALTER_CONFIGS, ALLOW),
-        acl(CLUSTER, "kafka-cluster", LITERAL, "User:CN=viewer", "*", Op.DESCRIBE, ALLOW),
+        acl(
+            CLUSTER,
+            "kafka-cluster",
+            LITERAL,
+            "User:CN=ops",
+            "*",
+            Op.ALTER_CONFIGS,
+            ALLOW,
+        ),
+        acl(
+            CLUSTER, "kafka-cluster", LITERAL, "User:CN=viewer", "*", Op.DESCRIBE, ALLOW
+        ),
     ]
     auth = authorizer(cluster)
     ops, viewer, nobody = session("CN=ops"), session("CN=viewer"), session("CN=nobody")
-    assert auth.authorize(ops, Op.ALTER_CONFIGS) and auth.authorize(ops, Op.DESCRIBE_CONFIGS)
+    assert auth.authorize(ops, Op.ALTER_CONFIGS) and auth.authorize(
+        ops, Op.DESCRIBE_CONFIGS
+    )
     assert not auth.authorize(ops, Op.ALTER) and not auth.authorize(ops, Op.DESCRIBE)
-    assert auth.authorize(viewer, Op.DESCRIBE) and not auth.authorize(viewer, Op.DESCRIBE_CONFIGS)
+    assert auth.authorize(viewer, Op.DESCRIBE) and not auth.authorize(
+        viewer, Op.DESCRIBE_CONFIGS
+    )
     assert not any(auth.authorize(nobody, op) for op in (Op.ALTER, Op.DESCRIBE_CONFIGS))
 
 
@@ -215,7 +383,9 @@ def test_a_change_to_the_store_is_in_force_at_once() -> None:
     auth = StandardAuthorizer(store)
     alice = session("alice")
     assert not auth.authorize(alice, Op.ALTER_CONFIGS)
-    binding = acl(CLUSTER, "kafka-cluster", LITERAL, "User:alice", "*", Op.ALTER_CONFIGS, ALLOW)
+    binding = acl(
+        CLUSTER, "kafka-cluster", LITERAL, "User:alice", "*", Op.ALTER_CONFIGS, ALLOW
+    )
     assert store.create([binding]) == [None]
     assert auth.authorize(alice, Op.ALTER_CONFIGS)
     from collector.security.acls import AclBindingFilter

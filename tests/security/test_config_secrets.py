@@ -113,7 +113,9 @@ def test_a_numeric_password_from_the_environment_is_a_string() -> None:
     assert config.gateway_upstream_ssl_key_password == "0123"
 
 
-def test_an_unquoted_numeric_password_in_yaml_is_refused_without_its_value(tmp_path: Path) -> None:
+def test_an_unquoted_numeric_password_in_yaml_is_refused_without_its_value(
+    tmp_path: Path,
+) -> None:
     with pytest.raises(ConfigError) as raised:
         load_config(write(tmp_path, "ssl.key.password: 987654\n"), environ={})
     assert "ssl.key.password: must be a string (quote it in YAML)" in str(raised.value)
@@ -149,7 +151,9 @@ def test_ktc_validate_config_prints_secrets_hidden(tmp_path: Path) -> None:
     assert SECRET not in result.output
 
 
-def test_a_bad_otlp_exporter_setting_is_named_without_its_values(tmp_path: Path) -> None:
+def test_a_bad_otlp_exporter_setting_is_named_without_its_values(
+    tmp_path: Path,
+) -> None:
     path = write(
         tmp_path,
         f"exporters.otlp: {{endpoint: 'otel:4317', headers: 'authorization: {SECRET}'}}\n",
@@ -176,5 +180,9 @@ def test_mapping_rules_keys(tmp_path: Path) -> None:
     assert config.to_dotted()["listener.name.internal.ssl.principal.mapping.rules"] == (
         "RULE:^CN=(.*)$/svc-$1/"
     )
-    with pytest.raises(ConfigError, match="ssl.principal.mapping.rules: .*Invalid rule: `DEFAUL`"):
-        load_config(write(tmp_path, "ssl.principal.mapping.rules: DEFAUL\n"), environ={})
+    with pytest.raises(
+        ConfigError, match="ssl.principal.mapping.rules: .*Invalid rule: `DEFAUL`"
+    ):
+        load_config(
+            write(tmp_path, "ssl.principal.mapping.rules: DEFAUL\n"), environ={}
+        )

@@ -22,7 +22,13 @@ from clock.testing import FakeClock
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
 from collector.app.config import ConfigError, load_config
-from collector.security.jwks import MAX_KEYS, JwksError, JwksSource, check_jwks_url, refresh_forever
+from collector.security.jwks import (
+    MAX_KEYS,
+    JwksError,
+    JwksSource,
+    check_jwks_url,
+    refresh_forever,
+)
 from collector.security.jwt_validator import InvalidToken, JwtValidator
 from collector.security.sasl.authenticator import SaslAuthenticator, StepKind
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
@@ -51,10 +57,23 @@ def jwks_file(tmp_path: Path, *keys: tuple[str, rsa.RSAPrivateKey]) -> Path:
     return path
 
 
-def sign(key: Any = KEY, kid: str = "k1", algorithm: str = "RS256", **claims: Any) -> str:
-    payload = {"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "iat": NOW_S, "exp": NOW_S + 600}
+def sign(
+    key: Any = KEY, kid: str = "k1", algorithm: str = "RS256", **claims: Any
+) -> str:
+    payload = {
+        "sub": "alice",
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "iat": NOW_S,
+        "exp": NOW_S + 600,
+    }
     payload.update(claims)
-    return jwt.encode({k: v for k, v in payload.items() if v is not None}, key, algorithm, headers={"kid": kid})
+    return jwt.encode(
+        {k: v for k, v in payload.items() if v is not None},
+        key,
+        algorithm,
+        headers={"kid": kid},
+    )
 
 
 @pytest.fixture
@@ -77,8 +96,13 @@ def validator(tmp_path: Path, clock: FakeClock) -> JwtValidator:
 def test_a_valid_token_grants_its_subject(validator: JwtValidator) -> None:
     token = validator.validate(sign(scope="telemetry push"))
     assert token.principal_name == "alice"
-    assert token.lifetime_ms == (NOW_S + 600) * 1000 and token.start_time_ms == NOW_S * 1000
-    assert token.scopes == frozenset({"telemetry push"})  # a string is one scope, as Kafka
+    assert (
+        token.lifetime_ms == (NOW_S + 600) * 1000
+        and token.start_time_ms == NOW_S * 1000
+    )
+    assert token.scopes == frozenset(
+        {"telemetry push"}
+    )  # a string is one scope, as Kafka
 
 
 @pytest.mark.parametrize(
@@ -95,7 +119,9 @@ def test_a_valid_token_grants_its_subject(validator: JwtValidator) -> None:
         ({"sub": 42}, "Subject must be a string"),  # PyJWT checks sub itself
     ],
 )
-def test_refused_claims(validator: JwtValidator, claims: dict[str, Any], why: str) -> None:
+def test_refused_claims(
+    validator: JwtValidator, claims: dict[str, Any], why: str
+) -> None:
     with pytest.raises(InvalidToken, match=why):
         validator.validate(sign(**claims))
 
@@ -111,13 +137,19 @@ def test_clock_skew_is_honoured(validator: JwtValidator, clock: FakeClock) -> No
 def test_a_token_signed_by_another_key_is_refused(validator: JwtValidator) -> None:
     with pytest.raises(InvalidToken, match="Signature verification failed"):
         validator.validate(sign(OTHER_KEY))
-    with pytest.raises(InvalidToken, match="Unable to find a suitable verification key"):
+    with pytest.raises(
+        InvalidToken, match="Unable to find a suitable verification key"
+    ):
         validator.validate(sign(OTHER_KEY, kid="k2"))
 
 
 def test_algorithm_tricks_are_refused(validator: JwtValidator) -> None:
-    unsigned = jwt.encode({"sub": "mallory", "iat": NOW_S, "exp": NOW_S + 60}, None, "none",
-                          headers={"kid": "k1"})
+    unsigned = jwt.encode(
+        {"sub": "mallory", "iat": NOW_S, "exp": NOW_S + 60},
+        None,
+        "none",
+        headers={"kid": "k1"},
+    )
     with pytest.raises(InvalidToken):
         validator.validate(unsigned)
     # HS256 "signed" with the public key's bytes (the classic confusion): refused, the key's
@@ -129,16 +161,27 @@ def test_algorithm_tricks_are_refused(validator: JwtValidator) -> None:
         validator.validate("not-a-jwt")
 
 
-def test_the_subject_claim_and_no_expected_issuer(tmp_path: Path, clock: FakeClock) -> None:
+def test_the_subject_claim_and_no_expected_issuer(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     source = JwksSource(jwks_file(tmp_path, ("k1", KEY)).as_uri())
     source.load()
-    validator = JwtValidator(source, lambda: clock.time_ns() // 1_000_000, sub_claim_name="client_id")
-    assert validator.validate(sign(client_id="orders-app", iss="any", aud="any")).principal_name == "orders-app"
+    validator = JwtValidator(
+        source, lambda: clock.time_ns() // 1_000_000, sub_claim_name="client_id"
+    )
+    assert (
+        validator.validate(
+            sign(client_id="orders-app", iss="any", aud="any")
+        ).principal_name
+        == "orders-app"
+    )
     with pytest.raises(InvalidToken, match="client_id value"):
         validator.validate(sign())
 
 
-def test_jwks_reload_keeps_the_last_good_keys_and_is_bounded(tmp_path: Path, validator: JwtValidator) -> None:
+def test_jwks_reload_keeps_the_last_good_keys_and_is_bounded(
+    tmp_path: Path, validator: JwtValidator
+) -> None:
     path = tmp_path / "jwks.json"
     source = JwksSource(path.as_uri())
     source.load()
@@ -147,7 +190,9 @@ def test_jwks_reload_keeps_the_last_good_keys_and_is_bounded(tmp_path: Path, val
         source.load()
     assert source.key("k1") is not None  # still in force
     entry = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(KEY.public_key()))
-    path.write_text(json.dumps({"keys": [{**entry, "kid": str(i)} for i in range(MAX_KEYS + 1)]}))
+    path.write_text(
+        json.dumps({"keys": [{**entry, "kid": str(i)} for i in range(MAX_KEYS + 1)]})
+    )
     with pytest.raises(JwksError, match=f"more than {MAX_KEYS} keys"):
         source.load()
     path.write_text(json.dumps({"keys": [{**entry, "use": "enc"}]}))
@@ -175,7 +220,9 @@ def initial(token: str, authzid: str = "", extensions: str = "") -> bytes:
     return f"n,{a},\x01auth=Bearer {token}{extensions}\x01\x01".encode()
 
 
-def test_the_mechanism_completes_with_the_tokens_principal(validator: JwtValidator) -> None:
+def test_the_mechanism_completes_with_the_tokens_principal(
+    validator: JwtValidator,
+) -> None:
     server = OAuthBearerServer(validator)
     assert server.evaluate(initial(sign(), extensions="\x01traceId=abc 1")) == b""
     assert server.complete and server.authorization_id == "alice"
@@ -183,9 +230,14 @@ def test_the_mechanism_completes_with_the_tokens_principal(validator: JwtValidat
     assert server.extensions == {"traceId": "abc 1"}
 
 
-def test_a_refused_token_gets_the_rfc_7628_error_then_fails(validator: JwtValidator) -> None:
+def test_a_refused_token_gets_the_rfc_7628_error_then_fails(
+    validator: JwtValidator,
+) -> None:
     server = OAuthBearerServer(validator)
-    assert server.evaluate(initial(sign(exp=NOW_S - 3600))) == b'{"status":"invalid_token"}'
+    assert (
+        server.evaluate(initial(sign(exp=NOW_S - 3600)))
+        == b'{"status":"invalid_token"}'
+    )
     assert not server.complete
     with pytest.raises(SaslAuthenticationFailed, match='^{"status":"invalid_token"}$'):
         server.evaluate(b"\x01")
@@ -193,7 +245,12 @@ def test_a_refused_token_gets_the_rfc_7628_error_then_fails(validator: JwtValida
 
 @pytest.mark.parametrize(
     "message",
-    [b"n,,auth=Bearer x\x01\x01", b"n,,\x01auth=Basic abc\x01\x01", b"n,,\x01\x01", b"p,,\x01auth=Bearer a\x01\x01"],
+    [
+        b"n,,auth=Bearer x\x01\x01",
+        b"n,,\x01auth=Basic abc\x01\x01",
+        b"n,,\x01\x01",
+        b"p,,\x01auth=Bearer a\x01\x01",
+    ],
 )
 def test_malformed_messages_fail(validator: JwtValidator, message: bytes) -> None:
     with pytest.raises(SaslFailure):
@@ -201,8 +258,12 @@ def test_malformed_messages_fail(validator: JwtValidator, message: bytes) -> Non
 
 
 def test_an_authorization_id_must_be_the_principal(validator: JwtValidator) -> None:
-    assert OAuthBearerServer(validator).evaluate(initial(sign(), authzid="alice")) == b""
-    with pytest.raises(SaslAuthenticationFailed, match=r"authorization id \(bob\) that is different"):
+    assert (
+        OAuthBearerServer(validator).evaluate(initial(sign(), authzid="alice")) == b""
+    )
+    with pytest.raises(
+        SaslAuthenticationFailed, match=r"authorization id \(bob\) that is different"
+    ):
         OAuthBearerServer(validator).evaluate(initial(sign(), authzid="bob"))
 
 
@@ -213,13 +274,19 @@ def login(auth: SaslAuthenticator, sess: Session, token: bytes, now_ms: int) -> 
     return step
 
 
-@pytest.mark.parametrize(("max_reauth_ms", "lifetime_ms"), [(0, 600_000), (60_000, 60_000), (900_000, 600_000)])
+@pytest.mark.parametrize(
+    ("max_reauth_ms", "lifetime_ms"),
+    [(0, 600_000), (60_000, 60_000), (900_000, 600_000)],
+)
 def test_the_session_ends_with_the_token(
     validator: JwtValidator, clock: FakeClock, max_reauth_ms: int, lifetime_ms: int
 ) -> None:
     auth = SaslAuthenticator(
-        ("OAUTHBEARER",), CredentialStore(), max_reauth_ms=max_reauth_ms,
-        token_validator=validator, wall_ms=lambda: clock.time_ns() // 1_000_000,
+        ("OAUTHBEARER",),
+        CredentialStore(),
+        max_reauth_ms=max_reauth_ms,
+        token_validator=validator,
+        wall_ms=lambda: clock.time_ns() // 1_000_000,
     )
     sess = Session(1, "SASL", "SASL_PLAINTEXT")
     step = login(auth, sess, initial(sign()), clock.now_ms())
@@ -229,19 +296,28 @@ def test_the_session_ends_with_the_token(
     assert auth.session_expires_ms == clock.now_ms() + lifetime_ms
 
 
-def test_an_expired_token_fails_with_58(validator: JwtValidator, clock: FakeClock) -> None:
+def test_an_expired_token_fails_with_58(
+    validator: JwtValidator, clock: FakeClock
+) -> None:
     auth = SaslAuthenticator(
-        ("OAUTHBEARER",), CredentialStore(), token_validator=validator,
+        ("OAUTHBEARER",),
+        CredentialStore(),
+        token_validator=validator,
         wall_ms=lambda: clock.time_ns() // 1_000_000,
     )
     sess = Session(1, "SASL", "SASL_PLAINTEXT")
     step = login(auth, sess, initial(sign(exp=NOW_S - 60)), 0)
     first = decode_response(36, 2, step.response[4:]).message  # type: ignore[attr-defined]
-    assert first.error_code == 0 and bytes(first.auth_bytes) == b'{"status":"invalid_token"}'
+    assert (
+        first.error_code == 0
+        and bytes(first.auth_bytes) == b'{"status":"invalid_token"}'
+    )
     step = auth.receive(authenticate(b"\x01"), sess, 0)
     assert step.kind is StepKind.FAIL
     failed = decode_response(36, 2, step.response[4:]).message  # type: ignore[index]
-    assert failed.error_code == 58 and failed.error_message == '{"status":"invalid_token"}'
+    assert (
+        failed.error_code == 58 and failed.error_message == '{"status":"invalid_token"}'
+    )
     assert sess.principal != "User:alice"
 
 
@@ -250,7 +326,9 @@ def test_oauthbearer_needs_a_validator() -> None:
         SaslAuthenticator(("OAUTHBEARER",), CredentialStore())
 
 
-async def test_the_key_set_is_read_again_every_refresh(tmp_path: Path, clock: FakeClock) -> None:
+async def test_the_key_set_is_read_again_every_refresh(
+    tmp_path: Path, clock: FakeClock
+) -> None:
     path = jwks_file(tmp_path, ("k1", KEY))
     source = JwksSource(path.as_uri())
     source.load()
@@ -262,24 +340,41 @@ async def test_the_key_set_is_read_again_every_refresh(tmp_path: Path, clock: Fa
         await asyncio.sleep(0)
         assert source.loads == 1 and source.key("k2") is None
         clock.advance(1)
-        await eventually(lambda: source.loads == 2, timeout_s=10, what="the JWKS read again")
+        await eventually(
+            lambda: source.loads == 2, timeout_s=10, what="the JWKS read again"
+        )
         assert source.key("k2") is not None and source.key("k1") is None
         path.write_text("[]")  # a bad read keeps the last good keys
         clock.advance(60_000)
-        await eventually(lambda: source.failed_loads == 1, timeout_s=10, what="the bad read")
+        await eventually(
+            lambda: source.failed_loads == 1, timeout_s=10, what="the bad read"
+        )
         assert source.loads == 2 and source.key("k2") is not None
     finally:
         task.cancel()
 
 
 def test_config_requires_a_key_set_for_oauthbearer(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="sasl.oauthbearer.jwks.endpoint.url: required"):
-        load_config(environ={}, overrides={"listener.name.sasl.sasl.enabled.mechanisms": "OAUTHBEARER"})
+    with pytest.raises(
+        ConfigError, match="sasl.oauthbearer.jwks.endpoint.url: required"
+    ):
+        load_config(
+            environ={},
+            overrides={"listener.name.sasl.sasl.enabled.mechanisms": "OAUTHBEARER"},
+        )
     with pytest.raises(ConfigError, match="invalid protocol"):
-        load_config(environ={}, overrides={"sasl.oauthbearer.jwks.endpoint.url": "ldap://idp"})
-    config = load_config(environ={}, overrides={
-        "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri(),
-        "sasl.oauthbearer.expected.audience": "ktc, other ",
-    })
-    assert config.oauthbearer_enabled() and config.oauthbearer_audiences() == ("ktc", "other")
+        load_config(
+            environ={}, overrides={"sasl.oauthbearer.jwks.endpoint.url": "ldap://idp"}
+        )
+    config = load_config(
+        environ={},
+        overrides={
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri(),
+            "sasl.oauthbearer.expected.audience": "ktc, other ",
+        },
+    )
+    assert config.oauthbearer_enabled() and config.oauthbearer_audiences() == (
+        "ktc",
+        "other",
+    )

@@ -30,7 +30,9 @@ def credentials() -> CredentialStore:
     return CredentialStore(users)
 
 
-def authenticator(max_reauth_ms: int = 0, mechanisms: tuple[str, ...] = MECHANISMS) -> SaslAuthenticator:
+def authenticator(
+    max_reauth_ms: int = 0, mechanisms: tuple[str, ...] = MECHANISMS
+) -> SaslAuthenticator:
     return SaslAuthenticator(mechanisms, credentials(), max_reauth_ms=max_reauth_ms)
 
 
@@ -43,7 +45,9 @@ def body(api_key: int, version: int, response: bytes | None) -> object:
     return decode_response(api_key, version, response[4:]).message
 
 
-def plain_login(auth: SaslAuthenticator, sess: Session, user: str, password: str, now_ms: int = 0) -> object:
+def plain_login(
+    auth: SaslAuthenticator, sess: Session, user: str, password: str, now_ms: int = 0
+) -> object:
     step = auth.receive(handshake("PLAIN"), sess, now_ms)
     assert step.kind is StepKind.ANSWER
     step = auth.receive(authenticate(plain_token(user, password)), sess, now_ms)
@@ -52,7 +56,12 @@ def plain_login(auth: SaslAuthenticator, sess: Session, user: str, password: str
 
 def test_api_versions_then_plain_sets_the_principal() -> None:
     auth, sess = authenticator(), session()
-    assert auth.receive(frame(18, 3, ApiVersionsRequest("librdkafka", "2.6.0")), sess, 0).kind is StepKind.PASS
+    assert (
+        auth.receive(
+            frame(18, 3, ApiVersionsRequest("librdkafka", "2.6.0")), sess, 0
+        ).kind
+        is StepKind.PASS
+    )
     step = auth.receive(handshake("PLAIN"), sess, 0)
     answer = body(17, 1, step.response)
     assert answer.error_code == 0 and answer.mechanisms == MECHANISMS
@@ -72,9 +81,17 @@ def test_scram_over_sasl_authenticate(mechanism: str) -> None:
     auth, sess = authenticator(), session()
     auth.receive(handshake(mechanism), sess, 0)
     client = ScramClient("sha" + mechanism.rsplit("-", 1)[1], "bob", "hunter2")
-    first = body(36, 1, auth.receive(authenticate(client.first(), version=1), sess, 0).response)
+    first = body(
+        36, 1, auth.receive(authenticate(client.first(), version=1), sess, 0).response
+    )
     assert first.error_code == 0 and not auth.authenticated
-    final = body(36, 1, auth.receive(authenticate(client.final(first.auth_bytes), 3, 1), sess, 0).response)
+    final = body(
+        36,
+        1,
+        auth.receive(
+            authenticate(client.final(first.auth_bytes), 3, 1), sess, 0
+        ).response,
+    )
     assert final.error_code == 0 and client.verify(bytes(final.auth_bytes))
     assert sess.principal == "User:bob"
 
@@ -111,7 +128,10 @@ def test_wrong_password_fails_with_58_and_kafkas_messages() -> None:
 
 
 def test_requests_before_authentication_close_the_connection() -> None:
-    for request in (frame(3, 12, MetadataRequest()), frame(72, 0, PushTelemetryRequest())):
+    for request in (
+        frame(3, 12, MetadataRequest()),
+        frame(72, 0, PushTelemetryRequest()),
+    ):
         auth = authenticator()
         step = auth.receive(request, session(), 0)
         assert step.kind is StepKind.CLOSE and step.response is None
@@ -119,7 +139,10 @@ def test_requests_before_authentication_close_the_connection() -> None:
     # After ApiVersions, a second ApiVersions closes too (Kafka: HANDSHAKE_REQUEST state).
     auth, sess = authenticator(), session()
     auth.receive(frame(18, 3, ApiVersionsRequest("a", "1")), sess, 0)
-    assert auth.receive(frame(18, 3, ApiVersionsRequest("a", "1")), sess, 0).kind is StepKind.CLOSE
+    assert (
+        auth.receive(frame(18, 3, ApiVersionsRequest("a", "1")), sess, 0).kind
+        is StepKind.CLOSE
+    )
     # During the exchange: a Metadata request closes; a handshake is answered 34, then closes.
     auth, sess = authenticator(), session()
     auth.receive(handshake("PLAIN"), sess, 0)
@@ -138,9 +161,13 @@ def test_saslhandshake_v0_is_refused() -> None:
 
 def test_session_lifetime_and_reauthentication() -> None:
     auth, sess = authenticator(max_reauth_ms=5000), session()
-    answer = body(36, 2, plain_login(auth, sess, "alice", "s3cret", now_ms=1000).response)
+    answer = body(
+        36, 2, plain_login(auth, sess, "alice", "s3cret", now_ms=1000).response
+    )
     assert answer.session_lifetime_ms == 5000 and auth.session_expires_ms == 6000
-    assert auth.receive(frame(3, 12, MetadataRequest()), sess, 6000).kind is StepKind.PASS
+    assert (
+        auth.receive(frame(3, 12, MetadataRequest()), sess, 6000).kind is StepKind.PASS
+    )
     # Re-authentication before expiry: a new session, same principal.
     step = plain_login(auth, sess, "alice", "s3cret", now_ms=5500)
     assert body(36, 2, step.response).session_lifetime_ms == 5000
@@ -174,7 +201,9 @@ def test_without_max_reauth_no_reauthentication_and_no_expiry() -> None:
     plain_login(auth, sess, "alice", "s3cret")
     assert auth.session_expires_ms is None
     assert auth.receive(handshake("PLAIN"), sess, 10**9).kind is StepKind.PASS
-    assert auth.receive(frame(3, 12, MetadataRequest()), sess, 10**9).kind is StepKind.PASS
+    assert (
+        auth.receive(frame(3, 12, MetadataRequest()), sess, 10**9).kind is StepKind.PASS
+    )
 
 
 def test_unknown_mechanisms_cannot_be_enabled() -> None:

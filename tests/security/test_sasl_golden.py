@@ -42,34 +42,81 @@ ENABLED = ("PLAIN", "SCRAM-SHA-512")
 
 
 def _api(key: int, low: int, high: int) -> api_versions_response.ApiVersion:
-    return api_versions_response.ApiVersion(api_key=key, min_version=low, max_version=high)
+    return api_versions_response.ApiVersion(
+        api_key=key, min_version=low, max_version=high
+    )
 
 
-HANDSHAKE_OK = sasl_handshake_response.SaslHandshakeResponse(error_code=0, mechanisms=ENABLED)
+HANDSHAKE_OK = sasl_handshake_response.SaslHandshakeResponse(
+    error_code=0, mechanisms=ENABLED
+)
 AUTH_FAILED = "Authentication failed: Invalid username or password"
 MESSAGES: dict[str, tuple[Any, Any]] = {
-    "ApiVersionsRequest": (api_versions_request, api_versions_request.ApiVersionsRequest(
-        client_software_name="librdkafka", client_software_version="2.16.0")),
-    "ApiVersionsResponse": (api_versions_response, api_versions_response.ApiVersionsResponse(
-        error_code=0, throttle_time_ms=0, api_keys=(
-            _api(17, 1, 1), _api(18, 0, 4), _api(36, 0, 2), _api(71, 0, 0), _api(72, 0, 0)))),
-    "SaslHandshakeRequestPlain": (sasl_handshake_request,
-                                  sasl_handshake_request.SaslHandshakeRequest(mechanism="PLAIN")),
-    "SaslHandshakeRequestGssapi": (sasl_handshake_request,
-                                   sasl_handshake_request.SaslHandshakeRequest(mechanism="GSSAPI")),
+    "ApiVersionsRequest": (
+        api_versions_request,
+        api_versions_request.ApiVersionsRequest(
+            client_software_name="librdkafka", client_software_version="2.16.0"
+        ),
+    ),
+    "ApiVersionsResponse": (
+        api_versions_response,
+        api_versions_response.ApiVersionsResponse(
+            error_code=0,
+            throttle_time_ms=0,
+            api_keys=(
+                _api(17, 1, 1),
+                _api(18, 0, 4),
+                _api(36, 0, 2),
+                _api(71, 0, 0),
+                _api(72, 0, 0),
+            ),
+        ),
+    ),
+    "SaslHandshakeRequestPlain": (
+        sasl_handshake_request,
+        sasl_handshake_request.SaslHandshakeRequest(mechanism="PLAIN"),
+    ),
+    "SaslHandshakeRequestGssapi": (
+        sasl_handshake_request,
+        sasl_handshake_request.SaslHandshakeRequest(mechanism="GSSAPI"),
+    ),
     "SaslHandshakeResponse": (sasl_handshake_response, HANDSHAKE_OK),
-    "SaslHandshakeResponseUnsupported": (sasl_handshake_response,
-        sasl_handshake_response.SaslHandshakeResponse(error_code=33, mechanisms=ENABLED)),
-    "SaslAuthenticateRequest": (sasl_authenticate_request,
-        sasl_authenticate_request.SaslAuthenticateRequest(auth_bytes=f"\0alice\0{PASSWORD}".encode())),
-    "SaslAuthenticateRequestWrong": (sasl_authenticate_request,
-        sasl_authenticate_request.SaslAuthenticateRequest(auth_bytes=b"\0alice\0not-it")),
-    "SaslAuthenticateResponse": (sasl_authenticate_response,
+    "SaslHandshakeResponseUnsupported": (
+        sasl_handshake_response,
+        sasl_handshake_response.SaslHandshakeResponse(
+            error_code=33, mechanisms=ENABLED
+        ),
+    ),
+    "SaslAuthenticateRequest": (
+        sasl_authenticate_request,
+        sasl_authenticate_request.SaslAuthenticateRequest(
+            auth_bytes=f"\0alice\0{PASSWORD}".encode()
+        ),
+    ),
+    "SaslAuthenticateRequestWrong": (
+        sasl_authenticate_request,
+        sasl_authenticate_request.SaslAuthenticateRequest(
+            auth_bytes=b"\0alice\0not-it"
+        ),
+    ),
+    "SaslAuthenticateResponse": (
+        sasl_authenticate_response,
         sasl_authenticate_response.SaslAuthenticateResponse(
-            error_code=0, error_message="", auth_bytes=b"", session_lifetime_ms=LIFETIME_MS)),
-    "SaslAuthenticateResponseFailed": (sasl_authenticate_response,
+            error_code=0,
+            error_message="",
+            auth_bytes=b"",
+            session_lifetime_ms=LIFETIME_MS,
+        ),
+    ),
+    "SaslAuthenticateResponseFailed": (
+        sasl_authenticate_response,
         sasl_authenticate_response.SaslAuthenticateResponse(
-            error_code=58, error_message=AUTH_FAILED, auth_bytes=b"", session_lifetime_ms=0)),
+            error_code=58,
+            error_message=AUTH_FAILED,
+            auth_bytes=b"",
+            session_lifetime_ms=0,
+        ),
+    ),
 }
 
 
@@ -93,15 +140,21 @@ def test_every_version_of_the_three_apis_has_goldens() -> None:
             assert (name, version) in have, (name, version)
 
 
-@pytest.mark.parametrize(("name", "version", "data"), goldens(),
-                         ids=[f"{n}-v{v}" for n, v, _ in goldens()])
-def test_codec_reads_and_writes_kafkas_bytes(name: str, version: int, data: bytes) -> None:
+@pytest.mark.parametrize(
+    ("name", "version", "data"), goldens(), ids=[f"{n}-v{v}" for n, v, _ in goldens()]
+)
+def test_codec_reads_and_writes_kafkas_bytes(
+    name: str, version: int, data: bytes
+) -> None:
     module, expected = MESSAGES[name]
     message, end = module.READERS[version](memoryview(data), 0)
     assert end == len(data)
     if version == 0 and module is sasl_authenticate_response:
-        expected = expected.__class__(error_code=expected.error_code,
-                                      error_message=expected.error_message, auth_bytes=b"")
+        expected = expected.__class__(
+            error_code=expected.error_code,
+            error_message=expected.error_message,
+            auth_bytes=b"",
+        )
     if module is api_versions_request and version < 3:
         expected = module.ApiVersionsRequest()
     assert message == expected
@@ -111,10 +164,13 @@ def test_codec_reads_and_writes_kafkas_bytes(name: str, version: int, data: byte
 
 
 def authenticator() -> SaslAuthenticator:
-    credential = {m: scram_credential_from_password(m, PASSWORD, b"golden-salt-0123", 4096)
-                  for m in ScramMechanism}
-    return SaslAuthenticator(ENABLED, CredentialStore({"alice": credential}),
-                             max_reauth_ms=LIFETIME_MS)
+    credential = {
+        m: scram_credential_from_password(m, PASSWORD, b"golden-salt-0123", 4096)
+        for m in ScramMechanism
+    }
+    return SaslAuthenticator(
+        ENABLED, CredentialStore({"alice": credential}), max_reauth_ms=LIFETIME_MS
+    )
 
 
 def answered(step: Any, api_key: int, version: int) -> bytes:
@@ -146,9 +202,13 @@ def test_the_collector_answers_a_plain_login_with_kafkas_bytes(version: int) -> 
 def test_the_collector_answers_a_wrong_password_with_kafkas_bytes(version: int) -> None:
     auth, session = authenticator(), Session(1, "SASL_SSL", "SASL_SSL")
     auth.receive(request("SaslHandshakeRequestPlain", 17, 1), session, 0)
-    step = auth.receive(request("SaslAuthenticateRequestWrong", 36, version), session, 0)
+    step = auth.receive(
+        request("SaslAuthenticateRequestWrong", 36, version), session, 0
+    )
     assert step.kind is StepKind.FAIL
-    assert answered(step, 36, version) == golden("SaslAuthenticateResponseFailed", version)
+    assert answered(step, 36, version) == golden(
+        "SaslAuthenticateResponseFailed", version
+    )
 
 
 def test_the_collector_answers_an_unserved_mechanism_with_kafkas_bytes() -> None:
@@ -166,8 +226,16 @@ def test_goldens_are_what_kafka_serializes(tmp_path: Path) -> None:
             pytest.fail(reason)
         pytest.skip(reason)
     done = subprocess.run(
-        [java, f"-Djava.io.tmpdir={tmp_path}", "-cp", classpath,
-         str(HERE / "java" / "GoldenSasl.java")],
-        check=True, capture_output=True, text=True, timeout=180,
+        [
+            java,
+            f"-Djava.io.tmpdir={tmp_path}",
+            "-cp",
+            classpath,
+            str(HERE / "java" / "GoldenSasl.java"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert done.stdout == GOLDEN.read_text()

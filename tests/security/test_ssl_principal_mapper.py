@@ -135,7 +135,10 @@ def test_no_rule_applies() -> None:
         ("[RULE: /   , DEFAULT]", ",  , RULE: /   /    ,,,   DEFAULT, ,   "),
         ("[RULE:   /  /U, DEFAULT]", "     ,  , RULE:   /  /U    ,,  ,DEFAULT, ,"),
         ("[RULE:\\/\\\\\\(\\)\\n\\t/\\/\\/]", "RULE:\\/\\\\\\(\\)\\n\\t/\\/\\//"),
-        ("[RULE:\\**\\/+/*/L, RULE:\\/*\\**/**]", "RULE:\\**\\/+/*/L,RULE:\\/*\\**/**/"),
+        (
+            "[RULE:\\**\\/+/*/L, RULE:\\/*\\**/**]",
+            "RULE:\\**\\/+/*/L,RULE:\\/*\\**/**/",
+        ),
         (
             "[RULE:,RULE:,/,RULE:,\\//U, RULE:,/RULE:,, RULE:,RULE:,/L,RULE:,/L, RULE:, DEFAULT, "
             "/DEFAULT, DEFAULT]",

@@ -20,11 +20,18 @@ def store(tmp_path: Path) -> ConfigStore:
 
 
 def test_alter_sets_given_options_and_leaves_the_rest(store: ConfigStore) -> None:
-    assert admin.alter(store, "producers", metrics="org.apache.kafka.producer.", interval="60000") == "producers"
+    assert (
+        admin.alter(
+            store, "producers", metrics="org.apache.kafka.producer.", interval="60000"
+        )
+        == "producers"
+    )
     admin.alter(store, "producers", match="client_software_name=librdkafka")
     assert store.describe("producers") == {
-        "metrics": "org.apache.kafka.producer.", "interval.ms": "60000",
-        "match": "client_software_name=librdkafka"}
+        "metrics": "org.apache.kafka.producer.",
+        "interval.ms": "60000",
+        "match": "client_software_name=librdkafka",
+    }
 
 
 def test_an_empty_option_deletes_that_key(store: ConfigStore) -> None:
@@ -43,7 +50,9 @@ def test_generate_name_is_a_kafka_uuid(store: ConfigStore) -> None:
 
 
 @pytest.mark.parametrize(("name", "generate"), [(None, False), ("x", True)])
-def test_exactly_one_of_name_or_generate_name(store: ConfigStore, name: str | None, generate: bool) -> None:
+def test_exactly_one_of_name_or_generate_name(
+    store: ConfigStore, name: str | None, generate: bool
+) -> None:
     with pytest.raises(admin.AdminUsageError, match="One of --name or --generate-name"):
         admin.alter(store, name, generate_name=generate, metrics="a.")
 
@@ -68,7 +77,9 @@ def test_describe_prints_like_the_kafka_tool(store: ConfigStore) -> None:
         "  interval.ms=5000\n"
         "  match=client_id=x"
     )
-    assert admin.describe(store, "b") == [("b", {"metrics": "", "interval.ms": "5000", "match": "client_id=x"})]
+    assert admin.describe(store, "b") == [
+        ("b", {"metrics": "", "interval.ms": "5000", "match": "client_id=x"})
+    ]
     with pytest.raises(admin.AdminUsageError, match="does not exist"):
         admin.describe(store, "missing")
 

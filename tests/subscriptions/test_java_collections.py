@@ -28,7 +28,9 @@ distinct_names = st.lists(names, min_size=0, max_size=120, unique=True)
 
 def _reference_hash_code(text: str) -> int:
     units = text.encode("utf-16-be", "surrogatepass")
-    code_units = [int.from_bytes(units[i:i + 2], "big") for i in range(0, len(units), 2)]
+    code_units = [
+        int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2)
+    ]
     n = len(code_units)
     return to_int32(sum(unit * 31 ** (n - 1 - i) for i, unit in enumerate(code_units)))
 
@@ -41,14 +43,18 @@ def test_string_hash_code_is_the_java_polynomial(text: str) -> None:
 def test_string_hash_code_known_values() -> None:
     assert string_hash_code("") == 0
     assert string_hash_code("Aa") == string_hash_code("BB") == 2112
-    assert string_hash_code("org.apache.kafka.producer.") == _reference_hash_code("org.apache.kafka.producer.")
+    assert string_hash_code("org.apache.kafka.producer.") == _reference_hash_code(
+        "org.apache.kafka.producer."
+    )
     assert string_hash_code("😀") == 0xD83D * 31 + 0xDE00
 
 
 @given(st.text(alphabet="ab=", max_size=12))
 def test_java_split_drops_only_trailing_empties(text: str) -> None:
     parts = java_split(text, "=")
-    assert "=".join(parts) == text.rstrip("=") or (text and set(text) == {"="} and parts == [])
+    assert "=".join(parts) == text.rstrip("=") or (
+        text and set(text) == {"="} and parts == []
+    )
     assert not parts or parts[-1] != "" or parts == [""]
 
 
@@ -62,7 +68,9 @@ def test_hash_set_holds_each_element_once(items: list[str]) -> None:
 
 
 @given(distinct_names)
-def test_hash_set_order_is_bucket_then_insertion_without_treeification(items: list[str]) -> None:
+def test_hash_set_order_is_bucket_then_insertion_without_treeification(
+    items: list[str],
+) -> None:
     """Without a 9-entry bucket, order = stable sort by bucket of the final table."""
     low_bits = [hashmap_hash(item) & 15 for item in items]
     assume(all(low_bits.count(bits) < 9 for bits in set(low_bits)))
@@ -72,7 +80,9 @@ def test_hash_set_order_is_bucket_then_insertion_without_treeification(items: li
     hash_set = JavaHashSet()
     hash_set.add_all(items)
     assert hash_set.capacity == (capacity if items else 0)
-    assert list(hash_set) == sorted(items, key=lambda item: hashmap_hash(item) & (capacity - 1))
+    assert list(hash_set) == sorted(
+        items, key=lambda item: hashmap_hash(item) & (capacity - 1)
+    )
 
 
 @given(st.integers(min_value=0, max_value=2000))
@@ -85,8 +95,16 @@ def test_copy_constructor_capacity_jdk17(size: int) -> None:
 
 
 def test_nine_colliding_strings_resize_a_small_table_then_treeify() -> None:
-    colliding = ["".join(blocks) for blocks in (
-        [a, b, c, d] for a in ("Aa", "BB") for b in ("Aa", "BB") for c in ("Aa", "BB") for d in ("Aa", "BB"))]
+    colliding = [
+        "".join(blocks)
+        for blocks in (
+            [a, b, c, d]
+            for a in ("Aa", "BB")
+            for b in ("Aa", "BB")
+            for c in ("Aa", "BB")
+            for d in ("Aa", "BB")
+        )
+    ]
     hash_set = JavaHashSet()
     capacities = []
     for item in colliding[:11]:
@@ -126,8 +144,12 @@ def test_chm_transfer_reverses_nodes_before_the_last_run() -> None:
     # keys come out reversed (prepended), per ConcurrentHashMap.transfer.
     pool = (f"k{i}" for i in range(100_000))
     lo = [key for key in pool if chm_spread(key) & 31 == 0][:2]
-    hi = next(key for key in (f"h{i}" for i in range(100_000)) if chm_spread(key) & 31 == 16)
-    filler = [key for key in (f"f{i}" for i in range(100_000)) if chm_spread(key) & 15 != 0][:9]
+    hi = next(
+        key for key in (f"h{i}" for i in range(100_000)) if chm_spread(key) & 31 == 16
+    )
+    filler = [
+        key for key in (f"f{i}" for i in range(100_000)) if chm_spread(key) & 15 != 0
+    ][:9]
     order = ConcurrentHashMapOrder([lo[0], lo[1], hi, *filler])
     assert order.capacity == 32
     keys = order.keys()
@@ -142,7 +164,13 @@ def test_kafka_uuid_string_round_trip(value: uuid.UUID) -> None:
 
 
 def test_kafka_uuid_rejects_bad_strings() -> None:
-    for bad in ("", "short", "VQQTF4UpT8qqtooenFFlgA=", "VQQTF4UpT8qqtooenFFlg!", "VQQTF4UpT8qqtooenFFlgB"):
+    for bad in (
+        "",
+        "short",
+        "VQQTF4UpT8qqtooenFFlgA=",
+        "VQQTF4UpT8qqtooenFFlg!",
+        "VQQTF4UpT8qqtooenFFlgB",
+    ):
         try:
             kafka_uuid_from_str(bad)
         except ValueError:
@@ -162,6 +190,10 @@ def test_java_utf8_joins_surrogate_pairs_and_replaces_lone_surrogates() -> None:
     from subscriptions.java_lang import java_utf8
 
     assert java_utf8("a😀") == "a😀".encode()
-    assert java_utf8("a\ud83d\ude00") == "a😀".encode()  # a pair held as two code points
-    assert java_utf8("x\ud800y") == b"x?y"  # Java's encoder writes '?' for a lone surrogate
+    assert (
+        java_utf8("a\ud83d\ude00") == "a😀".encode()
+    )  # a pair held as two code points
+    assert (
+        java_utf8("x\ud800y") == b"x?y"
+    )  # Java's encoder writes '?' for a lone surrogate
     assert java_utf8("\ude00\ud83d") == b"??"

@@ -115,13 +115,18 @@ def java_answers(tmp_path_factory: pytest.TempPathFactory) -> list[bool]:
     return [line == "1" for line in completed.stdout.splitlines()]
 
 
-def test_full_matches_agree_with_java_on_the_shared_syntax(java_answers: list[bool]) -> None:
+def test_full_matches_agree_with_java_on_the_shared_syntax(
+    java_answers: list[bool],
+) -> None:
     ours = [MatchPattern(p).fullmatches(v) for p in SHARED_PATTERNS for v in VALUES]
     assert len(java_answers) == len(ours)
     disagreements = [
         (p, v, java)
         for (p, v), java, mine in zip(
-            ((p, v) for p in SHARED_PATTERNS for v in VALUES), java_answers, ours, strict=True
+            ((p, v) for p in SHARED_PATTERNS for v in VALUES),
+            java_answers,
+            ours,
+            strict=True,
         )
         if java != mine
     ]
@@ -131,10 +136,14 @@ def test_full_matches_agree_with_java_on_the_shared_syntax(java_answers: list[bo
 
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize("pattern", ["(a+)+b", "(a|a)*b", "(a*)*b", "(.*a){12}b"])
-def test_catastrophic_patterns_match_a_huge_client_id_in_linear_time(pattern: str) -> None:
+def test_catastrophic_patterns_match_a_huge_client_id_in_linear_time(
+    pattern: str,
+) -> None:
     """A backtracking engine (java.util.regex, Python's re) takes exponential time on
     these with a run of a's and no b; a client id may be 32,767 characters long."""
-    subscription = Subscription.from_configs("careless", {"match": f"client_id={pattern}"})
+    subscription = Subscription.from_configs(
+        "careless", {"match": f"client_id={pattern}"}
+    )
     for length in (30, 1000, 32_767):
         metadata = ClientMetadata(client_instance_id="x", client_id="a" * length)
         assert matches(subscription, metadata) is False
@@ -156,7 +165,9 @@ def test_catastrophic_patterns_match_a_huge_client_id_in_linear_time(pattern: st
         "*a",
     ],
 )
-def test_patterns_re2_refuses_are_invalid_config_with_kafkas_message(pattern: str) -> None:
+def test_patterns_re2_refuses_are_invalid_config_with_kafkas_message(
+    pattern: str,
+) -> None:
     with pytest.raises(MatchPatternError):
         MatchPattern(pattern)
     with pytest.raises(KafkaError) as raised:

@@ -37,7 +37,9 @@ def test_an_empty_data_dir_loads_as_no_subscriptions(tmp_path: Path) -> None:
     assert (tmp_path / "fresh" / "config").is_dir()
 
 
-def test_alter_persists_and_a_new_store_reads_it_back(store: ConfigStore, tmp_path: Path) -> None:
+def test_alter_persists_and_a_new_store_reads_it_back(
+    store: ConfigStore, tmp_path: Path
+) -> None:
     created = store.alter_subscription("producers", PRODUCERS)
     assert created is not None and created.interval_ms == 60000
     store.alter_subscription("everyone", {"metrics": "*"})
@@ -47,17 +49,26 @@ def test_alter_persists_and_a_new_store_reads_it_back(store: ConfigStore, tmp_pa
 
 
 def test_incremental_semantics(store: ConfigStore) -> None:
-    store.alter_subscription("a", {"metrics": "x.", "interval.ms": "1000", "match": "client_id=app"})
+    store.alter_subscription(
+        "a", {"metrics": "x.", "interval.ms": "1000", "match": "client_id=app"}
+    )
     store.alter_subscription("b", {"metrics": "y."})
     # SET one key, others untouched
     store.alter_subscription("a", {"interval.ms": "2000"})
-    assert store.describe("a") == {"metrics": "x.", "interval.ms": "2000", "match": "client_id=app"}
+    assert store.describe("a") == {
+        "metrics": "x.",
+        "interval.ms": "2000",
+        "match": "client_id=app",
+    }
     # DELETE one key: back to its default
     altered = store.alter_subscription("a", {}, ["interval.ms"])
     assert altered is not None and altered.interval_ms == 300000
     assert store.describe("a") == {"metrics": "x.", "match": "client_id=app"}
     assert store.describe("a", include_defaults=True) == {
-        "metrics": "x.", "interval.ms": "300000", "match": "client_id=app"}
+        "metrics": "x.",
+        "interval.ms": "300000",
+        "match": "client_id=app",
+    }
     # deleting every key removes the subscription; a re-created one goes last
     assert store.alter_subscription("a", {}, ["metrics", "match"]) is None
     assert store.list_names() == ["b"]
@@ -74,17 +85,54 @@ def test_stored_values_are_kept_as_given_like_kafka(store: ConfigStore) -> None:
     assert store.snapshot().subscriptions[0].metrics == ("a.", "b.")
 
 
-@pytest.mark.parametrize(("set_", "delete", "code", "message"), [
-    ({"metrics": "a,a"}, [], Errors.INVALID_CONFIG, "Configuration 'metrics' values must not be duplicated."),
-    ({"interval.ms": "50"}, [], Errors.INVALID_REQUEST,
-     "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
-    ({"colour": "red"}, [], Errors.INVALID_REQUEST, "Unknown client metrics configuration: colour"),
-    ({"metrics": None}, [], Errors.INVALID_REQUEST, "Null value not supported for : metrics"),
-    ({"metrics": "a"}, ["metrics"], Errors.INVALID_REQUEST, "Error due to duplicate config keys"),
-    ({"match": "client_id=("}, [], Errors.INVALID_CONFIG, "Illegal client matching pattern: client_id=("),
-])
-def test_a_rejected_alter_changes_nothing(store: ConfigStore, set_: dict[str, str | None],
-                                          delete: list[str], code: Errors, message: str) -> None:
+@pytest.mark.parametrize(
+    ("set_", "delete", "code", "message"),
+    [
+        (
+            {"metrics": "a,a"},
+            [],
+            Errors.INVALID_CONFIG,
+            "Configuration 'metrics' values must not be duplicated.",
+        ),
+        (
+            {"interval.ms": "50"},
+            [],
+            Errors.INVALID_REQUEST,
+            "Invalid value 50 for interval.ms, interval must be between 100 and 3600000 (1 hour)",
+        ),
+        (
+            {"colour": "red"},
+            [],
+            Errors.INVALID_REQUEST,
+            "Unknown client metrics configuration: colour",
+        ),
+        (
+            {"metrics": None},
+            [],
+            Errors.INVALID_REQUEST,
+            "Null value not supported for : metrics",
+        ),
+        (
+            {"metrics": "a"},
+            ["metrics"],
+            Errors.INVALID_REQUEST,
+            "Error due to duplicate config keys",
+        ),
+        (
+            {"match": "client_id=("},
+            [],
+            Errors.INVALID_CONFIG,
+            "Illegal client matching pattern: client_id=(",
+        ),
+    ],
+)
+def test_a_rejected_alter_changes_nothing(
+    store: ConfigStore,
+    set_: dict[str, str | None],
+    delete: list[str],
+    code: Errors,
+    message: str,
+) -> None:
     store.alter_subscription("s", PRODUCERS)
     before_bytes = _metrics_file(store).read_bytes()
     before = store.snapshot()
@@ -146,24 +194,51 @@ def test_hand_written_file_with_lists_and_numbers(tmp_path: Path) -> None:
     (tmp_path / "config" / "client-metrics.yaml").write_text(HAND_WRITTEN)
     snapshot = ConfigStore(tmp_path).load()
     producers, rdkafka = snapshot.subscriptions
-    assert producers.metrics == ("org.apache.kafka.producer.", "org.apache.kafka.consumer.")
+    assert producers.metrics == (
+        "org.apache.kafka.producer.",
+        "org.apache.kafka.consumer.",
+    )
     assert producers.interval_ms == 60000
-    assert rdkafka.match == (("client_software_name", "librdkafka"), ("client_software_version", "2\\..*"))
+    assert rdkafka.match == (
+        ("client_software_name", "librdkafka"),
+        ("client_software_version", "2\\..*"),
+    )
     assert snapshot.subscription_configs["rdkafka-only"]["match"] == (
-        "client_software_name=librdkafka,client_software_version=2\\..*")
+        "client_software_name=librdkafka,client_software_version=2\\..*"
+    )
 
 
-@pytest.mark.parametrize(("content", "line", "fragment"), [
-    ("subscriptions:\n  s:\n    metrics: a\n  s:\n    metrics: b\n", 4, "duplicate key (first written on line 2)"),
-    ("subscriptions:\n  s:\n    interval.ms: 1.5\n", 3, "at 's.interval.ms': expected a string, an integer"),
-    ("subscriptions:\n  s:\n    metrics: [a, [b]]\n", 3, "expected a string, an integer or a list of strings"),
-    ("subscriptions:\n  s: [a]\n", 2, "expected a mapping of config keys"),
-    ("subscription:\n  s: {metrics: a}\n", 1, "expected a single top-level key 'subscriptions'"),
-    ("subscriptions: [a]\n", 1, "expected a mapping"),
-    ("subscriptions:\n  s: {metrics: a\n", 3, "not valid YAML"),
-])
-def test_invalid_files_are_rejected_with_file_line_and_key(tmp_path: Path, content: str, line: int,
-                                                           fragment: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "line", "fragment"),
+    [
+        (
+            "subscriptions:\n  s:\n    metrics: a\n  s:\n    metrics: b\n",
+            4,
+            "duplicate key (first written on line 2)",
+        ),
+        (
+            "subscriptions:\n  s:\n    interval.ms: 1.5\n",
+            3,
+            "at 's.interval.ms': expected a string, an integer",
+        ),
+        (
+            "subscriptions:\n  s:\n    metrics: [a, [b]]\n",
+            3,
+            "expected a string, an integer or a list of strings",
+        ),
+        ("subscriptions:\n  s: [a]\n", 2, "expected a mapping of config keys"),
+        (
+            "subscription:\n  s: {metrics: a}\n",
+            1,
+            "expected a single top-level key 'subscriptions'",
+        ),
+        ("subscriptions: [a]\n", 1, "expected a mapping"),
+        ("subscriptions:\n  s: {metrics: a\n", 3, "not valid YAML"),
+    ],
+)
+def test_invalid_files_are_rejected_with_file_line_and_key(
+    tmp_path: Path, content: str, line: int, fragment: str
+) -> None:
     (tmp_path / "config").mkdir()
     path = tmp_path / "config" / "client-metrics.yaml"
     path.write_text(content)
@@ -181,7 +256,10 @@ def test_invalid_edit_keeps_the_last_good_state(store: ConfigStore) -> None:
     _metrics_file(store).write_text("subscriptions:\n  s:\n    interval.ms: [1, [2]]\n")
     assert store.reload() is False
     assert store.snapshot() is good
-    assert store.last_error is not None and "expected a string, an integer" in store.last_error
+    assert (
+        store.last_error is not None
+        and "expected a string, an integer" in store.last_error
+    )
     _metrics_file(store).write_text("subscriptions:\n  s:\n    interval.ms: 7000\n")
     assert store.reload() is True
     assert store.last_error is None
@@ -215,24 +293,35 @@ CRASHING_WRITER = textwrap.dedent("""
 """)
 
 
-def test_a_crash_mid_write_leaves_the_old_file(store: ConfigStore, tmp_path: Path) -> None:
+def test_a_crash_mid_write_leaves_the_old_file(
+    store: ConfigStore, tmp_path: Path
+) -> None:
     store.alter_subscription("old", {"metrics": "a."})
     before = _metrics_file(store).read_bytes()
     repo = Path(__file__).resolve().parents[2]
-    crashed = subprocess.run([sys.executable, "-c", CRASHING_WRITER, str(tmp_path)],
-                             check=False, cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, timeout=60)
+    crashed = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(tmp_path)],
+        check=False,
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        timeout=60,
+    )
     assert crashed.returncode == -signal.SIGKILL
     leftovers = list(store.config_dir.glob(".client-metrics.yaml.tmp-*"))
     assert len(leftovers) == 1 and b"new" in leftovers[0].read_bytes()
     assert _metrics_file(store).read_bytes() == before
     reopened = ConfigStore(tmp_path)
     assert [s.name for s in reopened.load().subscriptions] == ["old"]
-    reopened.alter_subscription("next", {"metrics": "c."})  # the next write sweeps the leftover
+    reopened.alter_subscription(
+        "next", {"metrics": "c."}
+    )  # the next write sweeps the leftover
     assert list(store.config_dir.glob(".client-metrics.yaml.tmp-*")) == []
     assert ConfigStore(tmp_path).load().subscription("next") is not None
 
 
-def test_a_failed_write_is_a_clear_error_and_changes_nothing(store: ConfigStore) -> None:
+def test_a_failed_write_is_a_clear_error_and_changes_nothing(
+    store: ConfigStore,
+) -> None:
     # a directory where the file should be: the rename fails, as on a read-only mount
     _metrics_file(store).mkdir()
     before = store.snapshot()

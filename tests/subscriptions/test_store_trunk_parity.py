@@ -35,30 +35,40 @@ def _prefixes(count: int, width: int) -> str:
     return ",".join(f"p{i:0{width - 1}d}" for i in range(count))
 
 
-def test_a_value_of_32767_characters_is_accepted_one_more_is_not(store: ConfigStore) -> None:
+def test_a_value_of_32767_characters_is_accepted_one_more_is_not(
+    store: ConfigStore,
+) -> None:
     at_limit = _prefixes(4681, 6) + "x"  # 4681 * 7 - 1 + 1 characters
     assert len(at_limit) == MAX_CONFIG_VALUE_LENGTH
     store.alter_subscription("s", {"metrics": at_limit})
     before = store.snapshot()
     with pytest.raises(KafkaError) as raised:
         store.alter_subscription("s", {"metrics": at_limit + "y"})
-    assert (raised.value.error_code, str(raised.value)) == (Errors.INVALID_CONFIG, TOO_LONG)
+    assert (raised.value.error_code, str(raised.value)) == (
+        Errors.INVALID_CONFIG,
+        TOO_LONG,
+    )
     assert store.snapshot() is before
 
 
 def test_the_length_is_counted_in_java_chars(store: ConfigStore) -> None:
     """16,384 astral characters are 32,768 UTF-16 units: too long for Java."""
     with pytest.raises(KafkaError) as raised:
-        store.alter_subscription("s", {"metrics": "\U0001F600" * 16_384})
+        store.alter_subscription("s", {"metrics": "\U0001f600" * 16_384})
     assert str(raised.value) == TOO_LONG
 
 
-def test_the_length_check_comes_before_the_subscription_rules(store: ConfigStore) -> None:
+def test_the_length_check_comes_before_the_subscription_rules(
+    store: ConfigStore,
+) -> None:
     """Kafka's controller checks the record size before ClientMetricsConfigs.validate: an
     over-long value with an unknown key next to it is still INVALID_CONFIG."""
     with pytest.raises(KafkaError) as raised:
         store.alter_subscription("s", {"colour": "x" * 40_000, "metrics": "a"})
-    assert (raised.value.error_code, str(raised.value)) == (Errors.INVALID_CONFIG, TOO_LONG)
+    assert (raised.value.error_code, str(raised.value)) == (
+        Errors.INVALID_CONFIG,
+        TOO_LONG,
+    )
 
 
 def test_setting_the_stored_value_again_changes_nothing(store: ConfigStore) -> None:
@@ -101,7 +111,9 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
         store = ConfigStore(tmp_path)
     snapshot = store.snapshot()
     assert [s.name for s in snapshot.subscriptions] == ["good", "from-a-newer-version"]
-    assert snapshot.subscription("from-a-newer-version").metrics == ("org.apache.kafka.consumer.",)
+    assert snapshot.subscription("from-a-newer-version").metrics == (
+        "org.apache.kafka.consumer.",
+    )
     assert dict(snapshot.skipped) == {
         "duplicated": "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)",
         "too-fast": "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 "
@@ -127,31 +139,50 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
         store.alter_subscription("good", {"interval.ms": "60000"})
     assert caplog.records == []  # ... and does not log them again
     reread = ConfigStore(tmp_path).snapshot()
-    assert list(reread.subscription_configs) == ["good", "duplicated", "too-fast", "from-a-newer-version"]
+    assert list(reread.subscription_configs) == [
+        "good",
+        "duplicated",
+        "too-fast",
+        "from-a-newer-version",
+    ]
     assert reread.subscription_configs["from-a-newer-version"]["colour"] == "red"
 
     # An alteration validates the full stored map, as Kafka's controller does ...
     with pytest.raises(KafkaError) as raised:
         store.alter_subscription("from-a-newer-version", {"interval.ms": "60000"})
     assert (raised.value.error_code, str(raised.value)) == (
-        Errors.INVALID_REQUEST, "Unknown client metrics configuration: colour")
+        Errors.INVALID_REQUEST,
+        "Unknown client metrics configuration: colour",
+    )
     # ... so the unknown key goes with a DELETE, and a fix brings a skipped one into force
-    store.alter_subscription("from-a-newer-version", {"interval.ms": "60000"}, ["colour"])
+    store.alter_subscription(
+        "from-a-newer-version", {"interval.ms": "60000"}, ["colour"]
+    )
     store.alter_subscription("too-fast", {"interval.ms": "500"})
     assert [s.name for s in store.snapshot().subscriptions] == [
-        "good", "too-fast", "from-a-newer-version"]
+        "good",
+        "too-fast",
+        "from-a-newer-version",
+    ]
     assert dict(store.snapshot().skipped) == {
-        "duplicated": "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)"}
+        "duplicated": "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)"
+    }
 
 
 def test_a_reload_skips_one_subscription_not_the_file(store: ConfigStore) -> None:
     store.alter_subscription("a", {"metrics": "a."})
     store.alter_subscription("b", {"metrics": "b."})
     _metrics_file(store).write_text(
-        "subscriptions:\n  a: {metrics: a2.}\n  b: {match: 'client_id=('}\n")
+        "subscriptions:\n  a: {metrics: a2.}\n  b: {match: 'client_id=('}\n"
+    )
     assert store.reload() is True
     snapshot = store.snapshot()
     assert [(s.name, s.metrics) for s in snapshot.subscriptions] == [("a", ("a2.",))]
-    assert dict(snapshot.skipped) == {"b": "Illegal client matching pattern: client_id=( (INVALID_CONFIG)"}
+    assert dict(snapshot.skipped) == {
+        "b": "Illegal client matching pattern: client_id=( (INVALID_CONFIG)"
+    }
     assert store.last_error is None
-    assert store.list_names() == ["a", "b"]  # stored, as a Kafka config resource stays stored
+    assert store.list_names() == [
+        "a",
+        "b",
+    ]  # stored, as a Kafka config resource stays stored

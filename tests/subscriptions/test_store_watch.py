@@ -22,7 +22,9 @@ async def _until(condition) -> None:  # type: ignore[no-untyped-def]
     await eventually(condition, timeout_s=DEADLINE_S, what="the watcher's reload")
 
 
-async def _watching(store: ConfigStore, seen: list[ConfigSnapshot]) -> tuple[asyncio.Task[None], asyncio.Event]:
+async def _watching(
+    store: ConfigStore, seen: list[ConfigSnapshot]
+) -> tuple[asyncio.Task[None], asyncio.Event]:
     stop, ready = asyncio.Event(), asyncio.Event()
     task = asyncio.create_task(store.watch(seen.append, stop_event=stop, ready=ready))
     await ready.wait()  # the directory is watched: the first change is seen
@@ -36,17 +38,22 @@ async def test_a_hand_edit_takes_effect_within_two_seconds(tmp_path: Path) -> No
     task, stop = await _watching(store, seen)
     try:
         (store.config_dir / "client-metrics.yaml").write_text(
-            "subscriptions:\n  edited:\n    metrics: org.apache.kafka.producer.\n")
+            "subscriptions:\n  edited:\n    metrics: org.apache.kafka.producer.\n"
+        )
         await _until(lambda: store.list_names() == ["edited"])
         await _until(lambda: len(seen) == 1)
         assert seen[0].subscriptions[0].name == "edited"
 
         # an invalid edit is ignored, the last good state stays
-        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  edited: [a]\n")
+        (store.config_dir / "client-metrics.yaml").write_text(
+            "subscriptions:\n  edited: [a]\n"
+        )
         await _until(lambda: store.last_error is not None)
         assert store.list_names() == ["edited"] and len(seen) == 1
 
-        (store.config_dir / "quotas.yaml").write_text("quotas:\n  users/alice: {producer_byte_rate: 1000}\n")
+        (store.config_dir / "quotas.yaml").write_text(
+            "quotas:\n  users/alice: {producer_byte_rate: 1000}\n"
+        )
         await _until(lambda: len(store.snapshot().quotas) == 1)
     finally:
         stop.set()
@@ -72,7 +79,9 @@ async def test_a_configmap_style_symlink_swap_is_seen(tmp_path: Path) -> None:
     try:
         second = config_dir / "..2026_11_21_10_05_00.2"
         second.mkdir()
-        (second / "client-metrics.yaml").write_text("subscriptions:\n  v2: {metrics: b.}\n")
+        (second / "client-metrics.yaml").write_text(
+            "subscriptions:\n  v2: {metrics: b.}\n"
+        )
         os.symlink(second.name, config_dir / "..data_tmp")
         os.replace(config_dir / "..data_tmp", config_dir / "..data")  # the atomic swap
         await _until(lambda: store.list_names() == ["v2"])
@@ -92,10 +101,14 @@ async def test_api_writes_do_not_count_as_outside_changes(tmp_path: Path) -> Non
         version = store.snapshot().version
         # A hand edit after our own write: once the watcher reports it, it has been through
         # our write's events too (they come first), and the hand edit is all it reported.
-        (store.config_dir / "quotas.yaml").write_text("quotas:\n  users/a: {producer_byte_rate: 1}\n")
+        (store.config_dir / "quotas.yaml").write_text(
+            "quotas:\n  users/a: {producer_byte_rate: 1}\n"
+        )
         await _until(lambda: seen)
         assert [snapshot.version for snapshot in seen] == [version + 1]
-        assert [s.name for s in seen[0].subscriptions] == ["s"] and len(seen[0].quotas) == 1
+        assert [s.name for s in seen[0].subscriptions] == ["s"] and len(
+            seen[0].quotas
+        ) == 1
     finally:
         stop.set()
         await asyncio.wait_for(task, 5)
@@ -114,7 +127,9 @@ async def test_an_async_callback_is_awaited(tmp_path: Path) -> None:
     task = asyncio.create_task(store.watch(on_change, stop_event=stop, ready=ready))
     await ready.wait()
     try:
-        (store.config_dir / "client-metrics.yaml").write_text("subscriptions:\n  s: {metrics: a.}\n")
+        (store.config_dir / "client-metrics.yaml").write_text(
+            "subscriptions:\n  s: {metrics: a.}\n"
+        )
         await _until(lambda: applied == [store.snapshot().version])
     finally:
         stop.set()

@@ -28,9 +28,16 @@ SEED = 714
 # Strings built from "Aa"/"BB" blocks share one String.hashCode ("Aa" = "BB" = 2112), so
 # they always share a bucket: they exercise insertion order, treeification (9+ in a
 # bucket once the table has 64+ buckets) and the ConcurrentHashMap transfer reversal.
-COLLIDING = ["".join(blocks) for blocks in (
-    [a, b, c, d] for a in ("Aa", "BB") for b in ("Aa", "BB") for c in ("Aa", "BB") for d in ("Aa", "BB")
-)]
+COLLIDING = [
+    "".join(blocks)
+    for blocks in (
+        [a, b, c, d]
+        for a in ("Aa", "BB")
+        for b in ("Aa", "BB")
+        for c in ("Aa", "BB")
+        for d in ("Aa", "BB")
+    )
+]
 REALISTIC = [
     "org.apache.kafka.producer.",
     "org.apache.kafka.consumer.",
@@ -40,7 +47,16 @@ REALISTIC = [
     "org.apache.kafka.stream.",
     "org.apache.",
 ]
-UNUSUAL = ["métrique.", "指标.延迟", "emoji.😀.", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "a b", "tab\tname", "\u00a0nbsp", "Ω"]
+UNUSUAL = [
+    "métrique.",
+    "指标.延迟",
+    "emoji.😀.",
+    "𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+    "a b",
+    "tab\tname",
+    "\u00a0nbsp",
+    "Ω",
+]
 INTERVALS = [100, 1000, 5000, 30000, 60000, 299999, 300000, 300001, 600000, 3600000]
 
 
@@ -69,7 +85,9 @@ def _generate(rng: random.Random) -> Case:
     many = rng.random() < 0.15  # enough subscriptions to resize (and treeify) the map
     count = rng.randint(20, 80) if many else rng.randint(0, 6)
     names = rng.sample(COLLIDING, rng.randint(0, 16)) if rng.random() < 0.5 else []
-    names += [_random_name(rng) for _ in range(count)] + ["sub-" + str(i) for i in range(3)]
+    names += [_random_name(rng) for _ in range(count)] + [
+        "sub-" + str(i) for i in range(3)
+    ]
     names = list(dict.fromkeys(names))[: max(count, 1)]
     subscriptions = []
     matched = []
@@ -83,30 +101,43 @@ def _generate(rng: random.Random) -> Case:
         if rng.random() < 0.05:
             metrics.append("*")
         is_matched = rng.random() < 0.8
-        subscriptions.append(Subscription(
-            name=name,
-            metrics=tuple(dict.fromkeys(metrics)),
-            interval_ms=rng.choice(INTERVALS),
-            match=() if is_matched else (("client_id", "nobody"),),
-        ))
+        subscriptions.append(
+            Subscription(
+                name=name,
+                metrics=tuple(dict.fromkeys(metrics)),
+                interval_ms=rng.choice(INTERVALS),
+                match=() if is_matched else (("client_id", "nobody"),),
+            )
+        )
         matched.append(is_matched)
-    return Case(uuid.UUID(int=rng.getrandbits(128)), tuple(subscriptions), tuple(matched))
+    return Case(
+        uuid.UUID(int=rng.getrandbits(128)), tuple(subscriptions), tuple(matched)
+    )
 
 
 def _generate_map_order_probe(rng: random.Random) -> Case:
     """Up to 8 subscriptions each add one name of a colliding family, so those names share
     one bucket of the merged set (a list, below the treeify threshold) and come out in
     exactly the ConcurrentHashMap order of their subscriptions."""
-    names = list(dict.fromkeys(
-        rng.sample(COLLIDING, rng.randint(0, 16)) + [_random_name(rng) for _ in range(rng.randint(9, 80))]))
+    names = list(
+        dict.fromkeys(
+            rng.sample(COLLIDING, rng.randint(0, 16))
+            + [_random_name(rng) for _ in range(rng.randint(9, 80))]
+        )
+    )
     carriers = set(rng.sample(range(len(names)), min(8, len(names))))
     family = iter(rng.sample(COLLIDING, len(COLLIDING)))
     subscriptions = tuple(
-        Subscription(name=name, metrics=(next(family),) if i in carriers else (_random_name(rng),),
-                     interval_ms=rng.choice(INTERVALS))
+        Subscription(
+            name=name,
+            metrics=(next(family),) if i in carriers else (_random_name(rng),),
+            interval_ms=rng.choice(INTERVALS),
+        )
         for i, name in enumerate(names)
     )
-    return Case(uuid.UUID(int=rng.getrandbits(128)), subscriptions, (True,) * len(subscriptions))
+    return Case(
+        uuid.UUID(int=rng.getrandbits(128)), subscriptions, (True,) * len(subscriptions)
+    )
 
 
 def _encode(text: str) -> str:
@@ -118,8 +149,12 @@ def _case_line(case: Case) -> str:
     lsb = to_int64(case.instance_id.int & 0xFFFFFFFFFFFFFFFF)
     parts = [str(msb), str(lsb), str(len(case.subscriptions))]
     for subscription, is_matched in zip(case.subscriptions, case.matched, strict=True):
-        parts += [_encode(subscription.name), str(subscription.interval_ms), "1" if is_matched else "0",
-                  str(len(subscription.metrics))]
+        parts += [
+            _encode(subscription.name),
+            str(subscription.interval_ms),
+            "1" if is_matched else "0",
+            str(len(subscription.metrics)),
+        ]
         parts += [_encode(metric) for metric in subscription.metrics]
     return " ".join(parts)
 
@@ -132,7 +167,9 @@ def to_int64(value: int) -> int:
 def oracle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
-        pytest.fail("the JDK ground-truth test needs `javac` and `java` (JDK 17) on PATH")
+        pytest.fail(
+            "the JDK ground-truth test needs `javac` and `java` (JDK 17) on PATH"
+        )
     workdir = tmp_path_factory.mktemp("oracle")
     shutil.copy(ORACLE_SOURCE, workdir / ORACLE_SOURCE.name)
     subprocess.run([javac, ORACLE_SOURCE.name], cwd=workdir, check=True, timeout=120)
@@ -149,7 +186,11 @@ def test_subscription_ids_match_the_jdk(oracle: Path, cases: list[Case]) -> None
     completed = subprocess.run(
         ["java", "-Xshare:auto", "-cp", str(oracle), "SubscriptionIdOracle"],
         input="\n".join(_case_line(case) for case in cases) + "\n",
-        capture_output=True, text=True, encoding="utf-8", check=True, timeout=120,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        check=True,
+        timeout=120,
     )
     lines = completed.stdout.splitlines()
     assert len(lines) == len(cases)
@@ -159,18 +200,31 @@ def test_subscription_ids_match_the_jdk(oracle: Path, cases: list[Case]) -> None
         hashed_hex, _crc, java_id = line.split(" ")
         java_hashed = bytes.fromhex(hashed_hex[1:]).decode("utf-8")
         effective = resolve(case.subscriptions, metadata, case.instance_id)
-        ours = "[" + ", ".join(effective.metrics) + "]" + str(effective.push_interval_ms)
+        ours = (
+            "[" + ", ".join(effective.metrics) + "]" + str(effective.push_interval_ms)
+        )
         if ours != java_hashed or effective.subscription_id != int(java_id):
             mismatches.append((index, ours[:200], java_hashed[:200]))
-    assert not mismatches, f"{len(mismatches)} of {len(cases)} cases differ, first: {mismatches[:3]}"
+    assert not mismatches, (
+        f"{len(mismatches)} of {len(cases)} cases differ, first: {mismatches[:3]}"
+    )
 
 
 def test_the_generator_makes_the_hard_cases(cases: list[Case]) -> None:
     """The generator really produces the hard shapes (else the comparison proves little)."""
-    assert sum(len(case.subscriptions) >= 24 for case in cases) > 100  # CHM resized twice
+    assert (
+        sum(len(case.subscriptions) >= 24 for case in cases) > 100
+    )  # CHM resized twice
     colliding = set(COLLIDING)
-    assert sum(
-        any(len(colliding & set(s.metrics)) >= 9 for s in case.subscriptions) for case in cases
-    ) > 100  # a HashSet bucket with 9+ entries
-    assert sum(any(len(s.metrics) >= 70 for s in case.subscriptions) for case in cases) > 500
+    assert (
+        sum(
+            any(len(colliding & set(s.metrics)) >= 9 for s in case.subscriptions)
+            for case in cases
+        )
+        > 100
+    )  # a HashSet bucket with 9+ entries
+    assert (
+        sum(any(len(s.metrics) >= 70 for s in case.subscriptions) for case in cases)
+        > 500
+    )
     assert any(any("*" in s.metrics for s in case.subscriptions) for case in cases)

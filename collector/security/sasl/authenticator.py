@@ -44,7 +44,11 @@ from collections.abc import Callable, Sequence
 
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
-from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure, SaslServer
+from collector.security.sasl.mechanism import (
+    SaslAuthenticationFailed,
+    SaslFailure,
+    SaslServer,
+)
 from collector.security.sasl.oauthbearer import TokenValidator
 from collector.security.sasl.servers import MECHANISMS, SaslCallbacks, new_sasl_server
 from proto import ApiKeys, RequestFrame, decode_request, encode_response
@@ -115,7 +119,9 @@ class SaslAuthenticator:
         unknown = [m for m in enabled_mechanisms if m not in MECHANISMS]
         if not enabled_mechanisms or unknown:
             raise ValueError(f"SASL mechanisms not served: {unknown or 'none enabled'}")
-        if "OAUTHBEARER" in enabled_mechanisms and (token_validator is None or wall_ms is None):
+        if "OAUTHBEARER" in enabled_mechanisms and (
+            token_validator is None or wall_ms is None
+        ):
             raise ValueError("OAUTHBEARER needs a token validator and the wall clock")
         self._enabled = tuple(enabled_mechanisms)
         self._callbacks = SaslCallbacks(credentials, token_validator)
@@ -197,13 +203,15 @@ class SaslAuthenticator:
                 self._encode(
                     frame,
                     SaslHandshakeResponse(
-                        error_code=Errors.UNSUPPORTED_SASL_MECHANISM, mechanisms=self._enabled
+                        error_code=Errors.UNSUPPORTED_SASL_MECHANISM,
+                        mechanisms=self._enabled,
                     ),
                 ),
                 reason=f"Unsupported SASL mechanism {mechanism}",
             )
         answer = self._encode(
-            frame, SaslHandshakeResponse(error_code=Errors.NONE, mechanisms=self._enabled)
+            frame,
+            SaslHandshakeResponse(error_code=Errors.NONE, mechanisms=self._enabled),
         )
         if self._reauthenticating and mechanism != self.mechanism:
             # Kafka answers the handshake and fails on the next token (REAUTH_BAD_MECHANISM).
@@ -262,7 +270,8 @@ class SaslAuthenticator:
                 self._encode(
                     frame,
                     SaslAuthenticateResponse(
-                        error_code=Errors.SASL_AUTHENTICATION_FAILED, error_message=message
+                        error_code=Errors.SASL_AUTHENTICATION_FAILED,
+                        error_message=message,
                     ),
                 ),
                 reason=message,
@@ -276,7 +285,9 @@ class SaslAuthenticator:
             self._encode(
                 frame,
                 SaslAuthenticateResponse(
-                    error_code=Errors.NONE, auth_bytes=token, session_lifetime_ms=lifetime_ms
+                    error_code=Errors.NONE,
+                    auth_bytes=token,
+                    session_lifetime_ms=lifetime_ms,
                 ),
             ),
         )
@@ -290,7 +301,11 @@ class SaslAuthenticator:
         return int(expiry) - self._wall_ms()
 
     def _complete(
-        self, session: Session, principal: str, now_ms: int, credential_remaining_ms: int | None
+        self,
+        session: Session,
+        principal: str,
+        now_ms: int,
+        credential_remaining_ms: int | None,
     ) -> int:
         """ReauthInfo.calcCompletionTimesAndReturnSessionLifetimeMs: the session lasts
         connections.max.reauth.ms, or until the credential expires, whichever is first."""
@@ -348,4 +363,6 @@ class SaslAuthenticator:
 
     @staticmethod
     def _encode(frame: RequestFrame, response: object) -> bytes:
-        return encode_response(frame.api_key, frame.api_version, frame.correlation_id, response)
+        return encode_response(
+            frame.api_key, frame.api_version, frame.correlation_id, response
+        )

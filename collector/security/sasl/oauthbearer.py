@@ -117,13 +117,17 @@ class OAuthBearerServer:
             properties[key] = value
         auth = properties.pop("auth", None)
         if auth is None:
-            raise SaslFailure("Invalid OAUTHBEARER client first message: 'auth' not specified")
+            raise SaslFailure(
+                "Invalid OAUTHBEARER client first message: 'auth' not specified"
+            )
         for key, value in properties.items():
             if not _KEY_RE.fullmatch(key) or not _VALUE_RE.fullmatch(value):
                 raise SaslFailure(f"Extension name {key} is invalid")
         auth_match = _AUTH.fullmatch(auth)
         if auth_match is None:
-            raise SaslFailure("Invalid OAUTHBEARER client first message: invalid 'auth' format")
+            raise SaslFailure(
+                "Invalid OAUTHBEARER client first message: invalid 'auth' format"
+            )
         if auth_match["scheme"].lower() != "bearer":
             raise SaslFailure(
                 f"Invalid scheme in OAUTHBEARER client first message: {auth_match['scheme']}"

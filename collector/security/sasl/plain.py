@@ -47,11 +47,17 @@ class PlainServer:
             raise SaslAuthenticationFailed("Authentication exchange has completed")
         authzid, user, password = _tokens(token.decode("utf-8", "replace"))
         if not user:
-            raise SaslAuthenticationFailed("Authentication failed: username not specified")
+            raise SaslAuthenticationFailed(
+                "Authentication failed: username not specified"
+            )
         if not password:
-            raise SaslAuthenticationFailed("Authentication failed: password not specified")
+            raise SaslAuthenticationFailed(
+                "Authentication failed: password not specified"
+            )
         if not self._credentials.verify_plain(user, password):
-            raise SaslAuthenticationFailed("Authentication failed: Invalid username or password")
+            raise SaslAuthenticationFailed(
+                "Authentication failed: Invalid username or password"
+            )
         if authzid and authzid != user:
             raise SaslAuthenticationFailed(
                 "Authentication failed: Client requested an authorization id that is different "

@@ -27,7 +27,11 @@ import hmac
 import re
 import secrets
 
-from collector.security.credentials import CredentialStore, ScramCredential, ScramMechanism
+from collector.security.credentials import (
+    CredentialStore,
+    ScramCredential,
+    ScramMechanism,
+)
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
 
 __all__ = ["ScramServer", "server_nonce"]
@@ -123,8 +127,12 @@ class ScramServer:
             raise
 
     def _state_name(self) -> str:
-        return ("RECEIVE_CLIENT_FIRST_MESSAGE", "RECEIVE_CLIENT_FINAL_MESSAGE", "COMPLETE",
-                "FAILED")[self._state]
+        return (
+            "RECEIVE_CLIENT_FIRST_MESSAGE",
+            "RECEIVE_CLIENT_FINAL_MESSAGE",
+            "COMPLETE",
+            "FAILED",
+        )[self._state]
 
     def _client_first(self, message: str) -> bytes:
         match = _CLIENT_FIRST.fullmatch(message)
@@ -153,7 +161,9 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = match["gs2"]
         self._client_first_bare = match["bare"]
-        nonce = match["nonce"] + (self._nonce if self._nonce is not None else server_nonce())
+        nonce = match["nonce"] + (
+            self._nonce if self._nonce is not None else server_nonce()
+        )
         salt = base64.b64encode(credential.salt).decode("ascii")
         self._server_first = f"r={nonce},s={salt},i={credential.iterations}"
         self._state = _RECEIVE_CLIENT_FINAL
@@ -172,7 +182,9 @@ class ScramServer:
             channel = base64.b64decode(match["channel"], validate=True)
             proof = base64.b64decode(match["proof"], validate=True)
         except (binascii.Error, ValueError):
-            raise SaslFailure("Authentication failed: Invalid client final message") from None
+            raise SaslFailure(
+                "Authentication failed: Invalid client final message"
+            ) from None
         if channel != self._gs2_header.encode("ascii"):
             raise SaslFailure("Invalid channel binding in the final client message.")
         hash_name = self._scram.hash_name

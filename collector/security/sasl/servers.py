@@ -31,7 +31,9 @@ def _scram(mechanism: ScramMechanism) -> Callable[[SaslCallbacks], SaslServer]:
 
 def _oauthbearer(callbacks: SaslCallbacks) -> SaslServer:
     if callbacks.token_validator is None:
-        raise ValueError("OAUTHBEARER needs a token validator (sasl.oauthbearer.jwks.endpoint.url)")
+        raise ValueError(
+            "OAUTHBEARER needs a token validator (sasl.oauthbearer.jwks.endpoint.url)"
+        )
     return OAuthBearerServer(callbacks.token_validator)
 
 

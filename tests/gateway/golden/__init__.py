@@ -72,7 +72,11 @@ def responses() -> list[GoldenResponse]:
         key, version, case, upstream, expected = line.split()
         rows.append(
             GoldenResponse(
-                int(key), int(version), case, bytes.fromhex(upstream), bytes.fromhex(expected)
+                int(key),
+                int(version),
+                case,
+                bytes.fromhex(upstream),
+                bytes.fromhex(expected),
             )
         )
     return rows
@@ -104,20 +108,24 @@ def throttles() -> list[GoldenThrottle]:
     rows = []
     for line in (HERE / "throttle.txt").read_text().splitlines():
         key, version, has, body = [*line.split(), ""][:4]
-        rows.append(GoldenThrottle(int(key), int(version), has == "1", bytes.fromhex(body)))
+        rows.append(
+            GoldenThrottle(int(key), int(version), has == "1", bytes.fromhex(body))
+        )
     return rows
 
 
 def kafka_classpath() -> str | None:
     """kafka-clients 4.4.0 and slf4j-api: `make kafka-libs`' cache, else Maven's, else None."""
     libs = Path(
-        os.environ.get("KTC_KAFKA_LIBS") or Path.home() / ".cache/ktc" / f"kafka-{KAFKA_RELEASE}"
+        os.environ.get("KTC_KAFKA_LIBS")
+        or Path.home() / ".cache/ktc" / f"kafka-{KAFKA_RELEASE}"
     )
     if (libs / f"kafka-clients-{KAFKA_RELEASE}.jar").is_file():
         return str(libs / "*")
     m2 = Path.home() / ".m2/repository"
     clients = (
-        m2 / f"org/apache/kafka/kafka-clients/{KAFKA_RELEASE}/kafka-clients-{KAFKA_RELEASE}.jar"
+        m2
+        / f"org/apache/kafka/kafka-clients/{KAFKA_RELEASE}/kafka-clients-{KAFKA_RELEASE}.jar"
     )
     slf4j = sorted((m2 / "org/slf4j/slf4j-api").glob("*/slf4j-api-*.jar"))
     if clients.is_file() and slf4j:

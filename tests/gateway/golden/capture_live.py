@@ -65,7 +65,9 @@ class LiveRequest:
 
 
 def kio_class(api_key: int, version: int, kind: str, name: str) -> Any:
-    module = importlib.import_module(f"kio.schema.{_KIO_API[api_key]}.v{version}.{kind}")
+    module = importlib.import_module(
+        f"kio.schema.{_KIO_API[api_key]}.v{version}.{kind}"
+    )
     return getattr(module, name)
 
 
@@ -75,9 +77,13 @@ def build(cls: Any, **values: Any) -> Any:
     return cls(**{key: value for key, value in values.items() if key in fields})
 
 
-def _request(api_key: int, version: int, case: str, class_name: str, **values: Any) -> LiveRequest:
+def _request(
+    api_key: int, version: int, case: str, class_name: str, **values: Any
+) -> LiveRequest:
     request = build(kio_class(api_key, version, "request", class_name), **values)
-    response = kio_class(api_key, version, "response", class_name.replace("Request", "Response"))
+    response = kio_class(
+        api_key, version, "response", class_name.replace("Request", "Response")
+    )
     return LiveRequest(api_key, version, case, request, response)
 
 
@@ -207,7 +213,9 @@ def capture(cluster: Any) -> list[Path]:
     answers: dict[str, tuple[Any, bytes]] = {}
 
     def clean() -> bool:
-        answers.update({r.name: exchange(port, r.request, r.response_type) for r in requests})
+        answers.update(
+            {r.name: exchange(port, r.request, r.response_type) for r in requests}
+        )
         return all(_clean(message) for message, _ in answers.values())
 
     eventually_sync(clean, timeout_s=90, what="every coordinator")

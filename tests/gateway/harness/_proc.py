@@ -128,7 +128,9 @@ def tail(path: Path, lines: int = 60) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def clean_env(drop_prefixes: tuple[str, ...] = (), drop: tuple[str, ...] = ()) -> dict[str, str]:
+def clean_env(
+    drop_prefixes: tuple[str, ...] = (), drop: tuple[str, ...] = ()
+) -> dict[str, str]:
     """The environment for a server child: ours less what would reconfigure it."""
     return {
         key: value

@@ -64,14 +64,24 @@ def compiled_classes(libs: Path | None = None) -> Path:
             javac = shutil.which("javac") or javac
         staging = Path(tempfile.mkdtemp(prefix="ktc-java-clients-build-"))
         result = subprocess.run(
-            [javac, "-J-XX:+UseSerialGC", "-cp", classpath(libs), "-d", str(staging), str(SOURCE)],
+            [
+                javac,
+                "-J-XX:+UseSerialGC",
+                "-cp",
+                classpath(libs),
+                "-d",
+                str(staging),
+                str(SOURCE),
+            ],
             capture_output=True,
             text=True,
             timeout=180,
         )
         if result.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
-            raise RuntimeError(f"javac failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+            raise RuntimeError(
+                f"javac failed ({result.returncode}):\n{result.stdout}{result.stderr}"
+            )
         try:
             os.replace(staging, target)
         except OSError:  # another process got there first
@@ -98,7 +108,9 @@ class EndpointSampler:
         self._process = psutil.Process(pid)
         self._interval = interval
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"endpoints-{pid}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, name=f"endpoints-{pid}", daemon=True
+        )
 
     def __enter__(self) -> EndpointSampler:
         self._thread.start()
@@ -190,16 +202,24 @@ def run_java_clients(
     if group is not None:
         command += ["--group", group]
     if sasl_username is not None:
-        command += ["--sasl-username", sasl_username, "--sasl-password", sasl_password or ""]
+        command += [
+            "--sasl-username",
+            sasl_username,
+            "--sasl-password",
+            sasl_password or "",
+        ]
         command += ["--sasl-mechanism", sasl_mechanism]
     for key, value in (client_props or {}).items():
         command += ["--prop", f"{key}={value}"]
     command += list(extra_args)
 
     started = time.monotonic()
-    with tempfile.TemporaryFile() as stdout, tempfile.NamedTemporaryFile(
-        prefix="ktc-java-clients-", suffix=".log", delete=False
-    ) as stderr:
+    with (
+        tempfile.TemporaryFile() as stdout,
+        tempfile.NamedTemporaryFile(
+            prefix="ktc-java-clients-", suffix=".log", delete=False
+        ) as stderr,
+    ):
         process = subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,

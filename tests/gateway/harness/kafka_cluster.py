@@ -44,7 +44,9 @@ LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "CONTROLLER")
 CLIENT_LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT")
 DEFAULT_SASL_USERS: Mapping[str, str] = {"alice": "alice-secret", "bob": "bob-secret"}
 
-STORAGE_TOOL = "kafka.tools.StorageTool"  # kafka_2.13 (core); `kafka-storage.sh` runs it
+STORAGE_TOOL = (
+    "kafka.tools.StorageTool"  # kafka_2.13 (core); `kafka-storage.sh` runs it
+)
 KAFKA_MAIN = "kafka.Kafka"  # `kafka-server-start.sh`'s main class
 
 _LOG4J2 = """\
@@ -134,7 +136,9 @@ class KafkaCluster:
     server.properties; `heap` is each JVM's -Xmx."""
 
     nodes: int = 3
-    sasl_users: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_SASL_USERS))
+    sasl_users: Mapping[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_SASL_USERS)
+    )
     broker_config: Mapping[str, Any] = field(default_factory=dict)
     heap: str = "512m"
     libs: Path | None = None
@@ -167,7 +171,9 @@ class KafkaCluster:
                 self._format_all()
                 for node_id in self._nodes:
                     self._launch(node_id)
-                self.wait_ready(timeout=max(10.0, timeout - (time.monotonic() - started)))
+                self.wait_ready(
+                    timeout=max(10.0, timeout - (time.monotonic() - started))
+                )
                 break
             except BaseException as error:
                 bind_failure = any(
@@ -178,7 +184,9 @@ class KafkaCluster:
                 self.stop()
                 if attempt == 1 and bind_failure and isinstance(error, Exception):
                     continue
-                raise RuntimeError(f"Kafka cluster did not start: {error}\n{report}") from error
+                raise RuntimeError(
+                    f"Kafka cluster did not start: {error}\n{report}"
+                ) from error
         self.startup_seconds = time.monotonic() - started
         return self
 
@@ -214,7 +222,9 @@ class KafkaCluster:
             return None
         return _proc.kill(node.process, graceful_s=timeout)
 
-    def start_node(self, node_id: int, *, wait: bool = True, timeout: float = 90.0) -> None:
+    def start_node(
+        self, node_id: int, *, wait: bool = True, timeout: float = 90.0
+    ) -> None:
         """Starts a stopped node again on its old ports and data; by default waits until
         every running node is registered and serving (wait_ready)."""
         node = self._nodes[node_id]
@@ -244,7 +254,9 @@ class KafkaCluster:
     @property
     def node_ports(self) -> dict[int, dict[str, int]]:
         """{node_id: {"PLAINTEXT": port, "SASL_PLAINTEXT": port, "CONTROLLER": port}}"""
-        return {node_id: dict(node.ports) for node_id, node in sorted(self._nodes.items())}
+        return {
+            node_id: dict(node.ports) for node_id, node in sorted(self._nodes.items())
+        }
 
     def node(self, node_id: int) -> KafkaNode:
         return self._nodes[node_id]
@@ -269,7 +281,9 @@ class KafkaCluster:
     ) -> dict[str, Any]:
         """confluent-kafka settings for a client of `listener`; SASL_PLAINTEXT needs `user`
         (password from sasl_users unless given)."""
-        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers(listener, nodes)}
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers(listener, nodes)
+        }
         if listener == "SASL_PLAINTEXT":
             if user is None:
                 raise ValueError("SASL_PLAINTEXT needs a user")
@@ -278,7 +292,9 @@ class KafkaCluster:
                     "security.protocol": "SASL_PLAINTEXT",
                     "sasl.mechanism": mechanism,
                     "sasl.username": user,
-                    "sasl.password": password if password is not None else self.sasl_users[user],
+                    "sasl.password": password
+                    if password is not None
+                    else self.sasl_users[user],
                 }
             )
         return config
@@ -325,11 +341,14 @@ class KafkaCluster:
             probe,
             timeout=timeout,
             interval=0.2,
-            what=f"brokers {sorted(wanted)} registered" + (f" (asking node {via})" if via else ""),
+            what=f"brokers {sorted(wanted)} registered"
+            + (f" (asking node {via})" if via else ""),
             alive=(lambda: self._death(self._nodes[via])) if via is not None else None,
         )
 
-    def wait_in_sync(self, topics: Iterable[str] | None = None, timeout: float = 90.0) -> None:
+    def wait_in_sync(
+        self, topics: Iterable[str] | None = None, timeout: float = 90.0
+    ) -> None:
         """Polls Metadata until every partition of `topics` (default all, internal ones
         included) has a leader and all its replicas in the ISR."""
         admin = self._admin(self.running_node_ids)
@@ -343,11 +362,15 @@ class KafkaCluster:
                 if topic is None or topic.error is not None or not topic.partitions:
                     return False
                 for partition in topic.partitions.values():
-                    if partition.leader < 0 or set(partition.isrs) != set(partition.replicas):
+                    if partition.leader < 0 or set(partition.isrs) != set(
+                        partition.replicas
+                    ):
                         return False
             return True
 
-        _proc.poll_until(probe, timeout=timeout, interval=0.2, what=f"ISR full for {names}")
+        _proc.poll_until(
+            probe, timeout=timeout, interval=0.2, what=f"ISR full for {names}"
+        )
 
     def describe_cluster(self, admin: Any | None = None) -> dict[str, Any]:
         """DescribeCluster through librdkafka. Its `controller` is what Kafka's KRaft brokers
@@ -370,11 +393,15 @@ class KafkaCluster:
 
         def probe() -> int | None:
             for node_id in self.running_node_ids:
-                leader = describe_quorum(self._nodes[node_id].ports["PLAINTEXT"])["leader_id"]
+                leader = describe_quorum(self._nodes[node_id].ports["PLAINTEXT"])[
+                    "leader_id"
+                ]
                 return leader if leader in self.running_node_ids else None
             return None
 
-        return _proc.poll_until(probe, timeout=timeout, interval=0.2, what="active controller")
+        return _proc.poll_until(
+            probe, timeout=timeout, interval=0.2, what="active controller"
+        )
 
     def log_tail(self, node_id: int, lines: int = 60) -> str:
         return _proc.tail(self._nodes[node_id].log_path, lines)
@@ -382,8 +409,14 @@ class KafkaCluster:
     def describe_failure(self, lines: int = 40) -> str:
         parts = []
         for node_id, node in sorted(self._nodes.items()):
-            state = "running" if node.running else f"exit {node.process and node.process.poll()}"
-            parts.append(f"--- node {node_id} ({state}) {node.log_path}, last {lines} lines:")
+            state = (
+                "running"
+                if node.running
+                else f"exit {node.process and node.process.poll()}"
+            )
+            parts.append(
+                f"--- node {node_id} ({state}) {node.log_path}, last {lines} lines:"
+            )
             parts.append(_proc.tail(node.log_path, lines))
         return "\n".join(parts)
 
@@ -421,7 +454,9 @@ class KafkaCluster:
             directory = self.work_dir / f"node-{node_id}"
             shutil.rmtree(directory, ignore_errors=True)  # a retry formats afresh
             directory.mkdir(parents=True)
-            node_ports = dict(zip(LISTENERS, ports[index * 3 : index * 3 + 3], strict=True))
+            node_ports = dict(
+                zip(LISTENERS, ports[index * 3 : index * 3 + 3], strict=True)
+            )
             self._nodes[node_id] = KafkaNode(node_id, node_ports, directory)
         log4j = self.work_dir / "log4j2.properties"
         log4j.write_text(_LOG4J2.format(level=self.log_level))
@@ -432,7 +467,8 @@ class KafkaCluster:
         replication = min(3, self.nodes)
         min_isr = min(2, replication)
         voters = ",".join(
-            f"{n.node_id}@127.0.0.1:{n.ports['CONTROLLER']}" for n in self._nodes.values()
+            f"{n.node_id}@127.0.0.1:{n.ports['CONTROLLER']}"
+            for n in self._nodes.values()
         )
         jaas_plain_users = " ".join(
             f'user_{name}="{password}"' for name, password in self.sasl_users.items()
@@ -441,7 +477,9 @@ class KafkaCluster:
             "process.roles": "broker,controller",
             "node.id": node.node_id,
             "controller.quorum.voters": voters,
-            "listeners": ",".join(f"{name}://127.0.0.1:{node.ports[name]}" for name in LISTENERS),
+            "listeners": ",".join(
+                f"{name}://127.0.0.1:{node.ports[name]}" for name in LISTENERS
+            ),
             "advertised.listeners": ",".join(
                 f"{name}://127.0.0.1:{node.ports[name]}" for name in CLIENT_LISTENERS
             ),
@@ -508,7 +546,9 @@ class KafkaCluster:
             return [f"-XX:SharedArchiveFile={archive}"]
         if node_id is None or self._archive_dumper not in (None, node_id):
             return []
-        if self._nodes[node_id].starts > 1:  # its first JVM was killed: no archive from it
+        if (
+            self._nodes[node_id].starts > 1
+        ):  # its first JVM was killed: no archive from it
             return []
         try:
             archive.parent.mkdir(parents=True, exist_ok=True)
@@ -533,8 +573,13 @@ class KafkaCluster:
             if staging.is_file() and staging.stat().st_size > 0:
                 java = java_bin()
                 check = subprocess.run(
-                    [java or "java", f"-XX:SharedArchiveFile={staging}", "-cp",
-                     classpath(self.libs), "-version"],
+                    [
+                        java or "java",
+                        f"-XX:SharedArchiveFile={staging}",
+                        "-cp",
+                        classpath(self.libs),
+                        "-version",
+                    ],
                     capture_output=True,
                     timeout=60,
                 )
@@ -567,7 +612,10 @@ class KafkaCluster:
             argument
             for name, password in self.sasl_users.items()
             for mechanism in ("SCRAM-SHA-512", "SCRAM-SHA-256")
-            for argument in ("--add-scram", f"{mechanism}=[name={name},password={password}]")
+            for argument in (
+                "--add-scram",
+                f"{mechanism}=[name={name},password={password}]",
+            )
         ]
 
         def format_node(node: KafkaNode) -> None:
@@ -583,7 +631,10 @@ class KafkaCluster:
                 *scram,
             ]
             result = subprocess.run(
-                command, capture_output=True, timeout=120, env=_proc.clean_env(("KAFKA_",))
+                command,
+                capture_output=True,
+                timeout=120,
+                env=_proc.clean_env(("KAFKA_",)),
             )
             output = (result.stdout + result.stderr).decode("utf-8", "replace")
             (node.directory / "format.log").write_text(output)
@@ -599,7 +650,9 @@ class KafkaCluster:
         node = self._nodes[node_id]
         node.starts += 1
         with open(node.log_path, "ab") as log:
-            log.write(f"\n===== ktc harness: start #{node.starts} of node {node_id}\n".encode())
+            log.write(
+                f"\n===== ktc harness: start #{node.starts} of node {node_id}\n".encode()
+            )
             log.flush()
             node.process = subprocess.Popen(
                 [

@@ -82,7 +82,11 @@ class TansuBroker:
         binary = tansu_bin()
         assert binary is not None
         return subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, check=True, timeout=30
+            [binary, "--version"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
         ).stdout.strip()
 
     def start(self, timeout: float = 30.0) -> TansuBroker:
@@ -139,7 +143,9 @@ class TansuBroker:
             what="Tansu listener",
             alive=self._death,
         )
-        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers(), "log_level": 2})
+        admin = AdminClient(
+            {"bootstrap.servers": self.bootstrap_servers(), "log_level": 2}
+        )
         _proc.poll_until(
             lambda: bool(admin.list_topics(timeout=5).brokers),
             timeout=timeout,

@@ -61,7 +61,9 @@ def exchange(
         raw = _recv_exactly(sock, size)
     header, offset = entity_reader(response_type.__header_schema__)(raw, 0)  # type: ignore[attr-defined]
     if header.correlation_id != correlation_id:
-        raise ValueError(f"correlation id {header.correlation_id}, expected {correlation_id}")
+        raise ValueError(
+            f"correlation id {header.correlation_id}, expected {correlation_id}"
+        )
     response, _ = entity_reader(response_type)(raw, offset)
     return response, raw
 
@@ -76,7 +78,8 @@ def describe_quorum(port: int, host: str = "127.0.0.1") -> dict[str, Any]:
     request = rq.DescribeQuorumRequest(
         topics=(
             rq.TopicData(
-                topic_name="__cluster_metadata", partitions=(rq.PartitionData(partition_index=i32(0)),)
+                topic_name="__cluster_metadata",
+                partitions=(rq.PartitionData(partition_index=i32(0)),),
             ),
         )
     )
@@ -90,6 +93,10 @@ def describe_quorum(port: int, host: str = "127.0.0.1") -> dict[str, Any]:
         "leader_id": int(partition.leader_id),
         "leader_epoch": int(partition.leader_epoch),
         "high_watermark": int(partition.high_watermark),
-        "voters": {int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters},
-        "observers": {int(v.replica_id): int(v.log_end_offset) for v in partition.observers},
+        "voters": {
+            int(v.replica_id): int(v.log_end_offset) for v in partition.current_voters
+        },
+        "observers": {
+            int(v.replica_id): int(v.log_end_offset) for v in partition.observers
+        },
     }
