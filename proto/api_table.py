@@ -74,9 +74,7 @@ class ApiInfo:
 # api_key: ApiInfo(api_key, name, min_version, max_version, latest_version_unstable,
 #                  first_flexible, throttle_first, throttle_field, throttle_offset, listeners)
 API_TABLE: dict[int, ApiInfo] = {
-    0: ApiInfo(
-        0, "Produce", 3, 13, False, 9, None, (3, 13), None, frozenset({"broker"})
-    ),
+    0: ApiInfo(0, "Produce", 3, 13, False, 9, None, (3, 13), None, frozenset({"broker"})),
     1: ApiInfo(
         1,
         "Fetch",
@@ -101,30 +99,11 @@ API_TABLE: dict[int, ApiInfo] = {
         (2, 11, 0),
         frozenset({"broker"}),
     ),
-    3: ApiInfo(
-        3,
-        "Metadata",
-        0,
-        13,
-        False,
-        9,
-        (3, 13),
-        (3, 13),
-        (3, 13, 0),
-        frozenset({"broker"}),
-    ),
-    4: ApiInfo(
-        4, "LeaderAndIsr", None, None, False, None, None, None, None, frozenset()
-    ),
-    5: ApiInfo(
-        5, "StopReplica", None, None, False, None, None, None, None, frozenset()
-    ),
-    6: ApiInfo(
-        6, "UpdateMetadata", None, None, False, None, None, None, None, frozenset()
-    ),
-    7: ApiInfo(
-        7, "ControlledShutdown", None, None, False, None, None, None, None, frozenset()
-    ),
+    3: ApiInfo(3, "Metadata", 0, 13, False, 9, (3, 13), (3, 13), (3, 13, 0), frozenset({"broker"})),
+    4: ApiInfo(4, "LeaderAndIsr", None, None, False, None, None, None, None, frozenset()),
+    5: ApiInfo(5, "StopReplica", None, None, False, None, None, None, None, frozenset()),
+    6: ApiInfo(6, "UpdateMetadata", None, None, False, None, None, None, None, frozenset()),
+    7: ApiInfo(7, "ControlledShutdown", None, None, False, None, None, None, None, frozenset()),
     8: ApiInfo(
         8,
         "OffsetCommit",
@@ -161,54 +140,10 @@ API_TABLE: dict[int, ApiInfo] = {
         (1, 6, 0),
         frozenset({"broker"}),
     ),
-    11: ApiInfo(
-        11,
-        "JoinGroup",
-        0,
-        9,
-        False,
-        6,
-        (2, 9),
-        (2, 9),
-        (2, 9, 0),
-        frozenset({"broker"}),
-    ),
-    12: ApiInfo(
-        12,
-        "Heartbeat",
-        0,
-        4,
-        False,
-        4,
-        (1, 4),
-        (1, 4),
-        (1, 4, 0),
-        frozenset({"broker"}),
-    ),
-    13: ApiInfo(
-        13,
-        "LeaveGroup",
-        0,
-        5,
-        False,
-        4,
-        (1, 5),
-        (1, 5),
-        (1, 5, 0),
-        frozenset({"broker"}),
-    ),
-    14: ApiInfo(
-        14,
-        "SyncGroup",
-        0,
-        5,
-        False,
-        4,
-        (1, 5),
-        (1, 5),
-        (1, 5, 0),
-        frozenset({"broker"}),
-    ),
+    11: ApiInfo(11, "JoinGroup", 0, 9, False, 6, (2, 9), (2, 9), (2, 9, 0), frozenset({"broker"})),
+    12: ApiInfo(12, "Heartbeat", 0, 4, False, 4, (1, 4), (1, 4), (1, 4, 0), frozenset({"broker"})),
+    13: ApiInfo(13, "LeaveGroup", 0, 5, False, 4, (1, 5), (1, 5), (1, 5, 0), frozenset({"broker"})),
+    14: ApiInfo(14, "SyncGroup", 0, 5, False, 4, (1, 5), (1, 5), (1, 5, 0), frozenset({"broker"})),
     15: ApiInfo(
         15,
         "DescribeGroups",
@@ -221,18 +156,7 @@ API_TABLE: dict[int, ApiInfo] = {
         (1, 6, 0),
         frozenset({"broker"}),
     ),
-    16: ApiInfo(
-        16,
-        "ListGroups",
-        0,
-        5,
-        False,
-        3,
-        (1, 5),
-        (1, 5),
-        (1, 5, 0),
-        frozenset({"broker"}),
-    ),
+    16: ApiInfo(16, "ListGroups", 0, 5, False, 3, (1, 5), (1, 5), (1, 5, 0), frozenset({"broker"})),
     17: ApiInfo(
         17,
         "SaslHandshake",
@@ -341,12 +265,8 @@ API_TABLE: dict[int, ApiInfo] = {
         (0, 4, 0),
         frozenset({"broker"}),
     ),
-    26: ApiInfo(
-        26, "EndTxn", 0, 5, False, 3, (0, 5), (0, 5), (0, 5, 0), frozenset({"broker"})
-    ),
-    27: ApiInfo(
-        27, "WriteTxnMarkers", 1, 2, False, 1, None, None, None, frozenset({"broker"})
-    ),
+    26: ApiInfo(26, "EndTxn", 0, 5, False, 3, (0, 5), (0, 5), (0, 5, 0), frozenset({"broker"})),
+    27: ApiInfo(27, "WriteTxnMarkers", 1, 2, False, 1, None, None, None, frozenset({"broker"})),
     28: ApiInfo(
         28,
         "TxnOffsetCommit",
@@ -635,9 +555,7 @@ API_TABLE: dict[int, ApiInfo] = {
         (0, 0, 0),
         frozenset({"broker", "controller"}),
     ),
-    52: ApiInfo(
-        52, "Vote", 0, 2, False, 0, None, None, None, frozenset({"controller"})
-    ),
+    52: ApiInfo(52, "Vote", 0, 2, False, 0, None, None, None, frozenset({"controller"})),
     53: ApiInfo(
         53,
         "BeginQuorumEpoch",
@@ -650,18 +568,7 @@ API_TABLE: dict[int, ApiInfo] = {
         None,
         frozenset({"controller"}),
     ),
-    54: ApiInfo(
-        54,
-        "EndQuorumEpoch",
-        0,
-        1,
-        False,
-        1,
-        None,
-        None,
-        None,
-        frozenset({"controller"}),
-    ),
+    54: ApiInfo(54, "EndQuorumEpoch", 0, 1, False, 1, None, None, None, frozenset({"controller"})),
     55: ApiInfo(
         55,
         "DescribeQuorum",
@@ -698,9 +605,7 @@ API_TABLE: dict[int, ApiInfo] = {
         (0, 2, 0),
         frozenset({"broker", "controller"}),
     ),
-    58: ApiInfo(
-        58, "Envelope", 0, 0, False, 0, None, None, None, frozenset({"controller"})
-    ),
+    58: ApiInfo(58, "Envelope", 0, 0, False, 0, None, None, None, frozenset({"controller"})),
     59: ApiInfo(
         59,
         "FetchSnapshot",
@@ -929,18 +834,7 @@ API_TABLE: dict[int, ApiInfo] = {
         (1, 1, 0),
         frozenset({"broker"}),
     ),
-    78: ApiInfo(
-        78,
-        "ShareFetch",
-        1,
-        2,
-        False,
-        0,
-        (1, 2),
-        (1, 2),
-        (1, 2, 0),
-        frozenset({"broker"}),
-    ),
+    78: ApiInfo(78, "ShareFetch", 1, 2, False, 0, (1, 2), (1, 2), (1, 2, 0), frozenset({"broker"})),
     79: ApiInfo(
         79,
         "ShareAcknowledge",
@@ -1001,18 +895,7 @@ API_TABLE: dict[int, ApiInfo] = {
         None,
         frozenset({"broker"}),
     ),
-    84: ApiInfo(
-        84,
-        "ReadShareGroupState",
-        0,
-        0,
-        False,
-        0,
-        None,
-        None,
-        None,
-        frozenset({"broker"}),
-    ),
+    84: ApiInfo(84, "ReadShareGroupState", 0, 0, False, 0, None, None, None, frozenset({"broker"})),
     85: ApiInfo(
         85,
         "WriteShareGroupState",

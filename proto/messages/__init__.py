@@ -59,12 +59,8 @@ from proto.messages import (
 )
 from proto.messages.alter_client_quotas_request import AlterClientQuotasRequest
 from proto.messages.alter_client_quotas_response import AlterClientQuotasResponse
-from proto.messages.alter_user_scram_credentials_request import (
-    AlterUserScramCredentialsRequest,
-)
-from proto.messages.alter_user_scram_credentials_response import (
-    AlterUserScramCredentialsResponse,
-)
+from proto.messages.alter_user_scram_credentials_request import AlterUserScramCredentialsRequest
+from proto.messages.alter_user_scram_credentials_response import AlterUserScramCredentialsResponse
 from proto.messages.api_versions_request import ApiVersionsRequest
 from proto.messages.api_versions_response import ApiVersionsResponse
 from proto.messages.create_acls_request import CreateAclsRequest
@@ -85,26 +81,14 @@ from proto.messages.describe_cluster_response import DescribeClusterResponse
 from proto.messages.describe_configs_request import DescribeConfigsRequest
 from proto.messages.describe_configs_response import DescribeConfigsResponse
 from proto.messages.describe_quorum_response import DescribeQuorumResponse
-from proto.messages.describe_user_scram_credentials_request import (
-    DescribeUserScramCredentialsRequest,
-)
-from proto.messages.describe_user_scram_credentials_response import (
-    DescribeUserScramCredentialsResponse,
-)
+from proto.messages.describe_user_scram_credentials_request import DescribeUserScramCredentialsRequest
+from proto.messages.describe_user_scram_credentials_response import DescribeUserScramCredentialsResponse
 from proto.messages.fetch_response import FetchResponse
 from proto.messages.find_coordinator_response import FindCoordinatorResponse
-from proto.messages.get_telemetry_subscriptions_request import (
-    GetTelemetrySubscriptionsRequest,
-)
-from proto.messages.get_telemetry_subscriptions_response import (
-    GetTelemetrySubscriptionsResponse,
-)
-from proto.messages.incremental_alter_configs_request import (
-    IncrementalAlterConfigsRequest,
-)
-from proto.messages.incremental_alter_configs_response import (
-    IncrementalAlterConfigsResponse,
-)
+from proto.messages.get_telemetry_subscriptions_request import GetTelemetrySubscriptionsRequest
+from proto.messages.get_telemetry_subscriptions_response import GetTelemetrySubscriptionsResponse
+from proto.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from proto.messages.incremental_alter_configs_response import IncrementalAlterConfigsResponse
 from proto.messages.list_config_resources_request import ListConfigResourcesRequest
 from proto.messages.list_config_resources_response import ListConfigResourcesResponse
 from proto.messages.metadata_request import MetadataRequest

@@ -87,9 +87,7 @@ class AlterClientQuotasRequest:
 
 _new = object.__new__
 _set_AlterClientQuotasRequest_entries = slot_setter(AlterClientQuotasRequest, "entries")
-_set_AlterClientQuotasRequest_validate_only = slot_setter(
-    AlterClientQuotasRequest, "validate_only"
-)
+_set_AlterClientQuotasRequest_validate_only = slot_setter(AlterClientQuotasRequest, "validate_only")
 _set_EntityData_entity_name = slot_setter(EntityData, "entity_name")
 _set_EntityData_entity_type = slot_setter(EntityData, "entity_type")
 _set_EntryData_entity = slot_setter(EntryData, "entity")

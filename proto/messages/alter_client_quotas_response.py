@@ -78,9 +78,7 @@ class AlterClientQuotasResponse:
 
 
 _new = object.__new__
-_set_AlterClientQuotasResponse_entries = slot_setter(
-    AlterClientQuotasResponse, "entries"
-)
+_set_AlterClientQuotasResponse_entries = slot_setter(AlterClientQuotasResponse, "entries")
 _set_AlterClientQuotasResponse_throttle_time_ms = slot_setter(
     AlterClientQuotasResponse, "throttle_time_ms"
 )
@@ -251,9 +249,7 @@ def write_v1(msg: AlterClientQuotasResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[AlterClientQuotasResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[AlterClientQuotasResponse, int]]] = {
     0: read_v0,
     1: read_v1,
 }

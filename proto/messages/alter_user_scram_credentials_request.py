@@ -80,16 +80,10 @@ _set_AlterUserScramCredentialsRequest_deletions = slot_setter(
 _set_AlterUserScramCredentialsRequest_upsertions = slot_setter(
     AlterUserScramCredentialsRequest, "upsertions"
 )
-_set_ScramCredentialDeletion_mechanism = slot_setter(
-    ScramCredentialDeletion, "mechanism"
-)
+_set_ScramCredentialDeletion_mechanism = slot_setter(ScramCredentialDeletion, "mechanism")
 _set_ScramCredentialDeletion_name = slot_setter(ScramCredentialDeletion, "name")
-_set_ScramCredentialUpsertion_iterations = slot_setter(
-    ScramCredentialUpsertion, "iterations"
-)
-_set_ScramCredentialUpsertion_mechanism = slot_setter(
-    ScramCredentialUpsertion, "mechanism"
-)
+_set_ScramCredentialUpsertion_iterations = slot_setter(ScramCredentialUpsertion, "iterations")
+_set_ScramCredentialUpsertion_mechanism = slot_setter(ScramCredentialUpsertion, "mechanism")
 _set_ScramCredentialUpsertion_name = slot_setter(ScramCredentialUpsertion, "name")
 _set_ScramCredentialUpsertion_salt = slot_setter(ScramCredentialUpsertion, "salt")
 _set_ScramCredentialUpsertion_salted_password = slot_setter(
@@ -158,17 +152,13 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[AlterUserScramCredentialsRequest,
     return _message, pos
 
 
-def _write_ScramCredentialDeletion_v0(
-    msg: ScramCredentialDeletion, out: bytearray
-) -> None:
+def _write_ScramCredentialDeletion_v0(msg: ScramCredentialDeletion, out: bytearray) -> None:
     write_compact_string(out, msg.name)
     out += _S0.pack(msg.mechanism)
     out.append(0)
 
 
-def _write_ScramCredentialUpsertion_v0(
-    msg: ScramCredentialUpsertion, out: bytearray
-) -> None:
+def _write_ScramCredentialUpsertion_v0(msg: ScramCredentialUpsertion, out: bytearray) -> None:
     write_compact_string(out, msg.name)
     out += _S1.pack(msg.mechanism, msg.iterations)
     write_compact_bytes(out, msg.salt)
@@ -194,9 +184,7 @@ def write_v0(msg: AlterUserScramCredentialsRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[AlterUserScramCredentialsRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[AlterUserScramCredentialsRequest, int]]] = {
     0: read_v0,
 }
 

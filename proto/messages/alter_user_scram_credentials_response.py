@@ -74,9 +74,7 @@ _set_AlterUserScramCredentialsResult_error_code = slot_setter(
 _set_AlterUserScramCredentialsResult_error_message = slot_setter(
     AlterUserScramCredentialsResult, "error_message"
 )
-_set_AlterUserScramCredentialsResult_user = slot_setter(
-    AlterUserScramCredentialsResult, "user"
-)
+_set_AlterUserScramCredentialsResult_user = slot_setter(AlterUserScramCredentialsResult, "user")
 
 
 _S0 = struct.Struct(">i")
@@ -138,9 +136,7 @@ def write_v0(msg: AlterUserScramCredentialsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[AlterUserScramCredentialsResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[AlterUserScramCredentialsResponse, int]]] = {
     0: read_v0,
 }
 

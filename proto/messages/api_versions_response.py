@@ -110,27 +110,15 @@ _set_ApiVersion_max_version = slot_setter(ApiVersion, "max_version")
 _set_ApiVersion_min_version = slot_setter(ApiVersion, "min_version")
 _set_ApiVersionsResponse_api_keys = slot_setter(ApiVersionsResponse, "api_keys")
 _set_ApiVersionsResponse_error_code = slot_setter(ApiVersionsResponse, "error_code")
-_set_ApiVersionsResponse_finalized_features = slot_setter(
-    ApiVersionsResponse, "finalized_features"
-)
+_set_ApiVersionsResponse_finalized_features = slot_setter(ApiVersionsResponse, "finalized_features")
 _set_ApiVersionsResponse_finalized_features_epoch = slot_setter(
     ApiVersionsResponse, "finalized_features_epoch"
 )
-_set_ApiVersionsResponse_supported_features = slot_setter(
-    ApiVersionsResponse, "supported_features"
-)
-_set_ApiVersionsResponse_throttle_time_ms = slot_setter(
-    ApiVersionsResponse, "throttle_time_ms"
-)
-_set_ApiVersionsResponse_zk_migration_ready = slot_setter(
-    ApiVersionsResponse, "zk_migration_ready"
-)
-_set_FinalizedFeatureKey_max_version_level = slot_setter(
-    FinalizedFeatureKey, "max_version_level"
-)
-_set_FinalizedFeatureKey_min_version_level = slot_setter(
-    FinalizedFeatureKey, "min_version_level"
-)
+_set_ApiVersionsResponse_supported_features = slot_setter(ApiVersionsResponse, "supported_features")
+_set_ApiVersionsResponse_throttle_time_ms = slot_setter(ApiVersionsResponse, "throttle_time_ms")
+_set_ApiVersionsResponse_zk_migration_ready = slot_setter(ApiVersionsResponse, "zk_migration_ready")
+_set_FinalizedFeatureKey_max_version_level = slot_setter(FinalizedFeatureKey, "max_version_level")
+_set_FinalizedFeatureKey_min_version_level = slot_setter(FinalizedFeatureKey, "min_version_level")
 _set_FinalizedFeatureKey_name = slot_setter(FinalizedFeatureKey, "name")
 _set_SupportedFeatureKey_max_version = slot_setter(SupportedFeatureKey, "max_version")
 _set_SupportedFeatureKey_min_version = slot_setter(SupportedFeatureKey, "min_version")
@@ -241,9 +229,7 @@ def _read_ApiVersion_v3(buf: BytesLike, pos: int) -> tuple[ApiVersion, int]:
     return _message, pos
 
 
-def _read_SupportedFeatureKey_v3(
-    buf: BytesLike, pos: int
-) -> tuple[SupportedFeatureKey, int]:
+def _read_SupportedFeatureKey_v3(buf: BytesLike, pos: int) -> tuple[SupportedFeatureKey, int]:
     _name, pos = read_compact_string(buf, pos)
     (_min_version, _max_version) = _S3.unpack_from(buf, pos)
     pos += 4
@@ -278,9 +264,7 @@ def _read_ApiVersionsResponse_finalized_features_epoch_v3(
     return value, pos
 
 
-def _read_FinalizedFeatureKey_v3(
-    buf: BytesLike, pos: int
-) -> tuple[FinalizedFeatureKey, int]:
+def _read_FinalizedFeatureKey_v3(buf: BytesLike, pos: int) -> tuple[FinalizedFeatureKey, int]:
     _name, pos = read_compact_string(buf, pos)
     (_max_version_level, _min_version_level) = _S3.unpack_from(buf, pos)
     pos += 4
@@ -307,9 +291,7 @@ def _read_ApiVersionsResponse_finalized_features_v3(
     return value, pos
 
 
-def _read_ApiVersionsResponse_zk_migration_ready_v3(
-    buf: BytesLike, pos: int
-) -> tuple[bool, int]:
+def _read_ApiVersionsResponse_zk_migration_ready_v3(buf: BytesLike, pos: int) -> tuple[bool, int]:
     (value,) = _S5.unpack_from(buf, pos)
     pos += 1
     return value, pos
@@ -368,9 +350,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ApiVersionsResponse, int]:
     _set_ApiVersionsResponse_api_keys(_message, _api_keys)
     _set_ApiVersionsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_ApiVersionsResponse_supported_features(_message, _supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        _message, _finalized_features_epoch
-    )
+    _set_ApiVersionsResponse_finalized_features_epoch(_message, _finalized_features_epoch)
     _set_ApiVersionsResponse_finalized_features(_message, _finalized_features)
     _set_ApiVersionsResponse_zk_migration_ready(_message, _zk_migration_ready)
     return _message, pos

@@ -73,9 +73,7 @@ _set_AclCreation_operation = slot_setter(AclCreation, "operation")
 _set_AclCreation_permission_type = slot_setter(AclCreation, "permission_type")
 _set_AclCreation_principal = slot_setter(AclCreation, "principal")
 _set_AclCreation_resource_name = slot_setter(AclCreation, "resource_name")
-_set_AclCreation_resource_pattern_type = slot_setter(
-    AclCreation, "resource_pattern_type"
-)
+_set_AclCreation_resource_pattern_type = slot_setter(AclCreation, "resource_pattern_type")
 _set_AclCreation_resource_type = slot_setter(AclCreation, "resource_type")
 _set_CreateAclsRequest_creations = slot_setter(CreateAclsRequest, "creations")
 

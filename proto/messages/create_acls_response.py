@@ -65,18 +65,14 @@ _new = object.__new__
 _set_AclCreationResult_error_code = slot_setter(AclCreationResult, "error_code")
 _set_AclCreationResult_error_message = slot_setter(AclCreationResult, "error_message")
 _set_CreateAclsResponse_results = slot_setter(CreateAclsResponse, "results")
-_set_CreateAclsResponse_throttle_time_ms = slot_setter(
-    CreateAclsResponse, "throttle_time_ms"
-)
+_set_CreateAclsResponse_throttle_time_ms = slot_setter(CreateAclsResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">i")
 _S1 = struct.Struct(">h")
 
 
-def _read_AclCreationResult_v1(
-    buf: BytesLike, pos: int
-) -> tuple[AclCreationResult, int]:
+def _read_AclCreationResult_v1(buf: BytesLike, pos: int) -> tuple[AclCreationResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_string(buf, pos)
@@ -120,9 +116,7 @@ def write_v1(msg: CreateAclsResponse, out: bytearray) -> None:
             _write_AclCreationResult_v1(_item_results, out)
 
 
-def _read_AclCreationResult_v2(
-    buf: BytesLike, pos: int
-) -> tuple[AclCreationResult, int]:
+def _read_AclCreationResult_v2(buf: BytesLike, pos: int) -> tuple[AclCreationResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_compact_string(buf, pos)

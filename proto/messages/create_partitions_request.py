@@ -72,19 +72,11 @@ class CreatePartitionsRequest:
 
 
 _new = object.__new__
-_set_CreatePartitionsAssignment_broker_ids = slot_setter(
-    CreatePartitionsAssignment, "broker_ids"
-)
-_set_CreatePartitionsRequest_timeout_ms = slot_setter(
-    CreatePartitionsRequest, "timeout_ms"
-)
+_set_CreatePartitionsAssignment_broker_ids = slot_setter(CreatePartitionsAssignment, "broker_ids")
+_set_CreatePartitionsRequest_timeout_ms = slot_setter(CreatePartitionsRequest, "timeout_ms")
 _set_CreatePartitionsRequest_topics = slot_setter(CreatePartitionsRequest, "topics")
-_set_CreatePartitionsRequest_validate_only = slot_setter(
-    CreatePartitionsRequest, "validate_only"
-)
-_set_CreatePartitionsTopic_assignments = slot_setter(
-    CreatePartitionsTopic, "assignments"
-)
+_set_CreatePartitionsRequest_validate_only = slot_setter(CreatePartitionsRequest, "validate_only")
+_set_CreatePartitionsTopic_assignments = slot_setter(CreatePartitionsTopic, "assignments")
 _set_CreatePartitionsTopic_count = slot_setter(CreatePartitionsTopic, "count")
 _set_CreatePartitionsTopic_name = slot_setter(CreatePartitionsTopic, "name")
 
@@ -107,9 +99,7 @@ def _read_CreatePartitionsAssignment_v0(
     return _message, pos
 
 
-def _read_CreatePartitionsTopic_v0(
-    buf: BytesLike, pos: int
-) -> tuple[CreatePartitionsTopic, int]:
+def _read_CreatePartitionsTopic_v0(buf: BytesLike, pos: int) -> tuple[CreatePartitionsTopic, int]:
     _name, pos = read_string(buf, pos)
     (_count,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -148,9 +138,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[CreatePartitionsRequest, int]:
     return _message, pos
 
 
-def _write_CreatePartitionsAssignment_v0(
-    msg: CreatePartitionsAssignment, out: bytearray
-) -> None:
+def _write_CreatePartitionsAssignment_v0(msg: CreatePartitionsAssignment, out: bytearray) -> None:
     _array_broker_ids = msg.broker_ids
     if _array_broker_ids is None:
         raise ValueError("Non-nullable array BrokerIds was None")
@@ -197,9 +185,7 @@ def _read_CreatePartitionsAssignment_v2(
     return _message, pos
 
 
-def _read_CreatePartitionsTopic_v2(
-    buf: BytesLike, pos: int
-) -> tuple[CreatePartitionsTopic, int]:
+def _read_CreatePartitionsTopic_v2(buf: BytesLike, pos: int) -> tuple[CreatePartitionsTopic, int]:
     _name, pos = read_compact_string(buf, pos)
     (_count,) = _S0.unpack_from(buf, pos)
     pos += 4
@@ -240,9 +226,7 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[CreatePartitionsRequest, int]:
     return _message, pos
 
 
-def _write_CreatePartitionsAssignment_v2(
-    msg: CreatePartitionsAssignment, out: bytearray
-) -> None:
+def _write_CreatePartitionsAssignment_v2(msg: CreatePartitionsAssignment, out: bytearray) -> None:
     _array_broker_ids = msg.broker_ids
     if _array_broker_ids is None:
         raise ValueError("Non-nullable array BrokerIds was None")

@@ -72,9 +72,7 @@ _set_CreatePartitionsResponse_results = slot_setter(CreatePartitionsResponse, "r
 _set_CreatePartitionsResponse_throttle_time_ms = slot_setter(
     CreatePartitionsResponse, "throttle_time_ms"
 )
-_set_CreatePartitionsTopicResult_error_code = slot_setter(
-    CreatePartitionsTopicResult, "error_code"
-)
+_set_CreatePartitionsTopicResult_error_code = slot_setter(CreatePartitionsTopicResult, "error_code")
 _set_CreatePartitionsTopicResult_error_message = slot_setter(
     CreatePartitionsTopicResult, "error_message"
 )
@@ -117,9 +115,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[CreatePartitionsResponse, int]:
     return _message, pos
 
 
-def _write_CreatePartitionsTopicResult_v0(
-    msg: CreatePartitionsTopicResult, out: bytearray
-) -> None:
+def _write_CreatePartitionsTopicResult_v0(msg: CreatePartitionsTopicResult, out: bytearray) -> None:
     write_string(out, msg.name)
     out += _S1.pack(msg.error_code)
     write_nullable_string(out, msg.error_message)
@@ -170,9 +166,7 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[CreatePartitionsResponse, int]:
     return _message, pos
 
 
-def _write_CreatePartitionsTopicResult_v2(
-    msg: CreatePartitionsTopicResult, out: bytearray
-) -> None:
+def _write_CreatePartitionsTopicResult_v2(msg: CreatePartitionsTopicResult, out: bytearray) -> None:
     write_compact_string(out, msg.name)
     out += _S1.pack(msg.error_code)
     write_nullable_compact_string(out, msg.error_message)

@@ -96,9 +96,7 @@ class CreateTopicsRequest:
 
 
 _new = object.__new__
-_set_CreatableReplicaAssignment_broker_ids = slot_setter(
-    CreatableReplicaAssignment, "broker_ids"
-)
+_set_CreatableReplicaAssignment_broker_ids = slot_setter(CreatableReplicaAssignment, "broker_ids")
 _set_CreatableReplicaAssignment_partition_index = slot_setter(
     CreatableReplicaAssignment, "partition_index"
 )
@@ -108,14 +106,10 @@ _set_CreatableTopic_assignments = slot_setter(CreatableTopic, "assignments")
 _set_CreatableTopic_configs = slot_setter(CreatableTopic, "configs")
 _set_CreatableTopic_name = slot_setter(CreatableTopic, "name")
 _set_CreatableTopic_num_partitions = slot_setter(CreatableTopic, "num_partitions")
-_set_CreatableTopic_replication_factor = slot_setter(
-    CreatableTopic, "replication_factor"
-)
+_set_CreatableTopic_replication_factor = slot_setter(CreatableTopic, "replication_factor")
 _set_CreateTopicsRequest_timeout_ms = slot_setter(CreateTopicsRequest, "timeout_ms")
 _set_CreateTopicsRequest_topics = slot_setter(CreateTopicsRequest, "topics")
-_set_CreateTopicsRequest_validate_only = slot_setter(
-    CreateTopicsRequest, "validate_only"
-)
+_set_CreateTopicsRequest_validate_only = slot_setter(CreateTopicsRequest, "validate_only")
 
 
 _S0 = struct.Struct(">ih")
@@ -140,9 +134,7 @@ def _read_CreatableReplicaAssignment_v2(
     return _message, pos
 
 
-def _read_CreatableTopicConfig_v2(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicConfig, int]:
+def _read_CreatableTopicConfig_v2(buf: BytesLike, pos: int) -> tuple[CreatableTopicConfig, int]:
     _name, pos = read_string(buf, pos)
     _value, pos = read_nullable_string(buf, pos)
     _message = _new(CreatableTopicConfig)
@@ -201,9 +193,7 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[CreateTopicsRequest, int]:
     return _message, pos
 
 
-def _write_CreatableReplicaAssignment_v2(
-    msg: CreatableReplicaAssignment, out: bytearray
-) -> None:
+def _write_CreatableReplicaAssignment_v2(msg: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S1.pack(msg.partition_index)
     _array_broker_ids = msg.broker_ids
     if _array_broker_ids is None:
@@ -266,9 +256,7 @@ def _read_CreatableReplicaAssignment_v5(
     return _message, pos
 
 
-def _read_CreatableTopicConfig_v5(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicConfig, int]:
+def _read_CreatableTopicConfig_v5(buf: BytesLike, pos: int) -> tuple[CreatableTopicConfig, int]:
     _name, pos = read_compact_string(buf, pos)
     _value, pos = read_nullable_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
@@ -330,9 +318,7 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[CreateTopicsRequest, int]:
     return _message, pos
 
 
-def _write_CreatableReplicaAssignment_v5(
-    msg: CreatableReplicaAssignment, out: bytearray
-) -> None:
+def _write_CreatableReplicaAssignment_v5(msg: CreatableReplicaAssignment, out: bytearray) -> None:
     out += _S1.pack(msg.partition_index)
     _array_broker_ids = msg.broker_ids
     if _array_broker_ids is None:

@@ -100,24 +100,16 @@ class CreateTopicsResponse:
 
 
 _new = object.__new__
-_set_CreatableTopicConfigs_config_source = slot_setter(
-    CreatableTopicConfigs, "config_source"
-)
-_set_CreatableTopicConfigs_is_sensitive = slot_setter(
-    CreatableTopicConfigs, "is_sensitive"
-)
+_set_CreatableTopicConfigs_config_source = slot_setter(CreatableTopicConfigs, "config_source")
+_set_CreatableTopicConfigs_is_sensitive = slot_setter(CreatableTopicConfigs, "is_sensitive")
 _set_CreatableTopicConfigs_name = slot_setter(CreatableTopicConfigs, "name")
 _set_CreatableTopicConfigs_read_only = slot_setter(CreatableTopicConfigs, "read_only")
 _set_CreatableTopicConfigs_value = slot_setter(CreatableTopicConfigs, "value")
 _set_CreatableTopicResult_configs = slot_setter(CreatableTopicResult, "configs")
 _set_CreatableTopicResult_error_code = slot_setter(CreatableTopicResult, "error_code")
-_set_CreatableTopicResult_error_message = slot_setter(
-    CreatableTopicResult, "error_message"
-)
+_set_CreatableTopicResult_error_message = slot_setter(CreatableTopicResult, "error_message")
 _set_CreatableTopicResult_name = slot_setter(CreatableTopicResult, "name")
-_set_CreatableTopicResult_num_partitions = slot_setter(
-    CreatableTopicResult, "num_partitions"
-)
+_set_CreatableTopicResult_num_partitions = slot_setter(CreatableTopicResult, "num_partitions")
 _set_CreatableTopicResult_replication_factor = slot_setter(
     CreatableTopicResult, "replication_factor"
 )
@@ -125,9 +117,7 @@ _set_CreatableTopicResult_topic_config_error_code = slot_setter(
     CreatableTopicResult, "topic_config_error_code"
 )
 _set_CreatableTopicResult_topic_id = slot_setter(CreatableTopicResult, "topic_id")
-_set_CreateTopicsResponse_throttle_time_ms = slot_setter(
-    CreateTopicsResponse, "throttle_time_ms"
-)
+_set_CreateTopicsResponse_throttle_time_ms = slot_setter(CreateTopicsResponse, "throttle_time_ms")
 _set_CreateTopicsResponse_topics = slot_setter(CreateTopicsResponse, "topics")
 
 
@@ -138,9 +128,7 @@ _S3 = struct.Struct(">?b?")
 _S4 = struct.Struct(">16sh")
 
 
-def _read_CreatableTopicResult_v2(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicResult, int]:
+def _read_CreatableTopicResult_v2(buf: BytesLike, pos: int) -> tuple[CreatableTopicResult, int]:
     _name, pos = read_string(buf, pos)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
@@ -192,9 +180,7 @@ def write_v2(msg: CreateTopicsResponse, out: bytearray) -> None:
             _write_CreatableTopicResult_v2(_item_topics, out)
 
 
-def _read_CreatableTopicConfigs_v5(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicConfigs, int]:
+def _read_CreatableTopicConfigs_v5(buf: BytesLike, pos: int) -> tuple[CreatableTopicConfigs, int]:
     _name, pos = read_compact_string(buf, pos)
     _value, pos = read_nullable_compact_string(buf, pos)
     (_read_only, _config_source, _is_sensitive) = _S3.unpack_from(buf, pos)
@@ -217,9 +203,7 @@ def _read_CreatableTopicResult_topic_config_error_code_v5(
     return value, pos
 
 
-def _read_CreatableTopicResult_v5(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicResult, int]:
+def _read_CreatableTopicResult_v5(buf: BytesLike, pos: int) -> tuple[CreatableTopicResult, int]:
     _name, pos = read_compact_string(buf, pos)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
@@ -250,9 +234,7 @@ def _read_CreatableTopicResult_v5(
     _set_CreatableTopicResult_topic_id(_message, ZERO_UUID)
     _set_CreatableTopicResult_error_code(_message, _error_code)
     _set_CreatableTopicResult_error_message(_message, _error_message)
-    _set_CreatableTopicResult_topic_config_error_code(
-        _message, _topic_config_error_code
-    )
+    _set_CreatableTopicResult_topic_config_error_code(_message, _topic_config_error_code)
     _set_CreatableTopicResult_num_partitions(_message, _num_partitions)
     _set_CreatableTopicResult_replication_factor(_message, _replication_factor)
     _set_CreatableTopicResult_configs(_message, _configs)
@@ -317,9 +299,7 @@ def write_v5(msg: CreateTopicsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_CreatableTopicResult_v7(
-    buf: BytesLike, pos: int
-) -> tuple[CreatableTopicResult, int]:
+def _read_CreatableTopicResult_v7(buf: BytesLike, pos: int) -> tuple[CreatableTopicResult, int]:
     _name, pos = read_compact_string(buf, pos)
     (_topic_id, _error_code) = _S4.unpack_from(buf, pos)
     pos += 18
@@ -351,9 +331,7 @@ def _read_CreatableTopicResult_v7(
     _set_CreatableTopicResult_topic_id(_message, _topic_id)
     _set_CreatableTopicResult_error_code(_message, _error_code)
     _set_CreatableTopicResult_error_message(_message, _error_message)
-    _set_CreatableTopicResult_topic_config_error_code(
-        _message, _topic_config_error_code
-    )
+    _set_CreatableTopicResult_topic_config_error_code(_message, _topic_config_error_code)
     _set_CreatableTopicResult_num_partitions(_message, _num_partitions)
     _set_CreatableTopicResult_replication_factor(_message, _replication_factor)
     _set_CreatableTopicResult_configs(_message, _configs)

@@ -70,19 +70,11 @@ class DeleteAclsRequest:
 _new = object.__new__
 _set_DeleteAclsFilter_host_filter = slot_setter(DeleteAclsFilter, "host_filter")
 _set_DeleteAclsFilter_operation = slot_setter(DeleteAclsFilter, "operation")
-_set_DeleteAclsFilter_pattern_type_filter = slot_setter(
-    DeleteAclsFilter, "pattern_type_filter"
-)
+_set_DeleteAclsFilter_pattern_type_filter = slot_setter(DeleteAclsFilter, "pattern_type_filter")
 _set_DeleteAclsFilter_permission_type = slot_setter(DeleteAclsFilter, "permission_type")
-_set_DeleteAclsFilter_principal_filter = slot_setter(
-    DeleteAclsFilter, "principal_filter"
-)
-_set_DeleteAclsFilter_resource_name_filter = slot_setter(
-    DeleteAclsFilter, "resource_name_filter"
-)
-_set_DeleteAclsFilter_resource_type_filter = slot_setter(
-    DeleteAclsFilter, "resource_type_filter"
-)
+_set_DeleteAclsFilter_principal_filter = slot_setter(DeleteAclsFilter, "principal_filter")
+_set_DeleteAclsFilter_resource_name_filter = slot_setter(DeleteAclsFilter, "resource_name_filter")
+_set_DeleteAclsFilter_resource_type_filter = slot_setter(DeleteAclsFilter, "resource_type_filter")
 _set_DeleteAclsRequest_filters = slot_setter(DeleteAclsRequest, "filters")
 
 

@@ -92,40 +92,20 @@ class DeleteAclsResponse:
 
 
 _new = object.__new__
-_set_DeleteAclsFilterResult_error_code = slot_setter(
-    DeleteAclsFilterResult, "error_code"
-)
-_set_DeleteAclsFilterResult_error_message = slot_setter(
-    DeleteAclsFilterResult, "error_message"
-)
-_set_DeleteAclsFilterResult_matching_acls = slot_setter(
-    DeleteAclsFilterResult, "matching_acls"
-)
+_set_DeleteAclsFilterResult_error_code = slot_setter(DeleteAclsFilterResult, "error_code")
+_set_DeleteAclsFilterResult_error_message = slot_setter(DeleteAclsFilterResult, "error_message")
+_set_DeleteAclsFilterResult_matching_acls = slot_setter(DeleteAclsFilterResult, "matching_acls")
 _set_DeleteAclsMatchingAcl_error_code = slot_setter(DeleteAclsMatchingAcl, "error_code")
-_set_DeleteAclsMatchingAcl_error_message = slot_setter(
-    DeleteAclsMatchingAcl, "error_message"
-)
+_set_DeleteAclsMatchingAcl_error_message = slot_setter(DeleteAclsMatchingAcl, "error_message")
 _set_DeleteAclsMatchingAcl_host = slot_setter(DeleteAclsMatchingAcl, "host")
 _set_DeleteAclsMatchingAcl_operation = slot_setter(DeleteAclsMatchingAcl, "operation")
-_set_DeleteAclsMatchingAcl_pattern_type = slot_setter(
-    DeleteAclsMatchingAcl, "pattern_type"
-)
-_set_DeleteAclsMatchingAcl_permission_type = slot_setter(
-    DeleteAclsMatchingAcl, "permission_type"
-)
+_set_DeleteAclsMatchingAcl_pattern_type = slot_setter(DeleteAclsMatchingAcl, "pattern_type")
+_set_DeleteAclsMatchingAcl_permission_type = slot_setter(DeleteAclsMatchingAcl, "permission_type")
 _set_DeleteAclsMatchingAcl_principal = slot_setter(DeleteAclsMatchingAcl, "principal")
-_set_DeleteAclsMatchingAcl_resource_name = slot_setter(
-    DeleteAclsMatchingAcl, "resource_name"
-)
-_set_DeleteAclsMatchingAcl_resource_type = slot_setter(
-    DeleteAclsMatchingAcl, "resource_type"
-)
-_set_DeleteAclsResponse_filter_results = slot_setter(
-    DeleteAclsResponse, "filter_results"
-)
-_set_DeleteAclsResponse_throttle_time_ms = slot_setter(
-    DeleteAclsResponse, "throttle_time_ms"
-)
+_set_DeleteAclsMatchingAcl_resource_name = slot_setter(DeleteAclsMatchingAcl, "resource_name")
+_set_DeleteAclsMatchingAcl_resource_type = slot_setter(DeleteAclsMatchingAcl, "resource_type")
+_set_DeleteAclsResponse_filter_results = slot_setter(DeleteAclsResponse, "filter_results")
+_set_DeleteAclsResponse_throttle_time_ms = slot_setter(DeleteAclsResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">i")
@@ -134,9 +114,7 @@ _S2 = struct.Struct(">b")
 _S3 = struct.Struct(">bb")
 
 
-def _read_DeleteAclsMatchingAcl_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DeleteAclsMatchingAcl, int]:
+def _read_DeleteAclsMatchingAcl_v1(buf: BytesLike, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_string(buf, pos)
@@ -162,9 +140,7 @@ def _read_DeleteAclsMatchingAcl_v1(
     return _message, pos
 
 
-def _read_DeleteAclsFilterResult_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DeleteAclsFilterResult, int]:
+def _read_DeleteAclsFilterResult_v1(buf: BytesLike, pos: int) -> tuple[DeleteAclsFilterResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_string(buf, pos)
@@ -213,9 +189,7 @@ def _write_DeleteAclsMatchingAcl_v1(msg: DeleteAclsMatchingAcl, out: bytearray) 
     out += _S3.pack(msg.operation, msg.permission_type)
 
 
-def _write_DeleteAclsFilterResult_v1(
-    msg: DeleteAclsFilterResult, out: bytearray
-) -> None:
+def _write_DeleteAclsFilterResult_v1(msg: DeleteAclsFilterResult, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_nullable_string(out, msg.error_message)
     _array_matching_acls = msg.matching_acls
@@ -238,9 +212,7 @@ def write_v1(msg: DeleteAclsResponse, out: bytearray) -> None:
             _write_DeleteAclsFilterResult_v1(_item_filter_results, out)
 
 
-def _read_DeleteAclsMatchingAcl_v2(
-    buf: BytesLike, pos: int
-) -> tuple[DeleteAclsMatchingAcl, int]:
+def _read_DeleteAclsMatchingAcl_v2(buf: BytesLike, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_compact_string(buf, pos)
@@ -267,9 +239,7 @@ def _read_DeleteAclsMatchingAcl_v2(
     return _message, pos
 
 
-def _read_DeleteAclsFilterResult_v2(
-    buf: BytesLike, pos: int
-) -> tuple[DeleteAclsFilterResult, int]:
+def _read_DeleteAclsFilterResult_v2(buf: BytesLike, pos: int) -> tuple[DeleteAclsFilterResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_compact_string(buf, pos)
@@ -321,9 +291,7 @@ def _write_DeleteAclsMatchingAcl_v2(msg: DeleteAclsMatchingAcl, out: bytearray) 
     out.append(0)
 
 
-def _write_DeleteAclsFilterResult_v2(
-    msg: DeleteAclsFilterResult, out: bytearray
-) -> None:
+def _write_DeleteAclsFilterResult_v2(msg: DeleteAclsFilterResult, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_nullable_compact_string(out, msg.error_message)
     _array_matching_acls = msg.matching_acls

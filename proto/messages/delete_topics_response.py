@@ -72,15 +72,11 @@ class DeleteTopicsResponse:
 
 _new = object.__new__
 _set_DeletableTopicResult_error_code = slot_setter(DeletableTopicResult, "error_code")
-_set_DeletableTopicResult_error_message = slot_setter(
-    DeletableTopicResult, "error_message"
-)
+_set_DeletableTopicResult_error_message = slot_setter(DeletableTopicResult, "error_message")
 _set_DeletableTopicResult_name = slot_setter(DeletableTopicResult, "name")
 _set_DeletableTopicResult_topic_id = slot_setter(DeletableTopicResult, "topic_id")
 _set_DeleteTopicsResponse_responses = slot_setter(DeleteTopicsResponse, "responses")
-_set_DeleteTopicsResponse_throttle_time_ms = slot_setter(
-    DeleteTopicsResponse, "throttle_time_ms"
-)
+_set_DeleteTopicsResponse_throttle_time_ms = slot_setter(DeleteTopicsResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">i")
@@ -88,9 +84,7 @@ _S1 = struct.Struct(">h")
 _S2 = struct.Struct(">16sh")
 
 
-def _read_DeletableTopicResult_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DeletableTopicResult, int]:
+def _read_DeletableTopicResult_v1(buf: BytesLike, pos: int) -> tuple[DeletableTopicResult, int]:
     _name, pos = read_string(buf, pos)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
@@ -136,9 +130,7 @@ def write_v1(msg: DeleteTopicsResponse, out: bytearray) -> None:
             _write_DeletableTopicResult_v1(_item_responses, out)
 
 
-def _read_DeletableTopicResult_v4(
-    buf: BytesLike, pos: int
-) -> tuple[DeletableTopicResult, int]:
+def _read_DeletableTopicResult_v4(buf: BytesLike, pos: int) -> tuple[DeletableTopicResult, int]:
     _name, pos = read_compact_string(buf, pos)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
@@ -188,9 +180,7 @@ def write_v4(msg: DeleteTopicsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_DeletableTopicResult_v5(
-    buf: BytesLike, pos: int
-) -> tuple[DeletableTopicResult, int]:
+def _read_DeletableTopicResult_v5(buf: BytesLike, pos: int) -> tuple[DeletableTopicResult, int]:
     _name, pos = read_compact_string(buf, pos)
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
@@ -242,9 +232,7 @@ def write_v5(msg: DeleteTopicsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_DeletableTopicResult_v6(
-    buf: BytesLike, pos: int
-) -> tuple[DeletableTopicResult, int]:
+def _read_DeletableTopicResult_v6(buf: BytesLike, pos: int) -> tuple[DeletableTopicResult, int]:
     _name, pos = read_nullable_compact_string(buf, pos)
     (_topic_id, _error_code) = _S2.unpack_from(buf, pos)
     pos += 18

@@ -60,12 +60,8 @@ _set_DescribeAclsRequest_operation = slot_setter(DescribeAclsRequest, "operation
 _set_DescribeAclsRequest_pattern_type_filter = slot_setter(
     DescribeAclsRequest, "pattern_type_filter"
 )
-_set_DescribeAclsRequest_permission_type = slot_setter(
-    DescribeAclsRequest, "permission_type"
-)
-_set_DescribeAclsRequest_principal_filter = slot_setter(
-    DescribeAclsRequest, "principal_filter"
-)
+_set_DescribeAclsRequest_permission_type = slot_setter(DescribeAclsRequest, "permission_type")
+_set_DescribeAclsRequest_principal_filter = slot_setter(DescribeAclsRequest, "principal_filter")
 _set_DescribeAclsRequest_resource_name_filter = slot_setter(
     DescribeAclsRequest, "resource_name_filter"
 )

@@ -93,23 +93,13 @@ _set_AclDescription_operation = slot_setter(AclDescription, "operation")
 _set_AclDescription_permission_type = slot_setter(AclDescription, "permission_type")
 _set_AclDescription_principal = slot_setter(AclDescription, "principal")
 _set_DescribeAclsResource_acls = slot_setter(DescribeAclsResource, "acls")
-_set_DescribeAclsResource_pattern_type = slot_setter(
-    DescribeAclsResource, "pattern_type"
-)
-_set_DescribeAclsResource_resource_name = slot_setter(
-    DescribeAclsResource, "resource_name"
-)
-_set_DescribeAclsResource_resource_type = slot_setter(
-    DescribeAclsResource, "resource_type"
-)
+_set_DescribeAclsResource_pattern_type = slot_setter(DescribeAclsResource, "pattern_type")
+_set_DescribeAclsResource_resource_name = slot_setter(DescribeAclsResource, "resource_name")
+_set_DescribeAclsResource_resource_type = slot_setter(DescribeAclsResource, "resource_type")
 _set_DescribeAclsResponse_error_code = slot_setter(DescribeAclsResponse, "error_code")
-_set_DescribeAclsResponse_error_message = slot_setter(
-    DescribeAclsResponse, "error_message"
-)
+_set_DescribeAclsResponse_error_message = slot_setter(DescribeAclsResponse, "error_message")
 _set_DescribeAclsResponse_resources = slot_setter(DescribeAclsResponse, "resources")
-_set_DescribeAclsResponse_throttle_time_ms = slot_setter(
-    DescribeAclsResponse, "throttle_time_ms"
-)
+_set_DescribeAclsResponse_throttle_time_ms = slot_setter(DescribeAclsResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">ih")
@@ -130,9 +120,7 @@ def _read_AclDescription_v1(buf: BytesLike, pos: int) -> tuple[AclDescription, i
     return _message, pos
 
 
-def _read_DescribeAclsResource_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeAclsResource, int]:
+def _read_DescribeAclsResource_v1(buf: BytesLike, pos: int) -> tuple[DescribeAclsResource, int]:
     (_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     _resource_name, pos = read_string(buf, pos)
@@ -221,9 +209,7 @@ def _read_AclDescription_v2(buf: BytesLike, pos: int) -> tuple[AclDescription, i
     return _message, pos
 
 
-def _read_DescribeAclsResource_v2(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeAclsResource, int]:
+def _read_DescribeAclsResource_v2(buf: BytesLike, pos: int) -> tuple[DescribeAclsResource, int]:
     (_resource_type,) = _S1.unpack_from(buf, pos)
     pos += 1
     _resource_name, pos = read_compact_string(buf, pos)

@@ -69,12 +69,8 @@ _new = object.__new__
 _set_ComponentData_entity_type = slot_setter(ComponentData, "entity_type")
 _set_ComponentData_match = slot_setter(ComponentData, "match")
 _set_ComponentData_match_type = slot_setter(ComponentData, "match_type")
-_set_DescribeClientQuotasRequest_components = slot_setter(
-    DescribeClientQuotasRequest, "components"
-)
-_set_DescribeClientQuotasRequest_strict = slot_setter(
-    DescribeClientQuotasRequest, "strict"
-)
+_set_DescribeClientQuotasRequest_components = slot_setter(DescribeClientQuotasRequest, "components")
+_set_DescribeClientQuotasRequest_strict = slot_setter(DescribeClientQuotasRequest, "strict")
 
 
 _S0 = struct.Struct(">b")
@@ -179,9 +175,7 @@ def write_v1(msg: DescribeClientQuotasRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[DescribeClientQuotasRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[DescribeClientQuotasRequest, int]]] = {
     0: read_v0,
     1: read_v1,
 }

@@ -90,9 +90,7 @@ class DescribeClientQuotasResponse:
 
 
 _new = object.__new__
-_set_DescribeClientQuotasResponse_entries = slot_setter(
-    DescribeClientQuotasResponse, "entries"
-)
+_set_DescribeClientQuotasResponse_entries = slot_setter(DescribeClientQuotasResponse, "entries")
 _set_DescribeClientQuotasResponse_error_code = slot_setter(
     DescribeClientQuotasResponse, "error_code"
 )
@@ -330,9 +328,7 @@ def write_v1(msg: DescribeClientQuotasResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[DescribeClientQuotasResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[DescribeClientQuotasResponse, int]]] = {
     0: read_v0,
     1: read_v1,
 }

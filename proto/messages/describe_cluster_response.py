@@ -90,21 +90,11 @@ _set_DescribeClusterResponse_brokers = slot_setter(DescribeClusterResponse, "bro
 _set_DescribeClusterResponse_cluster_authorized_operations = slot_setter(
     DescribeClusterResponse, "cluster_authorized_operations"
 )
-_set_DescribeClusterResponse_cluster_id = slot_setter(
-    DescribeClusterResponse, "cluster_id"
-)
-_set_DescribeClusterResponse_controller_id = slot_setter(
-    DescribeClusterResponse, "controller_id"
-)
-_set_DescribeClusterResponse_endpoint_type = slot_setter(
-    DescribeClusterResponse, "endpoint_type"
-)
-_set_DescribeClusterResponse_error_code = slot_setter(
-    DescribeClusterResponse, "error_code"
-)
-_set_DescribeClusterResponse_error_message = slot_setter(
-    DescribeClusterResponse, "error_message"
-)
+_set_DescribeClusterResponse_cluster_id = slot_setter(DescribeClusterResponse, "cluster_id")
+_set_DescribeClusterResponse_controller_id = slot_setter(DescribeClusterResponse, "controller_id")
+_set_DescribeClusterResponse_endpoint_type = slot_setter(DescribeClusterResponse, "endpoint_type")
+_set_DescribeClusterResponse_error_code = slot_setter(DescribeClusterResponse, "error_code")
+_set_DescribeClusterResponse_error_message = slot_setter(DescribeClusterResponse, "error_message")
 _set_DescribeClusterResponse_throttle_time_ms = slot_setter(
     DescribeClusterResponse, "throttle_time_ms"
 )
@@ -116,9 +106,7 @@ _S2 = struct.Struct(">b")
 _S3 = struct.Struct(">?")
 
 
-def _read_DescribeClusterBroker_v0(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeClusterBroker, int]:
+def _read_DescribeClusterBroker_v0(buf: BytesLike, pos: int) -> tuple[DescribeClusterBroker, int]:
     (_broker_id,) = _S1.unpack_from(buf, pos)
     pos += 4
     _host, pos = read_compact_string(buf, pos)
@@ -260,9 +248,7 @@ def write_v1(msg: DescribeClusterResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_DescribeClusterBroker_v2(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeClusterBroker, int]:
+def _read_DescribeClusterBroker_v2(buf: BytesLike, pos: int) -> tuple[DescribeClusterBroker, int]:
     (_broker_id,) = _S1.unpack_from(buf, pos)
     pos += 4
     _host, pos = read_compact_string(buf, pos)

@@ -75,12 +75,8 @@ _set_DescribeConfigsRequest_resources = slot_setter(DescribeConfigsRequest, "res
 _set_DescribeConfigsResource_configuration_keys = slot_setter(
     DescribeConfigsResource, "configuration_keys"
 )
-_set_DescribeConfigsResource_resource_name = slot_setter(
-    DescribeConfigsResource, "resource_name"
-)
-_set_DescribeConfigsResource_resource_type = slot_setter(
-    DescribeConfigsResource, "resource_type"
-)
+_set_DescribeConfigsResource_resource_name = slot_setter(DescribeConfigsResource, "resource_name")
+_set_DescribeConfigsResource_resource_type = slot_setter(DescribeConfigsResource, "resource_type")
 
 
 _S0 = struct.Struct(">b")
@@ -129,9 +125,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     return _message, pos
 
 
-def _write_DescribeConfigsResource_v1(
-    msg: DescribeConfigsResource, out: bytearray
-) -> None:
+def _write_DescribeConfigsResource_v1(msg: DescribeConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_string(out, msg.resource_name)
     _array_configuration_keys = msg.configuration_keys
@@ -145,9 +139,7 @@ def _write_DescribeConfigsResource_v1(
 
 def write_v1(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
-        raise UnsupportedVersionError(
-            "IncludeDocumentation cannot be written at version 1"
-        )
+        raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 1")
     _array_resources = msg.resources
     if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
@@ -160,9 +152,7 @@ def write_v1(msg: DescribeConfigsRequest, out: bytearray) -> None:
 
 def write_v2(msg: DescribeConfigsRequest, out: bytearray) -> None:
     if msg.include_documentation != False:
-        raise UnsupportedVersionError(
-            "IncludeDocumentation cannot be written at version 2"
-        )
+        raise UnsupportedVersionError("IncludeDocumentation cannot be written at version 2")
     _array_resources = msg.resources
     if _array_resources is None:
         raise ValueError("Non-nullable array Resources was None")
@@ -246,9 +236,7 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsRequest, int]:
     return _message, pos
 
 
-def _write_DescribeConfigsResource_v4(
-    msg: DescribeConfigsResource, out: bytearray
-) -> None:
+def _write_DescribeConfigsResource_v4(msg: DescribeConfigsResource, out: bytearray) -> None:
     out += _S0.pack(msg.resource_type)
     write_compact_string(out, msg.resource_name)
     _array_configuration_keys = msg.configuration_keys

@@ -120,33 +120,21 @@ _set_DescribeConfigsResourceResult_documentation = slot_setter(
 _set_DescribeConfigsResourceResult_is_sensitive = slot_setter(
     DescribeConfigsResourceResult, "is_sensitive"
 )
-_set_DescribeConfigsResourceResult_name = slot_setter(
-    DescribeConfigsResourceResult, "name"
-)
+_set_DescribeConfigsResourceResult_name = slot_setter(DescribeConfigsResourceResult, "name")
 _set_DescribeConfigsResourceResult_read_only = slot_setter(
     DescribeConfigsResourceResult, "read_only"
 )
-_set_DescribeConfigsResourceResult_synonyms = slot_setter(
-    DescribeConfigsResourceResult, "synonyms"
-)
-_set_DescribeConfigsResourceResult_value = slot_setter(
-    DescribeConfigsResourceResult, "value"
-)
+_set_DescribeConfigsResourceResult_synonyms = slot_setter(DescribeConfigsResourceResult, "synonyms")
+_set_DescribeConfigsResourceResult_value = slot_setter(DescribeConfigsResourceResult, "value")
 _set_DescribeConfigsResponse_results = slot_setter(DescribeConfigsResponse, "results")
 _set_DescribeConfigsResponse_throttle_time_ms = slot_setter(
     DescribeConfigsResponse, "throttle_time_ms"
 )
 _set_DescribeConfigsResult_configs = slot_setter(DescribeConfigsResult, "configs")
 _set_DescribeConfigsResult_error_code = slot_setter(DescribeConfigsResult, "error_code")
-_set_DescribeConfigsResult_error_message = slot_setter(
-    DescribeConfigsResult, "error_message"
-)
-_set_DescribeConfigsResult_resource_name = slot_setter(
-    DescribeConfigsResult, "resource_name"
-)
-_set_DescribeConfigsResult_resource_type = slot_setter(
-    DescribeConfigsResult, "resource_type"
-)
+_set_DescribeConfigsResult_error_message = slot_setter(DescribeConfigsResult, "error_message")
+_set_DescribeConfigsResult_resource_name = slot_setter(DescribeConfigsResult, "resource_name")
+_set_DescribeConfigsResult_resource_type = slot_setter(DescribeConfigsResult, "resource_type")
 _set_DescribeConfigsSynonym_name = slot_setter(DescribeConfigsSynonym, "name")
 _set_DescribeConfigsSynonym_source = slot_setter(DescribeConfigsSynonym, "source")
 _set_DescribeConfigsSynonym_value = slot_setter(DescribeConfigsSynonym, "value")
@@ -158,9 +146,7 @@ _S2 = struct.Struct(">b")
 _S3 = struct.Struct(">?b?")
 
 
-def _read_DescribeConfigsSynonym_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeConfigsSynonym, int]:
+def _read_DescribeConfigsSynonym_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsSynonym, int]:
     _name, pos = read_string(buf, pos)
     _value, pos = read_nullable_string(buf, pos)
     (_source,) = _S2.unpack_from(buf, pos)
@@ -200,9 +186,7 @@ def _read_DescribeConfigsResourceResult_v1(
     return _message, pos
 
 
-def _read_DescribeConfigsResult_v1(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeConfigsResult, int]:
+def _read_DescribeConfigsResult_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_string(buf, pos)
@@ -245,9 +229,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     return _message, pos
 
 
-def _write_DescribeConfigsSynonym_v1(
-    msg: DescribeConfigsSynonym, out: bytearray
-) -> None:
+def _write_DescribeConfigsSynonym_v1(msg: DescribeConfigsSynonym, out: bytearray) -> None:
     write_string(out, msg.name)
     write_nullable_string(out, msg.value)
     out += _S2.pack(msg.source)
@@ -324,9 +306,7 @@ def _read_DescribeConfigsResourceResult_v3(
     return _message, pos
 
 
-def _read_DescribeConfigsResult_v3(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeConfigsResult, int]:
+def _read_DescribeConfigsResult_v3(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_string(buf, pos)
@@ -411,9 +391,7 @@ def write_v3(msg: DescribeConfigsResponse, out: bytearray) -> None:
             _write_DescribeConfigsResult_v3(_item_results, out)
 
 
-def _read_DescribeConfigsSynonym_v4(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeConfigsSynonym, int]:
+def _read_DescribeConfigsSynonym_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsSynonym, int]:
     _name, pos = read_compact_string(buf, pos)
     _value, pos = read_nullable_compact_string(buf, pos)
     (_source,) = _S2.unpack_from(buf, pos)
@@ -458,9 +436,7 @@ def _read_DescribeConfigsResourceResult_v4(
     return _message, pos
 
 
-def _read_DescribeConfigsResult_v4(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeConfigsResult, int]:
+def _read_DescribeConfigsResult_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResult, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _error_message, pos = read_nullable_compact_string(buf, pos)
@@ -505,9 +481,7 @@ def read_v4(buf: BytesLike, pos: int) -> tuple[DescribeConfigsResponse, int]:
     return _message, pos
 
 
-def _write_DescribeConfigsSynonym_v4(
-    msg: DescribeConfigsSynonym, out: bytearray
-) -> None:
+def _write_DescribeConfigsSynonym_v4(msg: DescribeConfigsSynonym, out: bytearray) -> None:
     write_compact_string(out, msg.name)
     write_nullable_compact_string(out, msg.value)
     out += _S2.pack(msg.source)

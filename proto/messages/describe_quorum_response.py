@@ -131,12 +131,8 @@ class DescribeQuorumResponse:
 
 
 _new = object.__new__
-_set_DescribeQuorumResponse_error_code = slot_setter(
-    DescribeQuorumResponse, "error_code"
-)
-_set_DescribeQuorumResponse_error_message = slot_setter(
-    DescribeQuorumResponse, "error_message"
-)
+_set_DescribeQuorumResponse_error_code = slot_setter(DescribeQuorumResponse, "error_code")
+_set_DescribeQuorumResponse_error_message = slot_setter(DescribeQuorumResponse, "error_message")
 _set_DescribeQuorumResponse_nodes = slot_setter(DescribeQuorumResponse, "nodes")
 _set_DescribeQuorumResponse_topics = slot_setter(DescribeQuorumResponse, "topics")
 _set_Listener_host = slot_setter(Listener, "host")
@@ -152,16 +148,10 @@ _set_PartitionData_leader_epoch = slot_setter(PartitionData, "leader_epoch")
 _set_PartitionData_leader_id = slot_setter(PartitionData, "leader_id")
 _set_PartitionData_observers = slot_setter(PartitionData, "observers")
 _set_PartitionData_partition_index = slot_setter(PartitionData, "partition_index")
-_set_ReplicaState_last_caught_up_timestamp = slot_setter(
-    ReplicaState, "last_caught_up_timestamp"
-)
-_set_ReplicaState_last_fetch_timestamp = slot_setter(
-    ReplicaState, "last_fetch_timestamp"
-)
+_set_ReplicaState_last_caught_up_timestamp = slot_setter(ReplicaState, "last_caught_up_timestamp")
+_set_ReplicaState_last_fetch_timestamp = slot_setter(ReplicaState, "last_fetch_timestamp")
 _set_ReplicaState_log_end_offset = slot_setter(ReplicaState, "log_end_offset")
-_set_ReplicaState_replica_directory_id = slot_setter(
-    ReplicaState, "replica_directory_id"
-)
+_set_ReplicaState_replica_directory_id = slot_setter(ReplicaState, "replica_directory_id")
 _set_ReplicaState_replica_id = slot_setter(ReplicaState, "replica_id")
 _set_TopicData_partitions = slot_setter(TopicData, "partitions")
 _set_TopicData_topic_name = slot_setter(TopicData, "topic_name")
@@ -272,9 +262,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeQuorumResponse, int]:
 
 def _write_ReplicaState_v0(msg: ReplicaState, out: bytearray) -> None:
     if msg.replica_directory_id != ZERO_UUID:
-        raise UnsupportedVersionError(
-            "ReplicaDirectoryId cannot be written at version 0"
-        )
+        raise UnsupportedVersionError("ReplicaDirectoryId cannot be written at version 0")
     out += _S2.pack(msg.replica_id, msg.log_end_offset)
     out.append(0)
 
@@ -429,9 +417,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[DescribeQuorumResponse, int]:
 
 def _write_ReplicaState_v1(msg: ReplicaState, out: bytearray) -> None:
     if msg.replica_directory_id != ZERO_UUID:
-        raise UnsupportedVersionError(
-            "ReplicaDirectoryId cannot be written at version 1"
-        )
+        raise UnsupportedVersionError("ReplicaDirectoryId cannot be written at version 1")
     out += _S3.pack(
         msg.replica_id,
         msg.log_end_offset,

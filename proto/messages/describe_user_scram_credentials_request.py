@@ -64,9 +64,7 @@ def _read_UserName_v0(buf: BytesLike, pos: int) -> tuple[UserName, int]:
     return _message, pos
 
 
-def read_v0(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeUserScramCredentialsRequest, int]:
+def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
         _users = None
@@ -98,9 +96,7 @@ def write_v0(msg: DescribeUserScramCredentialsRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[DescribeUserScramCredentialsRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[DescribeUserScramCredentialsRequest, int]]] = {
     0: read_v0,
 }
 

@@ -142,15 +142,11 @@ def _read_DescribeUserScramCredentialsResult_v0(
     _set_DescribeUserScramCredentialsResult_user(_message, _user)
     _set_DescribeUserScramCredentialsResult_error_code(_message, _error_code)
     _set_DescribeUserScramCredentialsResult_error_message(_message, _error_message)
-    _set_DescribeUserScramCredentialsResult_credential_infos(
-        _message, _credential_infos
-    )
+    _set_DescribeUserScramCredentialsResult_credential_infos(_message, _credential_infos)
     return _message, pos
 
 
-def read_v0(
-    buf: BytesLike, pos: int
-) -> tuple[DescribeUserScramCredentialsResponse, int]:
+def read_v0(buf: BytesLike, pos: int) -> tuple[DescribeUserScramCredentialsResponse, int]:
     (_throttle_time_ms, _error_code) = _S0.unpack_from(buf, pos)
     pos += 6
     _error_message, pos = read_nullable_compact_string(buf, pos)
@@ -165,9 +161,7 @@ def read_v0(
         _results = tuple(_items_results)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(DescribeUserScramCredentialsResponse)
-    _set_DescribeUserScramCredentialsResponse_throttle_time_ms(
-        _message, _throttle_time_ms
-    )
+    _set_DescribeUserScramCredentialsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_DescribeUserScramCredentialsResponse_error_code(_message, _error_code)
     _set_DescribeUserScramCredentialsResponse_error_message(_message, _error_message)
     _set_DescribeUserScramCredentialsResponse_results(_message, _results)
@@ -208,15 +202,11 @@ def write_v0(msg: DescribeUserScramCredentialsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[DescribeUserScramCredentialsResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[DescribeUserScramCredentialsResponse, int]]] = {
     0: read_v0,
 }
 
 
-WRITERS: dict[
-    int, Callable[[DescribeUserScramCredentialsResponse, bytearray], None]
-] = {
+WRITERS: dict[int, Callable[[DescribeUserScramCredentialsResponse, bytearray], None]] = {
     0: write_v0,
 }

@@ -183,9 +183,7 @@ _set_FetchResponse_node_endpoints = slot_setter(FetchResponse, "node_endpoints")
 _set_FetchResponse_responses = slot_setter(FetchResponse, "responses")
 _set_FetchResponse_session_id = slot_setter(FetchResponse, "session_id")
 _set_FetchResponse_throttle_time_ms = slot_setter(FetchResponse, "throttle_time_ms")
-_set_FetchableTopicResponse_partitions = slot_setter(
-    FetchableTopicResponse, "partitions"
-)
+_set_FetchableTopicResponse_partitions = slot_setter(FetchableTopicResponse, "partitions")
 _set_FetchableTopicResponse_topic = slot_setter(FetchableTopicResponse, "topic")
 _set_FetchableTopicResponse_topic_id = slot_setter(FetchableTopicResponse, "topic_id")
 _set_LeaderIdAndEpoch_leader_epoch = slot_setter(LeaderIdAndEpoch, "leader_epoch")
@@ -194,9 +192,7 @@ _set_NodeEndpoint_host = slot_setter(NodeEndpoint, "host")
 _set_NodeEndpoint_node_id = slot_setter(NodeEndpoint, "node_id")
 _set_NodeEndpoint_port = slot_setter(NodeEndpoint, "port")
 _set_NodeEndpoint_rack = slot_setter(NodeEndpoint, "rack")
-_set_PartitionData_aborted_transactions = slot_setter(
-    PartitionData, "aborted_transactions"
-)
+_set_PartitionData_aborted_transactions = slot_setter(PartitionData, "aborted_transactions")
 _set_PartitionData_current_leader = slot_setter(PartitionData, "current_leader")
 _set_PartitionData_diverging_epoch = slot_setter(PartitionData, "diverging_epoch")
 _set_PartitionData_error_code = slot_setter(PartitionData, "error_code")
@@ -204,9 +200,7 @@ _set_PartitionData_high_watermark = slot_setter(PartitionData, "high_watermark")
 _set_PartitionData_last_stable_offset = slot_setter(PartitionData, "last_stable_offset")
 _set_PartitionData_log_start_offset = slot_setter(PartitionData, "log_start_offset")
 _set_PartitionData_partition_index = slot_setter(PartitionData, "partition_index")
-_set_PartitionData_preferred_read_replica = slot_setter(
-    PartitionData, "preferred_read_replica"
-)
+_set_PartitionData_preferred_read_replica = slot_setter(PartitionData, "preferred_read_replica")
 _set_PartitionData_records = slot_setter(PartitionData, "records")
 _set_PartitionData_snapshot_id = slot_setter(PartitionData, "snapshot_id")
 _set_SnapshotId_end_offset = slot_setter(SnapshotId, "end_offset")
@@ -224,9 +218,7 @@ _S7 = struct.Struct(">qi")
 _S8 = struct.Struct(">16s")
 
 
-def _read_AbortedTransaction_v4(
-    buf: BytesLike, pos: int
-) -> tuple[AbortedTransaction, int]:
+def _read_AbortedTransaction_v4(buf: BytesLike, pos: int) -> tuple[AbortedTransaction, int]:
     (_producer_id, _first_offset) = _S2.unpack_from(buf, pos)
     pos += 16
     _message = _new(AbortedTransaction)
@@ -268,9 +260,7 @@ def _read_PartitionData_v4(buf: BytesLike, pos: int) -> tuple[PartitionData, int
     return _message, pos
 
 
-def _read_FetchableTopicResponse_v4(
-    buf: BytesLike, pos: int
-) -> tuple[FetchableTopicResponse, int]:
+def _read_FetchableTopicResponse_v4(buf: BytesLike, pos: int) -> tuple[FetchableTopicResponse, int]:
     _topic, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -321,12 +311,8 @@ def _write_PartitionData_v4(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 4")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 4"
-        )
-    out += _S1.pack(
-        msg.partition_index, msg.error_code, msg.high_watermark, msg.last_stable_offset
-    )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 4")
+    out += _S1.pack(msg.partition_index, msg.error_code, msg.high_watermark, msg.last_stable_offset)
     _array_aborted_transactions = msg.aborted_transactions
     if _array_aborted_transactions is None:
         write_array_length(out, -1)
@@ -337,9 +323,7 @@ def _write_PartitionData_v4(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v4(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v4(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -399,9 +383,7 @@ def _read_PartitionData_v5(buf: BytesLike, pos: int) -> tuple[PartitionData, int
     return _message, pos
 
 
-def _read_FetchableTopicResponse_v5(
-    buf: BytesLike, pos: int
-) -> tuple[FetchableTopicResponse, int]:
+def _read_FetchableTopicResponse_v5(buf: BytesLike, pos: int) -> tuple[FetchableTopicResponse, int]:
     _topic, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -448,9 +430,7 @@ def _write_PartitionData_v5(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 5")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 5"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 5")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -468,9 +448,7 @@ def _write_PartitionData_v5(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v5(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v5(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -504,9 +482,7 @@ def _write_PartitionData_v6(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 6")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 6"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 6")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -524,9 +500,7 @@ def _write_PartitionData_v6(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v6(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v6(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -581,9 +555,7 @@ def _write_PartitionData_v7(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 7")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 7"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 7")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -601,9 +573,7 @@ def _write_PartitionData_v7(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v7(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v7(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -635,9 +605,7 @@ def _write_PartitionData_v8(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 8")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 8"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 8")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -655,9 +623,7 @@ def _write_PartitionData_v8(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v8(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v8(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -689,9 +655,7 @@ def _write_PartitionData_v9(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 9")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 9"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 9")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -709,9 +673,7 @@ def _write_PartitionData_v9(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v9(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v9(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -743,9 +705,7 @@ def _write_PartitionData_v10(msg: PartitionData, out: bytearray) -> None:
     if msg.snapshot_id != SnapshotId():
         raise UnsupportedVersionError("SnapshotId cannot be written at version 10")
     if msg.preferred_read_replica != -1:
-        raise UnsupportedVersionError(
-            "PreferredReadReplica cannot be written at version 10"
-        )
+        raise UnsupportedVersionError("PreferredReadReplica cannot be written at version 10")
     out += _S3.pack(
         msg.partition_index,
         msg.error_code,
@@ -763,9 +723,7 @@ def _write_PartitionData_v10(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v10(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v10(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -891,9 +849,7 @@ def _write_PartitionData_v11(msg: PartitionData, out: bytearray) -> None:
     write_nullable_bytes(out, msg.records)
 
 
-def _write_FetchableTopicResponse_v11(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v11(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -917,9 +873,7 @@ def write_v11(msg: FetchResponse, out: bytearray) -> None:
             _write_FetchableTopicResponse_v11(_item_responses, out)
 
 
-def _read_AbortedTransaction_v12(
-    buf: BytesLike, pos: int
-) -> tuple[AbortedTransaction, int]:
+def _read_AbortedTransaction_v12(buf: BytesLike, pos: int) -> tuple[AbortedTransaction, int]:
     (_producer_id, _first_offset) = _S2.unpack_from(buf, pos)
     pos += 16
     pos = skip_tagged_fields(buf, pos)
@@ -939,16 +893,12 @@ def _read_EpochEndOffset_v12(buf: BytesLike, pos: int) -> tuple[EpochEndOffset, 
     return _message, pos
 
 
-def _read_PartitionData_diverging_epoch_v12(
-    buf: BytesLike, pos: int
-) -> tuple[EpochEndOffset, int]:
+def _read_PartitionData_diverging_epoch_v12(buf: BytesLike, pos: int) -> tuple[EpochEndOffset, int]:
     value, pos = _read_EpochEndOffset_v12(buf, pos)
     return value, pos
 
 
-def _read_LeaderIdAndEpoch_v12(
-    buf: BytesLike, pos: int
-) -> tuple[LeaderIdAndEpoch, int]:
+def _read_LeaderIdAndEpoch_v12(buf: BytesLike, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (_leader_id, _leader_epoch) = _S6.unpack_from(buf, pos)
     pos += 8
     pos = skip_tagged_fields(buf, pos)
@@ -975,9 +925,7 @@ def _read_SnapshotId_v12(buf: BytesLike, pos: int) -> tuple[SnapshotId, int]:
     return _message, pos
 
 
-def _read_PartitionData_snapshot_id_v12(
-    buf: BytesLike, pos: int
-) -> tuple[SnapshotId, int]:
+def _read_PartitionData_snapshot_id_v12(buf: BytesLike, pos: int) -> tuple[SnapshotId, int]:
     value, pos = _read_SnapshotId_v12(buf, pos)
     return value, pos
 
@@ -1010,14 +958,10 @@ def _read_PartitionData_v12(buf: BytesLike, pos: int) -> tuple[PartitionData, in
     if _tagged:
         _raw = _tagged.get(0)
         if _raw is not None:
-            _diverging_epoch = decode_tagged(
-                _raw, _read_PartitionData_diverging_epoch_v12, 0
-            )
+            _diverging_epoch = decode_tagged(_raw, _read_PartitionData_diverging_epoch_v12, 0)
         _raw = _tagged.get(1)
         if _raw is not None:
-            _current_leader = decode_tagged(
-                _raw, _read_PartitionData_current_leader_v12, 1
-            )
+            _current_leader = decode_tagged(_raw, _read_PartitionData_current_leader_v12, 1)
         _raw = _tagged.get(2)
         if _raw is not None:
             _snapshot_id = decode_tagged(_raw, _read_PartitionData_snapshot_id_v12, 2)
@@ -1132,9 +1076,7 @@ def _write_PartitionData_v12(msg: PartitionData, out: bytearray) -> None:
     write_tagged_fields(out, _tags)
 
 
-def _write_FetchableTopicResponse_v12(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v12(msg: FetchableTopicResponse, out: bytearray) -> None:
     write_compact_string(out, msg.topic)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -1205,9 +1147,7 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[FetchResponse, int]:
     return _message, pos
 
 
-def _write_FetchableTopicResponse_v13(
-    msg: FetchableTopicResponse, out: bytearray
-) -> None:
+def _write_FetchableTopicResponse_v13(msg: FetchableTopicResponse, out: bytearray) -> None:
     out += _S8.pack(msg.topic_id.bytes)
     _array_partitions = msg.partitions
     if _array_partitions is None:
@@ -1309,9 +1249,7 @@ def read_v16(buf: BytesLike, pos: int) -> tuple[FetchResponse, int]:
     if _tagged:
         _raw = _tagged.get(0)
         if _raw is not None:
-            _node_endpoints = decode_tagged(
-                _raw, _read_FetchResponse_node_endpoints_v16, 0
-            )
+            _node_endpoints = decode_tagged(_raw, _read_FetchResponse_node_endpoints_v16, 0)
     _message = _new(FetchResponse)
     _set_FetchResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_FetchResponse_error_code(_message, _error_code)

@@ -89,15 +89,9 @@ _set_Coordinator_host = slot_setter(Coordinator, "host")
 _set_Coordinator_key = slot_setter(Coordinator, "key")
 _set_Coordinator_node_id = slot_setter(Coordinator, "node_id")
 _set_Coordinator_port = slot_setter(Coordinator, "port")
-_set_FindCoordinatorResponse_coordinators = slot_setter(
-    FindCoordinatorResponse, "coordinators"
-)
-_set_FindCoordinatorResponse_error_code = slot_setter(
-    FindCoordinatorResponse, "error_code"
-)
-_set_FindCoordinatorResponse_error_message = slot_setter(
-    FindCoordinatorResponse, "error_message"
-)
+_set_FindCoordinatorResponse_coordinators = slot_setter(FindCoordinatorResponse, "coordinators")
+_set_FindCoordinatorResponse_error_code = slot_setter(FindCoordinatorResponse, "error_code")
+_set_FindCoordinatorResponse_error_message = slot_setter(FindCoordinatorResponse, "error_message")
 _set_FindCoordinatorResponse_host = slot_setter(FindCoordinatorResponse, "host")
 _set_FindCoordinatorResponse_node_id = slot_setter(FindCoordinatorResponse, "node_id")
 _set_FindCoordinatorResponse_port = slot_setter(FindCoordinatorResponse, "port")

@@ -56,9 +56,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsRequest,
     _client_instance_id = uuid_from_bytes(_client_instance_id)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(GetTelemetrySubscriptionsRequest)
-    _set_GetTelemetrySubscriptionsRequest_client_instance_id(
-        _message, _client_instance_id
-    )
+    _set_GetTelemetrySubscriptionsRequest_client_instance_id(_message, _client_instance_id)
     return _message, pos
 
 
@@ -67,9 +65,7 @@ def write_v0(msg: GetTelemetrySubscriptionsRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[GetTelemetrySubscriptionsRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[GetTelemetrySubscriptionsRequest, int]]] = {
     0: read_v0,
 }
 

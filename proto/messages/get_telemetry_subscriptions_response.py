@@ -118,9 +118,7 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
     else:
         _accepted_compression_types = struct.unpack_from(f">{_n}b", buf, pos)
         pos += _n * 1
-    (_push_interval_ms, _telemetry_max_bytes, _delta_temporality) = _S1.unpack_from(
-        buf, pos
-    )
+    (_push_interval_ms, _telemetry_max_bytes, _delta_temporality) = _S1.unpack_from(buf, pos)
     pos += 9
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
@@ -135,24 +133,16 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[GetTelemetrySubscriptionsResponse
     _message = _new(GetTelemetrySubscriptionsResponse)
     _set_GetTelemetrySubscriptionsResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_GetTelemetrySubscriptionsResponse_error_code(_message, _error_code)
-    _set_GetTelemetrySubscriptionsResponse_client_instance_id(
-        _message, _client_instance_id
-    )
+    _set_GetTelemetrySubscriptionsResponse_client_instance_id(_message, _client_instance_id)
     _set_GetTelemetrySubscriptionsResponse_subscription_id(_message, _subscription_id)
     _set_GetTelemetrySubscriptionsResponse_accepted_compression_types(
         _message,
         _accepted_compression_types,
     )
     _set_GetTelemetrySubscriptionsResponse_push_interval_ms(_message, _push_interval_ms)
-    _set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes(
-        _message, _telemetry_max_bytes
-    )
-    _set_GetTelemetrySubscriptionsResponse_delta_temporality(
-        _message, _delta_temporality
-    )
-    _set_GetTelemetrySubscriptionsResponse_requested_metrics(
-        _message, _requested_metrics
-    )
+    _set_GetTelemetrySubscriptionsResponse_telemetry_max_bytes(_message, _telemetry_max_bytes)
+    _set_GetTelemetrySubscriptionsResponse_delta_temporality(_message, _delta_temporality)
+    _set_GetTelemetrySubscriptionsResponse_requested_metrics(_message, _requested_metrics)
     return _message, pos
 
 
@@ -172,9 +162,7 @@ def write_v0(msg: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
             f">{len(_array_accepted_compression_types)}b",
             *_array_accepted_compression_types,
         )
-    out += _S1.pack(
-        msg.push_interval_ms, msg.telemetry_max_bytes, msg.delta_temporality
-    )
+    out += _S1.pack(msg.push_interval_ms, msg.telemetry_max_bytes, msg.delta_temporality)
     _array_requested_metrics = msg.requested_metrics
     if _array_requested_metrics is None:
         raise ValueError("Non-nullable array RequestedMetrics was None")
@@ -185,9 +173,7 @@ def write_v0(msg: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[GetTelemetrySubscriptionsResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[GetTelemetrySubscriptionsResponse, int]]] = {
     0: read_v0,
 }
 

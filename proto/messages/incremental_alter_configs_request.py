@@ -79,12 +79,8 @@ class IncrementalAlterConfigsRequest:
 
 _new = object.__new__
 _set_AlterConfigsResource_configs = slot_setter(AlterConfigsResource, "configs")
-_set_AlterConfigsResource_resource_name = slot_setter(
-    AlterConfigsResource, "resource_name"
-)
-_set_AlterConfigsResource_resource_type = slot_setter(
-    AlterConfigsResource, "resource_type"
-)
+_set_AlterConfigsResource_resource_name = slot_setter(AlterConfigsResource, "resource_name")
+_set_AlterConfigsResource_resource_type = slot_setter(AlterConfigsResource, "resource_type")
 _set_AlterableConfig_config_operation = slot_setter(AlterableConfig, "config_operation")
 _set_AlterableConfig_name = slot_setter(AlterableConfig, "name")
 _set_AlterableConfig_value = slot_setter(AlterableConfig, "value")
@@ -112,9 +108,7 @@ def _read_AlterableConfig_v0(buf: BytesLike, pos: int) -> tuple[AlterableConfig,
     return _message, pos
 
 
-def _read_AlterConfigsResource_v0(
-    buf: BytesLike, pos: int
-) -> tuple[AlterConfigsResource, int]:
+def _read_AlterConfigsResource_v0(buf: BytesLike, pos: int) -> tuple[AlterConfigsResource, int]:
     (_resource_type,) = _S0.unpack_from(buf, pos)
     pos += 1
     _resource_name, pos = read_string(buf, pos)
@@ -194,9 +188,7 @@ def _read_AlterableConfig_v1(buf: BytesLike, pos: int) -> tuple[AlterableConfig,
     return _message, pos
 
 
-def _read_AlterConfigsResource_v1(
-    buf: BytesLike, pos: int
-) -> tuple[AlterConfigsResource, int]:
+def _read_AlterConfigsResource_v1(buf: BytesLike, pos: int) -> tuple[AlterConfigsResource, int]:
     (_resource_type,) = _S0.unpack_from(buf, pos)
     pos += 1
     _resource_name, pos = read_compact_string(buf, pos)
@@ -268,9 +260,7 @@ def write_v1(msg: IncrementalAlterConfigsRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[IncrementalAlterConfigsRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[IncrementalAlterConfigsRequest, int]]] = {
     0: read_v0,
     1: read_v1,
 }

@@ -209,9 +209,7 @@ def write_v1(msg: IncrementalAlterConfigsResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[IncrementalAlterConfigsResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[IncrementalAlterConfigsResponse, int]]] = {
     0: read_v0,
     1: read_v1,
 }

@@ -86,9 +86,7 @@ def write_v1(msg: ListConfigResourcesRequest, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[ListConfigResourcesRequest, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[ListConfigResourcesRequest, int]]] = {
     0: read_v0,
     1: read_v1,
 }

@@ -65,9 +65,7 @@ _set_ConfigResource_resource_type = slot_setter(ConfigResource, "resource_type")
 _set_ListConfigResourcesResponse_config_resources = slot_setter(
     ListConfigResourcesResponse, "config_resources"
 )
-_set_ListConfigResourcesResponse_error_code = slot_setter(
-    ListConfigResourcesResponse, "error_code"
-)
+_set_ListConfigResourcesResponse_error_code = slot_setter(ListConfigResourcesResponse, "error_code")
 _set_ListConfigResourcesResponse_throttle_time_ms = slot_setter(
     ListConfigResourcesResponse, "throttle_time_ms"
 )
@@ -172,9 +170,7 @@ def write_v1(msg: ListConfigResourcesResponse, out: bytearray) -> None:
     out.append(0)
 
 
-READERS: dict[
-    int, Callable[[BytesLike, int], tuple[ListConfigResourcesResponse, int]]
-] = {
+READERS: dict[int, Callable[[BytesLike, int], tuple[ListConfigResourcesResponse, int]]] = {
     0: read_v0,
     1: read_v1,
 }

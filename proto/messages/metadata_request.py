@@ -92,9 +92,7 @@ _S2 = struct.Struct(">16s")
 _S3 = struct.Struct(">??")
 
 
-def _read_MetadataRequestTopic_v0(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataRequestTopic, int]:
+def _read_MetadataRequestTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     _name, pos = read_string(buf, pos)
     _message = _new(MetadataRequestTopic)
     _set_MetadataRequestTopic_topic_id(_message, ZERO_UUID)
@@ -126,9 +124,7 @@ def _write_MetadataRequestTopic_v0(msg: MetadataRequestTopic, out: bytearray) ->
 
 def write_v0(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            "AllowAutoTopicCreation cannot be written at version 0"
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 0")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 0",
@@ -166,9 +162,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
 
 def write_v1(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            "AllowAutoTopicCreation cannot be written at version 1"
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 1")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 1",
@@ -188,9 +182,7 @@ def write_v1(msg: MetadataRequest, out: bytearray) -> None:
 
 def write_v2(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            "AllowAutoTopicCreation cannot be written at version 2"
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 2")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 2",
@@ -210,9 +202,7 @@ def write_v2(msg: MetadataRequest, out: bytearray) -> None:
 
 def write_v3(msg: MetadataRequest, out: bytearray) -> None:
     if msg.allow_auto_topic_creation != True:
-        raise UnsupportedVersionError(
-            "AllowAutoTopicCreation cannot be written at version 3"
-        )
+        raise UnsupportedVersionError("AllowAutoTopicCreation cannot be written at version 3")
     if msg.include_cluster_authorized_operations != False:
         raise UnsupportedVersionError(
             "IncludeClusterAuthorizedOperations cannot be written at version 3",
@@ -371,9 +361,7 @@ def write_v8(msg: MetadataRequest, out: bytearray) -> None:
     )
 
 
-def _read_MetadataRequestTopic_v9(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataRequestTopic, int]:
+def _read_MetadataRequestTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     _name, pos = read_compact_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)
     _message = _new(MetadataRequestTopic)
@@ -434,9 +422,7 @@ def write_v9(msg: MetadataRequest, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_MetadataRequestTopic_v10(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataRequestTopic, int]:
+def _read_MetadataRequestTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataRequestTopic, int]:
     (_topic_id,) = _S2.unpack_from(buf, pos)
     pos += 16
     _topic_id = uuid_from_bytes(_topic_id)
@@ -511,9 +497,7 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataRequest, int]:
             _item_topics, pos = _read_MetadataRequestTopic_v10(buf, pos)
             _items_topics.append(_item_topics)
         _topics = tuple(_items_topics)
-    (_allow_auto_topic_creation, _include_topic_authorized_operations) = (
-        _S3.unpack_from(buf, pos)
-    )
+    (_allow_auto_topic_creation, _include_topic_authorized_operations) = _S3.unpack_from(buf, pos)
     pos += 2
     pos = skip_tagged_fields(buf, pos)
     _message = _new(MetadataRequest)
@@ -539,9 +523,7 @@ def write_v11(msg: MetadataRequest, out: bytearray) -> None:
         write_compact_array_length(out, len(_array_topics))
         for _item_topics in _array_topics:
             _write_MetadataRequestTopic_v10(_item_topics, out)
-    out += _S3.pack(
-        msg.allow_auto_topic_creation, msg.include_topic_authorized_operations
-    )
+    out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -557,9 +539,7 @@ def write_v12(msg: MetadataRequest, out: bytearray) -> None:
         write_compact_array_length(out, len(_array_topics))
         for _item_topics in _array_topics:
             _write_MetadataRequestTopic_v10(_item_topics, out)
-    out += _S3.pack(
-        msg.allow_auto_topic_creation, msg.include_topic_authorized_operations
-    )
+    out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 
 
@@ -575,9 +555,7 @@ def write_v13(msg: MetadataRequest, out: bytearray) -> None:
         write_compact_array_length(out, len(_array_topics))
         for _item_topics in _array_topics:
             _write_MetadataRequestTopic_v10(_item_topics, out)
-    out += _S3.pack(
-        msg.allow_auto_topic_creation, msg.include_topic_authorized_operations
-    )
+    out += _S3.pack(msg.allow_auto_topic_creation, msg.include_topic_authorized_operations)
     out.append(0)
 
 

@@ -130,18 +130,10 @@ _set_MetadataResponseBroker_host = slot_setter(MetadataResponseBroker, "host")
 _set_MetadataResponseBroker_node_id = slot_setter(MetadataResponseBroker, "node_id")
 _set_MetadataResponseBroker_port = slot_setter(MetadataResponseBroker, "port")
 _set_MetadataResponseBroker_rack = slot_setter(MetadataResponseBroker, "rack")
-_set_MetadataResponsePartition_error_code = slot_setter(
-    MetadataResponsePartition, "error_code"
-)
-_set_MetadataResponsePartition_isr_nodes = slot_setter(
-    MetadataResponsePartition, "isr_nodes"
-)
-_set_MetadataResponsePartition_leader_epoch = slot_setter(
-    MetadataResponsePartition, "leader_epoch"
-)
-_set_MetadataResponsePartition_leader_id = slot_setter(
-    MetadataResponsePartition, "leader_id"
-)
+_set_MetadataResponsePartition_error_code = slot_setter(MetadataResponsePartition, "error_code")
+_set_MetadataResponsePartition_isr_nodes = slot_setter(MetadataResponsePartition, "isr_nodes")
+_set_MetadataResponsePartition_leader_epoch = slot_setter(MetadataResponsePartition, "leader_epoch")
+_set_MetadataResponsePartition_leader_id = slot_setter(MetadataResponsePartition, "leader_id")
 _set_MetadataResponsePartition_offline_replicas = slot_setter(
     MetadataResponsePartition, "offline_replicas"
 )
@@ -152,9 +144,7 @@ _set_MetadataResponsePartition_replica_nodes = slot_setter(
     MetadataResponsePartition, "replica_nodes"
 )
 _set_MetadataResponseTopic_error_code = slot_setter(MetadataResponseTopic, "error_code")
-_set_MetadataResponseTopic_is_internal = slot_setter(
-    MetadataResponseTopic, "is_internal"
-)
+_set_MetadataResponseTopic_is_internal = slot_setter(MetadataResponseTopic, "is_internal")
 _set_MetadataResponseTopic_name = slot_setter(MetadataResponseTopic, "name")
 _set_MetadataResponseTopic_partitions = slot_setter(MetadataResponseTopic, "partitions")
 _set_MetadataResponseTopic_topic_authorized_operations = slot_setter(
@@ -168,9 +158,7 @@ _set_MetadataResponse_cluster_authorized_operations = slot_setter(
 _set_MetadataResponse_cluster_id = slot_setter(MetadataResponse, "cluster_id")
 _set_MetadataResponse_controller_id = slot_setter(MetadataResponse, "controller_id")
 _set_MetadataResponse_error_code = slot_setter(MetadataResponse, "error_code")
-_set_MetadataResponse_throttle_time_ms = slot_setter(
-    MetadataResponse, "throttle_time_ms"
-)
+_set_MetadataResponse_throttle_time_ms = slot_setter(MetadataResponse, "throttle_time_ms")
 _set_MetadataResponse_topics = slot_setter(MetadataResponse, "topics")
 
 
@@ -182,9 +170,7 @@ _S4 = struct.Struct(">hiii")
 _S5 = struct.Struct(">16s?")
 
 
-def _read_MetadataResponseBroker_v0(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseBroker, int]:
+def _read_MetadataResponseBroker_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponseBroker, int]:
     (_node_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     _host, pos = read_string(buf, pos)
@@ -226,9 +212,7 @@ def _read_MetadataResponsePartition_v0(
     return _message, pos
 
 
-def _read_MetadataResponseTopic_v0(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_string(buf, pos)
@@ -281,17 +265,13 @@ def read_v0(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     return _message, pos
 
 
-def _write_MetadataResponseBroker_v0(
-    msg: MetadataResponseBroker, out: bytearray
-) -> None:
+def _write_MetadataResponseBroker_v0(msg: MetadataResponseBroker, out: bytearray) -> None:
     out += _S0.pack(msg.node_id)
     write_string(out, msg.host)
     out += _S0.pack(msg.port)
 
 
-def _write_MetadataResponsePartition_v0(
-    msg: MetadataResponsePartition, out: bytearray
-) -> None:
+def _write_MetadataResponsePartition_v0(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
     _array_replica_nodes = msg.replica_nodes
     if _array_replica_nodes is None:
@@ -309,9 +289,7 @@ def _write_MetadataResponsePartition_v0(
 
 def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 0"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 0")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     _array_partitions = msg.partitions
@@ -325,9 +303,7 @@ def _write_MetadataResponseTopic_v0(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v0(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 0"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 0")
     _array_brokers = msg.brokers
     if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
@@ -344,9 +320,7 @@ def write_v0(msg: MetadataResponse, out: bytearray) -> None:
             _write_MetadataResponseTopic_v0(_item_topics, out)
 
 
-def _read_MetadataResponseBroker_v1(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseBroker, int]:
+def _read_MetadataResponseBroker_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponseBroker, int]:
     (_node_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     _host, pos = read_string(buf, pos)
@@ -361,9 +335,7 @@ def _read_MetadataResponseBroker_v1(
     return _message, pos
 
 
-def _read_MetadataResponseTopic_v1(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_string(buf, pos)
@@ -420,9 +392,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     return _message, pos
 
 
-def _write_MetadataResponseBroker_v1(
-    msg: MetadataResponseBroker, out: bytearray
-) -> None:
+def _write_MetadataResponseBroker_v1(msg: MetadataResponseBroker, out: bytearray) -> None:
     out += _S0.pack(msg.node_id)
     write_string(out, msg.host)
     out += _S0.pack(msg.port)
@@ -431,9 +401,7 @@ def _write_MetadataResponseBroker_v1(
 
 def _write_MetadataResponseTopic_v1(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 1"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 1")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -448,9 +416,7 @@ def _write_MetadataResponseTopic_v1(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v1(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 1"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 1")
     _array_brokers = msg.brokers
     if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
@@ -503,9 +469,7 @@ def read_v2(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 2"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 2")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -520,9 +484,7 @@ def _write_MetadataResponseTopic_v2(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v2(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 2"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 2")
     _array_brokers = msg.brokers
     if _array_brokers is None:
         raise ValueError("Non-nullable array Brokers was None")
@@ -578,9 +540,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 3"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 3")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -595,9 +555,7 @@ def _write_MetadataResponseTopic_v3(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v3(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 3"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 3")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -619,9 +577,7 @@ def write_v3(msg: MetadataResponse, out: bytearray) -> None:
 
 def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 4"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 4")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -636,9 +592,7 @@ def _write_MetadataResponseTopic_v4(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v4(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 4"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 4")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -692,9 +646,7 @@ def _read_MetadataResponsePartition_v5(
     return _message, pos
 
 
-def _read_MetadataResponseTopic_v5(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_string(buf, pos)
@@ -754,9 +706,7 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     return _message, pos
 
 
-def _write_MetadataResponsePartition_v5(
-    msg: MetadataResponsePartition, out: bytearray
-) -> None:
+def _write_MetadataResponsePartition_v5(msg: MetadataResponsePartition, out: bytearray) -> None:
     out += _S2.pack(msg.error_code, msg.partition_index, msg.leader_id)
     _array_replica_nodes = msg.replica_nodes
     if _array_replica_nodes is None:
@@ -775,16 +725,12 @@ def _write_MetadataResponsePartition_v5(
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_array_length(out, len(_array_offline_replicas))
-        out += struct.pack(
-            f">{len(_array_offline_replicas)}i", *_array_offline_replicas
-        )
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
 
 
 def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 5"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 5")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -799,9 +745,7 @@ def _write_MetadataResponseTopic_v5(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v5(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 5"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 5")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -823,9 +767,7 @@ def write_v5(msg: MetadataResponse, out: bytearray) -> None:
 
 def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 6"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 6")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -840,9 +782,7 @@ def _write_MetadataResponseTopic_v6(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v6(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 6"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 6")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -865,9 +805,7 @@ def write_v6(msg: MetadataResponse, out: bytearray) -> None:
 def _read_MetadataResponsePartition_v7(
     buf: BytesLike, pos: int
 ) -> tuple[MetadataResponsePartition, int]:
-    (_error_code, _partition_index, _leader_id, _leader_epoch) = _S4.unpack_from(
-        buf, pos
-    )
+    (_error_code, _partition_index, _leader_id, _leader_epoch) = _S4.unpack_from(buf, pos)
     pos += 14
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -898,9 +836,7 @@ def _read_MetadataResponsePartition_v7(
     return _message, pos
 
 
-def _read_MetadataResponseTopic_v7(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_string(buf, pos)
@@ -960,12 +896,8 @@ def read_v7(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     return _message, pos
 
 
-def _write_MetadataResponsePartition_v7(
-    msg: MetadataResponsePartition, out: bytearray
-) -> None:
-    out += _S4.pack(
-        msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch
-    )
+def _write_MetadataResponsePartition_v7(msg: MetadataResponsePartition, out: bytearray) -> None:
+    out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
     _array_replica_nodes = msg.replica_nodes
     if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
@@ -983,16 +915,12 @@ def _write_MetadataResponsePartition_v7(
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_array_length(out, len(_array_offline_replicas))
-        out += struct.pack(
-            f">{len(_array_offline_replicas)}i", *_array_offline_replicas
-        )
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
 
 
 def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) -> None:
     if msg.topic_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "TopicAuthorizedOperations cannot be written at version 7"
-        )
+        raise UnsupportedVersionError("TopicAuthorizedOperations cannot be written at version 7")
     out += _S1.pack(msg.error_code)
     write_string(out, msg.name)
     out += _S3.pack(msg.is_internal)
@@ -1007,9 +935,7 @@ def _write_MetadataResponseTopic_v7(msg: MetadataResponseTopic, out: bytearray) 
 
 def write_v7(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 7"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 7")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -1029,9 +955,7 @@ def write_v7(msg: MetadataResponse, out: bytearray) -> None:
             _write_MetadataResponseTopic_v7(_item_topics, out)
 
 
-def _read_MetadataResponseTopic_v8(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_string(buf, pos)
@@ -1054,9 +978,7 @@ def _read_MetadataResponseTopic_v8(
     _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
     _set_MetadataResponseTopic_is_internal(_message, _is_internal)
     _set_MetadataResponseTopic_partitions(_message, _partitions)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        _message, _topic_authorized_operations
-    )
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
     return _message, pos
 
 
@@ -1092,9 +1014,7 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _set_MetadataResponse_cluster_id(_message, _cluster_id)
     _set_MetadataResponse_controller_id(_message, _controller_id)
     _set_MetadataResponse_topics(_message, _topics)
-    _set_MetadataResponse_cluster_authorized_operations(
-        _message, _cluster_authorized_operations
-    )
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
     _set_MetadataResponse_error_code(_message, 0)
     return _message, pos
 
@@ -1134,9 +1054,7 @@ def write_v8(msg: MetadataResponse, out: bytearray) -> None:
     out += _S0.pack(msg.cluster_authorized_operations)
 
 
-def _read_MetadataResponseBroker_v9(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseBroker, int]:
+def _read_MetadataResponseBroker_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponseBroker, int]:
     (_node_id,) = _S0.unpack_from(buf, pos)
     pos += 4
     _host, pos = read_compact_string(buf, pos)
@@ -1155,9 +1073,7 @@ def _read_MetadataResponseBroker_v9(
 def _read_MetadataResponsePartition_v9(
     buf: BytesLike, pos: int
 ) -> tuple[MetadataResponsePartition, int]:
-    (_error_code, _partition_index, _leader_id, _leader_epoch) = _S4.unpack_from(
-        buf, pos
-    )
+    (_error_code, _partition_index, _leader_id, _leader_epoch) = _S4.unpack_from(buf, pos)
     pos += 14
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
@@ -1189,9 +1105,7 @@ def _read_MetadataResponsePartition_v9(
     return _message, pos
 
 
-def _read_MetadataResponseTopic_v9(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_compact_string(buf, pos)
@@ -1215,9 +1129,7 @@ def _read_MetadataResponseTopic_v9(
     _set_MetadataResponseTopic_topic_id(_message, ZERO_UUID)
     _set_MetadataResponseTopic_is_internal(_message, _is_internal)
     _set_MetadataResponseTopic_partitions(_message, _partitions)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        _message, _topic_authorized_operations
-    )
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
     return _message, pos
 
 
@@ -1254,16 +1166,12 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _set_MetadataResponse_cluster_id(_message, _cluster_id)
     _set_MetadataResponse_controller_id(_message, _controller_id)
     _set_MetadataResponse_topics(_message, _topics)
-    _set_MetadataResponse_cluster_authorized_operations(
-        _message, _cluster_authorized_operations
-    )
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
     _set_MetadataResponse_error_code(_message, 0)
     return _message, pos
 
 
-def _write_MetadataResponseBroker_v9(
-    msg: MetadataResponseBroker, out: bytearray
-) -> None:
+def _write_MetadataResponseBroker_v9(msg: MetadataResponseBroker, out: bytearray) -> None:
     out += _S0.pack(msg.node_id)
     write_compact_string(out, msg.host)
     out += _S0.pack(msg.port)
@@ -1271,12 +1179,8 @@ def _write_MetadataResponseBroker_v9(
     out.append(0)
 
 
-def _write_MetadataResponsePartition_v9(
-    msg: MetadataResponsePartition, out: bytearray
-) -> None:
-    out += _S4.pack(
-        msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch
-    )
+def _write_MetadataResponsePartition_v9(msg: MetadataResponsePartition, out: bytearray) -> None:
+    out += _S4.pack(msg.error_code, msg.partition_index, msg.leader_id, msg.leader_epoch)
     _array_replica_nodes = msg.replica_nodes
     if _array_replica_nodes is None:
         raise ValueError("Non-nullable array ReplicaNodes was None")
@@ -1294,9 +1198,7 @@ def _write_MetadataResponsePartition_v9(
         raise ValueError("Non-nullable array OfflineReplicas was None")
     else:
         write_compact_array_length(out, len(_array_offline_replicas))
-        out += struct.pack(
-            f">{len(_array_offline_replicas)}i", *_array_offline_replicas
-        )
+        out += struct.pack(f">{len(_array_offline_replicas)}i", *_array_offline_replicas)
     out.append(0)
 
 
@@ -1337,9 +1239,7 @@ def write_v9(msg: MetadataResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_MetadataResponseTopic_v10(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_compact_string(buf, pos)
@@ -1364,9 +1264,7 @@ def _read_MetadataResponseTopic_v10(
     _set_MetadataResponseTopic_topic_id(_message, _topic_id)
     _set_MetadataResponseTopic_is_internal(_message, _is_internal)
     _set_MetadataResponseTopic_partitions(_message, _partitions)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        _message, _topic_authorized_operations
-    )
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
     return _message, pos
 
 
@@ -1403,16 +1301,12 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     _set_MetadataResponse_cluster_id(_message, _cluster_id)
     _set_MetadataResponse_controller_id(_message, _controller_id)
     _set_MetadataResponse_topics(_message, _topics)
-    _set_MetadataResponse_cluster_authorized_operations(
-        _message, _cluster_authorized_operations
-    )
+    _set_MetadataResponse_cluster_authorized_operations(_message, _cluster_authorized_operations)
     _set_MetadataResponse_error_code(_message, 0)
     return _message, pos
 
 
-def _write_MetadataResponseTopic_v10(
-    msg: MetadataResponseTopic, out: bytearray
-) -> None:
+def _write_MetadataResponseTopic_v10(msg: MetadataResponseTopic, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_compact_string(out, msg.name)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
@@ -1487,9 +1381,7 @@ def read_v11(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def write_v11(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 11"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 11")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -1510,9 +1402,7 @@ def write_v11(msg: MetadataResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_MetadataResponseTopic_v12(
-    buf: BytesLike, pos: int
-) -> tuple[MetadataResponseTopic, int]:
+def _read_MetadataResponseTopic_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponseTopic, int]:
     (_error_code,) = _S1.unpack_from(buf, pos)
     pos += 2
     _name, pos = read_nullable_compact_string(buf, pos)
@@ -1537,9 +1427,7 @@ def _read_MetadataResponseTopic_v12(
     _set_MetadataResponseTopic_topic_id(_message, _topic_id)
     _set_MetadataResponseTopic_is_internal(_message, _is_internal)
     _set_MetadataResponseTopic_partitions(_message, _partitions)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        _message, _topic_authorized_operations
-    )
+    _set_MetadataResponseTopic_topic_authorized_operations(_message, _topic_authorized_operations)
     return _message, pos
 
 
@@ -1579,9 +1467,7 @@ def read_v12(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
     return _message, pos
 
 
-def _write_MetadataResponseTopic_v12(
-    msg: MetadataResponseTopic, out: bytearray
-) -> None:
+def _write_MetadataResponseTopic_v12(msg: MetadataResponseTopic, out: bytearray) -> None:
     out += _S1.pack(msg.error_code)
     write_nullable_compact_string(out, msg.name)
     out += _S5.pack(msg.topic_id.bytes, msg.is_internal)
@@ -1598,9 +1484,7 @@ def _write_MetadataResponseTopic_v12(
 
 def write_v12(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 12"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 12")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:
@@ -1661,9 +1545,7 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[MetadataResponse, int]:
 
 def write_v13(msg: MetadataResponse, out: bytearray) -> None:
     if msg.cluster_authorized_operations != -2147483648:
-        raise UnsupportedVersionError(
-            "ClusterAuthorizedOperations cannot be written at version 13"
-        )
+        raise UnsupportedVersionError("ClusterAuthorizedOperations cannot be written at version 13")
     out += _S0.pack(msg.throttle_time_ms)
     _array_brokers = msg.brokers
     if _array_brokers is None:

@@ -106,9 +106,7 @@ _S1 = struct.Struct(">i")
 _S2 = struct.Struct(">16s")
 
 
-def _read_PartitionProduceData_v3(
-    buf: BytesLike, pos: int
-) -> tuple[PartitionProduceData, int]:
+def _read_PartitionProduceData_v3(buf: BytesLike, pos: int) -> tuple[PartitionProduceData, int]:
     (_index,) = _S1.unpack_from(buf, pos)
     pos += 4
     _records, pos = read_nullable_bytes(buf, pos)
@@ -185,9 +183,7 @@ def write_v3(msg: ProduceRequest, out: bytearray) -> None:
             _write_TopicProduceData_v3(_item_topic_data, out)
 
 
-def _read_PartitionProduceData_v9(
-    buf: BytesLike, pos: int
-) -> tuple[PartitionProduceData, int]:
+def _read_PartitionProduceData_v9(buf: BytesLike, pos: int) -> tuple[PartitionProduceData, int]:
     (_index,) = _S1.unpack_from(buf, pos)
     pos += 4
     _records, pos = read_nullable_compact_bytes(buf, pos)
@@ -270,9 +266,7 @@ def write_v9(msg: ProduceRequest, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_TopicProduceData_v13(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceData, int]:
+def _read_TopicProduceData_v13(buf: BytesLike, pos: int) -> tuple[TopicProduceData, int]:
     (_topic_id,) = _S2.unpack_from(buf, pos)
     pos += 16
     _topic_id = uuid_from_bytes(_topic_id)

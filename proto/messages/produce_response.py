@@ -140,9 +140,7 @@ class ProduceResponse:
 
 
 _new = object.__new__
-_set_BatchIndexAndErrorMessage_batch_index = slot_setter(
-    BatchIndexAndErrorMessage, "batch_index"
-)
+_set_BatchIndexAndErrorMessage_batch_index = slot_setter(BatchIndexAndErrorMessage, "batch_index")
 _set_BatchIndexAndErrorMessage_batch_index_error_message = slot_setter(
     BatchIndexAndErrorMessage, "batch_index_error_message"
 )
@@ -152,18 +150,12 @@ _set_NodeEndpoint_host = slot_setter(NodeEndpoint, "host")
 _set_NodeEndpoint_node_id = slot_setter(NodeEndpoint, "node_id")
 _set_NodeEndpoint_port = slot_setter(NodeEndpoint, "port")
 _set_NodeEndpoint_rack = slot_setter(NodeEndpoint, "rack")
-_set_PartitionProduceResponse_base_offset = slot_setter(
-    PartitionProduceResponse, "base_offset"
-)
+_set_PartitionProduceResponse_base_offset = slot_setter(PartitionProduceResponse, "base_offset")
 _set_PartitionProduceResponse_current_leader = slot_setter(
     PartitionProduceResponse, "current_leader"
 )
-_set_PartitionProduceResponse_error_code = slot_setter(
-    PartitionProduceResponse, "error_code"
-)
-_set_PartitionProduceResponse_error_message = slot_setter(
-    PartitionProduceResponse, "error_message"
-)
+_set_PartitionProduceResponse_error_code = slot_setter(PartitionProduceResponse, "error_code")
+_set_PartitionProduceResponse_error_message = slot_setter(PartitionProduceResponse, "error_message")
 _set_PartitionProduceResponse_index = slot_setter(PartitionProduceResponse, "index")
 _set_PartitionProduceResponse_log_append_time_ms = slot_setter(
     PartitionProduceResponse, "log_append_time_ms"
@@ -171,9 +163,7 @@ _set_PartitionProduceResponse_log_append_time_ms = slot_setter(
 _set_PartitionProduceResponse_log_start_offset = slot_setter(
     PartitionProduceResponse, "log_start_offset"
 )
-_set_PartitionProduceResponse_record_errors = slot_setter(
-    PartitionProduceResponse, "record_errors"
-)
+_set_PartitionProduceResponse_record_errors = slot_setter(PartitionProduceResponse, "record_errors")
 _set_ProduceResponse_node_endpoints = slot_setter(ProduceResponse, "node_endpoints")
 _set_ProduceResponse_responses = slot_setter(ProduceResponse, "responses")
 _set_ProduceResponse_throttle_time_ms = slot_setter(ProduceResponse, "throttle_time_ms")
@@ -208,9 +198,7 @@ def _read_PartitionProduceResponse_v3(
     return _message, pos
 
 
-def _read_TopicProduceResponse_v3(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v3(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     _name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -247,9 +235,7 @@ def read_v3(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     return _message, pos
 
 
-def _write_PartitionProduceResponse_v3(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v3(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 3")
     out += _S0.pack(msg.index, msg.error_code, msg.base_offset, msg.log_append_time_ms)
@@ -279,9 +265,7 @@ def write_v3(msg: ProduceResponse, out: bytearray) -> None:
     out += _S1.pack(msg.throttle_time_ms)
 
 
-def _write_PartitionProduceResponse_v4(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v4(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 4")
     out += _S0.pack(msg.index, msg.error_code, msg.base_offset, msg.log_append_time_ms)
@@ -334,9 +318,7 @@ def _read_PartitionProduceResponse_v5(
     return _message, pos
 
 
-def _read_TopicProduceResponse_v5(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v5(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     _name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -373,9 +355,7 @@ def read_v5(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     return _message, pos
 
 
-def _write_PartitionProduceResponse_v5(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v5(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 5")
     out += _S2.pack(
@@ -411,9 +391,7 @@ def write_v5(msg: ProduceResponse, out: bytearray) -> None:
     out += _S1.pack(msg.throttle_time_ms)
 
 
-def _write_PartitionProduceResponse_v6(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v6(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 6")
     out += _S2.pack(
@@ -449,9 +427,7 @@ def write_v6(msg: ProduceResponse, out: bytearray) -> None:
     out += _S1.pack(msg.throttle_time_ms)
 
 
-def _write_PartitionProduceResponse_v7(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v7(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 7")
     out += _S2.pack(
@@ -495,9 +471,7 @@ def _read_BatchIndexAndErrorMessage_v8(
     _batch_index_error_message, pos = read_nullable_string(buf, pos)
     _message = _new(BatchIndexAndErrorMessage)
     _set_BatchIndexAndErrorMessage_batch_index(_message, _batch_index)
-    _set_BatchIndexAndErrorMessage_batch_index_error_message(
-        _message, _batch_index_error_message
-    )
+    _set_BatchIndexAndErrorMessage_batch_index_error_message(_message, _batch_index_error_message)
     return _message, pos
 
 
@@ -534,9 +508,7 @@ def _read_PartitionProduceResponse_v8(
     return _message, pos
 
 
-def _read_TopicProduceResponse_v8(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v8(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     _name, pos = read_string(buf, pos)
     _n, pos = read_array_length(buf, pos)
     if _n < 0:
@@ -573,16 +545,12 @@ def read_v8(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     return _message, pos
 
 
-def _write_BatchIndexAndErrorMessage_v8(
-    msg: BatchIndexAndErrorMessage, out: bytearray
-) -> None:
+def _write_BatchIndexAndErrorMessage_v8(msg: BatchIndexAndErrorMessage, out: bytearray) -> None:
     out += _S1.pack(msg.batch_index)
     write_nullable_string(out, msg.batch_index_error_message)
 
 
-def _write_PartitionProduceResponse_v8(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v8(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 8")
     out += _S2.pack(
@@ -635,9 +603,7 @@ def _read_BatchIndexAndErrorMessage_v9(
     pos = skip_tagged_fields(buf, pos)
     _message = _new(BatchIndexAndErrorMessage)
     _set_BatchIndexAndErrorMessage_batch_index(_message, _batch_index)
-    _set_BatchIndexAndErrorMessage_batch_index_error_message(
-        _message, _batch_index_error_message
-    )
+    _set_BatchIndexAndErrorMessage_batch_index_error_message(_message, _batch_index_error_message)
     return _message, pos
 
 
@@ -675,9 +641,7 @@ def _read_PartitionProduceResponse_v9(
     return _message, pos
 
 
-def _read_TopicProduceResponse_v9(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v9(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     _name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
@@ -716,17 +680,13 @@ def read_v9(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     return _message, pos
 
 
-def _write_BatchIndexAndErrorMessage_v9(
-    msg: BatchIndexAndErrorMessage, out: bytearray
-) -> None:
+def _write_BatchIndexAndErrorMessage_v9(msg: BatchIndexAndErrorMessage, out: bytearray) -> None:
     out += _S1.pack(msg.batch_index)
     write_nullable_compact_string(out, msg.batch_index_error_message)
     out.append(0)
 
 
-def _write_PartitionProduceResponse_v9(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v9(msg: PartitionProduceResponse, out: bytearray) -> None:
     if msg.current_leader != LeaderIdAndEpoch():
         raise UnsupportedVersionError("CurrentLeader cannot be written at version 9")
     out += _S2.pack(
@@ -773,9 +733,7 @@ def write_v9(msg: ProduceResponse, out: bytearray) -> None:
     out.append(0)
 
 
-def _read_LeaderIdAndEpoch_v10(
-    buf: BytesLike, pos: int
-) -> tuple[LeaderIdAndEpoch, int]:
+def _read_LeaderIdAndEpoch_v10(buf: BytesLike, pos: int) -> tuple[LeaderIdAndEpoch, int]:
     (_leader_id, _leader_epoch) = _S3.unpack_from(buf, pos)
     pos += 8
     pos = skip_tagged_fields(buf, pos)
@@ -835,9 +793,7 @@ def _read_PartitionProduceResponse_v10(
     return _message, pos
 
 
-def _read_TopicProduceResponse_v10(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v10(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     _name, pos = read_compact_string(buf, pos)
     _n, pos = read_compact_array_length(buf, pos)
     if _n < 0:
@@ -845,9 +801,7 @@ def _read_TopicProduceResponse_v10(
     else:
         _items_partition_responses = []
         for _ in range(_n):
-            _item_partition_responses, pos = _read_PartitionProduceResponse_v10(
-                buf, pos
-            )
+            _item_partition_responses, pos = _read_PartitionProduceResponse_v10(buf, pos)
             _items_partition_responses.append(_item_partition_responses)
         _partition_responses = tuple(_items_partition_responses)
     pos = skip_tagged_fields(buf, pos)
@@ -906,9 +860,7 @@ def read_v10(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     if _tagged:
         _raw = _tagged.get(0)
         if _raw is not None:
-            _node_endpoints = decode_tagged(
-                _raw, _read_ProduceResponse_node_endpoints_v10, 0
-            )
+            _node_endpoints = decode_tagged(_raw, _read_ProduceResponse_node_endpoints_v10, 0)
     _message = _new(ProduceResponse)
     _set_ProduceResponse_responses(_message, _responses)
     _set_ProduceResponse_throttle_time_ms(_message, _throttle_time_ms)
@@ -921,9 +873,7 @@ def _write_LeaderIdAndEpoch_v10(msg: LeaderIdAndEpoch, out: bytearray) -> None:
     out.append(0)
 
 
-def _write_PartitionProduceResponse_v10(
-    msg: PartitionProduceResponse, out: bytearray
-) -> None:
+def _write_PartitionProduceResponse_v10(msg: PartitionProduceResponse, out: bytearray) -> None:
     out += _S2.pack(
         msg.index,
         msg.error_code,
@@ -990,9 +940,7 @@ def write_v10(msg: ProduceResponse, out: bytearray) -> None:
     write_tagged_fields(out, _tags)
 
 
-def _read_TopicProduceResponse_v13(
-    buf: BytesLike, pos: int
-) -> tuple[TopicProduceResponse, int]:
+def _read_TopicProduceResponse_v13(buf: BytesLike, pos: int) -> tuple[TopicProduceResponse, int]:
     (_topic_id,) = _S4.unpack_from(buf, pos)
     pos += 16
     _topic_id = uuid_from_bytes(_topic_id)
@@ -1002,9 +950,7 @@ def _read_TopicProduceResponse_v13(
     else:
         _items_partition_responses = []
         for _ in range(_n):
-            _item_partition_responses, pos = _read_PartitionProduceResponse_v10(
-                buf, pos
-            )
+            _item_partition_responses, pos = _read_PartitionProduceResponse_v10(buf, pos)
             _items_partition_responses.append(_item_partition_responses)
         _partition_responses = tuple(_items_partition_responses)
     pos = skip_tagged_fields(buf, pos)
@@ -1032,9 +978,7 @@ def read_v13(buf: BytesLike, pos: int) -> tuple[ProduceResponse, int]:
     if _tagged:
         _raw = _tagged.get(0)
         if _raw is not None:
-            _node_endpoints = decode_tagged(
-                _raw, _read_ProduceResponse_node_endpoints_v10, 0
-            )
+            _node_endpoints = decode_tagged(_raw, _read_ProduceResponse_node_endpoints_v10, 0)
     _message = _new(ProduceResponse)
     _set_ProduceResponse_responses(_message, _responses)
     _set_ProduceResponse_throttle_time_ms(_message, _throttle_time_ms)

@@ -55,13 +55,9 @@ _new = object.__new__
 _set_PushTelemetryRequest_client_instance_id = slot_setter(
     PushTelemetryRequest, "client_instance_id"
 )
-_set_PushTelemetryRequest_compression_type = slot_setter(
-    PushTelemetryRequest, "compression_type"
-)
+_set_PushTelemetryRequest_compression_type = slot_setter(PushTelemetryRequest, "compression_type")
 _set_PushTelemetryRequest_metrics = slot_setter(PushTelemetryRequest, "metrics")
-_set_PushTelemetryRequest_subscription_id = slot_setter(
-    PushTelemetryRequest, "subscription_id"
-)
+_set_PushTelemetryRequest_subscription_id = slot_setter(PushTelemetryRequest, "subscription_id")
 _set_PushTelemetryRequest_terminating = slot_setter(PushTelemetryRequest, "terminating")
 
 

@@ -44,9 +44,7 @@ class PushTelemetryResponse:
 
 _new = object.__new__
 _set_PushTelemetryResponse_error_code = slot_setter(PushTelemetryResponse, "error_code")
-_set_PushTelemetryResponse_throttle_time_ms = slot_setter(
-    PushTelemetryResponse, "throttle_time_ms"
-)
+_set_PushTelemetryResponse_throttle_time_ms = slot_setter(PushTelemetryResponse, "throttle_time_ms")
 
 
 _S0 = struct.Struct(">ih")

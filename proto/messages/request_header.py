@@ -50,18 +50,14 @@ _new = object.__new__
 _set_RequestHeader_client_id = slot_setter(RequestHeader, "client_id")
 _set_RequestHeader_correlation_id = slot_setter(RequestHeader, "correlation_id")
 _set_RequestHeader_request_api_key = slot_setter(RequestHeader, "request_api_key")
-_set_RequestHeader_request_api_version = slot_setter(
-    RequestHeader, "request_api_version"
-)
+_set_RequestHeader_request_api_version = slot_setter(RequestHeader, "request_api_version")
 
 
 _S0 = struct.Struct(">hhi")
 
 
 def read_v1(buf: BytesLike, pos: int) -> tuple[RequestHeader, int]:
-    (_request_api_key, _request_api_version, _correlation_id) = _S0.unpack_from(
-        buf, pos
-    )
+    (_request_api_key, _request_api_version, _correlation_id) = _S0.unpack_from(buf, pos)
     pos += 8
     _client_id, pos = read_nullable_string(buf, pos)
     _message = _new(RequestHeader)
@@ -78,9 +74,7 @@ def write_v1(msg: RequestHeader, out: bytearray) -> None:
 
 
 def read_v2(buf: BytesLike, pos: int) -> tuple[RequestHeader, int]:
-    (_request_api_key, _request_api_version, _correlation_id) = _S0.unpack_from(
-        buf, pos
-    )
+    (_request_api_key, _request_api_version, _correlation_id) = _S0.unpack_from(buf, pos)
     pos += 8
     _client_id, pos = read_nullable_string(buf, pos)
     pos = skip_tagged_fields(buf, pos)

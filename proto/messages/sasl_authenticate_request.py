@@ -42,9 +42,7 @@ class SaslAuthenticateRequest:
 
 
 _new = object.__new__
-_set_SaslAuthenticateRequest_auth_bytes = slot_setter(
-    SaslAuthenticateRequest, "auth_bytes"
-)
+_set_SaslAuthenticateRequest_auth_bytes = slot_setter(SaslAuthenticateRequest, "auth_bytes")
 
 
 def read_v0(buf: BytesLike, pos: int) -> tuple[SaslAuthenticateRequest, int]:

@@ -55,15 +55,9 @@ class SaslAuthenticateResponse:
 
 
 _new = object.__new__
-_set_SaslAuthenticateResponse_auth_bytes = slot_setter(
-    SaslAuthenticateResponse, "auth_bytes"
-)
-_set_SaslAuthenticateResponse_error_code = slot_setter(
-    SaslAuthenticateResponse, "error_code"
-)
-_set_SaslAuthenticateResponse_error_message = slot_setter(
-    SaslAuthenticateResponse, "error_message"
-)
+_set_SaslAuthenticateResponse_auth_bytes = slot_setter(SaslAuthenticateResponse, "auth_bytes")
+_set_SaslAuthenticateResponse_error_code = slot_setter(SaslAuthenticateResponse, "error_code")
+_set_SaslAuthenticateResponse_error_message = slot_setter(SaslAuthenticateResponse, "error_message")
 _set_SaslAuthenticateResponse_session_lifetime_ms = slot_setter(
     SaslAuthenticateResponse, "session_lifetime_ms"
 )

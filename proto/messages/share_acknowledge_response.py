@@ -124,27 +124,19 @@ _set_PartitionData_partition_index = slot_setter(PartitionData, "partition_index
 _set_ShareAcknowledgeResponse_acquisition_lock_timeout_ms = slot_setter(
     ShareAcknowledgeResponse, "acquisition_lock_timeout_ms"
 )
-_set_ShareAcknowledgeResponse_error_code = slot_setter(
-    ShareAcknowledgeResponse, "error_code"
-)
-_set_ShareAcknowledgeResponse_error_message = slot_setter(
-    ShareAcknowledgeResponse, "error_message"
-)
+_set_ShareAcknowledgeResponse_error_code = slot_setter(ShareAcknowledgeResponse, "error_code")
+_set_ShareAcknowledgeResponse_error_message = slot_setter(ShareAcknowledgeResponse, "error_message")
 _set_ShareAcknowledgeResponse_node_endpoints = slot_setter(
     ShareAcknowledgeResponse, "node_endpoints"
 )
-_set_ShareAcknowledgeResponse_responses = slot_setter(
-    ShareAcknowledgeResponse, "responses"
-)
+_set_ShareAcknowledgeResponse_responses = slot_setter(ShareAcknowledgeResponse, "responses")
 _set_ShareAcknowledgeResponse_throttle_time_ms = slot_setter(
     ShareAcknowledgeResponse, "throttle_time_ms"
 )
 _set_ShareAcknowledgeTopicResponse_partitions = slot_setter(
     ShareAcknowledgeTopicResponse, "partitions"
 )
-_set_ShareAcknowledgeTopicResponse_topic_id = slot_setter(
-    ShareAcknowledgeTopicResponse, "topic_id"
-)
+_set_ShareAcknowledgeTopicResponse_topic_id = slot_setter(ShareAcknowledgeTopicResponse, "topic_id")
 
 
 _S0 = struct.Struct(">ih")

@@ -142,9 +142,7 @@ _set_NodeEndpoint_host = slot_setter(NodeEndpoint, "host")
 _set_NodeEndpoint_node_id = slot_setter(NodeEndpoint, "node_id")
 _set_NodeEndpoint_port = slot_setter(NodeEndpoint, "port")
 _set_NodeEndpoint_rack = slot_setter(NodeEndpoint, "rack")
-_set_PartitionData_acknowledge_error_code = slot_setter(
-    PartitionData, "acknowledge_error_code"
-)
+_set_PartitionData_acknowledge_error_code = slot_setter(PartitionData, "acknowledge_error_code")
 _set_PartitionData_acknowledge_error_message = slot_setter(
     PartitionData, "acknowledge_error_message"
 )
@@ -159,19 +157,11 @@ _set_ShareFetchResponse_acquisition_lock_timeout_ms = slot_setter(
 )
 _set_ShareFetchResponse_error_code = slot_setter(ShareFetchResponse, "error_code")
 _set_ShareFetchResponse_error_message = slot_setter(ShareFetchResponse, "error_message")
-_set_ShareFetchResponse_node_endpoints = slot_setter(
-    ShareFetchResponse, "node_endpoints"
-)
+_set_ShareFetchResponse_node_endpoints = slot_setter(ShareFetchResponse, "node_endpoints")
 _set_ShareFetchResponse_responses = slot_setter(ShareFetchResponse, "responses")
-_set_ShareFetchResponse_throttle_time_ms = slot_setter(
-    ShareFetchResponse, "throttle_time_ms"
-)
-_set_ShareFetchableTopicResponse_partitions = slot_setter(
-    ShareFetchableTopicResponse, "partitions"
-)
-_set_ShareFetchableTopicResponse_topic_id = slot_setter(
-    ShareFetchableTopicResponse, "topic_id"
-)
+_set_ShareFetchResponse_throttle_time_ms = slot_setter(ShareFetchResponse, "throttle_time_ms")
+_set_ShareFetchableTopicResponse_partitions = slot_setter(ShareFetchableTopicResponse, "partitions")
+_set_ShareFetchableTopicResponse_topic_id = slot_setter(ShareFetchableTopicResponse, "topic_id")
 
 
 _S0 = struct.Struct(">ih")
@@ -301,9 +291,7 @@ def read_v1(buf: BytesLike, pos: int) -> tuple[ShareFetchResponse, int]:
     _set_ShareFetchResponse_throttle_time_ms(_message, _throttle_time_ms)
     _set_ShareFetchResponse_error_code(_message, _error_code)
     _set_ShareFetchResponse_error_message(_message, _error_message)
-    _set_ShareFetchResponse_acquisition_lock_timeout_ms(
-        _message, _acquisition_lock_timeout_ms
-    )
+    _set_ShareFetchResponse_acquisition_lock_timeout_ms(_message, _acquisition_lock_timeout_ms)
     _set_ShareFetchResponse_responses(_message, _responses)
     _set_ShareFetchResponse_node_endpoints(_message, _node_endpoints)
     return _message, pos
@@ -336,9 +324,7 @@ def _write_PartitionData_v1(msg: PartitionData, out: bytearray) -> None:
     out.append(0)
 
 
-def _write_ShareFetchableTopicResponse_v1(
-    msg: ShareFetchableTopicResponse, out: bytearray
-) -> None:
+def _write_ShareFetchableTopicResponse_v1(msg: ShareFetchableTopicResponse, out: bytearray) -> None:
     out += _S2.pack(msg.topic_id.bytes)
     _array_partitions = msg.partitions
     if _array_partitions is None:
