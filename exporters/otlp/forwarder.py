@@ -161,6 +161,16 @@ class _LogTail:
         self.cursor: Generator[LandingRecord, None, None] | None = (
             None  # an open read()
         )
+        # The lag is read at scrape time on the scraping thread, so it has its own reader
+        # (a reader keeps per-segment state and is not shared between threads).
+        self._lag_reader = LandingReader(directory)
+        self._lag_lock = threading.Lock()
+
+    def lag(self) -> int:
+        """Records landed and not yet committed as delivered (or dropped)."""
+        with self._lag_lock:
+            landed = self._lag_reader.end_offset()
+        return max(landed - self.committed, 0)
 
     def close(self) -> None:
         if self.cursor is not None:
@@ -205,6 +215,8 @@ class OtlpForwarder:
         self._window = _Window(queue.queue_size if queue.enabled else 1, self.metrics)
         self.consumer_name = consumer_name_for(exporter_name)
         self._tails = [_LogTail(Path(d), self.consumer_name) for d in landing_dirs]
+        for tail in self._tails:
+            self.metrics.watch_lag(str(tail.directory), tail.lag)
         self._transport = OtlpGrpcTransport(config)
         self._closed = False
 
@@ -262,7 +274,7 @@ class OtlpForwarder:
         def serve() -> None:
             try:
                 self.serve(stop)
-            except BaseException as error:  # noqa: BLE001 - handed to the awaiting task
+            except BaseException as error:  # handed to the awaiting task
                 loop.call_soon_threadsafe(_settle, done, error)
             else:
                 loop.call_soon_threadsafe(_settle, done, None)
@@ -328,7 +340,6 @@ class OtlpForwarder:
             tail.positions.commit(tail.acked)
             tail.committed = tail.acked
             tail.last_commit_s = now_s
-        self.metrics.set_lag(str(tail.directory), tail.end_offset - tail.committed)
 
     # ------------------------------------------------------------------ one batch
 

@@ -9,6 +9,7 @@ never a client id: per-client data belongs in the OTLP stream, not in Prometheus
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -44,7 +45,8 @@ class ForwarderMetrics:
         ).labels(exporter)
         self.lag_records = Gauge(
             "ktc_forwarder_lag_records",
-            "Landing-log records not yet acknowledged: log end minus committed position.",
+            "Landing-log records not yet delivered: records landed minus the committed "
+            "position, read from the log when scraped.",
             labels,
             registry=registry,
         ).labels(exporter)
@@ -69,13 +71,20 @@ class ForwarderMetrics:
             registry=registry,
         ).labels(exporter)
         self._lock = threading.Lock()
-        self._lag_by_dir: dict[str, int] = {}
+        self._lag_by_dir: dict[str, Callable[[], int]] = {}
+        self.lag_records.set_function(self._total_lag)
 
     def dropped(self, reason: str, records: int) -> None:
         self.dropped_records.labels(self._exporter, reason).inc(records)
 
-    def set_lag(self, directory: str, records: int) -> None:
-        """Per-directory lag is summed into one series (directories are not labels)."""
+    def watch_lag(self, directory: str, lag: Callable[[], int]) -> None:
+        """Report ``lag()`` of ``directory``, summed into one series (directories are not
+        labels).  It is called at every scrape, not set by the consumer: during an outage
+        the consumer sits in a backoff while pushes keep landing, and a value it set would
+        stand still exactly when operators alert on its growth."""
         with self._lock:
-            self._lag_by_dir[directory] = records
-            self.lag_records.set(sum(self._lag_by_dir.values()))
+            self._lag_by_dir[directory] = lag
+
+    def _total_lag(self) -> float:
+        with self._lock:
+            return sum(lag() for lag in self._lag_by_dir.values())

@@ -28,10 +28,10 @@ from otlp_receiver import (
     sample_metrics_data,
 )
 from prometheus_client import CollectorRegistry
-
-from exporters.context import TelemetryContext
-from clock.testing import FakeClock
 from waiting import eventually_sync
+
+from clock.testing import FakeClock
+from exporters.context import TelemetryContext
 from exporters.landing import ConsumerPositions, LandingLog, LandingOptions
 from exporters.otlp import (
     CONSUMER_NAME,
@@ -343,7 +343,7 @@ def test_unavailable_is_retried_with_jittered_exponential_backoff(
     # initial 1s, x1.5, capped at 4s, each +-50%: nominal 1, 1.5, 2.25, 3.375.
     nominal = [1.0, 1.5, 2.25, 3.375]
     assert len(clock.waits_s) == 4
-    for wait, expected in zip(clock.waits_s, nominal):
+    for wait, expected in zip(clock.waits_s, nominal, strict=True):
         assert expected * 0.5 <= wait <= expected * 1.5
     assert sample(registry, "ktc_forwarder_retries_total") == 4
 
@@ -475,7 +475,11 @@ def test_past_max_elapsed_time_nothing_is_dropped_and_retries_go_on_at_max_inter
     assert stats == ForwardStats(records_committed=1, points_sent=3)
     assert len(receiver.attempts) == 21 and len(receiver.received) == 1
     assert sum(clock.waits_s) > 5 * 5  # far beyond max_elapsed_time
-    past = [w for w, flag in zip(clock.waits_s, gauge_during_waits) if flag == 1]
+    past = [
+        w
+        for w, flag in zip(clock.waits_s, gauge_during_waits, strict=True)
+        if flag == 1
+    ]
     assert len(past) >= 15
     assert all(1.0 <= w <= 3.0 for w in past)  # max_interval 2s, +-50%
     assert (
@@ -774,3 +778,64 @@ async def test_async_run_stops_promptly_when_the_event_is_set(
     finally:
         fwd.close()
     assert ConsumerPositions(landing_dir, CONSUMER_NAME).load() == 0
+
+
+# ---------------------------------------------------------------------- the forwarder's series
+
+
+def test_during_an_outage_the_lag_grows_with_every_landed_push_and_returns_to_zero(
+    receiver: OtlpReceiver, landing_dir: Path
+) -> None:
+    """``ktc_forwarder_lag_records`` is what operators alert on during an outage: while the
+    forwarder sits in its backoff, pushes keep landing and the lag must count each of them
+    (landed minus committed), not the value it had when the receiver went away.  The other
+    series are read at the same moments: nothing counts as sent, every retry counts."""
+    land(landing_dir, [push(0, 0)])
+    receiver.script(Fail(grpc.StatusCode.UNAVAILABLE, times=5))
+    clock, registry = StepClock(), CollectorRegistry()
+    during: list[tuple[float, float, float, float]] = []
+    landed = 1
+
+    def one_more_push_lands(_: float) -> None:
+        nonlocal landed
+        land(landing_dir, [push(0, landed)])
+        landed += 1
+        during.append(
+            (
+                sample(registry, "ktc_forwarder_lag_records"),
+                sample(registry, "otelcol_exporter_sent_metric_points_total"),
+                sample(registry, "ktc_forwarder_retries_total"),
+                sample(registry, "otelcol_exporter_queue_size"),
+            )
+        )
+
+    clock.on_wait = one_more_push_lands
+    fwd = forwarder(
+        [landing_dir], config(receiver.target), clock=clock, registry=registry
+    )
+    try:
+        assert sample(registry, "ktc_forwarder_lag_records") == 1  # before any send
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert [lag for lag, _, _, _ in during] == [2, 3, 4, 5, 6]  # one more per backoff
+    assert [sent for _, sent, _, _ in during] == [0] * 5
+    assert [retries for _, _, retries, _ in during] == [1, 2, 3, 4, 5]
+    assert all(size == 1 for _, _, _, size in during)  # the one request held for retry
+    # run_once drains to the end it saw when it began; the six pushes go out on the next.
+    assert stats == ForwardStats(records_committed=1, points_sent=3)
+    assert sample(registry, "ktc_forwarder_lag_records") == 5
+    registry = CollectorRegistry()
+    fwd = forwarder(
+        [landing_dir], config(receiver.target), clock=clock, registry=registry
+    )
+    assert (
+        sample(registry, "ktc_forwarder_lag_records") == 5
+    )  # read from the log itself
+    try:
+        stats = fwd.run_once()
+    finally:
+        fwd.close()
+    assert stats == ForwardStats(records_committed=5, points_sent=15)
+    assert sample(registry, "ktc_forwarder_lag_records") == 0
+    assert per_client_values(receiver)["client-0000000000000000"] == list(range(18))
