@@ -11,27 +11,19 @@ from proto import RequestFrame, ServerConnection, encode_request
 from proto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 
-def frame(
-    api_key: int, version: int, message: object, correlation_id: int = 1
-) -> RequestFrame:
+def frame(api_key: int, version: int, message: object, correlation_id: int = 1) -> RequestFrame:
     codec = ServerConnection()
-    codec.receive_data(
-        encode_request(api_key, version, correlation_id, "test-client", message)
-    )
+    codec.receive_data(encode_request(api_key, version, correlation_id, "test-client", message))
     parsed = codec.next_request()
     assert parsed is not None
     return parsed
 
 
-def handshake(
-    mechanism: str, correlation_id: int = 1, version: int = 1
-) -> RequestFrame:
+def handshake(mechanism: str, correlation_id: int = 1, version: int = 1) -> RequestFrame:
     return frame(17, version, SaslHandshakeRequest(mechanism=mechanism), correlation_id)
 
 
-def authenticate(
-    token: bytes, correlation_id: int = 2, version: int = 2
-) -> RequestFrame:
+def authenticate(token: bytes, correlation_id: int = 2, version: int = 2) -> RequestFrame:
     return frame(36, version, SaslAuthenticateRequest(auth_bytes=token), correlation_id)
 
 
@@ -42,9 +34,7 @@ def plain_token(user: str, password: str, authzid: str = "") -> bytes:
 class ScramClient:
     """RFC 5802 client: first(), then final(server_first), then verify(server_final)."""
 
-    def __init__(
-        self, hash_name: str, user: str, password: str, nonce: str = "cnonce123"
-    ) -> None:
+    def __init__(self, hash_name: str, user: str, password: str, nonce: str = "cnonce123") -> None:
         self.hash_name = hash_name
         self.user = user
         self.password = password
@@ -56,16 +46,25 @@ class ScramClient:
     def first(self) -> bytes:
         return ("n,," + self.bare).encode()
 
-    def final(self, server_first: bytes, proof_override: bytes | None = None) -> bytes:
+    def final(
+        self,
+        server_first: bytes,
+        proof_override: bytes | None = None,
+        *,
+        nonce: str | None = None,
+        channel_binding: str = "biws",
+    ) -> bytes:
+        """The client-final message; ``nonce`` and ``channel_binding`` replace what a
+        correct client sends (the server's nonce; ``biws``, base64 of ``n,,``) with the
+        proof computed over the replaced values, as a client that means them would."""
         attrs = dict(item.split("=", 1) for item in server_first.decode().split(","))
         salt = base64.b64decode(attrs["s"])
         self._salted = hashlib.pbkdf2_hmac(
             self.hash_name, self.password.encode(), salt, int(attrs["i"])
         )
-        without_proof = f"c=biws,r={attrs['r']}"
-        self._auth_message = (
-            f"{self.bare},{server_first.decode()},{without_proof}".encode()
-        )
+        nonce = attrs["r"] if nonce is None else nonce
+        without_proof = f"c={channel_binding},r={nonce}"
+        self._auth_message = f"{self.bare},{server_first.decode()},{without_proof}".encode()
         client_key = hmac.digest(self._salted, b"Client Key", self.hash_name)
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         signature = hmac.digest(stored_key, self._auth_message, self.hash_name)

@@ -4,6 +4,7 @@ SCRAM-SHA-512 exchange with an independent client, and Kafka's refusals and mess
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 
 import pytest
 from sasl_client import ScramClient, plain_token
@@ -25,9 +26,7 @@ def store(**passwords: str) -> CredentialStore:
     users = {}
     for user, password in passwords.items():
         users[user] = {
-            m: scram_credential_from_password(
-                m, password, f"salt-{user}".encode(), 4096
-            )
+            m: scram_credential_from_password(m, password, f"salt-{user}".encode(), 4096)
             for m in (SHA256, SHA512)
         }
     return CredentialStore(users)
@@ -40,13 +39,7 @@ RFC7677_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
 
 def test_rfc7677_scram_sha_256_exchange() -> None:
     credentials = CredentialStore(
-        {
-            "user": {
-                SHA256: scram_credential_from_password(
-                    SHA256, "pencil", RFC7677_SALT, 4096
-                )
-            }
-        }
+        {"user": {SHA256: scram_credential_from_password(SHA256, "pencil", RFC7677_SALT, 4096)}}
     )
     server = ScramServer(SHA256, credentials, nonce=RFC7677_SERVER_NONCE)
     server_first = server.evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
@@ -110,13 +103,9 @@ def test_scram_authzid_must_be_the_user_and_tokenauth_is_refused() -> None:
     server = ScramServer(SHA256, store(alice="s3cret"))
     assert server.evaluate(b"n,a=alice,n=alice,r=abc").startswith(b"r=abc")
     with pytest.raises(SaslFailure, match="Token Authentication failed"):
-        ScramServer(SHA256, store(alice="s3cret")).evaluate(
-            b"n,,n=alice,r=abc,tokenauth=true"
-        )
+        ScramServer(SHA256, store(alice="s3cret")).evaluate(b"n,,n=alice,r=abc,tokenauth=true")
     # Other extensions are ignored, as Kafka ignores them.
-    assert ScramServer(SHA256, store(alice="s3cret")).evaluate(
-        b"n,,n=alice,r=abc,foo=bar"
-    )
+    assert ScramServer(SHA256, store(alice="s3cret")).evaluate(b"n,,n=alice,r=abc,foo=bar")
 
 
 def test_scram_escaped_names_and_iterations_floor() -> None:
@@ -128,9 +117,7 @@ def test_scram_escaped_names_and_iterations_floor() -> None:
     weak = CredentialStore(
         {"w": {SHA256: scram_credential_from_password(SHA256, "pw", b"s", 4095)}}
     )
-    with pytest.raises(
-        SaslFailure, match="Iterations 4095 is less than the minimum 4096"
-    ):
+    with pytest.raises(SaslFailure, match="Iterations 4095 is less than the minimum 4096"):
         ScramServer(SHA256, weak).evaluate(b"n,,n=w,r=abc")
 
 
@@ -143,14 +130,80 @@ def test_scram_final_message_checks() -> None:
         server.evaluate(b"c=biws,r=" + nonce.encode() + b"x,p=AAAA")
     server = ScramServer(SHA256, store(alice="s3cret"))
     server_first = server.evaluate(client.first())
-    final = client.final(server_first).replace(
-        b"c=biws", b"c=eSws"
-    )  # "y,," channel binding
+    final = client.final(server_first).replace(b"c=biws", b"c=eSws")  # "y,," channel binding
     with pytest.raises(SaslFailure, match="channel binding"):
         server.evaluate(final)
     # A finished or failed exchange takes no more tokens.
     with pytest.raises(SaslFailure):
         server.evaluate(b"anything")
+
+
+def _exchange_to_final(
+    mechanism: ScramMechanism = SHA512,
+) -> tuple[ScramServer, ScramClient, bytes, str]:
+    server = ScramServer(mechanism, store(alice="s3cret"))
+    client = ScramClient(mechanism.hash_name, "alice", "s3cret")
+    server_first = server.evaluate(client.first())
+    nonce = server_first.decode().split(",")[0][2:]
+    return server, client, server_first, nonce
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        pytest.param(lambda nonce: nonce[:-1], id="shortened"),
+        pytest.param(lambda nonce: nonce[: len("cnonce123")], id="client-part-only"),
+        pytest.param(lambda nonce: nonce + "x", id="lengthened"),
+        pytest.param(lambda nonce: nonce[:-1] + "!", id="last-char-changed"),
+    ],
+)
+def test_scram_client_final_nonce_must_be_the_whole_server_nonce(
+    mutate: Callable[[str], str],
+) -> None:
+    # The proof is computed over the mutated message, as a client that means it would: only
+    # the nonce check can refuse it (Kafka's ScramSaslServer:
+    # ``!clientFinalMessage.nonce().equals(serverFirstMessage.nonce())``).
+    server, client, server_first, nonce = _exchange_to_final()
+    final = client.final(server_first, nonce=mutate(nonce))
+    with pytest.raises(SaslFailure, match="Invalid client nonce"):
+        server.evaluate(final)
+    assert not server.complete
+    # The unmutated message with its proof is accepted by a server in the same state.
+    server, client, server_first, nonce = _exchange_to_final()
+    assert client.verify(server.evaluate(client.final(server_first, nonce=nonce)))
+
+
+@pytest.mark.parametrize(
+    "channel_binding",
+    [
+        pytest.param("eSws", id="y-flag"),  # base64("y,,")
+        pytest.param("cD10bHMtdW5pcXVlLCw=", id="p-flag"),  # base64("p=tls-unique,,")
+        pytest.param("biwsYT1hbGljZSw=", id="other-header"),  # base64("n,,a=alice,")
+        pytest.param("", id="empty"),
+    ],
+)
+def test_scram_wrong_channel_binding_is_refused(channel_binding: str) -> None:
+    server, client, server_first, _ = _exchange_to_final()
+    final = client.final(server_first, channel_binding=channel_binding)
+    with pytest.raises(SaslFailure):
+        server.evaluate(final)
+    assert not server.complete
+
+
+def test_scram_replayed_client_final_is_refused() -> None:
+    server, client, server_first, _ = _exchange_to_final()
+    final = client.final(server_first)
+    assert client.verify(server.evaluate(final))
+    # The same message again on the finished exchange: no more tokens.
+    with pytest.raises(SaslFailure, match="Unexpected challenge"):
+        server.evaluate(final)
+    # ... and on a new exchange of the same client (same client nonce): the server's fresh
+    # nonce differs, so the recorded message and its proof are worthless.
+    again = ScramServer(SHA512, store(alice="s3cret"))
+    assert again.evaluate(client.first()) != server_first
+    with pytest.raises(SaslFailure, match="Invalid client nonce"):
+        again.evaluate(final)
+    assert not again.complete
 
 
 def test_server_nonces_are_fresh_base36() -> None:
@@ -164,12 +217,7 @@ def test_plain_accepts_the_right_password_only() -> None:
     server = PlainServer(credentials)
     assert server.evaluate(plain_token("alice", "s3cret")) == b""
     assert server.complete and server.authorization_id == "alice"
-    assert (
-        PlainServer(credentials).evaluate(
-            plain_token("alice", "s3cret", authzid="alice")
-        )
-        == b""
-    )
+    assert PlainServer(credentials).evaluate(plain_token("alice", "s3cret", authzid="alice")) == b""
     for token, message in [
         (
             plain_token("alice", "wrong"),

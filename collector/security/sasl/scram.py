@@ -101,6 +101,8 @@ class ScramServer:
         self._gs2_header = ""
         self._client_first_bare = ""
         self._server_first = ""
+        # The nonce of the server-first message (client's + server's part).
+        self._combined_nonce = ""
 
     @property
     def complete(self) -> bool:
@@ -161,10 +163,9 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = match["gs2"]
         self._client_first_bare = match["bare"]
-        nonce = match["nonce"] + (
-            self._nonce if self._nonce is not None else server_nonce()
-        )
+        nonce = match["nonce"] + (self._nonce if self._nonce is not None else server_nonce())
         salt = base64.b64encode(credential.salt).decode("ascii")
+        self._combined_nonce = nonce
         self._server_first = f"r={nonce},s={salt},i={credential.iterations}"
         self._state = _RECEIVE_CLIENT_FINAL
         return self._server_first.encode("ascii")
@@ -175,16 +176,16 @@ class ScramServer:
         match = _CLIENT_FINAL.fullmatch(message)
         if match is None:
             raise SaslFailure("Invalid SCRAM client final message format")
-        expected_nonce = self._server_first[2 : self._server_first.index(",s=")]
-        if match["nonce"] != expected_nonce:
+        # The whole nonce, exactly (ScramSaslServer: ``!clientFinalMessage.nonce().equals(
+        # serverFirstMessage.nonce())``): a prefix (the client's part alone) or a longer
+        # nonce would let a recorded client-final message be replayed.
+        if match["nonce"] != self._combined_nonce:
             raise SaslFailure("Invalid client nonce in the final client message.")
         try:
             channel = base64.b64decode(match["channel"], validate=True)
             proof = base64.b64decode(match["proof"], validate=True)
         except (binascii.Error, ValueError):
-            raise SaslFailure(
-                "Authentication failed: Invalid client final message"
-            ) from None
+            raise SaslFailure("Authentication failed: Invalid client final message") from None
         if channel != self._gs2_header.encode("ascii"):
             raise SaslFailure("Invalid channel binding in the final client message.")
         hash_name = self._scram.hash_name
