@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from gateway_harness import RunningGateway, wait_for
 from harness.kafka_cluster import KafkaCluster
 
-from collector.app.admin_client import fetch_clients
 from collector.app.cli import cli
+from collector.app.cli.clients import fetch_clients
 from subscriptions.store import ConfigStore
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(400)]

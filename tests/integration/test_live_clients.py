@@ -167,7 +167,7 @@ def test_live_clients_lists_real_librdkafka_clients_with_their_fields(
             listed["orders-1"]["client_instance_id"]
             == found["orders-1"]["client_instance_id"]
         )
-        from collector.app.admin_client import fetch_clients
+        from collector.app.cli.clients import fetch_clients
 
         assert sorted(
             c["client_id"] for c in fetch_clients(server, [], None, limit=1)

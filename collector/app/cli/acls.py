@@ -164,7 +164,7 @@ def _store(data_dir: str):  # type: ignore[no-untyped-def]
 
     try:
         return DurableAclStore(Path(data_dir))
-    except Exception as exc:  # noqa: BLE001 - a file that does not validate
+    except Exception as exc:
         click.echo(f"ktc: {exc}", err=True)
         sys.exit(1)
 

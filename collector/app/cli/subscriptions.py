@@ -1,0 +1,145 @@
+"""``ktc subscriptions alter|delete|describe|list``: kafka-client-metrics.sh on the collector's
+config store (a running collector picks changes up); ``alter --dry-run --server URL`` asks a
+running collector what a change would do to its live clients instead."""
+
+from __future__ import annotations
+
+import click
+
+from collector.app.cli.common import DATA_DIR, config_store, kafka_error_exit
+
+__all__ = ["subscriptions"]
+
+
+@click.group()
+def subscriptions() -> None:
+    """Manage client-metrics subscriptions (like kafka-client-metrics.sh)."""
+
+
+@subscriptions.command("alter")
+@DATA_DIR
+@click.option("--name", help="Subscription name.")
+@click.option(
+    "--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name."
+)
+@click.option(
+    "--metrics", help="Comma-separated metric name prefixes; '*' = all; '' resets."
+)
+@click.option(
+    "--interval", help="Push interval in ms (100..3600000); '' resets to 300000."
+)
+@click.option(
+    "--match",
+    help="k1=regex1,k2=regex2 over client_id, client_instance_id, "
+    "client_software_name/version, client_source_address/port; '' resets.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Store nothing: print what the change would do to the live clients of --server.",
+)
+@click.option(
+    "--server",
+    help="With --dry-run: the collector's HTTP listener, e.g. http://host:8888.",
+)
+@click.option(
+    "--admin-secret",
+    envvar="KTC_HTTP_ADMIN_SECRET",
+    help="With --dry-run: the collector's http.admin.secret, when it has one.",
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="With --dry-run: how to print the preview.",
+)
+def subscriptions_alter(
+    data_dir: str,
+    name: str | None,
+    generate_name: bool,
+    metrics: str | None,
+    interval: str | None,
+    match: str | None,
+    dry_run: bool,
+    server: str | None,
+    admin_secret: str | None,
+    output_format: str,
+) -> None:
+    """Create or change a subscription; options not given stay as they are.
+
+    With --dry-run --server URL nothing is stored: the collector evaluates the change
+    against its live client instances (POST /v1/subscriptions/preview) and this prints,
+    per affected instance, old -> new metrics, interval and subscription id."""
+    from subscriptions import admin
+
+    if bool(name) == bool(generate_name):
+        raise click.UsageError("give exactly one of --name and --generate-name")
+    if dry_run != (server is not None):
+        raise click.UsageError("--dry-run and --server go together")
+    if server is not None:
+        from collector.app.cli.clients import post_preview, print_preview
+
+        options = {
+            "name": name,
+            "generate_name": generate_name,
+            "metrics": metrics,
+            "interval": interval,
+            "match": match,
+        }
+        print_preview(post_preview(server, admin_secret, options), output_format)
+        return
+    try:
+        altered = admin.alter(
+            config_store(data_dir),
+            name,
+            generate_name=generate_name,
+            metrics=metrics,
+            interval=interval,
+            match=match,
+        )
+    except Exception as exc:  # a KafkaError with its code, or a store error
+        kafka_error_exit(exc)
+    click.echo(f"Altered client metrics config for {altered}.")
+
+
+@subscriptions.command("delete")
+@DATA_DIR
+@click.option("--name", required=True, help="Subscription name.")
+def subscriptions_delete(data_dir: str, name: str) -> None:
+    """Delete a subscription (every key)."""
+    from subscriptions import admin
+
+    try:
+        admin.delete(config_store(data_dir), name)
+    except Exception as exc:
+        kafka_error_exit(exc)
+    click.echo(f"Deleted client metrics config for {name}.")
+
+
+@subscriptions.command("describe")
+@DATA_DIR
+@click.option("--name", help="Only this subscription.")
+def subscriptions_describe(data_dir: str, name: str | None) -> None:
+    """Print each subscription's keys as key=value lines."""
+    from subscriptions import admin
+
+    try:
+        described = admin.describe(config_store(data_dir), name)
+    except Exception as exc:
+        kafka_error_exit(exc)
+    for sub_name, configs in described:
+        click.echo(f"Client metrics configs for {sub_name} are:")
+        for key, value in configs.items():
+            click.echo(f"  {key}={value}")
+
+
+@subscriptions.command("list")
+@DATA_DIR
+def subscriptions_list(data_dir: str) -> None:
+    """Print subscription names, one per line."""
+    from subscriptions import admin
+
+    for sub_name in admin.list(config_store(data_dir)):
+        click.echo(sub_name)
