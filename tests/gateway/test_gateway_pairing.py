@@ -25,11 +25,15 @@ What must hold:
   answer without reaching the upstream;
 * an unknown API key, or a request whose body the gateway must read and cannot, closes that
   client's connection (and its upstream connection) and nothing else.
+* the fetch quota (``consumer_byte_rate``) meters the Fetch response the client receives,
+  not the request it sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
+import io
 import logging
 import socket
 import struct
@@ -53,9 +57,11 @@ from proto.messages import (
     GetTelemetrySubscriptionsRequest,
     ProduceRequest,
     PushTelemetryRequest,
+    fetch_response,
 )
 from proto.messages import api_versions_response as av
 from proto.messages import produce_request as pr
+from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -724,3 +730,97 @@ async def test_a_client_that_stops_reading_stops_the_gateway_reading_upstream(
     assert bytes(received) == expected
     assert not held_upstream_reading(server)
     sock.close()
+
+
+# ---- the fetch quota meters responses ------------------------------------------------------
+
+FETCH_V4 = 4  # header v1, not flexible: the body follows the client id
+
+
+def fetch_v4_request(correlation_id: int, partitions: int) -> bytes:
+    """A Fetch v4 request frame asking for ``partitions`` partitions of one topic (16 bytes
+    each: a large request needs no large response)."""
+    from kio.schema.fetch.v4 import request as fetch_v4
+    from kio.serial import entity_writer
+    from kio.static.primitive import i8, i32, i32Timedelta, i64
+
+    request = fetch_v4.FetchRequest(
+        replica_id=fetch_v4.BrokerId(-1),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=100)),
+        min_bytes=i32(1),
+        max_bytes=i32(1 << 20),
+        isolation_level=i8(0),
+        topics=(
+            fetch_v4.FetchTopic(
+                topic=fetch_v4.TopicName("quota-topic"),
+                partitions=tuple(
+                    fetch_v4.FetchPartition(
+                        partition=i32(index),
+                        fetch_offset=i64(0),
+                        partition_max_bytes=i32(1 << 20),
+                    )
+                    for index in range(partitions)
+                ),
+            ),
+        ),
+    )
+    buffer = io.BytesIO()
+    entity_writer(fetch_v4.FetchRequest)(buffer, request)
+    return request_frame(ApiKeys.FETCH, FETCH_V4, correlation_id, buffer.getvalue())
+
+
+def fetch_v4_answer(record_bytes: int) -> bytes:
+    """A Fetch v4 response body: one partition carrying ``record_bytes`` of records (opaque
+    to the gateway), or no topics at all for 0."""
+    topics = ()
+    if record_bytes:
+        partition = fetch_response.PartitionData(
+            partition_index=0, high_watermark=1, records=b"r" * record_bytes
+        )
+        topics = (
+            fetch_response.FetchableTopicResponse(
+                topic="quota-topic", partitions=(partition,)
+            ),
+        )
+    out = bytearray()
+    fetch_response.WRITERS[FETCH_V4](
+        fetch_response.FetchResponse(responses=topics), out
+    )
+    return bytes(out)
+
+
+async def test_the_fetch_quota_meters_the_response_not_the_request(
+    start_gateway: Start, upstream: ScriptedUpstream, tmp_path: Path
+) -> None:
+    """``consumer_byte_rate`` counts what the client receives (KafkaApis records a Fetch
+    response's size): a 20 KB request answered with 50 bytes is not throttled at 1000 B/s,
+    a 100-byte request answered with 20 KB is (answered empty, with the throttle time)."""
+    ConfigStore(tmp_path / "data-0").alter_quotas(
+        {"client-id": CLIENT_ID}, {"consumer_byte_rate": 1000}
+    )
+    server = await start_gateway(await upstream.start())
+    client = await Client.connect(server.port())
+    big_request = fetch_v4_request(50, partitions=1250)
+    assert len(big_request) > 20_000
+    await client.send(big_request)
+    connection = await upstream.connection(0)
+    (forwarded,) = await connection.wait_requests(1)
+    small_answer = fetch_v4_answer(0)
+    assert len(small_answer) < 50
+    connection.answer(forwarded, small_answer)
+    answer = await client.response()
+    assert (
+        answer == struct.pack(">i", 50) + small_answer
+    )  # throttle_time_ms 0, untouched
+
+    small_request = fetch_v4_request(51, partitions=1)
+    assert len(small_request) < 100
+    await client.send(small_request)
+    (forwarded,) = (await connection.wait_requests(2))[1:]
+    connection.answer(forwarded, fetch_v4_answer(20_000))
+    answer = await client.response()
+    throttled = fetch_response.READERS[FETCH_V4](memoryview(answer), 4)[0]
+    # 20 KB over 1000 B/s in an 11-second sample window: seconds of throttle, no records.
+    assert throttled.throttle_time_ms > 1000
+    assert throttled.responses == ()
+    await client.close()
