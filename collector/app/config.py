@@ -315,7 +315,7 @@ class CollectorConfig(BaseModel):
     # --- ours -----------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.
-    http_listener: str | None = Field("0.0.0.0:8888", alias="http.listener")
+    http_listener: str | None = Field("0.0.0.0:8714", alias="http.listener")
     # The bearer secret of the admin endpoints (/v1/clients, /v1/subscriptions/preview):
     # required of every caller when set; unset, an authorizer limits them to loopback.
     http_admin_secret: str | None = Field(None, alias="http.admin.secret", repr=False)
@@ -574,7 +574,7 @@ class CollectorConfig(BaseModel):
         _host, sep, port = value.rpartition(":")
         if not sep or not port.isdigit() or int(port) > 65535:
             raise ValueError(
-                "must be host:port, e.g. 0.0.0.0:8888 (port 0 picks a free port)"
+                "must be host:port, e.g. 0.0.0.0:8714 (port 0 picks a free port)"
             )
         return value
 

@@ -42,7 +42,7 @@ async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
         environ={},
         overrides={
             "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",  # None is dropped as "not given": 8888
+            "http.listener": "127.0.0.1:0",  # None is dropped as "not given": 8714
             "data.dir": str(tmp_path / "data"),
             "landing": {"fsync": "never"},
         },

@@ -42,7 +42,7 @@ async def start_server(tmp_path: Path, landing: dict[str, object]) -> CollectorS
         environ={},
         overrides={
             "listeners": "PLAINTEXT://127.0.0.1:0",
-            # Not None: an override of None means "not overridden" (the default 0.0.0.0:8888).
+            # Not None: an override of None means "not overridden" (the default 0.0.0.0:8714).
             "http.listener": "127.0.0.1:0",
             "data.dir": str(data_dir),
             "landing": landing,

@@ -311,8 +311,8 @@ def test_upstream_ssl_without_a_secret_uses_the_system_cas(
             "ports.kafka.containerPort 9092 lies in the gateway's per-broker port range",
         ),
         (
-            gateway_values(brokerPortStart=8885, maxNodes=8),
-            "ports.metrics.containerPort 8888 lies in",
+            gateway_values(brokerPortStart=8711, maxNodes=8),
+            "ports.metrics.containerPort 8714 lies in",
         ),
         (
             gateway_values(

@@ -13,7 +13,7 @@ Three things cannot be as in the cluster, and are overridden through the environ
   * the filesystem root: mount paths are placed under a temporary directory
     (KTC_DATA_DIR, and the --config path); a shared claim is one directory that each
     pod's mount path links to;
-  * the ports: 127.0.0.1 port 0 instead of 0.0.0.0:9092/8888 (KTC_LISTENERS,
+  * the ports: 127.0.0.1 port 0 instead of 0.0.0.0:9092/8714 (KTC_LISTENERS,
     KTC_HTTP_LISTENER), so tests never collide;
   * the advertised name: `ktc-1.ktc-headless.telemetry.svc` resolves only inside the
     cluster, so the client is told 127.0.0.1 with the bound port

@@ -3,7 +3,7 @@
 (``POST /v1/subscriptions/preview``, printed per affected instance).
 
 ``--server`` is the collector's HTTP listener (``http.listener``), e.g.
-``http://127.0.0.1:8888``; ``--admin-secret`` (or ``KTC_HTTP_ADMIN_SECRET``) its
+``http://127.0.0.1:8714``; ``--admin-secret`` (or ``KTC_HTTP_ADMIN_SECRET``) its
 ``http.admin.secret`` when one is set.
 """
 
@@ -33,7 +33,7 @@ __all__ = [
 
 SERVER = click.option(
     "--server",
-    default="http://127.0.0.1:8888",
+    default="http://127.0.0.1:8714",
     show_default=True,
     envvar="KTC_SERVER",
     help="The collector's HTTP listener (http.listener).",
