@@ -17,6 +17,7 @@ turns it into exit code 2.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import re
@@ -676,6 +677,13 @@ def _resolve_references(
         raise ConfigError(f"{source}: {exc}") from None
 
 
+def _unknown_key_message(key: str) -> str:
+    """``unknown key X``, with the nearest known key when one is close (a typo)."""
+    nearest = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+    hint = f" (did you mean {nearest[0]}?)" if nearest else ""
+    return f"unknown key {key}{hint}"
+
+
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     unknown = sorted(
         key
@@ -686,7 +694,9 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     )
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(_known_keys())}"
+            f"{source}: "
+            + "; ".join(_unknown_key_message(key) for key in unknown)
+            + " (every key: docs/configuration.md)"
         )
     try:
         return CollectorConfig.model_validate(dict(data))
@@ -697,6 +707,15 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
             shown = redact(err.get("input"), key)  # a secret's value is never printed
             problems.append(f"{key}: {err['msg']} (got {shown!r})")
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """PyYAML's message on one line: what is wrong and where (its own spans several)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return str(problem)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 def load_config(
@@ -719,7 +738,7 @@ def load_config(
         try:
             loaded = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+            raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

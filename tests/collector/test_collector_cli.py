@@ -250,3 +250,48 @@ def test_quotas_alter_and_describe(tmp_path: Path) -> None:
     )
     _, out, _ = run("quotas", "describe", "--data-dir", data, "--client-id", "app")
     assert out == ""
+
+
+def test_a_mistyped_config_key_gets_the_nearest_valid_key(tmp_path: Path) -> None:
+    path = tmp_path / "ktc.yaml"
+    path.write_text("telemetry.max.byte: 2048\nlog.levle: DEBUG\n")
+    code, _, err = run("validate-config", str(path))
+    assert code == 2
+    assert err.count("\n") == 1  # one line
+    assert "unknown key log.levle (did you mean log.level?)" in err
+    assert "unknown key telemetry.max.byte (did you mean telemetry.max.bytes?)" in err
+    assert "listeners" not in err  # no list of every key
+
+
+def test_a_config_file_that_is_not_yaml_is_one_line_naming_where(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ktc.yaml"
+    path.write_text("node.id: 1\nlisteners: [PLAINTEXT://127.0.0.1:9092\n")
+    code, _, err = run("validate-config", str(path))
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "not valid YAML" in err and "(line 3, column 1)" in err
+
+
+def test_dry_run_asks_the_same_default_server_as_ktc_clients() -> None:
+    from collector.app.cli.clients import clients
+    from collector.app.cli.subscriptions import subscriptions
+
+    alter = subscriptions.commands["alter"]
+
+    def server_option(command: object) -> tuple[object, object]:
+        (option,) = [p for p in command.params if p.name == "server"]  # type: ignore[attr-defined]
+        return option.default, option.envvar
+
+    assert server_option(alter) == server_option(clients)
+    assert server_option(clients) == ("http://127.0.0.1:8714", "KTC_SERVER")
+
+
+def test_server_without_dry_run_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = run(
+        "subscriptions", "alter", "--data-dir", str(tmp_path), "--name", "s",
+        "--metrics", "a.", "--server", "http://127.0.0.1:1",
+    )  # fmt: skip
+    assert code == 2
+    assert "--server is for --dry-run" in err

@@ -1,11 +1,14 @@
 """``ktc subscriptions alter|delete|describe|list``: kafka-client-metrics.sh on the collector's
-config store (a running collector picks changes up); ``alter --dry-run --server URL`` asks a
-running collector what a change would do to its live clients instead."""
+config store (a running collector picks changes up); ``alter --dry-run`` asks a running
+collector (``--server``, the same option and default as ``ktc clients``) what a change would
+do to its live clients instead."""
 
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
+from collector.app.cli.clients import ADMIN_SECRET, SERVER
 from collector.app.cli.common import DATA_DIR, config_store, kafka_error_exit
 
 __all__ = ["subscriptions"]
@@ -38,15 +41,8 @@ def subscriptions() -> None:
     is_flag=True,
     help="Store nothing: print what the change would do to the live clients of --server.",
 )
-@click.option(
-    "--server",
-    help="With --dry-run: the collector's HTTP listener, e.g. http://host:8888.",
-)
-@click.option(
-    "--admin-secret",
-    envvar="KTC_HTTP_ADMIN_SECRET",
-    help="With --dry-run: the collector's http.admin.secret, when it has one.",
-)
+@SERVER
+@ADMIN_SECRET
 @click.option(
     "--format",
     "output_format",
@@ -63,22 +59,23 @@ def subscriptions_alter(
     interval: str | None,
     match: str | None,
     dry_run: bool,
-    server: str | None,
+    server: str,
     admin_secret: str | None,
     output_format: str,
 ) -> None:
     """Create or change a subscription; options not given stay as they are.
 
-    With --dry-run --server URL nothing is stored: the collector evaluates the change
+    With --dry-run nothing is stored: the collector evaluates the change
     against its live client instances (POST /v1/subscriptions/preview) and this prints,
     per affected instance, old -> new metrics, interval and subscription id."""
     from subscriptions import admin
 
     if bool(name) == bool(generate_name):
         raise click.UsageError("give exactly one of --name and --generate-name")
-    if dry_run != (server is not None):
-        raise click.UsageError("--dry-run and --server go together")
-    if server is not None:
+    given = click.get_current_context().get_parameter_source("server")
+    if not dry_run and given == ParameterSource.COMMANDLINE:
+        raise click.UsageError("--server is for --dry-run (the store is --data-dir)")
+    if dry_run:
         from collector.app.cli.clients import post_preview, print_preview
 
         options = {
