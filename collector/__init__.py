@@ -15,6 +15,8 @@ __all__ = [
     "CollectorConfig",
     "CollectorServer",
     "ConfigError",
+    "GatewayServer",
+    "Node",
     "StartupError",
     "load_config",
 ]
@@ -25,7 +27,9 @@ _HOMES = {
     "ConfigError": "collector.app.config",
     "load_config": "collector.app.config",
     "CollectorServer": "collector.app.server",
-    "StartupError": "collector.app.server",
+    "GatewayServer": "collector.app.gateway_server",
+    "Node": "collector.app.node",
+    "StartupError": "collector.app.node",
 }
 
 

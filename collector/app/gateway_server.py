@@ -1,22 +1,23 @@
-"""``ktc gateway``: the collector in front of any Kafka-compatible cluster.
+"""``ktc gateway``: the node in front of any Kafka-compatible cluster.
 
-The same node as ``ktc serve`` — subscription store, landing log, ClientMetricsManager,
-quota engine, forwarder, metrics and health — with a different answer to "what handles a
-request": each client connection gets its own :class:`~collector.gateway.forwarding.ClientPair`
-(telemetry and client-metrics administration answered by the same dispatcher as in serve,
-everything else forwarded on the client's own upstream connection).
+The gateway mode of :class:`~collector.app.node.Node`: the same node as ``ktc serve`` —
+subscription store, landing log, ClientMetricsManager, quota engine, authorizer, forwarder,
+metrics and health, started in the node's steps — with a different answer to "what handles
+a request": each client connection gets its own
+:class:`~collector.gateway.forwarding.ClientPair` (telemetry and client-metrics
+administration answered by a dispatcher over the node's own telemetry and admin APIs, so
+authorized exactly as in serve; everything else forwarded on the client's own upstream
+connection).
 
 Listeners: the configured ``listeners`` are the bootstrap listener(s); upstream node ``n``
 gets its own listener on ``gateway.broker.port.start + n - gateway.min.node.id``, bound the
 first time a response reveals the node (``collector.gateway.topology``), with the bootstrap
-listener's name, security protocol and interface (so listener-level connection quotas and
-TLS settings cover every port of the gateway).
+listener's name, security protocol and interface, by the node's one listener factory (so
+listener-level connection quotas and TLS settings cover every port of the gateway).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import ssl
 from collections.abc import Iterator
@@ -25,10 +26,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from collector.app.config import CollectorConfig, parse_host_ports
-from collector.app.server import CollectorServer, StartupError
-from collector.broker.admin_apis import AdminApis
-from collector.broker.kafka_apis import KafkaApis
-from collector.core.handler import FunctionHandler
+from collector.app.node import Node, StartupError
+from collector.core.handler import FunctionHandler, RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.discovery import Discovered, discover_brokers
@@ -36,12 +35,9 @@ from collector.gateway.forwarding import ClientPair
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.service import Gateway
 from collector.gateway.topology import Topology, TopologyError
-from collector.net.acceptor import Acceptor, bind_listener
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
 from collector.net.upstream import open_upstream
-from collector.pipeline.dispatch import Dispatcher
-from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.request_limits import RequestSizeLimits, request_size_limits
 
@@ -60,7 +56,11 @@ _LOCAL_APIS = (
 )
 
 
-class GatewayServer(CollectorServer):
+class GatewayServer(Node):
+    """``ktc gateway``: the node forwarding to an upstream cluster, a pair per connection."""
+
+    mode_name = "gateway"
+
     def __init__(self, config: CollectorConfig, **kwargs: Any) -> None:
         if not config.gateway_upstream_bootstrap_servers:
             raise StartupError(
@@ -74,49 +74,22 @@ class GatewayServer(CollectorServer):
         self._bootstrap_endpoint: EndPoint | None = None
         self._upstream_ssl: ssl.SSLContext | None = None
 
-    # ------------------------------------------------------------------ start
-    async def start(self) -> None:
-        listeners, advertised = self._plan_listeners()
-        self._open_data_dir()
-        store = self._open_store()
-        self._open_landing()
-        manager = self._build_manager(store)
-        quotas = self._build_quotas()
-        self._build_gateway(store, manager, quotas)
-        await self._bind_listeners(listeners, advertised, quotas)
-        self._build_topology()
-        await self._start_http()
-        self._start_background(store, manager, quotas)
-        await self._store_watch_started()
-        self._started = True
-        log.info(
-            "gateway node %d started in front of %s (data dir %s)",
-            self.config.node_id,
-            self.config.gateway_upstream_bootstrap_servers,
-            self.config.data_dir,
-        )
-
-    def _build_gateway(
-        self, store: Any, manager: ClientMetricsManager, quotas: Any
-    ) -> None:
+    # ------------------------------------------------------------------ start steps
+    def _build_handler(self) -> None:
         config = self.config
+        assert self._apis is not None and self.admin_apis is not None
+        assert self.quotas is not None
         self._upstream_ssl = self._upstream_ssl_context()
-        self._apis = KafkaApis(
-            manager=manager,
-            node_id=config.node_id,
-            cluster_id=self.cluster_id,
-            advertised={},
-        )
+        # The node's own telemetry and admin APIs (the same objects, and so the same
+        # authorizer, as serve's): what the gateway answers itself.
         table = {k: v for k, v in self._apis.table().items() if k in _TELEMETRY_APIS}
-        table.update(AdminApis(store, self.apply_store_quotas, quotas).table())
-        self.dispatcher = Dispatcher(
-            table, clock=self.clock, quota=quotas, observer=self.request_metrics
-        )
+        table.update(self.admin_apis.table())
+        self.dispatcher = self._dispatcher(table)
         local_versions = {key: SUPPORTED_VERSIONS[key] for key in _LOCAL_APIS}
         self.gateway = Gateway(
             dispatcher=self.dispatcher,
             topology=None,  # bound listeners first: the topology needs the advertised host
-            quotas=GatewayQuotas(quotas),
+            quotas=GatewayQuotas(self.quotas),
             admin=AdminSplitter(self.dispatcher, config.socket_request_max_bytes),
             open_upstream=self._open_upstream,
             discover=self._discover,
@@ -135,6 +108,10 @@ class GatewayServer(CollectorServer):
             other=config.socket_request_max_bytes,
         )
         self.registry.register(ScrapeCollector(self._collect_gateway_metrics))
+
+    def _bind_mode_listeners(self) -> None:
+        """The upstream nodes' listeners already known (the topology's saved ports)."""
+        self._build_topology()
 
     def _build_topology(self) -> None:
         config = self.config
@@ -167,35 +144,12 @@ class GatewayServer(CollectorServer):
         """Bind upstream node ``node_id``'s listener (synchronously: a response that
         names the node is being rewritten right now) and start accepting on it."""
         template = self._bootstrap_endpoint
-        assert template is not None and self.quotas is not None
-        endpoint = template.with_port(port)
-        sock = bind_listener(endpoint)
-        bound = endpoint.with_port(int(sock.getsockname()[1]))
-        acceptor = Acceptor(
-            bound,
-            sock,
-            protocol_factory=functools.partial(self._new_connection, bound, node_id),
-            decide=self.quotas.on_accept,
-            slot_freed=self._slot_freed,
-            ssl_context=self._listener_ssl
-            if bound.security_protocol == "SSL"
-            else None,
-            clock=self.clock,
-            memory=self.request_memory,
-        )
-        acceptor.on_failed_setup = self._setup_failed
-        self._acceptors.append(acceptor)
-        self._tasks.append(
-            asyncio.get_running_loop().create_task(
-                acceptor.run(), name=f"acceptor-{bound.listener_name}-node-{node_id}"
-            )
-        )
+        assert template is not None
+        acceptor = self._listener(template.with_port(port), node_id)
+        bound = acceptor.endpoint
+        self._accept(acceptor, f"acceptor-{bound.listener_name}-node-{node_id}")
         log.info("listening on %s for upstream node %d", bound, node_id)
         return bound.port
-
-    @functools.cached_property
-    def _listener_ssl(self) -> ssl.SSLContext | None:
-        return self._ssl_context()
 
     def _upstream_ssl_context(self) -> ssl.SSLContext | None:
         config = self.config
@@ -242,27 +196,13 @@ class GatewayServer(CollectorServer):
     def _no_pair(frame: Any, session: Any, channel: Any) -> object:
         raise AssertionError("a gateway connection always has its own handler")
 
-    def _new_connection(
-        self, endpoint: EndPoint, node_id: int | None = None
-    ) -> KafkaProtocol:
+    def _connection_handler(
+        self, connection_id: int, endpoint: EndPoint, node_id: int | None
+    ) -> RequestHandler:
         assert self.gateway is not None
-        self._next_connection_id += 1
         pair = self.gateway.new_pair(node_id)
-        self._pairs[self._next_connection_id] = pair
-        return KafkaProtocol(
-            self,
-            self._next_connection_id,
-            endpoint.listener_name,
-            endpoint.security_protocol,
-            handler=FunctionHandler(pair.handle),
-            size_limits=self.request_size_limits,
-            memory=self.request_memory,
-            ssl_principal_mapper=self.config.ssl_principal_mapper(
-                endpoint.listener_name
-            )
-            if endpoint.security_protocol == "SSL"
-            else None,
-        )
+        self._pairs[connection_id] = pair
+        return FunctionHandler(pair.handle)
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         if not super().connection_opened(protocol):

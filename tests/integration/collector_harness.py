@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Self, TypeVar
 
 from collector.app.config import load_config
+from collector.app.node import Node
 from collector.app.server import CollectorServer
 from exporters.landing import LandingReader, LandingRecord
 
@@ -19,7 +20,7 @@ T = TypeVar("T")
 
 class RunningCollector:
     # What runs: ``ktc serve``'s server here; the gateway tests run ``ktc gateway``'s.
-    server_class: type[CollectorServer] = CollectorServer
+    server_class: type[Node] = CollectorServer
 
     def __init__(self, data_dir: Path, **overrides: Any) -> None:
         settings = {
@@ -30,7 +31,7 @@ class RunningCollector:
         }
         settings.update(overrides)
         self.config = load_config(environ={}, overrides=settings)
-        self.server: CollectorServer | None = None
+        self.server: Node | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()

@@ -130,10 +130,11 @@ async def _serve(
 ) -> int:
     """Start the node, write the ready file, run until stopped; the exit code."""
     from collector.app.process_tuning import tune_serving_process
-    from collector.app.server import CollectorServer, StartupError
+    from collector.app.node import Node, StartupError
+    from collector.app.server import CollectorServer
     from collector.net.listeners import ListenerError
 
-    server: CollectorServer
+    server: Node
     try:
         if gateway:
             from collector.app.gateway_server import GatewayServer
