@@ -58,7 +58,7 @@ class RunningCollector:
             self.server = self.server_class(self.config)
             try:
                 await self.server.start()
-            except BaseException as exc:  # noqa: BLE001 - handed to the starting thread
+            except BaseException as exc:
                 self._error = exc
                 self._ready.set()
                 return

@@ -129,8 +129,8 @@ async def _serve(
     config: CollectorConfig, ready_file: str | None, *, gateway: bool
 ) -> int:
     """Start the node, write the ready file, run until stopped; the exit code."""
-    from collector.app.process_tuning import tune_serving_process
     from collector.app.node import Node, StartupError
+    from collector.app.process_tuning import tune_serving_process
     from collector.app.server import CollectorServer
     from collector.net.listeners import ListenerError
 
