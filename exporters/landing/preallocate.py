@@ -30,10 +30,11 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import threading
 from pathlib import Path
 from typing import Final
 
-__all__ = ["SPARE_FILE_NAME", "reserve", "spare_room_left"]
+__all__ = ["SPARE_FILE_NAME", "BlockReservations", "reserve", "spare_room_left"]
 
 # Not a segment's name, and not a ".tmp" one (recovery deletes those as interrupted rolls).
 SPARE_FILE_NAME: Final = ".spare"
@@ -76,3 +77,77 @@ def spare_room_left(directory: Path, size: int) -> bool:
     except OSError:
         return False
     return stat.f_bavail * stat.f_frsize >= 3 * size
+
+
+class BlockReservations:
+    """The log's reserved blocks: the spare segment (made by its own thread, taken by a
+    roll) and whether this file system reserves at all. Fields guarded by the log's
+    ``lock``."""
+
+    __slots__ = (
+        "closed",
+        "directory",
+        "lock",
+        "segment_bytes",
+        "spare",
+        "supported",
+        "wanted",
+    )
+
+    def __init__(
+        self, directory: Path, segment_bytes: int, lock: threading.Lock
+    ) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self.lock = lock
+        self.supported = True  # False once fallocate turned out unsupported here
+        self.spare: Path | None = None
+        self.closed = False
+        # Set when a spare is wanted (at start, after a roll took it, at a housekeeping
+        # tick without one); the thread that makes spares waits for it.
+        self.wanted = threading.Event()
+
+    def reserve_rest(self, fd: int, size: int) -> bool:
+        """Reserves a segment's blocks from ``size`` to its maximum size (at open, off the
+        serving path); True when some are reserved."""
+        room = self.segment_bytes - size
+        if self.supported and room > 0 and spare_room_left(self.directory, room):
+            reserved = reserve(fd, size, room)
+            self.supported = reserved is not None
+            return bool(reserved)
+        return False
+
+    def make_spare(self) -> None:
+        """An empty file with a whole segment's blocks reserved, for the next roll, unless
+        there is one, reserving is unsupported or the disk is short of room. Raises
+        OSError when the file cannot be made."""
+        with self.lock:
+            if self.spare is not None or not self.supported or self.closed:
+                return
+        path = self.directory / SPARE_FILE_NAME
+        if not spare_room_left(self.directory, self.segment_bytes):
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            reserved = reserve(fd, 0, self.segment_bytes)
+        finally:
+            os.close(fd)
+        with self.lock:
+            if reserved and not self.closed:
+                self.spare = path
+                return
+            if reserved is None:
+                self.supported = False
+        path.unlink(missing_ok=True)  # part of it may be reserved: give it back
+
+    def take_spare_locked(self) -> Path | None:
+        """The spare for a new segment (None when there is none), asking for the next."""
+        spare, self.spare = self.spare, None
+        self.wanted.set()  # the next one, off the caller's thread
+        return spare
+
+    def drop_spare_locked(self) -> None:
+        """Gives the spare's blocks back (a full disk needs them for records; closing)."""
+        spare, self.spare = self.spare, None
+        if spare is not None:
+            spare.unlink(missing_ok=True)
