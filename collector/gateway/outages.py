@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
-from collections.abc import Callable
+
+from clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["UpstreamHealth", "node_label"]
 
@@ -55,10 +55,11 @@ class _Outage:
 
 
 class UpstreamHealth:
-    """Failure counts by (node, reason), and which nodes are down right now."""
+    """Failure counts by (node, reason), and which nodes are down right now; ``clock``
+    times each outage."""
 
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._monotonic = monotonic
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self.failures: dict[tuple[str, str], int] = {}
         self._outages: dict[str, _Outage] = {}
 
@@ -83,7 +84,7 @@ class UpstreamHealth:
             outage.failures += 1
             log.debug("upstream %s still down: %s", _what(node_id), detail)
             return
-        self._outages[label] = _Outage(self._monotonic(), 1)
+        self._outages[label] = _Outage(self._clock.monotonic(), 1)
         log.warning(
             "upstream %s %s down: %s; client connections to %s are closed until a connection "
             "answers again (each failure is counted in ktc_gateway_upstream_failures_total)",
@@ -104,7 +105,7 @@ class UpstreamHealth:
             _verb(node_id, "is", "are"),
             host,
             port,
-            self._monotonic() - outage.started_s,
+            self._clock.monotonic() - outage.started_s,
             outage.failures,
             "" if outage.failures == 1 else "s",
         )

@@ -13,10 +13,10 @@ import json
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 from typing import Final
 
+from clock import SYSTEM_CLOCK, Clock
 from exporters.landing.durability import fsync_directory
 
 __all__ = [
@@ -36,14 +36,18 @@ class PositionsError(ValueError):
 
 
 class ConsumerPositions:
-    """The committed position of one consumer (e.g. "otlp-forwarder", "lakehouse-ingest")."""
+    """The committed position of one consumer (e.g. "otlp-forwarder", "lakehouse-ingest");
+    ``clock`` stamps each commit (its wall clock)."""
 
-    def __init__(self, directory: Path, consumer_name: str) -> None:
+    def __init__(
+        self, directory: Path, consumer_name: str, *, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         if not _CONSUMER_NAME.match(consumer_name):
             raise ValueError(
                 f"consumer name {consumer_name!r}: use letters, digits, '.', '_', '-' (max 128)"
             )
         self.consumer_name = consumer_name
+        self._clock = clock
         self._directory = Path(directory) / CONSUMERS_DIRECTORY
         self.path = self._directory / f"{consumer_name}.json"
 
@@ -65,7 +69,7 @@ class ConsumerPositions:
             "format": _POSITION_FORMAT_VERSION,
             "consumer": self.consumer_name,
             "next_offset": next_offset,
-            "committed_time_unix_nano": time.time_ns(),
+            "committed_time_unix_nano": self._clock.time_ns(),
         }
         fd, temp_name = tempfile.mkstemp(
             dir=self._directory, prefix=f".{self.consumer_name}.", suffix=".tmp"

@@ -148,10 +148,10 @@ class _Window:
 class _LogTail:
     """One landing directory: its reader, its committed position, its read-ahead."""
 
-    def __init__(self, directory: Path, consumer_name: str) -> None:
+    def __init__(self, directory: Path, consumer_name: str, clock: Clock) -> None:
         self.directory = directory
         self.reader = LandingReader(directory)
-        self.positions = ConsumerPositions(directory, consumer_name)
+        self.positions = ConsumerPositions(directory, consumer_name, clock=clock)
         self.committed = self.positions.load()  # durable: in the positions file
         self.acked = self.committed  # delivered (or dropped); committed lazily
         self.last_commit_s = float("-inf")
@@ -214,7 +214,9 @@ class OtlpForwarder:
         self._num_consumers = queue.num_consumers if queue.enabled else 1
         self._window = _Window(queue.queue_size if queue.enabled else 1, self.metrics)
         self.consumer_name = consumer_name_for(exporter_name)
-        self._tails = [_LogTail(Path(d), self.consumer_name) for d in landing_dirs]
+        self._tails = [
+            _LogTail(Path(d), self.consumer_name, clock) for d in landing_dirs
+        ]
         for tail in self._tails:
             self.metrics.watch_lag(str(tail.directory), tail.lag)
         self._transport = OtlpGrpcTransport(config)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clock.testing import FakeClock
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
 from exporters.landing import (
@@ -257,6 +258,14 @@ def test_positions_round_trip(tmp_path: Path) -> None:
     assert positions.load() == 0
     positions.commit(42)
     assert ConsumerPositions(tmp_path, "otlp-forwarder").load() == 42
+
+
+def test_a_commit_is_stamped_by_the_clock(tmp_path: Path) -> None:
+    clock = FakeClock(wall_ns=1_700_000_000_123_456_789)
+    positions = ConsumerPositions(tmp_path, "otlp-forwarder", clock=clock)
+    positions.commit(7)
+    document = json.loads(positions.path.read_bytes())
+    assert document["committed_time_unix_nano"] == 1_700_000_000_123_456_789
 
 
 def test_a_remembered_constant_part_is_small(make_context: MakeContext) -> None:
