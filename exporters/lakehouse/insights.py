@@ -9,8 +9,9 @@ Each health column is one rule of a table below: the metric names that feed it, 
 of preference, and how the points are combined.  Both librdkafka and the Java client send
 the KIP-714 names (``org.apache.kafka.producer.request.latency.avg`` ...), as gauges in
 milliseconds with no OTLP unit; where one client sends a name the other lacks, the column
-lists both and takes the first the instance sent in that hour (librdkafka before 2.6 only
-had the per-broker ``node.request.latency``).  Points that are NaN or infinite are left
+lists both and takes the first the instance sent in that hour with a value other than 0,
+else 0 (librdkafka before 2.6 only had the per-broker ``node.request.latency``, and a
+producer that sent no produce request reports ``request.latency.avg`` 0).  Points that are NaN or infinite are left
 out: the Java client reports NaN for an average or maximum with no sample in its window.
 
 ``stale_clients`` compares each instance's last push with a ``now``: the view uses
@@ -58,7 +59,7 @@ _CONSUMER = "org.apache.kafka.consumer."
 @dataclasses.dataclass(frozen=True, slots=True)
 class HealthColumn:
     """One health column: ``combine`` (avg or max) of the points of the first metric name
-    in ``metrics`` that the instance sent in the hour."""
+    in ``metrics`` that the instance sent in the hour and that is not 0 (else 0)."""
 
     name: str
     combine: str  # "avg" | "max"
@@ -179,10 +180,14 @@ def _health_sql(database: str, view: str, columns: tuple[HealthColumn, ...]) -> 
             f"{column.combine}(CASE WHEN metric_name = '{m}' THEN value END)"
             for m in column.metrics
         ]
+        # The first metric that measured something: an idle librdkafka producer (or its
+        # admin client) sends request.latency.avg = 0, having sent no produce request,
+        # beside a node.request.latency.avg that did measure its requests.
+        measured = [f"NULLIF({e}, 0)" for e in per_metric]
         expression = (
             per_metric[0]
             if len(per_metric) == 1
-            else f"COALESCE({', '.join(per_metric)})"
+            else f"COALESCE({', '.join(measured + per_metric)})"
         )
         selected.append(f"CAST({expression} AS DOUBLE) AS `{column.name}`")
     return (

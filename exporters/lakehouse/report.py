@@ -98,7 +98,7 @@ class ChartSpec:
 
     ``kind`` is ``barh`` (``label`` columns joined as the bar's name, ``value`` its
     length) or ``time`` (``label`` is the bucket's start on a time axis, ``value`` the
-    bar's height).
+    bar's height; the width of its buckets is stated under the chart).
     """
 
     key: str
@@ -108,6 +108,7 @@ class ChartSpec:
     label: tuple[str, ...]
     value: str
     sql: Callable[[str, ReportWindow], str]
+    counts: bool = False  # the value is a count: the value axis ticks at whole numbers
 
 
 def _t(database: str, name: str) -> str:
@@ -200,6 +201,7 @@ CHARTS: tuple[ChartSpec, ...] = (
         ("client_software_name", "client_software_version"),
         "instances",
         _software_sql,
+        counts=True,
     ),
     ChartSpec(
         "push-rate",
@@ -227,6 +229,7 @@ CHARTS: tuple[ChartSpec, ...] = (
         ("client_id", "client_instance_id"),
         "records_lag_max",
         _consumer_lag_sql,
+        counts=True,
     ),
     ChartSpec(
         "throttled",
@@ -304,9 +307,10 @@ def _figure_svg(result: ChartResult) -> str:
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     spec = result.spec
-    rows = [dict(zip(result.columns, row)) for row in result.rows]
+    rows = [dict(zip(result.columns, row, strict=True)) for row in result.rows]
     values = [
         float(r[spec.value]) if r[spec.value] is not None else math.nan for r in rows
     ]
@@ -318,6 +322,8 @@ def _figure_svg(result: ChartResult) -> str:
         width = result.bucket_seconds / 86_400 if result.bucket_seconds else 0.8
         axes.bar(times, values, width=width, align="edge", color="#2a6fb0")
         axes.set_ylabel(spec.value)
+        axes.set_xlabel(f"UTC, {bucket_text(result.bucket_seconds)} buckets")
+        value_axis = axes.yaxis
         figure.autofmt_xdate()
     else:
         height = 1.2 + 0.35 * len(rows)
@@ -329,7 +335,8 @@ def _figure_svg(result: ChartResult) -> str:
         axes.set_yticks(positions, labels)
         axes.invert_yaxis()  # the first row on top
         axes.set_xlabel(spec.value)
-        for y, v in zip(positions, values):
+        value_axis = axes.xaxis
+        for y, v in zip(positions, values, strict=True):
             axes.annotate(
                 f"{v:g}",
                 (v, y),
@@ -338,11 +345,15 @@ def _figure_svg(result: ChartResult) -> str:
                 va="center",
                 fontsize=8,
             )
+    if spec.counts:  # no tick at 0.2 instances
+        value_axis.set_major_locator(MaxNLocator(integer=True))
     axes.grid(axis="x" if spec.kind == "barh" else "y", alpha=0.3)
     axes.spines[["top", "right"]].set_visible(False)
     figure.tight_layout()
     out = io.StringIO()
-    figure.savefig(out, format="svg", metadata={"Date": None})
+    # Text stays text (not glyph outlines): a reader can select and search the labels.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        figure.savefig(out, format="svg", metadata={"Date": None})
     svg = out.getvalue()
     svg = svg[svg.index("<svg") :]  # drop the XML declaration and DOCTYPE
     svg = _SVG_METADATA.sub("", svg, count=1)  # RDF naming matplotlib: no use inline
@@ -352,6 +363,17 @@ def _figure_svg(result: ChartResult) -> str:
 
 _SVG_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 _SVG_ID_REFERENCE = re.compile(r'(\bid="|url\(#|href="#)')
+
+
+_BUCKET_UNITS = (("day", 86_400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def bucket_text(seconds: int) -> str:
+    """A bucket width as words: 60 -> ``1-minute``, 900 -> ``15-minute``."""
+    for unit, size in _BUCKET_UNITS:
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}-{unit}"
+    return f"{seconds}-second"
 
 
 def _table(result: ChartResult) -> str:
@@ -367,6 +389,12 @@ def _section(result: ChartResult) -> str:
     spec = result.spec
     if result.rows:
         chart = f'<figure class="chart">{_figure_svg(result)}</figure>'
+        if spec.kind == "time":
+            width = bucket_text(result.bucket_seconds)
+            chart += (
+                f'\n<p class="buckets">One bar per {width} bucket ({result.bucket_seconds} '
+                f"s): the pushes received in it divided by {result.bucket_seconds}.</p>"
+            )
         numbers = _table(result)
     else:
         chart = (

@@ -174,8 +174,8 @@ def expected_health(
     for key, group in hours.items():
         row: dict = {**identity(group), "pushes": len(group)}
         for column in columns:
-            row[column.name] = None
-            for metric in column.metrics:  # the first metric the instance sent wins
+            combined = []
+            for metric in column.metrics:
                 values = [
                     v
                     for _, _, points in group
@@ -183,12 +183,15 @@ def expected_health(
                     if n == metric and usable(v)
                 ]
                 if values:
-                    row[column.name] = (
+                    combined.append(
                         sum(values) / len(values)
                         if column.combine == "avg"
                         else max(values)
                     )
-                    break
+            # The first metric the instance sent that measured something (not 0) wins;
+            # when every one it sent is 0, that 0.
+            measured = [v for v in combined if v != 0]
+            row[column.name] = (measured or combined or [None])[0]
         out[key] = row
     return out
 

@@ -1,6 +1,8 @@
 """`ktc report` (a real process) rendered in a real headless Chromium (Debian's, driven by
 Playwright): no console error, no request but the file itself, every chart drawn and not
-blank, and every table equal to what `ktc sql` returns for the query shown under it.
+blank, and every table equal to what `ktc sql` returns for the query shown under it; count
+axes tick at whole numbers, the produce latency is one that measured something, the push
+rate's bucket width is stated.
 
 The data: the captured pushes of real clients the insight views are tested on
 (tests/lakehouse/insight_capture.py: librdkafka producer, consumer and admin client, the
@@ -18,6 +20,7 @@ import dataclasses
 import datetime
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -182,6 +185,27 @@ def test_report_in_chromium(reported, tmp_path) -> None:
                 expected = _ktc_sql_cells(spark, sql)
                 assert len(expected) > 1, f"{spec.key}: the query returns no row"
                 assert cells == expected, spec.key
+                ticks = chart.locator(
+                    f'g[id^="{spec.key}-{"x" if spec.kind == "barh" else "y"}tick_"] text'
+                ).all_text_contents()
+                assert ticks, f"{spec.key}: no value-axis tick labels"
+                if spec.counts:  # whole instances, whole records: no tick at 0.2
+                    assert all(re.fullmatch(r"\d+", t) for t in ticks), (
+                        spec.key,
+                        ticks,
+                    )
+            # The latency that measured something: an idle librdkafka producer's
+            # request.latency.avg is 0, its node.request.latency.avg is not.
+            header, *rows = _ktc_sql_cells(
+                spark, page.locator("section#produce-latency pre.sql").text_content()
+            )
+            latency = header.index("request_latency_avg_ms")
+            assert rows and all(float(row[latency]) > 0 for row in rows), rows
+            # The push rate's bucket width is stated (a 90 min window: 1-minute buckets).
+            assert page.locator("section#push-rate p.buckets").text_content() == (
+                "One bar per 1-minute bucket (60 s): the pushes received in it divided "
+                "by 60."
+            )
             screenshot = os.environ.get("KTC_REPORT_SCREENSHOT")
             if screenshot:
                 page.screenshot(path=str(REPO / screenshot), full_page=True)
