@@ -98,17 +98,6 @@ class FakeClock:
                 self._moved.wait(_STOP_POLL_S)
         return stop.is_set()
 
-    def pending_timers(self) -> int:
-        """Timers scheduled and neither run nor cancelled."""
-        with self._lock:
-            return sum(1 for _, _, timer in self._timers if not timer.cancelled)
-
-    def next_deadline_ms(self) -> float | None:
-        """When the earliest pending timer falls due (None: nothing scheduled)."""
-        with self._lock:
-            deadlines = [t.deadline_ns for _, _, t in self._timers if not t.cancelled]
-        return min(deadlines) / _NS_PER_MS if deadlines else None
-
     # -- moving ----------------------------------------------------------------------------
     def advance(self, ms: float) -> None:
         """Jump ``ms`` ahead, running each timer that falls due at its own deadline (a
@@ -128,9 +117,3 @@ class FakeClock:
                 self._moved.notify_all()
             if not timer.cancelled:
                 timer.callback()
-
-    def advance_to_next_timer(self) -> None:
-        """Jump to the earliest pending timer and run it (and any due at the same time)."""
-        deadline_ms = self.next_deadline_ms()
-        if deadline_ms is not None:
-            self.advance(max(0.0, deadline_ms - self._now_ns / _NS_PER_MS))

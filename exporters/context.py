@@ -113,7 +113,3 @@ class TelemetryContext:
         # Unknown keys are ignored so a newer writer's log stays readable by an older reader.
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-    @classmethod
-    def from_json_bytes(cls, raw: bytes | memoryview) -> TelemetryContext:
-        return cls.from_json_dict(json.loads(bytes(raw)))

@@ -263,10 +263,6 @@ class ConnectionQuotas:
             return Reject(RejectReason.TOO_MANY_CONNECTIONS_PER_IP, 0, limit)
         return ACCEPT
 
-    def cancel_pending(self, listener: str) -> None:
-        """Forget a held connection that went away while delayed (its rate stays recorded)."""
-        self._pending_until_ms.pop(listener, None)
-
     def dec(self, listener: str, ip: str) -> None:
         """An accepted connection closed."""
         address = canonical_ip(ip)
@@ -373,20 +369,10 @@ class ConnectionQuotas:
     def listeners(self) -> list[str]:
         return list(self._listeners)
 
-    def update_max_connections_per_ip(self, max_connections_per_ip: int) -> None:
-        self._default_max_connections_per_ip = max_connections_per_ip
-
     def update_max_connections_per_ip_overrides(
         self, overrides: Mapping[str, int]
     ) -> None:
         self._max_connections_per_ip_overrides = _canonical_overrides(overrides)
-
-    def update_broker_max_connections(self, max_connections: int) -> None:
-        self._broker_max_connections = max_connections
-
-    def update_broker_max_connection_rate(self, max_connection_rate: int) -> None:
-        # A connection already held by the old rate keeps its delay (as in Kafka).
-        self._update_connection_rate_quota(max_connection_rate, _BROKER_ENTITY)
 
     def update_ip_connection_rate_quota(self, ip: str | None, rate: int | None) -> None:
         """Set (``rate``) or remove (``None``) the rate quota of one IP, or of the default

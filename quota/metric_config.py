@@ -37,10 +37,6 @@ class Quota:
     def upper_bound(cls, bound: float) -> Quota:
         return cls(float(bound), True)
 
-    @classmethod
-    def lower_bound(cls, bound: float) -> Quota:
-        return cls(float(bound), False)
-
     def acceptable(self, value: float) -> bool:
         return value <= self.bound if self.upper else value >= self.bound
 

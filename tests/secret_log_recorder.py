@@ -78,7 +78,7 @@ class _RecordingHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a bad format: record its parts, not nothing
+        except Exception:  # a bad format: record its parts, not nothing
             message = f"{record.msg!r} % {record.args!r}"
         parts = [f"{record.name} {record.levelname} {message}"]
         if record.exc_info and record.exc_info[1] is not None:

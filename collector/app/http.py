@@ -67,7 +67,7 @@ class HealthEndpoints:
         for name, check in self._checks.items():
             try:
                 reason = check()
-            except Exception as exc:  # noqa: BLE001 - a failing check means not ready
+            except Exception as exc:  # a failing check means not ready
                 reason = f"{type(exc).__name__}: {exc}"
             result[name] = reason or "ok"
         if self._shutting_down:

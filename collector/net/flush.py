@@ -213,7 +213,7 @@ class TurnFlusher:
     def _flush_into(self, barrier: FlushBarrier) -> None:
         try:
             written = self._flush()
-        except Exception as exc:  # noqa: BLE001 - LandingError or OSError: both mean "not in the log"
+        except Exception as exc:  # LandingError or OSError: both mean "not in the log"
             # UnlandedRecords names the records whose pushes are refused; any other error
             # leaves the waiting connections to close without their answers.
             records = getattr(exc, "records", None)

@@ -148,7 +148,7 @@ class Dispatcher(RequestHandler):
             # A request Kafka's request class refuses to build (the ACL APIs' UNKNOWN
             # elements): Kafka fails the parse and closes the connection.
             raise
-        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
+        except Exception:  # Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, session, request)
 
         error_code = getattr(response, "error_code", 0)
@@ -199,7 +199,7 @@ class Dispatcher(RequestHandler):
             response = push_manager.push_telemetry(
                 request, session, client_id, frame.correlation_id, now_ms
             )
-        except Exception:  # noqa: BLE001 - Kafka's catch-all: the API's error response
+        except Exception:  # Kafka's catch-all: the API's error response
             response = self._unexpected(api, frame, session, request)
         error_code = response.error_code
         throttle_ms = 0

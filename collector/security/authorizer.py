@@ -21,7 +21,7 @@ line) at INFO.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Final
 
 from collector.core.session import Session
@@ -145,14 +145,6 @@ class StandardAuthorizer:
                 rule,
             )
         return allowed
-
-    def authorizer_for(
-        self, request_name: str
-    ) -> Callable[[Session, AclOperation], bool]:
-        """A CLUSTER check bound to one API's name (for the audit line)."""
-        return lambda session, operation: self.authorize(
-            session, operation, request_name=request_name
-        )
 
     def _decide(
         self,

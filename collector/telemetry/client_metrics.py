@@ -592,7 +592,7 @@ class ClientMetricsManager(PushTelemetryHandler):
                 exc,
             )
             return Errors.TELEMETRY_TOO_LARGE
-        except Exception as error:  # noqa: BLE001 - Kafka catches Throwable here
+        except Exception as error:  # Kafka catches Throwable here
             self._stats.record_plugin_error(instance.instance_id_str)
             log.warning(
                 "push from client instance %s not exported: %s: %s",
@@ -652,9 +652,6 @@ class ClientMetricsManager(PushTelemetryHandler):
             self._stats.instance_removed(instance.instance_id_str)
             expired += 1
         return expired
-
-    def next_expiry_ms(self) -> int | None:
-        return self._expiry_heap[0][0] if self._expiry_heap else None
 
     # ------------------------------------------------------------------ internals
     def _generate_new_client_id(self) -> uuid.UUID:

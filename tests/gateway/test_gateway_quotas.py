@@ -242,7 +242,7 @@ def in_threads(**work: Any) -> dict[str, Any]:
     def runner(name: str, fn: Any) -> None:
         try:
             results[name] = fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+        except BaseException as exc:  # re-raised in the test's thread
             failures.append(exc)
 
     threads = [

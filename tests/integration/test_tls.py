@@ -147,7 +147,7 @@ def test_a_client_without_a_certificate_is_refused(tmp_path: Path, pki: Path) ->
             metadata_error = None
             try:
                 client.list_topics(timeout=3)
-            except Exception as exc:  # noqa: BLE001 - KafkaException: transport failure
+            except Exception as exc:  # KafkaException: transport failure
                 metadata_error = exc
             assert metadata_error is not None
             assert collector.server is not None and not collector.server.connections()

@@ -483,7 +483,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
                             workers=1,
                         )
                     )
-                except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                except BaseException as exc:  # reported by the main thread
                     load_error.append(exc)
 
             loader = threading.Thread(target=load, name="loadgen", daemon=True)

@@ -108,7 +108,7 @@ def poll_until(
             result = probe()
             if result is not None and result is not False:
                 return result
-        except Exception as error:  # noqa: BLE001 - the probe's failure is the reason to retry
+        except Exception as error:  # the probe's failure is the reason to retry
             last_error = error
         if time.monotonic() >= deadline:
             detail = f" (last error: {last_error!r})" if last_error is not None else ""

