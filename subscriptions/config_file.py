@@ -159,8 +159,10 @@ class ConfigDocument(abc.ABC, Generic[StateT]):
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = mark.line + 1 if mark is not None else None
+            # PyYAML's own text spans several lines (context, a caret): the problem alone.
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise ConfigFileError(
-                self.path, line, None, f"not valid YAML: {exc}"
+                self.path, line, None, f"not valid YAML: {problem}"
             ) from None
         if node is None:
             return self.empty()

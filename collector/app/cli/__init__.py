@@ -14,8 +14,10 @@
 | ``ktc landing dump``                             | the landing log as JSON lines         | ``landing``      |
 | ``ktc ingest|sql|report|thriftserver|lake``      | the lakehouse (with its extra)        | ``lakehouse``    |
 
-Exit codes: 0 done; 1 refused (a Kafka error code, named on stderr); 2 a usage or
-configuration error (a message naming the option or key, like click's own usage errors).
+Exit codes (``errors``, docs/operations.md): 0 done; 1 refused (a Kafka error code, named on
+stderr; a query Spark rejects); 2 cannot run as configured (a usage or configuration error, a
+broken config or store file, a port in use, a data directory that cannot be written); 130
+interrupted.
 """
 
 from __future__ import annotations
@@ -57,4 +59,8 @@ for _command in (
 
 
 def main() -> None:
-    cli(prog_name="ktc")
+    """The ``ktc`` console script: every failure a user can cause by hand is one line and a
+    documented exit code (``errors``)."""
+    from collector.app.cli.errors import run
+
+    run(cli, prog_name="ktc")

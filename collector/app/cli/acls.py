@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from collector.app.cli.common import kafka_error_exit
 from collector.security.acls import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -165,8 +166,7 @@ def _store(data_dir: str):  # type: ignore[no-untyped-def]
     try:
         return DurableAclStore(Path(data_dir))
     except Exception as exc:
-        click.echo(f"ktc: {exc}", err=True)
-        sys.exit(1)
+        kafka_error_exit(exc)
 
 
 @click.group()

@@ -42,7 +42,14 @@ def fail_config(message: str) -> NoReturn:
 
 
 def kafka_error_exit(exc: Exception) -> NoReturn:
-    """One line naming the Kafka error code the exception carries (when it carries one)."""
+    """One line naming the Kafka error code the exception carries (when it carries one);
+    a failure of the CLI's table (a broken store file: exit 2) as the table says."""
+    from collector.app.cli.errors import describe
+
+    failure = describe(exc)
+    if failure is not None:
+        click.echo(f"ktc: {failure.message}", err=True)
+        sys.exit(failure.exit_code)
     code = getattr(exc, "error_code", None)
     name = getattr(code, "name", code)
     click.echo(f"ktc: {name}: {exc}" if name is not None else f"ktc: {exc}", err=True)

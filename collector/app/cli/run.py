@@ -151,6 +151,11 @@ async def _serve(
         click.echo(f"ktc: cannot start: {exc}", err=True)
         await server.stop()
         return CONFIG_ERROR_EXIT
+    except OSError:
+        # A port in use, a data directory that cannot be written: what started is stopped
+        # (the landing log closed), then the CLI's table says it in one line (errors.py).
+        await server.stop()
+        raise
     server.install_signal_handlers()
     # GC thresholds and glibc heap trimming, as collector/app/process_tuning.py explains.
     log.debug("process tuning: %s", tune_serving_process())
