@@ -287,9 +287,20 @@ class CollectorConfig(BaseModel):
     gateway_advertised_host: str | None = Field(
         None, alias="gateway.advertised.host", min_length=1
     )
-    # The transport to the cluster: PLAINTEXT or SSL (SASL passes through either).
+    # The cluster's listener the gateway connects to, as Kafka names security protocols:
+    # PLAINTEXT or SSL (the transport), SASL_PLAINTEXT or SASL_SSL (the same transports on a
+    # listener that lets no client in before it authenticated: every client of the gateway
+    # must then log in, its SASL exchange passing through to the cluster).
     gateway_upstream_security_protocol: str = Field(
         "PLAINTEXT", alias="gateway.upstream.security.protocol"
+    )
+    # Whether a client must have authenticated before the gateway answers it itself
+    # (telemetry, client-metrics, quota and ACL administration) when the gateway cannot tell
+    # whether the cluster requires authentication (the protocol above says PLAINTEXT or SSL
+    # and the cluster has not answered yet). Secure by default; false serves such clients
+    # until the cluster is known to require SASL.
+    gateway_telemetry_require_authentication: bool = Field(
+        True, alias="gateway.telemetry.require.authentication"
     )
     gateway_upstream_ssl_truststore_location: str | None = Field(
         None, alias="gateway.upstream.ssl.truststore.location"
@@ -537,10 +548,8 @@ class CollectorConfig(BaseModel):
     @classmethod
     def _upstream_protocol(cls, value: str) -> str:
         protocol = value.upper()
-        if protocol not in {"PLAINTEXT", "SSL"}:
-            raise ValueError(
-                "must be PLAINTEXT or SSL (clients' SASL passes through the gateway unchanged)"
-            )
+        if protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
+            raise ValueError("must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
         return protocol
 
     @pydantic.field_validator("gateway_upstream_ssl_endpoint_identification_algorithm")

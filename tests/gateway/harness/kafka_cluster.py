@@ -12,6 +12,10 @@ transactions (state log RF 3, min ISR 2) and consumer groups keep working. Each 
     CONTROLLER      the KRaft quorum (not advertised to clients)
 all on ports picked at start and kept across kill_node/start_node.
 
+`sasl_only=True` makes SASL_PLAINTEXT the only listener clients and brokers reach (brokers
+log in to each other with PLAIN as BROKER_USER; the harness's own readiness client too), as
+a cluster that lets nobody in without credentials: `KafkaCluster(nodes=1, sasl_only=True)`.
+
     cluster = KafkaCluster(nodes=3)
     cluster.start()                        # formats storage, starts the JVMs, wait_ready()
     cluster.bootstrap_servers()            # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
@@ -41,8 +45,9 @@ from . import _proc
 KAFKA_VERSION = "4.4.0"
 DEFAULT_KAFKA_LIBS = Path.home() / ".cache" / "ktc" / f"kafka-{KAFKA_VERSION}"
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "CONTROLLER")
-CLIENT_LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT")
 DEFAULT_SASL_USERS: Mapping[str, str] = {"alice": "alice-secret", "bob": "bob-secret"}
+# A sasl_only cluster's inter-broker (and readiness) login, PLAIN only.
+BROKER_USER = ("ktc-broker", "ktc-broker-secret")
 
 STORAGE_TOOL = (
     "kafka.tools.StorageTool"  # kafka_2.13 (core); `kafka-storage.sh` runs it
@@ -146,8 +151,13 @@ class KafkaCluster:
     keep_work_dir: bool = False
     log_level: str = "INFO"
     class_data_sharing: bool = True
+    sasl_only: bool = False
 
     def __post_init__(self) -> None:
+        self.listeners: tuple[str, ...] = (
+            ("SASL_PLAINTEXT", "CONTROLLER") if self.sasl_only else LISTENERS
+        )
+        self.client_listeners = tuple(n for n in self.listeners if n != "CONTROLLER")
         self.cluster_id = random_cluster_id()
         self._nodes: dict[int, KafkaNode] = {}
         self._owns_work_dir = self.work_dir is None
@@ -262,11 +272,13 @@ class KafkaCluster:
         return self._nodes[node_id]
 
     def bootstrap_servers(
-        self, listener: str = "PLAINTEXT", nodes: Iterable[int] | None = None
+        self, listener: str | None = None, nodes: Iterable[int] | None = None
     ) -> str:
-        """`127.0.0.1:port` of `listener` on the given nodes (default all), comma-separated."""
-        if listener not in LISTENERS:
-            raise ValueError(f"unknown listener {listener!r}; one of {LISTENERS}")
+        """`127.0.0.1:port` of `listener` (default: the first client listener) on the given
+        nodes (default all), comma-separated."""
+        listener = listener or self.client_listeners[0]
+        if listener not in self.listeners:
+            raise ValueError(f"unknown listener {listener!r}; one of {self.listeners}")
         chosen = self.node_ids if nodes is None else list(nodes)
         return ",".join(f"127.0.0.1:{self._nodes[n].ports[listener]}" for n in chosen)
 
@@ -311,7 +323,7 @@ class KafkaCluster:
             raise RuntimeError("no node is running")
         for node_id in sorted(expected):
             node = self._nodes[node_id]
-            for listener in LISTENERS:
+            for listener in self.listeners:
                 _proc.poll_until(
                     lambda port=node.ports[listener]: _proc.port_open(port),
                     timeout=max(0.1, deadline - time.monotonic()),
@@ -425,9 +437,18 @@ class KafkaCluster:
     def _admin(self, nodes: Iterable[int]) -> Any:
         from confluent_kafka.admin import AdminClient
 
+        login: dict[str, Any] = {}
+        if self.sasl_only:
+            login = {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": BROKER_USER[0],
+                "sasl.password": BROKER_USER[1],
+            }
         return AdminClient(
             {
-                "bootstrap.servers": self.bootstrap_servers("PLAINTEXT", nodes),
+                **login,
+                "bootstrap.servers": self.bootstrap_servers(None, nodes),
                 "reconnect.backoff.max.ms": 500,
                 "log_level": 2,  # a broker still coming up is not worth librdkafka's noise
             }
@@ -447,7 +468,8 @@ class KafkaCluster:
                 shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = Path(tempfile.mkdtemp(prefix="ktc-kafka-"))
             self._owns_work_dir = True
-        ports = _proc.free_ports(self.nodes * len(LISTENERS))
+        width = len(self.listeners)
+        ports = _proc.free_ports(self.nodes * width)
         self._nodes = {}
         for index in range(self.nodes):
             node_id = index + 1
@@ -455,7 +477,11 @@ class KafkaCluster:
             shutil.rmtree(directory, ignore_errors=True)  # a retry formats afresh
             directory.mkdir(parents=True)
             node_ports = dict(
-                zip(LISTENERS, ports[index * 3 : index * 3 + 3], strict=True)
+                zip(
+                    self.listeners,
+                    ports[index * width : (index + 1) * width],
+                    strict=True,
+                )
             )
             self._nodes[node_id] = KafkaNode(node_id, node_ports, directory)
         log4j = self.work_dir / "log4j2.properties"
@@ -470,24 +496,31 @@ class KafkaCluster:
             f"{n.node_id}@127.0.0.1:{n.ports['CONTROLLER']}"
             for n in self._nodes.values()
         )
-        jaas_plain_users = " ".join(
-            f'user_{name}="{password}"' for name, password in self.sasl_users.items()
+        plain_users = dict(self.sasl_users)
+        broker_login = ""
+        if self.sasl_only:
+            plain_users[BROKER_USER[0]] = BROKER_USER[1]
+            broker_login = f'username="{BROKER_USER[0]}" password="{BROKER_USER[1]}" '
+        jaas_plain_users = broker_login + " ".join(
+            f'user_{name}="{password}"' for name, password in plain_users.items()
         )
         config: dict[str, Any] = {
             "process.roles": "broker,controller",
             "node.id": node.node_id,
             "controller.quorum.voters": voters,
             "listeners": ",".join(
-                f"{name}://127.0.0.1:{node.ports[name]}" for name in LISTENERS
+                f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners
             ),
             "advertised.listeners": ",".join(
-                f"{name}://127.0.0.1:{node.ports[name]}" for name in CLIENT_LISTENERS
+                f"{name}://127.0.0.1:{node.ports[name]}"
+                for name in self.client_listeners
             ),
             "listener.security.protocol.map": (
                 "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT"
             ),
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
+            "inter.broker.listener.name": self.client_listeners[0],
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
             "log.dirs": str(node.directory / "data"),
             # 2 shared cores: few threads everywhere.
             "num.network.threads": 2,
