@@ -49,7 +49,7 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
 {{- with $gw.advertisedHost }}
 {{- $_ := set $owned "gateway.advertised.host" . }}
 {{- end }}
-{{- if eq (upper $gw.upstream.securityProtocol) "SSL" }}
+{{- if has (upper $gw.upstream.securityProtocol) (list "SSL" "SASL_SSL") }}
 {{- $tls := $gw.upstream.tls }}
 {{- $_ := set $owned "gateway.upstream.ssl.endpoint.identification.algorithm" (ternary "https" "" $tls.endpointIdentification) }}
 {{- if and $tls.secretName $tls.caKey }}

@@ -174,8 +174,8 @@ gets a container port and a port on both Services, named node-<id>.
 {{- end }}
 {{- end }}
 {{- $tls := $gw.upstream.tls }}
-{{- if and $tls.secretName (ne (upper $gw.upstream.securityProtocol) "SSL") }}
-{{- fail "gateway.upstream.tls.secretName needs gateway.upstream.securityProtocol SSL" }}
+{{- if and $tls.secretName (not (has (upper $gw.upstream.securityProtocol) (list "SSL" "SASL_SSL"))) }}
+{{- fail "gateway.upstream.tls.secretName needs gateway.upstream.securityProtocol SSL or SASL_SSL" }}
 {{- end }}
 {{- if and (or $tls.keystoreKey $tls.keyPasswordKey) (not $tls.secretName) }}
 {{- fail "gateway.upstream.tls.keystoreKey and keyPasswordKey name keys of gateway.upstream.tls.secretName: set it" }}
