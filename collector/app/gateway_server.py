@@ -32,6 +32,7 @@ from collector.core.handler import FunctionHandler, RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import (
+    SASL_PROTOCOLS,
     AuthenticationPolicy,
     UpstreamAuthentication,
 )
@@ -65,6 +66,16 @@ _LOCAL_APIS = (
     ApiKeys.LIST_CONFIG_RESOURCES,
     ApiKeys.DESCRIBE_CLIENT_QUOTAS,
     ApiKeys.ALTER_CLIENT_QUOTAS,
+)
+
+
+# A SASL listener on the gateway in front of a cluster that requires SASL: the gateway would
+# have to log in to the cluster with credentials of its own, which it does not hold.
+_TWO_LOGINS = (
+    "listeners {0} authenticate clients at the gateway (SASL), but the cluster requires "
+    "SASL too ({1}), and the gateway holds no credentials of its own for it. Give the "
+    "gateway PLAINTEXT or SSL listeners (clients' SASL then passes through to the "
+    "cluster), or point it at a cluster listener without SASL (PLAINTEXT, SSL, mTLS)"
 )
 
 
@@ -203,15 +214,35 @@ class GatewayServer(Node):
         cannot be asked now is learned from its answers to clients."""
         assert self.gateway is not None and self.topology is not None
         policy = self.gateway.authentication
-        if policy.told or not policy.require_when_unknown:
-            return
         config = self.config
-        requires, discovered = await ask_authentication(
+        sasl_listeners = sorted(
+            endpoint.listener_name
+            for endpoint in self.bound.values()
+            if endpoint.security_protocol in SASL_PROTOCOLS
+        )
+        if sasl_listeners and policy.told:
+            raise StartupError(
+                _TWO_LOGINS.format(
+                    ", ".join(sasl_listeners),
+                    "gateway.upstream.security.protocol "
+                    + config.gateway_upstream_security_protocol,
+                )
+            )
+        if policy.told or not (policy.require_when_unknown or sasl_listeners):
+            return
+        requires, _ = await ask_authentication(
             self.topology.bootstrap,
             ssl_context=self._upstream_ssl,
             timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
             max_response_size=config.gateway_upstream_max_response_bytes,
         )
+        if requires and sasl_listeners:
+            raise StartupError(
+                _TWO_LOGINS.format(
+                    ", ".join(sasl_listeners),
+                    "it closed the connection on the gateway's Metadata request",
+                )
+            )
         if requires:
             policy.learned_required(
                 "it closed the connection on the gateway's Metadata request"
@@ -259,7 +290,13 @@ class GatewayServer(Node):
         assert self.gateway is not None
         pair = self.gateway.new_pair(node_id)
         self._pairs[connection_id] = pair
-        return FunctionHandler(pair.handle)
+        handler = FunctionHandler(pair.handle)
+        if endpoint.security_protocol not in SASL_PROTOCOLS:
+            return handler
+        # The gateway's own SASL listener: clients log in here, with the mechanisms and
+        # credentials of a serve node's SASL listener, before anything reaches the pair.
+        pair.listener_authenticates = True
+        return self._sasl_gate(endpoint, handler)
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         if not super().connection_opened(protocol):

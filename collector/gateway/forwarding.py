@@ -150,14 +150,15 @@ class ClientPair:
         # SASL passthrough: who the client says it is, the session's principal once the
         # broker accepts the exchange.
         self._sasl = SaslCapture()
-        # The gateway's own SASL listener authenticated the client (no passthrough).
-        self.authenticated_here = False
+        # The client's listener is one of the gateway's SASL listeners: its authenticator
+        # lets nothing but ApiVersions reach this pair before the client logged in there.
+        self.listener_authenticates = False
 
     @property
     def authenticated(self) -> bool:
-        """The client's SASL exchange was accepted: by the cluster (passthrough) or by the
-        gateway's own SASL listener."""
-        return self.authenticated_here or self._sasl.authenticated is not None
+        """The client's SASL exchange was accepted: by the gateway's own SASL listener, or
+        by the cluster (passed through)."""
+        return self.listener_authenticates or self._sasl.authenticated is not None
 
     # -- the client connection's handler interface ---------------------------------------
     def opened(self, channel: Any, session: Any) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -34,10 +35,24 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
 from gateway_harness import RunningGateway, wait_for
 from harness.kafka_cluster import KafkaCluster, classpath, java_bin
+from test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 
+from collector.app.node import StartupError
+from collector.security.credentials import (
+    ScramMechanism,
+    scram_credential_from_password,
+)
+from collector.security.credentials_file import DurableCredentialStore
 from exporters.landing import LandingRecord
 from proto import ApiKeys, encode_request
 from proto.messages import (
@@ -59,6 +74,7 @@ from proto.messages import create_acls_request as cacl
 from proto.messages import describe_configs_request as dcr
 from proto.messages import incremental_alter_configs_request as iac
 from subscriptions.store import ConfigStore
+from tests.secrets_under_test import SASL_USERS, WRONG_PASSWORD
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -676,3 +692,198 @@ def test_a_gateway_that_cannot_tell_follows_its_setting(
             assert answer is not None
             # GetTelemetrySubscriptions v0: correlation id, throttle, error code 0.
             assert struct.unpack_from(">iih", answer) == (2, 0, 0)
+
+
+# ---- the gateway's own SASL listener, in front of a cluster without SASL ---------------
+
+
+@pytest.fixture(scope="module")
+def sasl_ssl_gateway(
+    kafka_cluster: KafkaCluster,
+    pki: Path,  # noqa: F811 - test_tls's module-scoped CA and server certificate
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[RunningGateway]:
+    """``listeners: SASL_SSL`` on the gateway (SCRAM-SHA-512 and PLAIN against its own
+    credential store, as on serve), the cluster's PLAINTEXT listener upstream."""
+    data_dir = tmp_path_factory.mktemp("gateway-sasl-ssl") / "data"
+    ConfigStore(data_dir).alter_subscription(
+        "everything", {"metrics": "org.apache.kafka.", "interval.ms": "500"}, []
+    )
+    DurableCredentialStore(data_dir).write(
+        {
+            user: {
+                m: scram_credential_from_password(m, SASL_USERS[user], b"s" * 16, 4096)
+                for m in ScramMechanism
+            }
+            for user in ("alice", "carol")
+        }
+    )
+    with RunningGateway(
+        data_dir,
+        kafka_cluster.bootstrap_servers("PLAINTEXT"),
+        **{
+            "listeners": "SASL_SSL://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "ssl.keystore.location": str(pki / "server-keystore.pem"),
+            "ssl.truststore.location": str(pki / "ca.pem"),
+        },
+    ) as running:
+        yield running
+
+
+def tls_exchange(port: int, ca: Path, *frames: bytes) -> list[bytes | None]:
+    context = ssl.create_default_context(cafile=str(ca))
+    answers: list[bytes | None] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            for frame in frames:
+                sock.sendall(frame)
+                try:
+                    answer = read_frame(sock)  # type: ignore[arg-type]
+                except ssl.SSLError:
+                    answer = None
+                answers.append(answer)
+                if answer is None:
+                    break
+    return answers
+
+
+def test_clients_log_in_at_the_gateways_sasl_ssl_listener(
+    sasl_ssl_gateway: RunningGateway,
+    kafka_cluster: KafkaCluster,
+    pki: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """In front of a PLAINTEXT cluster: librdkafka (SCRAM-SHA-512, alice) produces through
+    the gateway's SASL_SSL ports and both it and the Java client (PLAIN, carol) land their
+    telemetry under the principal the gateway authenticated; a raw client that does not
+    log in gets ApiVersions only; a wrong password is refused."""
+    gateway = sasl_ssl_gateway
+    tls = {
+        "bootstrap.servers": gateway.bootstrap,
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(pki / "ca.pem"),
+        "log_level": 3,
+    }
+    topic = f"gw-sasl-ssl-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
+    producer = Producer(
+        {
+            **tls,
+            "client.id": "alice-sasl-ssl",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": SASL_USERS["alice"],
+        }
+    )
+    java = subprocess.Popen(
+        [
+            java_or_skip(),
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Djava.io.tmpdir={tmp_path}",
+            "-cp",
+            classpath(),
+            str(JAVA_DIR / "SaslTelemetryClient.java"),
+            *("--bootstrap", gateway.bootstrap, "--protocol", "SASL_SSL"),
+            *("--mechanism", "PLAIN", "--user", "carol"),
+            *("--password", SASL_USERS["carol"], "--client-id", "carol-java"),
+            *("--truststore", str(pki / "ca.pem")),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for index in range(100):
+            producer.produce(topic, key=str(index).encode(), value=b"v")
+        assert producer.flush(60) == 0
+
+        def both_landed() -> list[LandingRecord] | None:
+            found = gateway.landed()
+            wanted = {"alice-sasl-ssl", "carol-java"}
+            return found if wanted <= {r.context.client_id for r in found} else None
+
+        landed = wait_for(
+            both_landed,
+            timeout_s=60,
+            what="pushes from alice's librdkafka producer and carol's Java producer",
+            poll_s=0.2,
+        )
+    finally:
+        producer.flush(5)
+        out, err = stop_java(java)
+    principals = {
+        r.context.client_id: r.context.principal
+        for r in landed
+        if r.context.client_id in {"alice-sasl-ssl", "carol-java"}
+    }
+    assert principals == {
+        "alice-sasl-ssl": "User:alice",
+        "carol-java": "User:carol",
+    }, (out, err[-2000:])
+    # Produced through the gateway, to the cluster.
+    high = Consumer(
+        {
+            "bootstrap.servers": kafka_cluster.bootstrap_servers("PLAINTEXT"),
+            "group.id": "unused",
+        }
+    ).get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1]
+    assert high == 100
+
+    # A client that never logs in: ApiVersions, then nothing (closed, nothing written).
+    ca = pki / "ca.pem"
+    for name in ("GetTelemetrySubscriptions", "IncrementalAlterConfigs"):
+        first, second = tls_exchange(
+            gateway.port, ca, api_versions(1), UNAUTHENTICATED_REQUESTS[name]
+        )
+        assert first is not None and struct.unpack_from(">ih", first) == (1, 0)
+        assert second is None, name
+    assert (
+        "anonymous-subscription"
+        not in ConfigStore(gateway.config.data_dir).list_names()
+    )
+    # A wrong password: refused at the gateway, as on serve (its SaslAuthenticate answer).
+    errors: list[KafkaError] = []
+    wrong = Producer(
+        {
+            **tls,
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": WRONG_PASSWORD,
+            "log_level": 0,
+            "error_cb": errors.append,
+        }
+    )
+    try:
+        with pytest.raises(KafkaException):
+            wrong.list_topics(timeout=5)
+    finally:
+        wrong.flush(1)
+    assert any(
+        e.code() == KafkaError._AUTHENTICATION
+        and "invalid credentials with SASL mechanism SCRAM-SHA-512" in e.str()
+        for e in errors
+    ), errors
+
+
+def test_a_sasl_listener_in_front_of_a_cluster_that_requires_sasl_is_refused_at_start(
+    sasl_only_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """The gateway would have to log in to the cluster itself: not served, one clear line
+    at start, whether configuration says the cluster requires SASL or the cluster does."""
+    for told in (True, False):
+        settings: dict[str, object] = {
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+        }
+        if told:
+            settings["gateway.upstream.security.protocol"] = "SASL_PLAINTEXT"
+        running = RunningGateway(
+            tmp_path / f"data-{told}", sasl_only_cluster.bootstrap_servers(), **settings
+        )
+        with pytest.raises(StartupError, match="the cluster requires SASL too"):
+            running.__enter__()
