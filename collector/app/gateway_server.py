@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from collector.app.config import CollectorConfig, parse_host_ports
 from collector.app.node import Node, StartupError
 from collector.broker.acl_apis import AclApis
+from collector.broker.scram_apis import ScramCredentialApis
 from collector.core.handler import FunctionHandler, RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.admin_split import AdminSplitter
@@ -114,6 +115,17 @@ class GatewayServer(Node):
             acl_apis = AclApis(self.authorizer).table()
             table.update(acl_apis)
             local_apis.extend(acl_apis)
+        sasl_listeners = any(
+            endpoint.security_protocol in SASL_PROTOCOLS for endpoint in self._listeners
+        )
+        if sasl_listeners:
+            # Its SASL listeners' users are the gateway's, managed through it as on serve
+            # (kafka-configs.sh --entity-type users, ktc users); the cluster's at the cluster.
+            scram_apis = ScramCredentialApis(
+                self._open_credentials(), self.authorizer
+            ).table()
+            table.update(scram_apis)
+            local_apis.extend(scram_apis)
         self.dispatcher = self._dispatcher(table)
         local_versions = {key: SUPPORTED_VERSIONS[key] for key in local_apis}
         self.gateway = Gateway(
@@ -130,6 +142,7 @@ class GatewayServer(Node):
                 require_when_unknown=config.gateway_telemetry_require_authentication,
             ),
             answers_acls=self.authorizer is not None,
+            answers_scram=sasl_listeners,
         )
         self.handler = FunctionHandler(self._no_pair)  # every connection has its own
         # Telemetry is answered here only, at its own limits; every other API is (at least

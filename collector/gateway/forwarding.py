@@ -79,6 +79,9 @@ class Route:
     # The ACL APIs: answered here when the gateway has an authorizer (its ACLs are the ones
     # it checks), else forwarded (the cluster's).
     acls: bool = False
+    # The SCRAM credential APIs: answered here when the gateway has SASL listeners of its
+    # own (their credentials are the gateway's), else forwarded (the cluster's users).
+    scram: bool = False
 
 
 _OPAQUE: Final = Route()
@@ -109,6 +112,8 @@ ROUTES: Final[dict[int, Route]] = {
     ApiKeys.DESCRIBE_ACLS: Route(acls=True),
     ApiKeys.CREATE_ACLS: Route(acls=True),
     ApiKeys.DELETE_ACLS: Route(acls=True),
+    ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: Route(scram=True),
+    ApiKeys.ALTER_USER_SCRAM_CREDENTIALS: Route(scram=True),
 }
 
 
@@ -172,7 +177,11 @@ class ClientPair:
         gateway = self._gateway
         api_key = frame.api_key
         route = ROUTES.get(api_key, _OPAQUE)
-        local = route.local or (route.acls and gateway.answers_acls)
+        local = (
+            route.local
+            or (route.acls and gateway.answers_acls)
+            or (route.scram and gateway.answers_scram)
+        )
         if not self.authenticated and gateway.authentication.refuses(
             api_key, local or route.admin_split
         ):

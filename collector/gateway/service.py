@@ -77,12 +77,15 @@ class Gateway:
         clock_ms: Callable[[], int],
         authentication: AuthenticationPolicy,
         answers_acls: bool = False,
+        answers_scram: bool = False,
     ) -> None:
         self.dispatcher = dispatcher
         # Whether clients must authenticate before they are served (authentication.py).
         self.authentication = authentication
         # The ACL APIs are answered here (the gateway has an authorizer): forwarding.Route.
         self.answers_acls = answers_acls
+        # ... and the SCRAM credential APIs (the gateway has SASL listeners).
+        self.answers_scram = answers_scram
         self.topology = topology
         self.quotas = quotas
         self.admin = admin

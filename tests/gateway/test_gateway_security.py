@@ -33,6 +33,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import (
@@ -757,7 +758,8 @@ def test_clients_log_in_at_the_gateways_sasl_ssl_listener(
     """In front of a PLAINTEXT cluster: librdkafka (SCRAM-SHA-512, alice) produces through
     the gateway's SASL_SSL ports and both it and the Java client (PLAIN, carol) land their
     telemetry under the principal the gateway authenticated; a raw client that does not
-    log in gets ApiVersions only; a wrong password is refused."""
+    log in gets ApiVersions only; a wrong password is refused; a user added with
+    kafka-configs.sh through the gateway logs in."""
     gateway = sasl_ssl_gateway
     tls = {
         "bootstrap.servers": gateway.bootstrap,
@@ -868,6 +870,50 @@ def test_clients_log_in_at_the_gateways_sasl_ssl_listener(
         and "invalid credentials with SASL mechanism SCRAM-SHA-512" in e.str()
         for e in errors
     ), errors
+
+    # Its users are the gateway's: kafka-configs.sh --entity-type users through the gateway
+    # (kafka-tools 4.4.0's ConfigCommand, logged in as alice) adds one, who then logs in.
+    alice = tmp_path / "alice-ssl.properties"
+    alice.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+        f'required username="alice" password="{SASL_USERS["alice"]}";\n'
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki / 'ca.pem'}\n"
+    )
+    added = kafka_tool(
+        CONFIG_COMMAND,
+        *("--bootstrap-server", gateway.bootstrap, "--command-config", str(alice)),
+        *("--alter", "--entity-type", "users", "--entity-name", "fast"),
+        *("--add-config", f"SCRAM-SHA-512=[password={SASL_USERS['fast']}]"),
+        work=tmp_path,
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    fast = Producer(
+        {
+            **tls,
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "fast",
+            "sasl.password": SASL_USERS["fast"],
+        }
+    )
+    try:
+
+        def logged_in() -> Any:
+            try:
+                return fast.list_topics(timeout=5)
+            except KafkaException:
+                return None  # the gateway has not read the new credential yet
+
+        metadata = wait_for(
+            logged_in,
+            timeout_s=30,
+            what="the user added through the gateway to log in",
+        )
+        assert topic in metadata.topics
+    finally:
+        fast.flush(1)
 
 
 def test_a_sasl_listener_in_front_of_a_cluster_that_requires_sasl_is_refused_at_start(
