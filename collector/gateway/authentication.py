@@ -11,18 +11,24 @@ push telemetry and rewrite every client's subscription without credentials.
 
 So, per client connection, before its SASL exchange has been accepted by the cluster:
 
-| the cluster (``UpstreamAuthentication``)     | ApiVersions, SASL | any other request          |
-|----------------------------------------------|-------------------|----------------------------|
-| REQUIRED: ``gateway.upstream.security.       | forwarded         | connection closed, nothing |
-| protocol`` is SASL_*, or learned             |                   | written (as Kafka)         |
-| NOT_REQUIRED: learned (it answered a request | forwarded         | served (forwarded or       |
-| of a connection that never authenticated)    |                   | answered here)             |
-| UNKNOWN: not told, not learned yet           | forwarded         | forwarded (the cluster     |
-|                                              |                   | decides); answered here    |
-|                                              |                   | only when ``gateway.       |
-|                                              |                   | telemetry.require.         |
-|                                              |                   | authentication`` is false, |
-|                                              |                   | else the connection closes |
+| the cluster (``UpstreamAuthentication``)     | ApiVersions, SASL | what the gateway answers  | the rest         |
+|----------------------------------------------|-------------------|---------------------------|------------------|
+| REQUIRED: ``gateway.upstream.security.       | forwarded         | connection closed,        | forwarded: the   |
+| protocol`` is SASL_*, or learned             |                   | nothing written (Kafka's  | cluster closes   |
+|                                              |                   | SASL listener does so)    | it (and so the   |
+|                                              |                   |                           | gateway)         |
+| NOT_REQUIRED: learned (it answered a request | forwarded         | answered                  | forwarded        |
+| of a connection that never authenticated)    |                   |                           |                  |
+| UNKNOWN: not told, not learned yet           | forwarded         | closed while ``gateway.   | forwarded        |
+|                                              |                   | telemetry.require.authen- |                  |
+|                                              |                   | tication`` (default), else|                  |
+|                                              |                   | answered                  |                  |
+
+Forwarded requests are left to the cluster, which closes the connection of a client that
+has not authenticated exactly as the gateway would (and the gateway then closes the
+client's): so a mechanism whose exchange the gateway does not read (GSSAPI, OAUTHBEARER)
+still works, and its connection counts as authenticated once the cluster has answered it a
+request other than ApiVersions and SASL.
 
 What teaches the gateway (protocol PLAINTEXT or SSL configured):
 
@@ -31,7 +37,8 @@ What teaches the gateway (protocol PLAINTEXT or SSL configured):
 * a SaslHandshake a client sends through it answered without an error: only a SASL listener
   does (Kafka's ``KafkaApis`` answers it ILLEGAL_SASL_STATE on any other) -> REQUIRED;
 * a forwarded request other than ApiVersions and SASL answered on a connection that never
-  authenticated -> NOT_REQUIRED (unless already REQUIRED: a SASL listener never does).
+  began a SASL exchange -> NOT_REQUIRED (unless already REQUIRED: a SASL listener never
+  does).
 
 A connection whose SASL exchange the cluster accepted (PLAIN's one SaslAuthenticate,
 SCRAM's second, which carries the proof: ``sasl.SaslCapture``) is authenticated; its
@@ -114,11 +121,11 @@ class AuthenticationPolicy:
     def refuses(self, api_key: int, local: bool) -> bool:
         """Whether a request from a connection that has not authenticated closes it:
         ``local`` when the gateway would answer it (at least partly) itself."""
-        if api_key in BEFORE_AUTHENTICATION:
-            return False
+        if not local or api_key in BEFORE_AUTHENTICATION:
+            return False  # forwarded: the cluster decides
         state = self._state
         if state is UpstreamAuthentication.REQUIRED:
             return True
         if state is UpstreamAuthentication.NOT_REQUIRED:
             return False
-        return local and self.require_when_unknown
+        return self.require_when_unknown

@@ -155,6 +155,8 @@ class ClientPair:
         # SASL passthrough: who the client says it is, the session's principal once the
         # broker accepts the exchange.
         self._sasl = SaslCapture()
+        # After a SASL exchange, the cluster answered a request other than ApiVersions/SASL.
+        self._admitted_upstream = False
         # The client's listener is one of the gateway's SASL listeners: its authenticator
         # lets nothing but ApiVersions reach this pair before the client logged in there.
         self.listener_authenticates = False
@@ -162,8 +164,14 @@ class ClientPair:
     @property
     def authenticated(self) -> bool:
         """The client's SASL exchange was accepted: by the gateway's own SASL listener, or
-        by the cluster (passed through)."""
-        return self.listener_authenticates or self._sasl.authenticated is not None
+        by the cluster (passed through: a PLAIN or SCRAM exchange the cluster accepted in
+        full, or any mechanism's exchange after which the cluster answered a request other
+        than ApiVersions and SASL, which a SASL listener never does before it)."""
+        return (
+            self.listener_authenticates
+            or self._sasl.authenticated is not None
+            or self._admitted_upstream
+        )
 
     # -- the client connection's handler interface ---------------------------------------
     def opened(self, channel: Any, session: Any) -> None:
@@ -318,15 +326,17 @@ class ClientPair:
         if not self._upstream_answered:
             self._upstream_answered = True
             self._gateway.upstream_answered(self)
-        if (
-            entry.frame.api_key not in BEFORE_AUTHENTICATION
-            and self._sasl.authenticated is None
-        ):
-            # Answered though this connection never logged in to the cluster.
-            self._gateway.authentication.learned_not_required(
-                f"{_api_name(entry.frame.api_key)} answered to a client that did not "
-                "authenticate"
-            )
+        if entry.frame.api_key not in BEFORE_AUTHENTICATION:
+            if self._sasl.mechanism is not None:
+                # After its SASL exchange (GSSAPI, OAUTHBEARER: mechanisms whose end the
+                # gateway does not read): the cluster let this connection in.
+                self._admitted_upstream = True
+            elif not self.listener_authenticates:
+                # Answered though this connection never began a SASL exchange.
+                self._gateway.authentication.learned_not_required(
+                    f"{_api_name(entry.frame.api_key)} answered to a client that did "
+                    "not authenticate"
+                )
         try:
             response = self._gateway.response(entry, payload, self)
         except Exception as exc:

@@ -57,10 +57,14 @@ from proto.messages import (
     GetTelemetrySubscriptionsRequest,
     ProduceRequest,
     PushTelemetryRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
     fetch_response,
 )
 from proto.messages import api_versions_response as av
 from proto.messages import produce_request as pr
+from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
+from proto.messages.sasl_handshake_response import SaslHandshakeResponse
 from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -828,4 +832,84 @@ async def test_the_fetch_quota_meters_the_response_not_the_request(
     # 20 KB over 1000 B/s in an 11-second sample window: seconds of throttle, no records.
     assert throttled.throttle_time_ms > 1000
     assert throttled.responses == ()
+    await client.close()
+
+
+# ---- a mechanism whose end the gateway does not read -----------------------------------
+
+
+async def oauthbearer_exchange(
+    client: Client, connection: ScriptedConnection, first: int
+) -> None:
+    """SaslHandshake (OAUTHBEARER) and one SaslAuthenticate, each accepted upstream."""
+    await client.send(
+        encode_request(
+            ApiKeys.SASL_HANDSHAKE,
+            1,
+            first,
+            CLIENT_ID,
+            SaslHandshakeRequest(mechanism="OAUTHBEARER"),
+        )
+    )
+    (handshake,) = (await connection.wait_requests(1))[-1:]
+    connection.send(
+        encode_response(
+            ApiKeys.SASL_HANDSHAKE,
+            1,
+            first,
+            SaslHandshakeResponse(mechanisms=("OAUTHBEARER",)),
+        )
+    )
+    assert correlation_id_of(await client.response()) == first
+    await client.send(
+        encode_request(
+            ApiKeys.SASL_AUTHENTICATE,
+            2,
+            first + 1,
+            CLIENT_ID,
+            SaslAuthenticateRequest(auth_bytes=b"n,,\x01auth=Bearer opaque\x01\x01"),
+        )
+    )
+    await connection.wait_requests(2)
+    connection.send(
+        encode_response(
+            ApiKeys.SASL_AUTHENTICATE, 2, first + 1, SaslAuthenticateResponse()
+        )
+    )
+    assert correlation_id_of(await client.response()) == first + 1
+
+
+async def test_a_mechanism_the_gateway_does_not_read_counts_once_the_cluster_answers(
+    start_gateway: Start, upstream: ScriptedUpstream
+) -> None:
+    """In front of a cluster that requires SASL, an OAUTHBEARER (or GSSAPI) exchange passes
+    through, but the gateway cannot tell when it succeeded: what the gateway answers itself
+    is refused until the cluster has answered the connection a request other than
+    ApiVersions and SASL (which a SASL listener does only after a successful exchange)."""
+    server = await start_gateway(
+        await upstream.start(),
+        **{"gateway.upstream.security.protocol": "SASL_PLAINTEXT"},
+    )
+    telemetry = encode_request(
+        ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS,
+        0,
+        9,
+        CLIENT_ID,
+        GetTelemetrySubscriptionsRequest(),
+    )
+    # Straight after the exchange: refused, the connection closed unanswered.
+    early = await Client.connect(server.port())
+    await oauthbearer_exchange(early, await upstream.connection(0), 1)
+    await early.send(telemetry)
+    assert await early.closed_by_gateway()
+    # Once the cluster answered a forwarded request on the connection: served.
+    client = await Client.connect(server.port())
+    connection = await upstream.connection(1)
+    await oauthbearer_exchange(client, connection, 1)
+    await client.send(request_frame(LIST_GROUPS, 0, 3))
+    (forwarded,) = (await connection.wait_requests(3))[2:]
+    connection.answer(forwarded, list_groups_answer("g"))
+    assert correlation_id_of(await client.response()) == 3
+    await client.send(telemetry)
+    assert correlation_id_of(await client.response()) == 9
     await client.close()
