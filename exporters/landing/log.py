@@ -347,7 +347,9 @@ class LandingLog:
                 # they fit the active segment (the usual case), else one by one with rolls.
                 contexts = [encode_context(context) for context, _ in staged]
                 batch_bytes = RECORD_HEADER_BYTES * len(staged)
-                for context_json, (_, payload) in zip(contexts, staged, strict=True):
+                # (A plain zip, lengths equal by construction: mypyc compiles it to a
+                # native loop, zip(strict=True) to a generic iterator.)
+                for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
                     size = len(context_json) + len(payload)
                     if size > max_record_bytes:
                         self._check_record_size(context_json, payload)  # raises
@@ -355,9 +357,7 @@ class LandingLog:
                 if self._fits_active_locked(batch_bytes, now_ns):
                     self._add_fitting_to_batch_locked(contexts, staged, now_ns)
                 else:
-                    for context_json, (_, payload) in zip(
-                        contexts, staged, strict=True
-                    ):
+                    for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
                         self._add_to_batch_locked(context_json, payload, now_ns)
                 self._write_batch_locked()
                 if self._fsync_inline:
@@ -682,7 +682,7 @@ class LandingLog:
         buffers = batch.buffers
         count = batch.records
         added_bytes = 0
-        for context_json, (_, payload) in zip(contexts, staged, strict=True):
+        for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
             head = encode_record_head(marker, offset, now_ns, context_json, payload)
             buffers += (head, context_json, payload)
             added_bytes += RECORD_HEADER_BYTES + len(context_json) + len(payload)
