@@ -27,15 +27,15 @@ class ExportResult:
     retriable: bool = False
 
     @classmethod
-    def success(cls) -> "ExportResult":
+    def success(cls) -> ExportResult:
         return _SUCCESS
 
     @classmethod
-    def failure(cls, error: str) -> "ExportResult":
+    def failure(cls, error: str) -> ExportResult:
         return cls(False, error)
 
     @classmethod
-    def unavailable(cls, error: str) -> "ExportResult":
+    def unavailable(cls, error: str) -> ExportResult:
         """The exporter cannot take records now; the client should push again later."""
         return cls(False, error, retriable=True)
 

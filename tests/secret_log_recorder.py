@@ -55,7 +55,7 @@ class _Recording:
     def open(self) -> None:
         handle, name = tempfile.mkstemp(prefix="ktc-captured-logs-", suffix=".txt")
         self.path = Path(name)
-        self._file = open(handle, "w", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+        self._file = open(handle, "w", encoding="utf-8", errors="backslashreplace")
 
     def write(self, text: str) -> None:
         if self._file is not None:

@@ -78,7 +78,7 @@ class AdminSplitter:
         """Reads the upstream's own ApiVersions answer (the body, before capping)."""
         try:
             message, _ = api_versions_response.READERS[version](body, 0)
-        except Exception:  # noqa: BLE001 - capping reports a malformed answer; keep what we knew
+        except Exception:
             return
         if message.error_code != 0:
             return  # an UNSUPPORTED_VERSION fallback: the client asks again
@@ -107,8 +107,12 @@ class AdminSplitter:
             return None
         if all(local):
             return self._handle(frame, session, channel)
-        mine = tuple(r for r, is_local in zip(resources, local) if is_local)
-        theirs = tuple(r for r, is_local in zip(resources, local) if not is_local)
+        mine = tuple(
+            r for r, is_local in zip(resources, local, strict=True) if is_local
+        )
+        theirs = tuple(
+            r for r, is_local in zip(resources, local, strict=True) if not is_local
+        )
         local_response = self._answer(
             frame, dataclasses.replace(request, resources=mine), session, channel
         )

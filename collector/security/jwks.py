@@ -121,7 +121,7 @@ class JwksSource:
                 # The scheme is http or https (checked when the source was made).
                 with urllib.request.urlopen(
                     request, timeout=FETCH_TIMEOUT_S
-                ) as response:  # noqa: S310
+                ) as response:
                     body = response.read(MAX_JWKS_BYTES + 1)
         except OSError as exc:
             raise JwksError(f"{self.url}: cannot read the JWKS: {exc}") from None

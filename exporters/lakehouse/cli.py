@@ -294,7 +294,7 @@ def _text(value: Any, null: str) -> str:
 
 
 def _json_line(columns: Sequence[str], row: Sequence[Any]) -> str:
-    record = dict(zip(columns, (_plain(v) for v in row)))
+    record = dict(zip(columns, (_plain(v) for v in row), strict=True))
     return json.dumps(record, default=_json_default, ensure_ascii=False) + "\n"
 
 
@@ -316,11 +316,13 @@ def write_rows(
             max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)
         ]
         out.write(
-            "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n"
+            "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()
+            + "\n"
         )
         out.write("  ".join("-" * w for w in widths) + "\n")
         out.writelines(
-            "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n"
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            + "\n"
             for r in cells
         )
         out.write(f"({len(cells)} row{'s' if len(cells) != 1 else ''})\n")

@@ -419,11 +419,11 @@ class PointRowsBuilder:
     def _point_table(self, kind: str) -> pa.Table:
         schema = TABLE_BY_POINT_TYPE[kind].data_schema
         names = _SHARED_COLUMNS[kind]
-        by_metric = list(zip(*self._shared[kind])) or [() for _ in names]
+        by_metric = list(zip(*self._shared[kind], strict=True)) or [() for _ in names]
         shared = pa.Table.from_arrays(
             [
                 pa.array(values, type=schema.field(name).type)
-                for name, values in zip(names, by_metric)
+                for name, values in zip(names, by_metric, strict=True)
             ],
             names=list(names),
         ).take(pa.array(self._shared_index[kind], pa.int32()))

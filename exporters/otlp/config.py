@@ -53,7 +53,7 @@ def parse_go_duration(value: object) -> dt.timedelta:
         return value
     if not isinstance(value, str):
         # ValueError, not TypeError: pydantic turns only ValueError into a ValidationError.
-        raise ValueError(  # noqa: TRY004
+        raise ValueError(
             f"duration must be a string with a unit such as '5s' or '300ms', got {value!r}"
         )
     text = value.strip()

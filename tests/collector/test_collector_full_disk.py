@@ -34,7 +34,7 @@ from proto.errors import Errors
 from subscriptions.store import ConfigStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for  # noqa: E402
+from collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

@@ -21,7 +21,7 @@ import atheris
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import fuzz_targets  # noqa: E402
+import fuzz_targets
 
 # Bytes one input may allocate beyond what the process holds before fuzzing (--memory-mb=N):
 # a push decompresses to at most telemetry.max.bytes (1 MiB by default, 64 MiB at most).

@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fuzz_targets
+import pytest
 
 HERE = Path(__file__).resolve().parent
 # Runs per target (seed corpus included), sized so that all six take about 30 s on a

@@ -10,9 +10,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from collector_harness import RunningCollector, wait_for  # noqa: E402
+from collector_harness import RunningCollector, wait_for
 
-from collector.app.gateway_server import GatewayServer  # noqa: E402
+from collector.app.gateway_server import GatewayServer
 
 __all__ = ["RunningGateway", "wait_for"]
 

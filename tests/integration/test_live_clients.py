@@ -202,21 +202,22 @@ def test_live_clients_lists_real_librdkafka_clients_with_their_fields(
 def test_a_closing_client_pushes_terminating_and_leaves_with_its_connection(
     collector: RunningCollector,
 ) -> None:
-    producer = Producer(
-        {"bootstrap.servers": collector.bootstrap, "client.id": "orders-9"}
-    )
-    producer.produce("t", b"x")
+    # The only reference to the producer: clear() destroys it (rd_kafka_destroy).
+    held = [
+        Producer({"bootstrap.servers": collector.bootstrap, "client.id": "orders-9"})
+    ]
+    held[0].produce("t", b"x")
 
     def listed() -> str | None:
-        producer.poll(0)
+        held[0].poll(0)
         found = by_client_id(collector).get("orders-9")
         return (
             found["client_instance_id"] if found and found["pushes_accepted"] else None
         )
 
     instance = wait_for(listed, timeout_s=60, what="an accepted push of orders-9")
-    producer.flush(5)
-    del producer  # rd_kafka_destroy: a terminating push, then the connections close
+    held[0].flush(5)
+    held.clear()  # rd_kafka_destroy: a terminating push, then the connections close
     wait_for(
         lambda: any(r.context.terminating for r in pushes(collector, instance)),
         timeout_s=30,

@@ -67,9 +67,9 @@ def sasl_ssl_settings(pki: Path, **more: str) -> dict[str, str]:  # noqa: F811
 
 def librdkafka(
     collector: RunningCollector,
-    pki: Path,
+    pki: Path,  # noqa: F811 - the pki fixture imported above
     mechanism: str,
-    user: str,  # noqa: F811
+    user: str,
     client_id: str,
 ) -> Producer:
     return Producer(
@@ -100,9 +100,9 @@ def java_or_skip() -> tuple[str, str]:
 @contextmanager
 def java_client(
     collector: RunningCollector,
-    pki: Path,
+    pki: Path,  # noqa: F811 - the pki fixture imported above
     mechanism: str,
-    user: str,  # noqa: F811
+    user: str,
     client_id: str,
     work: Path,
 ) -> Iterator[subprocess.Popen[str]]:

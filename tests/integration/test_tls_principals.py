@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 RULES = "RULE:^CN=nobody,.*$/nobody/, RULE:^CN=([^,]+),OU=([^,]+),.*$/$1@$2/U, DEFAULT"
 
 
-def ssl_settings(pki: Path, **more: str) -> dict[str, str]:
+def ssl_settings(pki: Path, **more: str) -> dict[str, str]:  # noqa: F811
     return {
         "listeners": "SSL://127.0.0.1:0",
         "ssl.keystore.location": str(pki / "server-keystore.pem"),
@@ -35,7 +35,7 @@ def ssl_settings(pki: Path, **more: str) -> dict[str, str]:
     }
 
 
-def producer(bootstrap: str, pki: Path, client_id: str) -> Producer:
+def producer(bootstrap: str, pki: Path, client_id: str) -> Producer:  # noqa: F811
     return Producer(
         {
             "bootstrap.servers": bootstrap,

@@ -38,13 +38,14 @@ for extra in (TESTS / "gateway", TESTS / "integration"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
+
 from exporters.context import TelemetryContext  # noqa: E402
-from exporters.landing import LandingRecord  # noqa: E402
-from exporters.lakehouse.insights import (
+from exporters.lakehouse.insights import (  # noqa: E402
     CONSUMER_HEALTH_COLUMNS,
     PRODUCER_HEALTH_COLUMNS,
-)  # noqa: E402
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
+)
+from exporters.landing import LandingRecord  # noqa: E402
 
 CAPTURED = HERE / "data" / "insight_pushes.jsonl.gz"
 RDKAFKA_PRODUCER = "insight-rdkafka-producer"

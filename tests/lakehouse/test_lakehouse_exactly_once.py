@@ -115,7 +115,7 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(
         write_landing(node, pushes)
     # The clean run gets its own copy: consumer positions live in the landing directory.
     clean_nodes = [tmp_path / "clean" / node.name for node in nodes]
-    for node, copy in zip(nodes, clean_nodes):
+    for node, copy in zip(nodes, clean_nodes, strict=True):
         shutil.copytree(node, copy)
     config = LakehouseConfig.for_data_dir(data_dir)
 

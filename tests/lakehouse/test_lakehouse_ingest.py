@@ -74,7 +74,7 @@ def test_every_point_type_round_trips_through_spark_tables(
         offsets = write_landing(
             dirs[node], [(ctx, md.SerializeToString()) for ctx, md in mine]
         )
-        for offset, (_, md) in zip(offsets, mine):
+        for offset, (_, md) in zip(offsets, mine, strict=True):
             expected[(f"node-{node}", offset)] = md
     # Small batches: several batches, both directories, partitions by receive hour.
     with job_for(config, spark, dirs, max_records_per_source=4) as job:

@@ -34,8 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue  # noqa: E402
-from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     Gauge,
     Metric,
     MetricsData,
@@ -44,10 +44,10 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
     ScopeMetrics,
 )
 
-from proto import ApiKeys, ClientConnection, compress  # noqa: E402
-from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
-from proto.request_limits import push_telemetry_request_max_bytes  # noqa: E402
-from subscriptions.store import ConfigStore  # noqa: E402
+from proto import ApiKeys, ClientConnection, compress
+from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from proto.request_limits import push_telemetry_request_max_bytes
+from subscriptions.store import ConfigStore
 
 MIB = 1024 * 1024
 ZERO = uuid.UUID(int=0)

@@ -11,19 +11,27 @@ from proto import RequestFrame, ServerConnection, encode_request
 from proto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 
-def frame(api_key: int, version: int, message: object, correlation_id: int = 1) -> RequestFrame:
+def frame(
+    api_key: int, version: int, message: object, correlation_id: int = 1
+) -> RequestFrame:
     codec = ServerConnection()
-    codec.receive_data(encode_request(api_key, version, correlation_id, "test-client", message))
+    codec.receive_data(
+        encode_request(api_key, version, correlation_id, "test-client", message)
+    )
     parsed = codec.next_request()
     assert parsed is not None
     return parsed
 
 
-def handshake(mechanism: str, correlation_id: int = 1, version: int = 1) -> RequestFrame:
+def handshake(
+    mechanism: str, correlation_id: int = 1, version: int = 1
+) -> RequestFrame:
     return frame(17, version, SaslHandshakeRequest(mechanism=mechanism), correlation_id)
 
 
-def authenticate(token: bytes, correlation_id: int = 2, version: int = 2) -> RequestFrame:
+def authenticate(
+    token: bytes, correlation_id: int = 2, version: int = 2
+) -> RequestFrame:
     return frame(36, version, SaslAuthenticateRequest(auth_bytes=token), correlation_id)
 
 
@@ -34,7 +42,9 @@ def plain_token(user: str, password: str, authzid: str = "") -> bytes:
 class ScramClient:
     """RFC 5802 client: first(), then final(server_first), then verify(server_final)."""
 
-    def __init__(self, hash_name: str, user: str, password: str, nonce: str = "cnonce123") -> None:
+    def __init__(
+        self, hash_name: str, user: str, password: str, nonce: str = "cnonce123"
+    ) -> None:
         self.hash_name = hash_name
         self.user = user
         self.password = password
@@ -64,7 +74,9 @@ class ScramClient:
         )
         nonce = attrs["r"] if nonce is None else nonce
         without_proof = f"c={channel_binding},r={nonce}"
-        self._auth_message = f"{self.bare},{server_first.decode()},{without_proof}".encode()
+        self._auth_message = (
+            f"{self.bare},{server_first.decode()},{without_proof}".encode()
+        )
         client_key = hmac.digest(self._salted, b"Client Key", self.hash_name)
         stored_key = hashlib.new(self.hash_name, client_key).digest()
         signature = hmac.digest(stored_key, self._auth_message, self.hash_name)

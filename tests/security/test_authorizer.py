@@ -247,7 +247,10 @@ CASES = [
             HOSTS,
             user,
             host,
-            [(*action, allowed) for action, allowed in zip(HOST_ACTIONS, results)],
+            [
+                (*action, allowed)
+                for action, allowed in zip(HOST_ACTIONS, results, strict=True)
+            ],
         )
         for user, host, results in [
             ("alice", LOCALHOST, (True, False, True)),

@@ -19,9 +19,9 @@ from sasl_client import authenticate, handshake
 from waiting import eventually
 
 from clock.testing import FakeClock
+from collector.app.config import ConfigError, load_config
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
-from collector.app.config import ConfigError, load_config
 from collector.security.jwks import (
     MAX_KEYS,
     JwksError,

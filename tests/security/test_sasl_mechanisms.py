@@ -26,7 +26,9 @@ def store(**passwords: str) -> CredentialStore:
     users = {}
     for user, password in passwords.items():
         users[user] = {
-            m: scram_credential_from_password(m, password, f"salt-{user}".encode(), 4096)
+            m: scram_credential_from_password(
+                m, password, f"salt-{user}".encode(), 4096
+            )
             for m in (SHA256, SHA512)
         }
     return CredentialStore(users)
@@ -39,7 +41,13 @@ RFC7677_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
 
 def test_rfc7677_scram_sha_256_exchange() -> None:
     credentials = CredentialStore(
-        {"user": {SHA256: scram_credential_from_password(SHA256, "pencil", RFC7677_SALT, 4096)}}
+        {
+            "user": {
+                SHA256: scram_credential_from_password(
+                    SHA256, "pencil", RFC7677_SALT, 4096
+                )
+            }
+        }
     )
     server = ScramServer(SHA256, credentials, nonce=RFC7677_SERVER_NONCE)
     server_first = server.evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
@@ -103,9 +111,13 @@ def test_scram_authzid_must_be_the_user_and_tokenauth_is_refused() -> None:
     server = ScramServer(SHA256, store(alice="s3cret"))
     assert server.evaluate(b"n,a=alice,n=alice,r=abc").startswith(b"r=abc")
     with pytest.raises(SaslFailure, match="Token Authentication failed"):
-        ScramServer(SHA256, store(alice="s3cret")).evaluate(b"n,,n=alice,r=abc,tokenauth=true")
+        ScramServer(SHA256, store(alice="s3cret")).evaluate(
+            b"n,,n=alice,r=abc,tokenauth=true"
+        )
     # Other extensions are ignored, as Kafka ignores them.
-    assert ScramServer(SHA256, store(alice="s3cret")).evaluate(b"n,,n=alice,r=abc,foo=bar")
+    assert ScramServer(SHA256, store(alice="s3cret")).evaluate(
+        b"n,,n=alice,r=abc,foo=bar"
+    )
 
 
 def test_scram_escaped_names_and_iterations_floor() -> None:
@@ -117,7 +129,9 @@ def test_scram_escaped_names_and_iterations_floor() -> None:
     weak = CredentialStore(
         {"w": {SHA256: scram_credential_from_password(SHA256, "pw", b"s", 4095)}}
     )
-    with pytest.raises(SaslFailure, match="Iterations 4095 is less than the minimum 4096"):
+    with pytest.raises(
+        SaslFailure, match="Iterations 4095 is less than the minimum 4096"
+    ):
         ScramServer(SHA256, weak).evaluate(b"n,,n=w,r=abc")
 
 
@@ -130,7 +144,9 @@ def test_scram_final_message_checks() -> None:
         server.evaluate(b"c=biws,r=" + nonce.encode() + b"x,p=AAAA")
     server = ScramServer(SHA256, store(alice="s3cret"))
     server_first = server.evaluate(client.first())
-    final = client.final(server_first).replace(b"c=biws", b"c=eSws")  # "y,," channel binding
+    final = client.final(server_first).replace(
+        b"c=biws", b"c=eSws"
+    )  # "y,," channel binding
     with pytest.raises(SaslFailure, match="channel binding"):
         server.evaluate(final)
     # A finished or failed exchange takes no more tokens.
@@ -217,7 +233,12 @@ def test_plain_accepts_the_right_password_only() -> None:
     server = PlainServer(credentials)
     assert server.evaluate(plain_token("alice", "s3cret")) == b""
     assert server.complete and server.authorization_id == "alice"
-    assert PlainServer(credentials).evaluate(plain_token("alice", "s3cret", authzid="alice")) == b""
+    assert (
+        PlainServer(credentials).evaluate(
+            plain_token("alice", "s3cret", authzid="alice")
+        )
+        == b""
+    )
     for token, message in [
         (
             plain_token("alice", "wrong"),

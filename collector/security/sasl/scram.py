@@ -163,7 +163,9 @@ class ScramServer:
         self._credential = credential
         self._gs2_header = match["gs2"]
         self._client_first_bare = match["bare"]
-        nonce = match["nonce"] + (self._nonce if self._nonce is not None else server_nonce())
+        nonce = match["nonce"] + (
+            self._nonce if self._nonce is not None else server_nonce()
+        )
         salt = base64.b64encode(credential.salt).decode("ascii")
         self._combined_nonce = nonce
         self._server_first = f"r={nonce},s={salt},i={credential.iterations}"
@@ -185,7 +187,9 @@ class ScramServer:
             channel = base64.b64decode(match["channel"], validate=True)
             proof = base64.b64decode(match["proof"], validate=True)
         except (binascii.Error, ValueError):
-            raise SaslFailure("Authentication failed: Invalid client final message") from None
+            raise SaslFailure(
+                "Authentication failed: Invalid client final message"
+            ) from None
         if channel != self._gs2_header.encode("ascii"):
             raise SaslFailure("Invalid channel binding in the final client message.")
         hash_name = self._scram.hash_name
