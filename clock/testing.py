@@ -79,8 +79,12 @@ class FakeClock:
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
 
+        def resolve() -> None:
+            if not woken.done():
+                woken.set_result(None)
+
         def wake() -> None:
-            loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+            loop.call_soon_threadsafe(resolve)
 
         timer = self.call_later(delay_ms, wake)
         try:

@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     # an argument parse, several times per push).
     from clock import Clock
     from collector.core.channel import Channel
-    from collector.pipeline.metrics import RequestMetrics
     from collector.pipeline.quotas import QuotaEnforcer
+    from collector.pipeline.request_metrics import RequestMetrics
 
 __all__ = ["Api", "Dispatcher", "push_response_v0"]
 

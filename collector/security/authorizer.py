@@ -156,6 +156,7 @@ class StandardAuthorizer:
         principal = session.principal
         if principal in self.super_users:
             return "SuperUser", True
+        principals: tuple[tuple[str, str], ...]
         try:
             principals = (parse_principal(principal), _WILDCARD_PRINCIPAL)
         except AclError:

@@ -36,7 +36,9 @@ class ScramConfig:
 
 
 def _split_outside_brackets(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char == "[":
             depth += 1

@@ -306,6 +306,7 @@ def _figure_svg(result: ChartResult) -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=False)
+    from matplotlib.axis import Axis
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -323,7 +324,7 @@ def _figure_svg(result: ChartResult) -> str:
         axes.bar(times, values, width=width, align="edge", color="#2a6fb0")
         axes.set_ylabel(spec.value)
         axes.set_xlabel(f"UTC, {bucket_text(result.bucket_seconds)} buckets")
-        value_axis = axes.yaxis
+        value_axis: Axis = axes.yaxis
         figure.autofmt_xdate()
     else:
         height = 1.2 + 0.35 * len(rows)

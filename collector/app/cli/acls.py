@@ -10,7 +10,7 @@ the CLUSTER.  A running collector picks changes up at once (the file is watched)
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
@@ -62,7 +62,7 @@ def _pattern_type(name: str) -> PatternType:
         ) from None
 
 
-def _entry_options(command: click.Command) -> click.Command:
+def _entry_options(command: Callable[..., None]) -> Callable[..., None]:
     options = [
         click.option(
             "--allow-principal",

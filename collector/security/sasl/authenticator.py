@@ -41,6 +41,7 @@ import dataclasses
 import enum
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from collector.core.session import Session
 from collector.security.credentials import CredentialStore
@@ -348,7 +349,7 @@ class SaslAuthenticator:
         return "re-authentication" if self._reauthenticating else "authentication"
 
     # ------------------------------------------------------------------ codec
-    def _decode(self, frame: RequestFrame) -> object:
+    def _decode(self, frame: RequestFrame) -> Any:
         try:
             return decode_request(frame)
         except KafkaError as exc:
