@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 COMPILED := $(patsubst /%,%,$(shell sed -n '/^include = \[/,/^\]/p' pyproject.toml | grep -o '/[a-z_/]*\.py'))
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(COMPILED) | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench setup clean fuzz
+.PHONY: run test lint bench setup clean fuzz
 
 $(STAMP): pyproject.toml $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -53,7 +53,12 @@ chromium:
 run: $(STAMP)
 	$(BIN)/ktc serve
 
-test: $(STAMP) kafka-libs chromium
+# Lint, format and type checks (README.md, "Development"); `make test` runs them first.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint kafka-libs chromium
 	$(BIN)/python -m pytest
 
 bench: $(STAMP) kafka-libs
