@@ -347,6 +347,15 @@ class GatewayServer(Node):
         for (node, reason), count in sorted(stats.upstream_failures.items()):
             failures.add_metric([node, reason], count)
         yield failures
+        refused = CounterMetricFamily(
+            "ktc_gateway_unauthenticated_refused",
+            "Client connections closed for a request the gateway answers itself, sent "
+            "before the client authenticated where that is required, by API.",
+            labels=["api"],
+        )
+        for api, count in sorted(stats.refused_unauthenticated.items()):
+            refused.add_metric([api], count)
+        yield refused
         down = GaugeMetricFamily(
             "ktc_gateway_upstream_down",
             "1 while an upstream node is down: from a failed or lost connection until a "

@@ -195,6 +195,7 @@ class ClientPair:
         ):
             # As a SASL listener closes it (SaslServerAuthenticator: "Unexpected Kafka
             # request of type ... during SASL handshake"): nothing written.
+            gateway.stats.refused_unauthenticated[_api_name(api_key)] += 1
             raise CloseConnection(
                 f"unexpected {_api_name(api_key)} request before SASL authentication"
             )

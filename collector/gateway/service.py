@@ -11,6 +11,7 @@ how to open an upstream connection and how to bind a node's listener.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import struct
 import time
@@ -54,6 +55,8 @@ class GatewayStats:
         # Upstream failures by (node, reason) and the nodes down now, logged once per
         # outage (outages.py).
         self.health = UpstreamHealth()
+        # Connections closed for a request before authentication, by API name.
+        self.refused_unauthenticated: collections.Counter[str] = collections.Counter()
 
     @property
     def upstream_failures(self) -> dict[tuple[str, str], int]:

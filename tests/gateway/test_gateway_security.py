@@ -327,18 +327,37 @@ def test_a_client_that_stops_half_way_through_scram_is_refused(
         alter_subscription("half-way-subscription"),
     )
     assert [a is not None for a in answers] == [True, True, True, False]
+    store = ConfigStore(gateway.config.data_dir)
+    assert "half-way-subscription" not in store.list_names()
 
 
-def test_nothing_the_unauthenticated_clients_sent_is_stored_or_landed(
+def refusals(gateway: RunningGateway) -> dict[str, float]:
+    """ktc_gateway_unauthenticated_refused_total by API, as /metrics reads."""
+    prefix = 'ktc_gateway_unauthenticated_refused_total{api="'
+    counts = {}
+    for line in gateway.metrics_text().splitlines():
+        if line.startswith(prefix):
+            api, _, value = line[len(prefix) :].partition('"} ')
+            counts[api] = float(value)
+    return counts
+
+
+def test_nothing_an_unauthenticated_client_sends_is_stored_or_landed(
     gateway: RunningGateway,
 ) -> None:
-    # After the refusals above (module order): no subscription they named, no push of theirs.
-    names = ConfigStore(gateway.config.data_dir).list_names()
-    assert "anonymous-subscription" not in names
-    assert "half-way-subscription" not in names
+    before = refusals(gateway)
+    for name, frame in UNAUTHENTICATED_REQUESTS.items():
+        assert send_unauthenticated(gateway.port, api_versions(1), frame)[1:] == [
+            None
+        ], name
+    store = ConfigStore(gateway.config.data_dir)
+    assert "anonymous-subscription" not in store.list_names()
+    assert not store.describe_quotas()
     assert not [r for r in gateway.landed() if r.context.client_id == ANONYMOUS_CLIENT]
-    quotas = ConfigStore(gateway.config.data_dir).describe_quotas()
-    assert not quotas
+    # Each refusal counted, by API.
+    after = refusals(gateway)
+    for api in ("GET_TELEMETRY_SUBSCRIPTIONS", "PUSH_TELEMETRY", "CREATE_ACLS"):
+        assert after[api] == before.get(api, 0) + 1, after
 
 
 # ---- clients that log in ---------------------------------------------------------------
