@@ -3,7 +3,8 @@
 Readers take ``(buf, pos)`` and return ``(value, new_pos)``; ``buf`` is anything that supports
 the buffer protocol and slicing (``bytes`` or a ``memoryview`` of a frame). Writers append to a
 ``bytearray``. Encodings follow ``org.apache.kafka.common.protocol.types.Type`` and
-``ByteUtils`` (Kafka's ``clients`` module); see kip714.md section 1.2 for the table.
+``ByteUtils`` (Kafka's ``clients`` module) and the protocol guide
+(https://kafka.apache.org/protocol#protocol_types).
 
 Bounds: every length read from the wire is checked against the bytes that remain *before*
 anything is sliced or allocated, so a 4-byte prefix claiming 2 GiB costs nothing. Fixed-size

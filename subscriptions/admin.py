@@ -1,4 +1,4 @@
-"""Admin operations mirroring Apache Kafka's ``kafka-client-metrics.sh`` (kip714 §5.1).
+"""Admin operations mirroring Apache Kafka's ``kafka-client-metrics.sh``.
 
 Follows ``tools/.../ClientMetricsCommand.java``: ``--alter`` sends SET for each option
 given and DELETE for an option given as the empty string (``--interval ""`` resets the

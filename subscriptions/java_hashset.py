@@ -1,6 +1,7 @@
 """Iteration order of ``java.util.HashSet<String>`` (a ``java.util.HashMap``), as in JDK 17.
 
-Kafka hashes ``HashSet.toString()`` into the subscription id (kip714 §3.5), so the order
+Kafka hashes ``HashSet.toString()`` into the subscription id
+(``ClientMetricsManager.computeSubscriptionId``), so the order
 in which a HashSet yields its elements is part of the wire contract. This module models
 exactly the parts of ``java/util/HashMap.java`` (OpenJDK 17) that decide that order:
 

@@ -2,7 +2,7 @@
 
 Follows ``server/.../metrics/ClientMetricsConfigs.java`` (Apache Kafka 4.2) plus the
 ``ConfigDef`` parsing it relies on. A subscription is a named CLIENT_METRICS config
-resource with three keys (kip714 §3.2):
+resource with three keys (KIP-714; Kafka's ``ClientMetricsConfigs``):
 
 | key           | type | default  | invalid value                                  |
 |---------------|------|----------|------------------------------------------------|

@@ -5,7 +5,7 @@ Follows ``ClientMetricsManager.computeSubscriptionId`` (server module)::
     bytes = UTF8(metrics.toString() + Integer.toString(pushIntervalMs))
     id    = (int) Crc32C.compute(bytes) ^ clientInstanceId.hashCode()
 
-Worked example (kip714 §3.5): metrics ``[org.apache.kafka.producer.]``, interval 5000,
+Worked example (``ClientMetricsManager.computeSubscriptionId``): metrics ``[org.apache.kafka.producer.]``, interval 5000,
 instance ``VQQTF4UpT8qqtooenFFlgA``: CRC32C of ``"[org.apache.kafka.producer.]5000"`` is
 0x520CB48A = 1376564362; Uuid.hashCode is -422923453 (0xE6CAB343); the XOR is
 0xB4C607C9 = -1262090295.

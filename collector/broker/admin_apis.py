@@ -2,8 +2,9 @@
 (``kafka-client-metrics.sh``, ``kafka-configs.sh``) and any AdminClient manage the
 collector's subscriptions over the wire.
 
-Semantics follow the broker (kip714.md §1.7-§1.8; ``ConfigHelper``,
-``ConfigurationControlManager``, ``KafkaApis.handleListConfigResources``):
+Semantics follow the broker (KIP-714's CLIENT_METRICS config resource, KIP-1142's
+ListConfigResources; ``ConfigHelper``, ``ConfigurationControlManager``,
+``KafkaApis.handleListConfigResources``):
 
 | API                           | CLIENT_METRICS behaviour                                        |
 |-------------------------------|-----------------------------------------------------------------|

@@ -1,8 +1,10 @@
 """Broker addresses in responses: find them, report them, rewrite them by node id.
 
 Every response that tells a client where a broker is must name a gateway listener instead,
-or the client connects around the gateway (the most reported proxy bug, see
-/work/shared/reference/gateway.md). The responses, per Kafka 4.4.0's specs:
+or the client connects around the gateway (the most reported proxy bug: a client that
+reaches a broker's advertised address directly bypasses the gateway's quotas and its
+telemetry). The responses, per Kafka 4.4.0's message specs
+(``clients/src/main/resources/common/message/*Response.json``):
 
 ===================  ===============================================  ========  ===========
 API (key)            where                                            versions  decodable

@@ -16,8 +16,8 @@ SaslAuthenticate request (KIP-152); the first token names the user:
 
 Other mechanisms (GSSAPI, OAUTHBEARER) give no principal. A SaslHandshake v0 client sends its
 tokens as bare size-prefixed frames without a request header (pre-KIP-152); no current
-client does, so the gateway does not parse them (``principal_from_token`` reads such a token
-just as well, should the lead decide to follow that path).
+client does, so the gateway does not parse them (``principal_from_token`` would read such a
+token just as well).
 
 Nothing here returns, keeps or puts in an exception message the password or any other byte
 of a token but the name it returns.

@@ -1,6 +1,8 @@
 """ClientMetricsManager: Kafka's Get gating and Push ladder, with a fake clock.
 
-Every case is (state, request) -> error code, in the order of kip714.md §3.7-§3.8.
+Every case is (state, request) -> error code, in the order of Kafka's
+``ClientMetricsManager.processGetTelemetrySubscriptionRequest`` and
+``processPushTelemetryRequest`` (server/.../metrics/ClientMetricsManager.java).
 The landing log is real; payloads are real OTLP, really compressed.
 """
 
@@ -114,7 +116,8 @@ def test_get_gate_counts_from_the_last_push(manager) -> None:  # type: ignore[no
 
 
 def test_known_subscription_id_vector(landing) -> None:  # type: ignore[no-untyped-def]
-    """kip714.md §3.5: instance VQQTF4UpT8qqtooenFFlgA, producer prefix, 5000 ms."""
+    """ClientMetricsManager.computeSubscriptionId: instance VQQTF4UpT8qqtooenFFlgA,
+    producer prefix, 5000 ms."""
     subs = MemorySubscriptions(subscription("p", "org.apache.kafka.producer.", 5000))
     manager = make_manager(subs, landing)
     instance_id = kafka_uuid_from_str("VQQTF4UpT8qqtooenFFlgA")

@@ -6,8 +6,8 @@
 Seeds come from:
 
 * the golden bytes: Kafka 4.4.0's own serializations under tests/gateway/golden/ (requests,
-  responses, throttle, live answers of a real cluster) and kip714.md's annotated
-  GetTelemetrySubscriptions/PushTelemetry frames (tests/proto/test_connection.py);
+  responses, throttle, live answers of a real cluster) and the annotated
+  GetTelemetrySubscriptions/PushTelemetry frames of tests/proto/test_connection.py;
 * every (api key, version) ``ktc serve`` decodes, with messages Hypothesis draws from the
   same JSON specs as the generated codecs (derandomized: the same files on every run);
 * real pushes: ``--capture`` runs confluent-kafka (librdkafka) against a minimal server on
@@ -60,7 +60,7 @@ from proto.compression import CompressionType, compress  # noqa: E402
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
 
 EXAMPLES_PER_VERSION = 2
-# kip714.md 1.2: GetTelemetrySubscriptions v0 (tests/proto/test_connection.py pins it).
+# GetTelemetrySubscriptions v0 (tests/proto/test_connection.py pins its bytes).
 GET_REQUEST = encode_request(71, 0, 7, "app-1", GetTelemetrySubscriptionsRequest())[4:]
 INSTANCE_ID = uuid.UUID("0b4b5c3a-7d1e-4f2a-9c3b-2e5d6f708192")
 

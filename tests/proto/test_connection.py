@@ -50,12 +50,13 @@ from proto.messages.push_telemetry_response import PushTelemetryResponse
 
 
 def hexbytes(annotated: str) -> bytes:
-    """Hex with '|' separators and '#' comments, as in kip714.md section 1.2."""
+    """Hex with '|' separators between fields and '#' comments."""
     lines = [line.split("#", 1)[0] for line in annotated.splitlines()]
     return bytes.fromhex(" ".join(lines).replace("|", " "))
 
 
-# kip714.md 1.2: GetTelemetrySubscriptionsRequest v0, correlation 7, client "app-1", first call.
+# GetTelemetrySubscriptionsRequest v0, correlation 7, client "app-1", first call (field by field
+# from GetTelemetrySubscriptionsRequest.json and RequestHeader.json).
 GET_REQUEST = hexbytes(
     """
     00 00 00 21                       # size 33
@@ -67,7 +68,7 @@ GET_REQUEST = hexbytes(
     """
 )
 
-# kip714.md 1.2: the answer (response header v1).
+# The answer (GetTelemetrySubscriptionsResponse.json, response header v1).
 GET_RESPONSE = hexbytes(
     """
     00 00 00 4a | 00 00 00 07 | 00    # size 74, correlation 7, header tagged fields

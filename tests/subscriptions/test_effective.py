@@ -1,4 +1,5 @@
-"""Merging matched subscriptions and the SubscriptionId, with kip714 §3.5's vectors."""
+"""Merging matched subscriptions and the SubscriptionId, with worked vectors of Kafka's
+``ClientMetricsManager.computeSubscriptionId``."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_instance_id_vector() -> None:
     assert kafka_uuid_hash_code(OTHER) == -81370433
 
 
-# kip714 §3.5: (subscriptions, RequestedMetrics, interval, id)
+# computeSubscriptionId's worked vectors: (subscriptions, RequestedMetrics, interval, id)
 VECTORS = [
     (
         [_sub("a", metrics="org.apache.kafka.producer.", interval_ms="5000")],
