@@ -407,11 +407,6 @@ class ClientQuotaManager:
             if metric.config.quota is None or metric.config.quota.bound != new_limit:
                 metric.config = self._quota_metric_config(new_limit)
 
-    @property
-    def overridden_quotas(self) -> dict[EntityKey, float]:
-        """Configured limits by entity key (read-only view for tests and describe)."""
-        return dict(self._overridden_quotas)
-
 
 def _tag_pairs(tags: tuple[str, str]) -> tuple[tuple[str, str], ...]:
     return ((USER_TAG, tags[0]), (CLIENT_ID_TAG, tags[1]))
