@@ -294,6 +294,18 @@ class CollectorConfig(BaseModel):
     gateway_upstream_security_protocol: str = Field(
         "PLAINTEXT", alias="gateway.upstream.security.protocol"
     )
+    # The gateway's own login to a cluster that requires SASL, for clients that log in at
+    # the gateway's SASL listeners (every listener must then be SASL): PLAIN, SCRAM-SHA-256
+    # or SCRAM-SHA-512, with this user and password. Unset: clients' SASL passes through.
+    gateway_upstream_sasl_mechanism: str | None = Field(
+        None, alias="gateway.upstream.sasl.mechanism"
+    )
+    gateway_upstream_sasl_username: str | None = Field(
+        None, alias="gateway.upstream.sasl.username", min_length=1
+    )
+    gateway_upstream_sasl_password: str | None = Field(
+        None, alias="gateway.upstream.sasl.password", repr=False
+    )
     # Whether a client must have authenticated before the gateway answers it itself
     # (telemetry, client-metrics, quota and ACL administration) when the gateway cannot tell
     # whether the cluster requires authentication (the protocol above says PLAINTEXT or SSL
@@ -472,6 +484,29 @@ class CollectorConfig(BaseModel):
             )
         return self
 
+    @pydantic.model_validator(mode="after")
+    def _upstream_login_complete(self) -> CollectorConfig:
+        login = (
+            self.gateway_upstream_sasl_mechanism,
+            self.gateway_upstream_sasl_username,
+            self.gateway_upstream_sasl_password,
+        )
+        if any(v is not None for v in login) and not all(v is not None for v in login):
+            raise ValueError(
+                "gateway.upstream.sasl.mechanism, .username and .password: all three or "
+                "none (the gateway's own login to the cluster)"
+            )
+        if (
+            self.gateway_upstream_sasl_mechanism is not None
+            and self.gateway_upstream_security_protocol
+            not in {"SASL_PLAINTEXT", "SASL_SSL"}
+        ):
+            raise ValueError(
+                "gateway.upstream.sasl.mechanism needs gateway.upstream.security.protocol "
+                "SASL_PLAINTEXT or SASL_SSL"
+            )
+        return self
+
     def oauthbearer_enabled(self) -> bool:
         """Whether any listener's mechanisms include OAUTHBEARER."""
         lists = [
@@ -551,6 +586,17 @@ class CollectorConfig(BaseModel):
         if protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
             raise ValueError("must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
         return protocol
+
+    @pydantic.field_validator("gateway_upstream_sasl_mechanism")
+    @classmethod
+    def _upstream_sasl_mechanism(cls, value: str | None) -> str | None:
+        if value is not None and value.upper() not in {
+            "PLAIN",
+            "SCRAM-SHA-256",
+            "SCRAM-SHA-512",
+        }:
+            raise ValueError("must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+        return None if value is None else value.upper()
 
     @pydantic.field_validator("gateway_upstream_ssl_endpoint_identification_algorithm")
     @classmethod

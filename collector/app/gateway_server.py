@@ -18,6 +18,7 @@ listener-level connection quotas and TLS settings cover every port of the gatewa
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Iterator
@@ -46,6 +47,7 @@ from collector.gateway.forwarding import ClientPair
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.service import Gateway
 from collector.gateway.topology import Topology, TopologyError
+from collector.gateway.upstream_login import LoginSink, UpstreamLogin, log_in
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
 from collector.net.upstream import open_upstream
@@ -74,9 +76,16 @@ _LOCAL_APIS = (
 # have to log in to the cluster with credentials of its own, which it does not hold.
 _TWO_LOGINS = (
     "listeners {0} authenticate clients at the gateway (SASL), but the cluster requires "
-    "SASL too ({1}), and the gateway holds no credentials of its own for it. Give the "
-    "gateway PLAINTEXT or SSL listeners (clients' SASL then passes through to the "
-    "cluster), or point it at a cluster listener without SASL (PLAINTEXT, SSL, mTLS)"
+    "SASL too ({1}) and the gateway has no login of its own for it: set "
+    "gateway.upstream.security.protocol SASL_PLAINTEXT or SASL_SSL and "
+    "gateway.upstream.sasl.mechanism, .username, .password; or give the gateway PLAINTEXT "
+    "or SSL listeners (clients' SASL then passes through to the cluster)"
+)
+# The gateway's own upstream login on a connection of a client that did not log in at the
+# gateway: the cluster would take that client for the gateway's user.
+_BORROWED_LOGIN = (
+    "gateway.upstream.sasl.mechanism: the gateway logs in to the cluster for its clients, "
+    "so every listener must authenticate them (SASL_PLAINTEXT or SASL_SSL); {0} does not"
 )
 
 
@@ -97,6 +106,16 @@ class GatewayServer(Node):
         self._pairs: dict[int, ClientPair] = {}  # connection id -> its pair
         self._bootstrap_endpoint: EndPoint | None = None
         self._upstream_ssl: ssl.SSLContext | None = None
+        # The gateway's own login to a SASL cluster (gateway.upstream.sasl.*), if any.
+        self._upstream_login: UpstreamLogin | None = None
+        if config.gateway_upstream_sasl_mechanism is not None:
+            assert config.gateway_upstream_sasl_username is not None
+            assert config.gateway_upstream_sasl_password is not None
+            self._upstream_login = UpstreamLogin(
+                config.gateway_upstream_sasl_mechanism,
+                config.gateway_upstream_sasl_username,
+                config.gateway_upstream_sasl_password,
+            )
 
     # ------------------------------------------------------------------ start steps
     def _build_handler(self) -> None:
@@ -233,6 +252,17 @@ class GatewayServer(Node):
             for endpoint in self.bound.values()
             if endpoint.security_protocol in SASL_PROTOCOLS
         )
+        if self._upstream_login is not None:
+            # Told (the config requires a SASL protocol with a login); no client's SASL
+            # passes through, so every client must log in at the gateway.
+            plain = sorted(
+                endpoint.listener_name
+                for endpoint in self.bound.values()
+                if endpoint.security_protocol not in SASL_PROTOCOLS
+            )
+            if plain:
+                raise StartupError(_BORROWED_LOGIN.format(", ".join(plain)))
+            return
         if sasl_listeners and policy.told:
             raise StartupError(
                 _TWO_LOGINS.format(
@@ -283,14 +313,26 @@ class GatewayServer(Node):
 
     async def _open_upstream(self, host: str, port: int, pair: ClientPair) -> Any:
         config = self.config
-        return await open_upstream(
+        timeout_s = config.gateway_upstream_connect_timeout_ms / 1000.0
+        login = self._upstream_login
+        sink: Any = pair if login is None else LoginSink()
+        upstream = await open_upstream(
             host,
             port,
-            pair,
+            sink,
             max_response_size=config.gateway_upstream_max_response_bytes,
             ssl_context=self._upstream_ssl,
-            connect_timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
+            connect_timeout_s=timeout_s,
         )
+        if login is None:
+            return upstream
+        try:
+            await asyncio.wait_for(log_in(upstream, sink, login), timeout_s)
+        except BaseException:
+            upstream.close()
+            raise
+        upstream.set_sink(pair)
+        return upstream
 
     # ------------------------------------------------------------------ connections
     @staticmethod

@@ -104,6 +104,10 @@ class Upstream(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._sink.upstream_congested(False)
 
+    def set_sink(self, sink: UpstreamSink) -> None:
+        """Hand the connection to another sink (after the gateway's own login on it)."""
+        self._sink = sink
+
     # -- what the client connection does -------------------------------------------------
     def send_frame(self, raw: bytes) -> None:
         """Write one request: its size prefix, then ``raw`` (header and body) as given."""

@@ -136,7 +136,15 @@ def nodes(
     with (
         RunningCollector(serve_dir, **common) as serve,
         RunningGateway(
-            gateway_dir, kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"), **common
+            gateway_dir,
+            kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"),
+            **{
+                **common,
+                # The clients' SASL passes through to the cluster, which has the same
+                # users (a SASL listener would make the gateway authenticate them itself).
+                "listeners": "PLAINTEXT://127.0.0.1:0",
+                "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
+            },
         ) as gateway,
     ):
         yield {"serve": serve, "gateway": gateway}

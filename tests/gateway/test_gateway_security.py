@@ -683,23 +683,30 @@ def test_a_gateway_told_the_cluster_requires_sasl_refuses_before_asking(
             )[1:] == [None]
 
 
-def closed_port() -> int:
+@pytest.fixture
+def silent_upstream() -> Iterator[int]:
+    """A port that accepts TCP connections (the kernel's backlog) and never answers: a
+    cluster the gateway cannot ask."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        sock.listen(16)
+        yield int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize("require", [True, False])
 def test_a_gateway_that_cannot_tell_follows_its_setting(
-    tmp_path: Path, require: bool
+    tmp_path: Path, silent_upstream: int, require: bool
 ) -> None:
-    """An upstream that cannot be asked (nothing listens there): by default telemetry is
-    refused to a client that did not authenticate; with
+    """An upstream that never answers (the gateway's question at start times out): by
+    default telemetry is refused to a client that did not authenticate; with
     ``gateway.telemetry.require.authentication=false`` it is served."""
     with RunningGateway(
         tmp_path / "data",
-        f"127.0.0.1:{closed_port()}",
-        **{"gateway.telemetry.require.authentication": require},
+        f"127.0.0.1:{silent_upstream}",
+        **{
+            "gateway.telemetry.require.authentication": require,
+            "gateway.upstream.connect.timeout.ms": 500,
+        },
     ) as unsure:
         state = unsure.call(lambda: unsure.gateway_server.gateway.authentication.state)  # type: ignore[union-attr]
         assert state.name == "UNKNOWN"
@@ -952,3 +959,84 @@ def test_a_sasl_listener_in_front_of_a_cluster_that_requires_sasl_is_refused_at_
         )
         with pytest.raises(StartupError, match="the cluster requires SASL too"):
             running.__enter__()
+
+
+# ---- the gateway's own SASL listener, in front of a cluster that requires SASL ---------
+
+
+def test_the_gateway_logs_in_to_a_sasl_cluster_for_clients_that_log_in_at_it(
+    sasl_only_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """Clients log in at the gateway's SASL_PLAINTEXT listener (carol, the gateway's user);
+    every upstream connection logs in to the cluster as the gateway's own user (alice,
+    gateway.upstream.sasl.*): carol creates a topic and produces through the gateway, and
+    her telemetry lands under her principal at the gateway. A gateway with such a login
+    and a listener that does not authenticate does not start."""
+    data_dir = tmp_path / "data"
+    ConfigStore(data_dir).alter_subscription(
+        "everything", {"metrics": "org.apache.kafka.", "interval.ms": "500"}, []
+    )
+    DurableCredentialStore(data_dir).write(
+        {
+            "carol": {
+                m: scram_credential_from_password(
+                    m, SASL_USERS["carol"], b"c" * 16, 4096
+                )
+                for m in ScramMechanism
+            }
+        }
+    )
+    login = {
+        "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
+        "gateway.upstream.sasl.mechanism": "SCRAM-SHA-512",
+        "gateway.upstream.sasl.username": "alice",
+        "gateway.upstream.sasl.password": sasl_only_cluster.sasl_users["alice"],
+    }
+    with RunningGateway(
+        data_dir,
+        sasl_only_cluster.bootstrap_servers(),
+        **{
+            "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            **login,
+        },
+    ) as gateway:
+        carol = {
+            "bootstrap.servers": gateway.bootstrap,
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "carol",
+            "sasl.password": SASL_USERS["carol"],
+            "log_level": 3,
+        }
+        topic = f"gw-login-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient(carol)
+        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=60)
+        producer = Producer({**carol, "client.id": "carol-through-login"})
+        try:
+            for index in range(10):
+                producer.produce(topic, key=str(index).encode(), value=b"v")
+            assert producer.flush(60) == 0
+            records = wait_for(
+                lambda: [
+                    r
+                    for r in gateway.landed()
+                    if r.context.client_id == "carol-through-login"
+                ],
+                timeout_s=60,
+                what="a push from carol's producer",
+            )
+        finally:
+            producer.flush(5)
+        assert {r.context.principal for r in records} == {"User:carol"}
+    running = RunningGateway(
+        tmp_path / "data-plain",
+        sasl_only_cluster.bootstrap_servers(),
+        **{
+            "listeners": "PLAINTEXT://127.0.0.1:0,SECURE://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SECURE:SASL_PLAINTEXT",
+            **login,
+        },
+    )
+    with pytest.raises(StartupError, match="every listener must authenticate them"):
+        running.__enter__()
