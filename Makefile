@@ -6,17 +6,45 @@ BIN    := $(VENV)/bin
 # The modules mypyc compiles at install time (pyproject.toml's hooks.mypyc include list):
 # an edit to one of them must reinstall, or the stale extension module would be imported.
 COMPILED := $(patsubst /%,%,$(shell sed -n '/^include = \[/,/^\]/p' pyproject.toml | grep -o '/[a-z_/]*\.py'))
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml $(COMPILED) | cksum | cut -d' ' -f1)
+SOURCES_SUM := $(shell cat pyproject.toml $(COMPILED) | cksum | cut -d' ' -f1)
+PACKAGES := collector proto quota exporters subscriptions clock
+# Three installs into one .venv, each stamped with the sources it came from (an edit to
+# pyproject.toml or to a compiled module redoes it):
+# - RUN_STAMP (`make run`): what running needs, the package with its lakehouse extra (serve,
+#   gateway, ingest, sql, report), interpreted: compiling the push path with mypyc is most of
+#   a first install's time, and runs the same code (about 25 % more CPU per push, README).
+#   A compiled install of the same sources serves as well.
+# - STAMP (`make setup`; test, bench and fuzz): the same, compiled.
+# - TEST_STAMP: the test extra on top (pytest, Playwright, atheris, the Helm SDK, Tansu, ruff,
+#   mypy ...), its requirements only: the package is not built a second time.
+RUN_STAMP  := $(VENV)/.installed-run-$(SOURCES_SUM)
+STAMP      := $(VENV)/.installed-compiled-$(SOURCES_SUM)
+TEST_STAMP := $(VENV)/.installed-test-$(SOURCES_SUM)
 
-.PHONY: run test lint bench setup clean fuzz
+.PHONY: run test lint bench setup setup-test clean fuzz
 
 $(STAMP): pyproject.toml $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install --quiet -e '.[lakehouse,test]'
+	$(BIN)/python -m pip install --quiet -e '.[lakehouse]'
+	rm -f $(VENV)/.installed-* && touch $@ $(RUN_STAMP)
+
+# Extension modules of an older compiled install go: Python would import them in preference
+# to the edited sources.
+$(RUN_STAMP): pyproject.toml $(COMPILED)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	find $(PACKAGES) -name '*.so' -delete; rm -f *__mypyc*.so
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/python -m pip install --quiet -e '.[lakehouse]'
 	rm -f $(VENV)/.installed-* && touch $@
 
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"]))' >$(VENV)/test-requirements.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/test-requirements.txt
+	touch $@
+
 setup: $(STAMP)
+
+setup-test: $(TEST_STAMP)
 
 # The gateway tests' upstream: Apache Kafka 4.4.0's jars (KRaft broker and Java client), fetched
 # once with Maven (tests/gateway/harness/pom.xml) into a cache outside the tree; the tests read
@@ -36,6 +64,32 @@ $(KAFKA_LIBS_STAMP): $(KAFKA_POM)
 	mvn -q -B -f $(KAFKA_POM) dependency:copy-dependencies -DoutputDirectory='$(abspath $(KTC_KAFKA_LIBS)).tmp'; \
 	rm -rf '$(KTC_KAFKA_LIBS)'; mv '$(KTC_KAFKA_LIBS).tmp' '$(KTC_KAFKA_LIBS)'; touch '$@'
 
+# The forwarder's end-to-end tests (tests/exporters/test_otelcol.py) send to a real OpenTelemetry
+# Collector, built once per machine with the OpenTelemetry Collector Builder from the manifest
+# tests/exporters/otelcol/builder-config.yaml (Go modules only) into a cache outside the tree; the
+# tests read KTC_OTELCOL (same default). About 6 minutes on 2 cores. Without go, outside CI, those
+# tests skip instead.
+OTELCOL_VERSION := 0.165.0
+OTELCOL_MANIFEST := tests/exporters/otelcol/builder-config.yaml
+OTELCOL_DIR ?= $(HOME)/.cache/ktc/otelcol-$(OTELCOL_VERSION)
+KTC_OTELCOL ?= $(OTELCOL_DIR)/otelcol-ktc
+export KTC_OTELCOL
+OTELCOL_STAMP := $(OTELCOL_DIR)/.complete-$(shell cksum < $(OTELCOL_MANIFEST) | cut -d' ' -f1)
+
+.PHONY: otelcol
+otelcol: $(OTELCOL_STAMP)
+
+# The stamp names the manifest's checksum: a fresh clone (every file new) does not rebuild.
+$(OTELCOL_STAMP):
+	@if ! command -v go >/dev/null && [ "$$CI" != true ]; then \
+	  echo "otelcol: no go here, the OpenTelemetry Collector tests will skip"; exit 0; fi; \
+	set -e; rm -rf '$(OTELCOL_DIR).tmp'; mkdir -p '$(OTELCOL_DIR).tmp'; \
+	GOBIN='$(OTELCOL_DIR).tmp/bin' go install go.opentelemetry.io/collector/cmd/builder@v$(OTELCOL_VERSION); \
+	cd '$(OTELCOL_DIR).tmp' && ./bin/builder --config='$(abspath $(OTELCOL_MANIFEST))' >builder.log 2>&1 \
+	  || { tail -40 builder.log; exit 1; }; \
+	mv build/otelcol-ktc . && rm -rf build bin; \
+	rm -rf '$(OTELCOL_DIR)'; mv '$(OTELCOL_DIR).tmp' '$(OTELCOL_DIR)'; touch '$@'
+
 # The report's browser test (tests/lakehouse/test_report_browser.py) renders `ktc report` in
 # Debian's chromium, driven by Playwright (never its own browser downloads). Installed with apt
 # when missing; without apt (or root), outside CI, that test skips instead.
@@ -50,18 +104,18 @@ chromium:
 	set -e; apt-get update -qq; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/ktc serve
 
 # Lint, format and type checks (README.md, "Development"); `make test` runs them first.
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint kafka-libs chromium
+test: lint kafka-libs otelcol chromium
 	$(BIN)/python -m pytest
 
-bench: $(STAMP) kafka-libs
+bench: $(TEST_STAMP) kafka-libs
 	$(BIN)/python tests/perf/run_all.py
 
 # Coverage-guided fuzzing (docs/fuzzing.md): each of FUZZ_TARGETS for FUZZ_SECONDS (per
@@ -70,7 +124,7 @@ bench: $(STAMP) kafka-libs
 FUZZ_SECONDS ?= 300
 FUZZ_TARGETS ?= serve_request serve_stream gateway_request gateway_response decompress otlp_metrics
 
-fuzz: $(STAMP)
+fuzz: $(TEST_STAMP)
 	@failed=; for target in $(FUZZ_TARGETS); do \
 	  mkdir -p build/fuzz/$$target; echo "fuzz: $$target for $(FUZZ_SECONDS) s"; \
 	  $(BIN)/python tests/fuzz/fuzz.py $$target build/fuzz/$$target tests/fuzz/corpus/$$target \
@@ -80,4 +134,4 @@ fuzz: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis *__mypyc*.so
-	find collector proto quota exporters subscriptions clock -name '*.so' -delete
+	find $(PACKAGES) -name '*.so' -delete
