@@ -30,11 +30,12 @@ $(STAMP): pyproject.toml $(COMPILED)
 	rm -f $(VENV)/.installed-* && touch $@ $(RUN_STAMP)
 
 # Extension modules of an older compiled install go: Python would import them in preference
-# to the edited sources.
+# to the edited sources. --no-compile: byte code is written when a module is first imported,
+# not for all of pyspark, pyarrow and matplotlib up front (a third of this install's CPU).
 $(RUN_STAMP): pyproject.toml $(COMPILED)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	find $(PACKAGES) -name '*.so' -delete; rm -f *__mypyc*.so
-	HATCH_BUILD_NO_HOOKS=true $(BIN)/python -m pip install --quiet -e '.[lakehouse]'
+	HATCH_BUILD_NO_HOOKS=true $(BIN)/python -m pip install --quiet --no-compile -e '.[lakehouse]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 $(TEST_STAMP): $(STAMP)
