@@ -84,7 +84,8 @@ class ScramClient:
     def respond(self, challenge: bytes) -> bytes | None:
         if self._server_signature is None:
             return self._final(challenge.decode("utf-8", "replace"))
-        return self._verify(challenge.decode("utf-8", "replace"))
+        self._verify(challenge.decode("utf-8", "replace"))
+        return None
 
     def _final(self, server_first: str) -> bytes:
         attributes = dict(
