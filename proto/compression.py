@@ -70,6 +70,9 @@ XERIAL_SNAPPY_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER = struct.Struct(">8sii")
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
 _XERIAL_BLOCK_BYTES = 32 * 1024  # snappy-java's default block size
+# The most a raw snappy block can expand: its best element is a 3-byte copy of 64 bytes
+# (format_description.txt in google/snappy), so n bytes produce at most 64 * n / 3 < 22 * n.
+_SNAPPY_MAX_EXPANSION = 22
 
 # gzip: wbits 16+15 = gzip container with a 32 KiB window (Java's GZIPOutputStream, librdkafka).
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
@@ -193,6 +196,13 @@ def _snappy_raw_block(block: Payload, budget: int, max_bytes: int) -> bytes:
         declared = cramjam.snappy.decompress_raw_len(block)
     except cramjam.DecompressionError as exc:
         raise InvalidRecordError(f"Corrupt snappy payload: {exc}") from exc
+    if declared > len(block) * _SNAPPY_MAX_EXPANSION:
+        # More than any snappy block of this size can hold: the header lies. snappy-java
+        # fails such a block (Kafka 4.4.0 answers INVALID_RECORD), so does this, without
+        # allocating what it declares (a 6-byte block can declare 4 GiB).
+        raise InvalidRecordError(
+            f"Corrupt snappy payload: {len(block)} bytes cannot hold the {declared} declared"
+        )
     if declared > budget:
         raise _too_large(max_bytes)
     try:

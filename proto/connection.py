@@ -79,11 +79,11 @@ __all__ = [
     "response_is_flexible",
 ]
 
-# What this server speaks: api_key -> (min, max) version. ApiVersions and Metadata stop one
-# version short of Kafka trunk (v5 ClusterId/NodeId checks, v13 top-level error code).
+# What this server speaks: api_key -> (min, max) version, Apache Kafka 4.4.0's ranges for these
+# APIs (tests/compat/test_kafka_differential.py compares them with a running 4.4.0 broker).
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKeys.METADATA: (0, 12),
-    ApiKeys.API_VERSIONS: (0, 4),
+    ApiKeys.METADATA: (0, 13),
+    ApiKeys.API_VERSIONS: (0, 5),
     ApiKeys.DESCRIBE_CONFIGS: (1, 4),
     ApiKeys.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKeys.DESCRIBE_CLIENT_QUOTAS: (0, 1),
@@ -554,14 +554,17 @@ def encode_response(
     return bytes(out)
 
 
-def api_versions_unsupported_response(correlation_id: int) -> bytes:
+def api_versions_unsupported_response(
+    correlation_id: int, versions: tuple[int, int] | None = None
+) -> bytes:
     """ApiVersionsResponse v0: UNSUPPORTED_VERSION and only the ApiVersions entry (KIP-511).
 
     Kafka's ``RequestContext`` treats an ApiVersions request of a version it does not know as
     v0 without parsing its body and ``ApiVersionsRequest.getErrorResponse`` lists only its own
-    ApiVersions range, so the client can retry with a version both sides speak.
+    ApiVersions range, so the client can retry with a version both sides speak. ``versions``:
+    that range when it is not this server's (a gateway's own).
     """
-    low, high = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
+    low, high = versions or SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
     message = ApiVersionsResponse(
         error_code=Errors.UNSUPPORTED_VERSION,
         api_keys=(

@@ -1,15 +1,16 @@
 """A client-metrics subscription and Kafka's validation of its configs.
 
-Follows ``server/.../metrics/ClientMetricsConfigs.java`` (Apache Kafka 4.2) plus the
+Follows ``server/.../metrics/ClientMetricsConfigs.java`` (Apache Kafka 4.4.0) plus the
 ``ConfigDef`` parsing it relies on. A subscription is a named CLIENT_METRICS config
 resource with three keys (KIP-714; Kafka's ``ClientMetricsConfigs``):
 
 | key           | type | default  | invalid value                                  |
 |---------------|------|----------|------------------------------------------------|
-| ``metrics``   | LIST | ``[]``   | duplicate or empty item -> INVALID_CONFIG      |
+| ``metrics``   | LIST | ``[]``   | empty item -> INVALID_CONFIG (repeats dropped)  |
 | ``interval.ms``| INT | 300000   | not an int -> INVALID_CONFIG; outside           |
 |               |      |          | 100..3600000 -> INVALID_REQUEST                |
 | ``match``     | LIST | ``[]``   | item not ``selector=regex`` -> INVALID_CONFIG  |
+|               |      |          | (repeats dropped)                              |
 | anything else |      |          | INVALID_REQUEST                                |
 
 An altered value longer than 32767 UTF-16 units is INVALID_CONFIG before any of these
@@ -51,6 +52,7 @@ __all__ = [
     "Subscription",
     "check_altered_value_length",
     "compile_match_pattern",
+    "normalise_list_value",
     "parse_list",
     "render_list",
 ]
@@ -128,10 +130,22 @@ def render_list(items: tuple[str, ...] | list[str]) -> str:
     return ",".join(items)
 
 
+def _unique(items: list[str]) -> list[str]:
+    """The items without repeats, first occurrence first (Kafka 4.4.0 keeps a LIST config's
+    first occurrence of each value and drops the rest, with a warning)."""
+    return list(dict.fromkeys(items))
+
+
+def normalise_list_value(value: str) -> str:
+    """A LIST config value as Kafka 4.4.0 stores and describes it: parsed (trimmed, split on
+    commas with the whitespace around them), repeats dropped, joined by ``,``
+    (``" a, b ,a"`` is stored as ``"a,b"``)."""
+    return render_list(_unique(parse_list(value)))
+
+
 def _check_list_items(key: str, items: list[str]) -> None:
-    """``ValidList.anyNonDuplicateValues(true, false)`` (KAFKA-19112, Kafka 4.2+)."""
-    if len(set(items)) != len(items):
-        raise _invalid_config(f"Configuration '{key}' values must not be duplicated.")
+    """``ValidList.anyNonDuplicateValues(true, false)`` on the list Kafka 4.4.0 validates: its
+    repeats already dropped (``metrics=a,a`` is accepted as ``a``), empty items refused."""
     if any(item == "" for item in items):
         raise _invalid_config(f"Configuration '{key}' values must not be empty.")
 
@@ -249,12 +263,12 @@ class Subscription:
             key: value for key, value in configs.items() if value is not None
         }
 
-        metrics = parse_list(values.get(CONFIG_METRICS, ""))
+        metrics = _unique(parse_list(values.get(CONFIG_METRICS, "")))
         _check_list_items(CONFIG_METRICS, metrics)
         interval_ms = DEFAULT_INTERVAL_MS
         if CONFIG_INTERVAL_MS in values:
             interval_ms = _parse_int(CONFIG_INTERVAL_MS, values[CONFIG_INTERVAL_MS])
-        match_items = parse_list(values.get(CONFIG_MATCH, ""))
+        match_items = _unique(parse_list(values.get(CONFIG_MATCH, "")))
         _check_list_items(CONFIG_MATCH, match_items)
 
         if (

@@ -54,7 +54,12 @@ from typing import Any
 from proto.errors import Errors, KafkaError
 from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
 from subscriptions.config_watch import watch_config_dir
-from subscriptions.model import CONFIG_KEYS, Subscription, check_altered_value_length
+from subscriptions.model import (
+    CONFIG_KEYS,
+    Subscription,
+    check_altered_value_length,
+    normalise_list_value,
+)
 from subscriptions.quotas import (
     QuotaEntity,
     QuotaFilterComponent,
@@ -216,6 +221,8 @@ class ConfigSnapshot:
 
 
 _KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
+# Values Kafka stores parsed and rendered again (ConfigDef LIST), not as sent.
+_LIST_KEYS = frozenset(key.name for key in CONFIG_KEYS if key.type == "LIST")
 
 
 def _freeze(
@@ -429,7 +436,13 @@ class ConfigStore:
             if value is not None and value != stored.get(key):
                 check_altered_value_length(value)
         merged = dict(stored)
-        merged.update({key: value for key, value in set.items() if value is not None})
+        merged.update(
+            {
+                key: normalise_list_value(value) if key in _LIST_KEYS else value
+                for key, value in set.items()
+                if value is not None
+            }
+        )
         for key in delete:
             merged.pop(key, None)
         return stored, merged, Subscription.from_configs(name, merged)

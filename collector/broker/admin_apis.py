@@ -82,6 +82,8 @@ from proto.messages.list_config_resources_response import (
 )
 from quota import ControllerMutationQuota, ThrottlingQuotaExceededError
 from quota.mutation_quota import UNBOUNDED_MUTATION_QUOTA
+from subscriptions.java_hashset import JavaHashSet
+from subscriptions.model import CONFIG_KEYS
 from subscriptions.quotas import ANY, QuotaFilterComponent
 
 __all__ = [
@@ -112,22 +114,14 @@ TYPE_INT, TYPE_LIST = 3, 7
 # ClientMetricsConfigs.CONFIG: key -> (type, default as ConfigDef.convertToString renders
 # it, documentation).
 CLIENT_METRICS_KEYS: Mapping[str, tuple[int, str, str]] = {
-    "metrics": (TYPE_LIST, "", "Telemetry metric name prefixes; '*' = all metrics."),
-    "interval.ms": (
-        TYPE_INT,
-        "300000",
-        "Client push interval in milliseconds (100..3600000).",
-    ),
-    "match": (
-        TYPE_LIST,
-        "",
-        (
-            "Client matching selectors, name=regex: client_instance_id, client_id, "
-            "client_software_name, client_software_version, client_source_address, "
-            "client_source_port."
-        ),
-    ),
+    key.name: (TYPE_LIST if key.type == "LIST" else TYPE_INT, key.default, key.documentation)
+    for key in CONFIG_KEYS
 }
+# DescribeConfigs lists them in java.util.HashMap order (ConfigHelper walks the parsed
+# AbstractConfig's values map), which for these three names is alphabetical.
+_DESCRIBE_ORDER: Final = ("interval.ms", "match", "metrics")
+TOPIC = 2
+_UNKNOWN_TOPIC_MESSAGE = ""  # Kafka 4.4.0 answers UNKNOWN_TOPIC_OR_PARTITION with ""
 
 
 def _unsupported(resource_type: int) -> str:
@@ -266,6 +260,15 @@ class AdminApis:
     ) -> DescribeConfigsResponse:
         results = []
         for resource in request.resources:
+            if resource.resource_type == TOPIC:
+                results.append(
+                    _describe_error(
+                        resource,
+                        Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        _UNKNOWN_TOPIC_MESSAGE,
+                    )
+                )
+                continue
             if resource.resource_type != CLIENT_METRICS:
                 results.append(
                     _describe_error(
@@ -289,7 +292,7 @@ class AdminApis:
                     _describe_error(
                         resource,
                         Errors.INVALID_REQUEST,
-                        "Client metrics resource name must not be empty",
+                        "Client metrics subscription name must not be empty",
                     )
                 )
                 continue
@@ -298,7 +301,8 @@ class AdminApis:
             )
             wanted = resource.configuration_keys
             configs = []
-            for key, (config_type, default, doc) in CLIENT_METRICS_KEYS.items():
+            for key in _DESCRIBE_ORDER:
+                config_type, default, doc = CLIENT_METRICS_KEYS[key]
                 if wanted is not None and len(wanted) > 0 and key not in wanted:
                     continue
                 is_set = key in set_keys
@@ -326,7 +330,7 @@ class AdminApis:
             results.append(
                 DescribeConfigsResult(
                     error_code=Errors.NONE,
-                    error_message=None,
+                    error_message="",  # Kafka's ApiError.NONE.messageWithFallback()
                     resource_type=resource.resource_type,
                     resource_name=resource.resource_name,
                     configs=tuple(configs),
@@ -382,6 +386,13 @@ class AdminApis:
                 Errors.INVALID_REQUEST,
                 "Null value not supported for : " + ", ".join(nulls),
             )
+        if any(c.config_operation not in _OP_NAMES for c in resource.configs):
+            # OpType.forId gives null and the broker fails on it: Kafka 4.4.0 answers
+            # UNKNOWN_SERVER_ERROR without a message (ApiError hides a generic one).
+            return Errors.UNKNOWN_SERVER_ERROR, None
+        if resource.resource_type == TOPIC:
+            # What a broker answers for a topic it does not have.
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_MESSAGE
         if resource.resource_type != CLIENT_METRICS:
             return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
         # The controller authorizes each resource after the broker's preprocess.
@@ -394,10 +405,8 @@ class AdminApis:
             )
         name = resource.resource_name
         if not name:
-            return (
-                Errors.INVALID_REQUEST,
-                "Client metrics resource name must not be empty",
-            )
+            # ClientMetricsConfigs.validate
+            return Errors.INVALID_REQUEST, "Subscription name can't be empty"
         to_set: dict[str, str | None] = {}
         to_delete: list[str] = []
         for config in resource.configs:
@@ -413,11 +422,6 @@ class AdminApis:
                 to_set[config.name] = config.value
             elif config.config_operation == DELETE:
                 to_delete.append(config.name)
-            else:
-                return (
-                    Errors.INVALID_REQUEST,
-                    f"Unknown config operation {config.config_operation}",
-                )
         try:
             # The store merges into the full map and validates it as a whole under its
             # lock, like Kafka's controller (ClientMetricsConfigs.validate on all configs).
@@ -463,16 +467,19 @@ class AdminApis:
             )
         entries = tuple(
             dcq_response.EntryData(
-                entity=tuple(dcq_response.EntityData(t, n) for t, n in entity.entries),
+                entity=tuple(
+                    dcq_response.EntityData(t, n)
+                    for t, n in _in_hash_order(dict(entity.entries))
+                ),
                 values=tuple(
                     dcq_response.ValueData(k, float(v))
-                    for k, v in sorted(values.items())
+                    for k, v in _in_hash_order(values)
                 ),
             )
             for entity, values in found.items()
         )
         return dcq_response.DescribeClientQuotasResponse(
-            error_code=Errors.NONE, error_message=None, entries=entries
+            error_code=Errors.NONE, error_message="", entries=entries
         )
 
     def alter_client_quotas(
@@ -497,16 +504,18 @@ class AdminApis:
         changed = False
         for entry in request.entries:
             error, message = Errors.NONE, None
+            # Kafka reads the entity into a map: a type named twice keeps its last name,
+            # and the answer echoes the map (java.util.HashMap order).
             entity: dict[str, str | None] = {}
             for component in entry.entity:
-                if component.entity_type in entity:
-                    error, message = (
-                        Errors.INVALID_REQUEST,
-                        (
-                            f"Duplicate {component.entity_type} entity type in the request"
-                        ),
-                    )
                 entity[component.entity_type] = component.entity_name
+            keys = [op.key for op in entry.ops]
+            if len(set(keys)) != len(keys):
+                # What Kafka 4.4.0 answers for a key named twice in one entry.
+                error, message = (
+                    Errors.INVALID_REQUEST,
+                    f"Ignoring duplicate entity {_quota_entity_string(entity)}",
+                )
             if error == Errors.NONE:
                 to_set = {op.key: op.value for op in entry.ops if not op.remove}
                 to_delete = [op.key for op in entry.ops if op.remove]
@@ -527,8 +536,7 @@ class AdminApis:
                     error_code=error,
                     error_message=message,
                     entity=tuple(
-                        acq_response.EntityData(c.entity_type, c.entity_name)
-                        for c in entry.entity
+                        acq_response.EntityData(t, n) for t, n in _in_hash_order(entity)
                     ),
                 )
             )
@@ -607,6 +615,22 @@ def _each_resource_failed(
         )
         for resource in resources
     )
+
+
+V = TypeVar("V")
+
+
+def _in_hash_order(items: Mapping[str, V]) -> list[tuple[str, V]]:
+    """A map's entries in java.util.HashMap order, the order Kafka's answers list them."""
+    order = JavaHashSet()
+    order.add_all(items)
+    return [(key, items[key]) for key in order]
+
+
+def _quota_entity_string(entity: Mapping[str, str | None]) -> str:
+    """``ClientQuotaEntity.toString()``: ``ClientQuotaEntity(entries={client-id=a, user=b})``."""
+    entries = ", ".join(f"{t}={n}" for t, n in _in_hash_order(entity))
+    return f"ClientQuotaEntity(entries={{{entries}}})"
 
 
 def _describe_error(

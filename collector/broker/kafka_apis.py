@@ -152,9 +152,29 @@ class KafkaApis:
             # What the client_software_* selectors match (ClientInformation).
             ctx.session.client_software_name = name
             ctx.session.client_software_version = version
+        if ctx.frame.api_version >= 5:
+            error = self._intended_node_error(request)
+            if error is not None:
+                return ApiVersionsResponse(error_code=error)
         return ApiVersionsResponse(
             error_code=Errors.NONE, api_keys=self._api_versions_entries
         )
+
+    def _intended_node_error(self, request: ApiVersionsRequest) -> Errors | None:
+        """ApiVersions v5 (KIP-1242): a client that knows which cluster and node it meant to
+        reach names both, or neither (INVALID_REQUEST); naming another cluster or node
+        answers REBOOTSTRAP_REQUIRED, so the client looks its brokers up again. What Apache
+        Kafka 4.4.0 answers (tests/compat/test_kafka_differential.py): "known" is a non-null
+        ClusterId (the empty string included) and a NodeId other than -1."""
+        names_cluster = request.cluster_id is not None
+        names_node = request.node_id != -1
+        if names_cluster != names_node:
+            return Errors.INVALID_REQUEST
+        if names_cluster and (
+            request.cluster_id != self._cluster_id or request.node_id != self._node_id
+        ):
+            return Errors.REBOOTSTRAP_REQUIRED
+        return None
 
     # ------------------------------------------------------------------ 17 / 36 SASL
     def sasl_handshake(

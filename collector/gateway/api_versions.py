@@ -52,9 +52,9 @@ __all__ = [
     "unsupported_version_response",
 ]
 
-API_VERSIONS_RANGE: tuple[int, int] = SUPPORTED_VERSIONS[ApiKeys.API_VERSIONS]
-"""The ApiVersions versions the gateway speaks: the collector's (v5's ClusterId/NodeId checks,
-KIP-1242, are not needed through a gateway that keeps node ids)."""
+API_VERSIONS_RANGE: tuple[int, int] = (0, 4)
+"""The ApiVersions versions the gateway speaks: v5's ClusterId/NodeId checks (KIP-1242) are the
+upstream's to make, and a gateway that keeps node ids has nothing to add to them."""
 
 
 def _codec(api_key: int) -> tuple[int, int]:
@@ -197,4 +197,4 @@ def cap_api_versions(
 
 def unsupported_version_response(correlation_id: int) -> bytes:
     """The whole frame answering an ApiVersions request newer than API_VERSIONS_RANGE."""
-    return api_versions_unsupported_response(correlation_id)
+    return api_versions_unsupported_response(correlation_id, API_VERSIONS_RANGE)

@@ -57,6 +57,7 @@ from proto.errors import Errors, KafkaError
 from proto.messages.api_versions_response import ApiVersionsResponse
 from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from proto.messages.sasl_handshake_response import SaslHandshakeResponse
+from subscriptions.java_hashset import JavaHashSet
 
 __all__ = ["REAUTH_MIN_INTERVAL_MS", "SaslAuthenticator", "Step", "StepKind"]
 
@@ -124,7 +125,12 @@ class SaslAuthenticator:
             token_validator is None or wall_ms is None
         ):
             raise ValueError("OAUTHBEARER needs a token validator and the wall clock")
-        self._enabled = tuple(enabled_mechanisms)
+        # Listed in java.util.HashMap order, as Kafka's SaslServerAuthenticator lists the
+        # keys of its per-mechanism map (SCRAM-SHA-512,SCRAM-SHA-256,PLAIN is answered as
+        # SCRAM-SHA-512, PLAIN, SCRAM-SHA-256).
+        in_hash_order = JavaHashSet()
+        in_hash_order.add_all(enabled_mechanisms)
+        self._enabled = tuple(in_hash_order)
         self._callbacks = SaslCallbacks(credentials, token_validator)
         # Wall-clock ms: a credential's expiry (an OAUTHBEARER token's exp) is wall time.
         self._wall_ms = wall_ms

@@ -152,6 +152,8 @@ class KafkaCluster:
     log_level: str = "INFO"
     class_data_sharing: bool = True
     sasl_only: bool = False
+    extra_classpath: tuple[Path, ...] = ()
+    """Directories or jars appended to the brokers' classpath (plugins named in broker_config)."""
 
     def __post_init__(self) -> None:
         self.listeners: tuple[str, ...] = (
@@ -637,7 +639,7 @@ class KafkaCluster:
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
             "-cp",
-            classpath(self.libs),
+            os.pathsep.join([classpath(self.libs), *map(str, self.extra_classpath)]),
         ]
 
     def _format_all(self) -> None:
