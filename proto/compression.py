@@ -20,7 +20,8 @@ zstd      a single frame that declares its content size (librdkafka and the Java
           cap, corrupt) goes through ``cramjam.zstd.decompress_into(data, out)``, which
           streams into a fixed buffer and stops when it is full (a 1 GiB bomb stops after
           ``len(out)`` bytes, in about a millisecond)
-lz4       ``cramjam.lz4.decompress_into`` (frame format), same as zstd
+lz4       ``cramjam.lz4.decompress_into`` (frame format), same as zstd, after the frame
+          descriptor checks of Kafka's ``Lz4BlockInputStream`` (independent blocks only)
 snappy    the uncompressed length is declared up front (raw block: varint header; xerial:
           per block), so it is checked before any output buffer is allocated
 ========  =====================================================================================
@@ -121,7 +122,11 @@ def compress(
             else bytes(cramjam.snappy.compress_raw(data))
         )
     if compression_type == CompressionType.LZ4:
-        return bytes(cramjam.lz4.compress(data))
+        # Independent blocks, as librdkafka and Kafka's Lz4BlockOutputStream write them
+        # (Kafka cannot read linked blocks).
+        encoder = cramjam.lz4.Compressor(block_linked=False)
+        encoder.compress(data)
+        return bytes(encoder.finish())
     if compression_type == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise UnsupportedCompressionTypeError(
@@ -276,10 +281,46 @@ def _zstd(data: Payload, max_bytes: int) -> bytes:
     return _zstd_streaming(data, max_bytes)
 
 
+_lz4_streaming = _streaming_codec(cramjam.lz4, "lz4")
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+
+
+def _lz4_frame_error(data: Payload) -> str | None:
+    """Why Kafka 4.4.0's ``Lz4BlockInputStream`` refuses a frame's descriptor, or None:
+    the FLG byte's version must be 1, its bits 0-1 zero and its block-independence bit set
+    (Kafka reads no linked blocks); the BD byte's low nibble and top bit zero and its block
+    size code 4-7. Checked first, since the lz4 library itself reads such frames."""
+    if len(data) < 6:
+        return "Stream ended prematurely"
+    if bytes(data[:4]) != _LZ4_MAGIC:
+        return "Stream unsupported (invalid magic bytes)"
+    flg, bd = data[4], data[5]
+    if flg & 0x03:
+        return "Reserved bits must be 0"
+    if not flg & 0x20:
+        return "Dependent block stream is unsupported"
+    if flg >> 6 != 1:
+        return f"Version {flg >> 6} is unsupported"
+    if bd & 0x0F:
+        return "Reserved2 field must be 0"
+    if not 4 <= (bd >> 4) & 0x07 <= 7:
+        return "Block size value must be between 4 and 7"
+    if bd & 0x80:
+        return "Reserved3 field must be 0"
+    return None
+
+
+def _lz4(data: Payload, max_bytes: int) -> bytes:
+    error = _lz4_frame_error(data)
+    if error is not None:
+        raise InvalidRecordError(f"Corrupt lz4 payload: {error}")
+    return _lz4_streaming(data, max_bytes)
+
+
 _DECODERS: dict[int, Callable[[Payload, int], bytes]] = {
     CompressionType.NONE: _none,
     CompressionType.GZIP: _gzip,
     CompressionType.SNAPPY: _snappy,
-    CompressionType.LZ4: _streaming_codec(cramjam.lz4, "lz4"),
+    CompressionType.LZ4: _lz4,
     CompressionType.ZSTD: _zstd,
 }

@@ -52,6 +52,7 @@ __all__ = [
     "Subscription",
     "check_altered_value_length",
     "compile_match_pattern",
+    "normalise_config_value",
     "normalise_list_value",
     "parse_list",
     "render_list",
@@ -141,6 +142,18 @@ def normalise_list_value(value: str) -> str:
     commas with the whitespace around them), repeats dropped, joined by ``,``
     (``" a, b ,a"`` is stored as ``"a,b"``)."""
     return render_list(_unique(parse_list(value)))
+
+
+def normalise_config_value(key: str, value: str) -> str:
+    """A value as Kafka 4.4.0 stores and describes it: a LIST parsed and rendered again
+    (:func:`normalise_list_value`), an INT that parses as its number (``" 1000 "`` is
+    stored as ``"1000"``); anything else as sent (validation refuses it anyway)."""
+    if key == CONFIG_INTERVAL_MS:
+        parsed = java_parse_int(java_trim(value))
+        return value if parsed is None else str(parsed)
+    if key in (CONFIG_METRICS, CONFIG_MATCH):
+        return normalise_list_value(value)
+    return value
 
 
 def _check_list_items(key: str, items: list[str]) -> None:

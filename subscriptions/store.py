@@ -58,7 +58,7 @@ from subscriptions.model import (
     CONFIG_KEYS,
     Subscription,
     check_altered_value_length,
-    normalise_list_value,
+    normalise_config_value,
 )
 from subscriptions.quotas import (
     QuotaEntity,
@@ -221,8 +221,6 @@ class ConfigSnapshot:
 
 
 _KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
-# Values Kafka stores parsed and rendered again (ConfigDef LIST), not as sent.
-_LIST_KEYS = frozenset(key.name for key in CONFIG_KEYS if key.type == "LIST")
 
 
 def _freeze(
@@ -438,7 +436,7 @@ class ConfigStore:
         merged = dict(stored)
         merged.update(
             {
-                key: normalise_list_value(value) if key in _LIST_KEYS else value
+                key: normalise_config_value(key, value)
                 for key, value in set.items()
                 if value is not None
             }

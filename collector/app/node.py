@@ -462,6 +462,7 @@ class Node:
             cluster_id=self.cluster_id,
             advertised={},
         )
+        self._apis.set_authorizer(self.authorizer)
         self.admin_apis = AdminApis(
             self._store, self.apply_store_quotas, self.quotas, self.authorizer
         )

@@ -24,7 +24,13 @@ from typing import Any
 
 from collector.core.context import CloseConnection, RequestContext
 from collector.pipeline.dispatch import Api
-from collector.security.acls import AclBinding, AclBindingFilter, AclOperation
+from collector.security.acls import (
+    AclBinding,
+    AclBindingFilter,
+    AclError,
+    AclInternalError,
+    AclOperation,
+)
 from collector.security.authorizer import StandardAuthorizer
 from proto import ApiKeys
 from proto.errors import Errors
@@ -122,7 +128,7 @@ class AclApis:
             by_pattern.setdefault(key, []).append(binding)
         return describe_response.DescribeAclsResponse(
             error_code=Errors.NONE,
-            error_message=None,
+            error_message="",  # Kafka 4.4.0: ApiError.NONE's message
             resources=tuple(
                 describe_response.DescribeAclsResource(
                     resource_type=resource_type,
@@ -185,14 +191,7 @@ class AclApis:
                 log.info("ACL created by %s: %s", ctx.session.principal, binding)
         return create_response.CreateAclsResponse(
             results=tuple(
-                create_response.AclCreationResult(
-                    error_code=Errors.NONE, error_message=None
-                )
-                if error is None
-                else create_response.AclCreationResult(
-                    error_code=Errors.INVALID_REQUEST, error_message=str(error)
-                )
-                for error in results
+                _creation_result(error) for error in results
             )
         )
 
@@ -272,4 +271,18 @@ def _delete_failed(
             )
             for _ in request.filters
         )
+    )
+
+
+def _creation_result(error: AclError | None) -> create_response.AclCreationResult:
+    """One CreateAcls result as Kafka 4.4.0 words it: "" on success (ApiError.NONE's
+    message), no message for what its controller fails on internally."""
+    if error is None:
+        return create_response.AclCreationResult(error_code=Errors.NONE, error_message="")
+    if isinstance(error, AclInternalError):
+        return create_response.AclCreationResult(
+            error_code=Errors.UNKNOWN_SERVER_ERROR, error_message=None
+        )
+    return create_response.AclCreationResult(
+        error_code=Errors.INVALID_REQUEST, error_message=str(error)
     )

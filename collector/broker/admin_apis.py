@@ -392,7 +392,10 @@ class AdminApis:
             return Errors.UNKNOWN_SERVER_ERROR, None
         if resource.resource_type == TOPIC:
             # What a broker answers for a topic it does not have.
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION, _UNKNOWN_TOPIC_MESSAGE
+            return (
+                Errors.UNKNOWN_TOPIC_OR_PARTITION,
+                f"The topic '{resource.resource_name}' does not exist.",
+            )
         if resource.resource_type != CLIENT_METRICS:
             return Errors.INVALID_REQUEST, _unsupported(resource.resource_type)
         # The controller authorizes each resource after the broker's preprocess.
@@ -535,8 +538,10 @@ class AdminApis:
                 acq_response.EntryData(
                     error_code=error,
                     error_message=message,
+                    # AlterClientQuotasRequest.entries(): new HashMap<>(entity count)
                     entity=tuple(
-                        acq_response.EntityData(t, n) for t, n in _in_hash_order(entity)
+                        acq_response.EntityData(t, n)
+                        for t, n in _in_hash_order(entity, len(entry.entity))
                     ),
                 )
             )
@@ -575,29 +580,27 @@ class _BadFilter(Exception):
 
 
 def _filter_component(component: Any) -> QuotaFilterComponent:
-    """ClientQuotaFilterComponent from the wire, with Kafka's request checks."""
+    """ClientQuotaFilterComponent from the wire, with Kafka's request checks and messages
+    (``ClientQuotasImage.describe``, Kafka 4.4.0)."""
     if component.match_type == MATCH_EXACT:
         if component.match is None:
             raise _BadFilter(
-                f"Request specified MATCH_TYPE_EXACT for {component.entity_type}, but set match "
-                "string to null"
+                "Request specified MATCH_TYPE_EXACT, but set match string to null."
             )
         return QuotaFilterComponent(component.entity_type, component.match)
     if component.match_type == MATCH_DEFAULT:
         if component.match is not None:
             raise _BadFilter(
-                f"Request specified MATCH_TYPE_DEFAULT for {component.entity_type}, but also "
-                "specified a match string"
+                "Request specified MATCH_TYPE_DEFAULT, but also specified a match string."
             )
         return QuotaFilterComponent(component.entity_type, None)
     if component.match_type == MATCH_SPECIFIED:
         if component.match is not None:
             raise _BadFilter(
-                f"Request specified MATCH_TYPE_SPECIFIED for {component.entity_type}, but also "
-                "specified a match string"
+                "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string."
             )
         return QuotaFilterComponent(component.entity_type, ANY)
-    raise _BadFilter(f"Unexpected match type: {component.match_type}")
+    raise _BadFilter(f"Unknown match type {component.match_type}")
 
 
 def _each_resource_failed(
@@ -620,16 +623,19 @@ def _each_resource_failed(
 V = TypeVar("V")
 
 
-def _in_hash_order(items: Mapping[str, V]) -> list[tuple[str, V]]:
-    """A map's entries in java.util.HashMap order, the order Kafka's answers list them."""
-    order = JavaHashSet()
+def _in_hash_order(
+    items: Mapping[str, V], capacity: int | None = None
+) -> list[tuple[str, V]]:
+    """A map's entries in java.util.HashMap order (of a map created with ``capacity``), the
+    order Kafka's answers list them."""
+    order = JavaHashSet(capacity)
     order.add_all(items)
     return [(key, items[key]) for key in order]
 
 
 def _quota_entity_string(entity: Mapping[str, str | None]) -> str:
     """``ClientQuotaEntity.toString()``: ``ClientQuotaEntity(entries={client-id=a, user=b})``."""
-    entries = ", ".join(f"{t}={n}" for t, n in _in_hash_order(entity))
+    entries = ", ".join(f"{t}={n}" for t, n in _in_hash_order(entity, len(entity)))
     return f"ClientQuotaEntity(entries={{{entries}}})"
 
 

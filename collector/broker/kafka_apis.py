@@ -21,12 +21,14 @@ The admin APIs (DescribeConfigs, IncrementalAlterConfigs, ListConfigResources) l
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from collector.core.context import RequestContext
 from collector.net.listeners import EndPoint
 from collector.pipeline.dispatch import Api
+from collector.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from collector.security.authorizer import StandardAuthorizer
 from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import SUPPORTED_VERSIONS, ZERO_UUID, ApiKeys
 from proto.errors import Errors
@@ -47,11 +49,39 @@ from proto.messages.metadata_response import (
     MetadataResponseBroker,
     MetadataResponseTopic,
 )
+from subscriptions.java_hashset import JavaHashSet
 
 __all__ = ["SOFTWARE_NAME_OR_VERSION", "KafkaApis"]
 
 # ApiVersionsRequest.isValid(): ClientSoftwareName/Version must match this (KIP-511).
 SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+# AclEntry.supportedOperations (Kafka 4.4.0) of the resources Metadata reports on.
+_TOPIC_OPERATIONS = (
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DESCRIBE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+)
+_CLUSTER_OPERATIONS = (
+    AclOperation.CREATE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+)
+_OPERATIONS_OMITTED = -2147483648  # Integer.MIN_VALUE: not asked for
+# IncludeClusterAuthorizedOperations exists in v8-10 (DescribeCluster replaced it).
+_CLUSTER_OPERATIONS_VERSIONS = frozenset({8, 9, 10})
+
+# Metadata versions whose schema carries topic ids that Kafka does not look up.
+_TOPIC_IDS_REFUSED = frozenset({10, 11})
 
 # org.apache.kafka.common.internals.Topic: legal names.
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -83,14 +113,17 @@ class KafkaApis:
         # What ApiVersions lists: exactly the APIs in the dispatch table (set by the server
         # once the table is complete), at the versions the codec speaks.
         self._supported_versions = dict(supported_versions or {})
+        self._authorizer: StandardAuthorizer | None = None
         self._api_versions_entries: tuple[Any, ...] = ()
         self._refresh_api_versions()
 
     def set_served_apis(self, api_keys: frozenset[int]) -> None:
-        self._supported_versions = {
-            k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys
-        }
+        self._supported_versions = {k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys}
         self._refresh_api_versions()
+
+    def set_authorizer(self, authorizer: StandardAuthorizer | None) -> None:
+        """What Metadata's authorized-operations fields are computed with."""
+        self._authorizer = authorizer
 
     def set_advertised(self, advertised: Mapping[str, EndPoint]) -> None:
         self._advertised = dict(advertised)
@@ -137,9 +170,7 @@ class KafkaApis:
         }
 
     # ------------------------------------------------------------------ 18 ApiVersions
-    def api_versions(
-        self, request: ApiVersionsRequest, ctx: RequestContext
-    ) -> ApiVersionsResponse:
+    def api_versions(self, request: ApiVersionsRequest, ctx: RequestContext) -> ApiVersionsResponse:
         """KafkaApis.handleApiVersionsRequest (v3+ validates the software name/version)."""
         if ctx.frame.api_version >= 3:
             name = request.client_software_name
@@ -156,9 +187,7 @@ class KafkaApis:
             error = self._intended_node_error(request)
             if error is not None:
                 return ApiVersionsResponse(error_code=error)
-        return ApiVersionsResponse(
-            error_code=Errors.NONE, api_keys=self._api_versions_entries
-        )
+        return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
 
     def _intended_node_error(self, request: ApiVersionsRequest) -> Errors | None:
         """ApiVersions v5 (KIP-1242): a client that knows which cluster and node it meant to
@@ -177,15 +206,11 @@ class KafkaApis:
         return None
 
     # ------------------------------------------------------------------ 17 / 36 SASL
-    def sasl_handshake(
-        self, _request: object, _ctx: RequestContext
-    ) -> SaslHandshakeResponse:
+    def sasl_handshake(self, _request: object, _ctx: RequestContext) -> SaslHandshakeResponse:
         """KafkaApis.handleSaslHandshakeRequest: no handshake is due here."""
         return SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE)
 
-    def sasl_authenticate(
-        self, _request: object, _ctx: RequestContext
-    ) -> SaslAuthenticateResponse:
+    def sasl_authenticate(self, _request: object, _ctx: RequestContext) -> SaslAuthenticateResponse:
         """KafkaApis.handleSaslAuthenticateRequest."""
         return SaslAuthenticateResponse(
             error_code=Errors.ILLEGAL_SASL_STATE,
@@ -193,9 +218,7 @@ class KafkaApis:
         )
 
     # ------------------------------------------------------------------ 3 Metadata
-    def metadata(
-        self, request: MetadataRequest, ctx: RequestContext
-    ) -> MetadataResponse:
+    def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
         """The collector is the only broker and the controller; it hosts no topics.
 
         Requested topics get what a Kafka broker with ``auto.create.topics.enable=false``
@@ -214,12 +237,29 @@ class KafkaApis:
                     rack=None,
                 ),
             )
+        version = ctx.frame.api_version
+        if version in _TOPIC_IDS_REFUSED and any(
+            t.name is None or t.topic_id != ZERO_UUID for t in request.topics or ()
+        ):
+            # Topic ids came with v10 in the schema but are only served from v12: Kafka
+            # 4.4.0 answers MetadataRequest.getErrorResponse(INVALID_REQUEST).
+            return MetadataResponse(
+                brokers=(),
+                cluster_id=None,
+                controller_id=-1,
+                topics=tuple(
+                    MetadataResponseTopic(
+                        error_code=Errors.INVALID_REQUEST,
+                        name=t.name or "",
+                        topic_id=t.topic_id,
+                    )
+                    for t in request.topics or ()
+                ),
+            )
         topics = []
-        for topic in request.topics or ():
+        for topic in _in_kafka_order(request.topics or ()):
             name = topic.name
-            if name is None or (
-                not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID
-            ):
+            if name is None or (not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID):
                 topics.append(
                     MetadataResponseTopic(
                         error_code=Errors.UNKNOWN_TOPIC_ID,
@@ -229,13 +269,44 @@ class KafkaApis:
                 )
                 continue
             error = _topic_name_error(name) or Errors.UNKNOWN_TOPIC_OR_PARTITION
-            topics.append(MetadataResponseTopic(error_code=error, name=name))
+            topics.append(
+                MetadataResponseTopic(
+                    error_code=error,
+                    name=name,
+                    topic_authorized_operations=self._authorized_operations(
+                        ctx, ResourceType.TOPIC, name, _TOPIC_OPERATIONS
+                    )
+                    if request.include_topic_authorized_operations
+                    else _OPERATIONS_OMITTED,
+                )
+            )
+        cluster_operations = _OPERATIONS_OMITTED
+        if version in _CLUSTER_OPERATIONS_VERSIONS and (
+            request.include_cluster_authorized_operations
+        ):
+            cluster_operations = self._authorized_operations(
+                ctx, ResourceType.CLUSTER, CLUSTER_NAME, _CLUSTER_OPERATIONS
+            )
         return MetadataResponse(
             brokers=brokers,
             cluster_id=self._cluster_id,
             controller_id=self._node_id,
             topics=tuple(topics),
+            cluster_authorized_operations=cluster_operations,
         )
+
+    def _authorized_operations(
+        self,
+        ctx: RequestContext,
+        resource_type: ResourceType,
+        name: str,
+        operations: tuple[AclOperation, ...],
+    ) -> int:
+        """AuthHelper.authorizedOperations: without an authorizer, every operation the
+        resource type supports."""
+        if self._authorizer is None:
+            return sum(1 << op for op in operations)
+        return self._authorizer.authorized_operations(ctx.session, resource_type, name, operations)
 
     def _metadata_error(self, error: Errors) -> MetadataResponse:
         return MetadataResponse(error_code=error)
@@ -258,6 +329,19 @@ class KafkaApis:
             ctx.frame.correlation_id,
             ctx.now_ms,
         )
+
+
+def _in_kafka_order(topics: Sequence[Any]) -> list[Any]:
+    """The requested topics as Kafka 4.4.0 answers them: the names through a
+    ``java.util.HashSet`` (a name asked twice is answered once, in hash order), then the
+    topics asked by id, in request order."""
+
+    def by_id(topic: Any) -> bool:
+        return topic.name is None or (not topic.name and topic.topic_id != ZERO_UUID)
+
+    by_name = {t.name: t for t in topics if not by_id(t)}
+    named = [by_name[name] for name in JavaHashSet.copy_of(list(by_name))]
+    return named + [t for t in topics if by_id(t)]
 
 
 def api_name(api_key: int) -> str:

@@ -102,7 +102,8 @@ class ScramCredentialApis:
             describe_response.DescribeUserScramCredentialsResult(
                 user=result.user,
                 error_code=result.error,
-                error_message=result.message,
+                # Kafka 4.4.0 words success as "" (ApiError.NONE's message)
+                error_message=result.message if result.error else "",
                 credential_infos=tuple(
                     describe_response.CredentialInfo(mechanism=m.type_id, iterations=i)
                     for m, i in result.credentials
@@ -111,7 +112,7 @@ class ScramCredentialApis:
             for result in describe_credentials(self._store, users)
         )
         return describe_response.DescribeUserScramCredentialsResponse(
-            error_code=Errors.NONE, error_message=None, results=results
+            error_code=Errors.NONE, error_message="", results=results
         )
 
     # ------------------------------------------------------------------ 51

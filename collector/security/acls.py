@@ -91,6 +91,11 @@ class AclError(Exception):
     """An ACL Kafka would refuse: INVALID_REQUEST (42) with Kafka's message."""
 
 
+class AclInternalError(AclError):
+    """An ACL Kafka 4.4.0's controller fails on without saying why (a pattern type,
+    operation or permission of ANY/MATCH/UNKNOWN): UNKNOWN_SERVER_ERROR (-1), no message."""
+
+
 def _enum_from_code(kind: type[enum.IntEnum], code: int) -> enum.IntEnum:
     """``ResourceType.fromCode`` and friends: an unknown code is UNKNOWN."""
     try:
@@ -103,8 +108,10 @@ def parse_principal(text: str) -> tuple[str, str]:
     """``SecurityUtils.parseKafkaPrincipal``: ``"User:alice"`` -> ``("User", "alice")``."""
     principal_type, colon, name = text.partition(":")
     if not text or not colon:
+        # StandardAcl.fromAclBinding's message (Kafka 4.4.0)
         raise AclError(
-            f"expected a string in format principalType:principalName but got {text}"
+            f"Could not parse principal from `{text}` (no colon is present separating the "
+            "principal type from the principal name)"
         )
     return principal_type, name
 
@@ -176,11 +183,11 @@ def validate_new_acl(binding: AclBinding) -> None:
     if binding.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY):
         raise AclError(f"Invalid resourceType {binding.resource_type.name}")
     if binding.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
-        raise AclError(f"Invalid patternType {binding.pattern_type.name}")
+        raise AclInternalError(f"Invalid patternType {binding.pattern_type.name}")
     if binding.operation in (AclOperation.UNKNOWN, AclOperation.ANY):
-        raise AclError(f"Invalid operation {binding.operation.name}")
+        raise AclInternalError(f"Invalid operation {binding.operation.name}")
     if binding.permission not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
-        raise AclError(f"Invalid permissionType {binding.permission.name}")
+        raise AclInternalError(f"Invalid permissionType {binding.permission.name}")
     parse_principal(binding.principal)
     if binding.resource_type not in SERVED_RESOURCE_TYPES:
         raise AclError(

@@ -98,6 +98,8 @@ class Report:
     fields: Counter[tuple[int, int]] = field(default_factory=Counter)
     exchanges: Counter[tuple[int, int]] = field(default_factory=Counter)
     known_hits: Counter[str] = field(default_factory=Counter)
+    # The first difference each known entry absorbed, shown in the table.
+    known_examples: dict[str, Difference] = field(default_factory=dict)
     differences: list[Difference] = field(default_factory=list)
     known: tuple[KnownDifference, ...] = ()
 
@@ -118,6 +120,9 @@ class Report:
                 f"- {known.name} ({ApiKeys(known.api_key).name}, {known.path_prefix or 'whole answer'}): "
                 f"seen {self.known_hits[known.name]}x. {known.reason} [{known.doc}]"
             )
+            example = self.known_examples.get(known.name)
+            if example is not None:
+                out.append(f"    e.g. {example.line()[:160]}")
         if self.differences:
             out.append("")
             out.append(f"UNEXPECTED differences: {len(self.differences)}")
@@ -342,6 +347,9 @@ class Pair:
             for known in report.known:
                 if known.applies(api_key, case, path, a, b):
                     report.known_hits[known.name] += 1
+                    report.known_examples.setdefault(
+                        known.name, Difference(name, version, path, a, b, case)
+                    )
                     break
             else:
                 report.differences.append(Difference(name, version, path, a, b, case))

@@ -134,6 +134,17 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "docs/security.md#authorization",
     ),
     KnownDifference(
+        "otlp-validated",
+        ApiKeys.PUSH_TELEMETRY,
+        "not otlp",
+        ".error_code",
+        "The collector is the broker's exporter plugin too: it parses every push as OTLP "
+        "MetricsData and refuses one that is not with INVALID_RECORD, what Kafka answers when "
+        "its plugin throws. The reference broker's plugin here exports nothing and parses "
+        "nothing.",
+        "docs/protocol.md#deliberate-differences",
+    ),
+    KnownDifference(
         "inflated-push",
         ApiKeys.PUSH_TELEMETRY,
         "bomb",
@@ -145,7 +156,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
     KnownDifference(
         "oversized-push-frame",
         ApiKeys.PUSH_TELEMETRY,
-        "oversized",
+        "oversized frame",
         "",
         "A PushTelemetry frame larger than telemetry.max.bytes plus its fixed fields closes "
         "the connection before its body is read, so memory stays bounded; Kafka reads up to "
@@ -306,18 +317,34 @@ def test_metadata_every_version_and_unhosted_topics(
     for version in range(low, high + 1):
         requests: list[tuple[str, MetadataRequest]] = [
             ("no topics", MetadataRequest(topics=())),
+        ]
+        # Kafka answers the names in java.util.HashSet order, a name asked twice once.
+        for case, names in (
+            ("unhosted topics", ("orders", "bad name!", "a" * 250, "a" * 249)),
+            ("illegal names", (".", "", "..", "white space")),
+            ("a name twice", ("orders", "orders", "payments")),
+        ):
+            requests.append(
+                (
+                    case,
+                    MetadataRequest(
+                        topics=tuple(MetadataRequestTopic(name=name) for name in names),
+                        # v0-3 cannot say "don't create" (their default, true, is implied)
+                        allow_auto_topic_creation=version < 4,
+                    ),
+                )
+            )
+        requests.append(
             (
-                "unhosted topics",
+                "five unhosted topics",
                 MetadataRequest(
                     topics=tuple(
-                        MetadataRequestTopic(name=name)
-                        for name in ("orders", "bad name!", "a" * 250, ".", "")
+                        MetadataRequestTopic(name=f"topic-{i}") for i in range(5)
                     ),
-                    # v0-3 cannot say "don't create" (their default, true, is implied)
                     allow_auto_topic_creation=version < 4,
                 ),
-            ),
-        ]
+            )
+        )
         if version >= 1:
             requests.append(("all topics", MetadataRequest(topics=None)))
         if version >= 4:
@@ -366,7 +393,12 @@ def test_metadata_every_version_and_unhosted_topics(
             with pair(servers, checked) as p:
                 if version == 0 and request.topics is None:
                     continue
-                p.exchange(ApiKeys.METADATA, version, request, case=case)
+                p.exchange(
+                    ApiKeys.METADATA,
+                    version,
+                    request,
+                    case=case,
+                )
 
 
 # ---------------------------------------------------------------- CLIENT_METRICS configs
@@ -587,6 +619,7 @@ def _subscribe(p: Pair, name: str, configs: dict[str, str]) -> None:
     )
     assert kafka.responses[0].error_code == 0, kafka
     _wait_kafka_configs(p, name, configs)
+    _settle_telemetry(p)
 
 
 def _unsubscribe(p: Pair, name: str, keys: tuple[str, ...]) -> None:
@@ -597,6 +630,7 @@ def _unsubscribe(p: Pair, name: str, keys: tuple[str, ...]) -> None:
         case=f"unsubscribe {name}",
     )
     _wait_kafka_configs(p, name, {})
+    _settle_telemetry(p)
 
 
 def _get(p: Pair, instance: uuid.UUID, case: str) -> Any:
@@ -755,6 +789,17 @@ def _corrupt() -> dict[str, tuple[int, bytes]]:
     return cases
 
 
+def _otlp_of_size(size: int) -> bytes:
+    """A real OTLP MetricsData of exactly ``size`` bytes (one long attribute value)."""
+    base = otlp_payload("org.apache.kafka.producer.x")
+    filler = size - len(base)
+    while True:
+        payload = otlp_payload("org.apache.kafka.producer.x" + "y" * filler)
+        if len(payload) == size:
+            return payload
+        filler += size - len(payload)
+
+
 def test_push_every_compression_bombs_and_corrupt_frames(
     servers: Servers, checked: Report
 ) -> None:
@@ -780,10 +825,17 @@ def test_push_every_compression_bombs_and_corrupt_frames(
             sub = _get(p, instance, f"get for {case}").subscription_id
             _push(p, instance, sub, case, compression=ctype, metrics=metrics)
         # Largest accepted and one byte over telemetry.max.bytes (1 MiB), uncompressed.
-        for case, size in (("at the limit", ONE_MIB), ("oversized", ONE_MIB + 1)):
-            instance = uuid.UUID(int=0x6F1C8A649B0E4C39A1B72B3F3B1F0000 + 0x500 + size % 7)
+        for index, (case, size) in enumerate(
+            (("at the limit", ONE_MIB), ("one byte over", ONE_MIB + 1))
+        ):
+            instance = uuid.UUID(int=0x6F1C8A649B0E4C39A1B72B3F3B1F0000 + 0x500 + index)
             sub = _get(p, instance, f"get for {case}").subscription_id
-            _push(p, instance, sub, case, metrics=b"\x00" * size)
+            _push(p, instance, sub, case, metrics=_otlp_of_size(size))
+    # A frame far over the limit: the collector closes the connection unread.
+    with pair(servers, checked, client_id="codecs") as p:
+        instance = uuid.UUID(int=0x6F1C8A649B0E4C39A1B72B3F3B1F0000 + 0x510)
+        sub = _get(p, instance, "get for oversized").subscription_id
+        _push(p, instance, sub, "oversized frame", metrics=_otlp_of_size(2 * ONE_MIB))
     with pair(servers, checked, client_id="codecs") as p:
         _unsubscribe(p, name, tuple(configs))
 
@@ -970,7 +1022,15 @@ def test_acls(servers: Servers, checked: Report) -> None:
         )
         for version, (case, creation) in zip((1, 2, 3, 3), creations, strict=True):
             p.exchange(ApiKeys.CREATE_ACLS, version, CreateAclsRequest(creations=(creation,)), case=case)
-        _eventually_kafka(p, ApiKeys.DESCRIBE_ACLS, 3, everything, lambda a: sum(len(r.acls) for r in a.resources) == 4)
+        mine = _collector_only(p, ApiKeys.DESCRIBE_ACLS, 3, everything)
+        count = sum(len(r.acls) for r in mine.resources)
+        _eventually_kafka(
+            p,
+            ApiKeys.DESCRIBE_ACLS,
+            3,
+            everything,
+            lambda a: sum(len(r.acls) for r in a.resources) == count,
+        )
         filters = [
             ("everything", everything),
             ("cluster match", dataclasses.replace(everything, resource_type_filter=CLUSTER_RESOURCE, resource_name_filter="kafka-cluster", pattern_type_filter=MATCH_PATTERN)),
@@ -984,7 +1044,11 @@ def test_acls(servers: Servers, checked: Report) -> None:
         ]
         for version in (1, 2, 3):
             for case, request in filters:
-                p.exchange(ApiKeys.DESCRIBE_ACLS, version, request, case=case, adjust=_sorted_acls)
+                # A fresh connection each: an UNKNOWN element closes it (both servers).
+                with pair(servers, checked) as q:
+                    q.exchange(
+                        ApiKeys.DESCRIBE_ACLS, version, request, case=case, adjust=_sorted_acls
+                    )
         delete = DeleteAclsFilter(
             resource_type_filter=CLUSTER_RESOURCE,
             resource_name_filter=None,
@@ -1010,13 +1074,37 @@ def test_acls(servers: Servers, checked: Report) -> None:
         )
 
 
+def _collector_only(p: Pair, api_key: int, version: int, request: Any) -> Any:
+    from proto import decode_response, encode_request
+
+    p.collector.send(encode_request(api_key, version, 1, p.client_id, request))
+    payload = p.collector.receive()
+    assert payload is not None
+    return decode_response(api_key, version, payload).message
+
+
 def _kafka_only(p: Pair, api_key: int, version: int, request: Any) -> Any:
     from proto import decode_response, encode_request
 
-    p.kafka.send(encode_request(api_key, version, 1, "ktc-compat", request))
+    p.kafka.send(encode_request(api_key, version, 1, p.client_id, request))
     payload = p.kafka.receive()
     assert payload is not None
     return decode_response(api_key, version, payload).message
+
+
+def _settle_telemetry(p: Pair) -> None:
+    """Kafka's telemetry manager learns a subscription change after its DescribeConfigs
+    shows it: ask both servers for a throwaway instance (on this pair's connections, so the
+    same selectors apply) until they agree on what it would get."""
+    deadline = time.monotonic() + 10
+    while True:
+        probe = GetTelemetrySubscriptionsRequest(client_instance_id=uuid.uuid4())
+        kafka = _kafka_only(p, ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, probe)
+        mine = _collector_only(p, ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, probe)
+        if kafka == mine:
+            return
+        assert time.monotonic() < deadline, f"never agreed: {kafka} / {mine}"
+        time.sleep(0.01)
 
 
 def _sorted_acls(kafka: Any, mine: Any) -> tuple[Any, Any]:

@@ -145,7 +145,7 @@ def _lz4_bomb() -> bytes:
     # An lz4 frame of 8 MiB zeros has 4 MiB blocks that are byte-identical (zeros referencing
     # zeros): repeat the middle block to reach 1 GiB. Decompression stops at the cap long
     # before the (then stale) content checksum.
-    frame = bytes(cramjam.lz4.compress(bytes(12 * ONE_MIB)))
+    frame = compress(CompressionType.LZ4, bytes(12 * ONE_MIB))  # independent blocks
     flags = frame[4]
     block_checksum = 4 if flags & 0x10 else 0
     pos = 7 + (8 if flags & 0x08 else 0)
