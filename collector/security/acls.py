@@ -108,10 +108,8 @@ def parse_principal(text: str) -> tuple[str, str]:
     """``SecurityUtils.parseKafkaPrincipal``: ``"User:alice"`` -> ``("User", "alice")``."""
     principal_type, colon, name = text.partition(":")
     if not text or not colon:
-        # StandardAcl.fromAclBinding's message (Kafka 4.4.0)
         raise AclError(
-            f"Could not parse principal from `{text}` (no colon is present separating the "
-            "principal type from the principal name)"
+            f"expected a string in format principalType:principalName but got {text}"
         )
     return principal_type, name
 
@@ -188,7 +186,12 @@ def validate_new_acl(binding: AclBinding) -> None:
         raise AclInternalError(f"Invalid operation {binding.operation.name}")
     if binding.permission not in (AclPermissionType.DENY, AclPermissionType.ALLOW):
         raise AclInternalError(f"Invalid permissionType {binding.permission.name}")
-    parse_principal(binding.principal)
+    if ":" not in binding.principal:
+        # StandardAcl.fromAclBinding's words for it (Kafka 4.4.0's controller)
+        raise AclError(
+            f"Could not parse principal from `{binding.principal}` (no colon is present "
+            "separating the principal type from the principal name)"
+        )
     if binding.resource_type not in SERVED_RESOURCE_TYPES:
         raise AclError(
             f"resource type {binding.resource_type.name} is not supported by the collector "

@@ -39,6 +39,7 @@ from proto.errors import (
     UnsupportedVersionError,
 )
 from proto.messages.api_versions_request import ApiVersionsRequest
+from proto.messages.api_versions_response import ApiVersionsResponse
 from proto.messages.get_telemetry_subscriptions_request import (
     GetTelemetrySubscriptionsRequest,
 )
@@ -237,6 +238,10 @@ def test_frames_cut_anywhere_come_out_whole_and_in_order(
 # ---- every served version, against kio bodies ------------------------------------------------
 
 
+# Versions kio does not have yet (it predates KIP-1242): golden bytes below instead.
+KIO_PREDATES = {("ApiVersionsRequest", 5), ("ApiVersionsResponse", 5)}
+
+
 def served(kind: str) -> list[tuple[MessageSpec, int]]:
     return [
         (spec, version)
@@ -246,6 +251,7 @@ def served(kind: str) -> list[tuple[MessageSpec, int]]:
         and SUPPORTED_VERSIONS[spec.api_key][0]
         <= version
         <= SUPPORTED_VERSIONS[spec.api_key][1]
+        and (spec.name, version) not in KIO_PREDATES
     ]
 
 
@@ -410,7 +416,7 @@ def test_known_but_disabled_api_is_invalid_request_and_keeps_its_body_opaque() -
 
 @pytest.mark.parametrize(
     ("api_key", "version"),
-    [(72, 1), (71, 3), (3, 13), (32, 0), (74, 2)],
+    [(72, 1), (71, 3), (3, 14), (18, 6), (32, 0), (74, 2)],
 )
 def test_unsupported_version(api_key: int, version: int) -> None:
     with pytest.raises(UnsupportedVersionError) as info:
@@ -429,7 +435,7 @@ def test_unsupported_api_versions_version_gets_a_v0_answer() -> None:
         """
         00 00 00 10 | 00 00 00 01         # size 16, correlation 1 (header v0)
         00 23                             # error 35 UNSUPPORTED_VERSION
-        00 00 00 01 | 00 12 00 00 00 04   # [ApiVersions: 0..4]
+        00 00 00 01 | 00 12 00 00 00 05   # [ApiVersions: 0..5]
         """
     )
 
@@ -459,6 +465,51 @@ def test_null_client_id_reads_as_empty_like_kafka() -> None:
     (frame,) = feed_whole(struct.pack(">i", len(payload)) + payload)
     assert frame.client_id == ""
     assert decode_request(frame) == ApiVersionsRequest()
+
+
+# ApiVersions v5 (KIP-1242), byte by byte: kio has no v5 yet.
+API_VERSIONS_V5_REQUEST = hexbytes(
+    """
+    00 00 00 32                       # size 50
+    00 12 00 05 | 00 00 00 07         # ApiVersions v5, correlation 7
+    00 03 63 2d 31 | 00               # client id "c-1" (int16 length), header tags
+    04 6b 74 63 | 04 31 2e 30         # ClientSoftwareName "ktc", Version "1.0" (compact)
+    17 4d 67 37 64 57 6e 5a 52 53 48 53 70 4c 79 5a 4f 6e 6e 45 52 2d 67
+                                      # ClusterId, compact nullable, 22 characters
+    00 00 00 01                       # NodeId 1
+    00                                # tagged fields
+    """
+)
+API_VERSIONS_V5_RESPONSE = hexbytes(
+    """
+    00 00 00 0c | 00 00 00 07         # size 12, correlation 7 (header v0, KIP-511)
+    00 81                             # error 129 REBOOTSTRAP_REQUIRED
+    01                                # ApiKeys: none (compact: length + 1)
+    00 00 00 00                       # ThrottleTimeMs 0
+    00                                # tagged fields
+    """
+)
+
+
+def test_api_versions_v5_golden_bytes() -> None:
+    request = ApiVersionsRequest("ktc", "1.0", "Mg7dWnZRSHSpLyZOnnER-g", 1)
+    assert encode_request(18, 5, 7, "c-1", request) == API_VERSIONS_V5_REQUEST
+    for feed in FEEDERS:
+        (frame,) = feed(API_VERSIONS_V5_REQUEST)
+        assert decode_request(frame) == request
+    conn = ServerConnection()
+    conn.receive_data(API_VERSIONS_V5_REQUEST + API_VERSIONS_V5_REQUEST[:5])
+    frame = conn.next_request()
+    assert frame is not None and decode_request(frame) == request
+    assert conn.next_request() is None and conn.buffered_bytes == 5
+    response = ApiVersionsResponse(error_code=Errors.REBOOTSTRAP_REQUIRED)
+    assert encode_response(18, 5, 7, response) == API_VERSIONS_V5_RESPONSE
+    client = ClientConnection()
+    client._in_flight[7] = (18, 5)
+    for index in range(len(API_VERSIONS_V5_RESPONSE)):
+        client.receive_data(API_VERSIONS_V5_RESPONSE[index : index + 1])
+    answer = client.next_response()
+    assert answer is not None and answer.message == response
 
 
 # ---- the client side -----------------------------------------------------------------------
@@ -513,4 +564,4 @@ def test_client_falls_back_to_v0_for_an_unsupported_api_versions_answer() -> Non
     assert response.message.error_code == Errors.UNSUPPORTED_VERSION
     assert [
         (v.api_key, v.min_version, v.max_version) for v in response.message.api_keys
-    ] == [(18, 0, 4)]
+    ] == [(18, 0, 5)]

@@ -64,9 +64,10 @@ def test_api_versions_then_plain_sets_the_principal() -> None:
     )
     step = auth.receive(handshake("PLAIN"), sess, 0)
     answer = body(17, 1, step.response)
-    # Kafka lists the enabled mechanisms in java.util.HashMap order, not as configured.
+    # Kafka lists the enabled mechanisms in the order of a java.util.HashMap they were put
+    # into as configured (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 here).
     assert answer.error_code == 0
-    assert answer.mechanisms == ("SCRAM-SHA-512", "PLAIN", "SCRAM-SHA-256")
+    assert answer.mechanisms == ("PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256")
     step = auth.receive(authenticate(plain_token("alice", "s3cret")), sess, 0)
     assert step.kind is StepKind.ANSWER
     answer = body(36, 2, step.response)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from proto.errors import Errors, KafkaError
-from subscriptions.model import DEFAULT_INTERVAL_MS, Subscription, parse_list
+from subscriptions.model import (
+    DEFAULT_INTERVAL_MS,
+    Subscription,
+    normalise_config_value,
+    parse_list,
+)
 
 INVALID_CONFIG = Errors.INVALID_CONFIG
 INVALID_REQUEST = Errors.INVALID_REQUEST
@@ -32,19 +37,8 @@ REJECTED: list[tuple[str, dict[str, str | None], Errors, str]] = [
         INVALID_REQUEST,
         "Unknown client metrics configuration: push.interval.ms",
     ),
-    # LIST rules of Kafka 4.2+ (ValidList.anyNonDuplicateValues(true, false))
-    (
-        "s",
-        {"metrics": "a,a"},
-        INVALID_CONFIG,
-        "Configuration 'metrics' values must not be duplicated.",
-    ),
-    (
-        "s",
-        {"metrics": "a, a"},
-        INVALID_CONFIG,
-        "Configuration 'metrics' values must not be duplicated.",
-    ),
+    # LIST rules (ValidList.anyNonDuplicateValues(true, false)) on the list Kafka 4.4.0
+    # validates, its repeats dropped: an empty item is refused, a repeat is not.
     (
         "s",
         {"metrics": "a,"},
@@ -61,13 +55,7 @@ REJECTED: list[tuple[str, dict[str, str | None], Errors, str]] = [
         "s",
         {"metrics": "a,,"},
         INVALID_CONFIG,
-        "Configuration 'metrics' values must not be duplicated.",
-    ),
-    (
-        "s",
-        {"match": "client_id=a,client_id=a"},
-        INVALID_CONFIG,
-        "Configuration 'match' values must not be duplicated.",
+        "Configuration 'metrics' values must not be empty.",
     ),
     (
         "s",
@@ -185,9 +173,9 @@ REJECTED: list[tuple[str, dict[str, str | None], Errors, str]] = [
     # ... metrics parsed before interval.ms, interval.ms before match ...
     (
         "s",
-        {"match": "bad", "interval.ms": "x", "metrics": "a,a"},
+        {"match": "bad", "interval.ms": "x", "metrics": "a,,"},
         INVALID_CONFIG,
-        "Configuration 'metrics' values must not be duplicated.",
+        "Configuration 'metrics' values must not be empty.",
     ),
     (
         "s",
@@ -198,9 +186,9 @@ REJECTED: list[tuple[str, dict[str, str | None], Errors, str]] = [
     # ... and parsing (match list) before the range check, the range before the patterns
     (
         "s",
-        {"match": "a,a", "interval.ms": "1"},
+        {"match": "a,,", "interval.ms": "1"},
         INVALID_CONFIG,
-        "Configuration 'match' values must not be duplicated.",
+        "Configuration 'match' values must not be empty.",
     ),
     (
         "s",
@@ -309,3 +297,30 @@ def test_direct_construction_validates_patterns() -> None:
     with pytest.raises(KafkaError) as raised:
         Subscription("")
     assert raised.value.error_code == INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    ("configs", "metrics", "match"),
+    [
+        ({"metrics": "a,a"}, ("a",), ()),
+        ({"metrics": " a, b ,a"}, ("a", "b"), ()),
+        ({"match": "client_id=a,client_id=a"}, (), (("client_id", "a"),)),
+    ],
+)
+def test_repeated_list_items_are_accepted_once_like_kafka_4_4(
+    configs: dict[str, str], metrics: tuple[str, ...], match: tuple[tuple[str, str], ...]
+) -> None:
+    """Kafka 4.4.0 accepts ``metrics=a,a`` and ``match=client_id=a,client_id=a`` (error 0,
+    checked against a 4.4.0 broker by tests/compat) and keeps each item once."""
+    subscription = Subscription.from_configs("s", configs)
+    assert subscription.metrics == metrics
+    assert subscription.match == match
+
+
+def test_list_and_int_values_are_normalised_like_kafka_4_4() -> None:
+    """What Kafka 4.4.0 describes after a SET: the parsed value rendered again."""
+    assert normalise_config_value("metrics", " a, b ,a") == "a,b"
+    assert normalise_config_value("match", " client_id = x ") == "client_id = x"
+    assert normalise_config_value("interval.ms", " 1000 ") == "1000"
+    assert normalise_config_value("interval.ms", "1e3") == "1e3"  # refused later
+

@@ -92,8 +92,8 @@ HAND_EDITED = """\
 subscriptions:
   good:
     metrics: org.apache.kafka.producer.
-  duplicated:
-    metrics: [a, a]
+  empty-item:
+    metrics: "a,,b"
   too-fast:
     interval.ms: 5
   from-a-newer-version:
@@ -115,7 +115,7 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
         "org.apache.kafka.consumer.",
     )
     assert dict(snapshot.skipped) == {
-        "duplicated": "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)",
+        "empty-item": "Configuration 'metrics' values must not be empty. (INVALID_CONFIG)",
         "too-fast": "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 "
         "(1 hour) (INVALID_REQUEST)",
     }
@@ -124,8 +124,8 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
     # one line per subscription not applied as written, naming the file, line and entry
     path = tmp_path / "config" / "client-metrics.yaml"
     assert [r.getMessage() for r in caplog.records] == [
-        f"{path}, line 4 at 'duplicated': subscription skipped, its configs do not validate: "
-        "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)",
+        f"{path}, line 4 at 'empty-item': subscription skipped, its configs do not validate: "
+        "Configuration 'metrics' values must not be empty. (INVALID_CONFIG)",
         f"{path}, line 6 at 'too-fast': subscription skipped, its configs do not validate: "
         "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 (1 hour) "
         "(INVALID_REQUEST)",
@@ -141,7 +141,7 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
     reread = ConfigStore(tmp_path).snapshot()
     assert list(reread.subscription_configs) == [
         "good",
-        "duplicated",
+        "empty-item",
         "too-fast",
         "from-a-newer-version",
     ]
@@ -165,7 +165,7 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
         "from-a-newer-version",
     ]
     assert dict(store.snapshot().skipped) == {
-        "duplicated": "Configuration 'metrics' values must not be duplicated. (INVALID_CONFIG)"
+        "empty-item": "Configuration 'metrics' values must not be empty. (INVALID_CONFIG)"
     }
 
 

@@ -41,10 +41,11 @@ public class GoldenScram {
         print("DescribeUserScramCredentialsRequestAll", new DescribeUserScramCredentialsRequestData()
             .setUsers(null));
         print("DescribeUserScramCredentialsResponse", new DescribeUserScramCredentialsResponseData()
-            .setThrottleTimeMs(0).setErrorCode((short) 0).setErrorMessage(null)
+            // A 4.4.0 broker words success as "" (ApiError.NONE), tests/compat checks it.
+            .setThrottleTimeMs(0).setErrorCode((short) 0).setErrorMessage("")
             .setResults(List.of(
                 new DescribeUserScramCredentialsResponseData.DescribeUserScramCredentialsResult()
-                    .setUser("alice").setErrorCode((short) 0).setErrorMessage(null)
+                    .setUser("alice").setErrorCode((short) 0).setErrorMessage("")
                     .setCredentialInfos(List.of(
                         new DescribeUserScramCredentialsResponseData.CredentialInfo()
                             .setMechanism((byte) 1).setIterations(4096),
