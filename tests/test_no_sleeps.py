@@ -35,6 +35,12 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("lakehouse/test_lakehouse_thriftserver.py", "time.sleep(1)"): (
         "waits for the Spark Thrift server process to listen"
     ),
+    ("compat/test_kafka_differential.py", "time.sleep(0.01)"): (
+        "polls a real Kafka broker until an admin change reached its metadata log"
+    ),
+    ("compat/test_kafka_differential.py", "time.sleep(interval_ms / 1000 * 1.5)"): (
+        "lets a push interval pass on a real Kafka broker's own clock"
+    ),
     ("proto/test_real_client.py", "time.sleep(0.02)"): (
         "waits for librdkafka's own threads to send its terminating push"
     ),

@@ -200,9 +200,9 @@ async def test_describe_with_synonyms_and_documentation(wire: WireClient) -> Non
         (alter("s", ("match", SET, "client_id=[")), Errors.INVALID_CONFIG),
         (alter("s", ("colour", SET, "blue")), Errors.INVALID_REQUEST),
         (alter("", ("metrics", SET, "*")), Errors.INVALID_REQUEST),
-        (
+        (  # a topic: what a broker answers for a topic it does not have
             alter("t", ("cleanup.policy", SET, "compact"), resource_type=2),
-            Errors.INVALID_REQUEST,
+            Errors.UNKNOWN_TOPIC_OR_PARTITION,
         ),
         (
             alter("s", ("metrics", SET, "a"), ("metrics", SET, "b")),

@@ -1,7 +1,7 @@
 """Apache Kafka trunk's answers to CLIENT_METRICS alterations and telemetry ids, over the
 wire (proto's client codec; confluent-kafka's AdminClient has no CLIENT_METRICS type):
 
-- ``match`` items, like ``metrics`` items, must not be empty or duplicated (KAFKA-19112);
+- ``match`` items, like ``metrics`` items, must not be empty (repeats are kept once);
 - request-shape errors answer INVALID_REQUEST as ``ConfigAdminManager.preprocess`` does;
 - a changed value over 32767 characters is INVALID_CONFIG (``ConfigurationControlManager``);
 - a SET to the stored value changes nothing: no new version, no re-evaluation;
@@ -102,29 +102,42 @@ async def alter(
     ]
 
 
-# ------------------------------------------------------------------ KAFKA-19112
+# ------------------------------------------------------------------ list items
 @pytest.mark.parametrize(
     ("match", "message"),
     [
-        (
-            "client_id=a,client_id=a",
-            "Configuration 'match' values must not be duplicated.",
-        ),
-        (
-            "client_id=a, client_id=a",
-            "Configuration 'match' values must not be duplicated.",
-        ),
         ("client_id=a,", "Configuration 'match' values must not be empty."),
         (",client_id=a", "Configuration 'match' values must not be empty."),
     ],
 )
-async def test_match_items_must_not_be_empty_or_duplicated(
+async def test_match_items_must_not_be_empty(
     store: ConfigStore, wire: WireClient, match: str, message: str
 ) -> None:
     assert await alter(
         wire, resource("s", ("metrics", SET, "a."), ("match", SET, match))
     ) == [("s", Errors.INVALID_CONFIG, message)]
     assert store.list_names() == []
+
+
+@pytest.mark.parametrize(
+    ("configs", "described"),
+    [
+        ({"metrics": "a,a"}, {"metrics": "a"}),
+        ({"match": "client_id=a,client_id=a"}, {"match": "client_id=a"}),
+        ({"match": "client_id=a, client_id=a"}, {"match": "client_id=a"}),
+    ],
+)
+async def test_repeated_list_items_are_accepted_once_like_kafka_4_4(
+    store: ConfigStore,
+    wire: WireClient,
+    configs: dict[str, str],
+    described: dict[str, str],
+) -> None:
+    """Kafka 4.4.0 answers 0 and keeps each item once (KAFKA-19112's refusal is not in
+    4.4.0; tests/compat checks it against a 4.4.0 broker)."""
+    ops = tuple((key, SET, value) for key, value in configs.items())
+    assert await alter(wire, resource("s", *ops)) == [("s", Errors.NONE, None)]
+    assert store.describe("s") == described
 
 
 # ------------------------------------------------------------------ ConfigAdminManager.preprocess

@@ -123,7 +123,7 @@ async def test_raw_alter_creates_credentials_the_server_checks(
         )
         for r in described.results
     ] == [
-        ("alice", Errors.NONE, None, [(SHA512.type_id, 8192)]),
+        ("alice", Errors.NONE, "", [(SHA512.type_id, 8192)]),
         (
             "nobody",
             Errors.RESOURCE_NOT_FOUND,

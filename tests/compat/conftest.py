@@ -70,7 +70,9 @@ def compiled_plugin() -> Path:
     libs = kafka_libs_dir()
     digest = hashlib.sha256(PLUGIN_SOURCE.read_bytes())
     digest.update("\0".join(sorted(p.name for p in libs.glob("*.jar"))).encode())
-    target = Path(tempfile.gettempdir()) / f"ktc-telemetry-plugin-{digest.hexdigest()[:16]}"
+    target = (
+        Path(tempfile.gettempdir()) / f"ktc-telemetry-plugin-{digest.hexdigest()[:16]}"
+    )
     with _compile_lock:
         if (target / f"{PLUGIN_CLASS}.class").is_file():
             return target
@@ -157,7 +159,10 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
         assert server is not None
         node = broker.node_ports[1]
         yield Servers(
-            kafka={"PLAINTEXT": node["PLAINTEXT"], "SASL_PLAINTEXT": node["SASL_PLAINTEXT"]},
+            kafka={
+                "PLAINTEXT": node["PLAINTEXT"],
+                "SASL_PLAINTEXT": node["SASL_PLAINTEXT"],
+            },
             collector={
                 "PLAINTEXT": server.port("PLAINTEXT"),
                 "SASL_PLAINTEXT": server.port("SASL_PLAINTEXT"),

@@ -82,7 +82,9 @@ class KnownDifference:
     # Optional check on the two values (None: any values).
     values: Callable[[Any, Any], bool] | None = None
 
-    def applies(self, api_key: int, case: str, path: str, kafka: Any, mine: Any) -> bool:
+    def applies(
+        self, api_key: int, case: str, path: str, kafka: Any, mine: Any
+    ) -> bool:
         return (
             api_key == self.api_key
             and case.startswith(self.case_prefix)
@@ -114,7 +116,9 @@ class Report:
             f"{'total':<36} {sum(self.exchanges.values()):>9}  {sum(self.fields.values()):>15}"
         )
         out.append("")
-        out.append("Known deliberate differences (field differences seen, reason, where stated):")
+        out.append(
+            "Known deliberate differences (field differences seen, reason, where stated):"
+        )
         for known in self.known:
             out.append(
                 f"- {known.name} ({ApiKeys(known.api_key).name}, {known.path_prefix or 'whole answer'}): "
@@ -320,7 +324,9 @@ class Pair:
         decoded = []
         for side, message in zip((self.kafka, self.collector), messages, strict=True):
             side.send(
-                encode_request(api_key, version, correlation_id, self.client_id, message)
+                encode_request(
+                    api_key, version, correlation_id, self.client_id, message
+                )
             )
             payload = side.receive()
             if payload is None:
@@ -334,7 +340,9 @@ class Pair:
         self.record(api_key, version, case, kafka, mine)
         return kafka, mine
 
-    def record(self, api_key: int, version: int, case: str, kafka: Any, mine: Any) -> None:
+    def record(
+        self, api_key: int, version: int, case: str, kafka: Any, mine: Any
+    ) -> None:
         report = self.report
         report.exchanges[(api_key, version)] += 1
         if kafka is CLOSED or mine is CLOSED:

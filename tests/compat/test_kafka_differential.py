@@ -71,7 +71,7 @@ from proto.messages.incremental_alter_configs_request import (
 from proto.messages.metadata_request import MetadataRequestTopic
 from tests.collector.collector_testkit import otlp_payload
 
-pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
 
 CLIENT_METRICS = 16
 TOPIC = 2
@@ -384,7 +384,9 @@ def test_metadata_every_version_and_unhosted_topics(
                     "topic id",
                     MetadataRequest(
                         topics=(
-                            MetadataRequestTopic(topic_id=uuid.UUID(int=12345), name=None),
+                            MetadataRequestTopic(
+                                topic_id=uuid.UUID(int=12345), name=None
+                            ),
                         )
                     ),
                 )
@@ -423,7 +425,9 @@ def _alter(
 
 
 def _describe(
-    *names: str, keys: tuple[str, ...] | None = None, resource_type: int = CLIENT_METRICS
+    *names: str,
+    keys: tuple[str, ...] | None = None,
+    resource_type: int = CLIENT_METRICS,
 ) -> DescribeConfigsRequest:
     return DescribeConfigsRequest(
         resources=tuple(
@@ -436,7 +440,9 @@ def _kafka_describe(p: Pair, name: str) -> dict[str, str | None]:
     """Kafka's current configs of a subscription (read without comparing)."""
     from proto import decode_response, encode_request
 
-    p.kafka.send(encode_request(ApiKeys.DESCRIBE_CONFIGS, 4, 1, "ktc-compat", _describe(name)))
+    p.kafka.send(
+        encode_request(ApiKeys.DESCRIBE_CONFIGS, 4, 1, "ktc-compat", _describe(name))
+    )
     payload = p.kafka.receive()
     assert payload is not None
     result = decode_response(ApiKeys.DESCRIBE_CONFIGS, 4, payload).message.results[0]
@@ -451,7 +457,9 @@ def _wait_kafka_configs(p: Pair, name: str, expected: dict[str, str]) -> None:
     while True:
         shown = _kafka_describe(p, name)
         if set(shown) == set(expected) and all(
-            shown[k] == v for k, v in expected.items() if "," not in v and v.strip() == v
+            shown[k] == v
+            for k, v in expected.items()
+            if "," not in v and v.strip() == v
         ):
             return
         assert time.monotonic() < deadline, f"Kafka never showed {name}={expected}"
@@ -460,17 +468,36 @@ def _wait_kafka_configs(p: Pair, name: str, expected: dict[str, str]) -> None:
 
 # (case, configs, validate_only): each applied to a fresh subscription name.
 ALTERATIONS: list[tuple[str, list[tuple[str, int, str | None]]]] = [
-    ("valid all keys", [("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "1000"), ("match", SET, "client_id=nobody-.*")]),
-    ("duplicate metrics", [("metrics", SET, "a,a"), ("match", SET, "client_id=nobody")]),
+    (
+        "valid all keys",
+        [
+            ("metrics", SET, "org.apache.kafka.producer."),
+            ("interval.ms", SET, "1000"),
+            ("match", SET, "client_id=nobody-.*"),
+        ],
+    ),
+    (
+        "duplicate metrics",
+        [("metrics", SET, "a,a"), ("match", SET, "client_id=nobody")],
+    ),
     ("duplicate match", [("match", SET, "client_id=a,client_id=a")]),
-    ("duplicates with spaces", [("metrics", SET, " a, b ,a"), ("match", SET, " client_id = x ,client_id = x")]),
-    ("list with spaces", [("metrics", SET, "a, b"), ("match", SET, "client_id=nobody")]),
+    (
+        "duplicates with spaces",
+        [("metrics", SET, " a, b ,a"), ("match", SET, " client_id = x ,client_id = x")],
+    ),
+    (
+        "list with spaces",
+        [("metrics", SET, "a, b"), ("match", SET, "client_id=nobody")],
+    ),
     ("empty metric", [("metrics", SET, "a,,b")]),
     ("trailing comma", [("metrics", SET, "a,")]),
     ("all metrics", [("metrics", SET, "*"), ("match", SET, "client_id=nobody")]),
     ("interval low", [("interval.ms", SET, "99")]),
     ("interval min", [("interval.ms", SET, "100"), ("match", SET, "client_id=nobody")]),
-    ("interval max", [("interval.ms", SET, "3600000"), ("match", SET, "client_id=nobody")]),
+    (
+        "interval max",
+        [("interval.ms", SET, "3600000"), ("match", SET, "client_id=nobody")],
+    ),
     ("interval high", [("interval.ms", SET, "3600001")]),
     ("interval not int", [("interval.ms", SET, "1e3")]),
     ("interval overflow", [("interval.ms", SET, "2147483648")]),
@@ -484,14 +511,31 @@ ALTERATIONS: list[tuple[str, list[tuple[str, int, str | None]]]] = [
     ("bad selector", [("match", SET, "colour=red")]),
     ("selector without value", [("match", SET, "client_id=")]),
     ("bad regex", [("match", SET, "client_id=[")]),
-    ("every selector", [("match", SET, "client_instance_id=x,client_id=y,client_software_name=z,client_software_version=1,client_source_address=127.0.0.1,client_source_port=1")]),
+    (
+        "every selector",
+        [
+            (
+                "match",
+                SET,
+                "client_instance_id=x,client_id=y,client_software_name=z,client_software_version=1,client_source_address=127.0.0.1,client_source_port=1",
+            )
+        ],
+    ),
     ("duplicate key", [("metrics", SET, "a"), ("metrics", SET, "b")]),
-    ("value at the length limit", [("metrics", SET, "m" * 32767), ("match", SET, "client_id=nobody")]),
-    ("interval with spaces", [("interval.ms", SET, " 1000 "), ("match", SET, "client_id=nobody")]),
+    (
+        "value at the length limit",
+        [("metrics", SET, "m" * 32767), ("match", SET, "client_id=nobody")],
+    ),
+    (
+        "interval with spaces",
+        [("interval.ms", SET, " 1000 "), ("match", SET, "client_id=nobody")],
+    ),
 ]
 
 
-@pytest.mark.parametrize("validate_only", [True, False], ids=["validate-only", "applied"])
+@pytest.mark.parametrize(
+    "validate_only", [True, False], ids=["validate-only", "applied"]
+)
 def test_incremental_alter_configs_client_metrics(
     servers: Servers, checked: Report, validate_only: bool
 ) -> None:
@@ -512,7 +556,10 @@ def test_incremental_alter_configs_client_metrics(
             _wait_kafka_configs(p, name, expected)
             for version in (1, 2, 3, 4):
                 p.exchange(
-                    ApiKeys.DESCRIBE_CONFIGS, version, _describe(name), case=f"after {case}"
+                    ApiKeys.DESCRIBE_CONFIGS,
+                    version,
+                    _describe(name),
+                    case=f"after {case}",
                 )
             # Remove it again: a subscription matching every client would leak into the
             # telemetry cases.
@@ -533,7 +580,9 @@ def test_incremental_alter_configs_client_metrics(
             p.exchange(
                 ApiKeys.INCREMENTAL_ALTER_CONFIGS,
                 version,
-                _alter("orders", [("cleanup.policy", SET, "compact")], validate_only, TOPIC),
+                _alter(
+                    "orders", [("cleanup.policy", SET, "compact")], validate_only, TOPIC
+                ),
                 case="unhosted topic",
             )
 
@@ -543,7 +592,11 @@ def test_describe_configs_and_list_config_resources(
 ) -> None:
     with pair(servers, checked) as p:
         name = "describe-me"
-        configs = {"metrics": "org.apache.kafka.", "interval.ms": "2000", "match": "client_id=nobody"}
+        configs = {
+            "metrics": "org.apache.kafka.",
+            "interval.ms": "2000",
+            "match": "client_id=nobody",
+        }
         p.exchange(
             ApiKeys.INCREMENTAL_ALTER_CONFIGS,
             1,
@@ -602,8 +655,12 @@ def _sorted_resources(kafka: Any, mine: Any) -> tuple[Any, Any]:
         return (r.resource_type, r.resource_name)
 
     return (
-        dataclasses.replace(kafka, config_resources=tuple(sorted(kafka.config_resources, key=key))),
-        dataclasses.replace(mine, config_resources=tuple(sorted(mine.config_resources, key=key))),
+        dataclasses.replace(
+            kafka, config_resources=tuple(sorted(kafka.config_resources, key=key))
+        ),
+        dataclasses.replace(
+            mine, config_resources=tuple(sorted(mine.config_resources, key=key))
+        ),
     )
 
 
@@ -661,7 +718,9 @@ def _push(
             subscription_id=subscription_id,
             terminating=terminating,
             compression_type=compression,
-            metrics=otlp_payload("org.apache.kafka.producer.x") if metrics is None else metrics,
+            metrics=otlp_payload("org.apache.kafka.producer.x")
+            if metrics is None
+            else metrics,
         ),
         case=case,
     )
@@ -675,7 +734,11 @@ def _wait_past(interval_ms: int) -> None:
 
 def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
     name = "ladder"
-    configs = {"metrics": "org.apache.kafka.producer.", "interval.ms": "100", "match": "client_id=ladder-.*"}
+    configs = {
+        "metrics": "org.apache.kafka.producer.",
+        "interval.ms": "100",
+        "match": "client_id=ladder-.*",
+    }
     with pair(servers, checked, client_id="ladder-1") as p:
         # No subscription matches yet: the default answer, with a generated instance id.
         kafka, _ = p.exchange(
@@ -698,7 +761,12 @@ def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
         _push(p, instance, sub, "unsupported compression", compression=9)
         _wait_past(100)
         _push(p, uuid.UUID(int=0), sub, "zero instance id")
-        _push(p, uuid.UUID("6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f0999"), sub, "unknown instance")
+        _push(
+            p,
+            uuid.UUID("6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f0999"),
+            sub,
+            "unknown instance",
+        )
         _push(p, instance, sub, "push on time")
         _wait_past(100)
         _get(p, instance, "get on time")
@@ -710,7 +778,14 @@ def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
         _subscribe(p, name, {**configs, "metrics": "org.apache.kafka.consumer."})
         other = uuid.UUID("6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f0002")
         before = _get(p, other, "get before change")
-        _subscribe(p, name, {**configs, "metrics": "org.apache.kafka.producer.,org.apache.kafka.consumer."})
+        _subscribe(
+            p,
+            name,
+            {
+                **configs,
+                "metrics": "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+            },
+        )
         _push(p, other, before.subscription_id, "push with the old subscription id")
         _get(p, other, "get after change")
         _unsubscribe(p, name, tuple(configs))
@@ -723,7 +798,9 @@ def _generated_ids(kafka: Any, mine: Any) -> tuple[Any, Any]:
     that both generated one, then the rest."""
     assert kafka.client_instance_id.int != 0 and mine.client_instance_id.int != 0
     placeholder = {"client_instance_id": uuid.UUID(int=1), "subscription_id": 1}
-    return dataclasses.replace(kafka, **placeholder), dataclasses.replace(mine, **placeholder)
+    return dataclasses.replace(kafka, **placeholder), dataclasses.replace(
+        mine, **placeholder
+    )
 
 
 def test_match_selectors_and_merged_subscriptions(
@@ -732,9 +809,21 @@ def test_match_selectors_and_merged_subscriptions(
     base = {"interval.ms": "60000"}
     subscriptions = {
         "sel-id": {**base, "metrics": "a.", "match": "client_id=sel-.*"},
-        "sel-instance": {**base, "metrics": "b.", "match": "client_instance_id=6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f01.*"},
-        "sel-software": {**base, "metrics": "c.", "match": "client_software_name=ktc-sel,client_software_version=2\\..*"},
-        "sel-address": {"interval.ms": "30000", "metrics": "d.,a.", "match": "client_source_address=127\\.0\\.0\\.1,client_id=sel-.*"},
+        "sel-instance": {
+            **base,
+            "metrics": "b.",
+            "match": "client_instance_id=6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f01.*",
+        },
+        "sel-software": {
+            **base,
+            "metrics": "c.",
+            "match": "client_software_name=ktc-sel,client_software_version=2\\..*",
+        },
+        "sel-address": {
+            "interval.ms": "30000",
+            "metrics": "d.,a.",
+            "match": "client_source_address=127\\.0\\.0\\.1,client_id=sel-.*",
+        },
         "sel-port": {**base, "metrics": "e.", "match": "client_source_port=PORT"},
     }
     with pair(servers, checked, client_id="sel-1") as p:
@@ -751,10 +840,22 @@ def test_match_selectors_and_merged_subscriptions(
                 case="software",
                 adjust=_served_only,
             )
-            _get(p, uuid.UUID(f"6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f01{index:02d}"), f"merged {software} {version}")
-            _get(p, uuid.UUID(f"6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f02{index:02d}"), f"no instance match {software}")
+            _get(
+                p,
+                uuid.UUID(f"6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f01{index:02d}"),
+                f"merged {software} {version}",
+            )
+            _get(
+                p,
+                uuid.UUID(f"6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f02{index:02d}"),
+                f"no instance match {software}",
+            )
     with pair(servers, checked, client_id="elsewhere") as p:
-        _get(p, uuid.UUID("6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f0300"), "other client id, other port")
+        _get(
+            p,
+            uuid.UUID("6f1c8a64-9b0e-4c39-a1b7-2b3f3b1f0300"),
+            "other client id, other port",
+        )
         for name, configs in subscriptions.items():
             _unsubscribe(p, name, tuple(configs))
 
@@ -769,7 +870,10 @@ def _bombs() -> dict[str, tuple[int, bytes]]:
     )
     return {
         "bomb gzip": (CompressionType.GZIP, compress(CompressionType.GZIP, zeros)),
-        "bomb snappy": (CompressionType.SNAPPY, compress(CompressionType.SNAPPY, zeros)),
+        "bomb snappy": (
+            CompressionType.SNAPPY,
+            compress(CompressionType.SNAPPY, zeros),
+        ),
         "bomb snappy xerial": (CompressionType.SNAPPY, xerial),
         "bomb lz4": (CompressionType.LZ4, compress(CompressionType.LZ4, zeros)),
         "bomb zstd": (CompressionType.ZSTD, compress(CompressionType.ZSTD, zeros)),
@@ -779,10 +883,18 @@ def _bombs() -> dict[str, tuple[int, bytes]]:
 def _corrupt() -> dict[str, tuple[int, bytes]]:
     payload = otlp_payload("org.apache.kafka.producer.x", attrs=20)
     cases: dict[str, tuple[int, bytes]] = {
-        "corrupt snappy declares 4 GiB": (CompressionType.SNAPPY, b"\xff\xff\xff\xff\x0f\x00"),
+        "corrupt snappy declares 4 GiB": (
+            CompressionType.SNAPPY,
+            b"\xff\xff\xff\xff\x0f\x00",
+        ),
         "corrupt xerial header": (CompressionType.SNAPPY, b"\x82SNAPPY\x00\x00"),
     }
-    for ctype in (CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD):
+    for ctype in (
+        CompressionType.GZIP,
+        CompressionType.SNAPPY,
+        CompressionType.LZ4,
+        CompressionType.ZSTD,
+    ):
         packed = compress(ctype, payload)
         cases[f"truncated {ctype.name.lower()}"] = (ctype, packed[: len(packed) // 2])
         cases[f"garbage {ctype.name.lower()}"] = (ctype, os.urandom(64))
@@ -804,15 +916,27 @@ def test_push_every_compression_bombs_and_corrupt_frames(
     servers: Servers, checked: Report
 ) -> None:
     name = "codecs"
-    configs = {"metrics": "org.apache.kafka.", "interval.ms": "100", "match": "client_id=codecs"}
+    configs = {
+        "metrics": "org.apache.kafka.",
+        "interval.ms": "100",
+        "match": "client_id=codecs",
+    }
     payload = otlp_payload("org.apache.kafka.producer.x", attrs=20)
     cases: dict[str, tuple[int, bytes]] = {
         "none": (CompressionType.NONE, payload),
         **{
             ctype.name.lower(): (ctype, compress(ctype, payload))
-            for ctype in (CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4, CompressionType.ZSTD)
+            for ctype in (
+                CompressionType.GZIP,
+                CompressionType.SNAPPY,
+                CompressionType.LZ4,
+                CompressionType.ZSTD,
+            )
         },
-        "snappy xerial": (CompressionType.SNAPPY, compress(CompressionType.SNAPPY, payload, snappy_xerial=True)),
+        "snappy xerial": (
+            CompressionType.SNAPPY,
+            compress(CompressionType.SNAPPY, payload, snappy_xerial=True),
+        ),
         "empty none": (CompressionType.NONE, b""),
         "not otlp": (CompressionType.NONE, b"\xff\xfe not a protobuf"),
         **_bombs(),
@@ -847,27 +971,133 @@ def test_client_quotas(servers: Servers, checked: Report) -> None:
     entities = [
         ("user", (EntityData("user", "quota-alice"),)),
         ("client", (EntityData("client-id", "quota-app"),)),
-        ("user+client", (EntityData("user", "quota-alice"), EntityData("client-id", "quota-app"))),
+        (
+            "user+client",
+            (EntityData("user", "quota-alice"), EntityData("client-id", "quota-app")),
+        ),
         ("default user", (EntityData("user", None),)),
         ("ip", (EntityData("ip", "10.1.2.3"),)),
     ]
     alters: list[tuple[str, tuple[EntryData, ...], bool]] = []
     for label, entity in entities:
         key = "connection_creation_rate" if label == "ip" else "producer_byte_rate"
-        alters.append((f"set {label}", (EntryData(entity, (OpData(key, 1024.0, False),)),), False))
+        alters.append(
+            (f"set {label}", (EntryData(entity, (OpData(key, 1024.0, False),)),), False)
+        )
     bad: list[tuple[str, tuple[EntryData, ...], bool]] = [
-        ("unknown key", (EntryData((EntityData("user", "x"),), (OpData("colour", 1.0, False),)),), False),
-        ("negative", (EntryData((EntityData("user", "x"),), (OpData("producer_byte_rate", -1.0, False),)),), False),
-        ("fraction", (EntryData((EntityData("user", "x"),), (OpData("producer_byte_rate", 1.5, False),)),), False),
-        ("zero", (EntryData((EntityData("user", "x"),), (OpData("producer_byte_rate", 0.0, False),)),), True),
-        ("unknown entity", (EntryData((EntityData("group", "x"),), (OpData("producer_byte_rate", 1.0, False),)),), False),
-        ("ip with user", (EntryData((EntityData("ip", "1.2.3.4"), EntityData("user", "x")), (OpData("connection_creation_rate", 1.0, False),)),), False),
-        ("bad ip", (EntryData((EntityData("ip", "not-an-ip"),), (OpData("connection_creation_rate", 1.0, False),)),), False),
-        ("ip key on user", (EntryData((EntityData("user", "x"),), (OpData("connection_creation_rate", 1.0, False),)),), False),
-        ("duplicate entity", (EntryData((EntityData("user", "x"), EntityData("user", "y")), (OpData("producer_byte_rate", 1.0, False),)),), False),
-        ("duplicate key", (EntryData((EntityData("user", "x"),), (OpData("producer_byte_rate", 1.0, False), OpData("producer_byte_rate", 2.0, False))),), False),
-        ("remove absent", (EntryData((EntityData("user", "nobody"),), (OpData("producer_byte_rate", 0.0, True),)),), False),
-        ("empty entity", (EntryData((), (OpData("producer_byte_rate", 1.0, False),)),), False),
+        (
+            "unknown key",
+            (EntryData((EntityData("user", "x"),), (OpData("colour", 1.0, False),)),),
+            False,
+        ),
+        (
+            "negative",
+            (
+                EntryData(
+                    (EntityData("user", "x"),),
+                    (OpData("producer_byte_rate", -1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "fraction",
+            (
+                EntryData(
+                    (EntityData("user", "x"),),
+                    (OpData("producer_byte_rate", 1.5, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "zero",
+            (
+                EntryData(
+                    (EntityData("user", "x"),),
+                    (OpData("producer_byte_rate", 0.0, False),),
+                ),
+            ),
+            True,
+        ),
+        (
+            "unknown entity",
+            (
+                EntryData(
+                    (EntityData("group", "x"),),
+                    (OpData("producer_byte_rate", 1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "ip with user",
+            (
+                EntryData(
+                    (EntityData("ip", "1.2.3.4"), EntityData("user", "x")),
+                    (OpData("connection_creation_rate", 1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "bad ip",
+            (
+                EntryData(
+                    (EntityData("ip", "not-an-ip"),),
+                    (OpData("connection_creation_rate", 1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "ip key on user",
+            (
+                EntryData(
+                    (EntityData("user", "x"),),
+                    (OpData("connection_creation_rate", 1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "duplicate entity",
+            (
+                EntryData(
+                    (EntityData("user", "x"), EntityData("user", "y")),
+                    (OpData("producer_byte_rate", 1.0, False),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "duplicate key",
+            (
+                EntryData(
+                    (EntityData("user", "x"),),
+                    (
+                        OpData("producer_byte_rate", 1.0, False),
+                        OpData("producer_byte_rate", 2.0, False),
+                    ),
+                ),
+            ),
+            False,
+        ),
+        (
+            "remove absent",
+            (
+                EntryData(
+                    (EntityData("user", "nobody"),),
+                    (OpData("producer_byte_rate", 0.0, True),),
+                ),
+            ),
+            False,
+        ),
+        (
+            "empty entity",
+            (EntryData((), (OpData("producer_byte_rate", 1.0, False),)),),
+            False,
+        ),
     ]
     with pair(servers, checked) as p:
         for version in (0, 1):
@@ -875,7 +1105,9 @@ def test_client_quotas(servers: Servers, checked: Report) -> None:
                 p.exchange(
                     ApiKeys.ALTER_CLIENT_QUOTAS,
                     version,
-                    AlterClientQuotasRequest(entries=entries, validate_only=validate_only),
+                    AlterClientQuotasRequest(
+                        entries=entries, validate_only=validate_only
+                    ),
                     case=case,
                 )
         for case, entries, _ in alters:
@@ -901,14 +1133,20 @@ def test_client_quotas(servers: Servers, checked: Report) -> None:
             ("nothing", (), False),
             ("unknown type", (ComponentData("group", 0, "x"),), False),
             ("bad match type", (ComponentData("user", 7, "x"),), False),
-            ("duplicate type", (ComponentData("user", 0, "x"), ComponentData("user", 0, "y")), False),
+            (
+                "duplicate type",
+                (ComponentData("user", 0, "x"), ComponentData("user", 0, "y")),
+                False,
+            ),
             ("exact without name", (ComponentData("user", 0, None),), False),
         ]
         _eventually_kafka(
             p,
             ApiKeys.DESCRIBE_CLIENT_QUOTAS,
             1,
-            DescribeClientQuotasRequest(components=(ComponentData("ip", 0, "10.1.2.3"),)),
+            DescribeClientQuotasRequest(
+                components=(ComponentData("ip", 0, "10.1.2.3"),)
+            ),
             lambda answer: bool(answer.entries),
         )
         for version in (0, 1):
@@ -926,7 +1164,9 @@ def test_client_quotas(servers: Servers, checked: Report) -> None:
             p.exchange(
                 ApiKeys.ALTER_CLIENT_QUOTAS,
                 1,
-                AlterClientQuotasRequest(entries=(EntryData(entity, (OpData(key, 0.0, True),)),)),
+                AlterClientQuotasRequest(
+                    entries=(EntryData(entity, (OpData(key, 0.0, True),)),)
+                ),
                 case=f"remove {case}",
             )
 
@@ -938,7 +1178,9 @@ def _sorted_quota_entries(kafka: Any, mine: Any) -> tuple[Any, Any]:
     def sort(answer: Any) -> Any:
         if answer.entries is None:
             return answer
-        return dataclasses.replace(answer, entries=tuple(sorted(answer.entries, key=key)))
+        return dataclasses.replace(
+            answer, entries=tuple(sorted(answer.entries, key=key))
+        )
 
     return sort(kafka), sort(mine)
 
@@ -970,20 +1212,126 @@ ALLOW, DENY, ANY_PERMISSION = 3, 2, 1
 
 def test_acls(servers: Servers, checked: Report) -> None:
     creations = [
-        ("carol alter", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:carol", "*", ALTER_OP, ALLOW)),
-        ("carol describe denied", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:carol", "10.0.0.1", DESCRIBE_OP, DENY)),
-        ("dave all", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:dave", "*", ALL_OPS, ALLOW)),
-        ("bad host", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:erin", "not a host", ALTER_OP, ALLOW)),
+        (
+            "carol alter",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "User:carol",
+                "*",
+                ALTER_OP,
+                ALLOW,
+            ),
+        ),
+        (
+            "carol describe denied",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "User:carol",
+                "10.0.0.1",
+                DESCRIBE_OP,
+                DENY,
+            ),
+        ),
+        (
+            "dave all",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "User:dave",
+                "*",
+                ALL_OPS,
+                ALLOW,
+            ),
+        ),
+        (
+            "bad host",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "User:erin",
+                "not a host",
+                ALTER_OP,
+                ALLOW,
+            ),
+        ),
     ]
     invalid = [
-        ("cluster wrong name", AclCreation(CLUSTER_RESOURCE, "other", LITERAL, "User:x", "*", ALTER_OP, ALLOW)),
-        ("cluster prefixed", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", PREFIXED, "User:x", "*", ALTER_OP, ALLOW)),
-        ("no principal type", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "carol", "*", ALTER_OP, ALLOW)),
-        ("empty name", AclCreation(CLUSTER_RESOURCE, "", LITERAL, "User:x", "*", ALTER_OP, ALLOW)),
-        ("any operation", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:x", "*", ANY_OP, ALLOW)),
-        ("any permission", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:x", "*", ALTER_OP, ANY_PERMISSION)),
-        ("match pattern", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", MATCH_PATTERN, "User:x", "*", ALTER_OP, ALLOW)),
-        ("operation not for cluster", AclCreation(CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:x", "*", READ, ALLOW)),
+        (
+            "cluster wrong name",
+            AclCreation(
+                CLUSTER_RESOURCE, "other", LITERAL, "User:x", "*", ALTER_OP, ALLOW
+            ),
+        ),
+        (
+            "cluster prefixed",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                PREFIXED,
+                "User:x",
+                "*",
+                ALTER_OP,
+                ALLOW,
+            ),
+        ),
+        (
+            "no principal type",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "carol",
+                "*",
+                ALTER_OP,
+                ALLOW,
+            ),
+        ),
+        (
+            "empty name",
+            AclCreation(CLUSTER_RESOURCE, "", LITERAL, "User:x", "*", ALTER_OP, ALLOW),
+        ),
+        (
+            "any operation",
+            AclCreation(
+                CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:x", "*", ANY_OP, ALLOW
+            ),
+        ),
+        (
+            "any permission",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                LITERAL,
+                "User:x",
+                "*",
+                ALTER_OP,
+                ANY_PERMISSION,
+            ),
+        ),
+        (
+            "match pattern",
+            AclCreation(
+                CLUSTER_RESOURCE,
+                "kafka-cluster",
+                MATCH_PATTERN,
+                "User:x",
+                "*",
+                ALTER_OP,
+                ALLOW,
+            ),
+        ),
+        (
+            "operation not for cluster",
+            AclCreation(
+                CLUSTER_RESOURCE, "kafka-cluster", LITERAL, "User:x", "*", READ, ALLOW
+            ),
+        ),
     ]
     non_cluster = [
         AclCreation(TOPIC_RESOURCE, "orders", LITERAL, "User:carol", "*", READ, ALLOW),
@@ -1001,7 +1349,12 @@ def test_acls(servers: Servers, checked: Report) -> None:
     with pair(servers, checked) as p:
         for version in (1, 2, 3):
             for case, creation in invalid:
-                p.exchange(ApiKeys.CREATE_ACLS, version, CreateAclsRequest(creations=(creation,)), case=case)
+                p.exchange(
+                    ApiKeys.CREATE_ACLS,
+                    version,
+                    CreateAclsRequest(creations=(creation,)),
+                    case=case,
+                )
         p.exchange(
             ApiKeys.CREATE_ACLS,
             3,
@@ -1015,13 +1368,20 @@ def test_acls(servers: Servers, checked: Report) -> None:
             3,
             DeleteAclsRequest(
                 filters=tuple(
-                    DeleteAclsFilter(r, None, ANY_PATTERN, None, None, ANY_OP, ANY_PERMISSION)
+                    DeleteAclsFilter(
+                        r, None, ANY_PATTERN, None, None, ANY_OP, ANY_PERMISSION
+                    )
                     for r in (TOPIC_RESOURCE, GROUP_RESOURCE)
                 )
             ),
         )
         for version, (case, creation) in zip((1, 2, 3, 3), creations, strict=True):
-            p.exchange(ApiKeys.CREATE_ACLS, version, CreateAclsRequest(creations=(creation,)), case=case)
+            p.exchange(
+                ApiKeys.CREATE_ACLS,
+                version,
+                CreateAclsRequest(creations=(creation,)),
+                case=case,
+            )
         mine = _collector_only(p, ApiKeys.DESCRIBE_ACLS, 3, everything)
         count = sum(len(r.acls) for r in mine.resources)
         _eventually_kafka(
@@ -1033,21 +1393,42 @@ def test_acls(servers: Servers, checked: Report) -> None:
         )
         filters = [
             ("everything", everything),
-            ("cluster match", dataclasses.replace(everything, resource_type_filter=CLUSTER_RESOURCE, resource_name_filter="kafka-cluster", pattern_type_filter=MATCH_PATTERN)),
-            ("topic", dataclasses.replace(everything, resource_type_filter=TOPIC_RESOURCE)),
+            (
+                "cluster match",
+                dataclasses.replace(
+                    everything,
+                    resource_type_filter=CLUSTER_RESOURCE,
+                    resource_name_filter="kafka-cluster",
+                    pattern_type_filter=MATCH_PATTERN,
+                ),
+            ),
+            (
+                "topic",
+                dataclasses.replace(everything, resource_type_filter=TOPIC_RESOURCE),
+            ),
             ("carol", dataclasses.replace(everything, principal_filter="User:carol")),
             ("deny", dataclasses.replace(everything, permission_type=DENY)),
             ("alter", dataclasses.replace(everything, operation=ALTER_OP)),
             ("host", dataclasses.replace(everything, host_filter="10.0.0.1")),
-            ("unknown resource type", dataclasses.replace(everything, resource_type_filter=0)),
-            ("bad principal filter", dataclasses.replace(everything, principal_filter="carol")),
+            (
+                "unknown resource type",
+                dataclasses.replace(everything, resource_type_filter=0),
+            ),
+            (
+                "bad principal filter",
+                dataclasses.replace(everything, principal_filter="carol"),
+            ),
         ]
         for version in (1, 2, 3):
             for case, request in filters:
                 # A fresh connection each: an UNKNOWN element closes it (both servers).
                 with pair(servers, checked) as q:
                     q.exchange(
-                        ApiKeys.DESCRIBE_ACLS, version, request, case=case, adjust=_sorted_acls
+                        ApiKeys.DESCRIBE_ACLS,
+                        version,
+                        request,
+                        case=case,
+                        adjust=_sorted_acls,
                     )
         delete = DeleteAclsFilter(
             resource_type_filter=CLUSTER_RESOURCE,
@@ -1061,14 +1442,25 @@ def test_acls(servers: Servers, checked: Report) -> None:
         p.exchange(
             ApiKeys.DELETE_ACLS,
             3,
-            DeleteAclsRequest(filters=(delete, dataclasses.replace(delete, principal_filter="User:nobody"))),
+            DeleteAclsRequest(
+                filters=(
+                    delete,
+                    dataclasses.replace(delete, principal_filter="User:nobody"),
+                )
+            ),
             case="delete carol",
             adjust=_sorted_deletions,
         )
         p.exchange(
             ApiKeys.DELETE_ACLS,
             1,
-            DeleteAclsRequest(filters=(dataclasses.replace(delete, resource_type_filter=1, principal_filter=None),)),
+            DeleteAclsRequest(
+                filters=(
+                    dataclasses.replace(
+                        delete, resource_type_filter=1, principal_filter=None
+                    ),
+                )
+            ),
             case="delete the rest",
             adjust=_sorted_deletions,
         )
@@ -1111,7 +1503,10 @@ def _sorted_acls(kafka: Any, mine: Any) -> tuple[Any, Any]:
     def sort(answer: Any) -> Any:
         resources = tuple(
             dataclasses.replace(r, acls=tuple(sorted(r.acls, key=repr)))
-            for r in sorted(answer.resources, key=lambda r: (r.resource_type, r.resource_name, r.pattern_type))
+            for r in sorted(
+                answer.resources,
+                key=lambda r: (r.resource_type, r.resource_name, r.pattern_type),
+            )
         )
         return dataclasses.replace(answer, resources=resources)
 
@@ -1123,7 +1518,9 @@ def _sorted_deletions(kafka: Any, mine: Any) -> tuple[Any, Any]:
         return dataclasses.replace(
             answer,
             filter_results=tuple(
-                dataclasses.replace(r, matching_acls=tuple(sorted(r.matching_acls, key=repr)))
+                dataclasses.replace(
+                    r, matching_acls=tuple(sorted(r.matching_acls, key=repr))
+                )
                 for r in answer.filter_results
             ),
         )
@@ -1141,20 +1538,80 @@ def test_scram_credentials(servers: Servers, checked: Report) -> None:
         describes = [
             ("everyone", DescribeUserScramCredentialsRequest(users=None)),
             ("alice", DescribeUserScramCredentialsRequest(users=(UserName("alice"),))),
-            ("unknown", DescribeUserScramCredentialsRequest(users=(UserName("nobody"),))),
+            (
+                "unknown",
+                DescribeUserScramCredentialsRequest(users=(UserName("nobody"),)),
+            ),
             ("empty name", DescribeUserScramCredentialsRequest(users=(UserName(""),))),
-            ("duplicate", DescribeUserScramCredentialsRequest(users=(UserName("bob"), UserName("bob")))),
+            (
+                "duplicate",
+                DescribeUserScramCredentialsRequest(
+                    users=(UserName("bob"), UserName("bob"))
+                ),
+            ),
         ]
         for case, request in describes:
-            p.exchange(ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, request, case=case, adjust=_sorted_users)
+            p.exchange(
+                ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,
+                0,
+                request,
+                case=case,
+                adjust=_sorted_users,
+            )
         alters = [
-            ("upsert", AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion("erin", 2, 4096, salt, salted),))),
-            ("too few iterations", AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion("erin2", 2, 100, salt, salted),))),
-            ("too many iterations", AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion("erin2", 2, 16385, salt, salted),))),
-            ("unknown mechanism", AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion("erin2", 9, 4096, salt, salted),))),
-            ("empty user", AlterUserScramCredentialsRequest(upsertions=(ScramCredentialUpsertion("", 2, 4096, salt, salted),))),
-            ("delete absent", AlterUserScramCredentialsRequest(deletions=(ScramCredentialDeletion("nobody", 1),))),
-            ("upsert and delete same", AlterUserScramCredentialsRequest(deletions=(ScramCredentialDeletion("erin3", 2),), upsertions=(ScramCredentialUpsertion("erin3", 2, 4096, salt, salted),))),
+            (
+                "upsert",
+                AlterUserScramCredentialsRequest(
+                    upsertions=(
+                        ScramCredentialUpsertion("erin", 2, 4096, salt, salted),
+                    )
+                ),
+            ),
+            (
+                "too few iterations",
+                AlterUserScramCredentialsRequest(
+                    upsertions=(
+                        ScramCredentialUpsertion("erin2", 2, 100, salt, salted),
+                    )
+                ),
+            ),
+            (
+                "too many iterations",
+                AlterUserScramCredentialsRequest(
+                    upsertions=(
+                        ScramCredentialUpsertion("erin2", 2, 16385, salt, salted),
+                    )
+                ),
+            ),
+            (
+                "unknown mechanism",
+                AlterUserScramCredentialsRequest(
+                    upsertions=(
+                        ScramCredentialUpsertion("erin2", 9, 4096, salt, salted),
+                    )
+                ),
+            ),
+            (
+                "empty user",
+                AlterUserScramCredentialsRequest(
+                    upsertions=(ScramCredentialUpsertion("", 2, 4096, salt, salted),)
+                ),
+            ),
+            (
+                "delete absent",
+                AlterUserScramCredentialsRequest(
+                    deletions=(ScramCredentialDeletion("nobody", 1),)
+                ),
+            ),
+            (
+                "upsert and delete same",
+                AlterUserScramCredentialsRequest(
+                    deletions=(ScramCredentialDeletion("erin3", 2),),
+                    upsertions=(
+                        ScramCredentialUpsertion("erin3", 2, 4096, salt, salted),
+                    ),
+                ),
+            ),
         ]
         for case, request in alters:
             p.exchange(ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0, request, case=case)
@@ -1175,7 +1632,9 @@ def test_scram_credentials(servers: Servers, checked: Report) -> None:
         p.exchange(
             ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
             0,
-            AlterUserScramCredentialsRequest(deletions=(ScramCredentialDeletion("erin", 2),)),
+            AlterUserScramCredentialsRequest(
+                deletions=(ScramCredentialDeletion("erin", 2),)
+            ),
             case="delete",
         )
 
@@ -1185,7 +1644,9 @@ def _sorted_users(kafka: Any, mine: Any) -> tuple[Any, Any]:
         return dataclasses.replace(
             answer,
             results=tuple(
-                dataclasses.replace(r, credential_infos=tuple(sorted(r.credential_infos, key=repr)))
+                dataclasses.replace(
+                    r, credential_infos=tuple(sorted(r.credential_infos, key=repr))
+                )
                 for r in sorted(answer.results, key=lambda r: r.user)
             ),
         )
@@ -1199,16 +1660,33 @@ def _sorted_users(kafka: Any, mine: Any) -> tuple[Any, Any]:
 def test_sasl_errors(servers: Servers, checked: Report) -> None:
     # On a PLAINTEXT listener no SASL exchange is due.
     with pair(servers, checked) as p:
-        p.exchange(ApiKeys.SASL_HANDSHAKE, 1, SaslHandshakeRequest("PLAIN"), case="plaintext handshake")
+        p.exchange(
+            ApiKeys.SASL_HANDSHAKE,
+            1,
+            SaslHandshakeRequest("PLAIN"),
+            case="plaintext handshake",
+        )
     with pair(servers, checked) as p:
-        p.exchange(ApiKeys.SASL_AUTHENTICATE, 2, SaslAuthenticateRequest(b"x"), case="plaintext authenticate")
+        p.exchange(
+            ApiKeys.SASL_AUTHENTICATE,
+            2,
+            SaslAuthenticateRequest(b"x"),
+            case="plaintext authenticate",
+        )
     # A SASL listener: unknown mechanism, then wrong passwords.
     for version in (1,):
         with pair(servers, checked, "SASL_PLAINTEXT") as p:
-            p.exchange(ApiKeys.SASL_HANDSHAKE, version, SaslHandshakeRequest("GSSAPI"), case="unknown mechanism")
+            p.exchange(
+                ApiKeys.SASL_HANDSHAKE,
+                version,
+                SaslHandshakeRequest("GSSAPI"),
+                case="unknown mechanism",
+            )
     for version in (0, 1, 2):
         with pair(servers, checked, "SASL_PLAINTEXT") as p:
-            p.exchange(ApiKeys.SASL_HANDSHAKE, 1, SaslHandshakeRequest("PLAIN"), case="plain")
+            p.exchange(
+                ApiKeys.SASL_HANDSHAKE, 1, SaslHandshakeRequest("PLAIN"), case="plain"
+            )
             p.exchange(
                 ApiKeys.SASL_AUTHENTICATE,
                 version,
@@ -1216,7 +1694,12 @@ def test_sasl_errors(servers: Servers, checked: Report) -> None:
                 case="plain wrong password",
             )
     with pair(servers, checked, "SASL_PLAINTEXT") as p:
-        p.exchange(ApiKeys.SASL_HANDSHAKE, 1, SaslHandshakeRequest("SCRAM-SHA-256"), case="scram")
+        p.exchange(
+            ApiKeys.SASL_HANDSHAKE,
+            1,
+            SaslHandshakeRequest("SCRAM-SHA-256"),
+            case="scram",
+        )
         server_first: list[bytes] = []
 
         def nonce_and_salt(kafka: Any, mine: Any) -> tuple[Any, Any]:
@@ -1233,7 +1716,9 @@ def test_sasl_errors(servers: Servers, checked: Report) -> None:
         )
         finals = []
         for message in server_first:
-            attributes = dict(part.split("=", 1) for part in message.decode().split(","))
+            attributes = dict(
+                part.split("=", 1) for part in message.decode().split(",")
+            )
             without_proof = f"c=biws,r={attributes['r']}"
             proof = hmac.new(b"wrong", without_proof.encode(), "sha256").digest()
             finals.append(
@@ -1241,9 +1726,19 @@ def test_sasl_errors(servers: Servers, checked: Report) -> None:
                     f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
                 )
             )
-        p.exchange_each(ApiKeys.SASL_AUTHENTICATE, 2, (finals[0], finals[1]), case="scram wrong proof")
+        p.exchange_each(
+            ApiKeys.SASL_AUTHENTICATE,
+            2,
+            (finals[0], finals[1]),
+            case="scram wrong proof",
+        )
     with pair(servers, checked, "SASL_PLAINTEXT") as p:
-        p.exchange(ApiKeys.METADATA, 12, MetadataRequest(topics=()), case="before authenticating")
+        p.exchange(
+            ApiKeys.METADATA,
+            12,
+            MetadataRequest(topics=()),
+            case="before authenticating",
+        )
 
 
 def _without_nonce_and_salt(answer: Any) -> Any:
@@ -1253,7 +1748,11 @@ def _without_nonce_and_salt(answer: Any) -> Any:
     for part in bytes(answer.auth_bytes).decode().split(","):
         key, _, value = part.partition("=")
         if key == "r":
-            value = "clientnonce<server nonce>" if value.startswith("clientnonce") else value
+            value = (
+                "clientnonce<server nonce>"
+                if value.startswith("clientnonce")
+                else value
+            )
         elif key == "s":
             value = "<salt>"
         parts.append(f"{key}={value}")

@@ -228,3 +228,57 @@ def test_bomb_native_memory_is_bounded(name: str) -> None:
     assert grown_kib < 32 * 1024, (
         f"{name}: RSS grew {grown_kib} KiB decompressing a 1 GiB bomb"
     )
+
+
+# ---- what Apache Kafka 4.4.0 answers (checked against a broker by tests/compat) ---------------
+
+
+def test_a_snappy_block_declaring_4_gib_is_invalid_record_not_too_large() -> None:
+    """Six bytes cannot hold what they declare: corrupt (INVALID_RECORD, as snappy-java
+    fails it), and nothing near the declared size is allocated."""
+    bomb = b"\xff\xff\xff\xff\x0f\x00"
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRecordError) as info:
+            decompress(CompressionType.SNAPPY, bomb, ONE_MIB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.error_code == Errors.INVALID_RECORD
+    assert peak < ONE_MIB
+
+
+def test_a_real_snappy_block_over_the_cap_is_still_too_large() -> None:
+    block = bytes(cramjam.snappy.compress_raw(bytes(2 * ONE_MIB)))
+    with pytest.raises(TelemetryTooLargeError):
+        decompress(CompressionType.SNAPPY, block, ONE_MIB)
+
+
+def test_lz4_with_linked_blocks_is_invalid_record_like_kafka() -> None:
+    """Kafka's Lz4BlockInputStream reads independent blocks only ("Dependent block stream
+    is unsupported"); librdkafka and the Java client write them, and so does compress()."""
+    payload = os.urandom(1000) * 20
+    linked = bytes(cramjam.lz4.compress(payload))  # lz4_flex's default: linked blocks
+    assert not linked[4] & 0x20
+    with pytest.raises(InvalidRecordError, match="Dependent block stream"):
+        decompress(CompressionType.LZ4, linked, ONE_MIB)
+    independent = compress(CompressionType.LZ4, payload)
+    assert independent[4] & 0x20
+    assert decompress(CompressionType.LZ4, independent, ONE_MIB) == payload
+
+
+@pytest.mark.parametrize(
+    ("flg", "bd", "reason"),
+    [
+        (0x61, 0x40, "Reserved bits must be 0"),
+        (0xA0, 0x40, "Version 2 is unsupported"),
+        (0x60, 0x41, "Reserved2 field must be 0"),
+        (0x60, 0x30, "Block size value must be between 4 and 7"),
+        (0x60, 0xC0, "Reserved3 field must be 0"),
+    ],
+)
+def test_lz4_frame_descriptor_checks_are_kafkas(flg: int, bd: int, reason: str) -> None:
+    frame = bytearray(compress(CompressionType.LZ4, b"x" * 100))
+    frame[4], frame[5] = flg, bd
+    with pytest.raises(InvalidRecordError, match=reason):
+        decompress(CompressionType.LZ4, bytes(frame), ONE_MIB)

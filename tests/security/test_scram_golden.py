@@ -58,12 +58,12 @@ MESSAGES: dict[str, tuple[Any, Any]] = {
         describe_response.DescribeUserScramCredentialsResponse(
             throttle_time_ms=0,
             error_code=0,
-            error_message=None,
+            error_message="",
             results=(
                 describe_response.DescribeUserScramCredentialsResult(
                     user="alice",
                     error_code=0,
-                    error_message=None,
+                    error_message="",
                     credential_infos=(
                         describe_response.CredentialInfo(1, 4096),
                         describe_response.CredentialInfo(2, 8192),

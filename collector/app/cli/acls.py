@@ -21,10 +21,12 @@ from collector.security.acls import (
     WILDCARD_HOST,
     AclBinding,
     AclBindingFilter,
+    AclError,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
+    parse_principal,
 )
 
 __all__ = ["acls"]
@@ -197,6 +199,13 @@ def acls_add(
     if not allow_principal and not deny_principal:
         raise click.UsageError("give --allow-principal or --deny-principal")
     pattern_type = _pattern_type(resource_pattern_type)
+    for principal in (*allow_principal, *deny_principal):
+        try:
+            # AclCommand parses each principal first (SecurityUtils.parseKafkaPrincipal).
+            parse_principal(principal)
+        except AclError as error:
+            click.echo(f"ktc: INVALID_REQUEST: {error}", err=True)
+            sys.exit(1)
     bindings = _bindings(
         allow_principal, deny_principal, allow_host, deny_host, operation, pattern_type
     )
