@@ -190,9 +190,7 @@ class AclApis:
             if error is None:
                 log.info("ACL created by %s: %s", ctx.session.principal, binding)
         return create_response.CreateAclsResponse(
-            results=tuple(
-                _creation_result(error) for error in results
-            )
+            results=tuple(_creation_result(error) for error in results)
         )
 
     # ------------------------------------------------------------------ 31
@@ -278,7 +276,9 @@ def _creation_result(error: AclError | None) -> create_response.AclCreationResul
     """One CreateAcls result as Kafka 4.4.0 words it: "" on success (ApiError.NONE's
     message), no message for what its controller fails on internally."""
     if error is None:
-        return create_response.AclCreationResult(error_code=Errors.NONE, error_message="")
+        return create_response.AclCreationResult(
+            error_code=Errors.NONE, error_message=""
+        )
     if isinstance(error, AclInternalError):
         return create_response.AclCreationResult(
             error_code=Errors.UNKNOWN_SERVER_ERROR, error_message=None

@@ -114,7 +114,11 @@ TYPE_INT, TYPE_LIST = 3, 7
 # ClientMetricsConfigs.CONFIG: key -> (type, default as ConfigDef.convertToString renders
 # it, documentation).
 CLIENT_METRICS_KEYS: Mapping[str, tuple[int, str, str]] = {
-    key.name: (TYPE_LIST if key.type == "LIST" else TYPE_INT, key.default, key.documentation)
+    key.name: (
+        TYPE_LIST if key.type == "LIST" else TYPE_INT,
+        key.default,
+        key.documentation,
+    )
     for key in CONFIG_KEYS
 }
 # DescribeConfigs lists them in java.util.HashMap order (ConfigHelper walks the parsed

@@ -118,7 +118,9 @@ class KafkaApis:
         self._refresh_api_versions()
 
     def set_served_apis(self, api_keys: frozenset[int]) -> None:
-        self._supported_versions = {k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys}
+        self._supported_versions = {
+            k: v for k, v in SUPPORTED_VERSIONS.items() if k in api_keys
+        }
         self._refresh_api_versions()
 
     def set_authorizer(self, authorizer: StandardAuthorizer | None) -> None:
@@ -170,7 +172,9 @@ class KafkaApis:
         }
 
     # ------------------------------------------------------------------ 18 ApiVersions
-    def api_versions(self, request: ApiVersionsRequest, ctx: RequestContext) -> ApiVersionsResponse:
+    def api_versions(
+        self, request: ApiVersionsRequest, ctx: RequestContext
+    ) -> ApiVersionsResponse:
         """KafkaApis.handleApiVersionsRequest (v3+ validates the software name/version)."""
         if ctx.frame.api_version >= 3:
             name = request.client_software_name
@@ -187,7 +191,9 @@ class KafkaApis:
             error = self._intended_node_error(request)
             if error is not None:
                 return ApiVersionsResponse(error_code=error)
-        return ApiVersionsResponse(error_code=Errors.NONE, api_keys=self._api_versions_entries)
+        return ApiVersionsResponse(
+            error_code=Errors.NONE, api_keys=self._api_versions_entries
+        )
 
     def _intended_node_error(self, request: ApiVersionsRequest) -> Errors | None:
         """ApiVersions v5 (KIP-1242): a client that knows which cluster and node it meant to
@@ -206,11 +212,15 @@ class KafkaApis:
         return None
 
     # ------------------------------------------------------------------ 17 / 36 SASL
-    def sasl_handshake(self, _request: object, _ctx: RequestContext) -> SaslHandshakeResponse:
+    def sasl_handshake(
+        self, _request: object, _ctx: RequestContext
+    ) -> SaslHandshakeResponse:
         """KafkaApis.handleSaslHandshakeRequest: no handshake is due here."""
         return SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE)
 
-    def sasl_authenticate(self, _request: object, _ctx: RequestContext) -> SaslAuthenticateResponse:
+    def sasl_authenticate(
+        self, _request: object, _ctx: RequestContext
+    ) -> SaslAuthenticateResponse:
         """KafkaApis.handleSaslAuthenticateRequest."""
         return SaslAuthenticateResponse(
             error_code=Errors.ILLEGAL_SASL_STATE,
@@ -218,7 +228,9 @@ class KafkaApis:
         )
 
     # ------------------------------------------------------------------ 3 Metadata
-    def metadata(self, request: MetadataRequest, ctx: RequestContext) -> MetadataResponse:
+    def metadata(
+        self, request: MetadataRequest, ctx: RequestContext
+    ) -> MetadataResponse:
         """The collector is the only broker and the controller; it hosts no topics.
 
         Requested topics get what a Kafka broker with ``auto.create.topics.enable=false``
@@ -259,7 +271,9 @@ class KafkaApis:
         topics = []
         for topic in _in_kafka_order(request.topics or ()):
             name = topic.name
-            if name is None or (not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID):
+            if name is None or (
+                not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID
+            ):
                 topics.append(
                     MetadataResponseTopic(
                         error_code=Errors.UNKNOWN_TOPIC_ID,
@@ -306,7 +320,9 @@ class KafkaApis:
         resource type supports."""
         if self._authorizer is None:
             return sum(1 << op for op in operations)
-        return self._authorizer.authorized_operations(ctx.session, resource_type, name, operations)
+        return self._authorizer.authorized_operations(
+            ctx.session, resource_type, name, operations
+        )
 
     def _metadata_error(self, error: Errors) -> MetadataResponse:
         return MetadataResponse(error_code=error)

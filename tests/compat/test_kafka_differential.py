@@ -95,7 +95,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "The collector lists only the APIs it answers (telemetry, CLIENT_METRICS configs, "
         "quotas, ACLs, SCRAM, SASL, Metadata); Kafka lists every broker API. The ranges of "
         "the APIs both list are compared.",
-        "docs/protocol.md#what-the-node-answers",
+        "docs/protocol.md#deliberate-differences",
     ),
     KnownDifference(
         "features",
@@ -131,7 +131,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "The collector's authorizer guards its admin APIs, all on the CLUSTER resource; an "
         "ACL for a topic, group or other resource it has none of is refused "
         "(INVALID_REQUEST) rather than stored and never consulted.",
-        "docs/security.md#authorization",
+        "docs/protocol.md#deliberate-differences",
     ),
     KnownDifference(
         "otlp-validated",
@@ -161,7 +161,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "A PushTelemetry frame larger than telemetry.max.bytes plus its fixed fields closes "
         "the connection before its body is read, so memory stays bounded; Kafka reads up to "
         "socket.request.max.bytes and answers TELEMETRY_TOO_LARGE.",
-        "docs/configuration.md (socket.request.max.bytes)",
+        "docs/protocol.md#deliberate-differences",
     ),
 )
 

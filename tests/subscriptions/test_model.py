@@ -308,7 +308,9 @@ def test_direct_construction_validates_patterns() -> None:
     ],
 )
 def test_repeated_list_items_are_accepted_once_like_kafka_4_4(
-    configs: dict[str, str], metrics: tuple[str, ...], match: tuple[tuple[str, str], ...]
+    configs: dict[str, str],
+    metrics: tuple[str, ...],
+    match: tuple[tuple[str, str], ...],
 ) -> None:
     """Kafka 4.4.0 accepts ``metrics=a,a`` and ``match=client_id=a,client_id=a`` (error 0,
     checked against a 4.4.0 broker by tests/compat) and keeps each item once."""
@@ -323,4 +325,3 @@ def test_list_and_int_values_are_normalised_like_kafka_4_4() -> None:
     assert normalise_config_value("match", " client_id = x ") == "client_id = x"
     assert normalise_config_value("interval.ms", " 1000 ") == "1000"
     assert normalise_config_value("interval.ms", "1e3") == "1e3"  # refused later
-

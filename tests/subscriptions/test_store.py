@@ -82,9 +82,7 @@ def test_incremental_semantics(store: ConfigStore) -> None:
 def test_stored_values_are_parsed_and_rendered_like_kafka(store: ConfigStore) -> None:
     """Kafka 4.4.0 describes a LIST as parsed and joined again, repeats dropped, and an INT
     as its number (checked against a 4.4.0 broker by tests/compat)."""
-    store.alter_subscription(
-        "s", {"metrics": " a. , b. ,a.", "interval.ms": " 1000 "}
-    )
+    store.alter_subscription("s", {"metrics": " a. , b. ,a.", "interval.ms": " 1000 "})
     assert store.describe("s") == {"metrics": "a.,b.", "interval.ms": "1000"}
     assert store.snapshot().subscriptions[0].metrics == ("a.", "b.")
 
