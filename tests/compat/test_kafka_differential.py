@@ -732,11 +732,16 @@ def _wait_past(interval_ms: int) -> None:
     time.sleep(interval_ms / 1000 * 1.5)
 
 
+# Long enough that a request meant to be "too soon" still is on a loaded machine (the two
+# servers answer one after the other), short enough to keep the ladder's waits small.
+LADDER_INTERVAL_MS = 500
+
+
 def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
     name = "ladder"
     configs = {
         "metrics": "org.apache.kafka.producer.",
-        "interval.ms": "100",
+        "interval.ms": str(LADDER_INTERVAL_MS),
         "match": "client_id=ladder-.*",
     }
     with pair(servers, checked, client_id="ladder-1") as p:
@@ -756,10 +761,10 @@ def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
         _get(p, instance, "get too soon")
         _push(p, instance, sub, "push")
         _push(p, instance, sub, "push too soon")
-        _wait_past(100)
+        _wait_past(LADDER_INTERVAL_MS)
         _push(p, instance, sub + 1, "unknown subscription id")
         _push(p, instance, sub, "unsupported compression", compression=9)
-        _wait_past(100)
+        _wait_past(LADDER_INTERVAL_MS)
         _push(p, uuid.UUID(int=0), sub, "zero instance id")
         _push(
             p,
@@ -768,7 +773,7 @@ def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
             "unknown instance",
         )
         _push(p, instance, sub, "push on time")
-        _wait_past(100)
+        _wait_past(LADDER_INTERVAL_MS)
         _get(p, instance, "get on time")
         _push(p, instance, sub, "terminating", terminating=True)
         _push(p, instance, sub, "after terminating")
@@ -789,7 +794,7 @@ def test_telemetry_ladder(servers: Servers, checked: Report) -> None:
         _push(p, other, before.subscription_id, "push with the old subscription id")
         _get(p, other, "get after change")
         _unsubscribe(p, name, tuple(configs))
-        _wait_past(100)
+        _wait_past(LADDER_INTERVAL_MS)
         _get(p, other, "get after unsubscribe")
 
 
