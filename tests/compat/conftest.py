@@ -16,7 +16,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ sys.path.insert(0, str(HERE.parent / "gateway"))
 sys.path.insert(0, str(HERE.parent / "integration"))
 
 from collector_harness import RunningCollector  # noqa: E402
-from differential import Report  # noqa: E402
+from differential import Report, Servers  # noqa: E402
 from harness import kafka_cluster as kafka_cluster_module  # noqa: E402
 from harness.kafka_cluster import (  # noqa: E402
     DEFAULT_SASL_USERS,
@@ -96,21 +95,6 @@ def compiled_plugin() -> Path:
         except OSError:  # another process got there first
             shutil.rmtree(staging, ignore_errors=True)
         return target
-
-
-@dataclass(frozen=True)
-class Servers:
-    """Where each server listens, and what a comparison normalises."""
-
-    kafka: dict[str, int]
-    collector: dict[str, int]
-    kafka_cluster_id: str
-    collector_cluster_id: str
-    kafka_node_id: int
-    collector_node_id: int
-    report: Report
-    broker: KafkaCluster
-    running_collector: Any
 
 
 @pytest.fixture(scope="session")

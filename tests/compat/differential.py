@@ -35,6 +35,7 @@ __all__ = [
     "KnownDifference",
     "Pair",
     "Report",
+    "Servers",
     "compare",
     "normalise",
 ]
@@ -132,6 +133,21 @@ class Report:
             out.append(f"UNEXPECTED differences: {len(self.differences)}")
             out.extend(f"  {d.line()}" for d in self.differences)
         return out
+
+
+@dataclass(frozen=True)
+class Servers:
+    """Where each server listens, and what a comparison normalises."""
+
+    kafka: dict[str, int]
+    collector: dict[str, int]
+    kafka_cluster_id: str
+    collector_cluster_id: str
+    kafka_node_id: int
+    collector_node_id: int
+    report: Report
+    broker: Any  # harness.kafka_cluster.KafkaCluster
+    running_collector: Any  # collector_harness.RunningCollector
 
 
 def normalise(value: Any, rules: dict[str, Callable[[Any], Any]]) -> Any:

@@ -31,8 +31,7 @@ from typing import Any
 
 import cramjam
 import pytest
-from conftest import Servers
-from differential import CLOSED, KnownDifference, Pair, Report
+from differential import CLOSED, KnownDifference, Pair, Report, Servers
 
 from proto import SUPPORTED_VERSIONS, ApiKeys, CompressionType, compress
 from proto.errors import Errors
