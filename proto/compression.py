@@ -124,9 +124,9 @@ def compress(
     if compression_type == CompressionType.LZ4:
         # Independent blocks, as librdkafka and Kafka's Lz4BlockOutputStream write them
         # (Kafka cannot read linked blocks).
-        encoder = cramjam.lz4.Compressor(block_linked=False)
-        encoder.compress(data)
-        return bytes(encoder.finish())
+        lz4_frame = cramjam.lz4.Compressor(block_linked=False)
+        lz4_frame.compress(data)
+        return bytes(lz4_frame.finish())
     if compression_type == CompressionType.ZSTD:
         return bytes(cramjam.zstd.compress(data))
     raise UnsupportedCompressionTypeError(
