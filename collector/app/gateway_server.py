@@ -149,7 +149,6 @@ class GatewayServer(Node):
         local_versions = {key: SUPPORTED_VERSIONS[key] for key in local_apis}
         self.gateway = Gateway(
             dispatcher=self.dispatcher,
-            topology=None,  # bound listeners first: the topology needs the advertised host
             quotas=GatewayQuotas(self.quotas),
             admin=AdminSplitter(self.dispatcher, config.socket_request_max_bytes),
             open_upstream=self._open_upstream,

@@ -132,6 +132,11 @@ class AddressScan:
         """Offset of ThrottleTimeMs where the walk passed it (Produce), else None."""
 
     @property
+    def empty(self) -> bool:
+        """The walk found no address (a Produce or Fetch response without NodeEndpoints)."""
+        return not self._sites
+
+    @property
     def endpoints(self) -> tuple[Endpoint, ...]:
         return tuple(site.endpoint for site in self._sites)
 

@@ -1,11 +1,12 @@
-"""The gateway's shared state and the per-API work on forwarded traffic.
+"""The gateway's shared state: what every client pair of one ``ktc gateway`` shares.
 
-:class:`ClientPair` (``forwarding.py``) decides *whether* a request is answered here or
-forwarded and keeps requests and responses in order; this class does *what* each route
-asks: ApiVersions capping, broker-address rewriting and node discovery, SASL principal
-capture, controller-mutation checks, client-metrics resources split from the rest, and
-every quota record and throttle.  It knows nothing of sockets: the application wires in
-how to open an upstream connection and how to bind a node's listener.
+:class:`ClientPair` (``forwarding.py``) runs each request's filter chain and keeps requests
+and responses in order; the filters (``filters/``) do the per-API work.  This class makes
+the filters once (their :class:`~collector.gateway.filter.GatewayServices`), holds what the
+gateway learned of the upstream cluster (``cluster.py``), opens each pair's upstream
+connection (discovering the cluster's brokers when a node is not known yet) and reports
+upstream outages.  It knows nothing of sockets: the application wires in how to open an
+upstream connection and how to bind a node's listener.
 """
 
 from __future__ import annotations
@@ -13,37 +14,34 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import struct
-import time
+import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Final
 
-from collector.core.context import CloseConnection
-from collector.gateway import addresses, api_versions, requests
+from collector.core.handler import RequestHandler
 from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import AuthenticationPolicy
+from collector.gateway.cluster import ClusterView
 from collector.gateway.discovery import Discovered
-from collector.gateway.forwarding import ClientPair, _InFlight
-from collector.gateway.frames import response_body_offset
+from collector.gateway.filter import GatewayServices
+from collector.gateway.filters import build_chains
+from collector.gateway.forwarding import ClientPair
 from collector.gateway.outages import UpstreamHealth
 from collector.gateway.quotas import GatewayQuotas
-from collector.gateway.throttle import read_throttle_ms, with_throttle_ms
 from collector.gateway.topology import Topology
-from proto import ApiKeys, KafkaError, RequestFrame, decode_request
-from proto.api_table import API_TABLE
-from proto.messages import describe_cluster_response, metadata_response
+from collector.net.upstream import Upstream
+from proto import ApiKeys
 
 __all__ = ["Gateway", "GatewayStats"]
 
 log = logging.getLogger(__name__)
 
-_SIZE_PREFIX: Final = struct.Struct(">i")
 # At most one out-of-band Metadata request per interval: clients retrying a node port the
 # cluster does not have must not turn into a request storm upstream.
 _DISCOVERY_INTERVAL_MS: Final = 5000
 
 # Opens a connection to an upstream broker for a pair; raises OSError when it cannot.
-OpenUpstream = Callable[[str, int, ClientPair], Awaitable[Any]]
+OpenUpstream = Callable[[str, int, ClientPair], Awaitable[Upstream]]
 # Asks the cluster for its brokers (discovery.discover_brokers with the app's settings).
 Discover = Callable[[], Awaitable[Discovered | None]]
 
@@ -70,8 +68,7 @@ class Gateway:
     def __init__(
         self,
         *,
-        dispatcher: Any,
-        topology: Topology,
+        dispatcher: RequestHandler,
         quotas: GatewayQuotas,
         admin: AdminSplitter,
         open_upstream: OpenUpstream,
@@ -82,36 +79,59 @@ class Gateway:
         answers_acls: bool = False,
         answers_scram: bool = False,
     ) -> None:
-        self.dispatcher = dispatcher
+        self.quotas = quotas
+        self.now_ms = clock_ms
         # Whether clients must authenticate before they are served (authentication.py).
         self.authentication = authentication
-        # The ACL APIs are answered here (the gateway has an authorizer): forwarding.Route.
-        self.answers_acls = answers_acls
-        # ... and the SCRAM credential APIs (the gateway has SASL listeners).
-        self.answers_scram = answers_scram
-        self.topology = topology
-        self.quotas = quotas
-        self.admin = admin
+        self.cluster = ClusterView(self._cluster_id_changed)
+        # api key -> its filter chain (filters/__init__.py: the table), for every API the
+        # gateway accepts.
+        self.chains = build_chains(
+            GatewayServices(
+                dispatcher=dispatcher,
+                quotas=quotas,
+                admin=admin,
+                cluster=self.cluster,
+                local_api_versions=dict(local_api_versions),
+                now_ms=clock_ms,
+                authentication=authentication,
+                answers_acls=answers_acls,
+                answers_scram=answers_scram,
+            )
+        )
         self._open_upstream = open_upstream
         self._discover = discover
         self._discovering: asyncio.Future[None] | None = None
         self._discovered_at_ms = -_DISCOVERY_INTERVAL_MS
-        self._local_api_versions = dict(local_api_versions)
-        self.now_ms = clock_ms
-        self.known_api_keys = frozenset(
-            key for key, info in API_TABLE.items() if info.min_version is not None
-        )
         self.stats = GatewayStats()
-        # The upstream cluster's id, from the Metadata/DescribeCluster responses passing by.
-        self.cluster_id: str | None = None
-        # Topic name or id -> partition count, from the Metadata responses passing by (what
-        # CreatePartitions and DeleteTopics charge to the mutation quota).
-        self.partition_counts: dict[Any, int] = {}
         self.pairs: set[ClientPair] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
         # The bootstrap server the last bootstrap connection reached.
         self._bootstrap_first: tuple[str, int] | None = None
+
+    @property
+    def topology(self) -> Topology:
+        return self.cluster.topology
+
+    @topology.setter
+    def topology(self, topology: Topology) -> None:
+        """Set once the bootstrap listener is bound (it needs the advertised host)."""
+        self.cluster.topology = topology
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The upstream cluster's id, from the Metadata/DescribeCluster responses."""
+        return self.cluster.cluster_id
+
+    @property
+    def partition_counts(self) -> dict[str | uuid.UUID, int]:
+        return self.cluster.partition_counts
+
+    def _cluster_id_changed(self, cluster_id: str) -> None:
+        for pair in self.pairs:
+            if pair.session is not None:
+                pair.session.upstream_cluster_id = cluster_id
 
     # -- upstream connections ------------------------------------------------------------
     def new_pair(self, node_id: int | None) -> ClientPair:
@@ -173,10 +193,10 @@ class Gateway:
             discovered = await self._discover()
             if discovered is not None:
                 cluster_id, brokers = discovered
-                self._learn_cluster_id(cluster_id)
+                self.cluster.learn_cluster_id(cluster_id)
                 for node_id, (host, port) in brokers.items():
                     self.topology.learn(node_id, host, port)
-        except Exception:
+        except Exception:  # a failed question leaves the topology as it was
             log.exception("broker discovery failed")
         finally:
             self._discovering.set_result(None)
@@ -202,174 +222,18 @@ class Gateway:
     def upstream_broken(self, pair: ClientPair, reason: str) -> None:
         self.stats.health.failed(pair.node_id, "protocol", reason)
 
-    # -- request side --------------------------------------------------------------------
-    def api_versions_request(self, frame: RequestFrame, session: Any) -> bytes | None:
-        """A local answer for an ApiVersions request newer than the gateway speaks (Kafka's
-        v0 UNSUPPORTED_VERSION), else None (forward it); records the client's software
-        (KIP-511), as the broker's ApiVersions handler does in serve."""
-        if frame.api_version > api_versions.API_VERSIONS_RANGE[1]:
-            return api_versions.unsupported_version_response(frame.correlation_id)
-        if frame.api_version >= 3:
-            try:
-                request = decode_request(frame)
-            except KafkaError as exc:
-                raise _malformed(frame, exc) from None
-            session.client_software_name = request.client_software_name
-            session.client_software_version = request.client_software_version
-        return None
-
-    @staticmethod
-    def produce_acks(frame: RequestFrame) -> int:
+    def refused_unauthenticated(self, api_key: int) -> None:
+        """A connection closed for a request before authentication (by API, /metrics)."""
         try:
-            return requests.produce_acks(frame.api_version, frame.body)
-        except KafkaError as exc:
-            raise _malformed(frame, exc) from None
-
-    def mutation_check(
-        self, frame: RequestFrame, session: Any, channel: Any
-    ) -> bytes | int:
-        try:
-            return self.quotas.mutation_check(
-                frame, session, channel, self.now_ms(), self.partition_counts.get
-            )
-        except KafkaError as exc:
-            raise _malformed(frame, exc) from None
-
-    def admin_split(self, frame: RequestFrame, session: Any, channel: Any) -> Any:
-        try:
-            return self.admin.split(frame, session, channel)
-        except KafkaError as exc:
-            raise _malformed(frame, exc) from None
-
-    # -- response side -------------------------------------------------------------------
-    def response(
-        self, entry: _InFlight, payload: bytes, pair: ClientPair
-    ) -> list[bytes]:
-        """The bytes to write to the client for one upstream response (size prefix
-        included, possibly in pieces)."""
-        started_ns = time.perf_counter_ns()
-        frame = entry.frame
-        route = entry.route
-        api_key = frame.api_key
-        version = frame.api_version
-        body_at = response_body_offset(api_key, version, payload)
-        body = memoryview(payload)[body_at:]
-        new_body: Any = None
-        if route.api_versions:
-            new_body = api_versions.cap_api_versions(
-                version, body, self._local_api_versions
-            )
-            self.admin.upstream_api_versions(version, body)
-        elif route.addresses:
-            new_body = self._rewrite(api_key, version, body)
-        elif route.sasl:
-            pair.sasl_response(api_key, body)
-        elif route.admin_split and entry.state is not None:
-            new_body = self.admin.merge(entry.state, frame, payload)
-        session = pair.session
-        quotas = self.quotas
-        throttle_ms = entry.throttle_ms
-        if quotas.active:
-            user = session.principal_name
-            client_id = frame.client_id
-            now_ms = self.now_ms()
-            if route.quota == "fetch":
-                throttle_ms = max(
-                    throttle_ms,
-                    quotas.record_fetch_bytes(
-                        user, client_id, len(payload) + 4, now_ms
-                    ),
-                )
-            handling_ns = entry.handling_ns + time.perf_counter_ns() - started_ns
-            throttle_ms = max(
-                throttle_ms,
-                quotas.record_request_time(user, client_id, handling_ns, now_ms),
-            )
-        if throttle_ms > 0:
-            if route.quota == "fetch":
-                # Kafka answers a fetch it throttles empty, un-recorded (quotas.py).
-                empty = quotas.throttled_fetch_response(
-                    frame,
-                    body,
-                    len(payload) + 4,
-                    session.principal_name,
-                    throttle_ms,
-                    self.now_ms(),
-                )
-                if empty is not None:
-                    quotas.mute(
-                        pair.channel,
-                        session.principal_name,
-                        frame.client_id,
-                        throttle_ms,
-                    )
-                    return [empty]
-            # (Also with only a mutation quota configured: the request's own throttle.)
-            current = memoryview(new_body) if new_body is not None else body
-            if throttle_ms > (read_throttle_ms(api_key, version, current) or 0):
-                new_body = with_throttle_ms(api_key, version, current, throttle_ms)
-            # A request throttled by its own recording held the channel since; the timed
-            # mute takes over (quotas.py).
-            quotas.mute(
-                pair.channel,
-                session.principal_name,
-                frame.client_id,
-                throttle_ms,
-                held=entry.throttle_ms > 0,
-            )
-        if new_body is None:
-            return [_SIZE_PREFIX.pack(len(payload)), payload]
-        return [_SIZE_PREFIX.pack(body_at + len(new_body)), payload[:body_at], new_body]
-
-    def _rewrite(self, api_key: int, version: int, body: memoryview) -> bytes | None:
-        scan = addresses.scan_addresses(api_key, version, body)
-        if scan is None:
-            return None
-        if api_key == ApiKeys.METADATA:
-            message, _ = metadata_response.READERS[version](body, 0)
-            self._learn_cluster_id(message.cluster_id)
-            self.partition_counts.update(
-                requests.metadata_partition_counts(version, body)
-            )
-        elif api_key == ApiKeys.DESCRIBE_CLUSTER:
-            message, _ = describe_cluster_response.READERS[version](body, 0)
-            self._learn_cluster_id(message.cluster_id)
-        topology = self.topology
-        for node_id, (host, port) in scan.nodes().items():
-            topology.learn(node_id, host, port)
-        for endpoint in scan.endpoints:
-            # A controller endpoint (DescribeQuorum, DescribeCluster type 2) of a node no
-            # broker endpoint named gets a port of its own; a combined node keeps its broker's.
-            if endpoint.node_id not in topology.upstream:
-                topology.learn(endpoint.node_id, endpoint.host, endpoint.port)
-        return scan.rewrite(topology.address_for)
-
-    def _learn_cluster_id(self, cluster_id: str | None) -> None:
-        if not cluster_id or cluster_id == self.cluster_id:
-            return
-        if self.cluster_id is not None:
-            log.warning(
-                "upstream cluster id changed from %s to %s", self.cluster_id, cluster_id
-            )
-        self.cluster_id = cluster_id
-        for pair in self.pairs:
-            if pair.session is not None:
-                pair.session.upstream_cluster_id = cluster_id
+            name = ApiKeys(api_key).name
+        except ValueError:
+            name = f"api key {api_key}"
+        self.stats.refused_unauthenticated[name] += 1
 
     # -- shutdown ------------------------------------------------------------------------
     @property
     def idle(self) -> bool:
         return all(pair.idle for pair in self.pairs)
-
-
-def _malformed(frame: RequestFrame, exc: Exception) -> CloseConnection:
-    """A request the gateway must read and cannot: only this client's connection closes
-    (the network layer logs the reason once and counts it as a protocol error)."""
-    try:
-        name = ApiKeys(frame.api_key).name
-    except ValueError:
-        name = f"api key {frame.api_key}"
-    return CloseConnection(f"malformed {name} v{frame.api_version} request: {exc}")
 
 
 def _node(node_id: int | None) -> str:

@@ -1,0 +1,63 @@
+"""What the gateway answers itself, with the node's own dispatcher (the same API objects,
+and so the same authorizer, as ``ktc serve``), never forwarding it:
+
+| filter | APIs | why here |
+|---|---|---|
+| :class:`AnswerHere` | GetTelemetrySubscriptions, PushTelemetry | telemetry ends at the gateway: its ClientMetricsManager, store and landing log |
+| :class:`AnswerHere` | DescribeClientQuotas, AlterClientQuotas | the client quotas are the ones the gateway's engine enforces on this traffic |
+| :class:`AnswerAcls` | DescribeAcls, CreateAcls, DeleteAcls | when the gateway has an authorizer, its ACLs are the ones it checks; else forwarded (the cluster's) |
+| :class:`AnswerScram` | DescribeUserScramCredentials, AlterUserScramCredentials | when the gateway has SASL listeners, their users are the gateway's; else forwarded (the cluster's) |
+"""
+
+from __future__ import annotations
+
+from collector.core.context import CloseConnection
+from collector.gateway.filter import CONTINUE, Exchange, Filter
+from proto import ApiKeys
+
+__all__ = ["AnswerAcls", "AnswerHere", "AnswerScram"]
+
+
+class AnswerHere(Filter):
+    __slots__ = ()
+
+    @property
+    def answers_here(self) -> bool:
+        return True
+
+    def on_request(self, exchange: Exchange) -> object:
+        if exchange.sasl.authenticating:
+            # Not authenticated yet: a broker closes such a connection (SaslCapture).
+            name = ApiKeys(exchange.frame.api_key).name
+            raise CloseConnection(
+                f"unexpected {name} request during SASL authentication"
+            )
+        return self.services.dispatcher.handle(
+            exchange.frame, exchange.session, exchange.channel
+        )
+
+
+class AnswerAcls(AnswerHere):
+    __slots__ = ()
+
+    @property
+    def answers_here(self) -> bool:
+        return self.services.answers_acls
+
+    def on_request(self, exchange: Exchange) -> object:
+        if not self.services.answers_acls:
+            return CONTINUE  # no authorizer here: the cluster's ACLs
+        return super().on_request(exchange)
+
+
+class AnswerScram(AnswerHere):
+    __slots__ = ()
+
+    @property
+    def answers_here(self) -> bool:
+        return self.services.answers_scram
+
+    def on_request(self, exchange: Exchange) -> object:
+        if not self.services.answers_scram:
+            return CONTINUE  # no SASL listener here: the cluster's users
+        return super().on_request(exchange)

@@ -1,0 +1,39 @@
+"""Client-metrics administration at the gateway: the CLIENT_METRICS resources of
+DescribeConfigs, IncrementalAlterConfigs and ListConfigResources are answered by the node's
+own admin APIs (the gateway's subscription store, the node's authorizer), the rest by the
+upstream; a request naming both is split and the answers merged in request order
+(``collector.gateway.admin_split``)."""
+
+from __future__ import annotations
+
+from collector.gateway.filter import CONTINUE, Exchange, Filter, malformed
+from proto import KafkaError
+
+__all__ = ["SplitClientMetrics"]
+
+
+class SplitClientMetrics(Filter):
+    __slots__ = ()
+
+    @property
+    def answers_here(self) -> bool:
+        return True
+
+    def on_request(self, exchange: Exchange) -> object:
+        frame = exchange.frame
+        try:
+            split = self.services.admin.split(frame, exchange.session, exchange.channel)
+        except KafkaError as exc:
+            raise malformed(frame, exc) from None
+        if isinstance(split, bytes):
+            return split  # only CLIENT_METRICS resources: answered here
+        if split is not None:
+            exchange.state, exchange.raw = split
+        return CONTINUE
+
+    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+        if exchange.state is None:
+            return body
+        return self.services.admin.merge(
+            exchange.state, exchange.frame, exchange.response
+        )
