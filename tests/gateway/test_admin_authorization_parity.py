@@ -2,16 +2,17 @@
 ``ktc gateway``: both modes answer them from the node's one admin API table, built with the
 node's one authorizer (collector/app/node.py).
 
-Two nodes with the same configuration (``authorizer.class.name`` set, the same ACL file,
-the same subscription, SCRAM users alice and bob): ``ktc serve`` on a SASL_PLAINTEXT
-listener, and ``ktc gateway`` in front of the real Apache Kafka 4.4.0 cluster's
-SASL_PLAINTEXT listener (which has the same users).  The ACLs allow User:alice
-DESCRIBE_CONFIGS and ALTER_CONFIGS on the cluster; bob has none.  Each user authenticates
-with SCRAM-SHA-512 on a raw connection and sends the same client-metrics administration
-(DescribeConfigs, IncrementalAlterConfigs and ListConfigResources v0 and v1 on
-CLIENT_METRICS resources):
+Two nodes with the same configuration (a SASL_PLAINTEXT listener, ``authorizer.class.name``
+set, the same ACL file, the same subscription, SCRAM users alice and bob): ``ktc serve``,
+and ``ktc gateway`` in front of the real Apache Kafka 4.4.0 cluster (its PLAINTEXT
+listener: the gateway's own SASL listener authenticates the clients, with the node's SASL
+gate and credential store, as serve's does).  The ACLs allow User:alice DESCRIBE_CONFIGS and
+ALTER_CONFIGS on the cluster; bob has none.  Each user authenticates with SCRAM-SHA-512 on
+a raw connection and sends the same client-metrics administration (DescribeConfigs,
+IncrementalAlterConfigs and ListConfigResources v0 and v1 on CLIENT_METRICS resources):
 
-* every answer is the same in both modes (throttle time aside), for alice and for bob;
+* every answer is the same in both modes (throttle time aside), for alice and for bob,
+  whether the gateway authenticated the client itself or the cluster did (passthrough);
 * alice's succeed and her change reaches each node's store;
 * bob's are denied with Kafka's CLUSTER_AUTHORIZATION_FAILED in both modes, and leave both
   stores as they were.
@@ -122,32 +123,37 @@ def prepare(data_dir: Path, users: dict[str, str]) -> None:
 def nodes(
     kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, RunningCollector]]:
-    """Both modes, configured alike (the gateway's upstream: the cluster's SASL listener)."""
+    """The node in each mode, configured alike: serve; the gateway authenticating clients on
+    its own SASL listener (in front of the cluster's PLAINTEXT listener: a gateway SASL
+    listener in front of a SASL one does not start); and the gateway on a PLAINTEXT
+    listener in front of the cluster's SASL listener, the SASL exchange passed through (the
+    cluster has the same users and passwords)."""
     users = dict(kafka_cluster.sasl_users)
-    common = {
+    sasl = {
         **AUTHORIZER,
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     }
-    serve_dir = tmp_path_factory.mktemp("parity-serve") / "data"
-    gateway_dir = tmp_path_factory.mktemp("parity-gateway") / "data"
-    prepare(serve_dir, users)
-    prepare(gateway_dir, users)
+    data_dirs = {
+        mode: tmp_path_factory.mktemp(f"parity-{mode}") / "data"
+        for mode in ("serve", "gateway", "passthrough")
+    }
+    for data_dir in data_dirs.values():
+        prepare(data_dir, users)
     with (
-        RunningCollector(serve_dir, **common) as serve,
+        RunningCollector(data_dirs["serve"], **sasl) as serve,
         RunningGateway(
-            gateway_dir,
-            kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"),
-            **{
-                **common,
-                # The clients' SASL passes through to the cluster, which has the same
-                # users (a SASL listener would make the gateway authenticate them itself).
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
-            },
+            data_dirs["gateway"], kafka_cluster.bootstrap_servers(), **sasl
         ) as gateway,
+        RunningGateway(
+            data_dirs["passthrough"],
+            kafka_cluster.bootstrap_servers("SASL_PLAINTEXT"),
+            **AUTHORIZER,
+            # A PLAINTEXT listener: the clients' SASL passes through to the cluster.
+            **{"gateway.upstream.security.protocol": "SASL_PLAINTEXT"},
+        ) as passthrough,
     ):
-        yield {"serve": serve, "gateway": gateway}
+        yield {"serve": serve, "gateway": gateway, "passthrough": passthrough}
 
 
 class AuthenticatedClient:
@@ -265,6 +271,7 @@ def test_an_authorized_principal_gets_the_same_answers_in_both_modes(
         mode: administer(node, "alice", password) for mode, node in nodes.items()
     }
     assert answers["gateway"] == answers["serve"]
+    assert answers["passthrough"] == answers["serve"]
     assert error_codes(answers["serve"]) == [Errors.NONE] * 4
     listed = answers["serve"][3].config_resources
     assert [(r.resource_type, r.resource_name) for r in listed] == [
@@ -281,5 +288,6 @@ def test_an_unauthorized_principal_is_denied_alike_in_both_modes(
     before = {mode: interval_ms(node) for mode, node in nodes.items()}
     answers = {mode: administer(node, "bob", password) for mode, node in nodes.items()}
     assert answers["gateway"] == answers["serve"]
+    assert answers["passthrough"] == answers["serve"]
     assert error_codes(answers["serve"]) == [Errors.CLUSTER_AUTHORIZATION_FAILED] * 4
     assert {mode: interval_ms(node) for mode, node in nodes.items()} == before
