@@ -127,7 +127,7 @@ class GatewayServer(Node):
         # authorizer, as serve's): what the gateway answers itself.
         table = {k: v for k, v in self._apis.table().items() if k in _TELEMETRY_APIS}
         table.update(self.admin_apis.table())
-        local_apis = list(_LOCAL_APIS)
+        local_apis: list[int] = list(_LOCAL_APIS)
         if self.authorizer is not None:
             # The ACLs it checks are the gateway's, managed through it as on serve
             # (kafka-acls.sh, ktc acls); the cluster's are managed at the cluster.

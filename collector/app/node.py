@@ -499,7 +499,7 @@ class Node:
         assert self._apis is not None
         self._apis.set_advertised(self.advertised)
 
-    def _bind_mode_listeners(self) -> None:
+    async def _bind_mode_listeners(self) -> None:
         """The mode's listeners beyond ``listeners`` (none by default)."""
 
     def _listener(self, endpoint: EndPoint, node_id: int | None = None) -> Acceptor:

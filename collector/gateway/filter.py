@@ -41,12 +41,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTINUE",
+    "Body",
     "Chain",
     "Exchange",
     "Filter",
     "GatewayServices",
     "malformed",
 ]
+
+
+# A response body as filters pass it on: the upstream's bytes (a view), or a rewritten copy.
+Body = memoryview | bytes | bytearray
 
 
 class _Continue:
@@ -107,7 +112,7 @@ class Filter:
     def on_request(self, exchange: Exchange) -> object:
         return CONTINUE
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
         return body
 
     def on_throttled(

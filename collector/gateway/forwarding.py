@@ -29,7 +29,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from collector.core.context import CloseConnection
 from collector.gateway.authentication import (
@@ -37,7 +37,7 @@ from collector.gateway.authentication import (
     AuthenticationPolicy,
     UpstreamAuthentication,
 )
-from collector.gateway.filter import CONTINUE, Chain, Exchange
+from collector.gateway.filter import CONTINUE, Body, Chain, Exchange
 from collector.gateway.frames import response_body_offset
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.sasl import SaslCapture
@@ -61,11 +61,18 @@ _SIZE_PREFIX: Final = struct.Struct(">i")
 class PairHost(Protocol):
     """What a pair needs of the gateway it belongs to (``service.Gateway``)."""
 
-    # api key -> its filter chain, for every API the gateway accepts.
-    chains: Mapping[int, Chain]
-    quotas: GatewayQuotas
-    now_ms: Callable[[], int]
-    authentication: AuthenticationPolicy
+    @property
+    def chains(self) -> Mapping[int, Chain]:
+        """api key -> its filter chain, for every API the gateway accepts."""
+
+    @property
+    def quotas(self) -> GatewayQuotas: ...
+
+    @property
+    def now_ms(self) -> Callable[[], int]: ...
+
+    @property
+    def authentication(self) -> AuthenticationPolicy: ...
 
     def connect_upstream(self, pair: ClientPair) -> None: ...
 
@@ -264,7 +271,7 @@ class ClientPair:
         body = memoryview(payload)[body_at:]
         exchange.response = payload
         chain = self._chains[api_key]
-        new_body: memoryview | bytes = body
+        new_body: Body = body
         for response_filter in chain.response:
             new_body = response_filter.on_response(exchange, new_body)
         session = exchange.session
@@ -302,7 +309,13 @@ class ClientPair:
             )
         if new_body is body:
             return [_SIZE_PREFIX.pack(len(payload)), payload]
-        return [_SIZE_PREFIX.pack(body_at + len(new_body)), payload[:body_at], new_body]
+        # (Any bytes-like piece: the transport's writelines takes views and bytearrays.)
+        rewritten = cast(bytes, new_body)
+        return [
+            _SIZE_PREFIX.pack(body_at + len(new_body)),
+            payload[:body_at],
+            rewritten,
+        ]
 
     def upstream_lost(self, reason: str) -> None:
         self._gateway.upstream_lost(self, reason, len(self._in_flight))
@@ -343,7 +356,8 @@ class ClientPair:
         error = ConnectionAbortedError(reason)
         in_flight, self._in_flight = self._in_flight, deque()
         for entry in in_flight:
-            entry.pending.fail(error)
+            if entry.pending is not None:
+                entry.pending.fail(error)
         if self._upstream is not None:
             self._upstream.close()
 

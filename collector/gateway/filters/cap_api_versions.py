@@ -11,7 +11,7 @@ from collector.gateway.api_versions import (
     cap_api_versions,
     unsupported_version_response,
 )
-from collector.gateway.filter import CONTINUE, Exchange, Filter, malformed
+from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError, decode_request
 
 __all__ = ["CapApiVersions"]
@@ -34,7 +34,7 @@ class CapApiVersions(Filter):
             session.client_software_version = request.client_software_version
         return CONTINUE
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
         version = exchange.frame.api_version
         services = self.services
         capped = cap_api_versions(version, body, services.local_api_versions)

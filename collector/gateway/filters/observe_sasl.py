@@ -9,7 +9,7 @@ import logging
 from typing import Final
 
 from collector.core.context import CloseConnection
-from collector.gateway.filter import CONTINUE, Exchange, Filter
+from collector.gateway.filter import CONTINUE, Body, Exchange, Filter
 from proto import ApiKeys, KafkaError
 from proto.errors import Errors
 
@@ -32,7 +32,7 @@ class ObserveSasl(Filter):
             raise CloseConnection(f"malformed {name} request: {exc}") from None
         return CONTINUE
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
         capture = exchange.sasl
         session = exchange.session
         named = capture.principal
@@ -61,5 +61,5 @@ class ObserveSasl(Filter):
         return body
 
 
-def _error_code(body: memoryview) -> int:
+def _error_code(body: Body) -> int:
     return int.from_bytes(body[:2], "big", signed=True)

@@ -15,7 +15,7 @@ response are the chain runner's (``forwarding.ClientPair``): every API has them.
 from __future__ import annotations
 
 from collector.gateway import requests
-from collector.gateway.filter import CONTINUE, Exchange, Filter, malformed
+from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError
 
 __all__ = ["FetchQuota", "MutationQuota", "ProduceQuota"]
@@ -54,7 +54,7 @@ class FetchQuota(Filter):
         )
         return CONTINUE
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
         services = self.services
         throttle_ms = services.quotas.record_fetch_bytes(
             exchange.session.principal_name,

@@ -8,7 +8,7 @@ count (for the mutation quota)."""
 from __future__ import annotations
 
 from collector.gateway import addresses, requests
-from collector.gateway.filter import Exchange, Filter
+from collector.gateway.filter import Body, Exchange, Filter
 from proto import ApiKeys
 from proto.messages import describe_cluster_response, metadata_response
 
@@ -18,7 +18,7 @@ __all__ = ["RewriteAddresses"]
 class RewriteAddresses(Filter):
     __slots__ = ()
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
         frame = exchange.frame
         api_key, version = frame.api_key, frame.api_version
         scan = addresses.scan_addresses(api_key, version, body)

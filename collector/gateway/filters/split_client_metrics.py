@@ -6,7 +6,9 @@ upstream; a request naming both is split and the answers merged in request order
 
 from __future__ import annotations
 
-from collector.gateway.filter import CONTINUE, Exchange, Filter, malformed
+from typing import Any
+
+from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError
 
 __all__ = ["SplitClientMetrics"]
@@ -31,9 +33,8 @@ class SplitClientMetrics(Filter):
             exchange.state, exchange.raw = split
         return CONTINUE
 
-    def on_response(self, exchange: Exchange, body: memoryview) -> memoryview | bytes:
-        if exchange.state is None:
+    def on_response(self, exchange: Exchange, body: Body) -> Body:
+        split: Any = exchange.state  # what split() returned for this request
+        if split is None:
             return body
-        return self.services.admin.merge(
-            exchange.state, exchange.frame, exchange.response
-        )
+        return self.services.admin.merge(split, exchange.frame, exchange.response)
