@@ -90,7 +90,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "apis-listed",
         ApiKeys.API_VERSIONS,
         "",
-        ".api_keys#len",
+        ".api_keys (entries only Kafka lists)",
         "The collector lists only the APIs it answers (telemetry, CLIENT_METRICS configs, "
         "quotas, ACLs, SCRAM, SASL, Metadata); Kafka lists every broker API. The ranges of "
         "the APIs both list are compared.",
@@ -117,7 +117,7 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
         "sasl-handshake-v0",
         ApiKeys.API_VERSIONS,
         "",
-        ".api_keys[sasl_handshake].min_version",
+        ".api_keys[SaslHandshake].min_version",
         "SaslHandshake v0 is followed by SASL tokens without Kafka framing; clients since "
         "Kafka 1.0 and librdkafka use v1 (SaslAuthenticate), which the collector serves.",
         "docs/protocol.md#deliberate-differences",
@@ -165,9 +165,14 @@ KNOWN_DIFFERENCES: tuple[KnownDifference, ...] = (
 )
 
 
+# The session's report, for adjustments that count a known difference they take out.
+_SESSION_REPORT: list[Report] = [Report()]
+
+
 @pytest.fixture(scope="module")
 def report(servers: Servers) -> Report:
     servers.report.known = KNOWN_DIFFERENCES
+    _SESSION_REPORT[0] = servers.report
     return servers.report
 
 
@@ -207,14 +212,16 @@ def pair(
 
 
 def _served_only(kafka: Any, mine: Any) -> tuple[Any, Any]:
-    """Kafka's entries for the APIs the collector lists (the rest: known "apis-listed")."""
+    """Kafka's entries for the APIs the collector lists (the rest: known "apis-listed"),
+    SaslHandshake's from v1 (known "sasl-handshake-v0"); each counted in the report."""
     mine_keys = {entry.api_key for entry in mine.api_keys}
     kept = tuple(entry for entry in kafka.api_keys if entry.api_key in mine_keys)
     if len(kept) != len(kafka.api_keys):
+        _SESSION_REPORT[0].known_hits["apis-listed"] += 1
         kafka = dataclasses.replace(kafka, api_keys=kept)
-    # SaslHandshake's minimum (v0 not served): known "sasl-handshake-v0"
     handshake = ApiKeys.SASL_HANDSHAKE
     if any(e.api_key == handshake and e.min_version == 0 for e in kafka.api_keys):
+        _SESSION_REPORT[0].known_hits["sasl-handshake-v0"] += 1
         kafka = dataclasses.replace(
             kafka,
             api_keys=tuple(
