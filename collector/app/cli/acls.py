@@ -217,8 +217,8 @@ def acls_add(
     errors = [
         (b, e) for b, e in zip(bindings, store.create(bindings), strict=True) if e
     ]
-    for binding, error in errors:
-        click.echo(f"ktc: INVALID_REQUEST: {error} ({_entry(binding)})", err=True)
+    for binding, problem in errors:
+        click.echo(f"ktc: INVALID_REQUEST: {problem} ({_entry(binding)})", err=True)
     _print_acls(
         store.acls(AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type))
     )
