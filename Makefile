@@ -112,6 +112,7 @@ run: $(RUN_STAMP)
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: lint kafka-libs otelcol chromium
 	$(BIN)/python -m pytest
