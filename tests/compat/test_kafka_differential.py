@@ -635,6 +635,7 @@ def test_describe_configs_and_list_config_resources(
         for version in (0, 1):
             for case, types in (
                 ("client metrics", (CLIENT_METRICS,)),
+                ("topics", (TOPIC,)),
                 ("unknown type", (99,)),
             ) + ((("all", ()),) if version == 0 else ()):
                 if version == 0 and types != ():
