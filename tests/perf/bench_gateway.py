@@ -82,8 +82,6 @@ sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
 from harness import _proc
 from harness.kafka_cluster import (
-    CLIENT_LISTENERS,
-    LISTENERS,
     KafkaCluster,
     KafkaNode,
     missing_prerequisites,
@@ -112,9 +110,11 @@ class RelayedKafkaCluster(KafkaCluster):
     def _server_properties(self, node: KafkaNode) -> str:
         base = super()._server_properties(node)
         nid = node.node_id
-        listeners = [f"{name}://127.0.0.1:{node.ports[name]}" for name in LISTENERS]
+        listeners = [
+            f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners
+        ]
         advertised = [
-            f"{name}://127.0.0.1:{node.ports[name]}" for name in CLIENT_LISTENERS
+            f"{name}://127.0.0.1:{node.ports[name]}" for name in self.client_listeners
         ]
         extra = {
             "listeners": ",".join(
