@@ -128,7 +128,6 @@ class ScramClient:
             raise SaslClientError("SCRAM: invalid server final message") from None
         if not hmac.compare_digest(signature, self._server_signature):
             raise SaslClientError("SCRAM: invalid server signature")
-        return None
 
 
 def new_sasl_client(mechanism: str, username: str, password: str) -> SaslClient:
