@@ -24,6 +24,7 @@ question at start.  One more gateway is told (SASL_PLAINTEXT), and one with
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import ssl
@@ -1023,6 +1024,9 @@ def test_the_gateway_logs_in_to_a_sasl_cluster_for_clients_that_log_in_at_it(
         finally:
             producer.flush(5)
         assert {r.context.principal for r in records} == {"User:carol"}
+        # Closed before the gateway stops (a client still connected holds its drain).
+        del producer, admin
+        gc.collect()
     running = RunningGateway(
         tmp_path / "data-plain",
         sasl_only_cluster.bootstrap_servers(),
