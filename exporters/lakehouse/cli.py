@@ -227,8 +227,11 @@ def ingest_command(
         raise click.ClickException(f"{exc}: is another `ktc ingest` running?") from None
     try:
         if once:
-            for result in job.run_once():
+            results = job.run_once()
+            for result in results:
                 _print_batch(result)
+            if not results:  # say so: an empty stdout alone reads like a hang or a bug
+                click.echo("ktc ingest: nothing new in the landing logs", err=True)
             return
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -399,6 +402,7 @@ def sql_command(
             f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
         )
     spark = open_reader(config, catalog)
+    _quiet_query_context_logs()
     try:
         buffer = io.StringIO()
         run_sql(spark, query, fmt, buffer)
@@ -409,9 +413,17 @@ def sql_command(
     sys.stdout.write(buffer.getvalue())
 
 
+def _quiet_query_context_logs() -> None:
+    """pyspark logs a failed query once more, as JSON on stderr, before raising it: the
+    command's one line says it already."""
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.split("\nJVM stacktrace:")[0].strip()
+    """What Spark says is wrong, without its hints, logical plan or JVM stack trace."""
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------- report
@@ -479,6 +491,7 @@ def report_command(
         end=datetime.datetime.now(datetime.UTC).replace(microsecond=0), since=since
     )
     spark = open_reader(config, catalog)
+    _quiet_query_context_logs()
     try:
         results = collect_report(spark, database, window)
     except PySparkException as exc:

@@ -111,3 +111,61 @@ def test_lakehouse_commands_without_the_extra_say_how_to_install_it(
         ).returncode
         == 0
     )
+
+
+@pytest.mark.spark
+def test_nothing_new_and_an_unknown_table_are_one_line_each(tmp_path: Path) -> None:
+    """docs/operations.md, Exit codes: `ingest --once` with nothing to do says so (exit 0);
+    `ktc sql` on a table that does not exist is Spark's one line, without its hints and
+    plan (exit 1)."""
+    lake = ("--data-dir", str(tmp_path / "data"), "--master", "local[1]")
+    ingest = ktc("ingest", "--once", *lake)
+    assert ingest.returncode == 0, ingest.stderr[-3000:]
+    assert ingest.stdout == ""
+    assert ingest.stderr == "ktc ingest: nothing new in the landing logs\n"
+    sql = ktc("sql", "SELECT * FROM no_such_table", *lake)
+    assert sql.returncode == 1, sql.stderr[-3000:]
+    assert sql.stdout == ""
+    assert sql.stderr.startswith("ktc: [TABLE_OR_VIEW_NOT_FOUND] The table or view ")
+    assert sql.stderr.count("\n") == 1, sql.stderr
+
+
+@pytest.mark.spark
+def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C reaches the whole foreground process group; pyspark's JVM ignores it (its
+    launcher sets SIGINT to SIG_IGN) and would outlive an interrupted start."""
+    import signal
+
+    import psutil
+    from waiting import eventually_sync
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "collector.app.cli", "ingest", "--once"]
+        + ["--data-dir", str(tmp_path / "data"), "--master", "local[1]"],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell's foreground job
+    )
+    try:
+        me = psutil.Process(process.pid)
+
+        def jvm() -> list[psutil.Process]:
+            return [p for p in me.children(recursive=True) if p.name() == "java"]
+
+        eventually_sync(jvm, timeout_s=120, what="Spark's JVM to start")
+        started = jvm()
+        os.killpg(process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert err == "ktc: interrupted\n"
+    assert out == ""
+    gone, alive = psutil.wait_procs(started, timeout=30)
+    assert alive == [], alive

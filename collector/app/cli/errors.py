@@ -149,8 +149,11 @@ def run(command: click.Command, prog_name: str) -> None:
         command.main(prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        exc.show()  # click's usage, its hint and the error
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"ktc: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except SystemExit:
         raise
@@ -159,11 +162,43 @@ def run(command: click.Command, prog_name: str) -> None:
         if failure is None:
             raise
         _quiet_py4j()
+        if failure.exit_code == EXIT_INTERRUPTED:
+            _stop_children()
         click.echo(f"ktc: {failure.message}", err=True)
         sys.exit(failure.exit_code)
     finally:
         signal.signal(signal.SIGINT, previous)
     sys.exit(0)
+
+
+def _stop_children() -> None:
+    """SIGTERM to every process this one started, and theirs.  pyspark starts its JVM (via
+    the spark-submit scripts) ignoring SIGINT, so that Ctrl-C reaches Python only, and hands
+    it to the Java gateway once connected: a Ctrl-C before that would leave the JVM running,
+    orphaned."""
+    import os
+    import signal
+    from pathlib import Path
+
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid ...: comm may hold spaces, so split after its ')'.
+            parents[int(stat.parent.name)] = int(
+                stat.read_text().rpartition(")")[2].split()[1]
+            )
+        except (OSError, IndexError, ValueError):
+            continue  # exited meanwhile
+    ours: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parents.items() if ppid in frontier} - ours
+        ours |= frontier
+    for pid in ours:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            continue  # exited meanwhile, or not ours to signal
 
 
 def _quiet_py4j() -> None:
