@@ -49,16 +49,24 @@ NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def not_authorized_message(ctx: RequestContext) -> str:
+def not_authorized_message(
+    ctx: RequestContext, operation: AclOperation | None = None
+) -> str:
     """``ClusterAuthorizationException(s"Request $request is not authorized.")``, with the
-    parts of Kafka's ``RequestChannel.Request`` string the collector has."""
+    parts of Kafka's ``RequestChannel.Request`` string the collector has; for the ACL APIs,
+    Kafka 4.4.0's ``AclApis`` words it ``... needs <OPERATION> permission.``."""
     session = ctx.session
+    ending = (
+        "is not authorized."
+        if operation is None
+        else f"needs {operation.name} permission."
+    )
     return (
         f"Request Request(processor=0, connectionId={session.connection_id}, "
         f"session=Session({session.principal},/{session.client_source_address or session.peer_ip}), "
         f"listenerName=ListenerName({session.listener_name}), "
         f"securityProtocol={session.security_protocol}, buffer=null, envelope=None) "
-        "is not authorized."
+        f"{ending}"
     )
 
 
@@ -113,7 +121,7 @@ class AclApis:
         if self._denied(ctx, AclOperation.DESCRIBE, "DescribeAcls"):
             return describe_response.DescribeAclsResponse(
                 error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
-                error_message=not_authorized_message(ctx),
+                error_message=not_authorized_message(ctx, AclOperation.DESCRIBE),
                 resources=(),
             )
         if self._authorizer is None:
@@ -181,7 +189,7 @@ class AclApis:
             return _create_failed(
                 request,
                 Errors.CLUSTER_AUTHORIZATION_FAILED,
-                not_authorized_message(ctx),
+                not_authorized_message(ctx, AclOperation.ALTER),
             )
         if self._authorizer is None:
             return _create_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)
@@ -215,7 +223,7 @@ class AclApis:
             return _delete_failed(
                 request,
                 Errors.CLUSTER_AUTHORIZATION_FAILED,
-                not_authorized_message(ctx),
+                not_authorized_message(ctx, AclOperation.ALTER),
             )
         if self._authorizer is None:
             return _delete_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)

@@ -269,8 +269,24 @@ class KafkaApis:
                 ),
             )
         topics = []
+        # Names the principal may not DESCRIBE come first, in request order, answered
+        # TOPIC_AUTHORIZATION_FAILED whatever the name (Kafka authorizes before it looks a
+        # topic up).
+        denied = [
+            MetadataResponseTopic(
+                error_code=Errors.TOPIC_AUTHORIZATION_FAILED, name=name
+            )
+            for name in dict.fromkeys(
+                t.name
+                for t in request.topics or ()
+                if t.name is not None and not self._may_describe_topic(ctx, t.name)
+            )
+        ]
+        refused = {t.name for t in denied}
         for topic in _in_kafka_order(request.topics or ()):
             name = topic.name
+            if name in refused:
+                continue
             if name is None or (
                 not name and getattr(topic, "topic_id", ZERO_UUID) != ZERO_UUID
             ):
@@ -294,6 +310,7 @@ class KafkaApis:
                     else _OPERATIONS_OMITTED,
                 )
             )
+        topics = denied + topics
         cluster_operations = _OPERATIONS_OMITTED
         if version in _CLUSTER_OPERATIONS_VERSIONS and (
             request.include_cluster_authorized_operations
@@ -307,6 +324,16 @@ class KafkaApis:
             controller_id=self._node_id,
             topics=tuple(topics),
             cluster_authorized_operations=cluster_operations,
+        )
+
+    def _may_describe_topic(self, ctx: RequestContext, name: str) -> bool:
+        authorizer = self._authorizer
+        return authorizer is None or authorizer.authorize(
+            ctx.session,
+            AclOperation.DESCRIBE,
+            ResourceType.TOPIC,
+            name,
+            request_name="Metadata",
         )
 
     def _authorized_operations(

@@ -363,7 +363,7 @@ async def test_a_principal_without_acls_is_denied_what_kafka_checks(
     )
     assert (quotas.error_code, quotas.error_message) == (
         Errors.CLUSTER_AUTHORIZATION_FAILED,
-        DENIED,
+        None,  # Kafka 4.4.0 gives no message here (tests/compat)
     )
     alter_quotas = await wire.request(
         ApiKeys.ALTER_CLIENT_QUOTAS,
@@ -392,7 +392,8 @@ async def test_a_principal_without_acls_is_denied_what_kafka_checks(
             "Request Request(processor=0, connectionId="
         )
         assert "session=Session(User:ANONYMOUS,/127.0.0.1)" in error.error_message
-        assert error.error_message.endswith(" is not authorized.")
+        operation = "DESCRIBE" if api == ApiKeys.DESCRIBE_ACLS else "ALTER"
+        assert error.error_message.endswith(f" needs {operation} permission.")
     # Telemetry is not authorized (KafkaApis.handleGetTelemetrySubscriptionsRequest).
     got = await wire.request(
         ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS, 0, GetTelemetrySubscriptionsRequest()

@@ -353,3 +353,42 @@ async def test_quota_filter_messages_are_kafkas(wire: WireClient) -> None:
             Errors.INVALID_REQUEST,
             message,
         )
+
+
+async def test_metadata_refuses_topics_a_principal_may_not_describe(
+    tmp_path: Path,
+) -> None:
+    """With an authorizer and no ACL, ANONYMOUS may not describe a topic: those names are
+    answered TOPIC_AUTHORIZATION_FAILED first, in request order, whatever the name."""
+    config = load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "http.listener": "127.0.0.1:0",
+            "data.dir": str(tmp_path / "data"),
+            "landing": {"fsync": "never"},
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        },
+    )
+    server = CollectorServer(config)
+    await server.start()
+    try:
+        client = await WireClient.connect(server.port(), "ktc-test")
+        answer = await client.request(
+            ApiKeys.METADATA,
+            12,
+            MetadataRequest(
+                topics=tuple(
+                    MetadataRequestTopic(name=n)
+                    for n in ("orders", "bad name!", "orders")
+                ),
+                allow_auto_topic_creation=False,
+            ),
+        )
+        await client.close()
+    finally:
+        await server.stop()
+    assert [(t.name, t.error_code) for t in answer.topics] == [
+        ("orders", Errors.TOPIC_AUTHORIZATION_FAILED),
+        ("bad name!", Errors.TOPIC_AUTHORIZATION_FAILED),
+    ]

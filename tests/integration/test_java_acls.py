@@ -162,7 +162,7 @@ def test_java_admin_acls_over_mtls(tmp_path: Path) -> None:
     assert steps["user-describe-acls"].startswith(
         "error org.apache.kafka.common.errors.ClusterAuthorizationException: Request Request("
     )
-    assert steps["user-describe-acls"].endswith("is not authorized.")
+    assert steps["user-describe-acls"].endswith("needs DESCRIBE permission.")
     assert steps["admin-create-acls"] == "ok"
     assert steps["admin-describe-acls"] == (
         "ok 1 [(pattern=ResourcePattern(resourceType=CLUSTER, name=kafka-cluster, "
