@@ -91,6 +91,42 @@ $(OTELCOL_STAMP):
 	mv build/otelcol-ktc . && rm -rf build bin; \
 	rm -rf '$(OTELCOL_DIR)'; mv '$(OTELCOL_DIR).tmp' '$(OTELCOL_DIR)'; touch '$@'
 
+# The lakehouse's jars beside PySpark's own: Apache Iceberg 1.12.0's Spark 4.1 runtime and the
+# JDBC drivers of the Iceberg JDBC catalog (SQLite, PostgreSQL), fetched once with Maven
+# (exporters/lakehouse/pom.xml) into a cache outside the tree.  `ktc ingest`, `ktc sql` (on
+# Spark), `ktc thriftserver` and `ktc lake` read KTC_LAKE_LIBS (same default) at run time, so
+# `make run` fetches them too.  Without mvn, outside CI, the Spark lakehouse tests skip.
+KTC_LAKE_LIBS ?= $(HOME)/.cache/ktc/iceberg-1.12.0
+export KTC_LAKE_LIBS
+LAKE_POM := exporters/lakehouse/pom.xml
+LAKE_LIBS_STAMP := $(KTC_LAKE_LIBS)/.complete-$(shell cksum < $(LAKE_POM) | cut -d' ' -f1)
+
+.PHONY: lake-libs
+lake-libs: $(LAKE_LIBS_STAMP)
+
+# The stamp names the pom's checksum: a fresh clone (every file new) does not fetch again.
+$(LAKE_LIBS_STAMP):
+	@if ! command -v mvn >/dev/null && [ "$$CI" != true ]; then \
+	  echo "lake-libs: no mvn here, the Spark lakehouse tests will skip"; exit 0; fi; \
+	set -e; rm -rf '$(KTC_LAKE_LIBS).tmp'; \
+	mvn -q -B -f $(LAKE_POM) dependency:copy-dependencies -DexcludeTransitive=true \
+	  -DoutputDirectory='$(abspath $(KTC_LAKE_LIBS)).tmp'; \
+	rm -rf '$(KTC_LAKE_LIBS)'; mv '$(KTC_LAKE_LIBS).tmp' '$(KTC_LAKE_LIBS)'; touch '$@'
+
+# The PostgreSQL-catalog test (tests/lakehouse/test_lakehouse_end_to_end.py) starts a private
+# cluster of Debian's postgresql (initdb, pg_ctl) as the postgres user.  Installed with apt when
+# missing; without apt (or root), outside CI, that test skips instead.
+PG_BIN := /usr/lib/postgresql/15/bin
+
+.PHONY: postgresql
+postgresql:
+	@if [ -x $(PG_BIN)/pg_ctl ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	  if [ "$$CI" = true ]; then echo "postgresql: $(PG_BIN) missing and no apt-get as root to install it"; exit 1; fi; \
+	  echo "postgresql: no apt-get as root here, the PostgreSQL catalog test will skip"; exit 0; fi; \
+	set -e; apt-get update -qq; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15 >/dev/null
+
 # The report's browser test (tests/lakehouse/test_report_browser.py) renders `ktc report` in
 # Debian's chromium, driven by Playwright (never its own browser downloads). Installed with apt
 # when missing; without apt (or root), outside CI, that test skips instead.
@@ -105,7 +141,7 @@ chromium:
 	set -e; apt-get update -qq; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
-run: $(RUN_STAMP)
+run: $(RUN_STAMP) lake-libs
 	$(BIN)/ktc serve
 
 # Lint, format and type checks (README.md, "Development"); `make test` runs them first.
@@ -114,10 +150,10 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint kafka-libs otelcol chromium
+test: lint kafka-libs lake-libs otelcol postgresql chromium
 	$(BIN)/python -m pytest
 
-bench: $(TEST_STAMP) kafka-libs
+bench: $(TEST_STAMP) kafka-libs lake-libs
 	$(BIN)/python tests/perf/run_all.py
 
 # Coverage-guided fuzzing (docs/fuzzing.md): each of FUZZ_TARGETS for FUZZ_SECONDS (per

@@ -23,9 +23,6 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("helm/test_helm_pod_run.py", "time.sleep(0.05)"): (
         "polls a collector process started from the chart's rendered pod spec"
     ),
-    ("lakehouse/test_lakehouse_exactly_once.py", "time.sleep(0.2)"): (
-        "waits for a killed ingest JVM to release the Derby metastore"
-    ),
     ("lakehouse/test_lakehouse_ingest.py", "time.sleep(0.1)"): (
         "waits for a streaming Spark job (a JVM) to commit its first batch"
     ),

@@ -22,13 +22,10 @@ summary                     ``sum``, ``min``, ``max`` are columns of their own
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from exporters.lakehouse.insights import INSIGHT_VIEW_NAMES, insight_view_sqls
 from exporters.lakehouse.schema import (
-    PARTITION_COLUMNS,
     POINT_TABLES,
     PUSHES_TABLE,
     TABLES,
@@ -36,6 +33,7 @@ from exporters.lakehouse.schema import (
     create_table_sql,
     spark_type,
 )
+from exporters.lakehouse.session import CATALOG_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -49,7 +47,6 @@ __all__ = [
     "ensure_catalog",
     "latest_view_sql",
     "metrics_view_sql",
-    "register_file_tables",
 ]
 
 # The analyst views, then the insight views built on them (insights.py).
@@ -127,7 +124,6 @@ _METRICS_COLUMNS: tuple[tuple[str, str, dict[str, str] | None], ...] = (
     ("landing_offset", "BIGINT", None),
     ("dt", "DATE", None),
     ("hour", "INT", None),
-    ("batch_id", "BIGINT", None),
 )
 METRICS_VIEW_COLUMNS: tuple[str, ...] = tuple(c[0] for c in _METRICS_COLUMNS)
 
@@ -136,19 +132,27 @@ def _q(database: str, name: str) -> str:
     return f"`{database}`.`{name}`"
 
 
-def metrics_view_sql(database: str) -> str:
+# The fast path (fastpath.py) runs the same views in DuckDB; only these type names
+# differ between the two dialects.
+_DUCKDB_TYPES = {"STRING": "VARCHAR", "MAP<STRING,STRING>": "MAP(VARCHAR, VARCHAR)"}
+
+
+def metrics_view_sql(database: str, dialect: str = "spark") -> str:
+    def sql_type(name: str) -> str:
+        return _DUCKDB_TYPES.get(name, name) if dialect == "duckdb" else name
+
     branches = []
     for table in POINT_TABLES:
         select = []
-        for column, sql_type, expressions in _METRICS_COLUMNS:
+        for column, type_name, expressions in _METRICS_COLUMNS:
             if expressions is None:
                 select.append(f"`{column}`")
             elif table.kind in expressions:
                 select.append(
-                    f"CAST({expressions[table.kind]} AS {sql_type}) AS `{column}`"
+                    f"CAST({expressions[table.kind]} AS {sql_type(type_name)}) AS `{column}`"
                 )
             else:
-                select.append(f"CAST(NULL AS {sql_type}) AS `{column}`")
+                select.append(f"CAST(NULL AS {sql_type(type_name)}) AS `{column}`")
         branches.append(f"SELECT {', '.join(select)}\nFROM {_q(database, table.name)}")
     return (
         f"CREATE OR REPLACE VIEW {_q(database, 'metrics')} AS\n"
@@ -224,7 +228,7 @@ _CATALOG_PROPERTY = "ktc.catalog.sha256"
 
 
 def _catalog_fingerprint(database: str) -> str:
-    """Every table's DDL and every view's SQL: what a database that records it has."""
+    """Every table's DDL and every view's SQL: what a namespace that records it has."""
     sql = tuple(create_table_sql(database, table) for table in TABLES) + _view_sqls(
         database
     )
@@ -232,85 +236,60 @@ def _catalog_fingerprint(database: str) -> str:
 
 
 class CatalogSchemaError(RuntimeError):
-    """An existing table's columns are not a prefix of the declared ones: it cannot be
-    brought up to date by adding columns."""
+    """An existing table lacks columns that cannot be added."""
 
 
 def ensure_catalog(spark: SparkSession, database: str) -> None:
-    """Create the database and missing tables, give existing tables the columns they
-    lack, and create the views, unless the database already records this exact catalog
-    (idempotent; every metastore call costs, and this runs at the start of every ingest
-    and query process)."""
-    # Asked first: Hive's metastore logs an AlreadyExistsException with its stack trace
-    # at ERROR for CREATE DATABASE IF NOT EXISTS on an existing database (Spark ignores
-    # the exception, the log line stays), which every run after the first would print.
-    if not spark.catalog.databaseExists(database):
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+    """Create the namespace and missing tables, give existing tables the columns they
+    lack, and (re)create the views, unless the namespace already records this exact
+    catalog (idempotent, and cheap when nothing changed: this runs at the start of every
+    ingest and query process).  Safe to run from several processes at once: a table or
+    view another process created first is taken as created."""
+    from pyspark.errors import AnalysisException
+
+    namespace = f"{CATALOG_NAME}.`{database}`"
+    try:
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+    except AnalysisException:
+        pass  # created by a concurrent process between the check and the create
     existing = {
-        row.tableName for row in spark.sql(f"SHOW TABLES IN `{database}`").collect()
+        row.tableName for row in spark.sql(f"SHOW TABLES IN {namespace}").collect()
+    }
+    existing |= {
+        row.viewName for row in spark.sql(f"SHOW VIEWS IN {namespace}").collect()
     }
     for table in TABLES:
         if table.name not in existing:
-            spark.sql(create_table_sql(database, table))
+            try:
+                spark.sql(create_table_sql(database, table, CATALOG_NAME))
+            except AnalysisException as exc:
+                if "already exists" not in str(exc).lower():
+                    raise
     fingerprint = _catalog_fingerprint(database)
-    described = spark.sql(f"DESCRIBE DATABASE EXTENDED `{database}`").collect()
-    properties = next((r[1] for r in described if r[0] == "Properties"), "") or ""
+    described = spark.sql(f"DESCRIBE NAMESPACE EXTENDED {namespace}").collect()
+    properties = " ".join(str(r[1]) for r in described if r[0] == "Properties")
     if fingerprint not in properties or not set(VIEW_NAMES) <= existing:
         for table in TABLES:
             if table.name in existing:
                 add_missing_columns(spark, database, table)
         create_views(spark, database)
         spark.sql(
-            f"ALTER DATABASE `{database}` SET DBPROPERTIES ('{_CATALOG_PROPERTY}' = '{fingerprint}')"
+            f"ALTER NAMESPACE {namespace} SET PROPERTIES ('{_CATALOG_PROPERTY}' = '{fingerprint}')"
         )
 
 
 def add_missing_columns(
     spark: SparkSession, database: str, table: TableSpec
 ) -> list[str]:
-    """``ALTER TABLE ADD COLUMNS`` for the declared data columns an existing table lacks;
-    returns their names.  Spark appends them after the table's last data column, and
-    schema.py declares every such column at the end, so the table ends up in the declared
-    order, which positional ``insertInto`` depends on.  Files written before read the new
-    columns as null."""
-    name = _q(database, table.name)
+    """``ALTER TABLE ADD COLUMNS`` for the declared columns an existing table lacks;
+    returns their names.  Writes go by column name, so where they land does not matter;
+    Iceberg reads them as null in files written before."""
+    name = f"{CATALOG_NAME}.{_q(database, table.name)}"
     spark.catalog.refreshTable(name)
-    present = [
-        f.name for f in spark.table(name).schema if f.name not in PARTITION_COLUMNS
-    ]
-    declared = table.data_columns
-    if present != [f.name for f in declared[: len(present)]]:
-        raise CatalogSchemaError(
-            f"table {name} has columns {present}, which do not begin the declared "
-            f"{[f.name for f in declared]}"
-        )
-    missing = declared[len(present) :]
+    present = {f.name for f in spark.table(name).schema}
+    missing = [f for f in table.arrow_schema if f.name not in present]
     if missing:
         columns = ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in missing)
         spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns})")
         spark.catalog.refreshTable(name)
     return [f.name for f in missing]
-
-
-def _external_table_sql(database: str, table: TableSpec, location: str) -> str:
-    columns = ", ".join(f"`{f.name}` {spark_type(f.type)}" for f in table.arrow_schema)
-    return (
-        f"CREATE TABLE IF NOT EXISTS {_q(database, table.name)} ({columns}) USING parquet "
-        f"PARTITIONED BY (dt, hour, batch_id) LOCATION '{location}'"
-    )
-
-
-def register_file_tables(
-    spark: SparkSession, database: str, table_location: Callable[[str], Path]
-) -> None:
-    """In a session without the metastore: the same tables over the warehouse files.
-
-    Partitions are discovered from the ``dt=/hour=/batch_id=`` directories (the session
-    has ``spark.sql.hive.manageFilesourcePartitions=false``), so this sees exactly what
-    the writer has moved into place.
-    """
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
-    for table in TABLES:
-        location = table_location(table.name)
-        spark.sql(_external_table_sql(database, table, str(location)))
-    create_views(spark, database)

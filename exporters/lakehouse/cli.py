@@ -1,4 +1,4 @@
-"""``ktc ingest``, ``ktc sql``, ``ktc report``, ``ktc thriftserver``, ``ktc lake compact|retention``.
+"""``ktc ingest``, ``ktc sql``, ``ktc report``, ``ktc thriftserver``, ``ktc lake ...``.
 
 The collector's ``ktc`` group adds these commands; ``python -m exporters.lakehouse``
 runs them standalone.  Spark is imported only when a command runs.
@@ -6,7 +6,6 @@ runs them standalone.  Spark is imported only when a command runs.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import datetime
 import decimal
@@ -19,7 +18,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -29,13 +28,16 @@ from exporters.lakehouse.ingest import (
     BatchResult,
     IngestJob,
     IngestSettings,
+    LandingDirBusy,
     landing_dirs_under,
 )
-from exporters.lakehouse.journal import LakehouseBusy, WriterLock
 from exporters.lakehouse.schema import DEFAULT_DATABASE
 from exporters.lakehouse.session import (
+    CATALOG_NAME,
     LakehouseConfig,
-    derby_in_use,
+    LakeLibsMissing,
+    OldLayout,
+    check_layout,
     open_session,
     spark_conf,
 )
@@ -95,14 +97,22 @@ def _lake_options(function: Any) -> Any:
             "--lake-dir",
             type=click.Path(file_okay=False, path_type=Path),
             envvar="KTC_LAKE_DIR",
-            help="Lakehouse directory (warehouse, metastore_db, _ingest), if not "
+            help="Lakehouse directory (catalog.db, warehouse/), if not "
             "<data-dir>/lakehouse; may be on shared storage.",
+        ),
+        click.option(
+            "--catalog",
+            "catalog_uri",
+            envvar="KTC_LAKE_CATALOG",
+            metavar="URI",
+            help="The Iceberg catalog: jdbc:sqlite:FILE (default <lake>/catalog.db), "
+            "jdbc:postgresql://HOST:PORT/DB?user=U&password=P, or an http(s):// REST catalog.",
         ),
         click.option(
             "--database",
             default=DEFAULT_DATABASE,
             show_default=True,
-            help="Database holding the tables and views.",
+            help="Iceberg namespace holding the tables and views.",
         ),
         click.option(
             "--master",
@@ -115,8 +125,8 @@ def _lake_options(function: Any) -> Any:
             "conf",
             multiple=True,
             metavar="KEY=VALUE",
-            help="Spark setting, repeatable; e.g. an external metastore "
-            "(spark.hadoop.javax.jdo.option.ConnectionURL=...).",
+            help="Spark setting, repeatable; wins over the defaults "
+            f"(e.g. spark.sql.catalog.{CATALOG_NAME}.warehouse=s3a://bucket/lake).",
         ),
     ]
     for option in reversed(options):
@@ -127,16 +137,45 @@ def _lake_options(function: Any) -> Any:
 def _config(
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
 ) -> LakehouseConfig:
-    return LakehouseConfig(
+    config = LakehouseConfig(
         lake_dir=lake_dir or data_dir / "lakehouse",
         database=database,
         master=master,
         extra_conf=_parse_conf(conf),
+        catalog_uri=catalog_uri,
     )
+    try:
+        _ = config.catalog_kind  # a URI of no known kind fails here, in one line
+        check_layout(config)
+    except (ValueError, OldLayout) as exc:
+        raise click.ClickException(str(exc)) from None
+    return config
+
+
+def _existing(config: LakehouseConfig) -> LakehouseConfig:
+    """A config whose catalog exists (readers never create one)."""
+    if not config.exists():
+        raise click.ClickException(
+            f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
+        )
+    return config
+
+
+def _progress(line: str) -> None:
+    """A progress line on stderr (what a long Spark command is doing)."""
+    click.echo(line, err=True)
+
+
+def _spark(config: LakehouseConfig, app_name: str) -> SparkSession:
+    try:
+        return open_session(config, app_name)
+    except LakeLibsMissing as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------- ingest
@@ -168,20 +207,23 @@ def _config(
     help="Landing records per directory in one batch.",
 )
 @click.option(
+    "--maintenance-interval",
     "--compact-interval",
+    "maintenance_interval",
     default="1h",
     show_default=True,
-    help="Streaming: compact closed hours this often, between batches.",
+    help="Streaming: compact, apply retention and expire snapshots this often, between batches.",
 )
 @click.option(
     "--retention-days",
     type=click.IntRange(min=1),
     default=None,
-    help="Streaming: also drop partitions older than this many days.",
+    help="Streaming: also delete the days received more than this many days ago.",
 )
 def ingest_command(
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
@@ -189,11 +231,11 @@ def ingest_command(
     once: bool,
     trigger_interval: str,
     max_records_per_batch: int,
-    compact_interval: str,
+    maintenance_interval: str,
     retention_days: int | None,
 ) -> None:
-    """Ingest the landing logs into the lakehouse tables, exactly once."""
-    from exporters.lakehouse.maintenance import run_maintenance
+    """Ingest the landing logs into the lakehouse's Iceberg tables, exactly once."""
+    from exporters.lakehouse.maintenance import MaintenanceSettings, run_maintenance
 
     logging.basicConfig(
         level=logging.INFO,
@@ -203,51 +245,72 @@ def ingest_command(
     logging.getLogger("py4j").setLevel(
         logging.WARNING
     )  # one INFO line per gateway call
-    config = _config(data_dir, lake_dir, database, master, conf)
+    config = _config(data_dir, lake_dir, catalog_uri, database, master, conf)
     settings = IngestSettings(
         max_records_per_source=max_records_per_batch,
         trigger_interval_s=parse_duration_s(trigger_interval),
-        maintenance_interval_s=parse_duration_s(compact_interval),
+        maintenance_interval_s=parse_duration_s(maintenance_interval),
         retention_days=retention_days,
     )
     dirs = (
         (lambda: list(landing_dirs)) if landing_dirs else landing_dirs_under(data_dir)
     )
+    maintenance = MaintenanceSettings(retention_days=retention_days)
     job = IngestJob(
         config,
         dirs,
         settings,
-        maintenance=lambda spark: run_maintenance(
-            spark, config, retention_days=retention_days
-        ),
+        maintenance=lambda spark: run_maintenance(spark, config, maintenance),
+    )
+    _progress(
+        f"ktc ingest: starting Spark ({config.master}) on catalog {config.catalog_kind}"
     )
     try:
+        job.spark  # noqa: B018 - start the JVM here, so a missing jar is one line
+    except LakeLibsMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
         job.start()
-    except LakehouseBusy as exc:
-        raise click.ClickException(f"{exc}: is another `ktc ingest` running?") from None
+    except LandingDirBusy as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         if once:
             results = job.run_once()
             for result in results:
                 _print_batch(result)
             if not results:  # say so: an empty stdout alone reads like a hang or a bug
-                click.echo("ktc ingest: nothing new in the landing logs", err=True)
+                positions = job.positions.get("pushes", {})
+                where = ", ".join(f"{n} at {o}" for n, o in sorted(positions.items()))
+                _progress(
+                    "ktc ingest: nothing new in the landing logs"
+                    + (f" (committed: {where})" if where else "")
+                )
             return
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch, then exit
+        _progress(
+            f"ktc ingest: following the landing logs, a batch every {trigger_interval}"
+        )
         job.run_forever(stop, on_batch=_print_batch)
     finally:
         job.close()
 
 
 def _print_batch(result: BatchResult) -> None:
+    ranges = ", ".join(f"{n} [{a}, {b})" for n, (a, b) in sorted(result.ranges.items()))
+    _progress(
+        f"ktc ingest: batch {result.batch}: {result.records} records ({ranges}), "
+        f"{sum(result.rows.values())} rows in {result.seconds:.1f} s"
+        + (" (completing a batch a killed ingest left)" if result.replayed else "")
+    )
     click.echo(
         json.dumps(
             {
-                "batch_id": result.batch_id,
+                "batch": result.batch,
                 "records": result.records,
                 "rows": result.rows,
+                "ranges": {n: list(r) for n, r in result.ranges.items()},
                 "replayed": result.replayed,
                 "rejected": result.rejected,
             },
@@ -334,32 +397,21 @@ def write_rows(
 
 
 def run_sql(spark: SparkSession, query: str, fmt: str, out: TextIO) -> int:
-    """Run one statement and write its result; returns the number of rows."""
+    """Run one statement on Spark and write its result; returns the number of rows."""
     df = spark.sql(query)
     rows = df.collect()
     write_rows(df.columns, rows, fmt, out)
     return len(rows)
 
 
-def open_reader(config: LakehouseConfig, catalog: str) -> SparkSession:
-    """A session for queries, on the metastore or (``files``) straight on the warehouse.
-
-    ``auto`` uses the metastore unless it is embedded Derby booted by another JVM (a
-    running ``ktc ingest``): then the tables are registered over the warehouse files
-    in an in-memory catalog, which sees every partition the ingest has moved in place.
-    """
-    from exporters.lakehouse.catalog import ensure_catalog, register_file_tables
-
-    if catalog == "auto":
-        catalog = "files" if derby_in_use(config) else "metastore"
-    if catalog == "files":
-        spark = open_session(config, "ktc-sql", hive=False)
-        register_file_tables(spark, config.database, config.table_location)
-    else:
-        spark = open_session(config, "ktc-sql")
-        ensure_catalog(spark, config.database)
+def open_reader(config: LakehouseConfig) -> SparkSession:
+    """A Spark session for queries, with the lakehouse namespace as the current one."""
+    spark = _spark(config, "ktc-sql")
     spark.catalog.setCurrentDatabase(config.database)
     return spark
+
+
+ENGINES = ("auto", "duckdb", "spark")
 
 
 @click.command("sql")
@@ -374,34 +426,49 @@ def open_reader(config: LakehouseConfig, catalog: str) -> SparkSession:
     help="table: aligned text; csv: with a header row; json: one object per line.",
 )
 @click.option(
-    "--catalog",
-    type=click.Choice(["auto", "metastore", "files"]),
+    "--engine",
+    type=click.Choice(ENGINES),
     default="auto",
     show_default=True,
-    help="Where table definitions come from (files: read the warehouse directly).",
+    help="duckdb: pyiceberg + DuckDB, no JVM (SELECTs over the tables and views it can "
+    "run); spark: Spark SQL; auto: duckdb when it can run the statement, else spark.",
 )
 def sql_command(
     query: str,
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
     fmt: str,
-    catalog: str,
+    engine: str,
 ) -> None:
-    """Run a Spark SQL statement against the lakehouse (current database: ktc).
+    """Run a SQL statement against the lakehouse (current namespace: ktc).
 
     Only results go to stdout; e.g. ktc sql "SELECT * FROM clients" --format json
     """
+    config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
+    if engine in ("auto", "duckdb"):
+        from exporters.lakehouse.fastpath import FastPathUnsupported, run_fast
+
+        try:
+            columns, rows = run_fast(config, query)
+        except FastPathUnsupported as exc:
+            if engine == "duckdb":
+                raise click.ClickException(
+                    f"--engine duckdb: {_first_line(exc)}"
+                ) from None
+        else:
+            buffer = io.StringIO()
+            write_rows(columns, rows, fmt, buffer)
+            sys.stdout.write(buffer.getvalue())
+            return
     from pyspark.errors import PySparkException
 
-    config = _config(data_dir, lake_dir, database, master, conf)
-    if config.uses_embedded_derby and not config.metastore_dir.exists():
-        raise click.ClickException(
-            f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
-        )
-    spark = open_reader(config, catalog)
+    if sys.stderr.isatty():
+        _progress("ktc sql: starting Spark...")
+    spark = open_reader(config)
     _quiet_query_context_logs()
     try:
         buffer = io.StringIO()
@@ -456,22 +523,15 @@ def _since(
     show_default=True,
     help="The HTML file to write (self-contained).",
 )
-@click.option(
-    "--catalog",
-    type=click.Choice(["auto", "metastore", "files"]),
-    default="auto",
-    show_default=True,
-    help="Where table definitions come from (files: read the warehouse directly).",
-)
 def report_command(
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
     since: datetime.timedelta,
     out: Path,
-    catalog: str,
 ) -> None:
     """Write a self-contained HTML report of the clients: software and versions, push rate,
     produce latency, consumer lag, throttling, stale clients; each chart with its numbers.
@@ -482,17 +542,17 @@ def report_command(
 
     from exporters.lakehouse.report import ReportWindow, collect_report, render_report
 
-    config = _config(data_dir, lake_dir, database, master, conf)
-    if config.uses_embedded_derby and not config.metastore_dir.exists():
-        raise click.ClickException(
-            f"no lakehouse at {config.lake_dir} (run `ktc ingest` first, or pass --data-dir)"
-        )
+    config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
     window = ReportWindow(
         end=datetime.datetime.now(datetime.UTC).replace(microsecond=0), since=since
     )
-    spark = open_reader(config, catalog)
+    if sys.stderr.isatty():  # a terminal: what the seconds before the page are spent on
+        _progress("ktc report: starting Spark...")
+    spark = open_reader(config)
     _quiet_query_context_logs()
     try:
+        if sys.stderr.isatty():
+            _progress("ktc report: running the report's queries...")
         results = collect_report(spark, database, window)
     except PySparkException as exc:
         raise click.ClickException(_first_line(exc)) from None
@@ -517,7 +577,17 @@ def spark_home() -> Path:
 
 
 def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> list[str]:
-    """spark-submit of the Spark Thrift server (HiveServer2 protocol) on our catalog."""
+    """spark-submit of the Spark Thrift server (HiveServer2 protocol) on our catalog.
+
+    The Thrift server always enables Hive support for Spark's session catalog, which
+    the lakehouse never uses: its metastore is an in-memory Derby database of this
+    JVM, so any number of Thrift servers run at once and nothing is written to disk."""
+    conf = spark_conf(config)
+    conf.pop("spark.sql.catalogImplementation")
+    conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+        "jdbc:derby:memory:ktc_session_catalog;create=true"
+    )
+    conf["spark.driver.extraJavaOptions"] += " -Dderby.stream.error.file=/dev/null"
     argv = [
         str(spark_home() / "bin" / "spark-submit"),
         "--class",
@@ -525,7 +595,7 @@ def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> lis
         "--name",
         "ktc-thriftserver",
     ]
-    for key, value in spark_conf(config).items():
+    for key, value in conf.items():
         argv += ["--conf", f"{key}={value}"]
     argv += [
         "spark-internal",
@@ -544,26 +614,24 @@ def thriftserver_argv(config: LakehouseConfig, port: int, bind_host: str) -> lis
 def thriftserver_command(
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
     port: int,
     bind_host: str,
 ) -> None:
-    """Serve the lakehouse over JDBC/ODBC (beeline -u jdbc:hive2://HOST:PORT/ktc)."""
+    """Serve the lakehouse over JDBC/ODBC (beeline -u jdbc:hive2://HOST:PORT/ktc), beside
+    running ingests."""
     from exporters.lakehouse.jvm_stderr import run_relaying_stderr
-    from exporters.lakehouse.session import _write_log_config
+    from exporters.lakehouse.session import write_log_config
 
-    config = _config(data_dir, lake_dir, database, master, conf)
-    if derby_in_use(config):
-        raise click.ClickException(
-            f"the embedded Derby metastore {config.metastore_dir} is in use by another process "
-            "(a running `ktc ingest`?). Embedded Derby serves one JVM: stop it, or give both an "
-            "external metastore with --conf spark.hadoop.javax.jdo.option.ConnectionURL=..."
-        )
-    config.lake_dir.mkdir(parents=True, exist_ok=True)
-    _write_log_config(config)
-    argv = thriftserver_argv(config, port, bind_host)
+    config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
+    write_log_config(config)
+    try:
+        argv = thriftserver_argv(config, port, bind_host)
+    except LakeLibsMissing as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(
         f"Spark Thrift server: jdbc:hive2://{bind_host}:{port}/{database}", err=True
     )
@@ -576,23 +644,30 @@ def thriftserver_command(
 
 @click.group("lake")
 def lake_group() -> None:
-    """Lakehouse maintenance: compaction and retention."""
+    """Lakehouse maintenance: compaction, retention, snapshot expiry, orphan files.
+
+    Each is one Iceberg commit per table, safe beside running ingests and readers.
+    """
 
 
-@contextlib.contextmanager
-def _writer_lock(config: LakehouseConfig) -> Iterator[None]:
-    lock = WriterLock(config.state_dir)
+def _maintenance(
+    app_name: str,
+    data_dir: Path,
+    lake_dir: Path | None,
+    catalog_uri: str | None,
+    database: str,
+    master: str,
+    conf: Sequence[str],
+    action: Callable[[SparkSession, LakehouseConfig], dict[str, Any]],
+) -> None:
+    config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
+    _progress(f"ktc lake: starting Spark ({config.master})...")
+    spark = _spark(config, app_name)
     try:
-        lock.acquire()
-    except LakehouseBusy as exc:
-        raise click.ClickException(
-            f"{exc}: a running `ktc ingest` compacts between its batches "
-            "(--compact-interval, --retention-days); stop it to run this by hand"
-        ) from None
-    try:
-        yield
+        report = action(spark, config)
     finally:
-        lock.release()
+        spark.stop()
+    click.echo(json.dumps(report, sort_keys=True))
 
 
 @lake_group.command("compact")
@@ -601,31 +676,20 @@ def _writer_lock(config: LakehouseConfig) -> Iterator[None]:
     "--closed-after",
     default="1h",
     show_default=True,
-    help="Only hours that ended at least this long ago are compacted.",
+    help="Only files of rows received at least this long ago are rewritten.",
 )
-def compact_command(
-    data_dir: Path,
-    lake_dir: Path | None,
-    database: str,
-    master: str,
-    conf: Sequence[str],
-    closed_after: str,
-) -> None:
-    """Rewrite the small files of each closed (dt, hour) into one partition, losing nothing."""
-    from exporters.lakehouse.catalog import ensure_catalog
+def compact_command(closed_after: str, **options: Any) -> None:
+    """Rewrite the ingest's small files into large ones (Iceberg rewriteDataFiles)."""
     from exporters.lakehouse.maintenance import compact
 
-    config = _config(data_dir, lake_dir, database, master, conf)
-    with _writer_lock(config):
-        spark = open_session(config, "ktc-lake-compact")
-        ensure_catalog(spark, config.database)
-        report = compact(
-            spark,
-            config,
-            now_unix_ns=time.time_ns(),
-            closed_after_ns=int(parse_duration_s(closed_after) * 1e9),
-        )
-        click.echo(json.dumps(report.to_json(), sort_keys=True))
+    seconds = parse_duration_s(closed_after)
+    _maintenance(
+        "ktc-lake-compact",
+        **options,
+        action=lambda spark, config: compact(
+            spark, config, now_unix_ns=time.time_ns(), closed_after_s=seconds
+        ),
+    )
 
 
 @lake_group.command("retention")
@@ -634,28 +698,108 @@ def compact_command(
     "--days",
     type=click.IntRange(min=1),
     required=True,
-    help="Keep this many days (by receive date, UTC); drop older partitions.",
+    help="Keep this many days (by receive date, UTC); delete older ones.",
 )
-def retention_command(
+def retention_command(days: int, **options: Any) -> None:
+    """Delete the days received more than N days ago (whole files, a metadata commit)."""
+    from exporters.lakehouse.maintenance import apply_retention
+
+    today = datetime.datetime.now(datetime.UTC).date()
+    _maintenance(
+        "ktc-lake-retention",
+        **options,
+        action=lambda spark, config: apply_retention(
+            spark, config, days=days, today=today
+        ),
+    )
+
+
+@lake_group.command("expire")
+@_lake_options
+@click.option(
+    "--older-than",
+    default="1h",
+    show_default=True,
+    help="Expire snapshots older than this (the time travel window).",
+)
+@click.option(
+    "--retain-last", type=click.IntRange(min=1), default=10, show_default=True
+)
+def expire_command(older_than: str, retain_last: int, **options: Any) -> None:
+    """Expire old snapshots and the files only they reference (bounds metadata growth)."""
+    from exporters.lakehouse.maintenance import expire_snapshots
+
+    seconds = parse_duration_s(older_than)
+    _maintenance(
+        "ktc-lake-expire",
+        **options,
+        action=lambda spark, config: expire_snapshots(
+            spark,
+            config,
+            now_unix_ms=time.time_ns() // 1_000_000,
+            expire_after_s=seconds,
+            retain_last=retain_last,
+        ),
+    )
+
+
+@lake_group.command("remove-orphans")
+@_lake_options
+@click.option(
+    "--older-than",
+    default="24h",
+    show_default=True,
+    help="Only files older than this (a running ingest's uncommitted files are younger).",
+)
+def remove_orphans_command(older_than: str, **options: Any) -> None:
+    """Delete files under the tables that no snapshot references (a killed writer's)."""
+    from exporters.lakehouse.maintenance import remove_orphan_files
+
+    seconds = parse_duration_s(older_than)
+    _maintenance(
+        "ktc-lake-remove-orphans",
+        **options,
+        action=lambda spark, config: remove_orphan_files(
+            spark,
+            config,
+            now_unix_ms=time.time_ns() // 1_000_000,
+            orphan_after_s=seconds,
+        ),
+    )
+
+
+@lake_group.command("snapshots")
+@_lake_options
+@click.option("--table", default="pushes", show_default=True)
+def snapshots_command(
+    table: str,
     data_dir: Path,
     lake_dir: Path | None,
+    catalog_uri: str | None,
     database: str,
     master: str,
     conf: Sequence[str],
-    days: int,
 ) -> None:
-    """Drop partitions older than N days."""
-    from exporters.lakehouse.catalog import ensure_catalog
-    from exporters.lakehouse.maintenance import apply_retention
+    """A table's snapshots with the landing ranges each holds (no JVM: pyiceberg)."""
+    from pyiceberg.catalog import load_catalog
 
-    config = _config(data_dir, lake_dir, database, master, conf)
-    with _writer_lock(config):
-        spark = open_session(config, "ktc-lake-retention")
-        ensure_catalog(spark, config.database)
-        report = apply_retention(
-            spark, config, days=days, today=datetime.datetime.now(datetime.UTC).date()
+    config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
+    catalog = load_catalog("lake", **config.pyiceberg_properties())
+    for snapshot in catalog.load_table((database, table)).snapshots():
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        click.echo(
+            json.dumps(
+                {
+                    "snapshot_id": snapshot.snapshot_id,
+                    "timestamp_ms": snapshot.timestamp_ms,
+                    "operation": snapshot.summary.operation.value
+                    if snapshot.summary
+                    else None,
+                    "ktc": {k: v for k, v in summary.items() if k.startswith("ktc.")},
+                },
+                sort_keys=True,
+            )
         )
-        click.echo(json.dumps(report.to_json(), sort_keys=True))
 
 
 @click.group()

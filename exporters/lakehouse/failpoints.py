@@ -1,8 +1,8 @@
-"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[@<batch_id>]``.
+"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[@<batch>]``.
 
 When set, the process SIGKILLs its whole process group (itself and its Spark JVM, as a
-container kill would) on reaching that point of the ingest, optionally only in one
-batch; ``during_write`` takes a delay, ``during_write:<ms>``, and kills from a timer
+container kill would) on reaching that point of the ingest, optionally only in the
+process's n-th batch (from 1); ``during_write`` takes a delay, ``during_write:<ms>``, and kills from a timer
 while Spark is writing.  Unset (always, outside tests) every call is a dictionary miss.
 """
 
@@ -15,11 +15,10 @@ import threading
 __all__ = ["POINTS", "arm_timer", "reached"]
 
 POINTS: tuple[str, ...] = (
-    "after_plan",  # plan file written, no data yet
-    "during_write",  # a timer fires while Spark writes the batch
-    "mid_write",  # one table of the batch written, the others not
-    "after_write",  # all data written, no commit file
-    "after_commit",  # commit file written, consumer positions not yet
+    "after_read",  # the batch read and flattened, nothing written (before the commits)
+    "during_write",  # a timer fires while Spark writes or commits the batch
+    "mid_write",  # one table's append committed, the others not
+    "after_write",  # every table committed, landing consumer positions not yet
 )
 
 _ENV = "KTC_LAKEHOUSE_KILL_AT"

@@ -1,50 +1,57 @@
-"""The Spark ingest: landing logs -> lakehouse tables, exactly once.
+"""The Spark ingest: landing logs -> Iceberg tables, exactly once.
 
 Extract (:func:`extract`, the landing reader), transform (:class:`PointRowsBuilder`)
-and load (:func:`load`, Spark) are separate; :class:`IngestJob` sequences them with
-the journal so that killing the process at any moment and running it again leaves
-every landing record in the tables exactly once:
+and load (:func:`load`, Spark appends) are separate; :class:`IngestJob` sequences them
+so that killing the process at any moment and running it again leaves every landing
+record in the tables exactly once, with no state of its own beside the tables:
 
-1. **plan**: read each landing directory from where the last committed batch ended
-   (bounded per directory), and write ``_ingest/offsets/<batch>.json`` with the exact
-   ``[from, to)`` of every directory.
-2. **write**: every row carries ``batch_id`` as its last partition column and is
-   written with dynamic partition overwrite, so writing a batch again replaces
-   exactly what an interrupted attempt left, and touches nothing else.
-3. **commit**: ``_ingest/commits/<batch>.json``, then the landing consumer positions
-   ("lakehouse-ingest", which let the landing log delete what was ingested).
+1. **where to start**: each table's snapshots say, per landing directory, the end of
+   what it has committed (commits.py).  The job reads each directory from the
+   ``pushes`` table's position, up to the batch bounds.
+2. **write**: one Iceberg append per table that has rows, the ``pushes`` table last,
+   each recording the offsets it covers in its snapshot summary, atomically with its
+   rows.  A table whose committed position is ahead of the batch start (a batch the
+   previous process was killed in the middle of) gets only the rows past its position.
+3. **consumer positions**: then the landing consumer position ``lakehouse-ingest`` of
+   each directory moves, which lets the landing log's retention delete what is in.
 
-On start, a plan without a commit is replayed with the same offsets and batch id
-before anything new is read; positions behind the last commit are committed again.
-The journal, not the consumer positions, says where to continue.
+One writer per landing directory (an ``flock`` in that directory); several ingest
+processes, one per collector node, append to the same tables at once: Iceberg retries
+a commit that lost the race on a fresh snapshot, and each process only ever asks about
+its own directories' positions.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
+import fcntl
 import gc
+import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.journal import (
-    BatchCommit,
-    BatchPlan,
-    IngestJournal,
+from exporters.lakehouse.commits import (
+    SnapshotInfo,
     SourceRange,
-    WriterLock,
+    carried_properties,
+    committed_positions,
+    range_properties,
 )
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
+from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE, TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import (
     ConsumerPositions,
@@ -61,9 +68,11 @@ __all__ = [
     "BatchResult",
     "IngestJob",
     "IngestSettings",
+    "LandingDirBusy",
     "extract",
     "landing_dirs_under",
     "load",
+    "table_snapshots",
 ]
 
 log = logging.getLogger(__name__)
@@ -72,6 +81,14 @@ CONSUMER_NAME = "lakehouse-ingest"
 _TABLE_NAME_BY_KIND = {k: t.name for k, t in TABLE_BY_POINT_TYPE.items()} | {
     "pushes": PUSHES_TABLE.name
 }
+# Point tables first, pushes last: the pushes table's position is where a restarted
+# ingest reads from, so it must never be ahead of a point table's.
+_WRITE_ORDER = tuple(t.name for t in TABLES if t is not PUSHES_TABLE) + (
+    PUSHES_TABLE.name,
+)
+_CATALOG_ATTEMPTS = 3
+# Rejected records listed in a snapshot summary, at most (the count is always there).
+_MAX_REJECTED_LISTED = 20
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,22 +98,26 @@ class IngestSettings:
     max_records_per_source: int = 20_000
     max_bytes_per_source: int = 64 * 1024 * 1024
     # Streaming: a batch starts at most this long after the previous one ended; with
-    # a batch taking seconds, a push is queryable well within a minute.
+    # a batch taking seconds, a push is queryable well within 30 s.
     trigger_interval_s: float = 10.0
-    keep_batches: int = 100  # journal entries kept for inspection
-    maintenance_interval_s: float | None = (
-        3600.0  # compaction (+ retention) between batches
-    )
+    # Maintenance (compaction, retention, snapshot expiry) between batches.
+    maintenance_interval_s: float | None = 3600.0
     retention_days: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BatchResult:
-    batch_id: int
+    batch: int  # this process's batch number, from 1
     records: int
     rows: dict[str, int]
-    replayed: bool
+    ranges: dict[str, tuple[int, int]]  # landing directory -> [from, to)
+    replayed: bool  # some table already held part of it (a batch killed midway)
     rejected: int = 0
+    seconds: float = 0.0
+
+
+class LandingDirBusy(RuntimeError):
+    """Another ingest process writes this landing directory's records."""
 
 
 def landing_dirs_under(data_dir: Path) -> Callable[[], list[Path]]:
@@ -108,41 +129,52 @@ def landing_dirs_under(data_dir: Path) -> Callable[[], list[Path]]:
 def extract(
     source: SourceRange, *, max_records: int | None = None, max_bytes: int | None = None
 ) -> Iterator[LandingRecord]:
-    """The landing records of a source from ``from_offset``: up to ``to_offset`` for a
-    planned range (replay), or up to the bounds for a new one (``to_offset`` ignored
-    when ``max_records`` is given)."""
+    """The landing records of a directory from ``from_offset``, up to the bounds."""
     reader = LandingReader(Path(source.directory))
-    planning = max_records is not None
-    for record in reader.read(
+    yield from reader.read(
         source.from_offset, max_records=max_records, max_bytes=max_bytes
-    ):
-        if not planning and record.offset >= source.to_offset:
-            return
-        yield record
+    )
+
+
+def table_snapshots(spark: SparkSession, table_name: str) -> list[SnapshotInfo]:
+    """The snapshots of a table (its ``.snapshots`` metadata table)."""
+    rows = spark.sql(
+        f"SELECT snapshot_id, unix_millis(committed_at) AS ms, summary FROM {table_name}.snapshots"
+    ).collect()
+    return [SnapshotInfo(r.snapshot_id, r.ms, dict(r.summary or {})) for r in rows]
 
 
 def load(
     spark: SparkSession,
-    database: str,
-    tables: dict[str, pa.Table],
-    batch_id: int,
+    config: LakehouseConfig,
+    tables: Mapping[str, pa.Table],
+    summaries: Mapping[str, Mapping[str, str]],
     after_each_table: Callable[[], None] = lambda: None,
 ) -> dict[str, int]:
-    """Write one batch: dynamic partition overwrite of ``(dt, hour, batch_id)``."""
+    """One Iceberg append per table with rows (and one for ``pushes`` whenever it has a
+    summary), in ``_WRITE_ORDER``, each with its snapshot summary."""
     rows: dict[str, int] = {}
-    for kind, table in tables.items():
-        if table.num_rows == 0:
+    for name in _WRITE_ORDER:
+        table = tables.get(name)
+        if table is None or (table.num_rows == 0 and name != PUSHES_TABLE.name):
             continue
-        with_batch = table.append_column(
-            "batch_id", pa.array([batch_id] * table.num_rows, pa.int64())
-        )
-        # insertInto matches columns by position; the Arrow schema is the table's order.
-        spark.createDataFrame(with_batch).write.mode("overwrite").insertInto(
-            f"`{database}`.`{_TABLE_NAME_BY_KIND[kind]}`"
-        )
-        rows[_TABLE_NAME_BY_KIND[kind]] = table.num_rows
+        if name not in summaries:
+            continue
+        frame = spark.createDataFrame(table, schema=_spark_schema(table.schema))
+        writer = frame.writeTo(config.table(name))
+        for key, value in summaries[name].items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.append()
+        rows[name] = table.num_rows
         after_each_table()
     return rows
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    """The Spark schema of an Arrow schema (an empty table needs one given)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
 
 
 @contextlib.contextmanager
@@ -176,7 +208,7 @@ def _transform(
         )
     except DecodeError as exc:
         # The collector lands only payloads it decompressed; one that still does not
-        # parse is recorded in the batch's commit file instead of failing every retry.
+        # parse is listed in the batch's snapshot summary instead of failing every retry.
         log.error(
             "%s offset %d: not OTLP MetricsData: %s", source_name, record.offset, exc
         )
@@ -185,8 +217,52 @@ def _transform(
         )
 
 
+def _rows_past(table: pa.Table, positions: Mapping[str, int]) -> pa.Table:
+    """The rows whose landing offset is at or past their directory's committed position."""
+    if table.num_rows == 0 or not positions:
+        return table
+    keep = None
+    nodes = table.column("landing_node")
+    offsets = table.column("landing_offset")
+    for name in set(nodes.to_pylist()):
+        mask = pc.and_(
+            pc.equal(nodes, name), pc.greater_equal(offsets, positions.get(name, 0))
+        )
+        keep = mask if keep is None else pc.or_(keep, mask)
+    return table.filter(keep)
+
+
+class _DirectoryLock:
+    """``flock`` on ``<landing dir>/lakehouse-ingest.lock``: one ingest per directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / f"{CONSUMER_NAME}.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise LandingDirBusy(
+                    f"another `ktc ingest` is ingesting {self.path.parent} (it holds {self.path})"
+                ) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+
 class IngestJob:
-    """One writer of one lakehouse; ``run_once`` drains, ``run_forever`` keeps draining."""
+    """The writer of some landing directories; ``run_once`` drains, ``run_forever`` keeps
+    draining."""
 
     def __init__(
         self,
@@ -195,17 +271,20 @@ class IngestJob:
         settings: IngestSettings = IngestSettings(),
         *,
         spark: SparkSession | None = None,
-        clock_ns: Callable[[], int] = time.time_ns,
         maintenance: Callable[[SparkSession], None] | None = None,
+        on_progress: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.config = config
         self.settings = settings
         self._landing_dirs = landing_dirs
         self._spark = spark
-        self._clock_ns = clock_ns
         self._maintenance = maintenance
-        self.journal = IngestJournal(config.state_dir)
-        self._lock = WriterLock(config.state_dir)
+        self._on_progress = on_progress
+        self._locks: dict[str, _DirectoryLock] = {}
+        self._directories: dict[str, Path] = {}
+        # Per table, per landing directory: the end of what the table has committed.
+        self._positions: dict[str, dict[str, int]] | None = None
+        self._batches = 0
         self._started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -217,19 +296,28 @@ class IngestJob:
         return self._spark
 
     def start(self) -> None:
-        """Take the writer lock (fails fast if another writer runs), create the catalog."""
+        """Create the catalog's namespace, tables and views; lock the landing directories."""
         if self._started:
             return
-        self._lock.acquire()
-        try:
-            ensure_catalog(self.spark, self.config.database)
-        except BaseException:
-            self._lock.release()
-            raise
+        self._refresh_directories()
+        for attempt in range(_CATALOG_ATTEMPTS):
+            try:
+                ensure_catalog(self.spark, self.config.database)
+                break
+            except Exception as exc:
+                # Two nodes' ingests starting together both create the views: the second
+                # commit of a view fails on the first's; the next attempt finds it done.
+                if attempt + 1 == _CATALOG_ATTEMPTS:
+                    raise
+                log.warning(
+                    "creating the catalog raced another process (%s); again", exc
+                )
         self._started = True
 
     def close(self) -> None:
-        self._lock.release()
+        for lock in self._locks.values():
+            lock.release()
+        self._locks.clear()
         self._started = False
 
     def __enter__(self) -> Self:
@@ -239,43 +327,38 @@ class IngestJob:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------------ positions
+
+    def reload_positions(self) -> dict[str, dict[str, int]]:
+        """Every table's committed positions, from its snapshots."""
+        self._positions = {
+            table.name: committed_positions(
+                table_snapshots(self.spark, self.config.table(table.name))
+            )
+            for table in TABLES
+        }
+        return self._positions
+
+    @property
+    def positions(self) -> dict[str, dict[str, int]]:
+        if self._positions is None:
+            return self.reload_positions()
+        return self._positions
+
     # ------------------------------------------------------------------ batches
 
-    def recover(self) -> BatchResult | None:
-        """Replay the latest plan if it has no commit; re-commit positions if it has."""
-        plan = self.journal.latest_plan()
-        if plan is None:
-            return None
-        if self.journal.is_committed(plan.batch_id):
-            self._commit_positions(plan)
-            return None
-        log.warning("replaying uncommitted batch %d", plan.batch_id)
-        builder = PointRowsBuilder()
-        records = 0
-        rejected: list[dict[str, object]] = []
-        with _cyclic_gc_paused():
-            for source in plan.sources:
-                if not source.empty:
-                    for record in extract(source):
-                        records += 1
-                        _transform(builder, source.name, record, rejected)
-        return self._write_and_commit(plan, builder, records, rejected, replayed=True)
-
     def run_batch(self) -> BatchResult | None:
-        """Plan, write and commit one new batch; None if there was nothing new.
-
-        If the latest plan has no commit yet it is replayed instead: planning past it
-        would skip its records."""
-        previous = self.journal.latest_plan()
-        if previous is not None and not self.journal.is_committed(previous.batch_id):
-            return self.recover()
-        ranges = self._next_ranges(previous)
+        """Read, write and commit one batch; None if there was nothing new."""
+        started = time.monotonic()
+        self._refresh_directories()
+        read_from = self.positions[PUSHES_TABLE.name]
         builder = PointRowsBuilder()
-        planned: list[SourceRange] = []
+        ranges: list[SourceRange] = []
         records = 0
         rejected: list[dict[str, object]] = []
         with _cyclic_gc_paused():
-            for source in ranges:
+            for name, directory in sorted(self._directories.items()):
+                source = SourceRange(name, str(directory), read_from.get(name, 0), 0)
                 to_offset = source.from_offset
                 for record in extract(
                     source,
@@ -284,23 +367,95 @@ class IngestJob:
                 ):
                     records += 1
                     to_offset = record.offset + 1
-                    _transform(builder, source.name, record, rejected)
-                planned.append(dataclasses.replace(source, to_offset=to_offset))
+                    _transform(builder, name, record, rejected)
+                ranges.append(
+                    dataclasses.replace(
+                        source, to_offset=max(to_offset, source.from_offset)
+                    )
+                )
+            tables = {_TABLE_NAME_BY_KIND[k]: t for k, t in builder.finish().items()}
         if records == 0:
+            self._commit_consumer_positions()
             return None
-        batch_id = (previous.batch_id + 1) if previous else 0
-        plan = BatchPlan(batch_id, tuple(planned), self._clock_ns() // 1_000_000)
-        self.journal.write_plan(plan)
-        failpoints.reached("after_plan", batch_id)
-        return self._write_and_commit(plan, builder, records, rejected, replayed=False)
+        self._batches += 1
+        batch = self._batches
+        failpoints.reached("after_read", batch)
+        summaries: dict[str, dict[str, str]] = {}
+        replayed = False
+        for name, table in tables.items():
+            committed = self.positions[name]
+            table_ranges = [
+                dataclasses.replace(
+                    r, from_offset=max(r.from_offset, committed.get(r.name, 0))
+                )
+                for r in ranges
+            ]
+            if any(
+                committed.get(r.name, 0) > r.from_offset for r in ranges if not r.empty
+            ):
+                replayed = True
+                tables[name] = table = _rows_past(table, committed)
+            recorded = range_properties(table_ranges)
+            if not recorded:
+                continue  # this table already holds the whole batch
+            summary = dict(recorded)
+            summary |= carried_properties(
+                {
+                    **committed,
+                    **{r.name: r.to_offset for r in table_ranges if not r.empty},
+                }
+            )
+            if name == PUSHES_TABLE.name and rejected:
+                summary["ktc.rejected"] = str(len(rejected))
+                summary["ktc.rejected.first"] = json.dumps(
+                    rejected[:_MAX_REJECTED_LISTED]
+                )
+            summaries[name] = summary
+        timer = failpoints.arm_timer(batch)
+        try:
+            rows = load(
+                self.spark,
+                self.config,
+                tables,
+                summaries,
+                after_each_table=lambda: failpoints.reached("mid_write", batch),
+            )
+        except BaseException:
+            # Committed or not is unknown (a commit can fail after it succeeded): the
+            # tables say, the next batch asks them again.
+            self._positions = None
+            raise
+        finally:
+            if timer:
+                timer.cancel()
+        for name in summaries:
+            for r in ranges:
+                if not r.empty:
+                    self.positions[name][r.name] = r.to_offset
+        failpoints.reached("after_write", batch)
+        self._commit_consumer_positions()
+        result = BatchResult(
+            batch,
+            records,
+            rows,
+            {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
+            replayed,
+            len(rejected),
+            time.monotonic() - started,
+        )
+        log.info(
+            "batch %d: %d records, rows %s%s",
+            batch,
+            records,
+            rows,
+            " (replayed)" if replayed else "",
+        )
+        return result
 
     def run_once(self) -> list[BatchResult]:
-        """Recover, then ingest until the landing logs hold nothing new."""
+        """Ingest until the landing logs hold nothing new."""
         self.start()
         results = []
-        recovered = self.recover()
-        if recovered:
-            results.append(recovered)
         while (result := self.run_batch()) is not None:
             results.append(result)
         return results
@@ -311,23 +466,22 @@ class IngestJob:
         on_batch: Callable[[BatchResult], None] = lambda r: None,
     ) -> None:
         """Drain every ``trigger_interval_s`` until ``stop`` is set; between batches run
-        maintenance every ``maintenance_interval_s`` (same process, so it never races
-        a batch)."""
+        maintenance every ``maintenance_interval_s``."""
         self.start()
         last_maintenance = time.monotonic()
         while not stop.is_set():
             started = time.monotonic()
-            for result in self.run_once():
+            while not stop.is_set() and (result := self.run_batch()) is not None:
                 on_batch(result)
-                if stop.is_set():
-                    break
             interval = self.settings.maintenance_interval_s
             if (
                 self._maintenance
                 and interval is not None
                 and time.monotonic() - last_maintenance >= interval
+                and not stop.is_set()
             ):
                 self._maintenance(self.spark)
+                self._positions = None  # maintenance commits carry them; read again
                 last_maintenance = time.monotonic()
             stop.wait(
                 max(
@@ -337,71 +491,27 @@ class IngestJob:
 
     # ------------------------------------------------------------------ internals
 
-    def _next_ranges(self, previous: BatchPlan | None) -> list[SourceRange]:
-        """Every source, starting where the last committed batch ended.  A directory
-        seen for the first time starts at its committed consumer position (0 if none);
-        one that disappeared is carried along unchanged."""
-        ranges = previous.next_offsets() if previous else {}
+    def _refresh_directories(self) -> None:
+        """Lock every landing directory not seen before (fails if another ingest has it)."""
         for directory in self._landing_dirs():
             name = directory.name
-            known = ranges.get(name)
-            if known is None:
-                start = ConsumerPositions(directory, CONSUMER_NAME).load()
-                ranges[name] = SourceRange(name, str(directory), start, start)
-            elif Path(known.directory) != directory:
-                if Path(known.directory).exists():
-                    raise ValueError(
-                        f"two landing directories are named {name!r}: {known.directory} "
-                        f"and {directory}; rows record the name, so it must be unique"
-                    )
-                ranges[name] = dataclasses.replace(
-                    known, directory=str(directory)
-                )  # moved
-        return [ranges[name] for name in sorted(ranges)]
+            known = self._directories.get(name)
+            if known is not None and known != directory and known.exists():
+                raise ValueError(
+                    f"two landing directories are named {name!r}: {known} and {directory}; "
+                    "rows record the name, so it must be unique"
+                )
+            if name not in self._locks:
+                lock = _DirectoryLock(directory)
+                lock.acquire()
+                self._locks[name] = lock
+            self._directories[name] = directory
 
-    def _write_and_commit(
-        self,
-        plan: BatchPlan,
-        builder: PointRowsBuilder,
-        records: int,
-        rejected: list[dict[str, object]],
-        *,
-        replayed: bool,
-    ) -> BatchResult:
-        with _cyclic_gc_paused():
-            tables = builder.finish()
-        timer = failpoints.arm_timer(plan.batch_id)
-        rows = load(
-            self.spark,
-            self.config.database,
-            tables,
-            plan.batch_id,
-            after_each_table=lambda: failpoints.reached("mid_write", plan.batch_id),
-        )
-        if timer:
-            timer.cancel()
-        failpoints.reached("after_write", plan.batch_id)
-        commit = BatchCommit(
-            plan.batch_id, records, rows, self._clock_ns() // 1_000_000, tuple(rejected)
-        )
-        self.journal.write_commit(commit)
-        failpoints.reached("after_commit", plan.batch_id)
-        self._commit_positions(plan)
-        self.journal.prune(self.settings.keep_batches)
-        log.info(
-            "batch %d: %d records, rows %s%s",
-            plan.batch_id,
-            records,
-            rows,
-            " (replayed)" if replayed else "",
-        )
-        return BatchResult(plan.batch_id, records, rows, replayed, len(rejected))
-
-    def _commit_positions(self, plan: BatchPlan) -> None:
-        for source in plan.sources:
-            directory = Path(source.directory)
-            if not directory.is_dir():
+    def _commit_consumer_positions(self) -> None:
+        committed = self.positions[PUSHES_TABLE.name]
+        for name, directory in self._directories.items():
+            if name not in committed or not directory.is_dir():
                 continue
             positions = ConsumerPositions(directory, CONSUMER_NAME)
-            if positions.load() != source.to_offset:
-                positions.commit(source.to_offset)
+            if positions.load() != committed[name]:
+                positions.commit(committed[name])

@@ -1,42 +1,51 @@
-"""Compaction and retention of the point tables, safe to kill and re-run.
+"""Table maintenance: compaction, retention, snapshot expiry, orphan files.
 
-**Compaction.**  Every ingest batch adds one ``batch_id`` partition (a few small
-files) to each ``(dt, hour)`` it touched: with a 10 s trigger that is 360 partitions
-an hour.  Once an hour is closed (partitions follow the collector's receive time, so
-a closed hour never gets new rows) its partitions are rewritten into one, in four
-journaled steps:
+All four are Iceberg's own actions (``SparkActions``), run through Spark's JVM, and
+each commit carries the tables' committed landing positions forward in its snapshot
+summary (commits.py); without that, compaction and retention would make a restarted
+ingest forget what it had committed once the appends' snapshots expire.
 
-1. refresh the table (another process may have written since this session listed
-   it: compacting through a stale listing is how rows get lost), count the rows of
-   the source partitions, and write ``_ingest/<db>/compactions/<table>/<dt>-<hour>.json``
-   with the sources, the target ``batch_id`` (negative: never an ingest batch) and
-   the count;
-2. write the target partition from the sources (dynamic overwrite: a re-run replaces
-   a partial target);
-3. refresh, and check the target holds exactly the counted rows; only then
-4. drop the source partitions, check again, delete the journal entry.
+=====================  ========================================================
+action                 what it does
+=====================  ========================================================
+compaction             ``rewriteDataFiles`` (bin-pack) of the files holding rows
+                       received before ``now - closed_after``: the ingest's small
+                       per-batch files of each day become few large ones; then
+                       ``rewriteManifests`` when a table has many manifests
+retention              deletes the days received before ``today - N`` days: a
+                       metadata-only delete (the tables are partitioned by receive
+                       day, so whole files go)
+expire snapshots       drops snapshots older than ``expire_after`` (keeping the
+                       last ``retain_last``, and every snapshot newer than the one
+                       that holds a landing directory's position), and the files
+                       only they referenced: what bounds metadata growth (a 10 s
+                       trigger makes ~8,640 snapshots a day per table)
+remove orphan files    deletes files under a table's location that no snapshot
+                       references and that are older than ``orphan_after`` (a
+                       killed writer's files; the delay protects files a running
+                       writer has written but not committed yet)
+=====================  ========================================================
 
-A re-run finds the journal entry: if the target is complete it finishes the drops,
-otherwise (the sources are all still there, since nothing is dropped before step 3
-passes) it rewrites the target.  Readers may see an hour twice between steps 2 and 4.
-Runs inside the ingest process between batches, or holding the writer lock.
-
-**Retention** drops whole ``dt`` partitions older than N days.  Spark SQL rejects
-``DROP PARTITION (dt < x)``, so partitions are listed and dropped by exact spec.
+Readers keep reading during all of it: each action is one atomic commit, and a
+compaction commits only if the files it replaces are all still there.  It runs inside
+``ktc ingest`` between batches and by hand (``ktc lake ...``), both safe beside running
+ingests.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import logging
 import time
-from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from exporters.lakehouse.journal import IngestJournal, atomic_write_json
+from exporters.lakehouse.commits import (
+    carried_properties,
+    committed_positions,
+    expire_horizon_ms,
+)
+from exporters.lakehouse.ingest import table_snapshots
 from exporters.lakehouse.schema import TABLES, TableSpec
 from exporters.lakehouse.session import LakehouseConfig
 
@@ -44,191 +53,55 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "CompactionError",
-    "CompactionReport",
-    "Partition",
-    "RetentionReport",
+    "MaintenanceSettings",
     "apply_retention",
     "compact",
-    "list_partitions",
+    "expire_snapshots",
+    "remove_orphan_files",
     "run_maintenance",
 ]
 
 log = logging.getLogger(__name__)
 
-_NANOS_PER_HOUR = 3_600 * 10**9
-_DROP_CHUNK = 200  # partition specs per ALTER TABLE ... DROP statement
-# Sort key of compacted files (those of the columns a table has): Parquet min/max
-# statistics then prune by metric and client (ClickHouse's exporter orders by
-# service, metric name, attributes, time).
-_SORT_COLUMNS = (
-    "metric_name",
-    "client_instance_id",
-    "time_unix_nano",
-    "received_time_unix_nano",
-)
-
-
-@dataclasses.dataclass(frozen=True, slots=True, order=True)
-class Partition:
-    dt: datetime.date
-    hour: int
-    batch_id: int
-
-    @classmethod
-    def parse(cls, spec: str) -> Partition:
-        """From SHOW PARTITIONS' ``dt=2026-11-21/hour=5/batch_id=7``."""
-        values = dict(part.split("=", 1) for part in spec.split("/"))
-        return cls(
-            datetime.date.fromisoformat(values["dt"]),
-            int(values["hour"]),
-            int(values["batch_id"]),
-        )
-
-    def sql_spec(self) -> str:
-        return f"PARTITION (dt = DATE'{self.dt.isoformat()}', hour = {self.hour}, batch_id = {self.batch_id})"
-
-    @property
-    def hour_end_unix_ns(self) -> int:
-        start = datetime.datetime.combine(
-            self.dt, datetime.time(self.hour), datetime.UTC
-        )
-        return int(start.timestamp()) * 10**9 + _NANOS_PER_HOUR
-
-
-class CompactionError(RuntimeError):
-    """A check failed; nothing was dropped and the journal entry is kept for a re-run."""
+_MANIFESTS_TO_REWRITE = 50  # a table with more manifests than this gets them rewritten
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class CompactionReport:
-    hours_compacted: int
-    partitions_replaced: int
-    rows: int
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RetentionReport:
-    cutoff: datetime.date
-    partitions_dropped: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cutoff": self.cutoff.isoformat(),
-            "partitions_dropped": self.partitions_dropped,
-        }
+class MaintenanceSettings:
+    closed_after_s: float = 3600.0  # compaction: rows received at least this long ago
+    retention_days: int | None = None  # None: keep everything
+    expire_after_s: float = (
+        3600.0  # snapshots older than this expire (time travel window)
+    )
+    retain_last: int = 10  # ... but at least this many stay
+    orphan_after_s: float = 86_400.0  # unreferenced files older than this are deleted
 
 
-def _qualified(config: LakehouseConfig, table: TableSpec) -> str:
-    return f"`{config.database}`.`{table.name}`"
+def _jvm(spark: SparkSession) -> Any:
+    return spark.sparkContext._jvm  # type: ignore[attr-defined]
 
 
-def list_partitions(
+def _iceberg_table(
     spark: SparkSession, config: LakehouseConfig, table: TableSpec
-) -> list[Partition]:
-    name = _qualified(config, table)
-    spark.catalog.refreshTable(name)
-    return sorted(
-        Partition.parse(r[0]) for r in spark.sql(f"SHOW PARTITIONS {name}").collect()
+) -> Any:
+    return _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+        spark._jsparkSession,  # type: ignore[attr-defined]
+        config.table(table.name),
     )
 
 
-def _count(
-    spark: SparkSession, name: str, dt: datetime.date, hour: int, batch_ids: list[int]
-) -> int:
-    ids = ", ".join(str(b) for b in batch_ids)
-    return spark.sql(
-        f"SELECT count(*) FROM {name} WHERE dt = DATE'{dt.isoformat()}' AND hour = {hour} "
-        f"AND batch_id IN ({ids})"
-    ).collect()[0][0]
-
-
-def _drop(spark: SparkSession, name: str, partitions: list[Partition]) -> None:
-    for start in range(0, len(partitions), _DROP_CHUNK):
-        specs = ", ".join(p.sql_spec() for p in partitions[start : start + _DROP_CHUNK])
-        spark.sql(f"ALTER TABLE {name} DROP IF EXISTS {specs}")
-
-
-def _journal_path(
-    config: LakehouseConfig, table: TableSpec, dt: datetime.date, hour: int
-) -> Path:
-    return (
-        config.state_dir
-        / "compactions"
-        / table.name
-        / f"{dt.isoformat()}-{hour:02d}.json"
+def _actions(spark: SparkSession) -> Any:
+    return _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(
+        spark._jsparkSession  # type: ignore[attr-defined]
     )
 
 
-def _compact_hour(
-    spark: SparkSession,
-    config: LakehouseConfig,
-    table: TableSpec,
-    dt: datetime.date,
-    hour: int,
-    present: list[int],
-) -> int:
-    name = _qualified(config, table)
-    path = _journal_path(config, table, dt, hour)
-    if path.exists():
-        entry = json.loads(path.read_text())
-        log.warning("resuming compaction of %s %s hour %d", name, dt, hour)
-    else:
-        sources = sorted(present)
-        entry = {
-            "sources": sources,
-            # Negative ids are compactions; larger than any id present, so never in use.
-            "target": -1 - max(abs(b) for b in sources),
-            "rows": _count(spark, name, dt, hour, sources),
-        }
-        atomic_write_json(path, entry)
-    sources, target, rows = (
-        list(entry["sources"]),
-        int(entry["target"]),
-        int(entry["rows"]),
+def _carried(
+    spark: SparkSession, config: LakehouseConfig, table: TableSpec
+) -> dict[str, str]:
+    return carried_properties(
+        committed_positions(table_snapshots(spark, config.table(table.name)))
     )
-
-    spark.catalog.refreshTable(name)
-    if _count(spark, name, dt, hour, [target]) != rows:
-        missing = set(sources) - set(present)
-        if missing:
-            raise CompactionError(
-                f"{name} {dt} hour {hour}: target {target} incomplete and sources {sorted(missing)} "
-                f"gone; journal {path} kept"
-            )
-        from pyspark.sql import functions as F
-
-        ids = ", ".join(str(b) for b in sources)
-        frame = (
-            spark.table(name)
-            .where(
-                f"dt = DATE'{dt.isoformat()}' AND hour = {hour} AND batch_id IN ({ids})"
-            )
-            .repartition(1)
-            .sortWithinPartitions(
-                *[c for c in _SORT_COLUMNS if c in table.column_names]
-            )
-            .withColumn("batch_id", F.lit(target).cast("bigint"))
-        )
-        frame.write.mode("overwrite").insertInto(name)
-        spark.catalog.refreshTable(name)
-        written = _count(spark, name, dt, hour, [target])
-        if written != rows:
-            raise CompactionError(
-                f"{name} {dt} hour {hour}: wrote {written} rows, expected {rows}; nothing dropped"
-            )
-    _drop(spark, name, [Partition(dt, hour, b) for b in sources])
-    spark.catalog.refreshTable(name)
-    after = _count(spark, name, dt, hour, sources + [target])
-    if after != rows:
-        raise CompactionError(
-            f"{name} {dt} hour {hour}: {after} rows after compaction, expected {rows}"
-        )
-    path.unlink()
-    return len(sources)
 
 
 def compact(
@@ -236,71 +109,151 @@ def compact(
     config: LakehouseConfig,
     *,
     now_unix_ns: int,
-    closed_after_ns: int = _NANOS_PER_HOUR,
-) -> CompactionReport:
-    """Compact every closed ``(dt, hour)`` with more than one partition, in all tables,
-    finishing any compaction a killed run left in its journal first.
-
-    Refuses while the ingest journal holds a plan without a commit: that batch will be
-    replayed into its own partitions, which must not have been compacted away."""
-    pending_plan = IngestJournal(config.state_dir).latest_plan()
-    if pending_plan is not None and not IngestJournal(config.state_dir).is_committed(
-        pending_plan.batch_id
-    ):
-        raise CompactionError(
-            f"ingest batch {pending_plan.batch_id} is planned but not committed; run "
-            "`ktc ingest --once` first (it replays the batch), then compact"
-        )
-    hours = replaced = rows_total = 0
+    closed_after_s: float,
+) -> dict[str, Any]:
+    """Bin-pack the files of rows received before ``now - closed_after``, per table."""
+    expressions = _jvm(spark).org.apache.iceberg.expressions.Expressions
+    cutoff_us = (now_unix_ns - int(closed_after_s * 1e9)) // 1000
+    report: dict[str, Any] = {"rewritten_files": 0, "added_files": 0, "tables": 0}
     for table in TABLES:
-        by_hour: dict[tuple[datetime.date, int], list[int]] = defaultdict(list)
-        for partition in list_partitions(spark, config, table):
-            by_hour[(partition.dt, partition.hour)].append(partition.batch_id)
-        pending = {
-            (datetime.date.fromisoformat(p.stem[:10]), int(p.stem[11:]))
-            for p in (config.state_dir / "compactions" / table.name).glob("*.json")
-        }
-        for (dt, hour), batch_ids in sorted(by_hour.items()):
-            closed = (
-                Partition(dt, hour, 0).hour_end_unix_ns + closed_after_ns <= now_unix_ns
+        carried = _carried(spark, config, table)
+        action = (
+            _actions(spark)
+            .rewriteDataFiles(_iceberg_table(spark, config, table))
+            .filter(expressions.lessThan("received_time", cutoff_us))
+            .option("min-input-files", "2")
+        )
+        for key, value in carried.items():
+            action = action.snapshotProperty(key, value)
+        result = action.execute()
+        rewritten = result.rewrittenDataFilesCount()
+        if rewritten:
+            report["rewritten_files"] += rewritten
+            report["added_files"] += result.addedDataFilesCount()
+            report["tables"] += 1
+        manifests = spark.sql(
+            f"SELECT count(*) FROM {config.table(table.name)}.manifests"
+        ).collect()[0][0]
+        if manifests > _MANIFESTS_TO_REWRITE:
+            rewrite = _actions(spark).rewriteManifests(
+                _iceberg_table(spark, config, table)
             )
-            if (dt, hour) in pending or (closed and len(batch_ids) > 1):
-                replaced += _compact_hour(spark, config, table, dt, hour, batch_ids)
-                hours += 1
-                rows_total += spark.sql(
-                    f"SELECT count(*) FROM {_qualified(config, table)} "
-                    f"WHERE dt = DATE'{dt.isoformat()}' AND hour = {hour}"
-                ).collect()[0][0]
-    return CompactionReport(hours, replaced, rows_total)
+            for key, value in _carried(spark, config, table).items():
+                rewrite = rewrite.snapshotProperty(key, value)
+            rewrite.execute()
+    return report
 
 
 def apply_retention(
     spark: SparkSession, config: LakehouseConfig, *, days: int, today: datetime.date
-) -> RetentionReport:
-    """Drop every partition with ``dt`` before ``today - days`` (receive date, UTC)."""
+) -> dict[str, Any]:
+    """Delete the rows received before ``today - days`` (whole days, UTC)."""
     if days < 1:
         raise ValueError("days must be at least 1")
     cutoff = today - datetime.timedelta(days=days)
-    dropped = 0
+    cutoff_us = int(
+        datetime.datetime.combine(cutoff, datetime.time(), datetime.UTC).timestamp()
+        * 1_000_000
+    )
+    expressions = _jvm(spark).org.apache.iceberg.expressions.Expressions
+    deleted_files = 0
     for table in TABLES:
-        old = [p for p in list_partitions(spark, config, table) if p.dt < cutoff]
-        if old:
-            _drop(spark, _qualified(config, table), old)
-            spark.catalog.refreshTable(_qualified(config, table))
-            dropped += len(old)
-    return RetentionReport(cutoff, dropped)
+        name = config.table(table.name)
+        old = spark.sql(
+            f"SELECT count(*) FROM {name}.files WHERE readable_metrics.received_time.lower_bound"
+            f" < TIMESTAMP '{cutoff.isoformat()} 00:00:00'"
+        ).collect()[0][0]
+        if not old:
+            continue
+        delete = (
+            _iceberg_table(spark, config, table)
+            .newDelete()
+            .deleteFromRowFilter(expressions.lessThan("received_time", cutoff_us))
+        )
+        for key, value in _carried(spark, config, table).items():
+            delete = delete.set(key, value)
+        delete.commit()
+        deleted_files += old
+    return {"cutoff": cutoff.isoformat(), "deleted_files": deleted_files}
+
+
+def expire_snapshots(
+    spark: SparkSession,
+    config: LakehouseConfig,
+    *,
+    now_unix_ms: int,
+    expire_after_s: float,
+    retain_last: int,
+) -> dict[str, Any]:
+    """Expire old snapshots, never one a landing position survives in only (commits.py)."""
+    expired = 0
+    for table in TABLES:
+        snapshots = table_snapshots(spark, config.table(table.name))
+        older_than = now_unix_ms - int(expire_after_s * 1000)
+        horizon = expire_horizon_ms(snapshots)
+        if horizon is not None:
+            older_than = min(older_than, horizon)
+        result = (
+            _actions(spark)
+            .expireSnapshots(_iceberg_table(spark, config, table))
+            .expireOlderThan(older_than)
+            .retainLast(max(1, retain_last))
+            .execute()
+        )
+        expired += result.deletedManifestListsCount()
+    return {"expired_snapshots": expired}
+
+
+def remove_orphan_files(
+    spark: SparkSession,
+    config: LakehouseConfig,
+    *,
+    now_unix_ms: int,
+    orphan_after_s: float,
+) -> dict[str, Any]:
+    removed = 0
+    for table in TABLES:
+        result = (
+            _actions(spark)
+            .deleteOrphanFiles(_iceberg_table(spark, config, table))
+            .olderThan(now_unix_ms - int(orphan_after_s * 1000))
+            .execute()
+        )
+        removed += sum(1 for _ in result.orphanFileLocations())
+    return {"removed_orphan_files": removed}
 
 
 def run_maintenance(
-    spark: SparkSession, config: LakehouseConfig, *, retention_days: int | None
-) -> None:
-    """What the streaming ingest runs between batches."""
-    now = time.time_ns()
-    report = compact(spark, config, now_unix_ns=now)
-    log.info("compaction: %s", report.to_json())
-    if retention_days is not None:
-        today = datetime.datetime.fromtimestamp(now / 1e9, datetime.UTC).date()
-        log.info(
-            "retention: %s",
-            apply_retention(spark, config, days=retention_days, today=today).to_json(),
+    spark: SparkSession,
+    config: LakehouseConfig,
+    settings: MaintenanceSettings = MaintenanceSettings(),
+    *,
+    now_unix_ns: int | None = None,
+) -> dict[str, Any]:
+    """What ``ktc ingest`` runs between batches (and ``ktc lake maintain`` by hand)."""
+    now = time.time_ns() if now_unix_ns is None else now_unix_ns
+    report: dict[str, Any] = {
+        "compaction": compact(
+            spark, config, now_unix_ns=now, closed_after_s=settings.closed_after_s
         )
+    }
+    if settings.retention_days is not None:
+        today = datetime.datetime.fromtimestamp(now / 1e9, datetime.UTC).date()
+        report["retention"] = apply_retention(
+            spark, config, days=settings.retention_days, today=today
+        )
+    report["expiry"] = expire_snapshots(
+        spark,
+        config,
+        now_unix_ms=now // 1_000_000,
+        expire_after_s=settings.expire_after_s,
+        retain_last=settings.retain_last,
+    )
+    report["orphans"] = remove_orphan_files(
+        spark,
+        config,
+        now_unix_ms=now // 1_000_000,
+        orphan_after_s=settings.orphan_after_s,
+    )
+    log.info("maintenance: %s", report)
+    return report

@@ -6,15 +6,11 @@ exponential_histogram,summary}``) in snake_case, plus the KIP-714 client context
 first-class columns (librdkafka pushes carry no resource attributes, so the broker-side
 context is the only way to tell clients apart).
 
-Everything else is derived from the Arrow schemas below: the Spark DDL
-(:func:`create_table_sql`), the column order ``insertInto`` relies on (it is
-positional), and the column reference in docs/lakehouse.md.
-
-Tables already in a metastore get the columns they lack with ``ALTER TABLE ... ADD
-COLUMNS`` (catalog.py), which appends after the last data column.  So a column that
-existing tables gain goes at the end of the data columns here too (``_APPENDED_COLUMNS``):
-a table created now and a table extended then have the same column order, the one
-``insertInto`` writes by.  Rows written before such a column existed read it as null.
+Everything else is derived from the Arrow schemas below: the Iceberg DDL
+(:func:`create_table_sql`) and the column reference in docs/lakehouse.md.  Writes match
+columns by name, so the order here is the order a new table shows, nothing more; a
+column that existing tables lack is added by ``ALTER TABLE ... ADD COLUMNS`` (catalog.py)
+and reads as null in rows written before it.
 
 Type choices (Spark has no unsigned types and TIMESTAMP is microsecond precision):
 
@@ -25,10 +21,15 @@ Type choices (Spark has no unsigned types and TIMESTAMP is microsecond precision
   nanos are the truth.
 * attributes are ``MAP<STRING,STRING>`` with a ``*_types`` companion map naming the
   AnyValue kind of every non-string value (see :mod:`exporters.lakehouse.anyvalue`).
-* partitions ``dt DATE, hour INT`` come from the collector's receive time (UTC), not
-  the point time, so a client with a wrong clock cannot scatter rows over thousands of
-  partitions or escape retention; ``batch_id`` is the write that produced the
-  partition (see ingest.py: replaying a batch overwrites exactly its partitions).
+* the tables are partitioned by ``days(received_time)`` (Iceberg hidden partitioning),
+  the collector's receive time, not the point time, so a client with a wrong clock
+  cannot scatter rows over thousands of partitions or escape retention.  Days, not
+  hours: a telemetry fleet writes megabytes to a few GB a day, so an hour partition
+  would hold 24 times smaller files after compaction and 24 times more manifests
+  entries to plan, while a query over the last hour still skips the rest of the day
+  by the files' received_time bounds (each batch's file covers seconds).  ``dt DATE``
+  and ``hour INT`` stay as ordinary columns (the receive date and hour, UTC) for
+  queries written against them.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ __all__ = [
     "DEFAULT_DATABASE",
     "LINEAGE_KEY",
     "PARTITION_COLUMNS",
+    "PARTITION_SPEC",
+    "TABLE_PROPERTIES",
     "POINT_TABLES",
     "PUSHES_TABLE",
     "TABLES",
@@ -200,12 +203,26 @@ _TYPE_COLUMNS: dict[str, tuple[pa.Field, ...]] = {
     ),
 }
 
-PARTITION_COLUMNS: tuple[str, ...] = ("dt", "hour", "batch_id")
+# The Iceberg partition spec of every table (hidden: derived from a column, which
+# queries filter on; Iceberg prunes partitions and files from that filter).
+PARTITION_SPEC = "days(received_time)"
+PARTITION_COLUMNS: tuple[str, ...] = ("dt", "hour")
 _PARTITION_FIELDS: tuple[pa.Field, ...] = (
     pa.field("dt", pa.date32()),
     pa.field("hour", pa.int32()),
-    pa.field("batch_id", pa.int64()),
 )
+# Table properties: format v2 (what pyiceberg, Trino and DuckDB read), zstd Parquet,
+# commits that retry on a concurrent writer's commit (several ingests, one per
+# collector node, append to the same tables), and bounded metadata files.
+TABLE_PROPERTIES: dict[str, str] = {
+    "format-version": "2",
+    "write.parquet.compression-codec": "zstd",
+    "commit.retry.num-retries": "50",
+    "commit.retry.min-wait-ms": "50",
+    "commit.retry.max-wait-ms": "2000",
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -214,7 +231,7 @@ class TableSpec:
 
     kind: str  # OTLP point type ("gauge", "sum", ...) or "pushes"
     name: str  # table name inside the database, e.g. "metrics_gauge"
-    arrow_schema: pa.Schema  # every column, partition columns last (insertInto order)
+    arrow_schema: pa.Schema  # every column
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -227,8 +244,8 @@ class TableSpec:
 
     @property
     def data_schema(self) -> pa.Schema:
-        """The columns flatten produces (everything but ``batch_id``)."""
-        return pa.schema([f for f in self.arrow_schema if f.name != "batch_id"])
+        """The columns flatten produces (all of them)."""
+        return self.arrow_schema
 
 
 def _table(point_type: str) -> TableSpec:
@@ -298,13 +315,13 @@ def spark_type(arrow_type: pa.DataType) -> str:
     raise TypeError(f"no Spark SQL type for {arrow_type}")
 
 
-def create_table_sql(database: str, table: TableSpec) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` for a managed, partitioned, zstd Parquet table."""
+def create_table_sql(database: str, table: TableSpec, catalog: str = "lake") -> str:
+    """``CREATE TABLE IF NOT EXISTS`` for an Iceberg table partitioned by receive day."""
     columns = ",\n  ".join(
         f"`{f.name}` {spark_type(f.type)}" for f in table.arrow_schema
     )
-    partitions = ", ".join(PARTITION_COLUMNS)
+    properties = ",\n  ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
     return (
-        f"CREATE TABLE IF NOT EXISTS `{database}`.`{table.name}` (\n  {columns}\n)\n"
-        f"USING parquet\nPARTITIONED BY ({partitions})\nOPTIONS ('compression' = 'zstd')"
+        f"CREATE TABLE IF NOT EXISTS {catalog}.`{database}`.`{table.name}` (\n  {columns}\n)\n"
+        f"USING iceberg\nPARTITIONED BY ({PARTITION_SPEC})\nTBLPROPERTIES (\n  {properties}\n)"
     )

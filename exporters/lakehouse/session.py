@@ -1,27 +1,34 @@
-"""Where the lakehouse lives and the Spark configuration every lakehouse process shares.
+"""Where the lakehouse lives, which Iceberg catalog holds its tables, and the Spark
+configuration every lakehouse process shares.
 
 One :class:`LakehouseConfig` gives the ingest job, ``ktc sql``, maintenance and the
-Thrift server the same catalog: a Hive metastore (embedded Derby under
-``<lake>/metastore_db`` unless ``--conf`` points it elsewhere) and the warehouse
-``<lake>/warehouse``.  Any ``spark.*`` key passed through ``spark_conf`` wins over the
-defaults, e.g. an external metastore::
+Thrift server the same Iceberg catalog, named ``lake`` and made Spark's default catalog,
+so ``ktc.metrics`` means ``lake.ktc.metrics`` everywhere.  The catalog is chosen by one
+URI (``--catalog``, env ``KTC_LAKE_CATALOG``):
 
-    spark.hadoop.javax.jdo.option.ConnectionURL=jdbc:postgresql://db/metastore
-    spark.hadoop.javax.jdo.option.ConnectionDriverName=org.postgresql.Driver
-    spark.hadoop.javax.jdo.option.ConnectionUserName=hive
-    spark.driver.extraClassPath=/usr/share/java/postgresql.jar
+==================================  ============================================
+``--catalog``                       catalog
+==================================  ============================================
+(default)                           Iceberg JDBC catalog on the SQLite file
+                                    ``<lake>/catalog.db`` in WAL mode: no server
+``jdbc:sqlite:/path/catalog.db``    the same on another file
+``jdbc:postgresql://host:5432/db``  Iceberg JDBC catalog on PostgreSQL (user and
+                                    password as ``?user=..&password=..``)
+``http(s)://host:8181``             an Iceberg REST catalog
+==================================  ============================================
 
-Embedded Derby allows one JVM at a time: while ``ktc ingest`` runs, other processes
-cannot open that metastore.  ``ktc sql`` then reads the warehouse files directly
-(:func:`open_reader_session`); the Thrift server needs an external metastore to run
-beside a running ingest (docs/lakehouse.md).
+Table data and metadata files go under the warehouse ``<lake>/warehouse`` (any Hadoop
+file system URI Spark reads works there too).  Any ``spark.*`` key passed through
+``extra_conf`` wins over the defaults.  Spark needs Iceberg's runtime jar and the JDBC
+drivers: ``make lake-libs`` puts them in ``KTC_LAKE_LIBS`` (default
+``~/.cache/ktc/iceberg-1.12.0``), and :func:`spark_conf` puts them on the classpath.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import os
+import urllib.parse
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,12 +41,25 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "CATALOG_NAME",
     "QUIET_LOG4J2",
+    "LakeLibsMissing",
     "LakehouseConfig",
-    "derby_in_use",
+    "OldLayout",
+    "check_layout",
+    "lake_jars",
     "open_session",
     "spark_conf",
 ]
+
+# The Spark catalog name, and the catalog_name column of the JDBC catalog's tables:
+# every reader of the same catalog (pyiceberg, Trino's iceberg.jdbc-catalog.catalog-name)
+# must use it too.
+CATALOG_NAME = "lake"
+ICEBERG_VERSION = "1.12.0"
+_LAKE_LIBS_ENV = "KTC_LAKE_LIBS"
+# What `make lake-libs` fetches (exporters/lakehouse/pom.xml).
+_REQUIRED_JARS = ("iceberg-spark-runtime-4.1_2.13-", "sqlite-jdbc-", "postgresql-")
 
 # Spark's default log4j2 setup prints INFO/WARN lines to stderr; analysts running
 # `ktc sql` want results only.  Written to <lake>/conf at startup (not shipped as
@@ -61,15 +81,24 @@ logger.pygateway.level = error
 """
 
 
+class LakeLibsMissing(RuntimeError):
+    """Iceberg's Spark runtime or the JDBC drivers are not where Spark is told to look."""
+
+
+class OldLayout(RuntimeError):
+    """The lake directory holds the Hive/Derby layout of earlier versions."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class LakehouseConfig:
-    """Paths and Spark settings of one lakehouse."""
+    """Paths, catalog and Spark settings of one lakehouse."""
 
-    lake_dir: Path  # <data-dir>/lakehouse: warehouse, metastore_db, _ingest state
-    database: str = DEFAULT_DATABASE
+    lake_dir: Path  # <data-dir>/lakehouse: catalog.db, warehouse/
+    database: str = DEFAULT_DATABASE  # the Iceberg namespace
     master: str = "local[*]"
     extra_conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
     log_level: str = "ERROR"
+    catalog_uri: str | None = None  # None: the SQLite file under lake_dir
 
     @classmethod
     def for_data_dir(cls, data_dir: Path, **kwargs: object) -> LakehouseConfig:
@@ -80,22 +109,109 @@ class LakehouseConfig:
         return self.lake_dir / "warehouse"
 
     @property
-    def metastore_dir(self) -> Path:
-        return self.lake_dir / "metastore_db"
+    def sqlite_file(self) -> Path:
+        return self.lake_dir / "catalog.db"
 
     @property
-    def state_dir(self) -> Path:
-        """The ingest's exactly-once journal and writer lock of this database (ingest.py)."""
-        return self.lake_dir / "_ingest" / self.database
+    def catalog(self) -> str:
+        """The catalog URI in effect (JDBC URL or REST endpoint)."""
+        if self.catalog_uri:
+            return self.catalog_uri
+        # WAL: readers never block the writer nor each other, and a commit is one
+        # short write transaction; busy_timeout lets concurrent committers queue.
+        return f"jdbc:sqlite:{self.sqlite_file.resolve()}?journal_mode=WAL&busy_timeout=30000"
 
     @property
-    def uses_embedded_derby(self) -> bool:
-        url = self.extra_conf.get("spark.hadoop.javax.jdo.option.ConnectionURL")
-        return url is None or url.startswith(("jdbc:derby:;", "jdbc:derby:/"))
+    def catalog_kind(self) -> str:
+        """``sqlite``, ``postgresql``, another JDBC subprotocol, or ``rest``."""
+        uri = self.catalog
+        if uri.startswith(("http://", "https://")):
+            return "rest"
+        if uri.startswith("jdbc:"):
+            return uri.split(":", 2)[1]
+        raise ValueError(
+            f"catalog {uri!r}: expected jdbc:sqlite:..., jdbc:postgresql://... or http(s)://..."
+        )
 
-    def table_location(self, table_name: str) -> Path:
-        """Where Spark puts a managed table of this database (Hive's default layout)."""
-        return self.warehouse_dir / f"{self.database}.db" / table_name
+    def exists(self) -> bool:
+        """Whether the catalog could hold tables already (false for a fresh SQLite lake)."""
+        return self.catalog_kind != "sqlite" or self._sqlite_path().exists()
+
+    def _sqlite_path(self) -> Path:
+        return Path(self.catalog.removeprefix("jdbc:sqlite:").split("?", 1)[0])
+
+    def table(self, name: str) -> str:
+        """A table's or view's Spark name, e.g. ``lake.`ktc`.`metrics_gauge```."""
+        return f"{CATALOG_NAME}.`{self.database}`.`{name}`"
+
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """The same catalog for pyiceberg (``pyiceberg.catalog.load_catalog``)."""
+        warehouse = self.warehouse_uri
+        if self.catalog_kind == "rest":
+            return {"type": "rest", "uri": self.catalog, "warehouse": warehouse}
+        jdbc = urllib.parse.urlsplit(self.catalog.removeprefix("jdbc:"))
+        query = dict(urllib.parse.parse_qsl(jdbc.query))
+        if self.catalog_kind == "sqlite":
+            url = f"sqlite:///{self._sqlite_path()}"
+        elif self.catalog_kind == "postgresql":
+            user = query.pop("user", None) or self.extra_conf.get(
+                f"spark.sql.catalog.{CATALOG_NAME}.jdbc.user", ""
+            )
+            password = query.pop("password", None) or self.extra_conf.get(
+                f"spark.sql.catalog.{CATALOG_NAME}.jdbc.password", ""
+            )
+            auth = urllib.parse.quote(user, safe="")
+            if password:
+                auth += ":" + urllib.parse.quote(password, safe="")
+            url = f"postgresql+psycopg2://{auth}@{jdbc.netloc}{jdbc.path}"
+        else:
+            raise ValueError(
+                f"pyiceberg cannot open a {self.catalog_kind} JDBC catalog"
+            )
+        # Never create the catalog's tables from here: Spark (Iceberg's JdbcCatalog)
+        # creates them with the view column pyiceberg's own schema lacks.
+        return {
+            "type": "sql",
+            "uri": url,
+            "warehouse": warehouse,
+            "init_catalog_tables": "false",
+        }
+
+    @property
+    def warehouse_uri(self) -> str:
+        configured = self.extra_conf.get(f"spark.sql.catalog.{CATALOG_NAME}.warehouse")
+        return configured or self.warehouse_dir.resolve().as_uri()
+
+
+def lake_libs_dir() -> Path:
+    return Path(
+        os.environ.get(_LAKE_LIBS_ENV)
+        or Path.home() / ".cache" / "ktc" / f"iceberg-{ICEBERG_VERSION}"
+    )
+
+
+def lake_jars() -> list[Path]:
+    """Iceberg's Spark runtime and the JDBC drivers, from ``make lake-libs``'s cache."""
+    directory = lake_libs_dir()
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    missing = [p for p in _REQUIRED_JARS if not any(j.name.startswith(p) for j in jars)]
+    if missing:
+        raise LakeLibsMissing(
+            f"Iceberg's Spark runtime and JDBC drivers are not in {directory} (set "
+            f"{_LAKE_LIBS_ENV}, or run `make lake-libs` in the source tree)"
+        )
+    return jars
+
+
+def check_layout(config: LakehouseConfig) -> None:
+    """Refuse a lake directory in the Hive/Derby layout of earlier versions."""
+    old = [config.lake_dir / "metastore_db", config.lake_dir / "_ingest"]
+    if any(p.exists() for p in old):
+        raise OldLayout(
+            f"{config.lake_dir} holds the old Hive/Derby lakehouse layout; move it aside "
+            f"(mv {config.lake_dir} {config.lake_dir}.old) and run `ktc ingest` to rebuild "
+            "the Iceberg tables from the landing log"
+        )
 
 
 def spark_conf(config: LakehouseConfig) -> dict[str, str]:
@@ -103,38 +219,45 @@ def spark_conf(config: LakehouseConfig) -> dict[str, str]:
     ``spark.driver.extraJavaOptions`` is appended to ours."""
     lake = config.lake_dir.resolve()
     log4j = lake / "conf" / "log4j2.properties"
+    jars = lake_jars()
+    prefix = f"spark.sql.catalog.{CATALOG_NAME}"
     conf = {
         "spark.master": config.master,
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(lake / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL": (
-            f"jdbc:derby:;databaseName={lake / 'metastore_db'};create=true"
-        ),
-        # derby.log next to the metastore, quiet logging from the first line on.
-        "spark.driver.extraJavaOptions": (
-            f"-Dderby.system.home={lake} -Dlog4j2.configurationFile=file:{log4j}"
-        ),
+        # The session catalog is never used for lakehouse tables; in memory, so no
+        # process ever boots a Derby metastore.
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.warehouse": config.warehouse_uri,
+        "spark.sql.defaultCatalog": CATALOG_NAME,
+        # Spark puts spark.jars on executors; the driver's class path must have the
+        # JDBC drivers itself (java.sql.DriverManager only sees the system class loader's).
+        "spark.jars": ",".join(str(j) for j in jars),
+        "spark.driver.extraClassPath": os.pathsep.join(str(j) for j in jars),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log4j}",
         "spark.sql.session.timeZone": "UTC",
-        # Replaying a batch replaces exactly the partitions it writes (ingest.py).
-        "spark.sql.sources.partitionOverwriteMode": "dynamic",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.parquet.compression.codec": "zstd",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "8",
-        # A long-lived reader (the Thrift server) re-lists files at least this often.
-        "spark.sql.metadataCacheTTLSeconds": "30",
     }
+    if config.catalog_kind == "rest":
+        conf[f"{prefix}.type"] = "rest"
+        conf[f"{prefix}.uri"] = config.catalog
+    else:
+        conf[f"{prefix}.type"] = "jdbc"
+        conf[f"{prefix}.uri"] = config.catalog
+        # V1 adds the column that lets the catalog store Iceberg views beside tables.
+        conf[f"{prefix}.jdbc.schema-version"] = "V1"
     for key, value in config.extra_conf.items():
         if key == "spark.driver.extraJavaOptions":
-            # Added to ours: losing derby.system.home would scatter derby.log files.
             conf[key] = f"{conf[key]} {value}"
         else:
             conf[key] = value
     return conf
 
 
-def _write_log_config(config: LakehouseConfig) -> None:
+def write_log_config(config: LakehouseConfig) -> None:
     conf_dir = config.lake_dir / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
     path = conf_dir / "log4j2.properties"
@@ -144,23 +267,14 @@ def _write_log_config(config: LakehouseConfig) -> None:
         os.replace(tmp, path)
 
 
-def open_session(
-    config: LakehouseConfig, app_name: str, *, hive: bool = True
-) -> SparkSession:
-    """A SparkSession on this lakehouse's catalog.
-
-    ``hive=False`` gives a session with Spark's in-memory catalog (no metastore), used
-    to read the warehouse files while another JVM holds the embedded Derby metastore.
-    """
+def open_session(config: LakehouseConfig, app_name: str) -> SparkSession:
+    """A SparkSession whose default catalog is this lakehouse's Iceberg catalog."""
     from pyspark.sql import SparkSession
 
-    config.lake_dir.mkdir(parents=True, exist_ok=True)
-    _write_log_config(config)
+    check_layout(config)
     conf = spark_conf(config)
-    if not hive:
-        conf["spark.sql.catalogImplementation"] = "in-memory"
-        # Partitions are discovered from the directory layout, not a metastore.
-        conf["spark.sql.hive.manageFilesourcePartitions"] = "false"
+    config.lake_dir.mkdir(parents=True, exist_ok=True)
+    write_log_config(config)
     launch_spark_gateway({**conf, "spark.app.name": app_name})
     builder = SparkSession.builder.appName(app_name)
     for key, value in conf.items():
@@ -171,28 +285,3 @@ def open_session(
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.log_level)
     return spark
-
-
-def derby_in_use(config: LakehouseConfig) -> bool:
-    """True if another JVM has booted this lakehouse's embedded Derby metastore.
-
-    Derby holds an exclusive Java FileLock (an fcntl lock on Linux) on ``dbex.lck``
-    while a JVM has the database booted; a stale ``db.lck`` left by a killed process
-    has no such lock, so probing the lock is exact where checking the file is not.
-    """
-    if not config.uses_embedded_derby:
-        return False
-    lock_file = config.metastore_dir / "dbex.lck"
-    try:
-        fd = os.open(lock_file, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)

@@ -6,10 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, container, find, load_values, render
+from ktc_chart import CHART_DIR, container, find, load_values
 
 from exporters.lakehouse.cli import ingest_command, thriftserver_command
 from exporters.lakehouse.ingest import CONSUMER_NAME
@@ -160,7 +159,7 @@ def test_lake_claim_is_where_the_ingest_keeps_the_lakehouse(
     assert _claims(ingest)["lake"] == "ktc-lake"
     spec = container(ingest, "ingest")
     args = spec["args"]
-    # The ingest's own layout: warehouse, metastore and state under <data-dir>/lakehouse.
+    # The ingest's own layout: the catalog and the warehouse under <data-dir>/lakehouse.
     lake = LakehouseConfig.for_data_dir(Path(args[args.index("--data-dir") + 1]))
     assert _mounts(ingest, "ingest")["lake"] == str(lake.lake_dir)
     assert spec["workingDir"] == str(lake.lake_dir)
@@ -179,7 +178,7 @@ def test_ingest_pods_are_not_collector_endpoints(rendered: Callable[..., Docs]) 
 
 
 POSTGRES_METASTORE = {
-    "spark.hadoop.javax.jdo.option.ConnectionURL": "jdbc:postgresql://db:5432/metastore",
+    "spark.sql.catalog.lake.uri": "jdbc:postgresql://db:5432/lake",
 }
 
 
@@ -232,19 +231,11 @@ def test_thrift_server_arguments_are_accepted_by_ktc_thriftserver(
     assert params["data_dir"] == Path("/var/lib/ktc")
 
 
-@pytest.mark.parametrize(
-    "url",
-    [None, "jdbc:derby:;databaseName=/var/lib/ktc/lakehouse/metastore_db;create=true"],
-)
-def test_thrift_server_refuses_the_embedded_metastore(url: str | None) -> None:
-    """Embedded Derby serves one JVM (the ingest's): the Thrift server would fail to start."""
-    conf = {} if url is None else {"spark.hadoop.javax.jdo.option.ConnectionURL": url}
-    values = {
-        "ingest": {
-            "enabled": True,
-            "sparkConf": conf,
-            "thriftServer": {"enabled": True},
-        }
-    }
-    with pytest.raises(helm.HelmError, match="needs an external metastore"):
-        render(values)
+def test_thrift_server_runs_beside_the_ingest_on_the_embedded_catalog(
+    rendered: Callable[..., Docs],
+) -> None:
+    """The embedded Iceberg catalog (SQLite in WAL mode on the lake claim) serves the
+    ingest and the Thrift server at once: no external catalog is required."""
+    values = {"ingest": {"enabled": True, "thriftServer": {"enabled": True}}}
+    ingest = find(rendered(values), "Deployment")
+    assert container(ingest, "thriftserver")["args"][0] == "thriftserver"

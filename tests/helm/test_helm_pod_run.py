@@ -39,7 +39,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pyarrow.dataset as pads
 import pytest
 from confluent_kafka import Producer
 from ktc_chart import container, find, pod_environment
@@ -450,7 +449,7 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
             **{
                 k: v
                 for k, v in os.environ.items()
-                if k in ("JAVA_HOME", "SPARK_LOCAL_IP")
+                if k in ("JAVA_HOME", "SPARK_LOCAL_IP", "KTC_LAKE_LIBS")
             },
         },
         capture_output=True,
@@ -461,8 +460,13 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
     data_dir = Path(spec["args"][spec["args"].index("--data-dir") + 1])
     lake = LakehouseConfig.for_data_dir(Path(rerooted(str(data_dir), mounts, pod_root)))
     assert lake.lake_dir.resolve() == (tmp_path / "claims" / "ktc-lake").resolve()
-    pushes = pads.dataset(lake.table_location("pushes"), partitioning="hive").to_table(
-        columns=["node_id"]
+    from pyiceberg.catalog import load_catalog
+
+    catalog = load_catalog("lake", **lake.pyiceberg_properties())
+    pushes = (
+        catalog.load_table(("ktc", "pushes"))
+        .scan(selected_fields=("node_id",))
+        .to_arrow()
     )
     per_node = {node: pushes["node_id"].to_pylist().count(node) for node in (0, 1)}
     assert per_node == landed

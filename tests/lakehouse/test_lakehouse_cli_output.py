@@ -1,6 +1,7 @@
 """What `ktc ingest` and `ktc sql` print on stderr, as real processes on a real local Spark
-with its real Hive metastore: nothing from Java (no exception, no stack frame, no warning),
-also on the second run, when the database already exists.  And without the lakehouse extra
+with its real Iceberg catalog: nothing from Java (no exception, no stack frame, no warning),
+also on the second run, when the namespace already exists; `ingest --once` with nothing new
+says so.  And without the lakehouse extra
 they say how to install it, with exit code 2."""
 
 from __future__ import annotations
@@ -56,19 +57,40 @@ def test_ingest_and_sql_print_nothing_from_java_on_a_first_and_a_second_run(
         ingest = ktc("ingest", "--once", *lake)
         assert ingest.returncode == 0, ingest.stderr[-3000:]
         sql = ktc(
-            "sql", "SELECT count(*) AS pushes FROM pushes", "--format", "csv", *lake
+            "sql",
+            "SELECT count(*) AS pushes FROM pushes",
+            "--format",
+            "csv",
+            "--engine",
+            "spark",
+            *lake,
         )
         assert sql.returncode == 0, sql.stderr[-3000:]
         assert sql.stdout.splitlines() == ["pushes", str(run)]
+        assert sql.stderr == ""
         for command, result in (("ingest", ingest), ("sql", sql)):
             for noise in JAVA_NOISE:
                 assert noise not in result.stderr, (
                     f"run {run}, ktc {command}:\n{result.stderr}"
                 )
-    # What the ingest prints is its own log: one line per batch.
+    # What the ingest prints is its own log and progress: a line per batch.
+    lines = ingest.stderr.splitlines()
     assert [
-        line.split(" INFO ")[1].split(":")[0] for line in ingest.stderr.splitlines()
+        line.split(" INFO ")[1].split(":")[0] for line in lines if " INFO " in line
     ] == ["exporters.lakehouse.ingest"]
+    assert lines[0].startswith(
+        "ktc ingest: starting Spark (local[1]) on catalog sqlite"
+    )
+    assert any(
+        line.startswith("ktc ingest: batch 1: 1 records (node-1 [1, 2))")
+        for line in lines
+    )
+    again = ktc("ingest", "--once", *lake)
+    assert again.returncode == 0 and again.stdout == ""
+    assert (
+        again.stderr.splitlines()[-1]
+        == "ktc ingest: nothing new to ingest (committed: node-1 at 2)"
+    )
 
 
 def test_lakehouse_commands_without_the_extra_say_how_to_install_it(

@@ -1,9 +1,9 @@
-"""Exactly-once under faults: a real `ingest` process SIGKILLed (with its JVM) at
-different points, several times, then completed, equals a clean run row for row."""
+"""Exactly-once under faults: a real `ingest` process SIGKILLed (with its JVM) before,
+during and after the commits of a batch, with a compaction and a snapshot expiry between
+a kill and the restart, then completed, equals a clean run row for row."""
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import os
@@ -15,39 +15,40 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_landing
+from conftest import SPARK_TEST_CONF, write_landing
 from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli import run_sql
 from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob
-from exporters.lakehouse.schema import TABLES
-from exporters.lakehouse.session import LakehouseConfig, derby_in_use
+from exporters.lakehouse.maintenance import compact, expire_snapshots
+from exporters.lakehouse.schema import LINEAGE_KEY, TABLES
+from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
 
-# Seven Spark processes (four killed, one completing, two queries) of ~20-40 s each.
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+# Five ingest processes (four killed, one completing) of ~20-40 s each.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
 PUSHES_PER_NODE = 10
-BATCH = 3  # records per landing directory per batch: 4 batches (0..3)
+BATCH = 3  # records per landing directory per batch: 4 batches
 
-# (failpoint, batch) of each killed run, in order; the last run completes.  (The
-# commit-then-crash case, positions behind the journal, is tested in-process.)
+# Each killed run, in order (the failpoint's batch counts from 1 in each process); the
+# last run completes.  Maintenance runs after the run marked True, before the next one.
 KILLS = [
-    "after_plan@1",  # batch 0 committed, batch 1 planned
-    "mid_write@1",  # the replay of batch 1 dies with one table written
-    "after_write@2",  # batch 2's data in, no commit
-    "during_write:700@3",  # a timer kills while Spark writes batch 3 (if it is slower)
+    ("after_read@2", False),  # batch 1 committed; batch 2 read, nothing written: before
+    ("mid_write@1", True),  # one table of a batch committed, the others not: during
+    ("during_write:1500@1", False),  # a timer kills while Spark writes and commits
+    ("after_write@1", False),  # every table committed, consumer positions not: after
 ]
 
 
-def _lake_dump_sql(database: str) -> str:
-    """Every row of every table as JSON, without batch_id (batch boundaries differ)."""
+def _lake_dump_sql(config: LakehouseConfig) -> str:
+    """Every row of every table as JSON."""
     parts = []
     for table in TABLES:
-        cols = ", ".join(f"`{c}`" for c in table.column_names if c != "batch_id")
+        cols = ", ".join(f"`{c}`" for c in table.column_names)
         parts.append(
-            f"SELECT '{table.name}' AS t, to_json(struct({cols})) AS j FROM `{database}`.`{table.name}`"
+            f"SELECT '{table.name}' AS t, to_json(struct({cols})) AS j FROM {config.table(table.name)}"
         )
     return " UNION ALL ".join(parts)
 
@@ -56,22 +57,28 @@ def _rows(json_lines: str) -> list[tuple[str, str]]:
     return sorted((r["t"], r["j"]) for r in map(json.loads, json_lines.splitlines()))
 
 
-def _cli(
-    args: list[str],
-    data_dir: Path,
-    env_extra: dict[str, str] | None = None,
-    timeout: float = 240,
+def _ingest(
+    data_dir: Path, config: LakehouseConfig, kill_at: str | None
 ) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, **(env_extra or {}))
-    env["PYTHONPATH"] = str(REPO)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("KTC_LAKEHOUSE_KILL_AT", None)
+    if kill_at:
+        env["KTC_LAKEHOUSE_KILL_AT"] = kill_at
     return subprocess.run(
         [
             sys.executable,
             "-m",
             "exporters.lakehouse",
-            *args,
+            "ingest",
+            "--once",
+            "--max-records-per-batch",
+            str(BATCH),
             "--data-dir",
             str(data_dir),
+            "--lake-dir",
+            str(config.lake_dir),
+            "--database",
+            config.database,
             "--master",
             "local[1]",
             "--conf",
@@ -81,24 +88,18 @@ def _cli(
         env=env,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=400,
         check=False,
         start_new_session=True,  # its own process group: the failpoint kills the group
     )
 
 
-def _wait_for_metastore_release(config: LakehouseConfig) -> None:
-    deadline = time.monotonic() + 30
-    while derby_in_use(config):
-        assert time.monotonic() < deadline, (
-            "a killed ingest's JVM still holds the metastore"
-        )
-        time.sleep(0.2)
-
-
-def test_killed_ingest_runs_then_completion_equal_a_clean_run(
-    spark, lake_config, tmp_path
+def test_killed_ingest_runs_and_maintenance_then_completion_equal_a_clean_run(
+    spark, spark_lake, tmp_path
 ) -> None:
+    lake = spark_lake[1]
+    faulted = LakehouseConfig(lake, database="faults", extra_conf=SPARK_TEST_CONF)
+    clean = LakehouseConfig(lake, database="clean", extra_conf=SPARK_TEST_CONF)
     data_dir = tmp_path / "data"
     nodes = [data_dir / "landing" / "node-1", data_dir / "landing" / "node-2"]
     for n, node in enumerate(nodes):
@@ -117,51 +118,53 @@ def test_killed_ingest_runs_then_completion_equal_a_clean_run(
     clean_nodes = [tmp_path / "clean" / node.name for node in nodes]
     for node, copy in zip(nodes, clean_nodes, strict=True):
         shutil.copytree(node, copy)
-    config = LakehouseConfig.for_data_dir(data_dir)
 
     outcomes = []
-    for kill in KILLS:
-        run = _cli(
-            ["ingest", "--once", "--max-records-per-batch", str(BATCH)],
-            data_dir,
-            {"KTC_LAKEHOUSE_KILL_AT": kill},
-        )
+    for kill, then_maintain in KILLS:
+        run = _ingest(data_dir, faulted, kill)
         outcomes.append((kill, run.returncode))
         assert run.returncode in (-signal.SIGKILL, 0), run.stderr[-3000:]
-        _wait_for_metastore_release(config)
+        if then_maintain:
+            # Between the kill and the restart: compaction rewrites every file, and every
+            # snapshot but the last expires; the positions must survive both.
+            report = compact(
+                spark, faulted, now_unix_ns=time.time_ns(), closed_after_s=0
+            )
+            assert report["rewritten_files"] > 0
+            expire_snapshots(
+                spark,
+                faulted,
+                now_unix_ms=time.time_ns() // 10**6 + 1000,
+                expire_after_s=0,
+                retain_last=1,
+            )
     assert sum(code == -signal.SIGKILL for _, code in outcomes) >= 3, outcomes
-    final = _cli(["ingest", "--once", "--max-records-per-batch", str(BATCH)], data_dir)
+    final = _ingest(data_dir, faulted, None)
     assert final.returncode == 0, final.stderr[-3000:]
-    _wait_for_metastore_release(config)
 
-    dumped = _cli(["sql", _lake_dump_sql("ktc"), "--format", "json"], data_dir)
-    assert dumped.returncode == 0, dumped.stderr[-3000:]
-    faulted = _rows(dumped.stdout)
-    # What `ktc sql` reads while an ingest holds the metastore: the warehouse files alone.
-    from_files = _cli(
-        ["sql", _lake_dump_sql("ktc"), "--format", "json", "--catalog", "files"],
-        data_dir,
-    )
-    assert from_files.returncode == 0, from_files.stderr[-3000:]
-    assert _rows(from_files.stdout) == faulted
+    out = io.StringIO()
+    run_sql(spark, _lake_dump_sql(faulted), "json", out)
+    faulted_rows = _rows(out.getvalue())
 
     # The clean run: the same landing logs, one uninterrupted job, in-process.
-    with IngestJob(lake_config, lambda: clean_nodes, spark=spark) as job:
+    with IngestJob(clean, lambda: clean_nodes, spark=spark) as job:
         job.run_once()
     out = io.StringIO()
-    run_sql(spark, _lake_dump_sql(lake_config.database), "json", out)
-    clean = _rows(out.getvalue())
+    run_sql(spark, _lake_dump_sql(clean), "json", out)
+    clean_rows = _rows(out.getvalue())
 
-    assert len(clean) == 2 * PUSHES_PER_NODE * (
+    assert len(clean_rows) == 2 * PUSHES_PER_NODE * (
         1 + 6
-    )  # a push row and 6 points per push
-    assert faulted == clean
+    )  # a push row and 6 points each
+    assert faulted_rows == clean_rows
+    for table in TABLES:
+        key = ", ".join(LINEAGE_KEY if table.name != "pushes" else LINEAGE_KEY[:2])
+        doubled = spark.sql(
+            f"SELECT {key} FROM {faulted.table(table.name)} GROUP BY {key} HAVING count(*) > 1"
+        ).collect()
+        assert doubled == [], table.name
     for node in nodes:
         assert ConsumerPositions(node, CONSUMER_NAME).load() == PUSHES_PER_NODE
-    journal_ids = sorted(
-        int(p.stem) for p in (config.state_dir / "commits").glob("*.json")
-    )
-    assert journal_ids == list(range(len(journal_ids))) and len(journal_ids) >= 4
 
 
 def test_failpoint_names_are_checked() -> None:
@@ -170,7 +173,6 @@ def test_failpoint_names_are_checked() -> None:
     os.environ["KTC_LAKEHOUSE_KILL_AT"] = "nowhere"
     try:
         with pytest.raises(ValueError, match="unknown point"):
-            failpoints.reached("after_plan", 0)
+            failpoints.reached("after_read", 1)
     finally:
         del os.environ["KTC_LAKEHOUSE_KILL_AT"]
-    assert dataclasses.is_dataclass(make_context())

@@ -177,24 +177,20 @@ def test_builder_accumulates_many_pushes_and_resets() -> None:
     assert builder.points == 0 and builder.finish()["sum"].num_rows == 0
 
 
-def test_table_ddl_names_every_column_with_partitions_last() -> None:
+def test_table_ddl_is_an_iceberg_table_partitioned_by_receive_day() -> None:
     assert {t.name for t in TABLES} >= {"pushes", "metrics_gauge", "metrics_summary"}
     for table in TABLES:
         ddl = create_table_sql("ktc", table)
-        assert f"`ktc`.`{table.name}`" in ddl
-        assert table.column_names[-3:] == ("dt", "hour", "batch_id")
+        assert f"lake.`ktc`.`{table.name}`" in ddl
+        assert "USING iceberg" in ddl and "PARTITIONED BY (days(received_time))" in ddl
+        assert "'format-version' = '2'" in ddl
+        assert table.column_names[-2:] == ("dt", "hour")
         for name in table.column_names:
             assert f"`{name}`" in ddl
 
 
-def test_upstream_columns_end_the_data_columns_of_every_table() -> None:
-    """Existing tables gain them with ALTER TABLE ADD COLUMNS, which appends after the last
-    data column; a new table must have the same order, because insertInto is positional."""
+def test_upstream_columns_are_in_every_table() -> None:
     for table in TABLES:
-        assert [f.name for f in table.data_columns[-2:]] == [
-            "upstream_cluster_id",
-            "upstream_node_id",
-        ]
         assert table.arrow_schema.field("upstream_cluster_id").type == pa.string()
         assert table.arrow_schema.field("upstream_node_id").type == pa.int32()
         assert table.arrow_schema.field("upstream_node_id").nullable

@@ -1,4 +1,5 @@
-"""Ingest through real Spark tables: round trip, views, replay, bounds."""
+"""Ingest through real Spark + Iceberg tables: round trip, views, a batch killed midway,
+where a restart reads from, bounds."""
 
 from __future__ import annotations
 
@@ -16,8 +17,16 @@ from lakehouse_otlp import CONTEXTS, canonical, make_context, metrics_data
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
+from exporters.lakehouse import ingest as ingest_module
 from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob, IngestSettings, load
+from exporters.lakehouse.ingest import (
+    CONSUMER_NAME,
+    IngestJob,
+    IngestSettings,
+    LandingDirBusy,
+    load,
+    table_snapshots,
+)
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, TableSpec, create_table_sql
 from exporters.lakehouse.session import LakehouseConfig
@@ -223,7 +232,7 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
     (the golden segment, written by that code) ingest with null too."""
     db = lake_config.database
     upstream = {"upstream_cluster_id", "upstream_node_id"}
-    spark.sql(f"CREATE DATABASE `{db}`")
+    spark.sql(f"CREATE NAMESPACE lake.`{db}`")
     old_tables = {}
     for table in TABLES:
         old = TableSpec(
@@ -242,10 +251,12 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
         0,
     )
     old_rows = {
-        kind: table.select([f.name for f in old_tables[kind].data_schema])
+        old_tables[kind].name: table.select(
+            [f.name for f in old_tables[kind].data_schema]
+        )
         for kind, table in builder.finish().items()
     }
-    load(spark, db, old_rows, batch_id=1_000)
+    load(spark, lake_config, old_rows, {name: {} for name in old_rows})
 
     node = tmp_path / "node-1"
     shutil.copytree(
@@ -268,7 +279,9 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
         assert sum(r.records for r in job.run_once()) == 4
 
     for table in TABLES:
-        assert spark.table(f"`{db}`.`{table.name}`").columns == list(table.column_names)
+        assert set(spark.table(f"`{db}`.`{table.name}`").columns) == set(
+            table.column_names
+        )
     pushes = spark.sql(
         f"SELECT client_id, landing_node, landing_offset, upstream_cluster_id, upstream_node_id "
         f"FROM {db}.pushes ORDER BY landing_node, landing_offset"
@@ -288,45 +301,59 @@ def test_tables_made_before_the_upstream_columns_gain_them_and_old_rows_read_nul
         ("before", None, None),
         ("behind-gateway", "Yw3dJ2xXQ6qRbtJmPMOxZw", 2),
     ]
-    # `ktc sql --catalog files` reads the warehouse files with the declared schema: the
-    # files written without the columns read null there too.
-    files = spark.read.schema(spark.table(f"`{db}`.pushes").schema).parquet(
-        str(lake_config.table_location("pushes"))
-    )
-    counts = files.groupBy("upstream_cluster_id", "upstream_node_id").count().collect()
-    assert {(r[0], r[1]): r[2] for r in counts} == {
-        (None, None): 4,
-        ("Yw3dJ2xXQ6qRbtJmPMOxZw", 2): 1,
-    }
 
 
-def test_replay_of_an_uncommitted_plan_rewrites_the_same_rows(
-    spark, lake_config, tmp_path
+def test_a_batch_that_died_after_some_tables_committed_is_completed_not_doubled(
+    spark, lake_config, tmp_path, monkeypatch
 ) -> None:
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(i)) for i in range(6)])
+    committed_tables = []
+
+    def die_after_one_table(point: str, batch: int) -> None:
+        if point == "mid_write":
+            committed_tables.append(batch)
+            if len(committed_tables) == 1:
+                raise RuntimeError("killed")
+
+    monkeypatch.setattr(ingest_module.failpoints, "reached", die_after_one_table)
     with job_for(lake_config, spark, [node], max_records_per_source=4) as job:
-        first = job.run_batch()
-        assert first is not None and first.records == 4
-        # Forget the commit: the next start must replay batch 0 exactly, then continue.
-        (job.journal.commits_dir / "0.json").unlink()
+        with pytest.raises(RuntimeError, match="killed"):
+            job.run_batch()
+    monkeypatch.undo()
+    db = lake_config.database
+    # The point tables committed first: the gauge table holds the batch, pushes not yet.
+    assert spark.table(f"{db}.metrics_gauge").count() == 4
+    assert spark.table(f"{db}.pushes").count() == 0
+    with job_for(lake_config, spark, [node], max_records_per_source=4) as job:
         results = job.run_once()
-    assert [(r.batch_id, r.records, r.replayed) for r in results] == [
-        (0, 4, True),
-        (1, 2, False),
+    assert [(r.ranges, r.records, r.replayed) for r in results] == [
+        ({"node-1": (0, 4)}, 4, True),
+        ({"node-1": (4, 6)}, 6 - 4, False),
     ]
-    offsets = sorted(
-        r.landing_offset
-        for r in spark.table(f"{lake_config.database}.metrics_gauge").collect()
-    )
-    assert offsets == list(range(6))
+    for table in ("metrics_gauge", "pushes"):
+        offsets = sorted(
+            r.landing_offset for r in spark.table(f"{db}.{table}").collect()
+        )
+        assert offsets == list(range(6)), table
+    # Each table's snapshots hold what it committed, once.
+    gauge = [
+        s.summary.get("ktc.landing.node-1")
+        for s in table_snapshots(spark, lake_config.table("metrics_gauge"))
+    ]
+    assert gauge == ["0-4", "4-6"]
+    pushes = [
+        s.summary.get("ktc.landing.node-1")
+        for s in table_snapshots(spark, lake_config.table("pushes"))
+    ]
+    assert pushes == ["0-4", "4-6"]
     assert ConsumerPositions(node, CONSUMER_NAME).load() == 6
 
 
-def test_positions_behind_the_last_commit_are_committed_again(
+def test_positions_behind_the_tables_are_committed_again(
     spark, lake_config, tmp_path
 ) -> None:
-    """A crash between the commit file and the consumer positions."""
+    """A crash between the table commits and the consumer positions."""
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(i)) for i in range(3)])
     with job_for(lake_config, spark, [node]) as job:
@@ -336,27 +363,30 @@ def test_positions_behind_the_last_commit_are_committed_again(
     with job_for(lake_config, spark, [node]) as job:
         assert (
             job.run_once() == []
-        )  # nothing re-ingested: the journal says where we are
+        )  # nothing re-ingested: the snapshots say where we are
     assert positions.load() == 3
     assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 3
 
 
-def test_new_landing_directory_starts_at_its_committed_position(
+def test_a_directory_the_tables_do_not_know_is_ingested_from_its_first_record(
     spark, lake_config, tmp_path
 ) -> None:
+    """A rebuild: the tables, not the consumer position, say what is in."""
     node1, node2 = tmp_path / "node-1", tmp_path / "node-2"
     write_landing(node1, [(make_context(), _gauge_push(1))])
     write_landing(node2, [(make_context(), _gauge_push(i)) for i in range(3)])
-    ConsumerPositions(node2, CONSUMER_NAME).commit(2)  # e.g. earlier records aged out
+    ConsumerPositions(node2, CONSUMER_NAME).commit(2)  # e.g. an old lake moved aside
     dirs = [node1]
     with IngestJob(lake_config, lambda: dirs, spark=spark) as job:
         assert [r.records for r in job.run_once()] == [1]
         dirs.append(node2)
-        assert [r.records for r in job.run_once()] == [1]
+        assert [r.records for r in job.run_once()] == [3]
         assert job.run_once() == []
     rows = spark.table(f"{lake_config.database}.metrics_gauge").collect()
     assert sorted((r.landing_node, r.landing_offset) for r in rows) == [
         ("node-1", 0),
+        ("node-2", 0),
+        ("node-2", 1),
         ("node-2", 2),
     ]
 
@@ -368,17 +398,21 @@ def test_garbage_payload_is_recorded_and_skipped(spark, lake_config, tmp_path) -
     )
     with job_for(lake_config, spark, [node]) as job:
         [result] = job.run_once()
-        commit = job.journal.read_commit(result.batch_id)
-    assert result.rejected == 1 and commit is not None
-    assert [r["offset"] for r in commit.rejected] == [0]
+    assert result.rejected == 1
+    [snapshot] = table_snapshots(spark, lake_config.table("pushes"))
+    assert snapshot.summary["ktc.rejected"] == "1"
+    assert '"offset": 0' in snapshot.summary["ktc.rejected.first"]
+    assert snapshot.summary["ktc.landing.node-1"] == "0-2"
     assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 1
 
 
-def test_second_writer_is_refused(spark, lake_config, tmp_path) -> None:
-    from exporters.lakehouse.journal import LakehouseBusy
-
-    with job_for(lake_config, spark, []) as _, pytest.raises(LakehouseBusy):
-        job_for(lake_config, spark, []).start()
+def test_a_second_writer_of_one_landing_directory_is_refused(
+    spark, lake_config, tmp_path
+) -> None:
+    node = tmp_path / "node-1"
+    node.mkdir()
+    with job_for(lake_config, spark, [node]), pytest.raises(LandingDirBusy):
+        job_for(lake_config, spark, [node]).start()
 
 
 def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(

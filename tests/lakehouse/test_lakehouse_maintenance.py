@@ -1,4 +1,6 @@
-"""Compaction and retention against real Spark tables: no row lost, none duplicated."""
+"""Maintenance against real Spark + Iceberg tables: compaction, retention, snapshot expiry
+and orphan files lose no row, duplicate none, and keep what a restarted ingest reads its
+landing positions from."""
 
 from __future__ import annotations
 
@@ -10,26 +12,28 @@ from conftest import write_landing
 from lakehouse_otlp import make_context
 from test_lakehouse_ingest import _gauge_push
 
-from exporters.lakehouse import maintenance
-from exporters.lakehouse.ingest import IngestJob, IngestSettings
+from exporters.lakehouse.ingest import IngestJob, IngestSettings, table_snapshots
 from exporters.lakehouse.maintenance import (
-    Partition,
+    MaintenanceSettings,
     apply_retention,
     compact,
-    list_partitions,
+    expire_snapshots,
+    remove_orphan_files,
+    run_maintenance,
 )
-from exporters.lakehouse.schema import LINEAGE_KEY, TABLE_BY_POINT_TYPE, TABLES
+from exporters.lakehouse.schema import LINEAGE_KEY, TABLES
 
 pytestmark = pytest.mark.spark
 
-HOUR_NS = 3600 * 10**9
-# 2026-11-20 10:00 UTC and 11:00 UTC
-H10 = int(datetime.datetime(2026, 11, 20, 10, tzinfo=datetime.UTC).timestamp()) * 10**9
-H11 = H10 + HOUR_NS
+DAY_NS = 86_400 * 10**9
+# 2026-11-20 10:00 UTC
+T0 = int(datetime.datetime(2026, 11, 20, 10, tzinfo=datetime.UTC).timestamp()) * 10**9
 
 
-def _ingest_batches(spark, config, directory: Path, received_ns: list[int]) -> None:
-    """One batch per push, so each hour gets one partition per push."""
+def _ingest(
+    spark, config, directory: Path, received_ns: list[int], per_batch: int = 1
+) -> None:
+    """One batch per ``per_batch`` pushes: a file and a snapshot each."""
     write_landing(
         directory,
         [
@@ -40,156 +44,138 @@ def _ingest_batches(spark, config, directory: Path, received_ns: list[int]) -> N
     with IngestJob(
         config,
         lambda: [directory],
-        IngestSettings(max_records_per_source=1),
+        IngestSettings(max_records_per_source=per_batch),
         spark=spark,
     ) as job:
         job.run_once()
 
 
-def _snapshot(spark, config) -> dict[str, list[tuple]]:
-    """Every row of every table without batch_id, sorted: what compaction must keep."""
+def _rows(spark, config) -> dict[str, list[tuple]]:
+    """Every row of every table, sorted: what maintenance must keep."""
     out = {}
     for table in TABLES:
-        name = f"{config.database}.{table.name}"
-        spark.catalog.refreshTable(name)
-        df = spark.table(name).drop("batch_id")
-        keep = [
-            c
-            for c in df.columns
-            if not c.endswith("attributes")
-            and "types" not in c
-            and c not in ("exemplars", "metric_metadata")
-        ]
-        out[table.name] = sorted(tuple(r) for r in df.select(*keep).collect())
+        df = spark.table(config.table(table.name))
+        out[table.name] = sorted(
+            tuple(r)
+            for r in df.select(*LINEAGE_KEY[:2], "received_time_unix_nano").collect()
+        )
     return out
 
 
-def _hours(spark, config, kind: str = "gauge") -> dict[tuple, list[int]]:
-    by_hour: dict[tuple, list[int]] = {}
-    for p in list_partitions(spark, config, TABLE_BY_POINT_TYPE[kind]):
-        by_hour.setdefault((p.dt, p.hour), []).append(p.batch_id)
-    return by_hour
+def _files(spark, config, table: str) -> int:
+    return spark.sql(f"SELECT count(*) FROM {config.table(table)}.files").collect()[0][
+        0
+    ]
 
 
-def test_compaction_rewrites_closed_hours_only_and_keeps_every_row(
+def _job(spark, config, directory: Path) -> IngestJob:
+    return IngestJob(config, lambda: [directory], spark=spark)
+
+
+def test_compaction_and_expiry_keep_every_row_and_the_landing_positions(
     spark, lake_config, tmp_path
 ) -> None:
-    _ingest_batches(
+    node = tmp_path / "node-1"
+    _ingest(spark, lake_config, node, [T0 + i * 10**9 for i in range(4)])
+    before = _rows(spark, lake_config)
+    assert _files(spark, lake_config, "metrics_gauge") == 4
+    now = T0 + 2 * 3600 * 10**9
+    report = compact(spark, lake_config, now_unix_ns=now, closed_after_s=3600)
+    assert report["rewritten_files"] == 4 * 2  # gauge and pushes
+    assert _files(spark, lake_config, "metrics_gauge") == 1
+    assert _rows(spark, lake_config) == before
+    # The compaction's snapshot carries the position: expire everything before it.
+    expire_snapshots(
         spark,
         lake_config,
-        tmp_path / "node-1",
-        [H10 + 1, H10 + 2, H10 + 3, H11 + 1, H11 + 2],
+        now_unix_ms=(now // 10**6) + 10**9,
+        expire_after_s=0,
+        retain_last=1,
     )
-    before = _snapshot(spark, lake_config)
-    assert sum(map(len, _hours(spark, lake_config).values())) == 5
-
-    # At 12:30 only the 10:00 hour has been closed for an hour.
-    report = compact(spark, lake_config, now_unix_ns=H11 + HOUR_NS + HOUR_NS // 2)
-    assert _snapshot(spark, lake_config) == before
-    hours = _hours(spark, lake_config)
-    d = datetime.date(2026, 11, 20)
-    assert hours[(d, 10)] == [-3] and sorted(hours[(d, 11)]) == [3, 4]
-    assert report.hours_compacted == 2  # the gauge table and the pushes table
-    # Nothing left to do: idempotent.
-    assert (
-        compact(
-            spark, lake_config, now_unix_ns=H11 + HOUR_NS + HOUR_NS // 2
-        ).hours_compacted
-        == 0
-    )
+    snapshots = table_snapshots(spark, lake_config.table("pushes"))
+    assert len(snapshots) == 1
+    assert snapshots[0].summary["ktc.position.node-1"] == "4"
+    assert "ktc.landing.node-1" not in snapshots[0].summary  # the appends are gone
+    with _job(spark, lake_config, node) as job:
+        assert job.run_once() == []  # nothing ingested twice
+        assert job.positions["pushes"] == {"node-1": 4}
+    write_landing(node, [(make_context(received_time_unix_nano=now), _gauge_push(9))])
+    with _job(spark, lake_config, node) as job:
+        [result] = job.run_once()
+    assert result.ranges == {"node-1": (4, 5)}
+    assert len(_rows(spark, lake_config)["metrics_gauge"]) == 5
 
 
-def test_compaction_sees_rows_another_session_wrote(
+def test_expiry_keeps_the_newest_snapshot_holding_each_directory_position(
     spark, lake_config, tmp_path
 ) -> None:
-    """The stale-listing trap: compacting through a listing cached before another
-    session's write would overwrite that write away."""
-    _ingest_batches(spark, lake_config, tmp_path / "node-1", [H10 + 1, H10 + 2])
-    assert (
-        spark.table(f"{lake_config.database}.metrics_gauge").count() == 2
-    )  # cache the listing
-    other = spark.newSession()
-    _ingest_batches(other, lake_config, tmp_path / "node-2", [H10 + 3])
-    compact(spark, lake_config, now_unix_ns=H11 + 2 * HOUR_NS)
-    spark.catalog.refreshTable(f"{lake_config.database}.metrics_gauge")
-    assert spark.table(f"{lake_config.database}.metrics_gauge").count() == 3
-
-
-class _Crash(Exception):
-    pass
-
-
-@pytest.mark.parametrize("crash_at", ["before_drop", "after_first_drop"])
-def test_compaction_killed_then_rerun_loses_and_duplicates_nothing(
-    spark, lake_config, tmp_path, monkeypatch, crash_at
-) -> None:
-    _ingest_batches(
-        spark, lake_config, tmp_path / "node-1", [H10 + 1, H10 + 2, H10 + 3]
-    )
-    before = _snapshot(spark, lake_config)
-    real_drop = maintenance._drop
-
-    def crashing_drop(spark_, name, partitions):
-        if crash_at == "after_first_drop":
-            real_drop(spark_, name, partitions[:1])
-        raise _Crash()
-
-    monkeypatch.setattr(maintenance, "_drop", crashing_drop)
-    with pytest.raises(_Crash):
-        compact(spark, lake_config, now_unix_ns=H11 + 2 * HOUR_NS)
-    assert list(
-        (lake_config.state_dir / "compactions").rglob("*.json")
-    )  # the journal remains
-    monkeypatch.setattr(maintenance, "_drop", real_drop)
-
-    compact(spark, lake_config, now_unix_ns=H11 + 2 * HOUR_NS)
-    assert _snapshot(spark, lake_config) == before
-    assert list(_hours(spark, lake_config).values()) == [[-3]]
-    assert not list((lake_config.state_dir / "compactions").rglob("*.json"))
-
-
-def test_retention_drops_old_days_and_keeps_the_rest(
-    spark, lake_config, tmp_path
-) -> None:
-    day = 24 * HOUR_NS
-    _ingest_batches(
+    """node-1's ingest stopped long ago, node-2's goes on: node-1's position survives the
+    expiry of node-1's appends (node-2's appends carry it, commits.py)."""
+    node1, node2 = tmp_path / "node-1", tmp_path / "node-2"
+    _ingest(spark, lake_config, node1, [T0])
+    _ingest(spark, lake_config, node2, [T0, T0, T0])
+    expire_snapshots(
         spark,
         lake_config,
-        tmp_path / "node-1",
-        [H10 - 3 * day, H10 - 2 * day, H10 - day, H10],
+        now_unix_ms=(T0 // 10**6) + 10**12,
+        expire_after_s=0,
+        retain_last=1,
     )
-    gauge = f"{lake_config.database}.metrics_gauge"
-    kept_before = spark.sql(
-        f"SELECT landing_offset FROM {gauge} WHERE dt >= DATE'2026-11-18'"
-    ).collect()
-    report = apply_retention(
-        spark, lake_config, days=2, today=datetime.date(2026, 11, 20)
+    kept = [s.summary for s in table_snapshots(spark, lake_config.table("pushes"))]
+    assert all("ktc.landing.node-1" not in s for s in kept)
+    assert kept[-1]["ktc.position.node-1"] == "1"
+    with IngestJob(lake_config, lambda: [node1, node2], spark=spark) as job:
+        assert job.run_once() == []
+        assert job.positions["pushes"] == {"node-1": 1, "node-2": 3}
+
+
+def test_retention_deletes_old_days_and_keeps_the_rest_and_the_positions(
+    spark, lake_config, tmp_path
+) -> None:
+    node = tmp_path / "node-1"
+    _ingest(
+        spark, lake_config, node, [T0 - 3 * DAY_NS, T0 - 2 * DAY_NS, T0], per_batch=3
     )
-    assert report.cutoff == datetime.date(2026, 11, 18)
-    assert report.partitions_dropped == 2  # 2026-11-17 in gauge and pushes
-    spark.catalog.refreshTable(gauge)
-    after = spark.sql(f"SELECT landing_offset FROM {gauge}").collect()
-    assert sorted(after) == sorted(kept_before) and len(after) == 3
-    assert min(
-        p.dt for p in list_partitions(spark, lake_config, TABLES[0])
-    ) == datetime.date(2026, 11, 18)
-
-
-def test_partition_spec_parsing() -> None:
-    p = Partition.parse("dt=2026-11-21/hour=5/batch_id=-7")
-    assert p == Partition(datetime.date(2026, 11, 21), 5, -7)
-    assert p.sql_spec() == "PARTITION (dt = DATE'2026-11-21', hour = 5, batch_id = -7)"
-    assert LINEAGE_KEY[0] == "landing_node"
-
-
-def test_compaction_refuses_while_an_ingest_batch_awaits_its_replay(tmp_path) -> None:
-    from exporters.lakehouse.journal import BatchPlan, IngestJournal, SourceRange
-    from exporters.lakehouse.maintenance import CompactionError
-    from exporters.lakehouse.session import LakehouseConfig
-
-    config = LakehouseConfig(tmp_path / "lake")
-    IngestJournal(config.state_dir).write_plan(
-        BatchPlan(4, (SourceRange("node-1", str(tmp_path), 0, 5),), 0)
+    today = datetime.datetime.fromtimestamp(T0 / 1e9, datetime.UTC).date()
+    report = apply_retention(spark, lake_config, days=2, today=today)
+    assert report["cutoff"] == "2026-11-18" and report["deleted_files"] > 0
+    rows = _rows(spark, lake_config)
+    assert [r[2] for r in rows["pushes"]] == [T0 - 2 * DAY_NS, T0]
+    assert [r[1] for r in rows["metrics_gauge"]] == [1, 2]
+    with _job(spark, lake_config, node) as job:
+        assert job.run_once() == []  # the deleted day is not ingested again
+    assert (
+        apply_retention(spark, lake_config, days=2, today=today)["deleted_files"] == 0
     )
-    with pytest.raises(CompactionError, match="batch 4 is planned but not committed"):
-        compact(None, config, now_unix_ns=H11 + 2 * HOUR_NS)  # type: ignore[arg-type]
+
+
+def test_orphan_files_are_removed_and_referenced_files_kept(
+    spark, lake_config, tmp_path
+) -> None:
+    node = tmp_path / "node-1"
+    _ingest(spark, lake_config, node, [T0])
+    location = spark.sql(
+        f"SELECT file_path FROM {lake_config.table('metrics_gauge')}.files"
+    ).collect()[0][0]
+    data_dir = Path(location.removeprefix("file:")).parent
+    orphan = data_dir / "left-by-a-killed-writer.parquet"
+    orphan.write_bytes(b"PAR1")
+    far_future_ms = (T0 // 10**6) + 10**12
+    report = remove_orphan_files(
+        spark, lake_config, now_unix_ms=far_future_ms, orphan_after_s=0
+    )
+    assert report["removed_orphan_files"] == 1 and not orphan.exists()
+    assert len(_rows(spark, lake_config)["metrics_gauge"]) == 1
+
+
+def test_run_maintenance_reports_every_action(spark, lake_config, tmp_path) -> None:
+    node = tmp_path / "node-1"
+    _ingest(spark, lake_config, node, [T0, T0])
+    report = run_maintenance(
+        spark,
+        lake_config,
+        MaintenanceSettings(closed_after_s=0, retention_days=3650),
+        now_unix_ns=T0 + 10**9,
+    )
+    assert set(report) == {"compaction", "retention", "expiry", "orphans"}
+    assert report["compaction"]["rewritten_files"] == 4

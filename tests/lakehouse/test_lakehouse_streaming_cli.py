@@ -83,4 +83,5 @@ def test_streaming_ingest_follows_the_log_and_stops_cleanly_on_sigterm(
         json.loads(line) for line in (tmp_path / "ingest.out").read_text().splitlines()
     ]
     assert sum(b["records"] for b in batches) == 3
-    assert [b["batch_id"] for b in batches] == list(range(len(batches)))
+    assert [b["batch"] for b in batches] == list(range(1, len(batches) + 1))
+    assert batches[0]["ranges"] == {"node-1": [0, 1]}

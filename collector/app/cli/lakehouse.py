@@ -14,7 +14,7 @@ __all__ = ["lakehouse_commands"]
 
 # The lakehouse extra's commands and what they need beyond the collector's dependencies.
 LAKEHOUSE_COMMANDS = ("ingest", "sql", "report", "thriftserver", "lake")
-LAKEHOUSE_MODULES = ("pyspark", "pyarrow", "matplotlib")
+LAKEHOUSE_MODULES = ("pyspark", "pyarrow", "pyiceberg", "duckdb", "matplotlib")
 LAKEHOUSE_INSTALL = "pip install 'kafka-telemetry-collector[lakehouse]'"
 
 
