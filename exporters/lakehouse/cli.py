@@ -262,9 +262,10 @@ def ingest_command(
         settings,
         maintenance=lambda spark: run_maintenance(spark, config, maintenance),
     )
-    _progress(
-        f"ktc ingest: starting Spark ({config.master}) on catalog {config.catalog_kind}"
-    )
+    if sys.stderr.isatty():  # a terminal: what the first seconds are spent on
+        _progress(
+            f"ktc ingest: starting Spark ({config.master}), catalog {config.catalog_kind}"
+        )
     try:
         job.spark  # noqa: B018 - start the JVM here, so a missing jar is one line
     except LakeLibsMissing as exc:
@@ -661,7 +662,8 @@ def _maintenance(
     action: Callable[[SparkSession, LakehouseConfig], dict[str, Any]],
 ) -> None:
     config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
-    _progress(f"ktc lake: starting Spark ({config.master})...")
+    if sys.stderr.isatty():
+        _progress(f"ktc lake: starting Spark ({config.master})...")
     spark = _spark(config, app_name)
     try:
         report = action(spark, config)

@@ -271,7 +271,7 @@ class IngestJob:
         settings: IngestSettings = IngestSettings(),
         *,
         spark: SparkSession | None = None,
-        maintenance: Callable[[SparkSession], None] | None = None,
+        maintenance: Callable[[SparkSession], object] | None = None,
         on_progress: Callable[[str], None] = lambda line: None,
     ) -> None:
         self.config = config

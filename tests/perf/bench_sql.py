@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "perf"))
 
-from bench_ingest import context, librdkafka_like_push  # noqa: E402
+from bench_ingest import context, librdkafka_like_push
 
-from exporters.landing import LandingLog, LandingOptions  # noqa: E402
+from exporters.landing import LandingLog, LandingOptions
 
 TARGET_S = 2.0
 QUERY = (
