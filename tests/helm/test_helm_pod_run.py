@@ -43,7 +43,7 @@ import pytest
 from confluent_kafka import Producer
 from ktc_chart import container, find, pod_environment
 
-from exporters.lakehouse.session import LakehouseConfig
+from exporters.lakehouse.session import LakehouseConfig, lake_libs_dir
 from exporters.landing import LandingReader, LandingRecord, node_directories
 from subscriptions.store import ConfigStore
 
@@ -449,8 +449,10 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
             **{
                 k: v
                 for k, v in os.environ.items()
-                if k in ("JAVA_HOME", "SPARK_LOCAL_IP", "KTC_LAKE_LIBS")
+                if k in ("JAVA_HOME", "SPARK_LOCAL_IP")
             },
+            # The image's Iceberg jars (helm/image/Dockerfile): this machine's cache.
+            "KTC_LAKE_LIBS": str(lake_libs_dir()),
         },
         capture_output=True,
         timeout=240,
