@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import helm_python as helm
 import pytest
 from ktc_chart import (
@@ -88,7 +89,9 @@ def test_the_pod_runs_ktc_gateway_with_the_values_config(
     args = [spec["command"][0], *spec["args"]]
     assert args[:2] == ["ktc", "gateway"]
     # The real `ktc gateway` accepts the rendered arguments, and reads the mounted file.
-    with cli.commands["gateway"].make_context("gateway", list(args[2:])) as ctx:
+    gateway_command = cli.get_command(click.Context(cli), "gateway")
+    assert gateway_command is not None
+    with gateway_command.make_context("gateway", list(args[2:])) as ctx:
         assert ctx.params["config_file"] == "/etc/ktc/config.yaml"
     mounts = {m["mountPath"]: m["name"] for m in spec["volumeMounts"]}
     assert mounts["/etc/ktc"] == "config"

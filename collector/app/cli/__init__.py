@@ -22,40 +22,65 @@ interrupted.
 
 from __future__ import annotations
 
-import click
+import importlib
 
-from collector.app.cli.acls import acls
-from collector.app.cli.clients import clients
-from collector.app.cli.lakehouse import lakehouse_commands
-from collector.app.cli.landing import landing
-from collector.app.cli.quotas import quotas
-from collector.app.cli.run import gateway, serve
-from collector.app.cli.subscriptions import subscriptions
-from collector.app.cli.users import users
-from collector.app.cli.validate import validate_config
+import click
 
 __all__ = ["cli", "main"]
 
+# Each command and the module (and attribute) that defines it, imported only when the command
+# runs or is listed: `ktc sql` must not pay for the collector's server, config and security
+# modules, nor `ktc serve` for the lakehouse's libraries.
+COMMANDS = {
+    "serve": ("run", "serve"),
+    "gateway": ("run", "gateway"),
+    "validate-config": ("validate", "validate_config"),
+    "subscriptions": ("subscriptions", "subscriptions"),
+    "quotas": ("quotas", "quotas"),
+    "users": ("users", "users"),
+    "landing": ("landing", "landing"),
+    "clients": ("clients", "clients"),
+    "acls": ("acls", "acls"),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LazyGroup(click.Group):
+    """A group whose commands (:data:`COMMANDS` and the lakehouse's) load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        from collector.app.cli.lakehouse import LAKEHOUSE_COMMANDS
+
+        return sorted({*COMMANDS, *LAKEHOUSE_COMMANDS, *self.commands})
+
+    def get_command(
+        self, ctx: click.Context | None, cmd_name: str
+    ) -> click.Command | None:
+        if cmd_name not in self.commands:
+            found = _load_command(cmd_name)
+            if found is None:
+                return None
+            self.add_command(found, cmd_name)
+        return self.commands[cmd_name]
+
+
+def _load_command(name: str) -> click.Command | None:
+    from collector.app.cli.lakehouse import LAKEHOUSE_COMMANDS, lakehouse_command
+
+    if name in LAKEHOUSE_COMMANDS:
+        return lakehouse_command(name)
+    if name not in COMMANDS:
+        return None
+    module, attribute = COMMANDS[name]
+    command: click.Command = getattr(
+        importlib.import_module(f"{__name__}.{module}"), attribute
+    )
+    return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kafka-telemetry-collector", prog_name="ktc")
 def cli() -> None:
     """A KIP-714 client-telemetry collector that speaks the Kafka protocol."""
-
-
-for _command in (
-    serve,
-    gateway,
-    validate_config,
-    subscriptions,
-    quotas,
-    users,
-    landing,
-    *lakehouse_commands(),
-    clients,
-    acls,
-):
-    cli.add_command(_command)
 
 
 def main() -> None:

@@ -8,9 +8,7 @@ import sys
 
 import click
 
-from collector.app.cli.common import CONFIG_ERROR_EXIT
-
-__all__ = ["lakehouse_commands"]
+__all__ = ["LAKEHOUSE_COMMANDS", "lakehouse_command", "lakehouse_commands"]
 
 # The lakehouse extra's commands and what they need beyond the collector's dependencies.
 LAKEHOUSE_COMMANDS = ("ingest", "sql", "report", "thriftserver", "lake")
@@ -57,6 +55,8 @@ def lakehouse_commands() -> list[click.Command]:
     that show that error (exit 1)."""
     missing = _missing_modules(LAKEHOUSE_MODULES)
     if missing:
+        from collector.app.cli.common import CONFIG_ERROR_EXIT
+
         message = f"needs the lakehouse extra ({', '.join(missing)} not installed): {LAKEHOUSE_INSTALL}"
         return [
             _unavailable_command(name, message, CONFIG_ERROR_EXIT)
@@ -74,3 +74,8 @@ def lakehouse_commands() -> list[click.Command]:
         lake_cli.thriftserver_command,
         lake_cli.lake_group,
     ]
+
+
+def lakehouse_command(name: str) -> click.Command:
+    """One of :data:`LAKEHOUSE_COMMANDS`, as :func:`lakehouse_commands` gives it."""
+    return next(c for c in lakehouse_commands() if c.name == name)
