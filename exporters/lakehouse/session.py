@@ -135,9 +135,10 @@ class LakehouseConfig:
 
     def exists(self) -> bool:
         """Whether the catalog could hold tables already (false for a fresh SQLite lake)."""
-        return self.catalog_kind != "sqlite" or self._sqlite_path().exists()
+        return self.catalog_kind != "sqlite" or self.sqlite_path().exists()
 
-    def _sqlite_path(self) -> Path:
+    def sqlite_path(self) -> Path:
+        """The SQLite catalog's file (``jdbc:sqlite:PATH``)."""
         return Path(self.catalog.removeprefix("jdbc:sqlite:").split("?", 1)[0])
 
     def table(self, name: str) -> str:
@@ -152,7 +153,7 @@ class LakehouseConfig:
         jdbc = urllib.parse.urlsplit(self.catalog.removeprefix("jdbc:"))
         query = dict(urllib.parse.parse_qsl(jdbc.query))
         if self.catalog_kind == "sqlite":
-            url = f"sqlite:///{self._sqlite_path()}"
+            url = f"sqlite:///{self.sqlite_path()}"
         elif self.catalog_kind == "postgresql":
             user = query.pop("user", None) or self.extra_conf.get(
                 f"spark.sql.catalog.{CATALOG_NAME}.jdbc.user", ""
