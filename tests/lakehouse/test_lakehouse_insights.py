@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import re
+import subprocess
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
@@ -507,3 +509,63 @@ def test_every_view_reads_the_same_on_the_fast_path(captured, spark_lake) -> Non
         slow = sorted(map(repr, (_comparable(tuple(r)) for r in frame.collect())))
         assert fast == slow, view
         assert rows or view in ("throttled_clients",), view
+
+
+# What `ktc sql` on the fast path must not import: Spark, the report's plotting, the
+# collector's server, config and wire code, SQLAlchemy (the SQLite catalog is read with
+# sqlite3).  Each was a measured part of its start (docs/lakehouse.md, Performance).
+NOT_ON_THE_FAST_PATH = (
+    "pyspark",
+    "matplotlib",
+    "grpc",
+    "sqlalchemy",
+    "google.protobuf",
+    "opentelemetry",
+    "collector.app.config",
+    "collector.net",
+    "exporters.lakehouse.ingest",
+)
+
+
+def test_ktc_sql_on_the_fast_path_imports_only_what_it_runs(
+    captured, spark_lake
+) -> None:
+    """A `ktc sql` process answers as Spark does, loading neither Spark nor the modules of
+    the commands it does not run."""
+    spark, db, _ = captured
+    lake = spark_lake[1]
+    script = (
+        "import atexit, sys\n"
+        f"names = {NOT_ON_THE_FAST_PATH!r}\n"
+        "atexit.register(lambda: print('imported:', [n for n in names if n in sys.modules],"
+        " file=sys.stderr))\n"
+        "from collector.app.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "sql",
+            "SELECT count(*) AS n FROM clients",
+            "--engine",
+            "duckdb",
+            "--format",
+            "csv",
+            "--lake-dir",
+            str(lake),
+            "--database",
+            db,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    expected = spark.sql(f"SELECT count(*) AS n FROM lake.`{db}`.clients").first()[0]
+    assert result.stdout.splitlines() == ["n", str(expected)]
+    assert result.stderr.splitlines()[-1] == "imported: []"
