@@ -15,6 +15,7 @@ only the tables the statement needs, through the views it names.  Anything else
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import sqlite3
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import CATALOG_NAME, LakehouseConfig
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 __all__ = ["FastPathUnsupported", "run_fast"]
@@ -130,11 +132,18 @@ def _table_loader(config: LakehouseConfig) -> Callable[[str], Table]:
     pyiceberg's own.
     """
     properties = config.pyiceberg_properties()
-    if config.catalog_kind != "sqlite":
+
+    @functools.cache
+    def catalog() -> Catalog:
         from pyiceberg.catalog import load_catalog
 
-        catalog = load_catalog(CATALOG_NAME, **properties)
-        return lambda name: catalog.load_table((config.database, name))
+        return load_catalog(CATALOG_NAME, **properties)
+
+    def through_catalog(name: str) -> Table:
+        return catalog().load_table((config.database, name))
+
+    if config.catalog_kind != "sqlite":
+        return through_catalog
 
     from pyiceberg.exceptions import NoSuchTableError
     from pyiceberg.table import StaticTable
@@ -142,12 +151,15 @@ def _table_loader(config: LakehouseConfig) -> Callable[[str], Table]:
     path = config.sqlite_path().resolve()
 
     def load(name: str) -> Table:
-        # mode=rw: a reader never creates the catalog file.
-        with sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True) as connection:
-            found = connection.execute(
-                _JDBC_TABLE_LOCATION, (CATALOG_NAME, config.database, name)
-            ).fetchone()
-        connection.close()
+        try:
+            # mode=rw: a reader never creates the catalog file.
+            with sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True) as connection:
+                found = connection.execute(
+                    _JDBC_TABLE_LOCATION, (CATALOG_NAME, config.database, name)
+                ).fetchone()
+            connection.close()
+        except sqlite3.Error:  # e.g. a V0 catalog (no iceberg_type): pyiceberg says why
+            return through_catalog(name)
         if not found or not found[0]:
             raise NoSuchTableError(f"Table does not exist: {config.database}.{name}")
         return StaticTable.from_metadata(found[0], properties)
