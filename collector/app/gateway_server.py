@@ -154,7 +154,7 @@ class GatewayServer(Node):
             open_upstream=self._open_upstream,
             discover=self._discover,
             local_api_versions=local_versions,
-            clock_ms=self.clock.now_ms,
+            clock=self.clock,
             authentication=AuthenticationPolicy(
                 upstream_security_protocol=config.gateway_upstream_security_protocol,
                 require_when_unknown=config.gateway_telemetry_require_authentication,

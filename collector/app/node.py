@@ -70,7 +70,6 @@ from collector.net.acceptor import Acceptor, bind_listener
 from collector.net.flush import DurabilityGate
 from collector.net.idle import IdleConnections, sweep_period_ms
 from collector.net.listeners import (
-    SUPPORTED_SECURITY_PROTOCOLS,
     EndPoint,
     advertised_endpoint,
     parse_listeners,
@@ -323,12 +322,6 @@ class Node:
             raise StartupError(
                 f"advertised.listeners names {', '.join(sorted(unknown))} not in listeners"
             )
-        for endpoint in listeners:
-            if endpoint.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise StartupError(
-                    f"listeners: {endpoint}: security protocol {endpoint.security_protocol} "
-                    "is not supported yet (PLAINTEXT and SSL are)"
-                )
         self._listeners, self._advertised_config = listeners, advertised
 
     def _open_data_dir(self) -> None:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final
 
+from clock import Clock
 from collector.core.handler import RequestHandler
 from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import AuthenticationPolicy
@@ -49,10 +50,10 @@ Discover = Callable[[], Awaitable[Discovered | None]]
 class GatewayStats:
     """Counters the gateway's /metrics exports (labels: upstream node, reason)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock) -> None:
         # Upstream failures by (node, reason) and the nodes down now, logged once per
-        # outage (outages.py).
-        self.health = UpstreamHealth()
+        # outage (outages.py), timed by the node's clock.
+        self.health = UpstreamHealth(clock)
         # Connections closed for a request before authentication, by API name.
         self.refused_unauthenticated: collections.Counter[str] = collections.Counter()
 
@@ -74,13 +75,13 @@ class Gateway:
         open_upstream: OpenUpstream,
         discover: Discover,
         local_api_versions: Mapping[int, tuple[int, int]],
-        clock_ms: Callable[[], int],
+        clock: Clock,
         authentication: AuthenticationPolicy,
         answers_acls: bool = False,
         answers_scram: bool = False,
     ) -> None:
         self.quotas = quotas
-        self.now_ms = clock_ms
+        self.now_ms = clock.now_ms
         # Whether clients must authenticate before they are served (authentication.py).
         self.authentication = authentication
         self.cluster = ClusterView(self._cluster_id_changed)
@@ -93,7 +94,7 @@ class Gateway:
                 admin=admin,
                 cluster=self.cluster,
                 local_api_versions=dict(local_api_versions),
-                now_ms=clock_ms,
+                now_ms=clock.now_ms,
                 authentication=authentication,
                 answers_acls=answers_acls,
                 answers_scram=answers_scram,
@@ -103,7 +104,7 @@ class Gateway:
         self._discover = discover
         self._discovering: asyncio.Future[None] | None = None
         self._discovered_at_ms = -_DISCOVERY_INTERVAL_MS
-        self.stats = GatewayStats()
+        self.stats = GatewayStats(clock)
         self.pairs: set[ClientPair] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False

@@ -19,7 +19,6 @@ import re
 import socket
 
 __all__ = [
-    "SUPPORTED_SECURITY_PROTOCOLS",
     "EndPoint",
     "ListenerError",
     "advertised_endpoint",
@@ -27,11 +26,8 @@ __all__ = [
     "parse_security_protocol_map",
 ]
 
-# What the collector serves (SASL: PLAIN and SCRAM, collector/security/sasl/).
-SUPPORTED_SECURITY_PROTOCOLS = frozenset(
-    {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}
-)
-
+# Kafka's SecurityProtocol names; the collector serves every one (SASL: PLAIN, SCRAM and
+# OAUTHBEARER, collector/security/sasl/).
 KNOWN_SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
 # EndPoint.uriParseExp in Kafka: ^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)
