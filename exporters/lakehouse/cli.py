@@ -17,13 +17,13 @@ import re
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from clock import SYSTEM_CLOCK
 from exporters.lakehouse.schema import DEFAULT_DATABASE
 from exporters.lakehouse.session import (
     CATALOG_NAME,
@@ -547,7 +547,10 @@ def report_command(
 
     config = _existing(_config(data_dir, lake_dir, catalog_uri, database, master, conf))
     window = ReportWindow(
-        end=datetime.datetime.now(datetime.UTC).replace(microsecond=0), since=since
+        end=datetime.datetime.fromtimestamp(
+            SYSTEM_CLOCK.time_ns() / 1e9, datetime.UTC
+        ).replace(microsecond=0),
+        since=since,
     )
     if sys.stderr.isatty():  # a terminal: what the seconds before the page are spent on
         _progress("ktc report: starting Spark...")
@@ -691,7 +694,7 @@ def compact_command(closed_after: str, **options: Any) -> None:
         "ktc-lake-compact",
         **options,
         action=lambda spark, config: compact(
-            spark, config, now_unix_ns=time.time_ns(), closed_after_s=seconds
+            spark, config, now_unix_ns=SYSTEM_CLOCK.time_ns(), closed_after_s=seconds
         ),
     )
 
@@ -708,7 +711,9 @@ def retention_command(days: int, **options: Any) -> None:
     """Delete the days received more than N days ago (whole files, a metadata commit)."""
     from exporters.lakehouse.maintenance import apply_retention
 
-    today = datetime.datetime.now(datetime.UTC).date()
+    today = datetime.datetime.fromtimestamp(
+        SYSTEM_CLOCK.time_ns() / 1e9, datetime.UTC
+    ).date()
     _maintenance(
         "ktc-lake-retention",
         **options,
@@ -740,7 +745,7 @@ def expire_command(older_than: str, retain_last: int, **options: Any) -> None:
         action=lambda spark, config: expire_snapshots(
             spark,
             config,
-            now_unix_ms=time.time_ns() // 1_000_000,
+            now_unix_ms=SYSTEM_CLOCK.time_ns() // 1_000_000,
             expire_after_s=seconds,
             retain_last=retain_last,
         ),
@@ -766,7 +771,7 @@ def remove_orphans_command(older_than: str, **options: Any) -> None:
         action=lambda spark, config: remove_orphan_files(
             spark,
             config,
-            now_unix_ms=time.time_ns() // 1_000_000,
+            now_unix_ms=SYSTEM_CLOCK.time_ns() // 1_000_000,
             orphan_after_s=seconds,
         ),
     )

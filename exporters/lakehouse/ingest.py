@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
@@ -41,6 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
+from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.commits import (
@@ -273,9 +273,11 @@ class IngestJob:
         spark: SparkSession | None = None,
         maintenance: Callable[[SparkSession], object] | None = None,
         on_progress: Callable[[str], None] = lambda line: None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
         self.settings = settings
+        self._clock = clock
         self._landing_dirs = landing_dirs
         self._spark = spark
         self._maintenance = maintenance
@@ -349,7 +351,7 @@ class IngestJob:
 
     def run_batch(self) -> BatchResult | None:
         """Read, write and commit one batch; None if there was nothing new."""
-        started = time.monotonic()
+        started = self._clock.monotonic()
         self._refresh_directories()
         read_from = self.positions[PUSHES_TABLE.name]
         builder = PointRowsBuilder()
@@ -441,7 +443,7 @@ class IngestJob:
             {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
             replayed,
             len(rejected),
-            time.monotonic() - started,
+            self._clock.monotonic() - started,
         )
         log.info(
             "batch %d: %d records, rows %s%s",
@@ -468,25 +470,28 @@ class IngestJob:
         """Drain every ``trigger_interval_s`` until ``stop`` is set; between batches run
         maintenance every ``maintenance_interval_s``."""
         self.start()
-        last_maintenance = time.monotonic()
+        last_maintenance = self._clock.monotonic()
         while not stop.is_set():
-            started = time.monotonic()
+            started = self._clock.monotonic()
             while not stop.is_set() and (result := self.run_batch()) is not None:
                 on_batch(result)
             interval = self.settings.maintenance_interval_s
             if (
                 self._maintenance
                 and interval is not None
-                and time.monotonic() - last_maintenance >= interval
+                and self._clock.monotonic() - last_maintenance >= interval
                 and not stop.is_set()
             ):
                 self._maintenance(self.spark)
                 self._positions = None  # maintenance commits carry them; read again
-                last_maintenance = time.monotonic()
-            stop.wait(
+                last_maintenance = self._clock.monotonic()
+            self._clock.wait(
+                stop,
                 max(
-                    0.0, self.settings.trigger_interval_s - (time.monotonic() - started)
-                )
+                    0.0,
+                    self.settings.trigger_interval_s
+                    - (self._clock.monotonic() - started),
+                ),
             )
 
     # ------------------------------------------------------------------ internals
