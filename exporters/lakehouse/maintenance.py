@@ -45,7 +45,12 @@ from exporters.lakehouse.commits import (
     committed_positions,
     expire_horizon_ms,
 )
-from exporters.lakehouse.ingest import table_snapshots
+from exporters.lakehouse.iceberg_java import (
+    actions,
+    iceberg_table,
+    jvm,
+    table_snapshots,
+)
 from exporters.lakehouse.schema import TABLES, TableSpec
 from exporters.lakehouse.session import LakehouseConfig
 
@@ -77,25 +82,6 @@ class MaintenanceSettings:
     orphan_after_s: float = 86_400.0  # unreferenced files older than this are deleted
 
 
-def _jvm(spark: SparkSession) -> Any:
-    return spark.sparkContext._jvm  # type: ignore[attr-defined]
-
-
-def _iceberg_table(
-    spark: SparkSession, config: LakehouseConfig, table: TableSpec
-) -> Any:
-    return _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
-        spark._jsparkSession,  # type: ignore[attr-defined]
-        config.table(table.name),
-    )
-
-
-def _actions(spark: SparkSession) -> Any:
-    return _jvm(spark).org.apache.iceberg.spark.actions.SparkActions.get(
-        spark._jsparkSession  # type: ignore[attr-defined]
-    )
-
-
 def _carried(
     spark: SparkSession, config: LakehouseConfig, table: TableSpec
 ) -> dict[str, str]:
@@ -112,14 +98,14 @@ def compact(
     closed_after_s: float,
 ) -> dict[str, Any]:
     """Bin-pack the files of rows received before ``now - closed_after``, per table."""
-    expressions = _jvm(spark).org.apache.iceberg.expressions.Expressions
+    expressions = jvm(spark).org.apache.iceberg.expressions.Expressions
     cutoff_us = (now_unix_ns - int(closed_after_s * 1e9)) // 1000
     report: dict[str, Any] = {"rewritten_files": 0, "added_files": 0, "tables": 0}
     for table in TABLES:
         carried = _carried(spark, config, table)
         action = (
-            _actions(spark)
-            .rewriteDataFiles(_iceberg_table(spark, config, table))
+            actions(spark)
+            .rewriteDataFiles(iceberg_table(spark, config.table(table.name)))
             .filter(expressions.lessThan("received_time", cutoff_us))
             .option("min-input-files", "2")
         )
@@ -135,8 +121,8 @@ def compact(
             f"SELECT count(*) FROM {config.table(table.name)}.manifests"
         ).collect()[0][0]
         if manifests > _MANIFESTS_TO_REWRITE:
-            rewrite = _actions(spark).rewriteManifests(
-                _iceberg_table(spark, config, table)
+            rewrite = actions(spark).rewriteManifests(
+                iceberg_table(spark, config.table(table.name))
             )
             for key, value in _carried(spark, config, table).items():
                 rewrite = rewrite.snapshotProperty(key, value)
@@ -155,7 +141,7 @@ def apply_retention(
         datetime.datetime.combine(cutoff, datetime.time(), datetime.UTC).timestamp()
         * 1_000_000
     )
-    expressions = _jvm(spark).org.apache.iceberg.expressions.Expressions
+    expressions = jvm(spark).org.apache.iceberg.expressions.Expressions
     deleted_files = 0
     for table in TABLES:
         name = config.table(table.name)
@@ -166,7 +152,7 @@ def apply_retention(
         if not old:
             continue
         delete = (
-            _iceberg_table(spark, config, table)
+            iceberg_table(spark, config.table(table.name))
             .newDelete()
             .deleteFromRowFilter(expressions.lessThan("received_time", cutoff_us))
         )
@@ -194,8 +180,8 @@ def expire_snapshots(
         if horizon is not None:
             older_than = min(older_than, horizon)
         result = (
-            _actions(spark)
-            .expireSnapshots(_iceberg_table(spark, config, table))
+            actions(spark)
+            .expireSnapshots(iceberg_table(spark, config.table(table.name)))
             .expireOlderThan(older_than)
             .retainLast(max(1, retain_last))
             .execute()
@@ -214,8 +200,8 @@ def remove_orphan_files(
     removed = 0
     for table in TABLES:
         result = (
-            _actions(spark)
-            .deleteOrphanFiles(_iceberg_table(spark, config, table))
+            actions(spark)
+            .deleteOrphanFiles(iceberg_table(spark, config.table(table.name)))
             .olderThan(now_unix_ms - int(orphan_after_s * 1000))
             .execute()
         )

@@ -5,8 +5,9 @@ Quotas are written to the gateway's config store (``ConfigStore(data_dir)``, wha
 quotas alter --data-dir`` writes) while the gateway runs; it applies them on the change.
 
 * A producer capped at ``producer_byte_rate`` = 200 KiB/s produces as fast as it can for
-  20 s: the bytes acknowledged within those 20 s are within 10 % of 20 s x the cap, and it
-  sees ``throttle_time_ms`` (librdkafka's ``brokers[].throttle`` statistics, and the
+  20 s: after the first 2 s (the burst a sampled rate allows, below) the bytes acknowledged
+  per second are within 10 % of the cap, the whole 20 s never above 10 % over 21 s of it
+  (20 s plus the burst), and it sees ``throttle_time_ms`` (librdkafka's ``brokers[].throttle`` statistics, and the
   gateway's own throttle metrics).  A producer with another client id beside it is not
   throttled.
 * A consumer capped at ``consumer_byte_rate`` = 200 KiB/s on a topic holding far more than
@@ -22,7 +23,8 @@ The gateway runs with ``quota.window.num`` = 2 and ``quota.window.size.seconds``
 sampled rate lets a client run ahead of its quota by (num - 1) x size seconds of it before
 the first throttle (Kafka pads a young sensor's window), and again each time a burst leaves
 the window: with Kafka's default 11 x 1 s that is 10 s of quota, half of the 20 s measured
-(measured here: 238 KiB/s over 20 s); with 2 x 1 s it is 1 s.  Clients keep requests
+(measured here: 238 KiB/s over 20 s); with 2 x 1 s it is 1 s, and the producer's rate
+after it reads 210-215 KiB/s here (value bytes; its requests are ~2 % larger).  Clients keep requests
 small next to the 4 MiB measured: a broker, like the gateway, throttles whole requests,
 and each connection of a client passes one more request whenever its throttle ends (the
 producer has one connection per broker, all under one quota at the gateway), so the
@@ -63,6 +65,10 @@ pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 CAP = 200 * 1024  # bytes per second
 MEASURE_S = 20.0
 TOLERANCE = 0.10
+# (quota.window.num - 1) x quota.window.size.seconds: the quota a young sensor lets a client
+# send before its first throttle; the steady rate is measured after twice that.
+BURST_S = 1.0
+WARMUP_S = 2 * BURST_S
 VALUE = b"x" * 1000
 BATCH_BYTES = 16 * 1024
 PARTITIONS = 3
@@ -171,10 +177,18 @@ class Run:
     nbytes: int = 0
     seconds: float = 0.0
     start: float = 0.0
+    # (time.monotonic(), nbytes so far) at each record counted
+    timeline: list[tuple[float, int]] = field(default_factory=list)
 
     @property
     def rate(self) -> float:
         return self.nbytes / self.seconds
+
+    def steady_rate(self, warmup_s: float) -> float:
+        """Bytes per second from ``warmup_s`` after the start to the end of the run."""
+        before = [n for t, n in self.timeline if t <= self.start + warmup_s]
+        counted_by_warmup = before[-1] if before else 0
+        return (self.nbytes - counted_by_warmup) / (self.seconds - warmup_s)
 
 
 def produce_flat_out(
@@ -194,8 +208,11 @@ def produce_flat_out(
                 KafkaError._PURGE_INFLIGHT,
             ):
                 errors.append(error)
-        elif time.monotonic() <= end:
-            run.nbytes += len(message.value())
+        else:
+            now = time.monotonic()
+            if now <= end:
+                run.nbytes += len(message.value())
+                run.timeline.append((now, run.nbytes))
 
     while True:
         now = time.monotonic()
@@ -264,7 +281,11 @@ def served(_: object) -> bool:
 
 
 def within_cap(run: Run) -> bool:
-    return abs(run.nbytes - CAP * MEASURE_S) <= TOLERANCE * CAP * MEASURE_S
+    """Held to the cap: within 10 % of it once the burst is behind, and the whole run never
+    more than 10 % over the cap for the run plus the burst."""
+    steady = abs(run.steady_rate(WARMUP_S) - CAP) <= TOLERANCE * CAP
+    whole = run.nbytes <= (1 + TOLERANCE) * CAP * (MEASURE_S + BURST_S)
+    return steady and whole
 
 
 def test_capped_producer_and_an_unquotad_one_beside_it(
@@ -298,7 +319,9 @@ def test_capped_producer_and_an_unquotad_one_beside_it(
     capped_run, free_run = runs["capped"], runs["free"]
     report = (
         f"capped producer {capped_run.nbytes} B acknowledged in {capped_run.seconds:.1f} s "
-        f"({capped_run.rate / 1024:.0f} KiB/s, cap {CAP // 1024} KiB/s), throttle up to "
+        f"({capped_run.rate / 1024:.0f} KiB/s; "
+        f"{capped_run.steady_rate(WARMUP_S) / 1024:.0f} KiB/s after {WARMUP_S:.0f} s; "
+        f"cap {CAP // 1024} KiB/s), throttle up to "
         f"{capped_stats.throttle_max_ms} ms; free producer {free_run.rate / 1024:.0f} KiB/s, "
         f"throttle up to {free_stats.throttle_max_ms} ms"
     )

@@ -19,13 +19,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.lakehouse import ingest as ingest_module
 from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.ingest import (
     CONSUMER_NAME,
     IngestJob,
     IngestSettings,
     LandingDirBusy,
     load,
-    table_snapshots,
 )
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, TableSpec, create_table_sql
@@ -348,6 +348,54 @@ def test_a_batch_that_died_after_some_tables_committed_is_completed_not_doubled(
     ]
     assert pushes == ["0-4", "4-6"]
     assert ConsumerPositions(node, CONSUMER_NAME).load() == 6
+
+
+def test_snapshots_read_from_table_metadata_match_spark_and_see_other_writers(
+    spark, lake_config, tmp_path
+) -> None:
+    """The positions come from the table's metadata through Iceberg's Java API: the same
+    snapshots, times and summaries as Spark's ``.snapshots`` metadata table, and a commit
+    by another writer (here pyiceberg, another process's library) after this session
+    loaded the table is seen on the next read."""
+    from pyiceberg.catalog import load_catalog
+
+    node = tmp_path / "node-1"
+    write_landing(node, [(make_context(), _gauge_push(i)) for i in range(3)])
+    with job_for(lake_config, spark, [node], max_records_per_source=2) as job:
+        job.run_once()
+    name = lake_config.table("metrics_gauge")
+
+    def from_spark() -> list[tuple[int, int, dict[str, str]]]:
+        rows = spark.sql(
+            f"SELECT snapshot_id, unix_millis(committed_at) AS ms, operation, summary "
+            f"FROM {name}.snapshots"
+        ).collect()
+        return [
+            (r.snapshot_id, r.ms, {**r.summary, "operation": r.operation}) for r in rows
+        ]
+
+    def from_metadata() -> list[tuple[int, int, dict[str, str]]]:
+        return [
+            (s.snapshot_id, s.committed_at_ms, dict(s.summary))
+            for s in table_snapshots(spark, name)
+        ]
+
+    assert from_metadata() == from_spark()
+    assert [s[2]["ktc.landing.node-1"] for s in from_metadata()] == ["0-2", "2-3"]
+
+    other = load_catalog("lake", **lake_config.pyiceberg_properties()).load_table(
+        (lake_config.database, "metrics_gauge")
+    )
+    # An append of no files: a commit by another catalog client, nothing more.
+    with other.transaction() as transaction:
+        with transaction.update_snapshot(
+            snapshot_properties={"ktc.landing.node-2": "0-1"}
+        ).fast_append():
+            pass
+    seen = from_metadata()
+    assert len(seen) == 3
+    assert seen[-1][2]["ktc.landing.node-2"] == "0-1"
+    assert seen == from_spark()
 
 
 def test_positions_behind_the_tables_are_committed_again(

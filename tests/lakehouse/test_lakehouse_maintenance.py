@@ -12,7 +12,8 @@ from conftest import write_landing
 from lakehouse_otlp import make_context
 from test_lakehouse_ingest import _gauge_push
 
-from exporters.lakehouse.ingest import IngestJob, IngestSettings, table_snapshots
+from exporters.lakehouse.iceberg_java import table_snapshots
+from exporters.lakehouse.ingest import IngestJob, IngestSettings
 from exporters.lakehouse.maintenance import (
     MaintenanceSettings,
     apply_retention,
