@@ -79,6 +79,16 @@ def topic(kafka_cluster: KafkaCluster) -> str:
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
     admin.create_topics([NewTopic(name, 3, 3)])[name].result(timeout=60)
     kafka_cluster.wait_in_sync([name])
+    # Every broker answers a topic's DescribeConfigs from its own metadata image, which
+    # learns of the topic on its own schedule (UNKNOWN_TOPIC_OR_PARTITION until then), and
+    # the gateway may forward to any of them.
+    for node, ports in kafka_cluster.node_ports.items():
+
+        def known(port: int = ports["PLAINTEXT"]) -> bool:
+            (result,) = describe(port, (TOPIC, name)).results
+            return bool(result.error_code == ErrorCode.none)
+
+        eventually_sync(known, timeout_s=30, what=f"node {node} to know topic {name}")
     return name
 
 
