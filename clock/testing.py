@@ -64,6 +64,13 @@ class FakeClock:
     def time_ns(self) -> int:
         return self._now_ns + self._wall_offset_ns
 
+    @property
+    def pending(self) -> int:
+        """Timers and sleeps scheduled and neither run nor cancelled: a test waits for the
+        code under test to be asleep on this clock before it advances past the deadline."""
+        with self._lock:
+            return sum(1 for _, _, timer in self._timers if not timer.cancelled)
+
     # -- scheduling ------------------------------------------------------------------------
     def call_later(self, delay_ms: float, callback: Callable[[], object]) -> FakeTimer:
         with self._lock:

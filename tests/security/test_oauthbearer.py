@@ -333,8 +333,16 @@ async def test_the_key_set_is_read_again_every_refresh(
     source = JwksSource(path.as_uri())
     source.load()
     task = asyncio.create_task(refresh_forever(source, clock, 60_000))
+
+    async def asleep() -> None:
+        # The refresher sleeps on the fake clock before the test moves it: a read that
+        # ran in a worker thread returns to the task on the event loop's schedule.
+        await eventually(
+            lambda: clock.pending == 1, timeout_s=10, what="the refresher asleep"
+        )
+
     try:
-        await asyncio.sleep(0)  # the task waits on the fake clock
+        await asleep()
         jwks_file(tmp_path, ("k2", OTHER_KEY))  # the provider rotated its key
         clock.advance(59_999)
         await asyncio.sleep(0)
@@ -345,6 +353,7 @@ async def test_the_key_set_is_read_again_every_refresh(
         )
         assert source.key("k2") is not None and source.key("k1") is None
         path.write_text("[]")  # a bad read keeps the last good keys
+        await asleep()
         clock.advance(60_000)
         await eventually(
             lambda: source.failed_loads == 1, timeout_s=10, what="the bad read"
