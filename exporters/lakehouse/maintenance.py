@@ -152,7 +152,7 @@ def apply_retention(
         if not old:
             continue
         delete = (
-            iceberg_table(spark, config.table(table.name))
+            iceberg_table(spark, name)
             .newDelete()
             .deleteFromRowFilter(expressions.lessThan("received_time", cutoff_us))
         )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from wire_client import WireClient
 
-from collector.app.config import load_config
+from collector.app.config import CollectorConfig, load_config
 from collector.app.server import CollectorServer
 from proto import ApiKeys
 from proto.errors import Errors
@@ -38,18 +38,24 @@ CLIENT_METRICS, TOPIC = 16, 2
 SET = 0
 
 
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    config = load_config(
+def collector_config(tmp_path: Path, **overrides: object) -> CollectorConfig:
+    """A collector on loopback ports of its own, its data under ``tmp_path``."""
+    return load_config(
         environ={},
         overrides={
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
             "data.dir": str(tmp_path / "data"),
             "landing": {"fsync": "never"},
-            "node.id": 3,
-            "cluster.id": "Mg7dWnZRSHSpLyZOnnER-g",
+            **overrides,
         },
+    )
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
+    config = collector_config(
+        tmp_path, **{"node.id": 3, "cluster.id": "Mg7dWnZRSHSpLyZOnnER-g"}
     )
     server = CollectorServer(config)
     await server.start()
@@ -360,14 +366,10 @@ async def test_metadata_refuses_topics_a_principal_may_not_describe(
 ) -> None:
     """With an authorizer and no ACL, ANONYMOUS may not describe a topic: those names are
     answered TOPIC_AUTHORIZATION_FAILED first, in request order, whatever the name."""
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    config = collector_config(
+        tmp_path,
+        **{
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
         },
     )
     server = CollectorServer(config)

@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "perf"))
 
-from bench_ingest import context, librdkafka_like_push
+from bench_ingest import context, lake_cli, librdkafka_like_push
 from pyiceberg.catalog import load_catalog
 
 from exporters.lakehouse.commits import SnapshotInfo, committed_positions
@@ -39,17 +39,6 @@ from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import LandingLog, LandingOptions
 
 BUDGET_S = 30.0
-
-
-def lake_cli(*args: str, data_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "exporters.lakehouse",
-        *args,
-        "--data-dir",
-        str(data_dir),
-    ]
 
 
 def committed_through(config: LakehouseConfig, offset: int) -> bool:

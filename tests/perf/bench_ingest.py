@@ -76,6 +76,18 @@ def librdkafka_like_push(seq: int, brokers: int = 3) -> bytes:
     return md.SerializeToString()
 
 
+def lake_cli(*args: str, data_dir: Path) -> list[str]:
+    """A ``ktc`` lakehouse command on ``data_dir``, as this interpreter runs it."""
+    return [
+        sys.executable,
+        "-m",
+        "exporters.lakehouse",
+        *args,
+        "--data-dir",
+        str(data_dir),
+    ]
+
+
 def context(seq: int) -> TelemetryContext:
     return TelemetryContext(
         client_instance_id=f"{seq % 500:022d}",

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "perf"))
 
-from bench_ingest import context, librdkafka_like_push
+from bench_ingest import context, lake_cli, librdkafka_like_push
 
 from exporters.landing import LandingLog, LandingOptions
 
@@ -34,17 +34,6 @@ QUERY = (
     "AND metric_name = 'org.apache.kafka.producer.request.latency.avg' "
     "ORDER BY time DESC LIMIT 1"
 )
-
-
-def _lake(*args: str, data_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "exporters.lakehouse",
-        *args,
-        "--data-dir",
-        str(data_dir),
-    ]
 
 
 def main() -> None:
@@ -67,7 +56,7 @@ def main() -> None:
             log.append(context(seq), librdkafka_like_push(seq))
         log.close()
         subprocess.run(
-            _lake("ingest", "--once", "--master", "local[2]", data_dir=data_dir),
+            lake_cli("ingest", "--once", "--master", "local[2]", data_dir=data_dir),
             cwd=REPO,
             env=env,
             check=True,
@@ -80,7 +69,7 @@ def main() -> None:
             for _ in range(args.runs if engine == "duckdb" else max(1, args.runs // 2)):
                 started = time.perf_counter()
                 out = subprocess.run(
-                    _lake(
+                    lake_cli(
                         "sql",
                         query,
                         "--engine",
