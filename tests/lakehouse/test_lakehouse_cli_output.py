@@ -173,8 +173,16 @@ def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(
     try:
         me = psutil.Process(process.pid)
 
+        def is_java(child: psutil.Process) -> bool:
+            # spark-submit's launcher scripts run short-lived helpers (uname, dirname...);
+            # one may exit between listing the children and reading its name.
+            try:
+                return child.name() == "java"
+            except psutil.NoSuchProcess:
+                return False
+
         def jvm() -> list[psutil.Process]:
-            return [p for p in me.children(recursive=True) if p.name() == "java"]
+            return [p for p in me.children(recursive=True) if is_java(p)]
 
         eventually_sync(jvm, timeout_s=120, what="Spark's JVM to start")
         started = jvm()
