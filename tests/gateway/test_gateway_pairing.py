@@ -626,6 +626,9 @@ PADDING = 256 * 1024  # bytes of opaque request or response body
 LIMIT = (
     48 * 1024 * 1024
 )  # the test fails if the gateway swallows this much without pushing back
+# Longer than Linux's longest delayed ACK (TCP_DELACK_MAX, 200 ms): a client socket that
+# stayed full this long while the gateway was paused is held, not merely slow.
+SETTLE_S = 0.5
 
 
 def held_upstream_reading(server: GatewayServer) -> bool:
@@ -656,16 +659,22 @@ async def test_an_upstream_that_stops_reading_stops_the_gateway_reading_the_clie
     ]
     stream = memoryview(b"".join(frames))
     sent = 0
-    blocked_turns = 0
+    blocked_since: float | None = None
     # Write as fast as the socket takes it; the gateway runs between writes. Pushing back
-    # means: the client's socket stays full while the gateway has stopped reading it.
-    while blocked_turns < 50:
+    # means: the client's socket stays full while the gateway has stopped reading it. The
+    # kernels' buffers keep moving for as long as late (delayed) ACKs arrive, so "stays"
+    # is measured in loop time, not in loop turns (a loaded machine turns slowly).
+    while True:
         try:
             sent += sock.send(stream[sent : sent + 65536])
-            blocked_turns = 0
+            blocked_since = None
         except BlockingIOError:
-            if server.connections()[0].reading_paused:
-                blocked_turns += 1
+            if not server.connections()[0].reading_paused:
+                blocked_since = None
+            elif blocked_since is None:
+                blocked_since = loop.time()
+            elif loop.time() - blocked_since >= SETTLE_S:
+                break
         assert sent < len(stream), (
             "the gateway read everything the client sent: no backpressure"
         )
