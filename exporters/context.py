@@ -108,8 +108,24 @@ class TelemetryContext:
             self.to_json_dict(), separators=(",", ":"), ensure_ascii=False
         ).encode()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled by the ingest's flattening processes (exporters/lakehouse/
+        # flatten_pool.py).  Compiled by mypyc, the class has no default pickling that
+        # calls this __init__ with its arguments.
+        return (
+            _context_from_fields,
+            ({name: getattr(self, name) for name in _FIELDS},),
+        )
+
     @classmethod
     def from_json_dict(cls, data: dict[str, Any]) -> TelemetryContext:
         # Unknown keys are ignored so a newer writer's log stays readable by an older reader.
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(TelemetryContext))
+
+
+def _context_from_fields(fields: dict[str, Any]) -> TelemetryContext:
+    return TelemetryContext(**fields)

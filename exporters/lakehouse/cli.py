@@ -215,6 +215,13 @@ def _spark(config: LakehouseConfig, app_name: str) -> SparkSession:
     default=None,
     help="Streaming: also delete the days received more than this many days ago.",
 )
+@click.option(
+    "--flatten-processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes that flatten a large batch, this one included; default: one per "
+    "core the process may use (its CPU affinity and cgroup quota), at most four.",
+)
 def ingest_command(
     data_dir: Path,
     lake_dir: Path | None,
@@ -228,6 +235,7 @@ def ingest_command(
     max_records_per_batch: int,
     maintenance_interval: str,
     retention_days: int | None,
+    flatten_processes: int | None,
 ) -> None:
     """Ingest the landing logs into the lakehouse's Iceberg tables, exactly once."""
     # Imported here: pyarrow, protobuf and the OTLP classes cost `ktc sql` a quarter second.
@@ -253,6 +261,7 @@ def ingest_command(
         trigger_interval_s=parse_duration_s(trigger_interval),
         maintenance_interval_s=parse_duration_s(maintenance_interval),
         retention_days=retention_days,
+        **({"flatten_processes": flatten_processes} if flatten_processes else {}),
     )
     dirs = (
         (lambda: list(landing_dirs)) if landing_dirs else landing_dirs_under(data_dir)

@@ -17,10 +17,12 @@ row.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf import json_format
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -28,7 +30,15 @@ from exporters.context import TelemetryContext
 from exporters.lakehouse.anyvalue import encode_attributes
 from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 
-__all__ = ["PointRowsBuilder", "flatten", "to_signed64", "to_unsigned64"]
+__all__ = [
+    "PointParts",
+    "PointRowsBuilder",
+    "RowParts",
+    "assemble",
+    "flatten",
+    "to_signed64",
+    "to_unsigned64",
+]
 
 _2_63 = 1 << 63
 _2_64 = 1 << 64
@@ -424,57 +434,106 @@ class PointRowsBuilder:
 
     def finish(self) -> dict[str, pa.Table]:
         """Arrow tables by kind (five point types and "pushes", possibly empty); resets."""
-        tables = {kind: self._point_table(kind) for kind in TABLE_BY_POINT_TYPE}
-        tables["pushes"] = pa.Table.from_pydict(
-            self._columns["pushes"], schema=PUSHES_TABLE.data_schema
+        return assemble([self.finish_parts()])
+
+    def finish_parts(self) -> RowParts:
+        """What :meth:`finish` builds, before each point gets its own copy of the columns it
+        shares with its scope and metric (a tenth of the bytes, for handing rows from one
+        process to another: see flatten_pool.py); :func:`assemble` completes it. Resets."""
+        parts = RowParts(
+            {kind: self._point_parts(kind) for kind in TABLE_BY_POINT_TYPE},
+            pa.Table.from_pydict(
+                self._columns["pushes"], schema=PUSHES_TABLE.data_schema
+            ),
         )
         self._reset()
-        return tables
+        return parts
 
-    def _point_table(self, kind: str) -> pa.Table:
+    def _point_parts(self, kind: str) -> PointParts:
         schema = TABLE_BY_POINT_TYPE[kind].data_schema
-        # Each shared column once per scope or metric, expanded to its points by Arrow.
-        shared = {
-            name: column
-            for tuples, names, index in (
-                (self._scopes[kind], _PER_SCOPE_COLUMNS, self._scope_index[kind]),
-                (
-                    self._metrics[kind],
-                    _PER_METRIC_COLUMNS[kind],
-                    self._metric_index[kind],
-                ),
-            )
-            for name, column in _expanded(tuples, names, index, schema).items()
-        }
         point_columns = self._columns[kind]
-        return pa.Table.from_arrays(
-            [
-                shared[field.name]
-                if field.name in shared
-                else pa.array(point_columns[field.name], type=field.type)
-                for field in schema
-            ],
-            schema=schema,
+        return PointParts(
+            _table_of(self._scopes[kind], _PER_SCOPE_COLUMNS, schema),
+            _table_of(self._metrics[kind], _PER_METRIC_COLUMNS[kind], schema),
+            pa.array(self._scope_index[kind], pa.int32()),
+            pa.array(self._metric_index[kind], pa.int32()),
+            pa.Table.from_arrays(
+                [
+                    pa.array(point_columns[field.name], type=field.type)
+                    for field in schema
+                    if field.name in point_columns
+                ],
+                schema=pa.schema(
+                    [field for field in schema if field.name in point_columns]
+                ),
+            ),
         )
 
 
-def _expanded(
-    tuples: list[tuple[Any, ...]],
-    names: tuple[str, ...],
-    index: list[int],
-    schema: pa.Schema,
-) -> dict[str, pa.ChunkedArray]:
-    """Columns ``names`` of ``tuples``, one value per entry of ``index`` (a tuple's
-    position)."""
+class PointParts(NamedTuple):
+    """One point type's rows before the shared columns are expanded to every point."""
+
+    scopes: pa.Table  # the per-scope columns, one row per scope with such points
+    metrics: pa.Table  # the per-metric columns, one row per metric
+    scope_index: pa.Array  # per point: its scope's row in ``scopes``
+    metric_index: pa.Array  # per point: its metric's row in ``metrics``
+    points: pa.Table  # every other column, one row per point
+
+
+class RowParts(NamedTuple):
+    points: dict[str, PointParts]  # by point type
+    pushes: pa.Table
+
+
+def assemble(parts: Sequence[RowParts]) -> dict[str, pa.Table]:
+    """The tables by kind of ``parts`` one after another, each shared column expanded to
+    its points by Arrow's ``take`` (in C, not once per point in Python)."""
+    tables = {
+        kind: _point_table(kind, [part.points[kind] for part in parts])
+        for kind in TABLE_BY_POINT_TYPE
+    }
+    tables["pushes"] = pa.concat_tables([part.pushes for part in parts])
+    return tables
+
+
+def _point_table(kind: str, parts: Sequence[PointParts]) -> pa.Table:
+    schema = TABLE_BY_POINT_TYPE[kind].data_schema
+    shared: dict[str, pa.ChunkedArray] = {}
+    for rows, index in (("scopes", "scope_index"), ("metrics", "metric_index")):
+        tables = [getattr(part, rows) for part in parts]
+        # Each part's indices point into its own rows: past the parts before it in the
+        # concatenation.
+        starts = itertools.accumulate((t.num_rows for t in tables[:-1]), initial=0)
+        indices = pa.concat_arrays(
+            [
+                pc.add(getattr(part, index), pa.scalar(start, pa.int32()))
+                for part, start in zip(parts, starts, strict=True)
+            ]
+        )
+        expanded = pa.concat_tables(tables).take(indices)
+        shared |= {name: expanded.column(name) for name in expanded.column_names}
+    points = pa.concat_tables([part.points for part in parts])
+    return pa.Table.from_arrays(
+        [
+            shared[field.name] if field.name in shared else points.column(field.name)
+            for field in schema
+        ],
+        schema=schema,
+    )
+
+
+def _table_of(
+    tuples: list[tuple[Any, ...]], names: tuple[str, ...], schema: pa.Schema
+) -> pa.Table:
+    """Columns ``names`` of ``tuples``, one row per tuple, typed as in ``schema``."""
     columns = list(zip(*tuples, strict=True)) or [() for _ in names]
-    table = pa.Table.from_arrays(
+    return pa.Table.from_arrays(
         [
             pa.array(values, type=schema.field(name).type)
             for name, values in zip(names, columns, strict=True)
         ],
         names=list(names),
-    ).take(pa.array(index, pa.int32()))
-    return {name: table.column(name) for name in names}
+    )
 
 
 def _entity_refs_json(entity_refs: Sequence[Any]) -> str | None:

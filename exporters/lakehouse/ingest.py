@@ -1,6 +1,6 @@
 """The Spark ingest: landing logs -> Iceberg tables, exactly once.
 
-Extract (:func:`extract`, the landing reader), transform (:class:`PointRowsBuilder`)
+Extract (:func:`extract`, the landing reader), transform (flatten_pool.py)
 and load (:func:`load`, Spark appends) are separate; :class:`IngestJob` sequences them
 so that killing the process at any moment and running it again leaves every landing
 record in the tables exactly once, with no state of its own beside the tables:
@@ -23,11 +23,9 @@ its own directories' positions.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import fcntl
-import gc
 import json
 import logging
 import os
@@ -39,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from google.protobuf.message import DecodeError
 
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
@@ -50,7 +47,11 @@ from exporters.lakehouse.commits import (
     committed_positions,
     range_properties,
 )
-from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.flatten_pool import (
+    SourceRecord,
+    default_processes,
+    shared_flattener,
+)
 from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE, TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
@@ -103,6 +104,8 @@ class IngestSettings:
     # Maintenance (compaction, retention, snapshot expiry) between batches.
     maintenance_interval_s: float | None = 3600.0
     retention_days: int | None = None
+    # Processes that flatten a large batch (flatten_pool.py), this one included.
+    flatten_processes: int = dataclasses.field(default_factory=default_processes)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class BatchResult:
     replayed: bool  # some table already held part of it (a batch killed midway)
     rejected: int = 0
     seconds: float = 0.0
+    flattened_on: int = 1  # processes that flattened it (flatten_pool.py)
 
 
 class LandingDirBusy(RuntimeError):
@@ -195,46 +199,6 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Flattening allocates millions of small objects and no reference cycles; with
-    the cyclic collector running, its repeated scans of the growing column lists took
-    more time than the flattening itself (10,000 pushes: 2.4-3.5 s instead of 1.5 s).
-    Reference counting still frees everything."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _transform(
-    builder: PointRowsBuilder,
-    source_name: str,
-    record: LandingRecord,
-    rejected: list[dict[str, object]],
-) -> None:
-    try:
-        builder.add_payload(
-            record.payload,
-            record.context,
-            source_name,
-            record.offset,
-            appended_time_unix_nano=record.appended_time_unix_nano,
-        )
-    except DecodeError as exc:
-        # The collector lands only payloads it decompressed; one that still does not
-        # parse is listed in the batch's snapshot summary instead of failing every retry.
-        log.error(
-            "%s offset %d: not OTLP MetricsData: %s", source_name, record.offset, exc
-        )
-        rejected.append(
-            {"source": source_name, "offset": record.offset, "error": str(exc)}
-        )
-
-
 def _rows_past(table: pa.Table, positions: Mapping[str, int]) -> pa.Table:
     """The rows whose landing offset is at or past their directory's committed position."""
     if table.num_rows == 0 or not positions:
@@ -306,6 +270,7 @@ class IngestJob:
         self._positions: dict[str, dict[str, int]] | None = None
         self._batches = 0
         self._started = False
+        self._flattener = shared_flattener(settings.flatten_processes)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -372,31 +337,44 @@ class IngestJob:
         started = self._clock.monotonic()
         self._refresh_directories()
         read_from = self.positions[PUSHES_TABLE.name]
-        builder = PointRowsBuilder()
         ranges: list[SourceRange] = []
-        records = 0
-        rejected: list[dict[str, object]] = []
-        with _cyclic_gc_paused():
-            for name, directory in sorted(self._directories.items()):
-                source = SourceRange(name, str(directory), read_from.get(name, 0), 0)
-                to_offset = source.from_offset
-                for record in extract(
-                    source,
-                    max_records=self.settings.max_records_per_source,
-                    max_bytes=self.settings.max_bytes_per_source,
-                ):
-                    records += 1
-                    to_offset = record.offset + 1
-                    _transform(builder, name, record, rejected)
-                ranges.append(
-                    dataclasses.replace(
-                        source, to_offset=max(to_offset, source.from_offset)
+        records: list[SourceRecord] = []
+        for name, directory in sorted(self._directories.items()):
+            source = SourceRange(name, str(directory), read_from.get(name, 0), 0)
+            to_offset = source.from_offset
+            for record in extract(
+                source,
+                max_records=self.settings.max_records_per_source,
+                max_bytes=self.settings.max_bytes_per_source,
+            ):
+                to_offset = record.offset + 1
+                records.append(
+                    SourceRecord(
+                        name,
+                        record.offset,
+                        record.context,
+                        record.payload,
+                        record.appended_time_unix_nano,
                     )
                 )
-            tables = {_TABLE_NAME_BY_KIND[k]: t for k, t in builder.finish().items()}
-        if records == 0:
+            ranges.append(
+                dataclasses.replace(
+                    source, to_offset=max(to_offset, source.from_offset)
+                )
+            )
+        if not records:
             self._commit_consumer_positions()
             return None
+        flattened = self._flattener.flatten(records)
+        tables = {_TABLE_NAME_BY_KIND[k]: t for k, t in flattened.tables.items()}
+        rejected = flattened.rejected
+        for entry in rejected:
+            log.error(
+                "%s offset %d: not OTLP MetricsData: %s",
+                entry["source"],
+                entry["offset"],
+                entry["error"],
+            )
         self._batches += 1
         batch = self._batches
         failpoints.reached("after_read", batch)
@@ -456,17 +434,18 @@ class IngestJob:
         self._commit_consumer_positions()
         result = BatchResult(
             batch,
-            records,
+            len(records),
             rows,
             {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
             replayed,
             len(rejected),
             self._clock.monotonic() - started,
+            flattened.processes,
         )
         log.info(
             "batch %d: %d records, rows %s%s",
             batch,
-            records,
+            len(records),
             rows,
             " (replayed)" if replayed else "",
         )

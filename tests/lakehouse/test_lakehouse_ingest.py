@@ -13,12 +13,19 @@ import pytest
 from conftest import SPARK_TEST_CONF, write_landing
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from lakehouse_otlp import CONTEXTS, canonical, make_context, metrics_data
+from lakehouse_otlp import (
+    CONTEXTS,
+    canonical,
+    make_context,
+    metrics_data,
+    sample_metrics_data,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.lakehouse import ingest as ingest_module
 from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.flatten_pool import MIN_RECORDS_PER_SLICE
 from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.ingest import (
     CONSUMER_NAME,
@@ -101,6 +108,30 @@ def test_every_point_type_round_trips_through_spark_tables(
         else:
             assert not _has_points(md), key
     assert set(rebuilt) == {k for k, md in with_points.items() if _has_points(md)}
+
+
+def test_a_batch_flattened_on_two_processes_lands_every_point_once(
+    spark_lake, tmp_path: Path
+) -> None:
+    spark, lake = spark_lake
+    config = LakehouseConfig(
+        lake, database=f"sliced{next(_examples)}", extra_conf=SPARK_TEST_CONF
+    )
+    pushes = [
+        sample_metrics_data(seed) for seed in range(2 * MIN_RECORDS_PER_SLICE + 1)
+    ]
+    directory = tmp_path / "node-1"
+    offsets = write_landing(
+        directory, [(make_context(), md.SerializeToString()) for md in pushes]
+    )
+    with job_for(config, spark, [directory], flatten_processes=2) as job:
+        results = job.run_once()
+    assert [(r.records, r.flattened_on) for r in results] == [(len(pushes), 2)]
+    rebuilt = rebuild(table_rows(spark, config.database))
+    assert {key: canonical(md) for key, md in rebuilt.items()} == {
+        ("node-1", offset): canonical(md)
+        for offset, md in zip(offsets, pushes, strict=True)
+    }
 
 
 def _has_points(md: MetricsData) -> bool:

@@ -5,9 +5,12 @@ same rows, already flattened to Arrow, to plain Iceberg tables of the same schem
 ``writeTo(...).append()`` per table after another (what the ingest costs on top of Spark
 is reading the landing log, parsing OTLP, flattening, reading the tables' snapshots for
 its positions and recording its ranges in each commit; what it saves is appending the
-point tables side by side).  Target: ratio >= 0.7.
+point tables side by side and flattening a large batch on several processes).  Target:
+ratio >= 0.7.
 
     .venv/bin/python tests/perf/bench_ingest.py [--pushes 10000] [--master local[2]] [--rounds 2]
+
+The ingest flattens with its default processes (one per core, at most four).
 """
 
 from __future__ import annotations
