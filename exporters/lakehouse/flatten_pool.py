@@ -19,6 +19,7 @@ worker behind.
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import multiprocessing
 import multiprocessing.connection
@@ -28,6 +29,7 @@ import signal
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NamedTuple
 
@@ -41,6 +43,8 @@ from exporters.lakehouse.flatten import PointRowsBuilder, RowParts, assemble
 # (its records pickled and sent, its rows sent back) costs about a third of flattening
 # it, so a slice of a few hundred records saves a few tens of milliseconds at most.
 MIN_RECORDS_PER_SLICE = 500
+
+log = logging.getLogger(__name__)
 
 
 class SourceRecord(NamedTuple):
@@ -123,11 +127,10 @@ def _slices(
 
 
 def _worker_started() -> None:
-    """Runs first in every worker process (spawned with SIGINT blocked, see start())."""
-    signal.signal(
-        signal.SIGINT, signal.SIG_IGN
-    )  # a Ctrl-C held while starting is dropped
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    """Runs first in every worker process."""
+    # Spawned by the main thread, it already ignores SIGINT (see _start()); by another
+    # thread, from here on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is not None:
 
@@ -180,11 +183,16 @@ class Flattener:
         if self.processes == 1 or self._pool is not None:
             return
         workers = self.processes - 1
-        # A Ctrl-C while a worker starts must not reach it before it ignores SIGINT (it
-        # would die with a traceback): the workers inherit this thread's signal mask, so
-        # SIGINT is blocked while they are spawned (each submit spawns one until all
-        # are). Blocked, not ignored: one meant for this process arrives right after.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        # A Ctrl-C while a worker's interpreter starts (before its initializer runs)
+        # would kill it with a traceback. An ignored signal stays ignored across exec,
+        # and Python keeps it so: SIGINT is ignored here while the workers are spawned
+        # (each submit spawns one until all are), a few milliseconds. Only the main
+        # thread may change a handler; elsewhere the workers take their chance.
+        swap = (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is not None  # None: not set by Python
+        )
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if swap else None
         try:
             self._pool = ProcessPoolExecutor(
                 max_workers=workers,
@@ -194,7 +202,8 @@ class Flattener:
             for _ in range(workers):
                 self._pool.submit(_ready)
         finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            if swap:
+                signal.signal(signal.SIGINT, previous)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -208,13 +217,24 @@ class Flattener:
         self.start()
         assert self._pool is not None
         first, *others = _slices(records, count)
-        # Pickled here, before this process starts on its own slice: the pool's threads
-        # that would pickle them otherwise wait for the interpreter lock all along.
-        pending = [
-            self._pool.submit(_flatten_pickled, pickle.dumps(list(part), protocol=5))
-            for part in others
-        ]
-        results = [_flatten_parts(first)] + [future.result() for future in pending]
+        try:
+            # Pickled here, before this process starts on its own slice: the pool's
+            # threads that would pickle them otherwise wait for the interpreter lock.
+            pending = [
+                self._pool.submit(
+                    _flatten_pickled, pickle.dumps(list(part), protocol=5)
+                )
+                for part in others
+            ]
+            results = [_flatten_parts(first)] + [future.result() for future in pending]
+        except BrokenProcessPool:
+            log.warning(
+                "a flattening worker process died (killed, or out of memory?): this "
+                "batch is flattened in the ingest process, the next large one on new "
+                "workers"
+            )
+            self.close()
+            return flatten_records(records)
         return Flattened(
             assemble([parts for parts, _ in results]),
             [entry for _, rejected in results for entry in rejected],

@@ -4,6 +4,7 @@ one process makes; the workers do the work, ignore Ctrl-C and die with their par
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import pickle
 import signal
@@ -102,6 +103,31 @@ def test_a_small_batch_stays_in_this_process(three_processes: Flattener) -> None
     assert flattened.tables["pushes"].num_rows == len(records)
 
 
+def test_a_dead_worker_costs_one_batch_its_speed_not_its_rows() -> None:
+    records = [
+        SourceRecord(
+            "node-1", i, make_context(), sample_metrics_data(i).SerializeToString(), 0
+        )
+        for i in range(2 * SLICE)
+    ]
+    expected = _comparable(flatten_records(records).tables["gauge"].to_pylist())
+    flattener = Flattener(2, min_records_per_slice=SLICE)
+    before = set(multiprocessing.active_children())
+    flattener.start()
+    try:
+        (worker,) = set(multiprocessing.active_children()) - before
+        os.kill(worker.pid, signal.SIGKILL)  # as the kernel's OOM killer would
+        worker.join(timeout=30)
+        flattened = flattener.flatten(records)
+        assert flattened.processes == 1  # this batch: here
+        assert _comparable(flattened.tables["gauge"].to_pylist()) == expected
+        again = flattener.flatten(records)
+        assert again.processes == 2  # the next: on a new worker
+        assert _comparable(again.tables["gauge"].to_pylist()) == expected
+    finally:
+        flattener.close()
+
+
 def test_a_telemetry_context_survives_pickling() -> None:
     """Compiled by mypyc, the class needs its own __reduce__ to cross to a worker."""
     context = make_context(upstream_cluster_id="upstream", upstream_node_id=2)
@@ -112,7 +138,8 @@ def test_a_telemetry_context_survives_pickling() -> None:
 WORKERS_THEN_WAIT = """
 import multiprocessing, threading
 from exporters.lakehouse.flatten_pool import Flattener
-Flattener(3).start()
+flattener = Flattener(3)  # held: a collected pool shuts its workers down
+flattener.start()
 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
 threading.Event().wait()
 """
