@@ -437,9 +437,10 @@ class PointRowsBuilder:
         return assemble([self.finish_parts()])
 
     def finish_parts(self) -> RowParts:
-        """What :meth:`finish` builds, before each point gets its own copy of the columns it
-        shares with its scope and metric (a tenth of the bytes, for handing rows from one
-        process to another: see flatten_pool.py); :func:`assemble` completes it. Resets."""
+        """What :meth:`finish` builds, before each point gets its own copy of the columns
+        it shares with its scope and metric (less than half the bytes, for handing rows
+        from one process to another: see flatten_pool.py); :func:`assemble` completes
+        it. Resets."""
         parts = RowParts(
             {kind: self._point_parts(kind) for kind in TABLE_BY_POINT_TYPE},
             pa.Table.from_pydict(

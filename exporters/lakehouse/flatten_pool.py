@@ -74,7 +74,7 @@ def _flatten_parts(
     records: Sequence[SourceRecord],
 ) -> tuple[RowParts, list[dict[str, object]]]:
     """The rows of ``records`` before their shared columns are expanded (what a worker
-    hands back: a tenth of the bytes of the expanded tables), and the rejected records."""
+    hands back: 7 MB instead of 17 MB for 2,500 pushes), and the rejected records."""
     builder = PointRowsBuilder()
     rejected: list[dict[str, object]] = []
     # Flattening allocates millions of small objects and no reference cycles; with the
