@@ -239,6 +239,7 @@ def ingest_command(
 ) -> None:
     """Ingest the landing logs into the lakehouse's Iceberg tables, exactly once."""
     # Imported here: pyarrow, protobuf and the OTLP classes cost `ktc sql` a quarter second.
+    from exporters.lakehouse.flatten_pool import default_processes
     from exporters.lakehouse.ingest import (
         IngestJob,
         IngestSettings,
@@ -261,7 +262,7 @@ def ingest_command(
         trigger_interval_s=parse_duration_s(trigger_interval),
         maintenance_interval_s=parse_duration_s(maintenance_interval),
         retention_days=retention_days,
-        **({"flatten_processes": flatten_processes} if flatten_processes else {}),
+        flatten_processes=flatten_processes or default_processes(),
     )
     dirs = (
         (lambda: list(landing_dirs)) if landing_dirs else landing_dirs_under(data_dir)

@@ -36,8 +36,8 @@ from typing import NamedTuple
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from exporters.context import TelemetryContext
 from exporters.lakehouse.flatten import PointRowsBuilder, RowParts, assemble
+from exporters.landing import LandingRecord
 
 # Slices are at least this long, or the batch is flattened here: handing a slice over
 # (its records pickled and sent, its rows sent back) costs about a third of flattening
@@ -51,10 +51,7 @@ class SourceRecord(NamedTuple):
     """One landing record to flatten, with the landing directory it came from."""
 
     source: str
-    offset: int
-    context: TelemetryContext
-    payload: bytes
-    appended_time_unix_nano: int
+    record: LandingRecord
 
 
 class Flattened(NamedTuple):
@@ -84,12 +81,12 @@ def _flatten_parts(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for record in records:
+        for source, record in records:
             try:
                 builder.add_payload(
                     record.payload,
                     record.context,
-                    record.source,
+                    source,
                     record.offset,
                     appended_time_unix_nano=record.appended_time_unix_nano,
                 )
@@ -97,11 +94,7 @@ def _flatten_parts(
                 # The collector lands only payloads it decompressed; one that still does
                 # not parse is listed instead of failing every retry of the batch.
                 rejected.append(
-                    {
-                        "source": record.source,
-                        "offset": record.offset,
-                        "error": str(exc),
-                    }
+                    {"source": source, "offset": record.offset, "error": str(exc)}
                 )
         return builder.finish_parts(), rejected
     finally:

@@ -348,15 +348,7 @@ class IngestJob:
                 max_bytes=self.settings.max_bytes_per_source,
             ):
                 to_offset = record.offset + 1
-                records.append(
-                    SourceRecord(
-                        name,
-                        record.offset,
-                        record.context,
-                        record.payload,
-                        record.appended_time_unix_nano,
-                    )
-                )
+                records.append(SourceRecord(name, record))
             ranges.append(
                 dataclasses.replace(
                     source, to_offset=max(to_offset, source.from_offset)

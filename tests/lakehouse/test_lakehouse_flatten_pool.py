@@ -3,6 +3,7 @@ one process makes; the workers do the work, ignore Ctrl-C and die with their par
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import multiprocessing
 import os
@@ -26,6 +27,7 @@ from exporters.lakehouse.flatten_pool import (
     available_cores,
     flatten_records,
 )
+from exporters.landing import LandingRecord
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_OTLP = b"\xff"  # a field tag cut short: protobuf's DecodeError
@@ -54,15 +56,20 @@ def test_several_processes_give_the_rows_one_process_gives(
     records = [
         SourceRecord(
             f"node-{index % 2}",
-            index,
-            pushes[index % len(pushes)][1],
-            pushes[index % len(pushes)][0].SerializeToString(),
-            index * 1_000,
+            LandingRecord(
+                index,
+                pushes[index % len(pushes)][1],
+                pushes[index % len(pushes)][0].SerializeToString(),
+                index * 1_000,
+            ),
         )
         for index in range(count)
     ]
     for index in (3, count // 2, count - 2):  # one rejected record in each slice
-        records[index] = records[index]._replace(payload=NOT_OTLP)
+        source, record = records[index]
+        records[index] = SourceRecord(
+            source, dataclasses.replace(record, payload=NOT_OTLP)
+        )
     alone = flatten_records(records)
     shared = three_processes.flatten(records)
     assert shared.processes == 3
@@ -91,25 +98,27 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def test_a_small_batch_stays_in_this_process(three_processes: Flattener) -> None:
-    records = [
+def _sample_records(count: int) -> list[SourceRecord]:
+    return [
         SourceRecord(
-            "node-1", i, make_context(), sample_metrics_data(i).SerializeToString(), 0
+            "node-1",
+            LandingRecord(
+                i, make_context(), sample_metrics_data(i).SerializeToString(), 0
+            ),
         )
-        for i in range(2 * SLICE - 1)
+        for i in range(count)
     ]
+
+
+def test_a_small_batch_stays_in_this_process(three_processes: Flattener) -> None:
+    records = _sample_records(2 * SLICE - 1)
     flattened = three_processes.flatten(records)
     assert flattened.processes == 1
     assert flattened.tables["pushes"].num_rows == len(records)
 
 
 def test_a_dead_worker_costs_one_batch_its_speed_not_its_rows() -> None:
-    records = [
-        SourceRecord(
-            "node-1", i, make_context(), sample_metrics_data(i).SerializeToString(), 0
-        )
-        for i in range(2 * SLICE)
-    ]
+    records = _sample_records(2 * SLICE)
     expected = _comparable(flatten_records(records).tables["gauge"].to_pylist())
     flattener = Flattener(2, min_records_per_slice=SLICE)
     before = set(multiprocessing.active_children())
