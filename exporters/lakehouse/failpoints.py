@@ -1,27 +1,40 @@
-"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[@<batch>]``.
+"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[:<n>][@<batch>]``.
 
 When set, the process SIGKILLs its whole process group (itself and its Spark JVM, as a
 container kill would) on reaching that point of the ingest, optionally only in the
-process's n-th batch (from 1); ``during_write`` takes a delay, ``during_write:<ms>``, and kills from a timer
-while Spark is writing.  Unset (always, outside tests) every call is a dictionary miss.
+process's n-th batch (from 1).  Unset (always, outside tests) every call is a dictionary
+miss.
+
+=================  ==========================================================  ==========
+point              where the process dies                                      ``:<n>``
+=================  ==========================================================  ==========
+``after_read``     the batch read and flattened, nothing written               (none)
+``mid_write``      ``n`` tables' appends committed (default 1), the rest not   tables
+``after_write``    every table committed, landing consumer positions not yet   (none)
+``during_write``   a timer fires ``n`` ms into the batch's writes and commits  delay, ms
+=================  ==========================================================  ==========
+
+The first three are deterministic: the fault tests that must give the same verdict on
+every machine use only those.  ``during_write`` kills wherever Spark happens to be after
+the delay (writing files, committing, between tables): the randomized run uses it, with
+its seed printed, to reach the moments no named point stops at.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import threading
 
 __all__ = ["POINTS", "arm_timer", "reached"]
 
-POINTS: tuple[str, ...] = (
-    "after_read",  # the batch read and flattened, nothing written (before the commits)
-    "during_write",  # a timer fires while Spark writes or commits the batch
-    "mid_write",  # one table's append committed, the others not
-    "after_write",  # every table committed, landing consumer positions not yet
-)
+POINTS: tuple[str, ...] = ("after_read", "mid_write", "after_write", "during_write")
 
 _ENV = "KTC_LAKEHOUSE_KILL_AT"
+# mid_write: tables committed so far per batch (the point tables append side by side).
+_committed_tables: collections.Counter[int] = collections.Counter()
+_lock = threading.Lock()
 
 
 def _armed() -> tuple[str, int | None, int] | None:
@@ -29,10 +42,11 @@ def _armed() -> tuple[str, int | None, int] | None:
     if not spec:
         return None
     point, _, batch = spec.partition("@")
-    point, _, delay = point.partition(":")
+    point, _, argument = point.partition(":")
     if point not in POINTS:
         raise ValueError(f"{_ENV}: unknown point {point!r}; one of {POINTS}")
-    return point, int(batch) if batch else None, int(delay or 0)
+    default = 1 if point == "mid_write" else 0
+    return point, int(batch) if batch else None, int(argument or default)
 
 
 def _kill() -> None:
@@ -41,8 +55,14 @@ def _kill() -> None:
 
 def reached(point: str, batch_id: int) -> None:
     armed = _armed()
-    if armed and armed[0] == point and armed[1] in (None, batch_id):
-        _kill()
+    if not armed or armed[0] != point or armed[1] not in (None, batch_id):
+        return
+    if point == "mid_write":
+        with _lock:
+            _committed_tables[batch_id] += 1
+            if _committed_tables[batch_id] != armed[2]:
+                return
+    _kill()
 
 
 def arm_timer(batch_id: int) -> threading.Timer | None:
