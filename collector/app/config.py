@@ -336,6 +336,21 @@ class CollectorConfig(BaseModel):
         104857600, alias="gateway.upstream.max.response.bytes", ge=1024
     )
 
+    # --- /metrics/clients (docs/prometheus.md) -------------------------------------------
+    prometheus_clients_enable: bool = Field(True, alias="prometheus.clients.enable")
+    # Series one scrape shows at most (a histogram's buckets, _sum and _count each count).
+    prometheus_clients_max_series: int = Field(
+        100_000, alias="prometheus.clients.max.series", ge=1, le=10_000_000
+    )
+    # The identity labels shown (comma-separated; unset: all of them).
+    prometheus_clients_labels: str | None = Field(
+        None, alias="prometheus.clients.labels"
+    )
+    # OTLP metric-name prefixes shown (comma-separated; unset: every pushed metric).
+    prometheus_clients_metrics: str | None = Field(
+        None, alias="prometheus.clients.metrics"
+    )
+
     # --- ours -----------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.
@@ -612,6 +627,14 @@ class CollectorConfig(BaseModel):
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
+
+    @pydantic.field_validator("prometheus_clients_labels")
+    @classmethod
+    def _known_identity_labels(cls, value: str | None) -> str | None:
+        from collector.telemetry.prometheus.client_series import ClientSeriesSettings
+
+        ClientSeriesSettings.parse(1, value, None)  # ValueError names the unknown label
+        return value
 
     @pydantic.field_validator("http_admin_secret")
     @classmethod

@@ -91,7 +91,11 @@ from exporters.base import Exporter
 from proto.request_limits import RequestSizeLimits
 from quota import QuotaEngine
 from quota.errors import QuotaConfigError
-from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
+from subscriptions.kafka_uuid import (
+    kafka_uuid_from_str,
+    kafka_uuid_to_str,
+    random_instance_id,
+)
 
 __all__ = ["START_STEPS", "Node", "StartupError", "install_uvloop", "quota_settings"]
 
@@ -102,6 +106,8 @@ EXPIRY_TICK_MS = 1000
 _TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
 
 QUOTA_SENSOR_EXPIRY_TICK_MS = 30_000
+# How often pushes waiting for /metrics/clients are handed to its worker thread.
+CLIENT_SERIES_FOLD_TICK_MS = 1000
 # How long a graceful shutdown waits for connections to write what they answered.
 CONNECTIONS_DRAIN_S = 5.0
 
@@ -223,6 +229,8 @@ class Node:
         self.registry.register(ScrapeCollector(self._collect_connection_limits))
         self.cluster_id = ""
         self.manager: ClientMetricsManager | None = None
+        # /metrics/clients (prometheus.clients.enable), set with the manager.
+        self.client_series: Any = None
         self.dispatcher: Dispatcher  # set in start()
         self.handler: RequestHandler  # what connections call: the dispatcher
         self._apis: KafkaApis | None = None
@@ -386,11 +394,14 @@ class Node:
         config = self.config
         store = self._store
         assert self._exporter is not None
+        exporter = self._exporter
+        if config.prometheus_clients_enable:
+            exporter = self._client_series_tap(exporter)
         manager = self.manager = ClientMetricsManager(
             subscriptions=StoreSubscriptions(
                 store, honour_long_intervals=config.telemetry_honour_long_intervals
             ),
-            exporter=self._exporter,
+            exporter=exporter,
             instance_id_to_str=kafka_uuid_to_str,
             new_instance_id=random_instance_id,
             telemetry_max_bytes=config.telemetry_max_bytes,
@@ -403,6 +414,32 @@ class Node:
         )
         self.client_metrics_stats.instance_count = lambda: manager.instance_count
         return manager
+
+    def _client_series_tap(self, exporter: Exporter) -> Exporter:
+        """``/metrics/clients``: the series of every cached instance, fed by a tap after
+        the landing log (docs/prometheus.md)."""
+        from collector.telemetry.prometheus.client_series import (
+            ClientSeries,
+            ClientSeriesSettings,
+            ClientSeriesTap,
+        )
+
+        config = self.config
+        settings = ClientSeriesSettings.parse(
+            config.prometheus_clients_max_series,
+            config.prometheus_clients_labels,
+            config.prometheus_clients_metrics,
+        )
+
+        def is_cached(instance_id: str) -> bool:
+            manager = self.manager
+            return manager is not None and (
+                manager.instance(kafka_uuid_from_str(instance_id)) is not None
+            )
+
+        self.client_series = ClientSeries(settings, is_cached)
+        self.registry.register(ScrapeCollector(self.client_series.collect))
+        return ClientSeriesTap(exporter, self.client_series)
 
     def _build_quotas(self) -> QuotaEnforcer:
         try:
@@ -562,6 +599,10 @@ class Node:
                     authorizer_configured=bool(self.config.authorizer_class_name),
                 )
                 self.health.add_routes(admin.routes())
+            if self.client_series is not None:
+                from collector.app.clients_http import client_metrics_routes
+
+                self.health.add_routes(client_metrics_routes(self.client_series))
             host, port = self.config.http_host_port
             await self.health.start(host, port)
 
@@ -607,6 +648,9 @@ class Node:
             self._tasks.append(asyncio.create_task(refresh, name="jwks-refresh"))
         if self.config.exporters_otlp is not None:
             self._start_forwarder(self.config.exporters_otlp)
+        series = self.client_series
+        if series is not None:
+            self._every(CLIENT_SERIES_FOLD_TICK_MS, "client-series", series.fold_soon)
 
     async def _store_watch_started(self) -> None:
         """Return once the config store's directory is watched (or its watcher stopped):
@@ -963,6 +1007,8 @@ class Node:
             self._forwarder.close()
         if self._sync_executor is not None:
             self._sync_executor.shutdown(wait=True)
+        if self.client_series is not None:
+            self.client_series.close()
         if self.quotas is not None:
             self.quotas.close()
         await self.health.stop()

@@ -1,0 +1,315 @@
+"""The series behind ``/metrics/clients``: every cached client instance's latest points.
+
+Who does what, so the event loop never folds, renders or copies the cache:
+
+| where | what | cost |
+|---|---|---|
+| push path (event loop) | :meth:`ClientSeriesTap.export`: after the landing log took the push, append (context, payload) to a pending list | an append; a push over ``PENDING_MAX_BYTES`` pending is counted and skipped |
+| every second (event loop) | :meth:`ClientSeries.fold_soon`: swap the pending list for an empty one, hand it to the worker | O(1) |
+| worker thread (one) | decode each payload, fold its points into its instance (``points.py``), forget terminated instances and those the manager no longer caches, keep at most ``RETAINED_FACTOR`` x the budget in memory | per push and per instance |
+| scrape (worker thread) | the budget (``budget.py``) and the exposition (``exposition.py``); the bytes are kept until the next change | per series |
+
+Only the worker touches the folded state, so nothing here takes a lock; the manager is
+asked whether an instance is still cached with one dictionary lookup, which the GIL keeps
+atomic against the event loop's changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from collector.telemetry.prometheus.budget import Selection, select
+from collector.telemetry.prometheus.exposition import Rendered, render
+from collector.telemetry.prometheus.naming import MetricType
+from collector.telemetry.prometheus.points import (
+    IDENTITY_LABELS,
+    FamilyMeta,
+    InstancePoints,
+)
+from exporters.base import Exporter, ExportResult
+from exporters.context import TelemetryContext
+
+__all__ = [
+    "PENDING_MAX_BYTES",
+    "RETAINED_FACTOR",
+    "ClientSeries",
+    "ClientSeriesSettings",
+    "ClientSeriesTap",
+]
+
+# Payload bytes waiting for the worker at most (about a second of pushes at 30 MB/s).
+PENDING_MAX_BYTES = 64 * 1024 * 1024
+# Series kept in memory at most, as a multiple of the budget (the least recently pushed
+# instances beyond it are forgotten: they would only be part of an overflow aggregate).
+RETAINED_FACTOR = 2
+# Families (help and type) remembered before those no instance has are forgotten.
+_FAMILIES_KEPT = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSeriesSettings:
+    max_series: int
+    # The identity labels shown, in IDENTITY_LABELS order.
+    labels: tuple[str, ...] = IDENTITY_LABELS
+    # OTLP metric-name prefixes shown; empty: every metric.
+    metric_prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(
+        cls, max_series: int, labels: str | None, metrics: str | None
+    ) -> ClientSeriesSettings:
+        """From the config's comma-separated lists; ValueError names an unknown label."""
+        chosen: tuple[str, ...] = IDENTITY_LABELS
+        if labels is not None and labels.strip() != "*":
+            names = [n.strip() for n in labels.split(",") if n.strip()]
+            unknown = sorted(set(names) - set(IDENTITY_LABELS))
+            if unknown:
+                raise ValueError(
+                    f"unknown label {', '.join(unknown)} "
+                    f"(known: {', '.join(IDENTITY_LABELS)})"
+                )
+            chosen = tuple(n for n in IDENTITY_LABELS if n in names)
+        prefixes = tuple(p.strip() for p in (metrics or "").split(",") if p.strip())
+        return cls(max_series, chosen, prefixes)
+
+
+def _instance_identity(context: TelemetryContext) -> dict[str, str]:
+    identity = {
+        "client_id": context.client_id or "",
+        "client_instance_id": context.client_instance_id,
+        "client_software_name": context.client_software_name,
+        "client_software_version": context.client_software_version,
+        "principal": context.principal,
+        "listener": context.listener_name,
+    }
+    # Gateway mode only: a standalone collector has no upstream.
+    if context.upstream_cluster_id is not None:
+        identity["upstream_cluster_id"] = context.upstream_cluster_id
+    if context.upstream_node_id is not None:
+        identity["upstream_node_id"] = str(context.upstream_node_id)
+    return identity
+
+
+class ClientSeries:
+    """``record`` on the push path, ``fold_soon`` every second, ``await scrape()``."""
+
+    def __init__(
+        self,
+        settings: ClientSeriesSettings,
+        is_cached: Callable[[str], bool],
+        *,
+        executor: concurrent.futures.Executor | None = None,
+    ) -> None:
+        self.settings = settings
+        self._is_cached = is_cached  # the manager still caches this instance id
+        self._owns_executor = executor is None
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
+            1, "prometheus-clients"
+        )
+        # Loop side.
+        self._pending: list[tuple[TelemetryContext, bytes]] = []
+        self._pending_bytes = 0
+        self.pushes_skipped = 0  # over PENDING_MAX_BYTES
+        # Worker side.
+        self._instances: OrderedDict[str, InstancePoints] = OrderedDict()  # LRU: push
+        self._families: dict[str, FamilyMeta] = {}
+        self._names: dict[tuple[str, str, MetricType], str] = {}
+        self._retained_samples = 0
+        self._generation = 0
+        self._cache: dict[bool, tuple[int, Rendered]] = {}
+        # For the collector's own /metrics (read on the loop; ints written by the worker).
+        self.instances_forgotten = 0
+        self.last_selection = Selection()
+        self.last_scrape_seconds = 0.0
+        self.type_conflicts = 0
+        self.undecodable = 0
+
+    # ------------------------------------------------------------------ loop side
+    def record(self, context: TelemetryContext, payload: bytes) -> None:
+        size = len(payload)
+        if self._pending_bytes + size > PENDING_MAX_BYTES:
+            self.pushes_skipped += 1
+            return
+        if type(payload) is not bytes:
+            payload = bytes(payload)  # never hold on to a connection's buffer
+        self._pending.append((context, payload))
+        self._pending_bytes += size
+
+    def _take_pending(self) -> list[tuple[TelemetryContext, bytes]]:
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
+        return batch
+
+    def fold_soon(self) -> concurrent.futures.Future[None] | None:
+        """Hand what is pending to the worker (None: nothing was pending)."""
+        if not self._pending:
+            return None
+        return self._executor.submit(self._fold, self._take_pending())
+
+    async def scrape(self, open_metrics: bool) -> bytes:
+        batch = self._take_pending()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, self._fold_and_render, batch, open_metrics
+        )
+
+    def close(self) -> None:
+        if self._owns_executor:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+
+    # ------------------------------------------------------------------ worker side
+    def _fold(self, batch: Sequence[tuple[TelemetryContext, bytes]]) -> None:
+        settings = self.settings
+        instances = self._instances
+        max_samples = settings.max_series
+        prefixes = settings.metric_prefixes
+        for context, payload in batch:
+            try:
+                data = MetricsData.FromString(payload)
+            except Exception:  # validated on the push path; counted, never raised
+                self.undecodable += 1
+                continue
+            instance_id = context.client_instance_id
+            instance = instances.get(instance_id)
+            if instance is None:
+                instance = instances[instance_id] = InstancePoints(instance_id, None)
+            else:
+                instances.move_to_end(instance_id)
+            if context.terminating:
+                # The client's last push: its series go with it.
+                del instances[instance_id]
+                self._retained_samples -= instance.samples
+                continue
+            instance.identity = _instance_identity(context)
+            instance.last_push_ns = context.received_time_unix_nano
+            before = instance.samples
+            instance.fold(
+                (
+                    metric
+                    for resource in data.resource_metrics
+                    for scope in resource.scope_metrics
+                    for metric in scope.metrics
+                    if not prefixes or metric.name.startswith(prefixes)
+                ),
+                self._families,
+                self._names,
+                max_samples,
+            )
+            self._retained_samples += instance.samples - before
+        self._forget_beyond_retention()
+        if batch:
+            self._generation += 1
+
+    def _forget_beyond_retention(self) -> None:
+        limit = self.settings.max_series * RETAINED_FACTOR
+        instances = self._instances
+        while self._retained_samples > limit and instances:
+            _, oldest = instances.popitem(last=False)
+            self._retained_samples -= oldest.samples
+            self.instances_forgotten += 1
+
+    def _forget_uncached(self) -> None:
+        """Drop the instances the manager no longer caches (expired, evicted, their
+        connection closed)."""
+        gone = [key for key in self._instances if not self._is_cached(key)]
+        for key in gone:
+            instance = self._instances.pop(key)
+            self._retained_samples -= instance.samples
+        if gone:
+            self._generation += 1
+
+    def _fold_and_render(
+        self, batch: Sequence[tuple[TelemetryContext, bytes]], open_metrics: bool
+    ) -> bytes:
+        started = time.perf_counter()
+        self._fold(batch)
+        self._forget_uncached()
+        cached = self._cache.get(open_metrics)
+        if cached is not None and cached[0] == self._generation:
+            return cached[1].body
+        selection = select(
+            reversed(self._instances.values()),
+            self._retained_samples,
+            self.settings.max_series,
+            self.settings.labels,
+        )
+        self._prune_families()
+        rendered = render(selection.groups, self._families, open_metrics)
+        self._cache = {open_metrics: (self._generation, rendered)}
+        self.last_selection = selection
+        self.type_conflicts = rendered.type_conflicts
+        self.last_scrape_seconds = time.perf_counter() - started
+        return rendered.body
+
+    def _prune_families(self) -> None:
+        """Forget the help and type of families no instance has any more (bounded by
+        what is cached, not by every name ever pushed)."""
+        if len(self._families) <= _FAMILIES_KEPT:
+            return
+        live = {key[0] for i in self._instances.values() for key in i.points}
+        self._families = {k: v for k, v in self._families.items() if k in live}
+
+    # ------------------------------------------------------------------ own metrics
+    def collect(self) -> Iterator[Metric]:
+        """The collector's own series about this endpoint (on ``/metrics``)."""
+        selection = self.last_selection
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_series",
+            "Series /metrics/clients showed at its last scrape",
+            value=selection.samples,
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_series_limit",
+            "prometheus.clients.max.series",
+            value=self.settings.max_series,
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_overflow_instances",
+            "Client instances folded into an overflow aggregate at the last scrape",
+            value=selection.overflow_instances,
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_series_dropped",
+            "Series of overflow aggregates left out of the last scrape (no room)",
+            value=selection.dropped_samples,
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_scrape_seconds",
+            "Time the last /metrics/clients exposition took to build (worker thread)",
+            value=self.last_scrape_seconds,
+        )
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_instances_forgotten",
+            "Client instances whose points were forgotten beyond the retained series",
+            value=self.instances_forgotten,
+        )
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_pushes_skipped",
+            "Pushes not folded into /metrics/clients (too many bytes waiting)",
+            value=self.pushes_skipped,
+        )
+
+
+class ClientSeriesTap:
+    """The manager's exporter when ``/metrics/clients`` is on: the landing log first, and
+    a push it took is recorded for the endpoint."""
+
+    def __init__(self, inner: Exporter, series: ClientSeries) -> None:
+        self._inner = inner
+        self._series = series
+
+    def export(self, context: TelemetryContext, payload: bytes) -> ExportResult:
+        result = self._inner.export(context, payload)
+        if result.ok:
+            self._series.record(context, payload)
+        return result
+
+    def close(self) -> None:
+        self._inner.close()

@@ -1,0 +1,401 @@
+"""One client instance's latest points, folded push by push the way the OpenTelemetry
+Collector's Prometheus exporter accumulates them (``prometheusexporter/accumulator.go``,
+``lastValueAccumulator``), so ``/metrics/clients`` shows the values that exporter shows for
+the same pushes.  Clients push with delta temporality (the Get answer asks for it, as
+Kafka's does), so sums and histograms are turned back into running totals here.
+
+| OTLP point | kept as | a newer point |
+|---|---|---|
+| gauge | gauge | replaces it (an older timestamp is ignored) |
+| sum, monotonic, cumulative | counter (``_total``) | replaces it |
+| sum, monotonic, delta | counter (``_total``) | is added when it starts where the kept one ended, else replaces it |
+| sum, not monotonic, cumulative | gauge | replaces it |
+| sum, not monotonic, delta; unspecified temporality | dropped | |
+| histogram, cumulative | histogram | replaces it |
+| histogram, delta | histogram | is added (buckets, count, sum) when it starts where the kept one ended; one that starts later replaces it (a restart); one that starts earlier is dropped |
+| summary | summary | replaces it |
+| exponential histogram | dropped (the exporter drops it too) | |
+| any point flagged "no recorded value" | its series is removed | |
+
+A point is keyed by its family name (``naming.metric_name``) and its attributes as rendered
+labels, so the budget and the exposition need no second pass over attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AggregationTemporality,
+    Metric,
+    NumberDataPoint,
+)
+
+from collector.telemetry.prometheus.naming import MetricType, label_name, metric_name
+
+__all__ = [
+    "IDENTITY_LABELS",
+    "FamilyMeta",
+    "HistogramPoint",
+    "InstancePoints",
+    "NumberPoint",
+    "Point",
+    "SeriesKey",
+    "SummaryPoint",
+    "escape_label_value",
+    "samples_of",
+]
+
+# The identity labels every series of an instance can carry, in exposition order.
+IDENTITY_LABELS: tuple[str, ...] = (
+    "client_id",
+    "client_instance_id",
+    "client_software_name",
+    "client_software_version",
+    "principal",
+    "listener",
+    "upstream_cluster_id",
+    "upstream_node_id",
+)
+_IDENTITY = frozenset(IDENTITY_LABELS)
+
+_NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
+_DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+_CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+
+
+class NumberPoint:
+    __slots__ = ("start_ns", "time_ns", "type", "value")
+
+    def __init__(
+        self, metric_type: MetricType, value: float, start_ns: int, time_ns: int
+    ) -> None:
+        self.type = metric_type  # GAUGE or COUNTER
+        self.value = value
+        self.start_ns = start_ns
+        self.time_ns = time_ns
+
+
+class HistogramPoint:
+    __slots__ = ("bounds", "count", "counts", "start_ns", "sum", "time_ns")
+
+    def __init__(
+        self,
+        bounds: tuple[float, ...],
+        counts: list[int],
+        count: int,
+        total: float,
+        start_ns: int,
+        time_ns: int,
+    ) -> None:
+        self.bounds = bounds
+        self.counts = counts
+        self.count = count
+        self.sum = total
+        self.start_ns = start_ns
+        self.time_ns = time_ns
+
+
+class SummaryPoint:
+    __slots__ = ("count", "quantiles", "sum", "time_ns")
+
+    def __init__(
+        self,
+        quantiles: tuple[tuple[float, float], ...],
+        count: int,
+        total: float,
+        time_ns: int,
+    ) -> None:
+        self.quantiles = quantiles
+        self.count = count
+        self.sum = total
+        self.time_ns = time_ns
+
+
+Point = NumberPoint | HistogramPoint | SummaryPoint
+# (family name, the point's attribute labels rendered: 'a="x",b="y"', sorted by name)
+SeriesKey = tuple[str, str]
+
+
+class FamilyMeta:
+    """A family's type and help, as first seen."""
+
+    __slots__ = ("help", "type")
+
+    def __init__(self, metric_type: MetricType, help_text: str) -> None:
+        self.type = metric_type
+        self.help = help_text
+
+
+def samples_of(point: Point) -> int:
+    """Exposition lines (Prometheus series) one point makes."""
+    if isinstance(point, NumberPoint):
+        return 1
+    if isinstance(point, HistogramPoint):
+        return len(set(point.bounds)) + 3  # buckets, +Inf, _sum, _count
+    return len(point.quantiles) + 2
+
+
+def escape_label_value(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        value = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return value
+
+
+class InstancePoints:
+    """What one client instance pushed last, folded (only the folding thread touches it)."""
+
+    __slots__ = (
+        "identity",
+        "instance_id",
+        "instance_uuid",
+        "last_push_ns",
+        "points",
+        "samples",
+    )
+
+    def __init__(self, instance_id: str, instance_uuid: object) -> None:
+        self.instance_id = instance_id
+        self.instance_uuid = instance_uuid  # for the manager's liveness check
+        # label name -> value, for the labels in IDENTITY_LABELS this instance has.
+        self.identity: dict[str, str] = {}
+        self.last_push_ns = 0
+        self.points: dict[SeriesKey, Point] = {}
+        self.samples = 0  # sum of samples_of over points
+
+    def fold(
+        self,
+        metrics: Iterable[Metric],
+        families: dict[str, FamilyMeta],
+        names: dict[tuple[str, str, MetricType], str],
+        max_samples: int,
+    ) -> None:
+        """Fold one push's metrics in (already filtered by the metric-name allowlist)."""
+        for metric in metrics:
+            kind = metric.WhichOneof("data")
+            if kind == "gauge":
+                self._fold_numbers(
+                    metric, metric.gauge.data_points, MetricType.GAUGE, False, families,
+                    names, max_samples,
+                )  # fmt: skip
+            elif kind == "sum":
+                data = metric.sum
+                temporality = data.aggregation_temporality
+                if temporality not in (_DELTA, _CUMULATIVE):
+                    continue
+                if temporality == _DELTA and not data.is_monotonic:
+                    continue
+                metric_type = (
+                    MetricType.COUNTER if data.is_monotonic else MetricType.GAUGE
+                )
+                self._fold_numbers(
+                    metric, data.data_points, metric_type, temporality == _DELTA,
+                    families, names, max_samples,
+                )  # fmt: skip
+            elif kind == "histogram":
+                self._fold_histograms(metric, families, names, max_samples)
+            elif kind == "summary":
+                self._fold_summaries(metric, families, names, max_samples)
+            # exponential_histogram and unset data: dropped, as the exporter does
+
+    def _family(
+        self,
+        metric: Metric,
+        metric_type: MetricType,
+        families: dict[str, FamilyMeta],
+        names: dict[tuple[str, str, MetricType], str],
+    ) -> str:
+        key = (metric.name, metric.unit, metric_type)
+        family = names.get(key)
+        if family is None:
+            if len(names) >= _MAX_NAMES:
+                names.clear()  # a bound against clients inventing names
+            family = names[key] = metric_name(metric.name, metric.unit, metric_type)
+        if family and family not in families:
+            families[family] = FamilyMeta(metric_type, metric.description)
+        return family
+
+    def _put(self, key: SeriesKey, point: Point, max_samples: int) -> bool:
+        previous = self.points.get(key)
+        added = samples_of(point) - (samples_of(previous) if previous else 0)
+        if previous is None and self.samples + added > max_samples:
+            return False  # one instance never holds more than the whole budget
+        self.points[key] = point
+        self.samples += added
+        return True
+
+    def _drop(self, key: SeriesKey) -> None:
+        previous = self.points.pop(key, None)
+        if previous is not None:
+            self.samples -= samples_of(previous)
+
+    def _fold_numbers(
+        self,
+        metric: Metric,
+        data_points: Iterable[NumberDataPoint],
+        metric_type: MetricType,
+        delta: bool,
+        families: dict[str, FamilyMeta],
+        names: dict[tuple[str, str, MetricType], str],
+        max_samples: int,
+    ) -> None:
+        family = self._family(metric, metric_type, families, names)
+        if not family:
+            return
+        for point in data_points:
+            key = (family, _labels(point.attributes))
+            if point.flags & _NO_RECORDED_VALUE:
+                self._drop(key)
+                return  # as the exporter: the rest of this metric's points too
+            value = (
+                point.as_double
+                if point.WhichOneof("value") == "as_double"
+                else float(point.as_int)
+            )
+            previous = self.points.get(key)
+            if isinstance(previous, NumberPoint) and previous.type is metric_type:
+                if point.time_unix_nano < previous.time_ns:
+                    continue  # only the latest timestamp is kept
+                if delta and point.start_time_unix_nano == previous.time_ns:
+                    previous.value += value
+                    previous.time_ns = point.time_unix_nano
+                    continue
+            self._put(
+                key,
+                NumberPoint(
+                    metric_type,
+                    value,
+                    point.start_time_unix_nano,
+                    point.time_unix_nano,
+                ),
+                max_samples,
+            )
+
+    def _fold_histograms(
+        self,
+        metric: Metric,
+        families: dict[str, FamilyMeta],
+        names: dict[tuple[str, str, MetricType], str],
+        max_samples: int,
+    ) -> None:
+        data = metric.histogram
+        family = self._family(metric, MetricType.HISTOGRAM, families, names)
+        if not family:
+            return
+        for point in data.data_points:
+            key = (family, _labels(point.attributes))
+            if point.flags & _NO_RECORDED_VALUE:
+                self._drop(key)
+                return
+            new = HistogramPoint(
+                tuple(point.explicit_bounds),
+                list(point.bucket_counts),
+                point.count,
+                point.sum,
+                point.start_time_unix_nano,
+                point.time_unix_nano,
+            )
+            previous = self.points.get(key)
+            if isinstance(previous, HistogramPoint):
+                temporality = data.aggregation_temporality
+                if temporality == _DELTA:
+                    if new.start_ns != previous.time_ns:
+                        if new.start_ns <= previous.time_ns:
+                            continue  # misaligned: dropped
+                        # starts later: a restart, the new point replaces the kept one
+                    else:
+                        new = _added(previous, new)
+                elif temporality == _CUMULATIVE:
+                    if new.time_ns < previous.time_ns:
+                        continue
+                else:
+                    continue  # unsupported temporality
+            self._put(key, new, max_samples)
+
+    def _fold_summaries(
+        self,
+        metric: Metric,
+        families: dict[str, FamilyMeta],
+        names: dict[tuple[str, str, MetricType], str],
+        max_samples: int,
+    ) -> None:
+        family = self._family(metric, MetricType.SUMMARY, families, names)
+        if not family:
+            return
+        for point in metric.summary.data_points:
+            key = (family, _labels(point.attributes))
+            if point.flags & _NO_RECORDED_VALUE:
+                self._drop(key)
+                return
+            previous = self.points.get(key)
+            if (
+                isinstance(previous, SummaryPoint)
+                and point.time_unix_nano < previous.time_ns
+            ):
+                continue
+            quantiles = {q.quantile: q.value for q in point.quantile_values}
+            self._put(
+                key,
+                SummaryPoint(
+                    tuple(sorted(quantiles.items())),
+                    point.count,
+                    point.sum,
+                    point.time_unix_nano,
+                ),
+                max_samples,
+            )
+
+
+# Distinct (name, unit, type) translations remembered at most.
+_MAX_NAMES = 10_000
+
+
+def _added(previous: HistogramPoint, new: HistogramPoint) -> HistogramPoint:
+    """accumulateHistogramValues: the sum of two contiguous deltas (the newer point's
+    buckets alone when the bounds differ), starting where the previous one started."""
+    older, newer = (
+        (new, previous) if new.time_ns < previous.time_ns else (previous, new)
+    )
+    if older.bounds == newer.bounds and len(older.counts) == len(newer.counts):
+        counts = [a + b for a, b in zip(newer.counts, older.counts, strict=True)]
+        count, total = newer.count + older.count, newer.sum + older.sum
+    else:
+        counts, count, total = list(newer.counts), newer.count, newer.sum
+    return HistogramPoint(
+        newer.bounds, counts, count, total, previous.start_ns, newer.time_ns
+    )
+
+
+def _labels(attributes: Iterable[object]) -> str:
+    """A point's attributes as sorted, escaped Prometheus labels; an attribute whose label
+    would clash with an identity label is renamed ``exported_<label>`` (Prometheus's own
+    rule for a target label that clashes)."""
+    pairs: dict[str, str] = {}
+    for attribute in attributes:
+        name = label_name(attribute.key)  # type: ignore[attr-defined]
+        if not name or name == "le" or name == "quantile" or name.startswith("__"):
+            continue
+        if name in _IDENTITY:
+            name = "exported_" + name
+        pairs[name] = _any_value(attribute.value)  # type: ignore[attr-defined]
+    if not pairs:
+        return ""
+    return ",".join(
+        f'{name}="{escape_label_value(value)}"' for name, value in sorted(pairs.items())
+    )
+
+
+def _any_value(value: object) -> str:
+    """An AnyValue as the exporter's ``AsString`` renders the scalar kinds."""
+    kind = value.WhichOneof("value")  # type: ignore[attr-defined]
+    if kind == "string_value":
+        return value.string_value  # type: ignore[attr-defined, no-any-return]
+    if kind == "bool_value":
+        return "true" if value.bool_value else "false"  # type: ignore[attr-defined]
+    if kind == "int_value":
+        return str(value.int_value)  # type: ignore[attr-defined]
+    if kind == "double_value":
+        return repr(value.double_value)  # type: ignore[attr-defined]
+    if kind is None:
+        return ""
+    return str(getattr(value, kind))

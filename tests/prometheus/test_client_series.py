@@ -1,0 +1,307 @@
+"""The fold, the budget and the exposition of /metrics/clients, on ClientSeries directly
+(no sockets): pushes are recorded as the push path records them and scraped as the HTTP
+route scrapes them.  The real clients' side, compared with otelcol's Prometheus exporter,
+is test_client_metrics_endpoint.py; OTLP kinds real clients do not push (histograms,
+summaries) are compared with otelcol in test_otlp_kinds_match_otelcol.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from otlp_build import CUMULATIVE, gauge, histogram, payload, summary, total
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from collector.app.clients_http import wants_open_metrics
+from collector.app.config import ConfigError, load_config
+from collector.telemetry.prometheus.budget import OVERFLOW_INSTANCE_ID
+from collector.telemetry.prometheus.client_series import (
+    ClientSeries,
+    ClientSeriesSettings,
+)
+from exporters.context import TelemetryContext
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def context(
+    instance: str,
+    *,
+    client_id: str = "orders",
+    software: str = "librdkafka",
+    version: str = "2.16.0",
+    terminating: bool = False,
+    at_ns: int = 0,
+    upstream: tuple[str, int] | None = None,
+) -> TelemetryContext:
+    return TelemetryContext(
+        instance, client_id, software, version, "127.0.0.1", 50000, "PLAINTEXT",
+        "PLAINTEXT", "User:ANONYMOUS", 1000, terminating, at_ns, 1, "cluster", 7, 0,
+        upstream_cluster_id=upstream[0] if upstream else None,
+        upstream_node_id=upstream[1] if upstream else None,
+    )  # fmt: skip
+
+
+class Harness:
+    def __init__(self, max_series: int = 100_000, **settings: str) -> None:
+        self.cached: set[str] = set()
+        self.series = ClientSeries(
+            ClientSeriesSettings.parse(
+                max_series, settings.get("labels"), settings.get("metrics")
+            ),
+            lambda instance: instance in self.cached,
+        )
+        self.clock = 0
+
+    def push(self, instance: str, metrics: Iterable[Metric], **kwargs: object) -> None:
+        self.cached.add(instance)
+        self.clock += 1
+        self.series.record(
+            context(instance, at_ns=self.clock, **kwargs),  # type: ignore[arg-type]
+            payload(metrics),
+        )
+
+    def text(self, open_metrics: bool = False) -> str:
+        return asyncio.run(self.series.scrape(open_metrics)).decode()
+
+    def samples(self) -> Samples:
+        text_samples = _parse(self.text())
+        assert _parse(self.text(open_metrics=True), open_metrics=True) == text_samples
+        return text_samples
+
+
+def _parse(text: str, open_metrics: bool = False) -> Samples:
+    parser = openmetrics_families if open_metrics else text_string_to_metric_families
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in parser(text)
+        for s in family.samples
+    }
+
+
+def values(samples: Samples, name: str) -> dict[str, float]:
+    """client_instance_id -> value of ``name``."""
+    return {
+        dict(labels).get("client_instance_id", ""): value
+        for (sample, labels), value in samples.items()
+        if sample == name
+    }
+
+
+@pytest.fixture
+def harness() -> Iterable[Harness]:
+    h = Harness()
+    yield h
+    h.series.close()
+
+
+def test_delta_sums_add_up_while_contiguous_and_restart_when_not(
+    harness: Harness,
+) -> None:
+    harness.push("a", [total("org.apache.kafka.producer.record.send", 5, 100, 200)])
+    harness.push("a", [total("org.apache.kafka.producer.record.send", 3, 200, 300)])
+    assert values(harness.samples(), "org_apache_kafka_producer_record_send_total") == {
+        "a": 8
+    }
+    # Not starting where the kept point ended: a restart, the new delta replaces it.
+    harness.push("a", [total("org.apache.kafka.producer.record.send", 4, 1000, 1100)])
+    assert values(harness.samples(), "org_apache_kafka_producer_record_send_total") == {
+        "a": 4
+    }
+    # An older point is ignored.
+    harness.push("a", [total("org.apache.kafka.producer.record.send", 9, 50, 60)])
+    assert values(harness.samples(), "org_apache_kafka_producer_record_send_total") == {
+        "a": 4
+    }
+
+
+def test_gauges_cumulative_and_non_monotonic_sums(harness: Harness) -> None:
+    harness.push("a", [
+        gauge("x.latency.avg", 2.5, 100, unit="ms"),
+        total("x.bytes", 10, 0, 100, temporality=CUMULATIVE, unit="By"),
+        total("x.queue", 7, 0, 100, temporality=CUMULATIVE, monotonic=False),
+        total("x.dropped", 1, 0, 100, monotonic=False),  # delta, not monotonic: dropped
+        gauge("x.idle", 0.25, 100, unit="1"),
+    ])  # fmt: skip
+    harness.push("a", [
+        gauge("x.latency.avg", 1.5, 200, unit="ms"),
+        total("x.bytes", 25, 0, 200, temporality=CUMULATIVE, unit="By"),
+    ])  # fmt: skip
+    samples = harness.samples()
+    assert values(samples, "x_latency_avg_milliseconds") == {"a": 1.5}
+    assert values(samples, "x_bytes_total") == {"a": 25}
+    assert values(samples, "x_queue") == {"a": 7}
+    assert values(samples, "x_idle_ratio") == {"a": 0.25}
+    assert not values(samples, "x_dropped")
+    text = harness.text()
+    assert "# TYPE x_bytes_total counter" in text and "# TYPE x_queue gauge" in text
+    assert "# HELP x_latency_avg_milliseconds x.latency.avg help" in text
+
+
+def test_histograms_and_summaries(harness: Harness) -> None:
+    harness.push("a", [
+        histogram("rpc.duration", [1, 5, 10], [1, 2, 3, 4], 100.0, 0, 100, unit="ms"),
+        summary("rpc.size", {0.5: 10, 0.99: 40}, 5, 75.0, 100, unit="By"),
+    ])  # fmt: skip
+    harness.push("a", [
+        histogram("rpc.duration", [1, 5, 10], [1, 0, 0, 1], 30.0, 100, 200, unit="ms"),
+        summary("rpc.size", {0.5: 12, 0.99: 30}, 6, 80.0, 200, unit="By"),
+    ])  # fmt: skip
+    samples = harness.samples()
+    labels = {
+        "client_id": "orders", "client_instance_id": "a",
+        "client_software_name": "librdkafka", "client_software_version": "2.16.0",
+        "principal": "User:ANONYMOUS", "listener": "PLAINTEXT",
+    }  # fmt: skip
+
+    def sample(name: str, **extra: str) -> float:
+        return samples[(name, frozenset({**labels, **extra}.items()))]
+
+    # Cumulative buckets of the summed deltas: [2, 2, 3, 5], count 12, sum 130.
+    assert sample("rpc_duration_milliseconds_bucket", le="1") == 2
+    assert sample("rpc_duration_milliseconds_bucket", le="5") == 4
+    assert sample("rpc_duration_milliseconds_bucket", le="10") == 7
+    assert sample("rpc_duration_milliseconds_bucket", le="+Inf") == 12
+    assert sample("rpc_duration_milliseconds_count") == 12
+    assert sample("rpc_duration_milliseconds_sum") == 130
+    assert sample("rpc_size_bytes", quantile="0.5") == 12
+    assert sample("rpc_size_bytes", quantile="0.99") == 30
+    assert sample("rpc_size_bytes_count") == 6
+
+
+def test_a_series_goes_with_its_client(harness: Harness) -> None:
+    harness.push("a", [gauge("x", 1, 1)])
+    harness.push("b", [gauge("x", 2, 1)])
+    harness.push("c", [gauge("x", 3, 1)])
+    assert values(harness.samples(), "x") == {"a": 1, "b": 2, "c": 3}
+    harness.push("a", [gauge("x", 5, 2)], terminating=True)  # the terminating push
+    harness.cached.discard("b")  # expired from the manager's cache
+    assert values(harness.samples(), "x") == {"c": 3}
+
+
+def test_identity_labels_allowlist_and_gateway_labels() -> None:
+    h = Harness(
+        labels="client_id,client_software_name,upstream_cluster_id,upstream_node_id"
+    )
+    h.push("a", [total("x", 1, 0, 1)], upstream=("kafka-cluster", 3))
+    h.push("b", [total("x", 2, 0, 1)], upstream=("kafka-cluster", 3))
+    samples = h.samples()
+    # Without client_instance_id two instances are one identity: folded, counters added.
+    assert samples == {
+        ("x_total", frozenset({
+            "client_id": "orders", "client_software_name": "librdkafka",
+            "upstream_cluster_id": "kafka-cluster", "upstream_node_id": "3",
+        }.items())): 3.0,
+    }  # fmt: skip
+    h.series.close()
+
+
+def test_metric_name_prefix_allowlist() -> None:
+    h = Harness(metrics="org.apache.kafka.producer.,org.apache.kafka.consumer.fetch")
+    h.push("a", [
+        gauge("org.apache.kafka.producer.x", 1, 1),
+        gauge("org.apache.kafka.consumer.fetch.y", 1, 1),
+        gauge("org.apache.kafka.consumer.coordinator.z", 1, 1),
+    ])  # fmt: skip
+    names = {name for name, _ in h.samples()}
+    assert names == {"org_apache_kafka_producer_x", "org_apache_kafka_consumer_fetch_y"}
+    h.series.close()
+
+
+def test_the_budget_folds_the_least_recently_pushed_into_aggregates() -> None:
+    h = Harness(max_series=100)
+    # 30 instances of 2 client ids, 5 series each: 150 series for a budget of 100.
+    for i in range(30):
+        client_id = "orders" if i % 2 else "payments"
+        h.push(f"i{i:02d}", [
+            total("sent", 1 + i, 0, 1), gauge("latency", float(i), 1),
+            gauge("a", 1, 1), gauge("b", 1, 1), gauge("c", 1, 1),
+        ], client_id=client_id)  # fmt: skip
+    samples = h.samples()
+    assert len(samples) <= 100
+    sent = values(samples, "sent_total")
+    shown = {i for i in sent if i != OVERFLOW_INSTANCE_ID}
+    # 90 % of the budget for instances one by one: 18, the most recently pushed.
+    assert shown == {f"i{i:02d}" for i in range(12, 30)}
+    aggregates = {
+        dict(labels)["client_id"]: value
+        for (name, labels), value in samples.items()
+        if name == "sent_total"
+        and dict(labels)["client_instance_id"] == OVERFLOW_INSTANCE_ID
+    }
+    # Overflowed: i00..i11; counters add up per client id, gauges take the largest.
+    assert aggregates == {
+        "payments": sum(1 + i for i in range(0, 12, 2)),
+        "orders": sum(1 + i for i in range(1, 12, 2)),
+    }
+    latency = {
+        dict(labels)["client_id"]: value
+        for (name, labels), value in samples.items()
+        if name == "latency"
+        and dict(labels)["client_instance_id"] == OVERFLOW_INSTANCE_ID
+    }
+    assert latency == {"payments": 10.0, "orders": 11.0}
+    # Aggregates carry no per-instance labels.
+    for (_, labels), _value in samples.items():
+        if dict(labels)["client_instance_id"] == OVERFLOW_INSTANCE_ID:
+            assert set(dict(labels)) == {
+                "client_id", "client_instance_id", "client_software_name",
+                "client_software_version",
+            }  # fmt: skip
+    own = {m.name: m.samples[0].value for m in h.series.collect()}
+    assert own["ktc_prometheus_clients_overflow_instances"] == 12
+    assert own["ktc_prometheus_clients_series"] == len(samples)
+    h.series.close()
+
+
+def test_aggregates_that_do_not_fit_are_left_out_and_counted() -> None:
+    h = Harness(max_series=20)
+    for i in range(40):  # 40 client ids: 40 aggregates could never fit
+        h.push(f"i{i:02d}", [gauge("a", 1, 1), gauge("b", 1, 1)], client_id=f"c{i}")
+    samples = h.samples()
+    assert len(samples) <= 20
+    own = {m.name: m.samples[0].value for m in h.series.collect()}
+    assert own["ktc_prometheus_clients_series_dropped"] > 0
+    h.series.close()
+
+
+def test_openmetrics_names_counters_without_total_and_ends_with_eof(
+    harness: Harness,
+) -> None:
+    harness.push("a", [total("x.sent", 4, 0, 1), gauge("y", float("nan"), 1)])
+    text = harness.text(open_metrics=True)
+    assert "# TYPE x_sent counter\n" in text and "\nx_sent_total{" in text
+    assert text.endswith("# EOF\n")
+    assert " NaN\n" in harness.text()
+
+
+def test_label_values_are_escaped(harness: Harness) -> None:
+    harness.push("a", [gauge("x", 1, 1)], client_id='we"ird\\id\nline')
+    assert values(harness.samples(), "x") == {"a": 1}
+    assert dict(next(iter(harness.samples()))[1])["client_id"] == 'we"ird\\id\nline'
+
+
+def test_accept_header_negotiation() -> None:
+    prometheus = (
+        "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+        "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+    )
+    assert wants_open_metrics(prometheus)
+    assert not wants_open_metrics("")
+    assert not wants_open_metrics("text/plain")
+    assert not wants_open_metrics("text/plain,application/openmetrics-text;q=0.5")
+
+
+def test_an_unknown_label_is_a_one_line_config_error() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(
+            environ={}, overrides={"prometheus.clients.labels": "client_id,pod"}
+        )
+    message = str(error.value)
+    assert "prometheus.clients.labels" in message and "pod" in message
+    assert "\n" not in message
