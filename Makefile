@@ -141,6 +141,20 @@ chromium:
 	set -e; apt-get update -qq; \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
 
+# The /metrics/clients tests (tests/prometheus/) scrape the collector with a real Prometheus
+# server and check the shipped alert rules with promtool: Debian's prometheus package (2.42 on
+# bookworm). Installed with apt when missing; without apt (or root), outside CI, they skip.
+PROMETHEUS := /usr/bin/prometheus
+
+.PHONY: prometheus
+prometheus:
+	@if [ -x $(PROMETHEUS) ] && command -v promtool >/dev/null; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null || [ "$$(id -u)" != 0 ]; then \
+	  if [ "$$CI" = true ]; then echo "prometheus: $(PROMETHEUS) missing and no apt-get as root to install it"; exit 1; fi; \
+	  echo "prometheus: no apt-get as root here, the /metrics/clients tests will skip"; exit 0; fi; \
+	set -e; apt-get update -qq; \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+
 run: $(RUN_STAMP) lake-libs
 	$(BIN)/ktc serve
 
@@ -150,7 +164,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint kafka-libs lake-libs otelcol postgresql chromium
+test: lint kafka-libs lake-libs otelcol postgresql chromium prometheus
 	$(BIN)/python -m pytest
 
 bench: $(TEST_STAMP) kafka-libs lake-libs
