@@ -54,6 +54,9 @@ def go_float(value: float) -> str:
     """``strconv.FormatFloat(value, 'g', -1, 64)``: the shortest digits that read back as
     ``value``, exponent form when the exponent is below -4 or at least 6 (Go's choice for
     the shortest precision)."""
+    if 1e-4 <= abs(value) < 1e6:
+        # Python's repr is Go's shortest form in this range; an integer has no ".0".
+        return str(int(value)) if value.is_integer() else repr(value)
     if value != value:
         return "NaN"
     if math.isinf(value):

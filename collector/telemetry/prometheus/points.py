@@ -242,34 +242,45 @@ class InstancePoints:
         family = self._family(metric, metric_type, families, names)
         if not family:
             return
+        points = self.points
         for point in data_points:
-            key = (family, _labels(point.attributes))
+            attributes = point.attributes
+            key = (family, _labels(attributes) if len(attributes) else "")
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return  # as the exporter: the rest of this metric's points too
-            value = (
-                point.as_double
-                if point.WhichOneof("value") == "as_double"
-                else float(point.as_int)
-            )
-            previous = self.points.get(key)
-            if isinstance(previous, NumberPoint) and previous.type is metric_type:
-                if point.time_unix_nano < previous.time_ns:
-                    continue  # only the latest timestamp is kept
-                if delta and point.start_time_unix_nano == previous.time_ns:
-                    previous.value += value
-                    previous.time_ns = point.time_unix_nano
-                    continue
-            self._put(
-                key,
-                NumberPoint(
-                    metric_type,
-                    value,
-                    point.start_time_unix_nano,
-                    point.time_unix_nano,
-                ),
-                max_samples,
-            )
+            # as_double or as_int, whichever is set: the unset one reads as 0.
+            value = point.as_double or float(point.as_int)
+            time_ns = point.time_unix_nano
+            previous = points.get(key)
+            if previous is None:
+                if self.samples < max_samples:  # a new series, if the instance has room
+                    points[key] = NumberPoint(
+                        metric_type, value, point.start_time_unix_nano, time_ns
+                    )
+                    self.samples += 1
+                continue
+            if (
+                not isinstance(previous, NumberPoint)
+                or previous.type is not metric_type
+            ):
+                self._drop(key)  # same name, another kind: the newer one replaces it
+                self._put(
+                    key,
+                    NumberPoint(
+                        metric_type, value, point.start_time_unix_nano, time_ns
+                    ),
+                    max_samples,
+                )
+                continue
+            if time_ns < previous.time_ns:
+                continue  # only the latest timestamp is kept
+            if delta and point.start_time_unix_nano == previous.time_ns:
+                previous.value += value
+            else:
+                previous.value = value
+                previous.start_ns = point.start_time_unix_nano
+            previous.time_ns = time_ns
 
     def _fold_histograms(
         self,

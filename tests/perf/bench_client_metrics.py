@@ -1,0 +1,325 @@
+"""/metrics/clients benchmark (docs/prometheus.md): the series budget under 100,000 client
+instances over the wire, the push path's CPU with the endpoint on and off, and a scrape of
+the whole budget against prometheus_client's own exposition of the same series.
+
+1. **Over the wire.** ``ktc serve`` as a subprocess, twice in one run: with
+   ``/metrics/clients`` (``prometheus.clients.max.series`` at its default, 50,000) and
+   with ``prometheus.clients.enable: false``.  The load generator (tests/perf/loadgen.py)
+   creates ``--instances`` client instances (100,000; the manager's cache is sized to keep
+   them all) on 200 connections and pushes librdkafka-shaped payloads on a fixed schedule.
+   While it runs the endpoint is scraped every 2 s: the series it shows never exceed the
+   budget, and its time and the server's RSS are recorded.  Printed: CPU per push on and
+   off and their ratio, the largest scrape, the scrape times, peak RSS on and off.
+2. **In process.** A ClientSeries folded with enough instances to fill the budget twice
+   over; the time to fold a push, and the time to build one exposition of the full budget
+   (the cached page invalidated each time) against prometheus_client's ``generate_latest``
+   over a collector yielding the same samples with the same labels (the library the
+   collector's own /metrics uses): the ratio is printed.
+
+Run: ``.venv/bin/python tests/perf/bench_client_metrics.py`` (about five minutes on 2 cores;
+``--quick``: 20,000 instances, shorter windows).  ``--check`` exits 1 when the budget was
+exceeded or the full-budget scrape took a second or more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from loadgen import OPEN, OPEN_PERIOD_FACTOR, producer_payload, run_load_blocking
+
+BUDGET = 50_000  # prometheus.clients.max.series, its default
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _wait_for_file(
+    path: Path, proc: subprocess.Popen[bytes], timeout_s: float = 60
+) -> str:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear")
+        time.sleep(0.05)
+    return path.read_text()
+
+
+@contextlib.contextmanager
+def collector(
+    tmp: Path, endpoint_on: bool, instances: int, interval_ms: int
+) -> Iterator[tuple[int, int, int]]:
+    """``ktc serve``: (kafka port, http port, pid)."""
+    from subscriptions.store import ConfigStore
+
+    data_dir = tmp / "data"
+    ConfigStore(data_dir).alter_subscription(
+        "bench",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(interval_ms)},
+        [],
+    )
+    config = tmp / "ktc.yaml"
+    config.write_text(
+        "listeners: PLAINTEXT://127.0.0.1:0\n"
+        "http.listener: 127.0.0.1:0\n"
+        f"data.dir: {data_dir}\n"
+        "log.level: WARNING\n"
+        "connection.max.inflight.requests: 100000\n"
+        f"telemetry.instance.cache.max.size: {instances + 1000}\n"
+        f"prometheus.clients.enable: {'true' if endpoint_on else 'false'}\n"
+        f"prometheus.clients.max.series: {BUDGET}\n"
+    )
+    ready = tmp / "ready.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "collector.app.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--ready-file",
+            str(ready),
+        ],
+        cwd=ROOT,
+    )
+    try:
+        info = json.loads(_wait_for_file(ready, proc))
+        yield (
+            int(next(iter(info["listeners"].values()))),
+            int(info["http_port"]),
+            proc.pid,
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class Scraper(threading.Thread):
+    """Scrapes /metrics/clients every ``period_s`` until stopped; records series and time."""
+
+    def __init__(self, http_port: int, pid: int, period_s: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.url = f"http://127.0.0.1:{http_port}/metrics/clients"
+        self.pid = pid
+        self.period_s = period_s
+        self.stop = threading.Event()
+        self.scrapes: list[tuple[int, float, int]] = []  # (series, seconds, bytes)
+        self.rss: list[float] = []
+
+    def run(self) -> None:
+        while not self.stop.wait(self.period_s):
+            started = time.perf_counter()
+            with urllib.request.urlopen(self.url, timeout=30) as response:
+                body = response.read()
+            elapsed = time.perf_counter() - started
+            series = sum(
+                1 for line in body.split(b"\n") if line and not line.startswith(b"#")
+            )
+            self.scrapes.append((series, elapsed, len(body)))
+            self.rss.append(rss_mib(self.pid))
+
+
+class RssSampler(threading.Thread):
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.stop = threading.Event()
+        self.rss: list[float] = []
+
+    def run(self) -> None:
+        while not self.stop.wait(2.0):
+            self.rss.append(rss_mib(self.pid))
+
+
+def over_the_wire(args: argparse.Namespace, endpoint_on: bool) -> dict[str, object]:
+    rate = args.rate
+    interval_ms = int(args.instances / rate / OPEN_PERIOD_FACTOR * 1000)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        collector(Path(tmp), endpoint_on, args.instances, interval_ms) as (
+            port,
+            http_port,
+            pid,
+        ),
+    ):
+        sampler: Scraper | RssSampler = (
+            Scraper(http_port, pid) if endpoint_on else RssSampler(pid)
+        )
+        sampler.start()
+        try:
+            result = run_load_blocking(
+                "127.0.0.1", port, instances=args.instances, connections=200,
+                interval_ms=interval_ms, duration_s=args.duration_s, warmup_s=1.0,
+                mode=OPEN, workers=2, server_pid=pid,
+            )  # fmt: skip
+        finally:
+            sampler.stop.set()
+            sampler.join(60)
+        out: dict[str, object] = {
+            "endpoint": "on" if endpoint_on else "off",
+            "instances": args.instances,
+            "offered_pushes_per_s": round(result.offered_per_s),
+            "pushes_ok": result.pushes_ok,
+            "errors": result.errors,
+            "server_cpu_us_per_push": round(result.server_cpu_us_per_push, 1),
+            "peak_rss_mib": round(max(sampler.rss, default=float("nan")), 1),
+        }
+        if isinstance(sampler, Scraper) and sampler.scrapes:
+            series = [s for s, _, _ in sampler.scrapes]
+            seconds = sorted(t for _, t, _ in sampler.scrapes)
+            out.update(
+                scrapes=len(sampler.scrapes),
+                max_series=max(series),
+                budget=BUDGET,
+                budget_held=max(series) <= BUDGET,
+                scrape_s_median=round(statistics.median(seconds), 3),
+                scrape_s_max=round(seconds[-1], 3),
+                largest_page_mib=round(
+                    max(b for _, _, b in sampler.scrapes) / 2**20, 1
+                ),
+            )
+        return out
+
+
+def in_process(args: argparse.Namespace) -> dict[str, object]:
+    """Fold and render the full budget in this process, against prometheus_client."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from collector.telemetry.prometheus.client_series import (
+        ClientSeries,
+        ClientSeriesSettings,
+    )
+    from exporters.context import TelemetryContext
+
+    payload = producer_payload(1)
+    series = ClientSeries(
+        ClientSeriesSettings.parse(BUDGET, None, None), lambda _: True
+    )
+    per_instance = 12  # producer_payload's series
+    count = 2 * BUDGET // per_instance + 100
+    batch = [
+        (
+            TelemetryContext(
+                f"instance-{i:07d}", f"loadgen-{i % 200}", "loadgen", "1.0", "127.0.0.1", 1,
+                "PLAINTEXT", "PLAINTEXT", "User:ANONYMOUS", 1000, False, i, 1, "c", 1, 0,
+            ),
+            payload,
+        )
+        for i in range(count)
+    ]  # fmt: skip
+    started = time.perf_counter()
+    series._fold(batch)
+    fold_us = (time.perf_counter() - started) / count * 1e6
+    renders = []
+    body = b""
+    for _ in range(args.repeats):
+        series._generation += 1  # a change since the last page: build it again
+        started = time.perf_counter()
+        body = series._fold_and_render([], False)
+        renders.append(time.perf_counter() - started)
+    samples = [
+        (s.name, s.labels, s.value, family.type)
+        for family in text_string_to_metric_families(body.decode())
+        for s in family.samples
+    ]
+
+    class Same:
+        def collect(self):  # type: ignore[no-untyped-def]
+            families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+            for name, labels, value, kind in samples:
+                family = families.get(name)
+                if family is None:
+                    keys = list(labels)
+                    family = families[name] = (
+                        CounterMetricFamily(name, "help", labels=keys)
+                        if kind == "counter"
+                        else GaugeMetricFamily(name, "help", labels=keys)
+                    )
+                family.add_metric(list(labels.values()), value)
+            return iter(families.values())
+
+    registry = CollectorRegistry()
+    registry.register(Same())  # type: ignore[arg-type]
+    baseline = []
+    for _ in range(args.repeats):
+        started = time.perf_counter()
+        generate_latest(registry)
+        baseline.append(time.perf_counter() - started)
+    series.close()
+    ours, theirs = statistics.median(renders), statistics.median(baseline)
+    return {
+        "instances_folded": count,
+        "fold_us_per_push": round(fold_us, 1),
+        "series_shown": len(samples),
+        "budget": BUDGET,
+        "scrape_s": round(ours, 3),
+        "prometheus_client_s": round(theirs, 3),
+        "ratio_vs_prometheus_client": round(ours / theirs, 2),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--instances", type=int, default=100_000)
+    parser.add_argument("--rate", type=float, default=2000.0, help="pushes/s offered")
+    parser.add_argument("--duration-s", type=float, default=60.0)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--check", action="store_true")
+    parser.add_argument("--skip-wire", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.instances, args.duration_s, args.repeats = 20_000, 15.0, 3
+    report: dict[str, object] = {"in_process": in_process(args)}
+    print(json.dumps(report["in_process"]), flush=True)
+    if not args.skip_wire:
+        runs = []
+        for endpoint_on in (True, False):
+            runs.append(over_the_wire(args, endpoint_on))
+            print(json.dumps(runs[-1]), flush=True)
+        on, off = runs
+        report["push_cpu_ratio_on_vs_off"] = round(
+            float(on["server_cpu_us_per_push"]) / float(off["server_cpu_us_per_push"]),
+            2,  # type: ignore[arg-type]
+        )
+        print(
+            json.dumps({"push_cpu_ratio_on_vs_off": report["push_cpu_ratio_on_vs_off"]})
+        )
+        if args.check and not on.get("budget_held", False):
+            return 1
+    in_proc = report["in_process"]
+    assert isinstance(in_proc, dict)
+    if args.check and float(in_proc["scrape_s"]) >= 1.0:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
