@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 import yaml
@@ -334,6 +334,16 @@ class CollectorConfig(BaseModel):
     # client's fetch.max.bytes, 50 MiB by default, plus framing).
     gateway_upstream_max_response_bytes: int = Field(
         104857600, alias="gateway.upstream.max.response.bytes", ge=1024
+    )
+    # Where the gateway's client-metrics subscriptions live: "cluster", the fronted cluster's
+    # own CLIENT_METRICS configs (read every refresh.ms and at once after an alter the
+    # gateway forwarded; a cluster that does not serve them is said in one log line and the
+    # local store used), or "local", <data.dir>/config/client-metrics.yaml.
+    gateway_subscriptions_store: Literal["cluster", "local"] = Field(
+        "cluster", alias="gateway.subscriptions.store"
+    )
+    gateway_subscriptions_refresh_ms: int = Field(
+        2000, alias="gateway.subscriptions.refresh.ms", ge=100
     )
 
     # --- /metrics/clients (docs/prometheus.md) -------------------------------------------

@@ -38,6 +38,11 @@ from collector.gateway.authentication import (
     AuthenticationPolicy,
     UpstreamAuthentication,
 )
+from collector.gateway.cluster_admin import ClusterAdmin
+from collector.gateway.cluster_subscriptions import (
+    SubscriptionRefresh,
+    read_client_metrics,
+)
 from collector.gateway.discovery import (
     Discovered,
     ask_authentication,
@@ -53,6 +58,8 @@ from collector.net.protocol import KafkaProtocol
 from collector.net.upstream import open_upstream
 from proto import SUPPORTED_VERSIONS, ApiKeys
 from proto.request_limits import RequestSizeLimits, request_size_limits
+from subscriptions.cluster_store import ClusterSubscriptionStore
+from subscriptions.store import ConfigStore
 
 __all__ = ["GatewayServer"]
 
@@ -116,8 +123,31 @@ class GatewayServer(Node):
                 config.gateway_upstream_sasl_username,
                 config.gateway_upstream_sasl_password,
             )
+        # Reads the cluster's client-metrics subscriptions, with the store kept there.
+        self.subscription_refresh: SubscriptionRefresh | None = None
 
     # ------------------------------------------------------------------ start steps
+    def _open_store(self) -> Any:
+        """The local store; with ``gateway.subscriptions.store: cluster``, wrapped in the
+        store whose subscriptions are the cluster's (read once the cluster is reachable,
+        in ``bind_mode_listeners``)."""
+        store = super()._open_store()
+        if self.config.gateway_subscriptions_store == "cluster" and isinstance(
+            store, ConfigStore
+        ):
+            self._store = store = ClusterSubscriptionStore(
+                store, self.config.gateway_upstream_bootstrap_servers or ""
+            )
+        return store
+
+    def _subscriptions_in_cluster(self) -> bool:
+        store = self._store
+        return isinstance(store, ClusterSubscriptionStore) and store.in_cluster
+
+    def _subscriptions_altered(self) -> None:
+        if self.subscription_refresh is not None:
+            self.subscription_refresh.soon()
+
     def _build_handler(self) -> None:
         config = self.config
         assert self._apis is not None and self.admin_apis is not None
@@ -150,7 +180,12 @@ class GatewayServer(Node):
         self.gateway = Gateway(
             dispatcher=self.dispatcher,
             quotas=GatewayQuotas(self.quotas),
-            admin=AdminSplitter(self.dispatcher, config.socket_request_max_bytes),
+            admin=AdminSplitter(
+                self.dispatcher,
+                config.socket_request_max_bytes,
+                in_cluster=self._subscriptions_in_cluster,
+                altered_in_cluster=self._subscriptions_altered,
+            ),
             open_upstream=self._open_upstream,
             discover=self._discover,
             local_api_versions=local_versions,
@@ -180,6 +215,60 @@ class GatewayServer(Node):
         whether the cluster lets in clients that did not authenticate."""
         self._build_topology()
         await self._learn_upstream_authentication()
+        await self._read_cluster_subscriptions()
+
+    async def _read_cluster_subscriptions(self) -> None:
+        """With the subscriptions kept in the cluster: read them once now (bounded by the
+        upstream connect timeout; a cluster that cannot be read now is read later), then
+        every ``gateway.subscriptions.refresh.ms``."""
+        store = self._store
+        if not isinstance(store, ClusterSubscriptionStore):
+            return
+        assert self.gateway is not None and self.topology is not None
+        config = self.config
+        if (
+            self.gateway.authentication.state is UpstreamAuthentication.REQUIRED
+            and self._upstream_login is None
+        ):
+            log.warning(
+                "the upstream cluster (%s) requires SASL and the gateway has no login of "
+                "its own (gateway.upstream.sasl.*) to read its CLIENT_METRICS configs: "
+                "client-metrics subscriptions come from the local store (%s)",
+                store.cluster,
+                store.config_dir,
+            )
+            store.use_local()
+            return
+        admin = ClusterAdmin(
+            self.topology.bootstrap,
+            ssl_context=self._upstream_ssl,
+            login=self._upstream_login,
+            timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
+            max_response_size=config.gateway_upstream_max_response_bytes,
+        )
+        refresh = self.subscription_refresh = SubscriptionRefresh(
+            store,
+            lambda: read_client_metrics(admin),
+            clock=self.clock,
+            refresh_ms=config.gateway_subscriptions_refresh_ms,
+        )
+        if await refresh.refresh():
+            self._tasks.append(
+                asyncio.create_task(
+                    self._refresh_forever(refresh, admin), name="subscriptions-refresh"
+                )
+            )
+        else:
+            admin.close()
+
+    @staticmethod
+    async def _refresh_forever(
+        refresh: SubscriptionRefresh, admin: ClusterAdmin
+    ) -> None:
+        try:
+            await refresh.run()
+        finally:
+            admin.close()
 
     def _build_topology(self) -> None:
         config = self.config

@@ -17,6 +17,12 @@ split by resource type:
 | ListConfigResources, upstream   | all of it, as ``ktc serve``   | -                         |
 | without it (Tansu 0.6)          | answers (client metrics only) |                           |
 
+With the subscriptions kept in the cluster (``gateway.subscriptions.store: cluster``,
+``collector.gateway.cluster_subscriptions``), nothing is split: the three APIs are forwarded
+untouched, with the client's own identity, and the cluster validates and authorizes them as
+for any other admin request; after a forwarded IncrementalAlterConfigs that names a
+CLIENT_METRICS resource, the gateway reads the cluster's subscriptions again at once.
+
 A request with only one side goes whole to that side, untouched.  The gateway lists
 ListConfigResources in ApiVersions whatever the upstream has (client-metrics administration
 needs it); what the upstream lists is read from the ApiVersions answers passing by
@@ -31,8 +37,10 @@ encoded answer back.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, Final
 
+from collector.gateway.frames import response_body_offset
 from proto import (
     ApiKeys,
     ServerConnection,
@@ -66,10 +74,30 @@ class _Split:
     local_response: Any
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _AlteredInCluster:
+    """A forwarded IncrementalAlterConfigs naming CLIENT_METRICS resources: once the cluster
+    answered, its subscriptions are read again."""
+
+
+_ALTERED_IN_CLUSTER: Final = _AlteredInCluster()
+
+
 class AdminSplitter:
-    def __init__(self, dispatcher: Any, max_request_size: int) -> None:
+    def __init__(
+        self,
+        dispatcher: Any,
+        max_request_size: int,
+        *,
+        in_cluster: Callable[[], bool] = lambda: False,
+        altered_in_cluster: Callable[[], object] = lambda: None,
+    ) -> None:
         self._dispatcher = dispatcher
         self._max_request_size = max_request_size
+        # Whether the subscriptions are the cluster's now (then nothing is answered here),
+        # and what to do after an alter of them was forwarded (read them again).
+        self._in_cluster = in_cluster
+        self._altered_in_cluster = altered_in_cluster
         # The upstream's ListConfigResources versions (None: it does not list the API), as
         # its latest ApiVersions answer said; unknown until one passes by.
         self._upstream_list_versions: tuple[int, int] | None = (0, 0x7FFF)
@@ -93,11 +121,18 @@ class AdminSplitter:
 
     def split(
         self, frame: Any, session: Any, channel: Any
-    ) -> bytes | tuple[_Split, bytes] | None:
+    ) -> bytes | tuple[_Split | _AlteredInCluster, bytes] | None:
         """The local answer (bytes, size prefix included) when the request names only
         CLIENT_METRICS resources; None when it names none (forward it untouched); else the
         merge state and the request to forward (header and body, no size prefix)."""
         api_key = frame.api_key
+        if self._in_cluster():
+            if api_key == ApiKeys.INCREMENTAL_ALTER_CONFIGS and any(
+                r.resource_type == CLIENT_METRICS
+                for r in decode_request(frame).resources
+            ):
+                return _ALTERED_IN_CLUSTER, frame.raw
+            return None
         if api_key == ApiKeys.LIST_CONFIG_RESOURCES:
             return self._split_list(frame, session, channel)
         request = decode_request(frame)
@@ -149,9 +184,17 @@ class AdminSplitter:
         )
         return _Split(ApiKeys.LIST_CONFIG_RESOURCES, (), local_response), forwarded
 
-    def merge(self, split: _Split, frame: Any, payload: bytes) -> bytes:
+    def merge(
+        self, split: _Split | _AlteredInCluster, frame: Any, payload: bytes
+    ) -> bytes:
         """The response body (after the response header) joining the upstream's answer to
         the local one, in the order of the client's request."""
+        if isinstance(split, _AlteredInCluster):
+            self._altered_in_cluster()
+            # The cluster's answer, untouched.
+            return payload[
+                response_body_offset(frame.api_key, frame.api_version, payload) :
+            ]
         upstream = decode_response(frame.api_key, frame.api_version, payload).message
         local = split.local_response
         throttle_ms = max(upstream.throttle_time_ms, local.throttle_time_ms)

@@ -24,6 +24,9 @@ class RunningGateway(RunningCollector):
         settings: dict[str, Any] = {
             "gateway.upstream.bootstrap.servers": upstream,
             "gateway.broker.port.start": 0,
+            # Most gateway tests seed the gateway's own store; the cluster-kept store
+            # (the product's default) is tested where it is asked for.
+            "gateway.subscriptions.store": "local",
         }
         settings.update(overrides)
         super().__init__(data_dir, **settings)

@@ -1,0 +1,220 @@
+"""Keeping a node's subscriptions the cluster's: read the cluster's CLIENT_METRICS configs
+every ``refresh_ms``, and at once when asked (after an alter the gateway forwarded), into a
+:class:`~subscriptions.cluster_store.ClusterSubscriptionStore`.
+
+A read is what ``kafka-client-metrics.sh --describe`` does: ListConfigResources for
+CLIENT_METRICS (v1; v0, ListClientMetricsResources, on Kafka 3.7-4.0), then one
+DescribeConfigs of every name listed, keeping the keys the cluster reports as set (not its
+defaults). A change made anywhere (through any replica, or at the cluster directly) is
+therefore served by every replica at most ``refresh_ms`` plus one read later.
+
+A cluster that does not serve CLIENT_METRICS configs (Kafka before 3.7, Tansu: no
+ListConfigResources in its ApiVersions; or a DescribeConfigs that refuses the resource
+type) is said once, in one log line, and the node serves its local store from then on.
+
+A read that fails (the cluster unreachable, an error answer) keeps the last set in force:
+the first failure of a run is one WARNING, the rest DEBUG, the first read that works again
+one INFO.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from clock import Clock
+from collector.gateway.cluster_admin import ClusterAdmin
+from proto import ApiKeys, Errors, KafkaError
+from proto.messages import DescribeConfigsRequest, ListConfigResourcesRequest
+from proto.messages.describe_configs_request import DescribeConfigsResource
+from subscriptions.cluster_store import ClusterSubscriptionStore
+
+__all__ = ["NotServed", "SubscriptionRefresh", "read_client_metrics"]
+
+log = logging.getLogger(__name__)
+
+CLIENT_METRICS: Final = 16  # ConfigResource.Type.CLIENT_METRICS
+_DEFAULT_CONFIG: Final = 5  # DescribeConfigsResponse.ConfigSource.DEFAULT_CONFIG
+# After an alter the gateway forwarded, read once at once and once this much later: the
+# broker that answered the alter and the one read may apply the change a moment apart.
+FOLLOW_UP_MS: Final = 500
+# What a DescribeConfigs of a resource type the broker does not know answers.
+_NOT_SERVED_ERRORS: Final = frozenset(
+    {Errors.INVALID_REQUEST, Errors.UNSUPPORTED_VERSION, Errors.INVALID_CONFIG}
+)
+
+
+class NotServed(Exception):
+    """The cluster does not serve CLIENT_METRICS configs (the message says how we know)."""
+
+
+async def read_client_metrics(admin: ClusterAdmin) -> dict[str, dict[str, str]]:
+    """The cluster's client-metrics subscriptions, name -> the keys set, in listing order.
+    Raises NotServed, OSError (no answer) or KafkaError (an error answer)."""
+    versions = await admin.api_versions()
+    listing = versions.get(ApiKeys.LIST_CONFIG_RESOURCES)
+    describing = versions.get(ApiKeys.DESCRIBE_CONFIGS)
+    if listing is None or describing is None:
+        raise NotServed(
+            "its ApiVersions lists no ListConfigResources (Kafka 3.7+ has it)"
+        )
+    list_version = min(listing[1], 1)
+    listed = await admin.ask(
+        ApiKeys.LIST_CONFIG_RESOURCES,
+        list_version,
+        ListConfigResourcesRequest(
+            resource_types=(CLIENT_METRICS,) if list_version >= 1 else ()
+        ),
+    )
+    if listed.error_code != 0:
+        _raise(listed.error_code, None, "ListConfigResources")
+    names = [
+        r.resource_name
+        for r in listed.config_resources
+        if r.resource_type == CLIENT_METRICS
+    ]
+    if not names:
+        return {}
+    described = await admin.ask(
+        ApiKeys.DESCRIBE_CONFIGS,
+        min(describing[1], 4),
+        DescribeConfigsRequest(
+            resources=tuple(
+                DescribeConfigsResource(
+                    resource_type=CLIENT_METRICS,
+                    resource_name=name,
+                    configuration_keys=None,
+                )
+                for name in names
+            )
+        ),
+    )
+    read: dict[str, dict[str, str]] = {}
+    for result in described.results:
+        if result.error_code == Errors.RESOURCE_NOT_FOUND:
+            continue  # deleted between the listing and the describe
+        if result.error_code != 0:
+            _raise(result.error_code, result.error_message, "DescribeConfigs")
+        configs = {
+            config.name: config.value
+            for config in result.configs
+            if config.value is not None and config.config_source != _DEFAULT_CONFIG
+        }
+        if configs:
+            read[result.resource_name] = configs
+    return read
+
+
+def _raise(code: int, message: str | None, api: str) -> None:
+    try:
+        error = Errors(code)
+    except ValueError:
+        error = Errors.UNKNOWN_SERVER_ERROR
+    text = f"{api} answered {error.name} ({code})" + (f": {message}" if message else "")
+    if error in _NOT_SERVED_ERRORS:
+        raise NotServed(text)
+    raise KafkaError(text, error)
+
+
+class SubscriptionRefresh:
+    """Reads the cluster's subscriptions into ``store`` every ``refresh_ms`` and at once
+    after :meth:`soon`: ``await refresh()`` once, then ``await run()``."""
+
+    def __init__(
+        self,
+        store: ClusterSubscriptionStore,
+        read: Callable[[], Awaitable[dict[str, dict[str, str]]]],
+        *,
+        clock: Clock,
+        refresh_ms: int,
+        on_change: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.store = store
+        self._read = read
+        self._clock = clock
+        self.refresh_ms = refresh_ms
+        self._on_change = on_change
+        self._asked = asyncio.Event()
+        self._follow_up = False
+        self._failing = False
+        # Reads that worked and that failed, for /metrics.
+        self.reads = 0
+        self.failures = 0
+        # The clock's time of the last read that worked, and of the last one that changed
+        # the subscriptions (ms), None before the first.
+        self.last_read_ms: int | None = None
+        self.changed_ms: int | None = None
+
+    def soon(self) -> None:
+        """Read now (an alter was forwarded), and once more shortly after."""
+        self._follow_up = True
+        self._asked.set()
+
+    async def refresh(self) -> bool:
+        """One read; False once the cluster is known not to serve the subscriptions."""
+        try:
+            read = await self._read()
+        except NotServed as exc:
+            log.warning(
+                "the upstream cluster (%s) does not serve CLIENT_METRICS configs: %s; "
+                "client-metrics subscriptions come from the local store (%s)",
+                self.store.cluster,
+                exc,
+                self.store.config_dir,
+            )
+            self.store.use_local()
+            self._on_change()
+            return False
+        except (OSError, TimeoutError, KafkaError) as exc:
+            self.failures += 1
+            level = logging.DEBUG if self._failing else logging.WARNING
+            self._failing = True
+            log.log(
+                level,
+                "cannot read the client-metrics subscriptions of the cluster (%s): %s; "
+                "the last set read stays in force",
+                self.store.cluster,
+                exc or type(exc).__name__,
+            )
+            return True
+        if self._failing:
+            self._failing = False
+            log.info("client-metrics subscriptions read from the cluster again")
+        self.reads += 1
+        self.last_read_ms = self._clock.now_ms()
+        if self.store.install(read):
+            self.changed_ms = self.last_read_ms
+            log.info(
+                "client-metrics subscriptions from the cluster: %d (version %d)",
+                len(read),
+                self.store.version,
+            )
+            self._on_change()
+        return True
+
+    async def run(self) -> None:
+        """Wait, read, and again, until cancelled or the cluster turns out not to serve
+        the subscriptions (the first read is :meth:`refresh`, at start)."""
+        while True:
+            await self._wait()
+            if not await self.refresh():
+                return
+
+    async def _wait(self) -> None:
+        wait_ms = self.refresh_ms
+        if self._follow_up and not self._asked.is_set():
+            self._follow_up = False
+            wait_ms = min(wait_ms, FOLLOW_UP_MS)
+        asked = asyncio.ensure_future(self._asked.wait())
+        timer = asyncio.ensure_future(self._clock.sleep(wait_ms))
+        try:
+            await asyncio.wait({asked, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asked, timer):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._asked.clear()
