@@ -38,6 +38,8 @@ CHART_OWNED_CONFIG_KEYS = {
     "gateway.upstream.ssl.keystore.location",
     "gateway.upstream.ssl.key.password",
     "gateway.upstream.ssl.endpoint.identification.algorithm",
+    "gateway.subscriptions.store",
+    "gateway.subscriptions.refresh.ms",
 }
 
 OTLP = {"endpoint": "otel:4317"}

@@ -26,6 +26,8 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
                                          gateway sends clients to the pod's own
                                          advertised name)
   gateway.upstream.security.protocol     gateway.upstream.securityProtocol
+  gateway.subscriptions.store            gateway.subscriptions.store
+  gateway.subscriptions.refresh.ms       gateway.subscriptions.refreshMs
   gateway.upstream.ssl.*                 the files of gateway.upstream.tls.secretName at
                                          their mount path; the key password comes through
                                          the environment (KTC_GATEWAY_UPSTREAM_SSL_KEY_PASSWORD)
@@ -46,6 +48,8 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
 {{- $_ := set $owned "gateway.min.node.id" (int $gw.minNodeId) }}
 {{- $_ := set $owned "gateway.max.nodes" (int $gw.maxNodes) }}
 {{- $_ := set $owned "gateway.upstream.security.protocol" (upper $gw.upstream.securityProtocol) }}
+{{- $_ := set $owned "gateway.subscriptions.store" $gw.subscriptions.store }}
+{{- $_ := set $owned "gateway.subscriptions.refresh.ms" (int $gw.subscriptions.refreshMs) }}
 {{- with $gw.advertisedHost }}
 {{- $_ := set $owned "gateway.advertised.host" . }}
 {{- end }}
