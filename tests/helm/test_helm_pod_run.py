@@ -537,6 +537,8 @@ def test_rendered_gateway_pod_forwards_to_kafka_and_lands_telemetry(
             "brokerPortStart": port_start,
             "minNodeId": 1,
             "maxNodes": 2,
+            # The chart's own subscriptions (its ConfigMap), not the cluster's.
+            "subscriptions": {"store": "local"},
         },
         "subscriptions": {
             "gateway-producers": {
