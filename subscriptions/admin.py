@@ -24,6 +24,7 @@ from subscriptions.store import ConfigStore
 __all__ = [
     "AdminUsageError",
     "alter",
+    "alteration",
     "delete",
     "describe",
     "format_describe",
@@ -51,7 +52,7 @@ def alter(
     key (back to its default), anything else = set. Raises ``AdminUsageError`` for bad
     options and ``proto.errors.KafkaError`` (Kafka's code and message) for bad values.
     """
-    subscription_name, to_set, to_delete = _alteration(
+    subscription_name, to_set, to_delete = alteration(
         name, generate_name, metrics, interval, match
     )
     store.alter_subscription(subscription_name, to_set, to_delete)
@@ -68,7 +69,7 @@ def proposed(
 ) -> tuple[str, tuple[Subscription, ...]]:
     """What :func:`alter` with the same options would put in force, without storing it:
     ``(name, the subscriptions in force afterwards)``. Raises what ``alter`` raises."""
-    subscription_name, to_set, to_delete = _alteration(
+    subscription_name, to_set, to_delete = alteration(
         name, generate_name, metrics, interval, match
     )
     return subscription_name, store.proposed_subscriptions(
@@ -76,7 +77,7 @@ def proposed(
     )
 
 
-def _alteration(
+def alteration(
     name: str | None,
     generate_name: bool,
     metrics: str | None,

@@ -19,6 +19,7 @@ import itertools
 import logging
 import statistics
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -410,3 +411,77 @@ def test_in_front_of_tansu_one_line_and_the_local_store(
     (result,) = answer.results
     assert result.error_code == ErrorCode.none
     assert {c.name: c.value for c in result.configs}["interval.ms"] == "4000"
+
+
+KTC = [str(Path(sys.executable).with_name("ktc"))]
+
+
+def ktc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*KTC, "subscriptions", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_ktc_subscriptions_with_a_bootstrap_server(
+    replicas: list[RunningGateway], kafka_cluster: KafkaCluster
+) -> None:
+    """``ktc subscriptions --bootstrap-server``, as kafka-client-metrics.sh: through a
+    replica or at the cluster, the same subscriptions; the cluster's errors in one line."""
+    client_id = f"cli-{uuid.uuid4().hex[:6]}"
+    name = f"sub-{client_id}"
+    cluster = kafka_cluster.bootstrap_servers()
+    altered = ktc(
+        "alter",
+        "--bootstrap-server",
+        replicas[0].bootstrap,
+        "--name",
+        name,
+        "--metrics",
+        "org.apache.kafka.producer.",
+        "--interval",
+        "3000",
+        "--match",
+        f"client_id={client_id}",
+    )
+    assert altered.returncode == 0, altered.stderr
+    assert altered.stdout.strip() == f"Altered client metrics config for {name}."
+    described = ktc("describe", "--bootstrap-server", cluster, "--name", name)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.splitlines() == [
+        f"Client metrics configs for {name} are:",
+        "  metrics=org.apache.kafka.producer.",
+        "  interval.ms=3000",
+        f"  match=client_id={client_id}",
+    ]
+    assert name in ktc("list", "--bootstrap-server", cluster).stdout.split()
+    eventually_sync(
+        lambda: interval_served(replicas[2].port, client_id) == 3000,
+        timeout_s=10,
+        what="replica 3 serving the CLI's subscription",
+    )
+    # The cluster validates: Kafka's code and message, one line, no traceback.
+    refused = ktc(
+        "alter", "--bootstrap-server", cluster, "--name", name, "--interval", "50"
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        "ktc: INVALID_REQUEST: Invalid value 50 for interval.ms, interval must be "
+        "between 100 and 3600000 (1 hour)"
+    ), refused.stderr
+    deleted = ktc("delete", "--bootstrap-server", replicas[1].bootstrap, "--name", name)
+    assert deleted.returncode == 0, deleted.stderr
+    assert name not in ktc("list", "--bootstrap-server", cluster).stdout.split()
+    gone = ktc("describe", "--bootstrap-server", cluster, "--name", name)
+    assert gone.returncode != 0
+    assert (
+        gone.stderr.strip()
+        == f"ktc: Client metrics subscription {name} does not exist."
+    )
+    unreachable = ktc("list", "--bootstrap-server", "127.0.0.1:1")
+    assert unreachable.returncode == 1 and len(unreachable.stderr.splitlines()) == 1, (
+        unreachable.stderr
+    )

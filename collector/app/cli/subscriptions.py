@@ -1,9 +1,13 @@
 """``ktc subscriptions alter|delete|describe|list``: kafka-client-metrics.sh on the collector's
-config store (a running collector picks changes up); ``alter --dry-run`` asks a running
-collector (``--server``, the same option and default as ``ktc clients``) what a change would
-do to its live clients instead."""
+config store (a running collector picks changes up), or with ``--bootstrap-server`` on a
+Kafka cluster's client-metrics configs, where a gateway keeps its subscriptions
+(``cluster_subscriptions.py``); ``alter --dry-run`` asks a running collector (``--server``,
+the same option and default as ``ktc clients``) what a change would do to its live clients
+instead."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -13,6 +17,24 @@ from collector.app.cli.common import DATA_DIR, config_store, kafka_error_exit
 
 __all__ = ["subscriptions"]
 
+BOOTSTRAP_SERVER = click.option(
+    "--bootstrap-server",
+    help="HOST:PORT[,...] of a Kafka cluster (or a gateway): its client-metrics configs "
+    "instead of --data-dir's store, as kafka-client-metrics.sh.",
+)
+COMMAND_CONFIG = click.option(
+    "--command-config",
+    type=click.Path(dir_okay=False),
+    help="With --bootstrap-server: Kafka client properties (security.protocol, "
+    "sasl.mechanism, sasl.jaas.config, ssl.*.location in PEM).",
+)
+
+
+def _cluster(bootstrap_server: str, command_config: str | None) -> Any:
+    from collector.app.cli.cluster_subscriptions import ClusterCommands, cluster_admin
+
+    return ClusterCommands(cluster_admin(bootstrap_server, command_config))
+
 
 @click.group()
 def subscriptions() -> None:
@@ -21,6 +43,8 @@ def subscriptions() -> None:
 
 @subscriptions.command("alter")
 @DATA_DIR
+@BOOTSTRAP_SERVER
+@COMMAND_CONFIG
 @click.option("--name", help="Subscription name.")
 @click.option(
     "--generate-name", is_flag=True, help="Use a random Kafka Uuid as the name."
@@ -53,6 +77,8 @@ def subscriptions() -> None:
 )
 def subscriptions_alter(
     data_dir: str,
+    bootstrap_server: str | None,
+    command_config: str | None,
     name: str | None,
     generate_name: bool,
     metrics: str | None,
@@ -88,14 +114,19 @@ def subscriptions_alter(
         print_preview(post_preview(server, admin_secret, options), output_format)
         return
     try:
-        altered = admin.alter(
-            config_store(data_dir),
-            name,
-            generate_name=generate_name,
-            metrics=metrics,
-            interval=interval,
-            match=match,
-        )
+        if bootstrap_server:
+            altered = _cluster(bootstrap_server, command_config).alter(
+                name, generate_name, metrics, interval, match
+            )
+        else:
+            altered = admin.alter(
+                config_store(data_dir),
+                name,
+                generate_name=generate_name,
+                metrics=metrics,
+                interval=interval,
+                match=match,
+            )
     except Exception as exc:  # a KafkaError with its code, or a store error
         kafka_error_exit(exc)
     click.echo(f"Altered client metrics config for {altered}.")
@@ -103,13 +134,20 @@ def subscriptions_alter(
 
 @subscriptions.command("delete")
 @DATA_DIR
+@BOOTSTRAP_SERVER
+@COMMAND_CONFIG
 @click.option("--name", required=True, help="Subscription name.")
-def subscriptions_delete(data_dir: str, name: str) -> None:
+def subscriptions_delete(
+    data_dir: str, bootstrap_server: str | None, command_config: str | None, name: str
+) -> None:
     """Delete a subscription (every key)."""
     from subscriptions import admin
 
     try:
-        admin.delete(config_store(data_dir), name)
+        if bootstrap_server:
+            _cluster(bootstrap_server, command_config).delete(name)
+        else:
+            admin.delete(config_store(data_dir), name)
     except Exception as exc:
         kafka_error_exit(exc)
     click.echo(f"Deleted client metrics config for {name}.")
@@ -117,13 +155,23 @@ def subscriptions_delete(data_dir: str, name: str) -> None:
 
 @subscriptions.command("describe")
 @DATA_DIR
+@BOOTSTRAP_SERVER
+@COMMAND_CONFIG
 @click.option("--name", help="Only this subscription.")
-def subscriptions_describe(data_dir: str, name: str | None) -> None:
+def subscriptions_describe(
+    data_dir: str,
+    bootstrap_server: str | None,
+    command_config: str | None,
+    name: str | None,
+) -> None:
     """Print each subscription's keys as key=value lines."""
     from subscriptions import admin
 
     try:
-        described = admin.describe(config_store(data_dir), name)
+        if bootstrap_server:
+            described = _cluster(bootstrap_server, command_config).describe(name)
+        else:
+            described = admin.describe(config_store(data_dir), name)
     except Exception as exc:
         kafka_error_exit(exc)
     for sub_name, configs in described:
@@ -134,9 +182,20 @@ def subscriptions_describe(data_dir: str, name: str | None) -> None:
 
 @subscriptions.command("list")
 @DATA_DIR
-def subscriptions_list(data_dir: str) -> None:
+@BOOTSTRAP_SERVER
+@COMMAND_CONFIG
+def subscriptions_list(
+    data_dir: str, bootstrap_server: str | None, command_config: str | None
+) -> None:
     """Print subscription names, one per line."""
     from subscriptions import admin
 
-    for sub_name in admin.list(config_store(data_dir)):
+    if bootstrap_server:
+        try:
+            names = _cluster(bootstrap_server, command_config).names()
+        except Exception as exc:
+            kafka_error_exit(exc)
+    else:
+        names = admin.list(config_store(data_dir))
+    for sub_name in names:
         click.echo(sub_name)
