@@ -34,8 +34,9 @@ def iceberg_table(spark: SparkSession, table_name: str) -> Any:
         spark._jsparkSession,  # type: ignore[attr-defined]
         table_name,
     )
-    # The catalog caches loaded tables (SparkCatalog's cache-enabled); a cached table is
-    # as old as its last refresh.
+    # The project's sessions load tables uncached (session.py), but a session given
+    # `--conf spark.sql.catalog.lake.cache-enabled=true` hands out a cached table, as old
+    # as its last refresh: the decisions made from it must not be.
     table.refresh()
     return table
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
+    "CACHE_ENABLED",
     "CATALOG_NAME",
     "QUIET_LOG4J2",
     "LakeLibsMissing",
@@ -56,6 +57,8 @@ __all__ = [
 # every reader of the same catalog (pyiceberg, Trino's iceberg.jdbc-catalog.catalog-name)
 # must use it too.
 CATALOG_NAME = "lake"
+# SparkCatalog's table cache switch (see spark_conf).
+CACHE_ENABLED = "cache-enabled"
 ICEBERG_VERSION = "1.12.0"
 _LAKE_LIBS_ENV = "KTC_LAKE_LIBS"
 # What `make lake-libs` fetches (exporters/lakehouse/pom.xml).
@@ -230,6 +233,13 @@ def spark_conf(config: LakehouseConfig) -> dict[str, str]:
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         prefix: "org.apache.iceberg.spark.SparkCatalog",
         f"{prefix}.warehouse": config.warehouse_uri,
+        # Every query loads its tables from the catalog, so a long-lived session (a
+        # notebook, a Thrift server connection, the ingest's own) sees each commit of
+        # any process at its next query.  Iceberg's table cache (on by default) expires
+        # an entry 30 s after its last *access*: a session queried more often than that
+        # keeps serving the state it first loaded, however many commits follow.  The
+        # cost is one catalog lookup and one metadata-file read per table per query.
+        f"{prefix}.{CACHE_ENABLED}": "false",
         "spark.sql.defaultCatalog": CATALOG_NAME,
         # Spark puts spark.jars on executors; the driver's class path must have the
         # JDBC drivers itself (java.sql.DriverManager only sees the system class loader's).

@@ -17,10 +17,23 @@ from exporters.lakehouse.session import (
 )
 from exporters.landing import LandingLog, LandingOptions
 
+# Extra Spark settings of the tests' own session, ``KEY=VALUE`` separated by spaces.
+# ``KTC_TEST_SPARK_CONF=spark.sql.catalog.lake.cache-enabled=true`` turns Iceberg's table
+# cache back on: the long-lived-reader tests (test_lakehouse_readers.py,
+# test_lakehouse_exactly_once.py) must then fail.
+_EXTRA_CONF_ENV = "KTC_TEST_SPARK_CONF"
+
+
+def _extra_conf() -> dict[str, str]:
+    pairs = os.environ.get(_EXTRA_CONF_ENV, "").split()
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
 # Two cores in CI: one task thread, one shuffle partition, no UI.
 SPARK_TEST_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.default.parallelism": "1",
+    **_extra_conf(),
 }
 _databases = itertools.count()
 
