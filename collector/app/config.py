@@ -346,6 +346,46 @@ class CollectorConfig(BaseModel):
         2000, alias="gateway.subscriptions.refresh.ms", ge=100
     )
 
+    # --- subscriptions kept in a Kafka cluster (``ktc serve``; the gateway's are above) ----
+    # "local": <data.dir>/config/client-metrics.yaml; "kafka": the client-metrics configs of
+    # the cluster at subscriptions.kafka.bootstrap.servers, read every refresh.ms, so every
+    # node of a fleet serves the same set (altered at the cluster: kafka-client-metrics.sh,
+    # ktc subscriptions --bootstrap-server).
+    subscriptions_store: Literal["local", "kafka"] = Field(
+        "local", alias="subscriptions.store"
+    )
+    subscriptions_kafka_bootstrap_servers: str | None = Field(
+        None, alias="subscriptions.kafka.bootstrap.servers", min_length=1
+    )
+    subscriptions_kafka_refresh_ms: int = Field(
+        2000, alias="subscriptions.kafka.refresh.ms", ge=100
+    )
+    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
+    subscriptions_kafka_security_protocol: Literal[
+        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
+    ] = Field("PLAINTEXT", alias="subscriptions.kafka.security.protocol")
+    subscriptions_kafka_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
+    ) = Field(None, alias="subscriptions.kafka.sasl.mechanism")
+    subscriptions_kafka_sasl_username: str | None = Field(
+        None, alias="subscriptions.kafka.sasl.username", min_length=1
+    )
+    subscriptions_kafka_sasl_password: str | None = Field(
+        None, alias="subscriptions.kafka.sasl.password", repr=False
+    )
+    subscriptions_kafka_ssl_truststore_location: str | None = Field(
+        None, alias="subscriptions.kafka.ssl.truststore.location"
+    )
+    subscriptions_kafka_ssl_keystore_location: str | None = Field(
+        None, alias="subscriptions.kafka.ssl.keystore.location"
+    )
+    subscriptions_kafka_ssl_key_password: str | None = Field(
+        None, alias="subscriptions.kafka.ssl.key.password", repr=False
+    )
+    subscriptions_kafka_ssl_endpoint_identification_algorithm: str = Field(
+        "https", alias="subscriptions.kafka.ssl.endpoint.identification.algorithm"
+    )
+
     # --- /metrics/clients (docs/prometheus.md) -------------------------------------------
     prometheus_clients_enable: bool = Field(True, alias="prometheus.clients.enable")
     # Series one scrape shows at most (a histogram's buckets, _sum and _count each count).
@@ -529,6 +569,32 @@ class CollectorConfig(BaseModel):
             raise ValueError(
                 "gateway.upstream.sasl.mechanism needs gateway.upstream.security.protocol "
                 "SASL_PLAINTEXT or SASL_SSL"
+            )
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _kafka_store_complete(self) -> CollectorConfig:
+        if (
+            self.subscriptions_store == "kafka"
+            and not self.subscriptions_kafka_bootstrap_servers
+        ):
+            raise ValueError(
+                "subscriptions.store kafka needs subscriptions.kafka.bootstrap.servers "
+                "(the cluster whose client-metrics configs are the subscriptions)"
+            )
+        login = (
+            self.subscriptions_kafka_sasl_mechanism,
+            self.subscriptions_kafka_sasl_username,
+            self.subscriptions_kafka_sasl_password,
+        )
+        sasl = self.subscriptions_kafka_security_protocol.startswith("SASL")
+        if sasl != all(v is not None for v in login) or (
+            not sasl and any(v is not None for v in login)
+        ):
+            raise ValueError(
+                "subscriptions.kafka.sasl.mechanism, .username and .password: all three "
+                "with subscriptions.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
+                "none otherwise"
             )
         return self
 

@@ -39,10 +39,6 @@ from collector.gateway.authentication import (
     UpstreamAuthentication,
 )
 from collector.gateway.cluster_admin import ClusterAdmin
-from collector.gateway.cluster_subscriptions import (
-    SubscriptionRefresh,
-    read_client_metrics,
-)
 from collector.gateway.discovery import (
     Discovered,
     ask_authentication,
@@ -123,8 +119,6 @@ class GatewayServer(Node):
                 config.gateway_upstream_sasl_username,
                 config.gateway_upstream_sasl_password,
             )
-        # Reads the cluster's client-metrics subscriptions, with the store kept there.
-        self.subscription_refresh: SubscriptionRefresh | None = None
 
     # ------------------------------------------------------------------ start steps
     def _open_store(self) -> Any:
@@ -246,29 +240,9 @@ class GatewayServer(Node):
             timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
             max_response_size=config.gateway_upstream_max_response_bytes,
         )
-        refresh = self.subscription_refresh = SubscriptionRefresh(
-            store,
-            lambda: read_client_metrics(admin),
-            clock=self.clock,
-            refresh_ms=config.gateway_subscriptions_refresh_ms,
+        await self._keep_cluster_subscriptions(
+            admin, config.gateway_subscriptions_refresh_ms
         )
-        if await refresh.refresh():
-            self._tasks.append(
-                asyncio.create_task(
-                    self._refresh_forever(refresh, admin), name="subscriptions-refresh"
-                )
-            )
-        else:
-            admin.close()
-
-    @staticmethod
-    async def _refresh_forever(
-        refresh: SubscriptionRefresh, admin: ClusterAdmin
-    ) -> None:
-        try:
-            await refresh.run()
-        finally:
-            admin.close()
 
     def _build_topology(self) -> None:
         config = self.config

@@ -252,6 +252,9 @@ class Node:
         self._forwarder_stop = asyncio.Event()
         # Set once the config store's directory is watched (a change after it is seen).
         self.store_watching = asyncio.Event()
+        # Reads a Kafka cluster's client-metrics configs into the store, when the
+        # subscriptions are kept there (collector/gateway/cluster_subscriptions.py).
+        self.subscription_refresh: Any = None
         # SCRAM credentials (SASL SCRAM and PLAIN check against them), set in start().
         self.credentials: DurableCredentialStore | None = None
         # SASL/OAUTHBEARER: the JWKS and the token validator over it, set in start().
@@ -663,6 +666,34 @@ class Node:
             await asyncio.wait({watching, watcher}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             watching.cancel()
+
+    async def _keep_cluster_subscriptions(self, admin: Any, refresh_ms: int) -> None:
+        """With the subscriptions kept in a Kafka cluster (the store a
+        ``ClusterSubscriptionStore``): read them once now, before the node is ready
+        (bounded by ``admin``'s timeout; a cluster that cannot be read now is read later),
+        then every ``refresh_ms`` until shutdown."""
+        from collector.gateway.cluster_subscriptions import (
+            SubscriptionRefresh,
+            read_client_metrics,
+        )
+
+        refresh = self.subscription_refresh = SubscriptionRefresh(
+            self._store,
+            lambda: read_client_metrics(admin),
+            clock=self.clock,
+            refresh_ms=refresh_ms,
+        )
+        if not await refresh.refresh():
+            admin.close()
+            return
+
+        async def keep() -> None:
+            try:
+                await refresh.run()
+            finally:
+                admin.close()
+
+        self._tasks.append(asyncio.create_task(keep(), name="subscriptions-refresh"))
 
     def _every(self, period_ms: int, name: str, work: Callable[[], object]) -> None:
         """Run ``work`` every ``period_ms`` on the clock, until shutdown."""

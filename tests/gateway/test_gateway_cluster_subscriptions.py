@@ -485,3 +485,61 @@ def test_ktc_subscriptions_with_a_bootstrap_server(
     assert unreachable.returncode == 1 and len(unreachable.stderr.splitlines()) == 1, (
         unreachable.stderr
     )
+
+
+def test_a_serve_fleet_keeps_its_subscriptions_in_kafka(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """``ktc serve`` with ``subscriptions.store: kafka``: two nodes serve what was altered
+    at the cluster (``ktc subscriptions --bootstrap-server``); an alter sent to a node
+    itself is refused, naming where to make it."""
+    from collector_harness import RunningCollector
+
+    client_id = f"serve-{uuid.uuid4().hex[:6]}"
+    cluster = kafka_cluster.bootstrap_servers()
+    settings = {
+        "subscriptions.store": "kafka",
+        "subscriptions.kafka.bootstrap.servers": cluster,
+    }
+    with (
+        RunningCollector(tmp_path / "serve-1", **settings) as first,
+        RunningCollector(tmp_path / "serve-2", **settings) as second,
+    ):
+        altered = ktc(
+            "alter",
+            "--bootstrap-server",
+            cluster,
+            "--name",
+            f"sub-{client_id}",
+            "--metrics",
+            "org.apache.kafka.producer.",
+            "--interval",
+            "4000",
+            "--match",
+            f"client_id={client_id}",
+        )
+        assert altered.returncode == 0, altered.stderr
+        for node in (first, second):
+            eventually_sync(
+                lambda port=node.port: interval_served(port, client_id) == 4000,
+                timeout_s=10,
+                what="a serve node serving the cluster's subscription",
+            )
+        request = iac.IncrementalAlterConfigsRequest(
+            resources=(
+                iac.AlterConfigsResource(
+                    resource_type=i8(CLIENT_METRICS),
+                    resource_name=f"sub-{client_id}",
+                    configs=(
+                        iac.AlterableConfig(
+                            name="interval.ms", config_operation=i8(SET), value="5000"
+                        ),
+                    ),
+                ),
+            ),
+            validate_only=False,
+        )
+        answer, _ = exchange(first.port, request, IncrementalAlterConfigsResponse)
+        (result,) = answer.responses
+        assert result.error_code == ErrorCode.invalid_request
+        assert cluster in (result.error_message or "")
