@@ -44,6 +44,9 @@ REAL_WAITS: dict[tuple[str, str], str] = {
     ("perf/bench_push.py", "time.sleep(0.05)"): (
         "benchmark: waits for the server process it started to write its port file"
     ),
+    ("perf/bench_client_metrics.py", "time.sleep(0.05)"): (
+        "benchmark: waits for the server process it started to write its ready file"
+    ),
     ("perf/bench_freshness.py", "time.sleep(0.2)"): (
         "benchmark: waits for a running ingest process to commit a batch"
     ),

@@ -1,9 +1,10 @@
 """``/metrics/clients`` with real clients, a real OpenTelemetry Collector and a real
 Prometheus server (docs/prometheus.md).
 
-A librdkafka producer (confluent-kafka) and a Java producer (kafka-clients 4.4.0) push to a
-collector that also forwards every push to otelcol (its Prometheus exporter turns the same
-pushes into series, the reference).  Prometheus 2.42 scrapes both.  What must hold:
+A librdkafka producer and consumer (confluent-kafka) and a Java producer (kafka-clients
+4.4.0) push to a collector that also forwards every push to otelcol (its Prometheus exporter
+turns the same pushes into series, the reference).  Prometheus 2.42 scrapes both, and the
+collector's own /metrics.  What must hold:
 
 * every series ``/metrics/clients`` shows is one otelcol's exporter shows for the same
   pushes, same name, same labels (the identity labels the forwarder sends as resource
@@ -11,24 +12,31 @@ pushes into series, the reference).  Prometheus 2.42 scrapes both.  What must ho
 * every value is what the landing log says the clients pushed (a gauge: its last value; a
   delta counter: the sum of every delta pushed);
 * Prometheus scrapes it (OpenMetrics, negotiated) and holds the same series under both jobs;
+* every query of the shipped Grafana dashboards (helm/ktc/files/grafana/) returns data from
+  that Prometheus, and every variable has values;
 * when the clients close (their terminating push) their series are gone, from the endpoint
   and from Prometheus.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
+import re
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from collector_harness import RunningCollector
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from otelcol_process import OtelCollector
 from prometheus_client.openmetrics.parser import (
@@ -49,6 +57,7 @@ from gateway.golden import kafka_classpath
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 PUSH_INTERVAL_MS = 2000
 # The identity labels otelcol shows too: the forwarder sends them as resource attributes
 # of the same name (docs/otlp-forwarder.md); ``listener`` it does not send.
@@ -67,6 +76,11 @@ def parse(text: str, open_metrics: bool = False) -> Series:
     }
 
 
+def comparable(series: Series) -> dict[tuple[str, frozenset[tuple[str, str]]], object]:
+    """NaN (Java's gauges before their first sample) compares equal to NaN."""
+    return {key: "NaN" if math.isnan(value) else value for key, value in series.items()}
+
+
 def http_get(url: str, accept: str | None = None) -> str:
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -81,18 +95,13 @@ def of_instances(series: Series, instances: set[str]) -> Series:
     }
 
 
-def projected(series: Series, keep: tuple[str, ...] | None = None) -> Series:
+def projected(series: Series) -> Series:
     """Labels cut to the data point's attributes and the shared identity labels."""
-    drop = {"listener", "job", "instance"}
-    out: Series = {}
-    for (name, labels), value in series.items():
-        kept = frozenset(
-            (k, v)
-            for k, v in labels
-            if k not in drop and (keep is None or k in keep or k not in RESOURCE_LABELS)
-        )
-        out[(name, kept)] = value
-    return out
+    drop = {"listener", "job", "instance"} | RESOURCE_LABELS
+    return {
+        (name, frozenset((k, v) for k, v in labels if k not in drop)): value
+        for (name, labels), value in series.items()
+    }
 
 
 # Resource attributes the forwarder adds that /metrics/clients does not show as labels.
@@ -117,6 +126,13 @@ def forwarder_lag(collector: RunningCollector) -> float:
         if family.name == "ktc_forwarder_lag_records":
             return sum(sample.value for sample in family.samples)
     raise AssertionError("ktc_forwarder_lag_records is not exposed")
+
+
+def labels_of(attributes: Iterable[Any]) -> dict[str, str]:
+    return {
+        a.key.replace(".", "_"): a.value.string_value or str(a.value.int_value)
+        for a in attributes
+    }
 
 
 def expected_from_landing(
@@ -154,12 +170,13 @@ def expected_from_landing(
                         raise AssertionError(f"real clients push no {kind}")
                     name = metric_name(metric.name, metric.unit, metric_type)
                     for point in points:
+                        # The resource's attributes (librdkafka's consumer sends its
+                        # group.id there), then the point's, which win.
                         attributes = frozenset(
-                            (
-                                a.key.replace(".", "_"),
-                                a.value.string_value or str(a.value.int_value),
-                            )
-                            for a in point.attributes
+                            {
+                                **labels_of(resource.resource.attributes),
+                                **labels_of(point.attributes),
+                            }.items()
                         )
                         value = (
                             point.as_double
@@ -174,9 +191,7 @@ def expected_from_landing(
 
 
 @contextmanager
-def java_producer(
-    bootstrap: str, client_id: str, work: Path
-) -> Iterator[subprocess.Popen[str]]:
+def java_producer(bootstrap: str, client_id: str, work: Path) -> Iterator[None]:
     classpath = kafka_classpath()
     if classpath is None:
         reason = "needs the kafka-clients 4.4.0 jars (make kafka-libs)"
@@ -193,7 +208,7 @@ def java_producer(
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        yield process
+        yield
     finally:
         try:  # closing its stdin closes the producer: the terminating push
             out, err = process.communicate(timeout=60)
@@ -203,9 +218,40 @@ def java_producer(
         assert "KTC error" not in out, f"{out}\n{err[-3000:]}"
 
 
-def test_real_clients_series_match_otelcol_the_landing_log_and_prometheus(
-    tmp_path: Path,
-) -> None:
+CLIENT_IDS = ("orders-librdkafka", "orders-consumer", "orders-java")
+DASHBOARDS = sorted((ROOT / "helm" / "ktc" / "files" / "grafana").glob("*.json"))
+
+
+@dataclass
+class Fleet:
+    collector: RunningCollector
+    otelcol: OtelCollector
+    prometheus: PrometheusServer
+    producer: Producer
+    consumer: Consumer
+    instances: set[str]
+    stop_java: Iterator[None]
+
+    @property
+    def endpoint(self) -> str:
+        assert self.collector.server is not None
+        return f"http://127.0.0.1:{self.collector.server.http_port}/metrics/clients"
+
+    def poll(self) -> None:
+        """librdkafka's callbacks (its telemetry runs on its own threads)."""
+        self.producer.poll(0)
+        self.consumer.poll(0)
+
+    def close_clients(self) -> None:
+        self.producer.flush(5)
+        self.producer.close()  # the terminating push
+        self.consumer.close()
+        next(self.stop_java, None)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    tmp_path = tmp_path_factory.mktemp("fleet")
     data_dir = tmp_path / "data"
     ConfigStore(data_dir).alter_subscription(
         "everything", {"metrics": "*", "interval.ms": str(PUSH_INTERVAL_MS)}, []
@@ -214,179 +260,218 @@ def test_real_clients_series_match_otelcol_the_landing_log_and_prometheus(
         otlp = {"endpoint": otelcol.endpoint, "tls": {"insecure": True}}
         with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
             assert collector.server is not None
-            http_port = collector.server.http_port
-            endpoint = f"http://127.0.0.1:{http_port}/metrics/clients"
+            http = f"127.0.0.1:{collector.server.http_port}"
             targets = {
-                "ktc": (f"127.0.0.1:{http_port}", "/metrics/clients"),
+                "ktc": (http, "/metrics/clients"),
+                "ktc-self": (http, "/metrics"),
                 "otelcol": (f"127.0.0.1:{otelcol.prometheus_port}", "/metrics"),
             }
             with PrometheusServer(tmp_path / "prometheus", targets) as prometheus:
-                librdkafka = Producer(
-                    {
-                        "bootstrap.servers": collector.bootstrap,
-                        "client.id": "orders-librdkafka",
-                        "enable.metrics.push": True,
-                        "log_level": 3,
-                    }
+                common = {
+                    "bootstrap.servers": collector.bootstrap,
+                    "enable.metrics.push": True,
+                    "log_level": 0,
+                }
+                producer = Producer({**common, "client.id": CLIENT_IDS[0]})
+                consumer = Consumer(
+                    {**common, "client.id": CLIENT_IDS[1], "group.id": "orders"}
                 )
-                with java_producer(collector.bootstrap, "orders-java", tmp_path):
+                consumer.subscribe(["orders"])
+                stop_java = _generator_of(
+                    java_producer(collector.bootstrap, CLIENT_IDS[2], tmp_path)
+                )
+                next(stop_java)  # the JVM runs until the generator is advanced again
+                fleet = Fleet(
+                    collector, otelcol, prometheus, producer, consumer, set(), stop_java
+                )
 
-                    def pushed_three_times() -> set[str] | None:
-                        librdkafka.poll(0)
-                        counts: dict[str, int] = {}
-                        for record in collector.landed():
-                            client = record.context.client_id or ""
-                            counts[client] = counts.get(client, 0) + 1
-                        if (
-                            min(
-                                counts.get(c, 0)
-                                for c in ("orders-librdkafka", "orders-java")
-                            )
-                            < 3
-                        ):
-                            return None
-                        return {
-                            r.context.client_instance_id for r in collector.landed()
-                        }
+                def pushed_three_times() -> bool:
+                    fleet.poll()
+                    counts: dict[str, int] = {}
+                    for record in collector.landed():
+                        client = record.context.client_id or ""
+                        counts[client] = counts.get(client, 0) + 1
+                    return min(counts.get(c, 0) for c in CLIENT_IDS) >= 3
 
-                    instances = eventually_sync(
+                try:
+                    eventually_sync(
                         pushed_three_times,
                         timeout_s=90,
                         what="three pushes from each client",
                     )
-                    assert len(instances) == 2
-
-                    def consistent_snapshot() -> (
-                        tuple[Series, Series, Series, list[LandingRecord]] | None
-                    ):
-                        """Both pages at a moment no push is in flight: the landed count
-                        is the same before and after, and otelcol has all of it."""
-                        librdkafka.poll(0)
-                        before = len(collector.landed())
-                        if forwarder_lag(collector) != 0:
-                            return None
-                        ktc_text = parse(http_get(endpoint))
-                        ktc_open = parse(
-                            http_get(
-                                endpoint, "application/openmetrics-text;version=1.0.0"
-                            ),
-                            open_metrics=True,
-                        )
-                        reference = parse(
-                            http_get(
-                                f"http://127.0.0.1:{otelcol.prometheus_port}/metrics"
-                            )
-                        )
-                        landed = collector.landed()
-                        if len(landed) != before or forwarder_lag(collector) != 0:
-                            return None
-                        return ktc_text, ktc_open, reference, landed
-
-                    ktc, ktc_open, reference, landed = eventually_sync(
-                        consistent_snapshot,
-                        timeout_s=60,
-                        what="a snapshot between pushes",
-                    )
-                    ours = of_instances(ktc, instances)
-                    assert ktc_open == ktc  # the two formats carry the same series
-                    assert len(ours) >= 20
-                    # Every series carries the identity labels (serve mode: no upstream).
-                    for (_, labels), _value in ours.items():
-                        names = dict(labels)
-                        assert {"client_id", "client_instance_id", "client_software_name",
-                                "client_software_version", "principal", "listener"} <= set(names)  # fmt: skip
-                        assert names["listener"] == "PLAINTEXT"
-                        assert names["principal"] == "User:ANONYMOUS"
-                    software = {
-                        dict(labels)["client_software_name"] for (_, labels) in ours
+                    fleet.instances = {
+                        r.context.client_instance_id for r in collector.landed()
                     }
-                    assert software == {"confluent-kafka-python", "apache-kafka-java"}
+                    assert len(fleet.instances) == len(CLIENT_IDS)
+                    yield fleet
+                finally:
+                    with contextlib.suppress(Exception):
+                        fleet.close_clients()
 
-                    # 1. The same series and values as otelcol's Prometheus exporter.
-                    theirs = projected(of_instances(reference, instances))
-                    mine = projected(ours)
-                    assert set(mine) == set(theirs), (
-                        f"only here: {sorted(set(mine) - set(theirs))[:5]}\n"
-                        f"only on otelcol: {sorted(set(theirs) - set(mine))[:5]}"
-                    )
-                    for key, value in mine.items():
-                        assert math.isclose(
-                            value, theirs[key], rel_tol=1e-9, abs_tol=1e-9
-                        ), key
 
-                    # 2. The values the landing log says were pushed.
-                    expected = expected_from_landing(
-                        [r for r in landed if r.context.client_instance_id in instances]
-                    )
-                    checked = 0
-                    for (name, labels), value in ours.items():
-                        attributes = frozenset(
-                            (k, v) for k, v in labels if k not in IDENTITY_LABELS
-                        )
-                        key = (dict(labels)["client_instance_id"], name, attributes)
-                        assert key in expected, key
-                        assert math.isclose(
-                            value, expected[key], rel_tol=1e-9, abs_tol=1e-9
-                        ), key
-                        checked += 1
-                    assert checked == len(ours)
+def _generator_of(manager: object) -> Iterator[None]:
+    """The context manager entered now; advancing the iterator exits it."""
+    with manager:  # type: ignore[attr-defined]
+        yield
 
-                    # 3. Prometheus scraped both and holds the same series under each job.
-                    selector = "|".join(sorted(instances))
 
-                    def same_in_prometheus() -> bool:
-                        assert prometheus.targets_healthy() == {
-                            "ktc": "up",
-                            "otelcol": "up",
-                        }
-                        held = {
-                            job: {
-                                (
-                                    r["metric"]["__name__"],
-                                    frozenset(
-                                        (k, v)
-                                        for k, v in r["metric"].items()
-                                        if k
-                                        not in RESOURCE_LABELS
-                                        | {"__name__", "job", "instance", "listener"}
-                                    ),
-                                )
-                                for r in prometheus.query(
-                                    f'{{job="{job}",client_instance_id=~"{selector}"}}'
-                                )
-                            }
-                            for job in ("ktc", "otelcol")
-                        }
-                        return (
-                            bool(held["ktc"])
-                            and held["ktc"] == held["otelcol"]
-                            and (
-                                {name for name, _ in held["ktc"]}
-                                == {name for name, _ in mine}
-                            )
-                        )
+def consistent_snapshot(
+    fleet: Fleet,
+) -> tuple[Series, Series, Series, list[LandingRecord]] | None:
+    """Both pages at a moment no push is in flight: the landed count is the same before and
+    after, and otelcol has all of it."""
+    collector = fleet.collector
+    fleet.poll()
+    before = len(collector.landed())
+    if forwarder_lag(collector) != 0:
+        return None
+    ktc_text = parse(http_get(fleet.endpoint))
+    ktc_open = parse(
+        http_get(fleet.endpoint, "application/openmetrics-text;version=1.0.0"),
+        open_metrics=True,
+    )
+    reference = parse(
+        http_get(f"http://127.0.0.1:{fleet.otelcol.prometheus_port}/metrics")
+    )
+    landed = collector.landed()
+    if len(landed) != before or forwarder_lag(collector) != 0:
+        return None
+    return ktc_text, ktc_open, reference, landed
 
-                    eventually_sync(
-                        same_in_prometheus,
-                        timeout_s=30,
-                        what="the same series under both jobs",
-                    )
-                librdkafka.flush(5)
-                librdkafka.close()  # its terminating push
 
-                # 4. Gone with their clients: from the endpoint, then from Prometheus.
-                def gone() -> bool:
-                    return not of_instances(parse(http_get(endpoint)), instances)
+def test_series_match_otelcol_and_the_landing_log(fleet: Fleet) -> None:
+    snapshots: list[tuple[Series, Series, Series, list[LandingRecord]]] = []
 
-                eventually_sync(
-                    gone, timeout_s=30, what="the closed clients' series to go"
-                )
-                eventually_sync(
-                    lambda: (
-                        not prometheus.query(
-                            f'{{job="ktc",client_instance_id=~"{selector}"}}'
-                        )
-                    ),
-                    timeout_s=30,
-                    what="prometheus to mark them stale",
-                )
+    def snapshot_taken() -> bool:
+        taken = consistent_snapshot(fleet)
+        if taken is not None:
+            snapshots.append(taken)
+        return taken is not None
+
+    eventually_sync(snapshot_taken, timeout_s=60, what="a snapshot between pushes")
+    ktc, ktc_open, reference, landed = snapshots[0]
+    ours = of_instances(ktc, fleet.instances)
+    assert comparable(ktc_open) == comparable(ktc)  # the same series in both formats
+    assert len(ours) >= 50
+    for (_, labels), _value in ours.items():
+        names = dict(labels)
+        assert {"client_id", "client_instance_id", "client_software_name",
+                "client_software_version", "principal", "listener"} <= set(names)  # fmt: skip
+        assert names["listener"] == "PLAINTEXT"
+        assert names["principal"] == "User:ANONYMOUS"
+        assert "upstream_cluster_id" not in names  # serve mode
+    software = {dict(labels)["client_software_name"] for (_, labels) in ours}
+    assert software == {"confluent-kafka-python", "apache-kafka-java"}
+
+    # The same series and values as otelcol's Prometheus exporter.
+    theirs = projected(of_instances(reference, fleet.instances))
+    mine = projected(ours)
+    assert set(mine) == set(theirs), (
+        f"only here: {sorted(set(mine) - set(theirs))[:5]}\n"
+        f"only on otelcol: {sorted(set(theirs) - set(mine))[:5]}"
+    )
+    for key, value in mine.items():
+        assert math.isclose(value, theirs[key], rel_tol=1e-9, abs_tol=1e-9) or (
+            math.isnan(value) and math.isnan(theirs[key])
+        ), key
+
+    # The values the landing log says were pushed.
+    expected = expected_from_landing(
+        [r for r in landed if r.context.client_instance_id in fleet.instances]
+    )
+    for (name, labels), value in ours.items():
+        attributes = frozenset((k, v) for k, v in labels if k not in IDENTITY_LABELS)
+        key = (dict(labels)["client_instance_id"], name, attributes)
+        assert key in expected, key
+        assert math.isclose(value, expected[key], rel_tol=1e-9, abs_tol=1e-9) or (
+            math.isnan(value) and math.isnan(expected[key])
+        ), key
+    per_client: dict[str, int] = {}
+    for _, labels in ours:
+        client = dict(labels)["client_id"]
+        per_client[client] = per_client.get(client, 0) + 1
+    print(f"series per instance: {per_client}")
+
+
+def held(fleet: Fleet, job: str) -> set[tuple[str, frozenset[tuple[str, str]]]]:
+    selector = "|".join(sorted(fleet.instances))
+    ignored = RESOURCE_LABELS | {"__name__", "job", "instance", "listener"}
+    return {
+        (
+            r["metric"]["__name__"],
+            frozenset((k, v) for k, v in r["metric"].items() if k not in ignored),
+        )
+        for r in fleet.prometheus.query(
+            f'{{job="{job}",client_instance_id=~"{selector}"}}'
+        )
+    }
+
+
+def test_prometheus_holds_the_same_series_under_both_jobs(fleet: Fleet) -> None:
+    def same() -> bool:
+        fleet.poll()
+        health = fleet.prometheus.targets_healthy()
+        assert health == {"ktc": "up", "ktc-self": "up", "otelcol": "up"}, health
+        ours, theirs = held(fleet, "ktc"), held(fleet, "otelcol")
+        return len(ours) >= 50 and ours == theirs
+
+    eventually_sync(same, timeout_s=30, what="the same series under both jobs")
+
+
+def dashboard_queries() -> list[tuple[str, str, str]]:
+    """(dashboard, panel title, expression) of every target of every panel."""
+    queries = []
+    for path in DASHBOARDS:
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel["targets"]:
+                queries.append((path.stem, panel["title"], target["expr"]))
+    return queries
+
+
+def with_variables_all(expr: str) -> str:
+    """A Grafana variable set to "All" (its allValue ``.*``)."""
+    return re.sub(r"\$(\w+)", ".*", expr)
+
+
+@pytest.mark.parametrize(("dashboard", "title", "expr"), dashboard_queries())
+def test_every_dashboard_query_returns_data(
+    fleet: Fleet, dashboard: str, title: str, expr: str
+) -> None:
+    eventually_sync(
+        lambda: fleet.poll() or fleet.prometheus.query(with_variables_all(expr)),
+        timeout_s=30,
+        what=f"{dashboard} / {title}: data for {expr}",
+    )
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.stem)
+def test_every_dashboard_variable_has_values(fleet: Fleet, path: Path) -> None:
+    for variable in json.loads(path.read_text())["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        match = re.fullmatch(r"label_values\((.*), (\w+)\)", variable["query"]["query"])
+        assert match, variable
+        selector, label = with_variables_all(match.group(1)), match.group(2)
+        values = fleet.prometheus.api(
+            f"/api/v1/label/{label}/values", **{"match[]": selector}
+        )
+        assert values, (path.stem, variable["name"])
+
+
+def test_series_go_with_their_clients(fleet: Fleet) -> None:
+    selector = "|".join(sorted(fleet.instances))
+    fleet.close_clients()
+
+    def gone() -> bool:
+        return not of_instances(parse(http_get(fleet.endpoint)), fleet.instances)
+
+    eventually_sync(gone, timeout_s=30, what="the closed clients' series to go")
+    eventually_sync(
+        lambda: (
+            not fleet.prometheus.query(
+                f'{{job="ktc",client_instance_id=~"{selector}"}}'
+            )
+        ),
+        timeout_s=30,
+        what="prometheus to mark them stale",
+    )

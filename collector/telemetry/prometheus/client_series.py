@@ -33,6 +33,7 @@ from collector.telemetry.prometheus.points import (
     IDENTITY_LABELS,
     FamilyMeta,
     InstancePoints,
+    attribute_labels,
 )
 from exporters.base import Exporter, ExportResult
 from exporters.context import TelemetryContext
@@ -50,6 +51,7 @@ PENDING_MAX_BYTES = 64 * 1024 * 1024
 # Series kept in memory at most, as a multiple of the budget (the least recently pushed
 # instances beyond it are forgotten: they would only be part of an overflow aggregate).
 RETAINED_FACTOR = 2
+_NO_LABELS: dict[str, str] = {}
 # Families (help and type) remembered before those no instance has are forgotten.
 _FAMILIES_KEPT = 1_000
 
@@ -190,18 +192,21 @@ class ClientSeries:
             instance.identity = _instance_identity(context)
             instance.last_push_ns = context.received_time_unix_nano
             before = instance.samples
-            instance.fold(
-                (
-                    metric
-                    for resource in data.resource_metrics
-                    for scope in resource.scope_metrics
-                    for metric in scope.metrics
-                    if not prefixes or metric.name.startswith(prefixes)
-                ),
-                self._families,
-                self._names,
-                max_samples,
-            )
+            for resource in data.resource_metrics:
+                instance.fold(
+                    (
+                        metric
+                        for scope in resource.scope_metrics
+                        for metric in scope.metrics
+                        if not prefixes or metric.name.startswith(prefixes)
+                    ),
+                    self._families,
+                    self._names,
+                    max_samples,
+                    attribute_labels(resource.resource.attributes)
+                    if len(resource.resource.attributes)
+                    else _NO_LABELS,
+                )
             self._retained_samples += instance.samples - before
         self._forget_beyond_retention()
         if batch:

@@ -42,6 +42,7 @@ __all__ = [
     "Point",
     "SeriesKey",
     "SummaryPoint",
+    "attribute_labels",
     "escape_label_value",
     "samples_of",
 ]
@@ -151,6 +152,7 @@ class InstancePoints:
         "instance_uuid",
         "last_push_ns",
         "points",
+        "resource",
         "samples",
     )
 
@@ -162,6 +164,8 @@ class InstancePoints:
         self.last_push_ns = 0
         self.points: dict[SeriesKey, Point] = {}
         self.samples = 0  # sum of samples_of over points
+        # The labels of the resource being folded (its attributes, as a point's).
+        self.resource: dict[str, str] = {}
 
     def fold(
         self,
@@ -169,8 +173,11 @@ class InstancePoints:
         families: dict[str, FamilyMeta],
         names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
+        resource: dict[str, str],
     ) -> None:
-        """Fold one push's metrics in (already filtered by the metric-name allowlist)."""
+        """Fold one resource's metrics in (already filtered by the metric-name allowlist);
+        ``resource``: its attributes as labels (``attribute_labels``)."""
+        self.resource = resource
         for metric in metrics:
             kind = metric.WhichOneof("data")
             if kind == "gauge":
@@ -245,7 +252,12 @@ class InstancePoints:
         points = self.points
         for point in data_points:
             attributes = point.attributes
-            key = (family, _labels(attributes) if len(attributes) else "")
+            key = (
+                family,
+                _labels(attributes, self.resource)
+                if len(attributes) or self.resource
+                else "",
+            )
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return  # as the exporter: the rest of this metric's points too
@@ -294,7 +306,7 @@ class InstancePoints:
         if not family:
             return
         for point in data.data_points:
-            key = (family, _labels(point.attributes))
+            key = (family, _labels(point.attributes, self.resource))
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return
@@ -334,7 +346,7 @@ class InstancePoints:
         if not family:
             return
         for point in metric.summary.data_points:
-            key = (family, _labels(point.attributes))
+            key = (family, _labels(point.attributes, self.resource))
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return
@@ -377,10 +389,10 @@ def _added(previous: HistogramPoint, new: HistogramPoint) -> HistogramPoint:
     )
 
 
-def _labels(attributes: Iterable[object]) -> str:
-    """A point's attributes as sorted, escaped Prometheus labels; an attribute whose label
-    would clash with an identity label is renamed ``exported_<label>`` (Prometheus's own
-    rule for a target label that clashes)."""
+def attribute_labels(attributes: Iterable[object]) -> dict[str, str]:
+    """Attributes as Prometheus labels (name -> value); an attribute whose label would
+    clash with an identity label is renamed ``exported_<label>`` (Prometheus's own rule for
+    a target label that clashes); ``le``, ``quantile`` and ``__...`` are left out."""
     pairs: dict[str, str] = {}
     for attribute in attributes:
         name = label_name(attribute.key)  # type: ignore[attr-defined]
@@ -389,6 +401,17 @@ def _labels(attributes: Iterable[object]) -> str:
         if name in _IDENTITY:
             name = "exported_" + name
         pairs[name] = _any_value(attribute.value)  # type: ignore[attr-defined]
+    return pairs
+
+
+def _labels(attributes: Iterable[object], resource: dict[str, str]) -> str:
+    """A point's labels, rendered and sorted: its resource's, then its own (which win),
+    as the exporter's ``resource_to_telemetry_conversion`` merges them."""
+    pairs = (
+        {**resource, **attribute_labels(attributes)}
+        if resource
+        else (attribute_labels(attributes))
+    )
     if not pairs:
         return ""
     return ",".join(
