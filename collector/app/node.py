@@ -683,6 +683,7 @@ class Node:
             clock=self.clock,
             refresh_ms=refresh_ms,
         )
+        self.registry.register(ScrapeCollector(self._collect_subscription_reads))
         if not await refresh.refresh():
             admin.close()
             return
@@ -694,6 +695,31 @@ class Node:
                 admin.close()
 
         self._tasks.append(asyncio.create_task(keep(), name="subscriptions-refresh"))
+
+    def _collect_subscription_reads(self) -> Iterator[Metric]:
+        refresh = self.subscription_refresh
+        if refresh is None:
+            return
+        reads = CounterMetricFamily(
+            "ktc_subscriptions_cluster_reads",
+            "Reads of the Kafka cluster's client-metrics subscriptions, by result.",
+            labels=["result"],
+        )
+        reads.add_metric(["ok"], refresh.reads)
+        reads.add_metric(["failed"], refresh.failures)
+        yield reads
+        yield GaugeMetricFamily(
+            "ktc_subscriptions_in_cluster",
+            "1 while the subscriptions are the Kafka cluster's, 0 when the local store's "
+            "(the cluster does not serve CLIENT_METRICS configs).",
+            value=1 if refresh.store.in_cluster else 0,
+        )
+        if refresh.last_read_ms is not None:
+            yield GaugeMetricFamily(
+                "ktc_subscriptions_cluster_read_age_seconds",
+                "Seconds since the cluster's subscriptions were last read.",
+                value=(self.clock.now_ms() - refresh.last_read_ms) / 1000,
+            )
 
     def _every(self, period_ms: int, name: str, work: Callable[[], object]) -> None:
         """Run ``work`` every ``period_ms`` on the clock, until shutdown."""

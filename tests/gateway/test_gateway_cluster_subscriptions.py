@@ -365,6 +365,9 @@ def test_a_replica_with_nothing_local_serves_the_clusters_subscriptions(
         # Read during start, before the gateway was up: served at once, no wait.
         assert interval_served(again.port, client_id) == 7_000
         assert not (data_dir / "config" / "client-metrics.yaml").exists()
+        metrics = again.metrics_text()
+        assert "ktc_subscriptions_in_cluster 1.0" in metrics
+        assert 'ktc_subscriptions_cluster_reads_total{result="ok"}' in metrics
 
 
 @pytest.fixture
@@ -394,6 +397,7 @@ def test_in_front_of_tansu_one_line_and_the_local_store(
     assert len(said) == 1, [r.getMessage() for r in said]
     print(f"\nin front of Tansu: {said[0].levelname} {said[0].getMessage()}")
     assert interval_served(tansu_gateway.port, "anyone") == 4000
+    assert "ktc_subscriptions_in_cluster 0.0" in tansu_gateway.metrics_text()
     # The client-metrics admin APIs are the gateway's own again (its local store).
     request = dc.DescribeConfigsRequest(
         resources=(
