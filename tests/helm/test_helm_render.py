@@ -25,7 +25,7 @@ from ktc_chart import (
 
 Docs = list[dict[str, Any]]
 
-CRD_KINDS = {"ServiceMonitor"}
+CRD_KINDS = {"ServiceMonitor", "PrometheusRule"}
 
 
 def _validate(doc: dict[str, Any], kube_version: str) -> None:
@@ -76,7 +76,8 @@ def test_service_monitor_shape(rendered: Callable[..., Docs]) -> None:
     service_ports = {p["name"] for p in service["spec"]["ports"]}
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in service_ports
-        assert endpoint["path"] == "/metrics"
+    paths = [endpoint["path"] for endpoint in monitor["spec"]["endpoints"]]
+    assert paths == ["/metrics", "/metrics/clients"]
     assert monitor["spec"]["endpoints"][0]["metricRelabelings"][0]["action"] == "drop"
     # The headless Service has no metrics port, so it adds no second target per pod.
     headless = find(docs, "Service", "ktc-headless")
