@@ -37,7 +37,7 @@ encoded answer back.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from collector.gateway.frames import response_body_offset
@@ -101,6 +101,16 @@ class AdminSplitter:
         # The upstream's ListConfigResources versions (None: it does not list the API), as
         # its latest ApiVersions answer said; unknown until one passes by.
         self._upstream_list_versions: tuple[int, int] | None = (0, 0x7FFF)
+
+    def answered_versions(
+        self, local: Mapping[int, tuple[int, int]]
+    ) -> Mapping[int, tuple[int, int]]:
+        """The versions ApiVersions sets for the APIs the gateway answers (``local``): with
+        the subscriptions in the cluster the admin APIs are forwarded, so the cluster's own
+        ranges (capped to what the gateway reads) stand, as for any forwarded API."""
+        if not self._in_cluster():
+            return local
+        return {k: v for k, v in local.items() if k not in _ADMIN_APIS}
 
     def upstream_api_versions(self, version: int, body: Any) -> None:
         """Reads the upstream's own ApiVersions answer (the body, before capping)."""

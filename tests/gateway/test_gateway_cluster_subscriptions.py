@@ -476,7 +476,7 @@ def test_ktc_subscriptions_with_a_bootstrap_server(
         "ktc: INVALID_REQUEST: Invalid value 50 for interval.ms, interval must be "
         "between 100 and 3600000 (1 hour)"
     ), refused.stderr
-    deleted = ktc("delete", "--bootstrap-server", replicas[1].bootstrap, "--name", name)
+    deleted = ktc("delete", "--bootstrap-server", replicas[2].bootstrap, "--name", name)
     assert deleted.returncode == 0, deleted.stderr
     assert name not in ktc("list", "--bootstrap-server", cluster).stdout.split()
     gone = ktc("describe", "--bootstrap-server", cluster, "--name", name)

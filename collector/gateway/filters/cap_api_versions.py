@@ -37,7 +37,8 @@ class CapApiVersions(Filter):
     def on_response(self, exchange: Exchange, body: Body) -> Body:
         version = exchange.frame.api_version
         services = self.services
-        capped = cap_api_versions(version, body, services.local_api_versions)
+        local = services.admin.answered_versions(services.local_api_versions)
+        capped = cap_api_versions(version, body, local)
         # The upstream's own list says where ListConfigResources may be forwarded.
         services.admin.upstream_api_versions(version, body)
         return capped
