@@ -1,8 +1,11 @@
-"""Client-metrics administration at the gateway: the CLIENT_METRICS resources of
+"""Client-metrics administration at the gateway (``collector.gateway.admin_split``).
+
+With the subscriptions kept in the cluster (the default) the three APIs are forwarded
+untouched, and a forwarded alter of CLIENT_METRICS resources makes the gateway read the
+cluster's subscriptions again. With the local store, the CLIENT_METRICS resources of
 DescribeConfigs, IncrementalAlterConfigs and ListConfigResources are answered by the node's
 own admin APIs (the gateway's subscription store, the node's authorizer), the rest by the
-upstream; a request naming both is split and the answers merged in request order
-(``collector.gateway.admin_split``)."""
+upstream; a request naming both is split and the answers merged in request order."""
 
 from __future__ import annotations
 
