@@ -345,6 +345,18 @@ class CollectorConfig(BaseModel):
     gateway_subscriptions_refresh_ms: int = Field(
         2000, alias="gateway.subscriptions.refresh.ms", ge=100
     )
+    # The login the gateway reads the cluster's subscriptions with, where the cluster
+    # requires SASL and clients' SASL passes through (gateway.upstream.sasl.* unset): a user
+    # allowed DESCRIBE_CONFIGS on the cluster. All three or none.
+    gateway_subscriptions_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
+    ) = Field(None, alias="gateway.subscriptions.sasl.mechanism")
+    gateway_subscriptions_sasl_username: str | None = Field(
+        None, alias="gateway.subscriptions.sasl.username", min_length=1
+    )
+    gateway_subscriptions_sasl_password: str | None = Field(
+        None, alias="gateway.subscriptions.sasl.password", repr=False
+    )
 
     # --- subscriptions kept in a Kafka cluster (``ktc serve``; the gateway's are above) ----
     # "local": <data.dir>/config/client-metrics.yaml; "kafka": the client-metrics configs of
@@ -569,6 +581,20 @@ class CollectorConfig(BaseModel):
             raise ValueError(
                 "gateway.upstream.sasl.mechanism needs gateway.upstream.security.protocol "
                 "SASL_PLAINTEXT or SASL_SSL"
+            )
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _subscriptions_login_complete(self) -> CollectorConfig:
+        login = (
+            self.gateway_subscriptions_sasl_mechanism,
+            self.gateway_subscriptions_sasl_username,
+            self.gateway_subscriptions_sasl_password,
+        )
+        if any(v is not None for v in login) and not all(v is not None for v in login):
+            raise ValueError(
+                "gateway.subscriptions.sasl.mechanism, .username and .password: all "
+                "three or none (the login the gateway reads the subscriptions with)"
             )
         return self
 

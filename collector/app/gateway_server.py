@@ -220,13 +220,22 @@ class GatewayServer(Node):
             return
         assert self.gateway is not None and self.topology is not None
         config = self.config
+        login = self._upstream_login
+        if login is None and config.gateway_subscriptions_sasl_mechanism is not None:
+            assert config.gateway_subscriptions_sasl_username is not None
+            assert config.gateway_subscriptions_sasl_password is not None
+            login = UpstreamLogin(
+                config.gateway_subscriptions_sasl_mechanism,
+                config.gateway_subscriptions_sasl_username,
+                config.gateway_subscriptions_sasl_password,
+            )
         if (
             self.gateway.authentication.state is UpstreamAuthentication.REQUIRED
-            and self._upstream_login is None
+            and login is None
         ):
             log.warning(
-                "the upstream cluster (%s) requires SASL and the gateway has no login of "
-                "its own (gateway.upstream.sasl.*) to read its CLIENT_METRICS configs: "
+                "the upstream cluster (%s) requires SASL and the gateway has no login to "
+                "read its CLIENT_METRICS configs with (gateway.subscriptions.sasl.*): "
                 "client-metrics subscriptions come from the local store (%s)",
                 store.cluster,
                 store.config_dir,
@@ -236,7 +245,7 @@ class GatewayServer(Node):
         admin = ClusterAdmin(
             self.topology.bootstrap,
             ssl_context=self._upstream_ssl,
-            login=self._upstream_login,
+            login=login,
             timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
             max_response_size=config.gateway_upstream_max_response_bytes,
         )

@@ -547,3 +547,91 @@ def test_a_serve_fleet_keeps_its_subscriptions_in_kafka(
         (result,) = answer.responses
         assert result.error_code == ErrorCode.invalid_request
         assert cluster in (result.error_message or "")
+
+
+def sasl_properties(path: Path, user: str, password: str) -> Path:
+    path.write_text(
+        "security.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+        f'required username="{user}" password="{password}";\n'
+    )
+    return path
+
+
+def test_in_front_of_a_sasl_cluster_an_alter_carries_the_clients_own_login(
+    sasl_only_cluster: KafkaCluster,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cluster requires SASL and clients' SASL passes through the gateway: bob's
+    ClientMetricsCommand through the gateway logs in to the cluster as bob and alters
+    there; the gateway reads the set with its own reading login
+    (gateway.subscriptions.sasl.*, alice). Without that login the gateway says in one line
+    that it cannot read them, and serves its local store."""
+    users = sasl_only_cluster.sasl_users
+    cluster = sasl_only_cluster.bootstrap_servers()
+    client_id = f"sasl-{uuid.uuid4().hex[:6]}"
+    name = f"sub-{client_id}"
+    bob = sasl_properties(tmp_path / "bob.properties", "bob", users["bob"])
+    alice = sasl_properties(tmp_path / "alice.properties", "alice", users["alice"])
+    upstream = {
+        "gateway.subscriptions.store": "cluster",
+        "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
+    }
+    with RunningGateway(
+        tmp_path / "reads",
+        cluster,
+        **upstream,
+        **{
+            "gateway.subscriptions.sasl.mechanism": "SCRAM-SHA-512",
+            "gateway.subscriptions.sasl.username": "alice",
+            "gateway.subscriptions.sasl.password": users["alice"],
+        },
+    ) as gateway:
+        client_metrics_command(
+            gateway.bootstrap,
+            "--command-config",
+            str(bob),
+            "--alter",
+            "--name",
+            name,
+            "--metrics",
+            "*",
+            "--interval",
+            "6000",
+            "--match",
+            f"client_id={client_id}",
+            work=tmp_path,
+        )
+
+        def held() -> str | None:
+            def read() -> str | None:
+                store = gateway.gateway_server.subscription_refresh.store  # type: ignore[union-attr]
+                configs = store.snapshot().subscription_configs.get(name, {})
+                return configs.get("interval.ms")
+
+            return gateway.call(read)
+
+        eventually_sync(
+            lambda: held() == "6000",
+            timeout_s=10,
+            what="the gateway reading bob's alter",
+        )
+        described = ktc(
+            "describe",
+            "--bootstrap-server",
+            cluster,
+            "--command-config",
+            str(alice),
+            "--name",
+            name,
+        )
+        assert described.returncode == 0, described.stderr
+        assert "  interval.ms=6000" in described.stdout.splitlines()
+
+    caplog.set_level(logging.INFO)
+    with RunningGateway(tmp_path / "no-login", cluster, **upstream) as gateway:
+        said = [r for r in caplog.records if "has no login to read" in r.getMessage()]
+        assert len(said) == 1, [r.getMessage() for r in caplog.records]
+        assert "ktc_subscriptions_in_cluster" not in gateway.metrics_text()
