@@ -402,7 +402,7 @@ class CollectorConfig(BaseModel):
     prometheus_clients_enable: bool = Field(True, alias="prometheus.clients.enable")
     # Series one scrape shows at most (a histogram's buckets, _sum and _count each count).
     prometheus_clients_max_series: int = Field(
-        50_000, alias="prometheus.clients.max.series", ge=1, le=10_000_000
+        25_000, alias="prometheus.clients.max.series", ge=1, le=10_000_000
     )
     # The identity labels shown (comma-separated; unset: all of them).
     prometheus_clients_labels: str | None = Field(

@@ -305,3 +305,40 @@ def test_an_unknown_label_is_a_one_line_config_error() -> None:
     message = str(error.value)
     assert "prometheus.clients.labels" in message and "pod" in message
     assert "\n" not in message
+
+
+def test_pushes_wait_while_the_worker_is_busy_and_are_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker still folding gets no second batch; what waits meanwhile is bounded by
+    PENDING_MAX_BYTES (pushes over it are counted and skipped)."""
+    import concurrent.futures
+    import threading
+
+    from collector.telemetry.prometheus import client_series
+
+    release = threading.Event()
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    executor.submit(release.wait)  # the worker is busy
+    series = ClientSeries(
+        ClientSeriesSettings.parse(1000, None, None), lambda _: True, executor=executor
+    )
+    body = payload([gauge("x", 1, 1)])
+    monkeypatch.setattr(client_series, "PENDING_MAX_BYTES", 100 * len(body))
+    series.record(context("a", at_ns=1), body)
+    first = series.fold_soon()
+    assert first is not None
+    series.record(context("a", at_ns=2), body)
+    assert series.fold_soon() is None  # the first batch is not folded yet
+    limit = client_series.PENDING_MAX_BYTES // len(body)
+    for i in range(limit + 10):
+        series.record(context("b", at_ns=3 + i), body)
+    assert series.pushes_skipped >= 10
+    release.set()
+    first.result(10)
+    assert series.fold_soon() is not None
+    assert values(_parse(asyncio.run(series.scrape(False)).decode()), "x") == {
+        "a": 1,
+        "b": 1,
+    }
+    executor.shutdown()

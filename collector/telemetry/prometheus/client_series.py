@@ -119,6 +119,7 @@ class ClientSeries:
         # Loop side.
         self._pending: list[tuple[TelemetryContext, bytes]] = []
         self._pending_bytes = 0
+        self._folding: concurrent.futures.Future[None] | None = None
         self.pushes_skipped = 0  # over PENDING_MAX_BYTES
         # Worker side.
         self._instances: OrderedDict[str, InstancePoints] = OrderedDict()  # LRU: push
@@ -150,10 +151,16 @@ class ClientSeries:
         return batch
 
     def fold_soon(self) -> concurrent.futures.Future[None] | None:
-        """Hand what is pending to the worker (None: nothing was pending)."""
-        if not self._pending:
+        """Hand what is pending to the worker (None: nothing was pending, or the worker is
+        still folding the last batch: what waits stays counted against
+        PENDING_MAX_BYTES, so a worker that falls behind bounds memory by skipping pushes
+        rather than by queueing batches)."""
+        if not self._pending or (
+            self._folding is not None and not self._folding.done()
+        ):
             return None
-        return self._executor.submit(self._fold, self._take_pending())
+        self._folding = self._executor.submit(self._fold, self._take_pending())
+        return self._folding
 
     async def scrape(self, open_metrics: bool) -> bytes:
         batch = self._take_pending()
