@@ -6,7 +6,7 @@ notebook would be: one session, kept open, asked again and again.  Reading the s
 from the document itself means the documented configuration is what is tested.
 
     python docs_pyspark_reader.py LAKE_DIR DATABASE
-    stdin:  one table name per line       stdout: {"table": ..., "count": N} per line
+    stdin:  one SQL statement per line    stdout: {"value": <first column of first row>}
 """
 
 from __future__ import annotations
@@ -59,12 +59,10 @@ def main() -> None:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     print(json.dumps({"ready": True}), flush=True)
+    spark.sql(f"USE `{database}`")
     for line in sys.stdin:
-        table = line.strip()
-        count = spark.sql(f"SELECT count(*) FROM `{database}`.`{table}`").collect()[0][
-            0
-        ]
-        print(json.dumps({"table": table, "count": count}), flush=True)
+        rows = spark.sql(line.strip()).collect()
+        print(json.dumps({"value": rows[0][0] if rows else None}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,16 @@
 """Exactly-once under faults: a real `ingest` process SIGKILLed (with its JVM) before,
 during and after the commits of a batch, with a compaction and a snapshot expiry between
-a kill and the restart, then completed, equals a clean run row for row."""
+a kill and the restart, then completed, equals a clean run row for row.
+
+Every kill is a named failpoint (exporters/lakehouse/failpoints.py), never a timer, so
+the sequence of commits is the same on every machine.  The result is read twice: by a
+fresh reader (a new `ktc sql` process) and by this test session's long-lived Spark
+session, which an analyst's loop polls every 5 s while the ingests run.  The test fails
+when the data is wrong and when a reader is: with Iceberg's table cache turned back on
+(``KTC_TEST_SPARK_CONF=spark.sql.catalog.lake.cache-enabled=true``, conftest.py) the
+long-lived session keeps serving the tables as it loaded them at the maintenance, and
+the comparison fails.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +38,7 @@ from exporters.landing import ConsumerPositions
 
 # Five ingest processes (four killed, one completing) of ~20-40 s each.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
+POLL_S = 5.0  # the long-lived session's reader asks this often
 
 REPO = Path(__file__).resolve().parents[2]
 PUSHES_PER_NODE = 10
@@ -36,8 +48,8 @@ BATCH = 3  # records per landing directory per batch: 4 batches
 # last run completes.  Maintenance runs after the run marked True, before the next one.
 KILLS = [
     ("after_read@2", False),  # batch 1 committed; batch 2 read, nothing written: before
-    ("mid_write@1", True),  # one table of a batch committed, the others not: during
-    ("during_write:1500@1", False),  # a timer kills while Spark writes and commits
+    ("mid_write:1@1", True),  # one table of a batch committed, the others not: during
+    ("mid_write:5@1", False),  # every point table committed, `pushes` not: during
     ("after_write@1", False),  # every table committed, consumer positions not: after
 ]
 
@@ -119,7 +131,102 @@ def test_killed_ingest_runs_and_maintenance_then_completion_equal_a_clean_run(
     for node, copy in zip(nodes, clean_nodes, strict=True):
         shutil.copytree(node, copy)
 
-    outcomes = []
+    # An analyst's loop on the long-lived session while the ingests run: with Iceberg's
+    # table cache on, being read every 5 s keeps a cached table from ever expiring.
+    stop = threading.Event()
+    poll_errors: list[BaseException] = []
+    poller = threading.Thread(
+        target=_poll_counts, args=(spark, faulted, stop, poll_errors)
+    )
+    poller.start()
+    outcomes: list[tuple[str | None, int]] = []
+    try:
+        _kill_maintain_and_complete(spark, faulted, data_dir, outcomes)
+    finally:
+        stop.set()
+        poller.join()
+    assert not poll_errors, poll_errors
+    assert outcomes == [(kill, -signal.SIGKILL) for kill, _ in KILLS] + [(None, 0)]
+
+    # The long-lived session, then a fresh process, read the faulted lake.
+    out = io.StringIO()
+    run_sql(spark, _lake_dump_sql(faulted), "json", out)
+    faulted_rows = _rows(out.getvalue())
+    fresh_rows = _rows(_fresh_sql(faulted, _lake_dump_sql(faulted)))
+
+    # The clean run: the same landing logs, one uninterrupted job, in-process.
+    with IngestJob(clean, lambda: clean_nodes, spark=spark) as job:
+        job.run_once()
+    out = io.StringIO()
+    run_sql(spark, _lake_dump_sql(clean), "json", out)
+    clean_rows = _rows(out.getvalue())
+
+    assert len(clean_rows) == 2 * PUSHES_PER_NODE * (
+        1 + 6
+    )  # a push row and 6 points each
+    assert fresh_rows == clean_rows, "the lake itself differs from the clean run"
+    assert faulted_rows == clean_rows, "the long-lived session serves another state"
+    for table in TABLES:
+        key = ", ".join(LINEAGE_KEY if table.name != "pushes" else LINEAGE_KEY[:2])
+        doubled = spark.sql(
+            f"SELECT {key} FROM {faulted.table(table.name)} GROUP BY {key} HAVING count(*) > 1"
+        ).collect()
+        assert doubled == [], table.name
+    for node in nodes:
+        assert ConsumerPositions(node, CONSUMER_NAME).load() == PUSHES_PER_NODE
+
+
+def _poll_counts(
+    spark, config: LakehouseConfig, stop: threading.Event, errors: list[BaseException]
+) -> None:
+    """Count the pushes every POLL_S until stopped (before the first ingest created
+    the table, the count fails and is asked again)."""
+    while not stop.wait(POLL_S):
+        try:
+            spark.sql(f"SELECT count(*) FROM {config.table('pushes')}").collect()
+        except Exception as exc:
+            if "TABLE_OR_VIEW_NOT_FOUND" not in str(exc):
+                errors.append(exc)
+                return
+
+
+def _fresh_sql(config: LakehouseConfig, statement: str) -> str:
+    """The statement's JSON lines from a new `ktc sql` process on Spark."""
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "exporters.lakehouse",
+            "sql",
+            statement,
+            "--engine",
+            "spark",
+            "--format",
+            "json",
+            "--lake-dir",
+            str(config.lake_dir),
+            "--database",
+            config.database,
+            "--master",
+            "local[1]",
+        ],
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return run.stdout
+
+
+def _kill_maintain_and_complete(
+    spark,
+    faulted: LakehouseConfig,
+    data_dir: Path,
+    outcomes: list[tuple[str | None, int]],
+) -> None:
     for kill, then_maintain in KILLS:
         run = _ingest(data_dir, faulted, kill)
         outcomes.append((kill, run.returncode))
@@ -138,33 +245,9 @@ def test_killed_ingest_runs_and_maintenance_then_completion_equal_a_clean_run(
                 expire_after_s=0,
                 retain_last=1,
             )
-    assert sum(code == -signal.SIGKILL for _, code in outcomes) >= 3, outcomes
     final = _ingest(data_dir, faulted, None)
+    outcomes.append((None, final.returncode))
     assert final.returncode == 0, final.stderr[-3000:]
-
-    out = io.StringIO()
-    run_sql(spark, _lake_dump_sql(faulted), "json", out)
-    faulted_rows = _rows(out.getvalue())
-
-    # The clean run: the same landing logs, one uninterrupted job, in-process.
-    with IngestJob(clean, lambda: clean_nodes, spark=spark) as job:
-        job.run_once()
-    out = io.StringIO()
-    run_sql(spark, _lake_dump_sql(clean), "json", out)
-    clean_rows = _rows(out.getvalue())
-
-    assert len(clean_rows) == 2 * PUSHES_PER_NODE * (
-        1 + 6
-    )  # a push row and 6 points each
-    assert faulted_rows == clean_rows
-    for table in TABLES:
-        key = ", ".join(LINEAGE_KEY if table.name != "pushes" else LINEAGE_KEY[:2])
-        doubled = spark.sql(
-            f"SELECT {key} FROM {faulted.table(table.name)} GROUP BY {key} HAVING count(*) > 1"
-        ).collect()
-        assert doubled == [], table.name
-    for node in nodes:
-        assert ConsumerPositions(node, CONSUMER_NAME).load() == PUSHES_PER_NODE
 
 
 def test_failpoint_names_are_checked() -> None:

@@ -20,10 +20,7 @@ one (Iceberg's cache expires an entry 30 s after its last access, so a reader po
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -33,84 +30,37 @@ from pathlib import Path
 
 import pytest
 from conftest import require_lake_jars, write_landing
+from kept_readers import (
+    ANSWER_TIMEOUT_S,
+    free_port,
+    start_beeline,
+    start_documented_pyspark,
+    start_thriftserver,
+)
+from kept_readers import (
+    stop as stop_reader,
+)
 from lakehouse_otlp import make_context, sample_metrics_data
 from waiting import eventually_sync
 
 from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.cli import spark_home
 from exporters.lakehouse.session import CACHE_ENABLED, CATALOG_NAME
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
 REPO = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 DATABASE = "readers"
 POLL_S = 5.0
 FIRST, SECOND = 4, 5  # pushes landed before the readers open, and while they poll
 # Polls of the control reader after the commit, all still at the first count: 15 s and
 # more of the cache being read and kept (a fresh reader needs one poll).
 STALE_POLLS = 3
-ANSWER_TIMEOUT_S = 180.0  # one poll's answer on a loaded 2-core machine, at most
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Poll:
     started: float  # time.monotonic(), comparable across this machine's processes
     count: int
-
-
-class LineReader:
-    """A reader in another process, asked through its stdin, answering on its stdout."""
-
-    def __init__(self, proc: subprocess.Popen[str], parse: Callable[[str], int | None]):
-        self.proc = proc
-        self._parse = parse
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put(None)
-
-    def _line(self) -> str:
-        try:
-            line = self._lines.get(timeout=ANSWER_TIMEOUT_S)
-        except queue.Empty:
-            raise AssertionError("a reader did not answer in time") from None
-        if line is None:
-            raise AssertionError(f"a reader exited ({self.proc.wait()})")
-        return line
-
-    def wait_for(self, text: str) -> None:
-        while text not in self._line():
-            pass
-
-    def answer(self) -> int:
-        while (value := self._parse(self._line())) is None:
-            pass
-        return value
-
-    def ask(self, text: str) -> int:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(text + "\n")
-        self.proc.stdin.flush()
-        return self.answer()
-
-
-def _pyspark_count(line: str) -> int | None:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    return message.get("count") if isinstance(message, dict) else None
-
-
-def _beeline_count(line: str) -> int | None:
-    # csv2 without a header: the one row of "SELECT 'poll', count(*) ...".
-    tag, _, value = line.strip().partition(",")
-    return int(value) if tag == "poll" and value.isdigit() else None
 
 
 def _landing(node: Path, first: int, count: int) -> None:
@@ -155,16 +105,6 @@ def _ingest_once(node: Path, lake: Path, env: dict[str, str]) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
 
 
-def _stop(proc: subprocess.Popen[str]) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 def test_long_lived_readers_see_another_process_commit_at_their_next_query(
     spark, spark_lake, tmp_path: Path
 ) -> None:
@@ -183,74 +123,32 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
 
     started: list[subprocess.Popen[str]] = []
     try:
-        documented = subprocess.Popen(
-            [sys.executable, str(HERE / "docs_pyspark_reader.py"), str(lake), DATABASE],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(tmp_path / "pyspark.log").open("w"),
-            text=True,
-            start_new_session=True,
+        pyspark_reader = start_documented_pyspark(
+            lake, DATABASE, env, (tmp_path / "pyspark.log").open("w")
         )
-        started.append(documented)
-        port = _free_port()
-        server_log = tmp_path / "thriftserver.log"
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "exporters.lakehouse",
-                "thriftserver",
-                "--lake-dir",
-                str(lake),
-                "--database",
-                DATABASE,
-                "--master",
-                "local[1]",
-                "--port",
-                str(port),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=server_log.open("w"),
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+        started.append(pyspark_reader.proc)
+        port = free_port()
+        lake_args = ["--lake-dir", str(lake), "--database", DATABASE]
+        lake_args += ["--master", "local[1]"]
+        server = start_thriftserver(
+            lake_args, port, env, (tmp_path / "thriftserver.log").open("w")
         )
         started.append(server)
-        pyspark_reader = LineReader(documented, _pyspark_count)
-        pyspark_reader.wait_for('"ready"')
-        _wait_listening(server, port, server_log)
-        beeline = subprocess.Popen(
-            [
-                str(spark_home() / "bin" / "beeline"),
-                "-u",
-                f"jdbc:hive2://127.0.0.1:{port}/{DATABASE}",
-                "-n",
-                "analyst",
-                "--outputformat=csv2",
-                "--showHeader=false",
-                "--silent=true",
-            ],
-            env=dict(env, SPARK_HOME=str(spark_home())),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=(tmp_path / "beeline.log").open("w"),
-            text=True,
-            start_new_session=True,
+        beeline_reader = start_beeline(
+            port, DATABASE, env, (tmp_path / "beeline.log").open("w")
         )
-        started.append(beeline)
-        beeline_reader = LineReader(beeline, _beeline_count)
+        started.append(beeline_reader.proc)
 
         table = f"{CATALOG_NAME}.`{DATABASE}`.`pushes`"
         readers: dict[str, Callable[[], int]] = {
             "open_session": lambda: spark.sql(
                 f"SELECT count(*) FROM {table}"
             ).collect()[0][0],
-            "documented PySpark": lambda: pyspark_reader.ask("pushes"),
+            "documented PySpark": lambda: pyspark_reader.ask(
+                "SELECT count(*) FROM pushes"
+            ),
             "beeline": lambda: beeline_reader.ask(
-                "SELECT 'poll', count(*) FROM pushes;"
+                "SELECT 'answer', count(*) FROM pushes;"
             ),
             "cache left on": lambda: cached.sql(
                 f"SELECT count(*) FROM {table}"
@@ -301,7 +199,7 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
         assert not failures, failures
     finally:
         for proc in started:
-            _stop(proc)
+            stop_reader(proc)
 
     seen = {name: [p.count for p in polls[name]] for name in readers}
     for name in readers:
@@ -316,27 +214,4 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
     assert [p.count for p in after("cache left on")] == [FIRST] * len(
         after("cache left on")
     ), seen
-    # A query of the control's catalog in a new session sees the commit.
     assert spark.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == FIRST + SECOND
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_listening(server: subprocess.Popen[str], port: int, log: Path) -> None:
-    import socket
-
-    def listening() -> bool:
-        assert server.poll() is None, log.read_text()[-2000:]
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    eventually_sync(listening, timeout_s=300, what="the Thrift server listening")
