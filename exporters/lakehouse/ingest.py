@@ -15,6 +15,9 @@ record in the tables exactly once, with no state of its own beside the tables:
 3. **consumer positions**: then the landing consumer position ``lakehouse-ingest`` of
    each directory moves, which lets the landing log's retention delete what is in.
 
+What to commit where is decided by plan.py, without I/O; :meth:`IngestJob.run_batch`
+reads (extract, flatten), plans, loads and then advances the positions.
+
 One writer per landing directory (an ``flock`` in that directory); several ingest
 processes, one per collector node, append to the same tables at once: Iceberg retries
 a commit that lost the race on a fresh snapshot, and each process only ever asks about
@@ -26,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import errno
 import fcntl
-import json
 import logging
 import os
 import threading
@@ -41,19 +43,23 @@ import pyarrow.compute as pc
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.commits import (
-    SourceRange,
-    carried_properties,
-    committed_positions,
-    range_properties,
-)
+from exporters.lakehouse.commits import SourceRange, committed_positions
 from exporters.lakehouse.flatten_pool import (
+    Flattened,
     SourceRecord,
     default_processes,
     shared_flattener,
 )
 from exporters.lakehouse.iceberg_java import table_snapshots
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE, TABLES
+from exporters.lakehouse.plan import (
+    PUSHES,
+    WRITE_ORDER,
+    BatchPlan,
+    appends,
+    batch_start,
+    plan_batch,
+)
+from exporters.lakehouse.schema import TABLE_BY_POINT_TYPE, TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import (
     ConsumerPositions,
@@ -80,16 +86,9 @@ log = logging.getLogger(__name__)
 
 CONSUMER_NAME = "lakehouse-ingest"
 _TABLE_NAME_BY_KIND = {k: t.name for k, t in TABLE_BY_POINT_TYPE.items()} | {
-    "pushes": PUSHES_TABLE.name
+    "pushes": PUSHES
 }
-# Point tables first, pushes last: the pushes table's position is where a restarted
-# ingest reads from, so it must never be ahead of a point table's.
-_WRITE_ORDER = tuple(t.name for t in TABLES if t is not PUSHES_TABLE) + (
-    PUSHES_TABLE.name,
-)
 _CATALOG_ATTEMPTS = 3
-# Rejected records listed in a snapshot summary, at most (the count is always there).
-_MAX_REJECTED_LISTED = 20
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -146,6 +145,7 @@ def load(
     tables: Mapping[str, pa.Table],
     summaries: Mapping[str, Mapping[str, str]],
     after_each_table: Callable[[], None] = lambda: None,
+    before_pushes: Callable[[], None] = lambda: None,
 ) -> dict[str, int]:
     """One Iceberg append per table with rows and a summary (and one for ``pushes``
     whenever it has a summary, rows or not), each with its snapshot summary: the point
@@ -170,11 +170,13 @@ def load(
 
     def wanted(name: str) -> bool:
         table = tables.get(name)
-        if table is None or (table.num_rows == 0 and name != PUSHES_TABLE.name):
-            return False
-        return name in summaries
+        return (
+            table is not None
+            and name in summaries
+            and appends(name, int(table.num_rows))
+        )
 
-    point_tables = [n for n in _WRITE_ORDER if n != PUSHES_TABLE.name and wanted(n)]
+    point_tables = [n for n in WRITE_ORDER if n != PUSHES and wanted(n)]
     appended: dict[str, Future[int]] = {}
     if point_tables:
         with ThreadPoolExecutor(
@@ -187,8 +189,9 @@ def load(
             if (error := future.exception()) is not None:
                 raise error
     rows = {name: future.result() for name, future in appended.items()}
-    if wanted(PUSHES_TABLE.name):
-        rows[PUSHES_TABLE.name] = append(PUSHES_TABLE.name)
+    if wanted(PUSHES):
+        before_pushes()
+        rows[PUSHES] = append(PUSHES)
     return rows
 
 
@@ -199,16 +202,17 @@ def _spark_schema(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
-def _rows_past(table: pa.Table, positions: Mapping[str, int]) -> pa.Table:
-    """The rows whose landing offset is at or past their directory's committed position."""
-    if table.num_rows == 0 or not positions:
+def _rows_from(table: pa.Table, keep_from: Mapping[str, int]) -> pa.Table:
+    """The rows whose landing offset is at or past ``keep_from`` of their directory
+    (:meth:`plan.TablePlan.keeps`, on Arrow columns)."""
+    if table.num_rows == 0 or not keep_from:
         return table
     keep = None
     nodes = table.column("landing_node")
     offsets = table.column("landing_offset")
     for name in set(nodes.to_pylist()):
         mask = pc.and_(
-            pc.equal(nodes, name), pc.greater_equal(offsets, positions.get(name, 0))
+            pc.equal(nodes, name), pc.greater_equal(offsets, keep_from.get(name, 0))
         )
         keep = mask if keep is None else pc.or_(keep, mask)
     return table.filter(keep)
@@ -336,11 +340,48 @@ class IngestJob:
         """Read, write and commit one batch; None if there was nothing new."""
         started = self._clock.monotonic()
         self._refresh_directories()
-        read_from = self.positions[PUSHES_TABLE.name]
+        committed = self.positions
+        ranges, records = self._extract(batch_start(committed, self._directories))
+        if not records:
+            self._commit_consumer_positions()
+            return None
+        flattened = self._flatten(records)
+        self._batches += 1
+        batch = self._batches
+        failpoints.reached("after_read", batch)
+        planned = plan_batch(ranges, committed, flattened.rejected)
+        rows = self._load(batch, planned, flattened)
+        self._positions = planned.positions_after()
+        failpoints.reached("after_write", batch)
+        self._commit_consumer_positions()
+        result = BatchResult(
+            batch,
+            len(records),
+            rows,
+            {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
+            planned.replayed,
+            len(flattened.rejected),
+            self._clock.monotonic() - started,
+            flattened.processes,
+        )
+        log.info(
+            "batch %d: %d records, rows %s%s",
+            batch,
+            len(records),
+            rows,
+            " (replayed)" if planned.replayed else "",
+        )
+        return result
+
+    def _extract(
+        self, read_from: Mapping[str, int]
+    ) -> tuple[list[SourceRange], list[SourceRecord]]:
+        """Each landing directory's records from ``read_from``, up to the batch bounds,
+        and the range read of each."""
         ranges: list[SourceRange] = []
         records: list[SourceRecord] = []
         for name, directory in sorted(self._directories.items()):
-            source = SourceRange(name, str(directory), read_from.get(name, 0), 0)
+            source = SourceRange(name, str(directory), read_from[name], 0)
             to_offset = source.from_offset
             for record in extract(
                 source,
@@ -354,61 +395,38 @@ class IngestJob:
                     source, to_offset=max(to_offset, source.from_offset)
                 )
             )
-        if not records:
-            self._commit_consumer_positions()
-            return None
+        return ranges, records
+
+    def _flatten(self, records: list[SourceRecord]) -> Flattened:
+        """The batch's rows (flatten_pool.py); the records that are not OTLP logged."""
         flattened = self._flattener.flatten(records)
-        tables = {_TABLE_NAME_BY_KIND[k]: t for k, t in flattened.tables.items()}
-        rejected = flattened.rejected
-        for entry in rejected:
+        for entry in flattened.rejected:
             log.error(
                 "%s offset %d: not OTLP MetricsData: %s",
                 entry["source"],
                 entry["offset"],
                 entry["error"],
             )
-        self._batches += 1
-        batch = self._batches
-        failpoints.reached("after_read", batch)
-        summaries: dict[str, dict[str, str]] = {}
-        replayed = False
-        for name, table in tables.items():
-            committed = self.positions[name]
-            table_ranges = [
-                dataclasses.replace(
-                    r, from_offset=max(r.from_offset, committed.get(r.name, 0))
-                )
-                for r in ranges
-            ]
-            if any(
-                committed.get(r.name, 0) > r.from_offset for r in ranges if not r.empty
-            ):
-                replayed = True
-                tables[name] = table = _rows_past(table, committed)
-            recorded = range_properties(table_ranges)
-            if not recorded:
-                continue  # this table already holds the whole batch
-            summary = dict(recorded)
-            summary |= carried_properties(
-                {
-                    **committed,
-                    **{r.name: r.to_offset for r in table_ranges if not r.empty},
-                }
-            )
-            if name == PUSHES_TABLE.name and rejected:
-                summary["ktc.rejected"] = str(len(rejected))
-                summary["ktc.rejected.first"] = json.dumps(
-                    rejected[:_MAX_REJECTED_LISTED]
-                )
-            summaries[name] = summary
+        return flattened
+
+    def _load(
+        self, batch: int, planned: BatchPlan, flattened: Flattened
+    ) -> dict[str, int]:
+        """Append each table's planned rows with its summary (:func:`load`)."""
+        tables = {}
+        for kind, table in flattened.tables.items():
+            name = _TABLE_NAME_BY_KIND[kind]
+            own = planned.tables[name]
+            tables[name] = _rows_from(table, own.keep_from) if own.replayed else table
         timer = failpoints.arm_timer(batch)
         try:
-            rows = load(
+            return load(
                 self.spark,
                 self.config,
                 tables,
-                summaries,
+                planned.summaries,
                 after_each_table=lambda: failpoints.reached("mid_write", batch),
+                before_pushes=lambda: failpoints.reached("before_pushes", batch),
             )
         except BaseException:
             # Committed or not is unknown (a commit can fail after it succeeded): the
@@ -418,30 +436,6 @@ class IngestJob:
         finally:
             if timer:
                 timer.cancel()
-        for name in summaries:
-            for r in ranges:
-                if not r.empty:
-                    self.positions[name][r.name] = r.to_offset
-        failpoints.reached("after_write", batch)
-        self._commit_consumer_positions()
-        result = BatchResult(
-            batch,
-            len(records),
-            rows,
-            {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
-            replayed,
-            len(rejected),
-            self._clock.monotonic() - started,
-            flattened.processes,
-        )
-        log.info(
-            "batch %d: %d records, rows %s%s",
-            batch,
-            len(records),
-            rows,
-            " (replayed)" if replayed else "",
-        )
-        return result
 
     def run_once(self) -> list[BatchResult]:
         """Ingest until the landing logs hold nothing new."""
@@ -502,7 +496,7 @@ class IngestJob:
             self._directories[name] = directory
 
     def _commit_consumer_positions(self) -> None:
-        committed = self.positions[PUSHES_TABLE.name]
+        committed = self.positions[PUSHES]
         for name, directory in self._directories.items():
             if name not in committed or not directory.is_dir():
                 continue

@@ -2,7 +2,7 @@
 
 All four are Iceberg's own actions (``SparkActions``), run through Spark's JVM, and
 each commit carries the tables' committed landing positions forward in its snapshot
-summary (commits.py); without that, compaction and retention would make a restarted
+summary (plan.py decides what each carries and how far snapshots expire); without that, compaction and retention would make a restarted
 ingest forget what it had committed once the appends' snapshots expire.
 
 =====================  ========================================================
@@ -40,17 +40,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from exporters.lakehouse.commits import (
-    carried_properties,
-    committed_positions,
-    expire_horizon_ms,
-)
 from exporters.lakehouse.iceberg_java import (
     actions,
     iceberg_table,
     jvm,
     table_snapshots,
 )
+from exporters.lakehouse.plan import maintenance_properties, plan_expiry
 from exporters.lakehouse.schema import TABLES, TableSpec
 from exporters.lakehouse.session import LakehouseConfig
 
@@ -85,9 +81,7 @@ class MaintenanceSettings:
 def _carried(
     spark: SparkSession, config: LakehouseConfig, table: TableSpec
 ) -> dict[str, str]:
-    return carried_properties(
-        committed_positions(table_snapshots(spark, config.table(table.name)))
-    )
+    return maintenance_properties(table_snapshots(spark, config.table(table.name)))
 
 
 def compact(
@@ -174,16 +168,17 @@ def expire_snapshots(
     """Expire old snapshots, never one a landing position survives in only (commits.py)."""
     expired = 0
     for table in TABLES:
-        snapshots = table_snapshots(spark, config.table(table.name))
-        older_than = now_unix_ms - int(expire_after_s * 1000)
-        horizon = expire_horizon_ms(snapshots)
-        if horizon is not None:
-            older_than = min(older_than, horizon)
+        expiry = plan_expiry(
+            table_snapshots(spark, config.table(table.name)),
+            now_unix_ms=now_unix_ms,
+            expire_after_s=expire_after_s,
+            retain_last=retain_last,
+        )
         result = (
             actions(spark)
             .expireSnapshots(iceberg_table(spark, config.table(table.name)))
-            .expireOlderThan(older_than)
-            .retainLast(max(1, retain_last))
+            .expireOlderThan(expiry.older_than_ms)
+            .retainLast(expiry.retain_last)
             .execute()
         )
         expired += result.deletedManifestListsCount()
