@@ -9,13 +9,17 @@ miss.
 point              where the process dies                                      ``:<n>``
 =================  ==========================================================  ==========
 ``after_read``     the batch read and flattened, nothing written               (none)
-``mid_write``      ``n`` tables' appends committed (default 1), the rest not   tables
+``mid_write``      ``n`` tables' appends ended (default 1); the point tables   tables
+                   append side by side, so others may have committed too
+``before_pushes``  every point table's append committed, ``pushes``' not       (none)
 ``after_write``    every table committed, landing consumer positions not yet   (none)
 ``during_write``   a timer fires ``n`` ms into the batch's writes and commits  delay, ms
 =================  ==========================================================  ==========
 
-The first three are deterministic: the fault tests that must give the same verdict on
-every machine use only those.  ``during_write`` kills wherever Spark happens to be after
+``after_read``, ``before_pushes`` and ``after_write`` leave the same tables committed
+on every machine, and ``mid_write`` dies at the same moment (what else committed by
+then varies): the fault tests that must give the same verdict everywhere use only
+those.  ``during_write`` kills wherever Spark happens to be after
 the delay (writing files, committing, between tables): the randomized run uses it, with
 its seed printed, to reach the moments no named point stops at.
 """
@@ -29,7 +33,13 @@ import threading
 
 __all__ = ["POINTS", "arm_timer", "reached"]
 
-POINTS: tuple[str, ...] = ("after_read", "mid_write", "after_write", "during_write")
+POINTS: tuple[str, ...] = (
+    "after_read",
+    "mid_write",
+    "before_pushes",
+    "after_write",
+    "during_write",
+)
 
 _ENV = "KTC_LAKEHOUSE_KILL_AT"
 # mid_write: tables committed so far per batch (the point tables append side by side).

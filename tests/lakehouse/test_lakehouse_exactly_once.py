@@ -49,7 +49,7 @@ BATCH = 3  # records per landing directory per batch: 4 batches
 KILLS = [
     ("after_read@2", False),  # batch 1 committed; batch 2 read, nothing written: before
     ("mid_write:1@1", True),  # one table of a batch committed, the others not: during
-    ("mid_write:5@1", False),  # every point table committed, `pushes` not: during
+    ("before_pushes@1", False),  # every point table committed, `pushes` not: during
     ("after_write@1", False),  # every table committed, consumer positions not: after
 ]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -61,6 +62,7 @@ STALE_POLLS = 3
 class Poll:
     started: float  # time.monotonic(), comparable across this machine's processes
     count: int
+    seconds: float  # the query's own time
 
 
 def _landing(node: Path, first: int, count: int) -> None:
@@ -162,7 +164,8 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
             try:
                 while not stop.is_set():
                     begun = time.monotonic()
-                    polls[name].append(Poll(begun, ask()))
+                    count = ask()
+                    polls[name].append(Poll(begun, count, time.monotonic() - begun))
                     stop.wait(max(0.0, POLL_S - (time.monotonic() - begun)))
             except BaseException as exc:  # reported by the test thread
                 failures.append(exc)
@@ -202,6 +205,13 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
             stop_reader(proc)
 
     seen = {name: [p.count for p in polls[name]] for name in readers}
+    # What reading uncached costs: the same count in the same JVM, cache off and on.
+    for name in ("open_session", "cache left on"):
+        print(
+            f"{name}: a count over pushes took "
+            f"{statistics.median(p.seconds for p in polls[name]) * 1000:.0f} ms median "
+            f"over {len(polls[name])} polls"
+        )
     for name in readers:
         assert polls[name][0].count == FIRST, seen
     for name in ("open_session", "documented PySpark", "beeline"):
