@@ -116,9 +116,8 @@ MAINTENANCE_ACTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 DRAIN_BATCHES = 200
 
-Row = tuple[
-    str, int, int
-]  # landing_node, landing_offset, index of the row in the record
+# A row's lineage: landing_node, landing_offset, the row's index among its record's.
+Row = tuple[str, int, int]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -453,10 +452,10 @@ class ExactlyOnceModel(RuleBasedStateMachine):
         if name == plan.PUSHES and "ktc.rejected" in summary:
             rejected = sum(
                 r.rejected
-                for source in writer.batch.planned.tables[name].ranges
+                for source in writer.batch.planned.ranges
                 for r in self.landed[source.name][source.from_offset : source.to_offset]
             )
-            assert summary["ktc.rejected"] == str(rejected)
+            assert summary["ktc.rejected"] == str(rejected), "rejected miscounted"
         self.advance(1)
 
     def finish_batch(self, writer: Writer) -> None:
