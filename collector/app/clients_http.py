@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from collector.telemetry.prometheus.client_series import ClientSeries
+from collector.telemetry.prometheus.client_series import (
+    ClientSeries,
+    ClientSeriesClosed,
+)
 from collector.telemetry.prometheus.exposition import (
     OPENMETRICS_CONTENT_TYPE,
     TEXT_CONTENT_TYPE,
@@ -41,7 +44,10 @@ def wants_open_metrics(accept: str) -> bool:
 def client_metrics_routes(series: ClientSeries) -> list[web.RouteDef]:
     async def client_metrics(request: web.Request) -> web.Response:
         open_metrics = wants_open_metrics(request.headers.get("Accept", ""))
-        body = await series.scrape(open_metrics)
+        try:
+            body = await series.scrape(open_metrics)
+        except ClientSeriesClosed as exc:
+            return web.Response(status=503, text=f"{exc}\n")
         content_type = OPENMETRICS_CONTENT_TYPE if open_metrics else TEXT_CONTENT_TYPE
         return web.Response(body=body, headers={"Content-Type": content_type})
 

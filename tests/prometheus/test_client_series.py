@@ -22,6 +22,7 @@ from collector.app.config import ConfigError, load_config
 from collector.telemetry.prometheus.budget import OVERFLOW_INSTANCE_ID
 from collector.telemetry.prometheus.client_series import (
     ClientSeries,
+    ClientSeriesClosed,
     ClientSeriesSettings,
 )
 from exporters.context import TelemetryContext
@@ -342,3 +343,11 @@ def test_pushes_wait_while_the_worker_is_busy_and_are_bounded(
         "b": 1,
     }
     executor.shutdown()
+
+
+def test_a_scrape_after_shutdown_is_refused_not_crashed() -> None:
+    h = Harness()
+    h.push("a", [gauge("x", 1, 1)])
+    h.series.close()
+    with pytest.raises(ClientSeriesClosed):
+        h.text()

@@ -40,6 +40,7 @@ from exporters.context import TelemetryContext
 
 __all__ = [
     "PENDING_MAX_BYTES",
+    "ClientSeriesClosed",
     "RETAINED_FACTOR",
     "ClientSeries",
     "ClientSeriesSettings",
@@ -54,6 +55,10 @@ RETAINED_FACTOR = 2
 _NO_LABELS: dict[str, str] = {}
 # Families (help and type) remembered before those no instance has are forgotten.
 _FAMILIES_KEPT = 1_000
+
+
+class ClientSeriesClosed(RuntimeError):
+    """A scrape after shutdown began (the worker is gone)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +125,7 @@ class ClientSeries:
         self._pending: list[tuple[TelemetryContext, bytes]] = []
         self._pending_bytes = 0
         self._folding: concurrent.futures.Future[None] | None = None
+        self._closed = False
         self.pushes_skipped = 0  # over PENDING_MAX_BYTES
         # Worker side.
         self._instances: OrderedDict[str, InstancePoints] = OrderedDict()  # LRU: push
@@ -163,6 +169,8 @@ class ClientSeries:
         return self._folding
 
     async def scrape(self, open_metrics: bool) -> bytes:
+        if self._closed:
+            raise ClientSeriesClosed("the collector is shutting down")
         batch = self._take_pending()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
@@ -170,6 +178,7 @@ class ClientSeries:
         )
 
     def close(self) -> None:
+        self._closed = True
         if self._owns_executor:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
