@@ -2,7 +2,7 @@
 chain runner of the gateway's filters.
 
 Every request the client sends runs its API's chain (``collector.gateway.filters.FILTERS``;
-what a filter is: ``filter.py``): a filter may answer it here (telemetry, client-metrics
+what a filter is: ``filters/base.py``): a filter may answer it here (telemetry, client-metrics
 administration, an ApiVersions request newer than the gateway speaks, a strict mutation over
 its quota), else it is forwarded, as the bytes the client sent with its own correlation id
 (or what a filter put in their place), on the client's own upstream connection.  Responses
@@ -37,7 +37,7 @@ from collector.gateway.authentication import (
     AuthenticationPolicy,
     UpstreamAuthentication,
 )
-from collector.gateway.filter import CONTINUE, Body, Chain, Exchange
+from collector.gateway.filters.base import CONTINUE, Body, Chain, Exchange
 from collector.gateway.frames import response_body_offset
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.sasl import SaslCapture

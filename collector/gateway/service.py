@@ -2,7 +2,7 @@
 
 :class:`ClientPair` (``forwarding.py``) runs each request's filter chain and keeps requests
 and responses in order; the filters (``filters/``) do the per-API work.  This class makes
-the filters once (their :class:`~collector.gateway.filter.GatewayServices`), holds what the
+the filters once (their :class:`~collector.gateway.filters.base.GatewayServices`), holds what the
 gateway learned of the upstream cluster (``cluster.py``), opens each pair's upstream
 connection (discovering the cluster's brokers when a node is not known yet) and reports
 upstream outages.  It knows nothing of sockets: the application wires in how to open an
@@ -24,8 +24,8 @@ from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import AuthenticationPolicy
 from collector.gateway.cluster import ClusterView
 from collector.gateway.discovery import Discovered
-from collector.gateway.filter import GatewayServices
 from collector.gateway.filters import build_chains
+from collector.gateway.filters.base import GatewayServices
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.outages import UpstreamHealth
 from collector.gateway.quotas import GatewayQuotas

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from collector.gateway.addresses import SCANNERS
-from collector.gateway.filter import CONTINUE, Chain, Filter
 from collector.gateway.filters import FILTERS, build_chains
 from collector.gateway.filters.answer_here import AnswerAcls, AnswerHere, AnswerScram
+from collector.gateway.filters.base import CONTINUE, Chain, Filter
 from collector.gateway.filters.quota import FetchQuota
 from collector.gateway.filters.rewrite_addresses import RewriteAddresses
 from proto import ApiKeys

@@ -1,10 +1,10 @@
 """The gateway's filters and the table that says which run for which API.
 
 :data:`FILTERS` is the one place an API's handling at the gateway is decided: its filters,
-in the order they run (``collector/gateway/filter.py`` says what a filter is).  An API that
-Kafka 4.4 knows and the table does not name is forwarded as opaque bytes both ways (with the
-request-time quota every forwarded request gets); an API Kafka does not know closes the
-connection, as a broker does.
+in the order they run (``base.py`` says what a filter is).  An API that Kafka 4.4 knows and
+the table does not name is forwarded as opaque bytes both ways (with the request-time quota
+every forwarded request gets); an API Kafka does not know closes the connection, as a broker
+does.
 
 | API | filters |
 |---|---|
@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from collector.gateway.filter import Chain, Filter, GatewayServices
 from collector.gateway.filters.answer_here import AnswerAcls, AnswerHere, AnswerScram
+from collector.gateway.filters.base import Chain, Filter, GatewayServices
 from collector.gateway.filters.cap_api_versions import CapApiVersions
 from collector.gateway.filters.observe_sasl import ObserveSasl
 from collector.gateway.filters.quota import FetchQuota, MutationQuota, ProduceQuota

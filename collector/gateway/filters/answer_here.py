@@ -12,7 +12,7 @@ and so the same authorizer, as ``ktc serve``), never forwarding it:
 from __future__ import annotations
 
 from collector.core.context import CloseConnection
-from collector.gateway.filter import CONTINUE, Exchange, Filter
+from collector.gateway.filters.base import CONTINUE, Exchange, Filter
 from proto import ApiKeys
 
 __all__ = ["AnswerAcls", "AnswerHere", "AnswerScram"]

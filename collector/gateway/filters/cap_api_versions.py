@@ -11,7 +11,7 @@ from collector.gateway.api_versions import (
     cap_api_versions,
     unsupported_version_response,
 )
-from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
+from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError, decode_request
 
 __all__ = ["CapApiVersions"]

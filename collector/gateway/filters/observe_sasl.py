@@ -9,7 +9,7 @@ import logging
 from typing import Final
 
 from collector.core.context import CloseConnection
-from collector.gateway.filter import CONTINUE, Body, Exchange, Filter
+from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter
 from proto import ApiKeys, KafkaError
 from proto.errors import Errors
 

@@ -15,7 +15,7 @@ response are the chain runner's (``forwarding.ClientPair``): every API has them.
 from __future__ import annotations
 
 from collector.gateway import requests
-from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
+from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError
 
 __all__ = ["FetchQuota", "MutationQuota", "ProduceQuota"]

@@ -8,7 +8,7 @@ count (for the mutation quota)."""
 from __future__ import annotations
 
 from collector.gateway import addresses, requests
-from collector.gateway.filter import Body, Exchange, Filter
+from collector.gateway.filters.base import Body, Exchange, Filter
 from proto import ApiKeys
 from proto.messages import describe_cluster_response, metadata_response
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.gateway.filter import CONTINUE, Body, Exchange, Filter, malformed
+from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter, malformed
 from proto import KafkaError
 
 __all__ = ["SplitClientMetrics"]
