@@ -425,6 +425,57 @@ class CollectorConfig(BaseModel):
     )
     log_level: str = Field("INFO", alias="log.level")
     landing: dict[str, Any] = Field(default_factory=dict, alias="landing")
+    # --- telemetry on a Kafka topic (docs/landing-log.md, "Telemetry on a Kafka topic") ---
+    # Set: every accepted push is produced to this topic (idempotent, acks=all) before it
+    # is answered, instead of the local landing log, and the forwarder reads it from there.
+    landing_kafka_topic: str | None = Field(
+        None, alias="landing.kafka.topic", min_length=1, max_length=249
+    )
+    # Unset in gateway mode: the fronted cluster, with gateway.upstream.*'s security.
+    landing_kafka_bootstrap_servers: str | None = Field(
+        None, alias="landing.kafka.bootstrap.servers", min_length=1
+    )
+    # When the topic is created here (missing at start); -1: the cluster's default.
+    landing_kafka_topic_partitions: int = Field(
+        6, alias="landing.kafka.topic.partitions", ge=1, le=100_000
+    )
+    landing_kafka_topic_replication_factor: int = Field(
+        -1, alias="landing.kafka.topic.replication.factor", ge=-1, le=32767
+    )
+    # A push whose record is not acknowledged by every in-sync replica within this is
+    # answered 89 (retriable): librdkafka's message.timeout.ms.
+    landing_kafka_delivery_timeout_ms: int = Field(
+        10_000, alias="landing.kafka.delivery.timeout.ms", ge=100
+    )
+    # The OTLP forwarder's consumer group on the topic.
+    landing_kafka_forwarder_group_id: str = Field(
+        "ktc-otlp-forwarder", alias="landing.kafka.forwarder.group.id", min_length=1
+    )
+    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
+    landing_kafka_security_protocol: Literal[
+        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
+    ] = Field("PLAINTEXT", alias="landing.kafka.security.protocol")
+    landing_kafka_sasl_mechanism: (
+        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
+    ) = Field(None, alias="landing.kafka.sasl.mechanism")
+    landing_kafka_sasl_username: str | None = Field(
+        None, alias="landing.kafka.sasl.username", min_length=1
+    )
+    landing_kafka_sasl_password: str | None = Field(
+        None, alias="landing.kafka.sasl.password", repr=False
+    )
+    landing_kafka_ssl_truststore_location: str | None = Field(
+        None, alias="landing.kafka.ssl.truststore.location"
+    )
+    landing_kafka_ssl_keystore_location: str | None = Field(
+        None, alias="landing.kafka.ssl.keystore.location"
+    )
+    landing_kafka_ssl_key_password: str | None = Field(
+        None, alias="landing.kafka.ssl.key.password", repr=False
+    )
+    landing_kafka_ssl_endpoint_identification_algorithm: Literal["https", ""] = Field(
+        "https", alias="landing.kafka.ssl.endpoint.identification.algorithm"
+    )
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
 
     @pydantic.model_validator(mode="before")
@@ -620,6 +671,36 @@ class CollectorConfig(BaseModel):
             raise ValueError(
                 "subscriptions.kafka.sasl.mechanism, .username and .password: all three "
                 "with subscriptions.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
+                "none otherwise"
+            )
+        return self
+
+    @pydantic.model_validator(mode="after")
+    def _landing_topic_complete(self) -> CollectorConfig:
+        if self.landing_kafka_topic is None:
+            return self
+        if (
+            self.landing_kafka_bootstrap_servers is None
+            and self.gateway_upstream_bootstrap_servers is None
+        ):
+            raise ValueError(
+                "landing.kafka.topic needs landing.kafka.bootstrap.servers (in gateway "
+                "mode it defaults to gateway.upstream.bootstrap.servers)"
+            )
+        if self.landing_kafka_bootstrap_servers is not None:
+            parse_host_ports(self.landing_kafka_bootstrap_servers)
+        login = (
+            self.landing_kafka_sasl_mechanism,
+            self.landing_kafka_sasl_username,
+            self.landing_kafka_sasl_password,
+        )
+        sasl = self.landing_kafka_security_protocol.startswith("SASL")
+        if sasl != all(v is not None for v in login) or (
+            not sasl and any(v is not None for v in login)
+        ):
+            raise ValueError(
+                "landing.kafka.sasl.mechanism, .username and .password: all three "
+                "with landing.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
                 "none otherwise"
             )
         return self

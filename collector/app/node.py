@@ -369,9 +369,12 @@ class Node:
         out (collector/net/flush.py: DurabilityGate)."""
         if self._exporter is not None:
             return
+        config = self.config
+        if config.landing_kafka_topic is not None:  # the topic instead of the log
+            self._open_landing_topic()
+            return
         from exporters.landing import LandingLog, LandingOptions
 
-        config = self.config
         try:
             options = LandingOptions.from_mapping(config.landing)
         except (TypeError, ValueError) as exc:
@@ -392,6 +395,17 @@ class Node:
 
         self._landing_health = LandingHealth(self._landing, self.durability)
         self.registry.register(ScrapeCollector(self._landing_health.collect))
+
+    def _open_landing_topic(self) -> None:
+        from collector.app.landing_topic import open_topic_landing
+        from exporters.kafka_topic.topic import TopicUnavailable
+
+        try:
+            landing, self.durability, health = open_topic_landing(self.config)
+        except TopicUnavailable as exc:
+            raise StartupError(f"landing.kafka.topic: {exc}") from exc
+        self._exporter = landing
+        self.registry.register(ScrapeCollector(health.collect))
 
     def _build_manager(self) -> ClientMetricsManager:
         config = self.config
@@ -734,8 +748,17 @@ class Node:
     def _start_forwarder(self, otlp: dict[str, Any]) -> None:
         from exporters.otlp import OtlpExporterConfig, OtlpForwarder
 
+        source: Any = self.landing_directory
+        if (
+            self.config.landing_kafka_topic is not None
+        ):  # the forwarder follows the pushes
+            from collector.app.landing_topic import topic_settings
+            from exporters.kafka_topic import TopicSource
+
+            settings = topic_settings(self.config)
+            source = TopicSource(settings, settings.forwarder_group)
         self._forwarder = OtlpForwarder(
-            [self.landing_directory],
+            [source],
             OtlpExporterConfig.model_validate(otlp),
             clock=self.clock,
             registry=self.registry,
@@ -947,7 +970,7 @@ class Node:
         return None
 
     def _landing_ready(self) -> str | None:
-        if self._owns_exporter and self._exporter is not None:
+        if self._owns_exporter and self._landing is not None:
             directory = self.landing_directory
             if not directory.is_dir():
                 return f"{directory} missing"

@@ -31,9 +31,9 @@ import dataclasses
 import logging
 import random
 import threading
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, cast
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
@@ -47,7 +47,13 @@ from exporters.otlp.metrics import ForwarderMetrics
 from exporters.otlp.retry import ExponentialBackoff
 from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
-__all__ = ["CONSUMER_NAME", "ForwardStats", "OtlpForwarder", "consumer_name_for"]
+__all__ = [
+    "CONSUMER_NAME",
+    "ForwardStats",
+    "OtlpForwarder",
+    "RecordSource",
+    "consumer_name_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -145,13 +151,41 @@ class _Window:
             self._metrics.queue_size.set(self._used)
 
 
-class _LogTail:
-    """One landing directory: its reader, its committed position, its read-ahead."""
+class RecordSource(Protocol):
+    """Somewhere else pushes land (the topic: exporters/kafka_topic/source.py), read as a
+    landing directory is: numbered records (``end_offset``, ``read``), a position
+    (``load``, ``commit``: only ever what was delivered), the lag gauge's value."""
 
-    def __init__(self, directory: Path, consumer_name: str, clock: Clock) -> None:
-        self.directory = directory
-        self.reader = LandingReader(directory)
-        self.positions = ConsumerPositions(directory, consumer_name, clock=clock)
+    name: str
+
+    def end_offset(self) -> int: ...
+
+    def read(self, from_offset: int) -> Iterator[LandingRecord]: ...
+
+    def load(self) -> int: ...
+
+    def commit(self, offset: int) -> None: ...
+
+    def lag(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class _LogTail:
+    """One landing directory (or other source): its reader, its committed position, its
+    read-ahead."""
+
+    def __init__(
+        self, source: Path | RecordSource, consumer_name: str, clock: Clock
+    ) -> None:
+        self.source = None if isinstance(source, Path) else source
+        self.directory = source if isinstance(source, Path) else source.name
+        self.reader: Any = LandingReader(source) if isinstance(source, Path) else source
+        self.positions: Any = (
+            ConsumerPositions(source, consumer_name, clock=clock)
+            if isinstance(source, Path)
+            else source
+        )
         self.committed = self.positions.load()  # durable: in the positions file
         self.acked = self.committed  # delivered (or dropped); committed lazily
         self.last_commit_s = float("-inf")
@@ -163,11 +197,14 @@ class _LogTail:
         )
         # The lag is read at scrape time on the scraping thread, so it has its own reader
         # (a reader keeps per-segment state and is not shared between threads).
-        self._lag_reader = LandingReader(directory)
+        self._lag_reader = LandingReader(source) if isinstance(source, Path) else None
         self._lag_lock = threading.Lock()
 
     def lag(self) -> int:
         """Records landed and not yet committed as delivered (or dropped)."""
+        if self.source is not None:
+            return self.source.lag()
+        assert self._lag_reader is not None
         with self._lag_lock:
             landed = self._lag_reader.end_offset()
         return max(landed - self.committed, 0)
@@ -177,6 +214,8 @@ class _LogTail:
             self.cursor.close()  # releases the segment file it holds open
             self.cursor = None
         self.end_offset = self.committed
+        if self.source is not None:
+            self.source.close()
 
 
 class OtlpForwarder:
@@ -188,7 +227,7 @@ class OtlpForwarder:
 
     def __init__(
         self,
-        landing_dirs: Sequence[Path],
+        landing_dirs: Sequence[Path | RecordSource],
         config: OtlpExporterConfig,
         *,
         clock: Clock = SYSTEM_CLOCK,
@@ -215,7 +254,10 @@ class OtlpForwarder:
         self._window = _Window(queue.queue_size if queue.enabled else 1, self.metrics)
         self.consumer_name = consumer_name_for(exporter_name)
         self._tails = [
-            _LogTail(Path(d), self.consumer_name, clock) for d in landing_dirs
+            _LogTail(
+                d if not isinstance(d, str) else Path(d), self.consumer_name, clock
+            )
+            for d in landing_dirs
         ]
         for tail in self._tails:
             self.metrics.watch_lag(str(tail.directory), tail.lag)

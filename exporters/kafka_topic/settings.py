@@ -1,0 +1,47 @@
+"""Where the topic is and how to reach it: built by the collector from ``landing.kafka.*``
+(docs/configuration.md), so this package never reads the collector's config."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["TopicSettings"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class TopicSettings:
+    topic: str
+    # librdkafka settings every client of the topic shares: bootstrap.servers and the
+    # security settings (security.protocol, sasl.*, ssl.*).
+    client: Mapping[str, Any]
+    partitions: int = 6
+    # -1: the cluster's default.replication.factor.
+    replication_factor: int = -1
+    # How long a push's answer waits for its delivery report before it is refused (89):
+    # librdkafka's message.timeout.ms (its default, 300 s, would outlast the client's
+    # request timeout).
+    delivery_timeout_ms: int = 10_000
+    # The OTLP forwarder's consumer group.
+    forwarder_group: str = "ktc-otlp-forwarder"
+
+    def producer_config(self) -> dict[str, Any]:
+        return {
+            **self.client,
+            "enable.idempotence": True,
+            "acks": "all",
+            "message.timeout.ms": self.delivery_timeout_ms,
+            # A push is answered when its record is in the topic: wait little for a batch.
+            "linger.ms": 2,
+            "client.id": "ktc-landing",
+        }
+
+    def consumer_config(self, group: str) -> dict[str, Any]:
+        return {
+            **self.client,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "client.id": "ktc-otlp-forwarder",
+        }
