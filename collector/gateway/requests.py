@@ -66,6 +66,7 @@ __all__ = [
     "decode_mutation_request",
     "delete_topics_mutations",
     "metadata_partition_counts",
+    "partition_counts",
     "parse_request_header",
     "produce_acks",
     "quota_exceeded_response",
@@ -231,6 +232,13 @@ def metadata_partition_counts(
     """Topic name and topic id -> partition count, from a Metadata response body (for the
     counts CreatePartitions and DeleteTopics need). Topics with an error are left out."""
     message, _ = metadata_response.READERS[version](body, 0)
+    return partition_counts(message)
+
+
+def partition_counts(
+    message: metadata_response.MetadataResponse,
+) -> dict[str | uuid.UUID, int]:
+    """Topic name and topic id -> partition count, from a decoded Metadata response."""
     counts: dict[str | uuid.UUID, int] = {}
     for topic in message.topics:
         if topic.error_code != Errors.NONE:

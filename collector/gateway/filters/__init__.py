@@ -11,7 +11,8 @@ does.
 | GetTelemetrySubscriptions, PushTelemetry | AnswerHere (telemetry ends here) |
 | DescribeClientQuotas, AlterClientQuotas | AnswerHere (the gateway's quotas) |
 | ApiVersions | CapApiVersions |
-| Metadata, FindCoordinator, DescribeCluster, DescribeQuorum, ShareFetch, ShareAcknowledge | RewriteAddresses |
+| Metadata, DescribeCluster | LearnCluster, RewriteAddresses |
+| FindCoordinator, DescribeQuorum, ShareFetch, ShareAcknowledge | RewriteAddresses |
 | Produce | ProduceQuota, RewriteAddresses |
 | Fetch | FetchQuota, RewriteAddresses |
 | CreateTopics, CreatePartitions, DeleteTopics | MutationQuota |
@@ -29,6 +30,7 @@ from typing import Final
 from collector.gateway.filters.answer_here import AnswerAcls, AnswerHere, AnswerScram
 from collector.gateway.filters.base import Chain, Filter, GatewayServices
 from collector.gateway.filters.cap_api_versions import CapApiVersions
+from collector.gateway.filters.learn_cluster import LearnCluster
 from collector.gateway.filters.observe_sasl import ObserveSasl
 from collector.gateway.filters.quota import FetchQuota, MutationQuota, ProduceQuota
 from collector.gateway.filters.rewrite_addresses import RewriteAddresses
@@ -44,9 +46,9 @@ FILTERS: Final[Mapping[int, tuple[type[Filter], ...]]] = {
     ApiKeys.DESCRIBE_CLIENT_QUOTAS: (AnswerHere,),
     ApiKeys.ALTER_CLIENT_QUOTAS: (AnswerHere,),
     ApiKeys.API_VERSIONS: (CapApiVersions,),
-    ApiKeys.METADATA: (RewriteAddresses,),
+    ApiKeys.METADATA: (LearnCluster, RewriteAddresses),
     ApiKeys.FIND_COORDINATOR: (RewriteAddresses,),
-    ApiKeys.DESCRIBE_CLUSTER: (RewriteAddresses,),
+    ApiKeys.DESCRIBE_CLUSTER: (LearnCluster, RewriteAddresses),
     ApiKeys.DESCRIBE_QUORUM: (RewriteAddresses,),
     ApiKeys.SHARE_FETCH: (RewriteAddresses,),
     ApiKeys.SHARE_ACKNOWLEDGE: (RewriteAddresses,),

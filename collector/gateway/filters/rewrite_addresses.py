@@ -1,16 +1,12 @@
 """Broker addresses in responses become the gateway's: every response that names a broker
 (``collector.gateway.addresses.SCANNERS``: the API, its versions and the walker that finds
 the addresses) is rewritten by node id to the gateway listener standing for that node, and
-the nodes it reveals are learned (their listeners bound on first sight).  Metadata and
-DescribeCluster also tell the upstream's cluster id, and Metadata each topic's partition
-count (for the mutation quota)."""
+the nodes it reveals are learned (their listeners bound on first sight)."""
 
 from __future__ import annotations
 
-from collector.gateway import addresses, requests
+from collector.gateway import addresses
 from collector.gateway.filters.base import Body, Exchange, Filter
-from proto import ApiKeys
-from proto.messages import describe_cluster_response, metadata_response
 
 __all__ = ["RewriteAddresses"]
 
@@ -20,23 +16,10 @@ class RewriteAddresses(Filter):
 
     def on_response(self, exchange: Exchange, body: Body) -> Body:
         frame = exchange.frame
-        api_key, version = frame.api_key, frame.api_version
-        scan = addresses.scan_addresses(api_key, version, body)
-        if scan is None:
-            return body
-        cluster = self.services.cluster
-        if api_key == ApiKeys.METADATA:
-            metadata, _ = metadata_response.READERS[version](body, 0)
-            cluster.learn_cluster_id(metadata.cluster_id)
-            cluster.partition_counts.update(
-                requests.metadata_partition_counts(version, body)
-            )
-        elif api_key == ApiKeys.DESCRIBE_CLUSTER:
-            described, _ = describe_cluster_response.READERS[version](body, 0)
-            cluster.learn_cluster_id(described.cluster_id)
-        if scan.empty:
+        scan = addresses.scan_addresses(frame.api_key, frame.api_version, body)
+        if scan is None or scan.empty:
             return body  # nothing to learn or rewrite (the common Produce and Fetch answer)
-        topology = cluster.topology
+        topology = self.services.cluster.topology
         for node_id, (host, port) in scan.nodes().items():
             topology.learn(node_id, host, port)
         for endpoint in scan.endpoints:
