@@ -42,7 +42,11 @@ def test_series_through_the_gateway_name_the_upstream_cluster_and_broker(
     ConfigStore(data_dir).alter_subscription(
         "producers", {"metrics": "org.apache.kafka.producer.", "interval.ms": "500"}, []
     )
-    with RunningGateway(data_dir, kafka_cluster.bootstrap_servers()) as gateway:
+    with RunningGateway(
+        data_dir,
+        kafka_cluster.bootstrap_servers(),
+        **{"prometheus.clients.enable": True},
+    ) as gateway:
         topic = f"client-metrics-{uuid.uuid4().hex[:8]}"
         admin = AdminClient({"bootstrap.servers": gateway.bootstrap})
         admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)

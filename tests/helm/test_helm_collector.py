@@ -43,8 +43,20 @@ Docs = list[dict[str, Any]]
 CI = CHART_DIR / "ci"
 
 
+def collector_configmap(docs: Docs) -> dict[str, Any]:
+    """The ConfigMap with the collector's config.yaml (the dashboards ConfigMap may render
+    beside it)."""
+    configs = [
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and "config.yaml" in d.get("data", {})
+    ]
+    assert len(configs) == 1, f"expected one config.yaml, rendered {len(configs)}"
+    return configs[0]
+
+
 def config_yaml(docs: Docs) -> str:
-    return str(find(docs, "ConfigMap")["data"]["config.yaml"])
+    return str(collector_configmap(docs)["data"]["config.yaml"])
 
 
 def collector_config(docs: Docs, ordinal: int, tmp_path: Path) -> CollectorConfig:
@@ -340,7 +352,7 @@ def test_subscriptions_and_quotas_are_mounted_for_the_store(
 ) -> None:
     values = load_values(CI / "subscriptions-quotas-values.yaml")
     docs = rendered(values)
-    data = find(docs, "ConfigMap")["data"]
+    data = collector_configmap(docs)["data"]
     # The store's file format: one top-level key per file (subscriptions/store.py).
     assert yaml.safe_load(data["client-metrics.yaml"]) == {
         "subscriptions": values["subscriptions"]
@@ -369,7 +381,7 @@ def test_scenario_store_files_load_in_the_collectors_store(
     """The config store (which validates like Kafka's controller) accepts what the chart
     mounts at <dataDir>/config, and sees exactly the values' subscriptions and quotas."""
     values = load_values(values_file)
-    data = find(rendered(values), "ConfigMap")["data"]
+    data = collector_configmap(rendered(values))["data"]
     if "client-metrics.yaml" not in data:  # configStore.source: dataVolume
         return
     config_dir = tmp_path / "config"

@@ -43,6 +43,51 @@ def test_off_by_default(rendered: Callable[..., Docs]) -> None:
     assert ("ConfigMap", "ktc-dashboards") not in kinds
 
 
+def _served_and_scraped(docs: Docs) -> tuple[bool, bool]:
+    """(the rendered config turns /metrics/clients on, the ServiceMonitor scrapes it)."""
+    config = yaml.safe_load(find(docs, "ConfigMap", "ktc")["data"]["config.yaml"])
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    paths = [e["path"] for m in monitors for e in m["spec"]["endpoints"]]
+    return bool(config.get("prometheus.clients.enable")), "/metrics/clients" in paths
+
+
+# values -> (served, scraped): the chart never scrapes /metrics/clients where it is off,
+# and turns it on whenever the monitor or prometheus.clients.enabled asks for it.
+CLIENT_METRICS_SWITCH = [
+    ({}, (False, False)),
+    ({"serviceMonitor": {"enabled": True}}, (False, False)),
+    (
+        {"serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": True}}},
+        (True, True),
+    ),
+    ({"prometheus": {"clients": {"enabled": True}}}, (True, False)),
+    (
+        {
+            "prometheus": {"clients": {"enabled": True}},
+            "serviceMonitor": {"enabled": True},
+        },
+        (True, True),
+    ),
+    (
+        # The operator's config cannot turn it off under a monitor that scrapes it.
+        {
+            "serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": True}},
+            "config": {"prometheus.clients.enable": False},
+        },
+        (True, True),
+    ),
+]
+
+
+@pytest.mark.parametrize(("values", "expected"), CLIENT_METRICS_SWITCH)
+def test_metrics_clients_is_served_wherever_it_is_scraped(
+    rendered: Callable[..., Docs],
+    values: dict[str, Any],
+    expected: tuple[bool, bool],
+) -> None:
+    assert _served_and_scraped(rendered(values)) == expected
+
+
 def test_the_prometheus_rule_is_the_rules_file(
     rendered: Callable[..., Docs], tmp_path: Path
 ) -> None:

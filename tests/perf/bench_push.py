@@ -24,6 +24,11 @@ other jobs on the machine hits both alike:
 Besides pushes/s it prints each server's CPU time per push (from /proc, over the measured
 window): its capacity on an idle core, which other jobs on a shared machine do not move.
 
+``--clients-endpoint`` adds a third server to every round: the full collector with
+``prometheus.clients.enable: true`` (``/metrics/clients`` folding every push,
+docs/prometheus.md), the first one then runs with it ``false`` in its config, so the
+endpoint's cost per push is measured side by side with it off.
+
 Run: ``.venv/bin/python tests/perf/bench_push.py`` (about four minutes; ``--quick`` for a
 short smoke run; ``--check`` exits 1 when a target is missed).  On 2 cores the servers
 share the machine with the load generator, so absolute numbers depend on the machine;
@@ -90,10 +95,14 @@ def _serving(proc: subprocess.Popen[bytes]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def full_collector_process(tmp: Path) -> Iterator[tuple[int, int]]:
-    """``ktc serve`` with a subscription every load instance matches: (port, pid)."""
+def full_collector_process(
+    tmp: Path, extra_config: str = ""
+) -> Iterator[tuple[int, int]]:
+    """``ktc serve`` with a subscription every load instance matches: (port, pid).
+    ``extra_config``: more lines of its YAML config (each ending in a newline)."""
     from subscriptions.store import ConfigStore
 
+    tmp.mkdir(parents=True, exist_ok=True)
     data_dir = tmp / "data"
     ConfigStore(data_dir).alter_subscription(
         "bench",
@@ -106,7 +115,7 @@ def full_collector_process(tmp: Path) -> Iterator[tuple[int, int]]:
         "http.listener: null\n"
         f"data.dir: {data_dir}\n"
         "log.level: WARNING\n"
-        "connection.max.inflight.requests: 100000\n"
+        "connection.max.inflight.requests: 100000\n" + extra_config
     )
     ready = tmp / "ready.json"
     proc = subprocess.Popen(
@@ -452,6 +461,12 @@ def main() -> int:
     parser.add_argument(
         "--check", action="store_true", help="exit 1 when a target is missed"
     )
+    parser.add_argument(
+        "--clients-endpoint",
+        action="store_true",
+        help="also measure the full collector with prometheus.clients.enable: true "
+        "(the first one then sets it false)",
+    )
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
     if args.quick:
@@ -461,11 +476,28 @@ def main() -> int:
     steal_before, ticks_before = _cpu_ticks()
     with tempfile.TemporaryDirectory(prefix="ktc-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        with full_collector_process(tmp) as full, baseline_process(tmp) as base:
+        with contextlib.ExitStack() as stack:
+            full = stack.enter_context(
+                full_collector_process(
+                    tmp,
+                    "prometheus.clients.enable: false\n"
+                    if args.clients_endpoint
+                    else "",
+                )
+            )
+            base = stack.enter_context(baseline_process(tmp))
             servers = {"full": full, "baseline": base}
+            if args.clients_endpoint:
+                servers["clients"] = stack.enter_context(
+                    full_collector_process(
+                        tmp / "clients", "prometheus.clients.enable: true\n"
+                    )
+                )
             for index in range(args.rounds):
                 # Alternate which server goes first, so a trend in machine load is shared.
-                order = ("full", "baseline") if index % 2 == 0 else ("baseline", "full")
+                order: tuple[str, ...] = tuple(servers)
+                if index % 2:
+                    order = order[::-1]
                 results: dict[str, LoadResult] = {}
                 for name in order:
                     port, pid = servers[name]
@@ -489,6 +521,13 @@ def main() -> int:
                     ),
                     flush=True,
                 )
+                if "clients_peak" in results:
+                    print(
+                        f"         /metrics/clients on: peak "
+                        f"{results['clients_peak'].pushes_per_s:,.0f}/s, p99 "
+                        f"{results['clients_rate'].percentile_ms(0.99):.2f} ms",
+                        flush=True,
+                    )
     steal_after, ticks_after = _cpu_ticks()
     steal_percent = (
         100.0 * (steal_after - steal_before) / (ticks_after - ticks_before)
@@ -615,6 +654,30 @@ def main() -> int:
     print(f"{'':42}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:
         print(f"{label:42}{full_value:>16}{base_value:>12}{ratio_value:>8}")
+    if args.clients_endpoint:
+        # The same collector with /metrics/clients folding every push, beside it off.
+        print(f"\n{'':42}{'endpoint off':>16}{'on':>12}{'on/off':>8}")
+        for label, key, fn, fmt in (
+            ("peak pushes/s (closed loop)", "peak", pushes_per_s, ",.0f"),
+            (
+                "server CPU us per push at peak",
+                "peak",
+                lambda r: r.server_cpu_us_per_push,
+                ".1f",
+            ),
+            (f"p99 ms at {rate}", "rate", p99, ".2f"),
+            (
+                f"server CPU us per push at {rate}",
+                "rate",
+                lambda r: r.server_cpu_us_per_push,
+                ".1f",
+            ),
+        ):
+            off, on = med(f"full_{key}", fn), med(f"clients_{key}", fn)
+            print(
+                f"{label:42}{format(off, fmt):>16}{format(on, fmt):>12}"
+                f"{on / off if off else float('nan'):>8.2f}"
+            )
     print()
     for label, value, target, ok in checks:
         print(f"{'PASS' if ok else 'MISS'}  {label}: {value} (target {target})")
@@ -637,6 +700,11 @@ def main() -> int:
         "cpu_steal_percent": round(steal_percent, 1),
         "checks": {label: ok for label, _, _, ok in checks},
     }
+    if args.clients_endpoint:
+        report["server_cpu_us_per_push_clients_endpoint"] = {
+            "off": round(cpu_full, 2),
+            "on": round(med("clients_peak", lambda r: r.server_cpu_us_per_push), 2),
+        }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 1 if args.check and not all(ok for *_, ok in checks) else 0

@@ -258,7 +258,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     )
     with OtelCollector(tmp_path / "otelcol") as otelcol:
         otlp = {"endpoint": otelcol.endpoint, "tls": {"insecure": True}}
-        with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
+        with RunningCollector(
+            data_dir,
+            **{"exporters.otlp": otlp, "prometheus.clients.enable": True},
+        ) as collector:
             assert collector.server is not None
             http = f"127.0.0.1:{collector.server.http_port}"
             targets = {

@@ -121,7 +121,10 @@ def test_every_kind_matches_the_otelcol_prometheus_exporter(tmp_path: Path) -> N
     )
     with OtelCollector(tmp_path / "otelcol") as otelcol:
         otlp = {"endpoint": otelcol.endpoint, "tls": {"insecure": True}}
-        with RunningCollector(data_dir, **{"exporters.otlp": otlp}) as collector:
+        with RunningCollector(
+            data_dir,
+            **{"exporters.otlp": otlp, "prometheus.clients.enable": True},
+        ) as collector:
             assert collector.server is not None
 
             async def pushed_and_compared() -> None:

@@ -14,6 +14,9 @@ Defaults the operator may override:
   cluster.id                ktc.clusterId (the same on every pod, stable across upgrades)
   shutdown.timeout.seconds  terminationGracePeriodSeconds - 5: the drain must end before
                             the kubelet's SIGKILL (30 s grace -> 25 s drain).
+Owned by the chart when prometheus.clients.enabled or serviceMonitor.clientMetrics.enabled
+(ktc.clientMetricsServed), so the ServiceMonitor never scrapes a path that is not served:
+  prometheus.clients.enable  true
 Added when secrets.env is set (its variables are referred to as ${env:NAME}):
   config.providers          env
 Added when ingest.enabled:
@@ -40,6 +43,9 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
 -}}
 {{- if .Values.ports.metrics.enabled }}
 {{- $_ := set $owned "http.listener" (printf "0.0.0.0:%d" (int .Values.ports.metrics.containerPort)) }}
+{{- end }}
+{{- if eq (include "ktc.clientMetricsServed" .) "true" }}
+{{- $_ := set $owned "prometheus.clients.enable" true }}
 {{- end }}
 {{- if .Values.gateway.enabled }}
 {{- $gw := .Values.gateway }}

@@ -115,6 +115,15 @@ $(POD_NAME) is expanded by the kubelet from the POD_NAME variable defined before
 {{- end }}
 
 {{/*
+Whether the collector serves /metrics/clients: "true" when prometheus.clients.enabled or
+serviceMonitor.clientMetrics.enabled asks for it (the config then carries
+prometheus.clients.enable: true, and a ServiceMonitor scrapes the path), else "false".
+*/}}
+{{- define "ktc.clientMetricsServed" -}}
+{{- or (dig "clients" "enabled" false (.Values.prometheus | default dict)) (dig "clientMetrics" "enabled" false (.Values.serviceMonitor | default dict)) -}}
+{{- end }}
+
+{{/*
 A stable Kafka cluster id derived from namespace and release: 16 bytes (the first 16
 hex digits of a SHA-256) in Kafka's URL-safe unpadded base64, the 22-character shape
 of `kafka-storage.sh random-uuid`.  Every pod reports the same id, and it survives
