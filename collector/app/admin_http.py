@@ -3,6 +3,7 @@
 | method and path                  | what                                            |
 |----------------------------------|-------------------------------------------------|
 | ``GET /v1/clients``              | the live client instances (``live_clients``)    |
+| ``GET /v1/clients/inventory``    | every client's connections, telemetry and request versions (``client_inventory``); 404 with ``clients.inventory.enable: false`` |
 | ``POST /v1/subscriptions/preview`` | a subscription change's effect, nothing stored (``subscription_preview``) |
 
 Who may call them (the HTTP listener has no Kafka principal to check ACLs for, so
@@ -26,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from clock import Clock
+from collector.app.client_inventory import ClientInventory
 from collector.app.live_clients import FilterError, clients_page, parse_query
 from collector.app.subscription_preview import PreviewRequestError, preview
 from collector.telemetry.client_metrics import ClientMetricsManager
@@ -47,8 +49,10 @@ class AdminEndpoints:
         *,
         secret: str | None,
         authorizer_configured: bool,
+        inventory: ClientInventory | None = None,
     ) -> None:
         self._manager = manager
+        self._inventory = inventory
         self._store = store
         self._clock = clock
         self._secret = secret.encode() if secret else None
@@ -57,6 +61,7 @@ class AdminEndpoints:
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/v1/clients", self._guarded(self._clients)),
+            web.get("/v1/clients/inventory", self._guarded(self._inventory_page)),
             web.post("/v1/subscriptions/preview", self._guarded(self._preview)),
         ]
 
@@ -100,6 +105,14 @@ class AdminEndpoints:
         except FilterError as exc:
             return _json({"error": str(exc)}, 400)
         return _json(page.to_json(), 200)
+
+    async def _inventory_page(self, request: web.Request) -> web.Response:
+        if self._inventory is None:
+            return _json(
+                {"error": "the inventory is off (clients.inventory.enable)"}, 404
+            )
+        # Bounded by clients.inventory.max.series: built on the loop, like a /metrics scrape.
+        return _json(self._inventory.to_json(), 200)
 
     async def _preview(self, request: web.Request) -> web.Response:
         try:

@@ -416,6 +416,14 @@ class CollectorConfig(BaseModel):
         None, alias="prometheus.clients.metrics"
     )
 
+    # --- the inventory of client connections (docs/prometheus.md, "Inventory") ----------
+    # Request headers only (no payload decoded), so on by default.
+    clients_inventory_enable: bool = Field(True, alias="clients.inventory.enable")
+    # ktc_client_requests_total series kept at most (one per identity, API and version).
+    clients_inventory_max_series: int = Field(
+        10_000, alias="clients.inventory.max.series", ge=1, le=1_000_000
+    )
+
     # --- ours -----------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.

@@ -60,6 +60,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from clock import SYSTEM_CLOCK, Clock
+from collector.app.client_inventory import ClientInventory
 from collector.app.config import CollectorConfig
 from collector.app.http import HealthEndpoints
 from collector.broker.admin_apis import AdminApis
@@ -227,6 +228,12 @@ class Node:
         )
         self.idle_connections: IdleConnections | None = None
         self.registry.register(ScrapeCollector(self._collect_connection_limits))
+        # The inventory of every connection (clients.inventory.enable): each connection's
+        # handler is wrapped to record its requests' headers (client_inventory.py).
+        self.inventory: ClientInventory | None = None
+        if config.clients_inventory_enable:
+            self.inventory = ClientInventory(config.clients_inventory_max_series)
+            self.registry.register(ScrapeCollector(self.inventory.collect))
         self.cluster_id = ""
         self.manager: ClientMetricsManager | None = None
         # /metrics/clients (prometheus.clients.enable), set with the manager.
@@ -614,6 +621,7 @@ class Node:
                     self.clock,
                     secret=self.config.http_admin_secret,
                     authorizer_configured=bool(self.config.authorizer_class_name),
+                    inventory=self.inventory,
                 )
                 self.health.add_routes(admin.routes())
             if self.client_series is not None:
@@ -788,12 +796,15 @@ class Node:
         # Every acceptor's protocol factory; the mode says what handles its requests.
         self._next_connection_id += 1
         connection_id = self._next_connection_id
+        handler = self._connection_handler(connection_id, endpoint, node_id)
+        if self.inventory is not None:
+            handler = self.inventory.observing(handler or self.handler)
         return KafkaProtocol(
             self,
             connection_id,
             endpoint.listener_name,
             endpoint.security_protocol,
-            self._connection_handler(connection_id, endpoint, node_id),
+            handler,
             size_limits=self.request_size_limits,
             memory=self.request_memory,
             ssl_principal_mapper=self.config.ssl_principal_mapper(
@@ -901,6 +912,8 @@ class Node:
         if not self._connections:
             self._all_closed.set()
         self.request_metrics.connection_closed(session.listener_name)
+        if self.inventory is not None:
+            self.inventory.closed(session.connection_id)
         if self.manager is not None:
             self.manager.connection_closed(session.connection_id)
 

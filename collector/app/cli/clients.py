@@ -1,5 +1,6 @@
 """The CLI's side of the admin endpoints: ``ktc clients`` (every page of ``GET
-/v1/clients``, printed as a table, JSON or CSV) and ``ktc subscriptions alter --dry-run``
+/v1/clients``, printed as a table, JSON or CSV), ``ktc clients --inventory`` (``GET
+/v1/clients/inventory``: every client's connections, telemetry and request versions) and ``ktc subscriptions alter --dry-run``
 (``POST /v1/subscriptions/preview``, printed per affected instance).
 
 ``--server`` is the collector's HTTP listener (``http.listener``), e.g.
@@ -27,6 +28,7 @@ __all__ = [
     "AdminRequestError",
     "clients",
     "fetch_clients",
+    "fetch_inventory",
     "format_preview",
     "post_preview",
 ]
@@ -59,6 +61,28 @@ TABLE_COLUMNS: dict[str, Any] = {
     "LAST PUSH": lambda c: c["last_push"] or "-",
     "TERMINATING": lambda c: "yes" if c["terminating"] else "",
 }
+
+
+# What the inventory table shows (the JSON and CSV carry every field): header -> how to render.
+INVENTORY_COLUMNS: dict[str, Any] = {
+    "SOFTWARE": lambda c: f"{c['client_software_name']} {c['client_software_version']}",
+    "CLIENT ID": lambda c: c["client_id"] or "-",
+    "PRINCIPAL": lambda c: c["principal"],
+    "CONNECTIONS": lambda c: c["connections"],
+    "TELEMETRY": lambda c: "on" if c["telemetry"] else "off",
+    "REMOVED IN KAFKA 4": lambda c: _versions(c, removed=True) or "-",
+    "REQUESTS": lambda c: _versions(c, removed=False),
+}
+
+
+def _versions(entry: dict[str, Any], *, removed: bool) -> str:
+    """``Produce v2=10,Fetch v3=4``: the request versions of one inventory entry (only the
+    removed ones with ``removed``)."""
+    return ",".join(
+        f"{r['api']} v{r['version']}={r['count']}"
+        for r in entry["requests"]
+        if r["removed"] or not removed
+    )
 
 
 class AdminRequestError(click.ClickException):
@@ -109,6 +133,10 @@ def fetch_clients(
         cursor = page["next_cursor"]
         if cursor is None:
             return found
+
+
+def fetch_inventory(server: str, secret: str | None) -> dict[str, Any]:
+    return _request(server, "/v1/clients/inventory", secret)
 
 
 def post_preview(
@@ -169,10 +197,28 @@ def _csv(found: list[dict[str, Any]]) -> str:
     default="table",
     show_default=True,
 )
+@click.option(
+    "--inventory",
+    is_flag=True,
+    help="Every client that connected, pushing telemetry or not: its connections, "
+    "telemetry and request versions, those Kafka 4 removed flagged "
+    "(GET /v1/clients/inventory).",
+)
 def clients(
-    server: str, admin_secret: str | None, filters: tuple[str, ...], output_format: str
+    server: str,
+    admin_secret: str | None,
+    filters: tuple[str, ...],
+    output_format: str,
+    inventory: bool,
 ) -> None:
     """List the client instances the collector holds now (GET /v1/clients)."""
+    if inventory:
+        if filters:
+            raise click.UsageError(
+                "--filter applies to client instances, not --inventory"
+            )
+        _print_inventory(fetch_inventory(server, admin_secret), output_format)
+        return
     found = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
     if output_format == "json":
         click.echo(json.dumps(found, indent=2))
@@ -184,6 +230,32 @@ def clients(
         rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
         click.echo(_table(rows, list(TABLE_COLUMNS)))
         click.echo(f"{len(found)} client instance(s)", err=True)
+
+
+def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
+    found: list[dict[str, Any]] = answer["clients"]
+    if output_format == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    if output_format == "csv":
+        if found:
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=list(found[0]), lineterminator="\n")
+            writer.writeheader()
+            for entry in found:
+                writer.writerow({**entry, "requests": _versions(entry, removed=False)})
+            click.echo(out.getvalue().rstrip("\n"))
+        return
+    rows = [[render(c) for render in INVENTORY_COLUMNS.values()] for c in found]
+    click.echo(_table(rows, list(INVENTORY_COLUMNS)))
+    off = sum(1 for c in found if not c["telemetry"])
+    removed = sum(1 for c in found if _versions(c, removed=True))
+    click.echo(
+        f"{len(found)} client(s), {off} with telemetry off, {removed} sending versions "
+        f"Kafka 4 removed; {answer['overflow_requests']} request(s) over the budget "
+        f"({answer['series']}/{answer['max_series']} series)",
+        err=True,
+    )
 
 
 def format_preview(answer: dict[str, Any]) -> str:
