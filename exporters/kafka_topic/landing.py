@@ -1,12 +1,17 @@
 """Landing pushes on a Kafka topic: produced before they are answered.
 
-``export`` hands the record to librdkafka (``produce``: no I/O on the event loop) and
-numbers it; a thread polls the producer for delivery reports and passes them to the event
-loop in batches (one ``call_soon_threadsafe`` per poll, not per record).  A connection's
-answers wait on :meth:`pending_delivery`: a future done once every record produced before
-the call has its report.  It fails with ``NotLanded`` naming the records whose delivery
-failed, so ``DurabilityGate.refuse_pushes`` answers exactly those pushes 89 (retriable,
-as a full disk does) and the rest of the batch 0 (collector/net/flush.py).
+``export`` hands the record to librdkafka (``produce``: no I/O on the event loop; its own
+threads send) and numbers it.  A connection's answers wait on :meth:`pending_delivery`: a
+future done once every record produced before the call has its delivery report.  It fails
+with ``NotLanded`` naming the records whose delivery failed, so
+``DurabilityGate.refuse_pushes`` answers exactly those pushes 89 (retriable, as a full
+disk does) and the rest of the batch 0 (collector/net/flush.py).
+
+The reports are served on the event loop, never blocking it: ``poll(0)`` (returns at once)
+every millisecond while records are outstanding, and before each new barrier.  A thread
+blocking in ``poll()`` was tried first: its callbacks contend with the loop for the GIL
+and each batch of reports costs a cross-thread wake-up, for no gain measured
+(tests/perf/bench_landing_topic.py).
 
 Why this shape: the gate's group-commit path already waits for a future per batch of
 answers; a producer's delivery report is that batch's "fsync".  Idempotence and acks=all
@@ -20,7 +25,6 @@ import asyncio
 import collections
 import functools
 import logging
-import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -37,9 +41,10 @@ Refusal = Callable[[BaseException, list[tuple[TelemetryContext, bytes]]], BaseEx
 
 log = logging.getLogger("exporters.kafka_topic")
 
-# How long the delivery thread blocks in poll(): reports wake it at once, this only bounds
-# how late it sees a close.
-_POLL_S: Final = 0.2
+# How often the event loop polls the producer while records are outstanding: what a
+# report may wait after librdkafka's threads received it (a poll with nothing to serve
+# costs about a microsecond; none runs while nothing is outstanding).
+_POLL_S: Final = 0.001
 # A failing topic fails every push: at most one log line a second.
 _FAILURE_LOG_INTERVAL_S: Final = 1.0
 
@@ -84,16 +89,13 @@ class TopicLanding:
         self._outstanding: dict[int, tuple[TelemetryContext, bytes]] = {}
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._reports: list[tuple[int, KafkaError | None]] = []
-        self._closed = threading.Event()
+        self._poll_handle: asyncio.TimerHandle | None = None
+        self._closed = False
         self.records_produced = 0
         self.records_delivered = 0
         self.records_failed = 0  # failed delivery reports and refused produce calls
         self.unwritable: str | None = None  # the last delivery error, until a success
         self._last_failure_log_s = -1e9
-        self._thread = threading.Thread(
-            target=self._poll, name="landing-topic-delivery", daemon=True
-        )
-        self._thread.start()
 
     # ------------------------------------------------------------ the Exporter
     def export(self, context: TelemetryContext, payload: bytes) -> ExportResult:
@@ -116,15 +118,20 @@ class TopicLanding:
         self._next = number + 1
         self._outstanding[number] = (context, payload)
         self.records_produced += 1
+        if self._poll_handle is None:
+            self._poll_handle = self._loop.call_later(_POLL_S, self._poll)
         return ExportResult.success()
 
     def close(self) -> None:
         """Waits for the outstanding reports (up to the delivery timeout), then stops."""
-        if self._closed.is_set():
+        if self._closed:
             return
+        self._closed = True
+        if self._poll_handle is not None:
+            self._poll_handle.cancel()
+            self._poll_handle = None
         remaining = self._producer.flush(self.settings.delivery_timeout_ms / 1000)
-        self._closed.set()
-        self._thread.join()
+        self._take_reports()
         if remaining:
             log.error("landing topic %s: %d records undelivered", self.topic, remaining)
 
@@ -134,25 +141,32 @@ class TopicLanding:
         with NotLanded naming those that did not land); None when none is outstanding."""
         if not self._outstanding:
             return None
+        self._producer.poll(0)  # reports already in: settle them before waiting
+        self._take_reports()
+        if not self._outstanding:
+            return None
         future = self._loop.create_future()
         self._waiters.append(_Waiter(self._next, future))
         return future
 
     # ------------------------------------------------------------ delivery reports
     def _report(self, number: int, error: KafkaError | None, _: Message) -> None:
-        # On the delivery thread, inside poll(): collected, handed over after the poll.
+        # Inside poll(): collected, settled after the poll.
         self._reports.append((number, error))
 
     def _poll(self) -> None:
-        producer = self._producer
-        while not self._closed.is_set():
-            producer.poll(_POLL_S)
-            if self._reports:
-                reports, self._reports = self._reports, []
-                try:
-                    self._loop.call_soon_threadsafe(self._delivered, reports)
-                except RuntimeError:  # the loop is closed: nobody waits any more
-                    return
+        """Serves the delivery reports librdkafka's threads queued; again ``_POLL_S``
+        later while records are outstanding."""
+        self._poll_handle = None
+        self._producer.poll(0)
+        self._take_reports()
+        if self._outstanding and not self._closed:
+            self._poll_handle = self._loop.call_later(_POLL_S, self._poll)
+
+    def _take_reports(self) -> None:
+        if self._reports:
+            reports, self._reports = self._reports, []
+            self._delivered(reports)
 
     def _delivered(self, reports: list[tuple[int, KafkaError | None]]) -> None:
         outstanding = self._outstanding

@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["TopicSettings"]
+
+# librdkafka's own log lines (a broker going away, a retried PID) go through logging,
+# not to stderr.
+_LIBRDKAFKA_LOG = logging.getLogger("exporters.kafka_topic.librdkafka")
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,17 +34,21 @@ class TopicSettings:
     def producer_config(self) -> dict[str, Any]:
         return {
             **self.client,
+            "logger": _LIBRDKAFKA_LOG,
             "enable.idempotence": True,
             "acks": "all",
             "message.timeout.ms": self.delivery_timeout_ms,
             # A push is answered when its record is in the topic: wait little for a batch.
             "linger.ms": 2,
+            # Small produce requests, answered in turn: Nagle would hold them for ACKs.
+            "socket.nagle.disable": True,
             "client.id": "ktc-landing",
         }
 
     def consumer_config(self, group: str) -> dict[str, Any]:
         return {
             **self.client,
+            "logger": _LIBRDKAFKA_LOG,
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",

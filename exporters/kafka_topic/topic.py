@@ -20,7 +20,12 @@ class TopicUnavailable(Exception):
 
 def ensure_topic(settings: TopicSettings, timeout_s: float = 30.0) -> bool:
     """Creates ``settings.topic`` unless it exists; True when it was created here."""
-    admin = AdminClient(dict(settings.client))
+    admin = AdminClient(
+        {
+            **settings.client,
+            "logger": logging.getLogger("exporters.kafka_topic.librdkafka"),
+        }
+    )
     try:
         # All topics: asking for one by name may auto-create it with the broker's
         # defaults (auto.create.topics.enable), not ours.
