@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -12,6 +13,7 @@ from exporters.kafka_topic.settings import TopicSettings
 __all__ = ["TopicUnavailable", "ensure_topic"]
 
 log = logging.getLogger("exporters.kafka_topic")
+_LIBRDKAFKA_LOG = logging.getLogger("exporters.kafka_topic.librdkafka")
 
 
 class TopicUnavailable(Exception):
@@ -20,12 +22,8 @@ class TopicUnavailable(Exception):
 
 def ensure_topic(settings: TopicSettings, timeout_s: float = 30.0) -> bool:
     """Creates ``settings.topic`` unless it exists; True when it was created here."""
-    admin = AdminClient(
-        {
-            **settings.client,
-            "logger": logging.getLogger("exporters.kafka_topic.librdkafka"),
-        }
-    )
+    config: dict[str, Any] = {**settings.client, "logger": _LIBRDKAFKA_LOG}
+    admin = AdminClient(config)
     try:
         # All topics: asking for one by name may auto-create it with the broker's
         # defaults (auto.create.topics.enable), not ours.
