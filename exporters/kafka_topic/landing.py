@@ -95,6 +95,7 @@ class TopicLanding:
         self.records_delivered = 0
         self.records_failed = 0  # failed delivery reports and refused produce calls
         self.unwritable: str | None = None  # the last delivery error, until a success
+        self._last_failure = "delivery failed"
         self._last_failure_log_s = -1e9
 
     # ------------------------------------------------------------ the Exporter
@@ -177,7 +178,9 @@ class TopicLanding:
                 self.unwritable = None
                 continue
             self.records_failed += 1
-            self.unwritable = f"delivery to {self.topic} failed: {error.str()}"
+            self.unwritable = self._last_failure = (
+                f"delivery to {self.topic} failed: {error.str()}"
+            )
             if record is not None:
                 for waiter in self._waiters:
                     if number < waiter.until:
@@ -190,7 +193,7 @@ class TopicLanding:
             if waiter.future.done():
                 continue
             if waiter.failed:
-                cause = RuntimeError(self.unwritable or "delivery failed")
+                cause = RuntimeError(self._last_failure)
                 waiter.future.set_exception(self._refusal(cause, waiter.failed))
             else:
                 waiter.future.set_result(None)

@@ -87,6 +87,50 @@ def measure(port: int, pid: int, args: argparse.Namespace, mode: str) -> LoadRes
     )
 
 
+def bare_producer(
+    bootstrap: str, topic: str, outstanding: int, duration_s: float
+) -> float:
+    """Records/s of librdkafka alone, with the collector's producer settings and record
+    shape (a 2 KiB value, a 500-byte context header), keeping ``outstanding`` records in
+    flight as the topic collector does at its peak: the ceiling the broker and librdkafka
+    set on this machine, whatever the collector does."""
+    import os
+    import time
+
+    from confluent_kafka import Producer
+
+    from exporters.kafka_topic import TopicSettings
+
+    settings = TopicSettings(topic=topic, client={"bootstrap.servers": bootstrap})
+    producer = Producer(settings.producer_config())
+    in_flight = [0]
+    delivered = [0]
+
+    def report(error: object, message: object) -> None:
+        in_flight[0] -= 1
+        delivered[0] += 1
+
+    payload = os.urandom(2048)
+    headers = [("ktc.format", b"1"), ("ktc.context", b"x" * 500)]
+    started = time.monotonic()
+    key = 0
+    while time.monotonic() - started < duration_s:
+        while in_flight[0] < outstanding:
+            producer.produce(
+                topic,
+                value=payload,
+                key=str(key % 4000),
+                headers=headers,
+                on_delivery=report,
+            )
+            in_flight[0] += 1
+            key += 1
+        producer.poll(0.001)
+    rate = delivered[0] / (time.monotonic() - started)
+    producer.flush(30)
+    return rate
+
+
 def records_in(bootstrap: str, topic: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -111,6 +155,12 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument(
         "--latency-rate", type=int, default=1000, help="open-loop pushes/s for p99"
+    )
+    parser.add_argument(
+        "--bare-outstanding",
+        type=int,
+        default=3000,
+        help="records in flight for the librdkafka-alone ceiling",
     )
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()
@@ -153,6 +203,15 @@ def main() -> int:
                                 "us/push",
                                 flush=True,
                             )
+            bare = [
+                bare_producer(
+                    kafka.bootstrap_servers(),
+                    f"{topic}-bare",
+                    args.bare_outstanding,
+                    args.duration_s,
+                )
+                for _ in range(args.rounds)
+            ]
             answered = sum(
                 r.acked_total for phase in (results, latency) for r in phase["topic"]
             )
@@ -179,6 +238,8 @@ def main() -> int:
         f"p99 {p99(results, 'topic'):.1f} ms\n"
         f"  topic / log pushes/s: {ratio:.2f} (median of {len(ratios)} rounds; "
         f"target >= {TARGET_RATIO})\n"
+        f"librdkafka alone, {args.bare_outstanding:,} records in flight: "
+        f"{statistics.median(bare):,.0f} records/s (median of {len(bare)})\n"
         f"at {args.latency_rate:,} pushes/s offered (open loop):\n"
         f"  landing log p99 {p99(latency, 'log'):.2f} ms, "
         f"topic p99 {p99(latency, 'topic'):.2f} ms\n"

@@ -1,0 +1,200 @@
+"""The topic landing's own logic, without a broker: the record format (what a plain
+consumer decodes, what a reader refuses), the delivery barrier (answers wait for every
+report; only the pushes whose records failed are refused), and the config's one-line
+errors.  librdkafka is replaced by a producer whose reports the test releases; the broker
+tests are tests/gateway/test_landing_topic.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+from conftest import metrics_data, telemetry_context
+
+from collector.app.config import ConfigError, load_config
+from collector.app.landing_topic import topic_settings
+from collector.net.flush import NotLanded
+from exporters.kafka_topic import (
+    TopicLanding,
+    TopicRecordError,
+    TopicSettings,
+    decode_record,
+    encode_headers,
+)
+from exporters.landing.format import encode_context
+
+
+class HeldProducer:
+    """Takes produce() calls; a report is served by poll() once the test released it."""
+
+    def __init__(self) -> None:
+        self.produced: list[dict[str, Any]] = []
+        self._callbacks: list[Callable[[KafkaError | None, Any], None]] = []
+        self._released: list[tuple[int, KafkaError | None]] = []
+        self.full = False
+
+    def produce(self, topic: str, **record: Any) -> None:
+        if self.full:
+            raise BufferError("Local: Queue full")
+        self.produced.append({"topic": topic, **record})
+        self._callbacks.append(record["on_delivery"])
+
+    def release(self, index: int, error: KafkaError | None = None) -> None:
+        self._released.append((index, error))
+
+    def poll(self, timeout: float) -> int:
+        released, self._released = self._released, []
+        for index, error in released:
+            self._callbacks[index](error, None)
+        return len(released)
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def landing(producer: HeldProducer) -> TopicLanding:
+    settings = TopicSettings(topic="telemetry", client={"bootstrap.servers": "x:9092"})
+    return TopicLanding(
+        settings, asyncio.get_running_loop(), refusal=NotLanded, producer=producer
+    )
+
+
+def test_the_record_is_plain_otlp_with_the_context_in_a_header() -> None:
+    context = telemetry_context(7)
+    payload = metrics_data(7).SerializeToString()
+    headers = encode_headers(context)
+    assert headers == [("ktc.format", b"1"), ("ktc.context", encode_context(context))]
+    # What docs/landing-log.md tells a plain consumer to do.
+    fields = json.loads(dict(headers)["ktc.context"])
+    assert fields["client_instance_id"] == context.client_instance_id
+    assert fields["correlation_id"] == 7
+    assert decode_record(headers, payload) == (context, payload)
+
+
+@pytest.mark.parametrize(
+    ("headers", "problem"),
+    [
+        (None, "ktc.format"),
+        ([("ktc.format", b"2"), ("ktc.context", b"{}")], "ktc.format"),
+        ([("ktc.format", b"1")], "ktc.context"),
+        ([("ktc.format", b"1"), ("ktc.context", b"x" * 70_000)], "ktc.context"),
+        ([("ktc.format", b"1"), ("ktc.context", b"{not json")], "ktc.context"),
+        ([("ktc.format", b"1"), ("ktc.context", b'{"client_id": 1}')], "ktc.context"),
+    ],
+)
+def test_a_record_not_in_format_1_is_refused_in_one_line(
+    headers: Any, problem: str
+) -> None:
+    with pytest.raises(TopicRecordError, match=problem) as refused:
+        decode_record(headers, b"")
+    assert "\n" not in str(refused.value)
+
+
+async def test_answers_wait_for_every_report_before_them() -> None:
+    producer = HeldProducer()
+    topic = landing(producer)
+    assert topic.pending_delivery() is None  # nothing outstanding: answer at once
+    for index in range(3):
+        context = telemetry_context(index)
+        assert topic.export(context, b"payload-%d" % index).ok
+    record = producer.produced[1]
+    assert record["key"] == telemetry_context(1).client_instance_id
+    assert record["value"] == b"payload-1"
+    first = topic.pending_delivery()  # waits for records 0..2
+    assert first is not None
+    producer.release(0)
+    producer.release(2)
+    topic._poll()
+    assert not first.done()  # record 1 has no report yet
+    assert topic.export(telemetry_context(3), b"payload-3").ok
+    second = topic.pending_delivery()  # waits for records 0..3
+    assert second is not None
+    producer.release(1)
+    topic._poll()
+    assert first.done() and first.exception() is None
+    assert not second.done()
+    producer.release(3)
+    topic._poll()
+    assert second.done() and second.exception() is None
+    assert topic.pending_delivery() is None
+    assert topic.records_delivered == 4
+
+
+async def test_only_the_pushes_whose_records_failed_are_refused() -> None:
+    producer = HeldProducer()
+    topic = landing(producer)
+    for index in range(3):
+        topic.export(telemetry_context(index), b"p")
+    waiting = topic.pending_delivery()
+    assert waiting is not None
+    producer.release(0)
+    producer.release(2)
+    producer.release(1, KafkaError(KafkaError._MSG_TIMED_OUT))
+    topic._poll()
+    error = waiting.exception()
+    assert isinstance(error, NotLanded)
+    assert [c.correlation_id for c, _ in error.records] == [1]
+    assert "timed out" in str(error).lower()
+    assert topic.unwritable is not None and "timed out" in topic.unwritable.lower()
+    # The next delivery that succeeds makes the topic writable again.
+    topic.export(telemetry_context(4), b"p")
+    producer.release(3)
+    topic._poll()
+    assert topic.unwritable is None
+    assert topic.records_failed == 1
+
+
+async def test_a_full_producer_queue_refuses_the_push_as_retriable() -> None:
+    producer = HeldProducer()
+    topic = landing(producer)
+    producer.full = True
+    result = topic.export(telemetry_context(0), b"p")
+    assert not result.ok and result.retriable  # answered 89
+    assert topic.pending_delivery() is None  # nothing was produced
+
+
+def test_the_config_names_what_is_missing_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="landing.kafka.bootstrap.servers") as missing:
+        load_config(environ={}, overrides={"landing.kafka.topic": "t"})
+    assert "\n" not in str(missing.value)
+    with pytest.raises(ConfigError, match="landing.kafka.sasl") as login:
+        load_config(
+            environ={},
+            overrides={
+                "landing.kafka.topic": "t",
+                "landing.kafka.bootstrap.servers": "k:9092",
+                "landing.kafka.security.protocol": "SASL_SSL",
+            },
+        )
+    assert "\n" not in str(login.value)
+
+
+def test_the_gateway_lands_on_the_fronted_cluster_with_its_login() -> None:
+    config = load_config(
+        environ={},
+        overrides={
+            "landing.kafka.topic": "t",
+            "gateway.upstream.bootstrap.servers": "k1:9092,k2:9092",
+            "gateway.upstream.security.protocol": "SASL_SSL",
+            "gateway.upstream.sasl.mechanism": "SCRAM-SHA-512",
+            "gateway.upstream.sasl.username": "ktc",
+            "gateway.upstream.sasl.password": "ktc-secret",
+            "gateway.upstream.ssl.truststore.location": "/etc/ktc/ca.pem",
+        },
+    )
+    settings = topic_settings(config)
+    assert settings.client == {
+        "bootstrap.servers": "k1:9092,k2:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "ktc",
+        "sasl.password": "ktc-secret",
+        "ssl.endpoint.identification.algorithm": "https",
+        "ssl.ca.location": "/etc/ktc/ca.pem",
+    }
+    producer = settings.producer_config()
+    assert producer["enable.idempotence"] is True and producer["acks"] == "all"
