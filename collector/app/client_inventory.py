@@ -84,23 +84,52 @@ class ClientInventory:
 
     # -- recording -----------------------------------------------------------------------
     def observing(self, inner: RequestHandler) -> RequestHandler:
-        """``inner``, with every request it handles recorded after it (the session then
-        carries what an ApiVersions request told)."""
+        """``inner`` (one connection's handler), with every request it handles recorded
+        after it (the session then carries what an ApiVersions request told).
+
+        The push path pays for this on every push, so a request of the same identity in a
+        version its row already counts takes a fast path: the identity's parts compared by
+        object (a new ApiVersions or login replaces them) and one dictionary update;
+        anything else goes through :meth:`record`."""
         handle = inner.handle
         record = self.record
+        # What this connection's last request was counted under: its row (None: take the
+        # slow path), and the client id, principal and software it was resolved with.
+        row: _Row | None = None
+        client_id: str | None = None
+        principal = name = version = ""
 
         def observed(frame: RequestFrame, session: Session, channel: Channel) -> object:
+            nonlocal row, client_id, principal, name, version
             try:
                 return handle(frame, session, channel)
             finally:
-                record(frame, session)
+                key = (frame.api_key, frame.api_version)
+                count = None
+                if (
+                    row is not None
+                    and session.principal is principal
+                    and session.client_software_name is name
+                    and session.client_software_version is version
+                    and frame.client_id == client_id
+                ):
+                    count = row.requests.get(key)
+                if count is not None:
+                    row.requests[key] = count + 1  # type: ignore[union-attr]
+                else:
+                    row = record(frame, session)
+                    client_id, principal = frame.client_id, session.principal
+                    name = session.client_software_name
+                    version = session.client_software_version
 
         return FunctionHandler(observed)
 
-    def record(self, frame: RequestFrame, session: Session) -> None:
+    def record(self, frame: RequestFrame, session: Session) -> _Row | None:
+        """Count one request; the row it was counted in, None when that is the overflow
+        identity's (or nothing was counted)."""
         api_key = frame.api_key
         if api_key not in API_TABLE:
-            return  # an unknown API: its connection is closed, nothing to list
+            return None  # an unknown API: its connection is closed, nothing to list
         identity: Identity = (
             session.client_software_name,
             session.client_software_version,
@@ -121,11 +150,13 @@ class ClientInventory:
             count = 0
             if row is not self._overflow:
                 self.series += 1
-        if row is self._overflow:
-            self.overflow_requests += 1
         row.requests[key] = count + 1
         if api_key in _TELEMETRY_APIS:
             row.telemetry = True
+        if row is self._overflow:
+            self.overflow_requests += 1
+            return None
+        return row
 
     def closed(self, connection_id: int) -> None:
         identity = self._connections.pop(connection_id, None)

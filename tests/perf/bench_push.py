@@ -27,7 +27,9 @@ window): its capacity on an idle core, which other jobs on a shared machine do n
 ``--clients-endpoint`` adds a third server to every round: the full collector with
 ``prometheus.clients.enable: true`` (``/metrics/clients`` folding every push,
 docs/prometheus.md), the first one then runs with it ``false`` in its config, so the
-endpoint's cost per push is measured side by side with it off.
+endpoint's cost per push is measured side by side with it off.  ``--compare "KEY: VALUE"``
+adds a third server the same way, with that line added to the shipped config (e.g.
+``--compare "clients.inventory.enable: false"``).
 
 Run: ``.venv/bin/python tests/perf/bench_push.py`` (about four minutes; ``--quick`` for a
 short smoke run; ``--check`` exits 1 when a target is missed).  On 2 cores the servers
@@ -467,6 +469,11 @@ def main() -> int:
         help="also measure the full collector with prometheus.clients.enable: true "
         "(the first one then sets it false)",
     )
+    parser.add_argument(
+        "--compare",
+        metavar="'KEY: VALUE'",
+        help="also measure the full collector with this line added to its config",
+    )
     parser.add_argument("--json", type=Path, help="also write the full report here")
     args = parser.parse_args()
     if args.quick:
@@ -487,11 +494,14 @@ def main() -> int:
             )
             base = stack.enter_context(baseline_process(tmp))
             servers = {"full": full, "baseline": base}
-            if args.clients_endpoint:
+            if args.clients_endpoint or args.compare:
+                other = (
+                    "prometheus.clients.enable: true"
+                    if args.clients_endpoint
+                    else args.compare
+                )
                 servers["clients"] = stack.enter_context(
-                    full_collector_process(
-                        tmp / "clients", "prometheus.clients.enable: true\n"
-                    )
+                    full_collector_process(tmp / "clients", other + "\n")
                 )
             for index in range(args.rounds):
                 # Alternate which server goes first, so a trend in machine load is shared.
@@ -523,7 +533,7 @@ def main() -> int:
                 )
                 if "clients_peak" in results:
                     print(
-                        f"         /metrics/clients on: peak "
+                        f"         {other}: peak "
                         f"{results['clients_peak'].pushes_per_s:,.0f}/s, p99 "
                         f"{results['clients_rate'].percentile_ms(0.99):.2f} ms",
                         flush=True,
@@ -654,9 +664,17 @@ def main() -> int:
     print(f"{'':42}{'full collector':>16}{'baseline':>12}{'ratio':>8}")
     for label, full_value, base_value, ratio_value in rows:
         print(f"{label:42}{full_value:>16}{base_value:>12}{ratio_value:>8}")
-    if args.clients_endpoint:
-        # The same collector with /metrics/clients folding every push, beside it off.
-        print(f"\n{'':42}{'endpoint off':>16}{'on':>12}{'on/off':>8}")
+    if args.clients_endpoint or args.compare:
+        # The same collector with /metrics/clients folding every push beside it off, or
+        # with the --compare line beside it as shipped.
+        heads = (
+            ("endpoint off", "on", "on/off")
+            if args.clients_endpoint
+            else ("as shipped", "compared", "ratio")
+        )
+        if args.compare:
+            print(f"\ncompared: {args.compare}")
+        print(f"\n{'':42}{heads[0]:>16}{heads[1]:>12}{heads[2]:>8}")
         for label, key, fn, fmt in (
             ("peak pushes/s (closed loop)", "peak", pushes_per_s, ",.0f"),
             (
@@ -700,8 +718,8 @@ def main() -> int:
         "cpu_steal_percent": round(steal_percent, 1),
         "checks": {label: ok for label, _, _, ok in checks},
     }
-    if args.clients_endpoint:
-        report["server_cpu_us_per_push_clients_endpoint"] = {
+    if args.clients_endpoint or args.compare:
+        report["server_cpu_us_per_push_compared"] = {
             "off": round(cpu_full, 2),
             "on": round(med("clients_peak", lambda r: r.server_cpu_us_per_push), 2),
         }
