@@ -35,6 +35,11 @@ class ClusterView:
     def topology(self, topology: Topology) -> None:
         self._topology = topology
 
+    @property
+    def bound_topology(self) -> Topology | None:
+        """The topology, or None before the bootstrap listener is bound."""
+        return self._topology
+
     def learn_cluster_id(self, cluster_id: str | None) -> None:
         if not cluster_id or cluster_id == self.cluster_id:
             return

@@ -15,8 +15,8 @@ import asyncio
 import collections
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final
 
 from clock import Clock
 from collector.core.handler import RequestHandler
@@ -24,14 +24,17 @@ from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import AuthenticationPolicy
 from collector.gateway.cluster import ClusterView
 from collector.gateway.discovery import Discovered
-from collector.gateway.filters import build_chains
+from collector.gateway.filters import answered_here, build_chains
 from collector.gateway.filters.base import GatewayServices
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.outages import UpstreamHealth
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.topology import Topology
 from collector.net.upstream import Upstream
-from proto import ApiKeys
+from proto import SUPPORTED_VERSIONS, ApiKeys
+
+if TYPE_CHECKING:
+    from collector.net.protocol import KafkaProtocol
 
 __all__ = ["Gateway", "GatewayStats"]
 
@@ -74,7 +77,6 @@ class Gateway:
         admin: AdminSplitter,
         open_upstream: OpenUpstream,
         discover: Discover,
-        local_api_versions: Mapping[int, tuple[int, int]],
         clock: Clock,
         authentication: AuthenticationPolicy,
         answers_acls: bool = False,
@@ -85,27 +87,31 @@ class Gateway:
         # Whether clients must authenticate before they are served (authentication.py).
         self.authentication = authentication
         self.cluster = ClusterView(self._cluster_id_changed)
-        # api key -> its filter chain (filters/__init__.py: the table), for every API the
-        # gateway accepts.
-        self.chains = build_chains(
-            GatewayServices(
-                dispatcher=dispatcher,
-                quotas=quotas,
-                admin=admin,
-                cluster=self.cluster,
-                local_api_versions=dict(local_api_versions),
-                now_ms=clock.now_ms,
-                authentication=authentication,
-                answers_acls=answers_acls,
-                answers_scram=answers_scram,
-            )
+        services = GatewayServices(
+            dispatcher=dispatcher,
+            quotas=quotas,
+            admin=admin,
+            cluster=self.cluster,
+            now_ms=clock.now_ms,
+            authentication=authentication,
+            answers_acls=answers_acls,
+            answers_scram=answers_scram,
         )
+        # What the gateway answers itself, from the filter table (filters/__init__.py), at
+        # the versions the node speaks.
+        self.answered_here = answered_here(services)
+        services.local_api_versions = {
+            key: SUPPORTED_VERSIONS[key] for key in sorted(self.answered_here)
+        }
+        # api key -> its filter chain, for every API the gateway accepts.
+        self.chains = build_chains(services)
         self._open_upstream = open_upstream
         self._discover = discover
         self._discovering: asyncio.Future[None] | None = None
         self._discovered_at_ms = -_DISCOVERY_INTERVAL_MS
         self.stats = GatewayStats(clock)
         self.pairs: set[ClientPair] = set()
+        self.by_connection: dict[int, ClientPair] = {}  # connection id -> its pair
         self._tasks: set[asyncio.Task[None]] = set()
         self.draining = False
         # The bootstrap server the last bootstrap connection reached.
@@ -135,10 +141,34 @@ class Gateway:
                 pair.session.upstream_cluster_id = cluster_id
 
     # -- upstream connections ------------------------------------------------------------
-    def new_pair(self, node_id: int | None) -> ClientPair:
+    def new_pair(
+        self, node_id: int | None, connection_id: int | None = None
+    ) -> ClientPair:
+        """The pair of a new client connection (``node_id``: the upstream node its listener
+        stands for, None for the bootstrap listener)."""
         pair = ClientPair(self, node_id)
         self.pairs.add(pair)
+        if connection_id is not None:
+            self.by_connection[connection_id] = pair
         return pair
+
+    def connection_opened(self, protocol: KafkaProtocol) -> bool:
+        """The client connection of a pair is open: its session names the upstream node
+        and cluster, and the pair starts (its upstream connection opening)."""
+        session = protocol.session
+        pair = self.by_connection.get(session.connection_id)
+        if pair is None:
+            return False
+        session.upstream_node_id = pair.node_id
+        session.upstream_cluster_id = self.cluster_id
+        protocol.on_write_congested = pair.write_congested
+        pair.opened(protocol, session)
+        return True
+
+    def connection_closed(self, connection_id: int) -> None:
+        pair = self.by_connection.pop(connection_id, None)
+        if pair is not None:
+            self.pair_closed(pair)
 
     def pair_closed(self, pair: ClientPair) -> None:
         pair.closed()

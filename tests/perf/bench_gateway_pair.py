@@ -90,10 +90,11 @@ def make_gateway(data_dir: Path, clock: FakeClock) -> Any:
         "admin": AdminSplitter(None, 100 * 1024 * 1024),
         "open_upstream": None,
         "discover": None,
-        "local_api_versions": {},
         "clock_ms": clock.now_ms,
     }
     parameters = inspect.signature(Gateway).parameters
+    if "local_api_versions" in parameters:  # before the gateway derived them
+        settings["local_api_versions"] = {}
     if "topology" in parameters:  # the gateway before its filter table
         settings["topology"] = topology
     if "authentication" in parameters:

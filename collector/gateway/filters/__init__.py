@@ -28,7 +28,12 @@ from collections.abc import Mapping
 from typing import Final
 
 from collector.gateway.filters.answer_here import AnswerAcls, AnswerHere, AnswerScram
-from collector.gateway.filters.base import Chain, Filter, GatewayServices
+from collector.gateway.filters.base import (
+    Chain,
+    Filter,
+    GatewayServices,
+    LocalAnswers,
+)
 from collector.gateway.filters.cap_api_versions import CapApiVersions
 from collector.gateway.filters.learn_cluster import LearnCluster
 from collector.gateway.filters.observe_sasl import ObserveSasl
@@ -38,9 +43,12 @@ from collector.gateway.filters.split_client_metrics import SplitClientMetrics
 from proto import ApiKeys
 from proto.api_table import API_TABLE
 
-__all__ = ["FILTERS", "build_chains"]
+__all__ = ["FILTERS", "FilterTable", "answered_here", "build_chains"]
 
-FILTERS: Final[Mapping[int, tuple[type[Filter], ...]]] = {
+# api key -> its filters, in the order they run.
+FilterTable = Mapping[int, tuple[type[Filter], ...]]
+
+FILTERS: Final[FilterTable] = {
     ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (AnswerHere,),
     ApiKeys.PUSH_TELEMETRY: (AnswerHere,),
     ApiKeys.DESCRIBE_CLIENT_QUOTAS: (AnswerHere,),
@@ -70,7 +78,23 @@ FILTERS: Final[Mapping[int, tuple[type[Filter], ...]]] = {
 }
 
 
-def build_chains(services: GatewayServices) -> dict[int, Chain]:
+def answered_here(
+    answers: LocalAnswers, table: FilterTable = FILTERS
+) -> frozenset[int]:
+    """The APIs the gateway answers itself, at least in part: those with a filter in
+    ``table`` that answers here on a gateway that answers ``answers``.  The gateway adds
+    their versions to ApiVersions, its dispatcher serves exactly them, and a client that has
+    not authenticated is refused them where authentication is required."""
+    return frozenset(
+        key
+        for key, kinds in table.items()
+        if any(kind.answers_here(answers) for kind in kinds)
+    )
+
+
+def build_chains(
+    services: GatewayServices, table: FilterTable = FILTERS
+) -> dict[int, Chain]:
     """Every API the gateway accepts -> its chain: one instance of each filter, shared by
     every API and connection of this gateway."""
     instances: dict[type[Filter], Filter] = {}
@@ -82,6 +106,6 @@ def build_chains(services: GatewayServices) -> dict[int, Chain]:
 
     known = {key for key, info in API_TABLE.items() if info.min_version is not None}
     return {
-        key: Chain.of(tuple(made(kind) for kind in FILTERS.get(key, ())))
-        for key in sorted(known | set(FILTERS))
+        key: Chain.of(tuple(made(kind) for kind in table.get(key, ())), services)
+        for key in sorted(known | set(table))
     }

@@ -12,7 +12,7 @@ and so the same authorizer, as ``ktc serve``), never forwarding it:
 from __future__ import annotations
 
 from collector.core.context import CloseConnection
-from collector.gateway.filters.base import CONTINUE, Exchange, Filter
+from collector.gateway.filters.base import CONTINUE, Exchange, Filter, LocalAnswers
 from proto import ApiKeys
 
 __all__ = ["AnswerAcls", "AnswerHere", "AnswerScram"]
@@ -21,8 +21,8 @@ __all__ = ["AnswerAcls", "AnswerHere", "AnswerScram"]
 class AnswerHere(Filter):
     __slots__ = ()
 
-    @property
-    def answers_here(self) -> bool:
+    @classmethod
+    def answers_here(cls, answers: LocalAnswers) -> bool:
         return True
 
     def on_request(self, exchange: Exchange) -> object:
@@ -40,9 +40,9 @@ class AnswerHere(Filter):
 class AnswerAcls(AnswerHere):
     __slots__ = ()
 
-    @property
-    def answers_here(self) -> bool:
-        return self.services.answers_acls
+    @classmethod
+    def answers_here(cls, answers: LocalAnswers) -> bool:
+        return answers.answers_acls
 
     def on_request(self, exchange: Exchange) -> object:
         if not self.services.answers_acls:
@@ -53,9 +53,9 @@ class AnswerAcls(AnswerHere):
 class AnswerScram(AnswerHere):
     __slots__ = ()
 
-    @property
-    def answers_here(self) -> bool:
-        return self.services.answers_scram
+    @classmethod
+    def answers_here(cls, answers: LocalAnswers) -> bool:
+        return answers.answers_scram
 
     def on_request(self, exchange: Exchange) -> object:
         if not self.services.answers_scram:

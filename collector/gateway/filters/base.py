@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from collector.core.context import CloseConnection
 from proto import ApiKeys, KafkaError, RequestFrame
@@ -46,6 +46,8 @@ __all__ = [
     "Exchange",
     "Filter",
     "GatewayServices",
+    "LocalAnswerSettings",
+    "LocalAnswers",
     "malformed",
 ]
 
@@ -102,10 +104,12 @@ class Filter:
     def __init__(self, services: GatewayServices) -> None:
         self.services = services
 
-    @property
-    def answers_here(self) -> bool:
-        """The filter may answer its requests here, at least in part (what a client that
-        has not authenticated is refused where authentication is required: the
+    @classmethod
+    def answers_here(cls, answers: LocalAnswers) -> bool:
+        """The filter may answer its requests here, at least in part, on a gateway that
+        answers ``answers`` itself: what makes an API one the gateway answers (its versions
+        added to ApiVersions, the node's dispatcher over it, and refused to a client that
+        has not authenticated where authentication is required: the
         ``AuthenticationPolicy``)."""
         return False
 
@@ -132,7 +136,7 @@ class Chain:
     answered_here: bool = False
 
     @classmethod
-    def of(cls, filters: tuple[Filter, ...]) -> Chain:
+    def of(cls, filters: tuple[Filter, ...], answers: LocalAnswers) -> Chain:
         def overriding(hook: str) -> tuple[Filter, ...]:
             base = getattr(Filter, hook)
             return tuple(f for f in filters if getattr(type(f), hook) is not base)
@@ -141,8 +145,28 @@ class Chain:
             overriding("on_request"),
             overriding("on_response"),
             overriding("on_throttled"),
-            any(f.answers_here for f in filters),
+            any(f.answers_here(answers) for f in filters),
         )
+
+
+class LocalAnswers(Protocol):
+    """Which of the APIs that depend on the gateway's setup it answers itself."""
+
+    # The gateway has an authorizer: the ACL APIs are answered here (its ACLs).
+    @property
+    def answers_acls(self) -> bool: ...
+
+    # The gateway has SASL listeners: the SCRAM credential APIs are answered here (its users).
+    @property
+    def answers_scram(self) -> bool: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocalAnswerSettings:
+    """:class:`LocalAnswers` as settings, before the gateway's services exist."""
+
+    answers_acls: bool = False
+    answers_scram: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -155,8 +179,6 @@ class GatewayServices:
     quotas: GatewayQuotas
     admin: AdminSplitter
     cluster: ClusterView
-    # The versions the gateway answers itself (added to the upstream's ApiVersions).
-    local_api_versions: Mapping[int, tuple[int, int]]
     now_ms: Callable[[], int]
     # Whether the cluster requires clients to authenticate (what teaches it: SaslHandshake
     # answers, among others).
@@ -165,6 +187,11 @@ class GatewayServices:
     answers_acls: bool = False
     # The gateway has SASL listeners: the SCRAM credential APIs are answered here (its users).
     answers_scram: bool = False
+    # The versions of the APIs the gateway answers itself (added to the upstream's
+    # ApiVersions): set from the filter table once the chains are built.
+    local_api_versions: Mapping[int, tuple[int, int]] = dataclasses.field(
+        default_factory=dict
+    )
 
 
 def malformed(frame: RequestFrame, exc: KafkaError) -> CloseConnection:

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter, malformed
+from collector.gateway.filters.base import (
+    CONTINUE,
+    Body,
+    Exchange,
+    Filter,
+    LocalAnswers,
+    malformed,
+)
 from proto import KafkaError
 
 __all__ = ["SplitClientMetrics"]
@@ -20,8 +27,8 @@ __all__ = ["SplitClientMetrics"]
 class SplitClientMetrics(Filter):
     __slots__ = ()
 
-    @property
-    def answers_here(self) -> bool:
+    @classmethod
+    def answers_here(cls, answers: LocalAnswers) -> bool:
         return True
 
     def on_request(self, exchange: Exchange) -> object:
