@@ -2,8 +2,11 @@
 pyproject.toml (``[tool.importlinter]``) are all kept.
 
 They fail on an import cycle between sibling modules or packages anywhere in the project,
-on an upward import between the top-level packages, and on an upward import between
-collector's subpackages (or one between broker and gateway)."""
+on an upward import between the top-level packages, on an upward import between
+collector's subpackages (or one between broker and gateway), on an upward import between
+the gateway's parts (metrics, the shared gateway, the chain runner and the upstream cluster,
+the filters, the policies they apply, the wire layer), and on an import of anything but
+``proto`` from the gateway's wire layer."""
 
 from __future__ import annotations
 
