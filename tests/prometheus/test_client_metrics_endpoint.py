@@ -25,6 +25,8 @@ import json
 import math
 import os
 import re
+import socket
+import struct
 import subprocess
 import sys
 import urllib.request
@@ -284,6 +286,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                     java_producer(collector.bootstrap, CLIENT_IDS[2], tmp_path)
                 )
                 next(stop_java)  # the JVM runs until the generator is advanced again
+                # A client from before Kafka 0.10.1: ListOffsets v0, which Kafka 4 removed
+                # (the inventory dashboard's removed-versions panel).
+                send_list_offsets_v0(collector.port, "legacy-lister")
                 fleet = Fleet(
                     collector, otelcol, prometheus, producer, consumer, set(), stop_java
                 )
@@ -310,6 +315,19 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 finally:
                     with contextlib.suppress(Exception):
                         fleet.close_clients()
+
+
+def send_list_offsets_v0(port: int, client_id: str) -> None:
+    """ListOffsets v0 (request header v1), hand-encoded over a socket; the collector does
+    not serve ListOffsets and closes the connection, after its inventory counted it."""
+    encoded = client_id.encode()
+    header = struct.pack(">hhih", 2, 0, 1, len(encoded)) + encoded
+    body = struct.pack(">ii", -1, 0)  # replica_id -1, no topics
+    frame = header + body
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        with contextlib.suppress(OSError):
+            sock.recv(64)  # the close
 
 
 def _generator_of(manager: object) -> Iterator[None]:

@@ -11,6 +11,7 @@
 | ``ktc users alter|describe|delete``              | kafka-configs.sh --entity-type users (SCRAM) | ``users`` |
 | ``ktc acls add|list|remove``                     | kafka-acls.sh for the CLUSTER         | ``acls``         |
 | ``ktc clients --server URL``                     | the live client instances             | ``clients``      |
+| ``ktc clients --inventory --server URL``         | every client: connections, telemetry, request versions | ``clients`` |
 | ``ktc landing dump``                             | the landing log as JSON lines         | ``landing``      |
 | ``ktc ingest|sql|report|thriftserver|lake``      | the lakehouse (with its extra)        | ``lakehouse``    |
 
