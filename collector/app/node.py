@@ -13,7 +13,7 @@ list of start steps, in order (each a method of the same name with a leading und
 | ``open_store`` | the subscription and quota store |
 | ``open_credentials`` | the SCRAM credential store (``config/scram-credentials.yaml``) |
 | ``open_oauthbearer`` | OAUTHBEARER's JWKS and token validator, when configured |
-| ``open_landing`` | the landing log (unless an exporter was given) and its flush gate |
+| ``open_landing`` | the landing log, or the landing topic (``landing.kafka.topic``), unless an exporter was given, and the gate answers wait on |
 | ``build_manager`` | the ClientMetricsManager over the store's subscriptions |
 | ``build_quotas`` | the quota engine and enforcer, with the store's quotas applied |
 | ``build_authorizer`` | Kafka's StandardAuthorizer over ``config/acls.yaml``, when configured |

@@ -38,8 +38,9 @@ class TopicSettings:
             "enable.idempotence": True,
             "acks": "all",
             "message.timeout.ms": self.delivery_timeout_ms,
-            # A push is answered when its record is in the topic: wait little for a batch.
-            "linger.ms": 2,
+            # librdkafka's default batching wait: 2 ms measured lower peak rates (smaller
+            # produce requests cost the broker more CPU per record) for 3 ms less latency.
+            "linger.ms": 5,
             # Small produce requests, answered in turn: Nagle would hold them for ACKs.
             "socket.nagle.disable": True,
             "client.id": "ktc-landing",

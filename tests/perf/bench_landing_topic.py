@@ -38,6 +38,26 @@ from harness.kafka_cluster import KafkaCluster, missing_prerequisites
 from loadgen import CLOSED, OPEN, OPEN_PERIOD_FACTOR, LoadResult, run_load_blocking
 
 TARGET_RATIO = 0.8
+# Each collector's /metrics port, by name.
+HTTP_PORTS: dict[str, int] = {}
+
+
+def scrape(name: str, metric: str) -> float:
+    """``metric`` summed over its samples, from the collector ``name``'s /metrics."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://127.0.0.1:{HTTP_PORTS[name]}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == metric
+        for sample in family.samples
+        if sample.name == metric + "_total" or sample.name == metric
+    )
 
 
 @contextlib.contextmanager
@@ -54,7 +74,7 @@ def collector(tmp: Path, name: str, extra: str) -> Iterator[tuple[int, int]]:
     config = tmp / name / "ktc.yaml"
     config.write_text(
         "listeners: PLAINTEXT://127.0.0.1:0\n"
-        "http.listener: null\n"
+        "http.listener: 127.0.0.1:0\n"
         f"data.dir: {data_dir}\n"
         "log.level: WARNING\n"
         "connection.max.inflight.requests: 100000\n" + extra
@@ -67,6 +87,7 @@ def collector(tmp: Path, name: str, extra: str) -> Iterator[tuple[int, int]]:
     )
     with _serving(proc):
         info = json.loads(_wait_for_file(ready, proc, timeout_s=60))
+        HTTP_PORTS[name] = int(info["http_port"])
         yield int(next(iter(info["listeners"].values()))), proc.pid
 
 
@@ -203,6 +224,8 @@ def main() -> int:
                                 "us/push",
                                 flush=True,
                             )
+                refused = scrape("topic", "ktc_landing_pushes_refused")
+                delivered = scrape("topic", "ktc_landing_topic_records_delivered")
             bare = [
                 bare_producer(
                     kafka.bootstrap_servers(),
@@ -243,6 +266,8 @@ def main() -> int:
         f"at {args.latency_rate:,} pushes/s offered (open loop):\n"
         f"  landing log p99 {p99(latency, 'log'):.2f} ms, "
         f"topic p99 {p99(latency, 'topic'):.2f} ms\n"
+        f"topic collector: {delivered:,.0f} records delivered, {refused:,.0f} pushes "
+        "refused for a failed delivery (89s beside these are the push-interval check's)\n"
         f"topic: {landed:,} records, {answered:,} pushes answered 0 (every answer "
         "waited for its delivery report; a record may be a push answered after the "
         "load generator stopped counting)"
