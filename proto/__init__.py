@@ -1,7 +1,7 @@
 """The Kafka wire protocol, sans-IO: framing, headers, generated message codecs, error codes,
 payload compression. Imports nothing else of the project; no sockets, no asyncio, no clock."""
 
-from proto.api_keys import ApiKeys
+from proto.api_keys import ApiKeys, api_name
 from proto.compression import CompressionType, compress, decompress
 from proto.connection import (
     DEFAULT_MAX_REQUEST_SIZE,
@@ -32,6 +32,7 @@ __all__ = [
     "RequestFrame",
     "ResponseFrame",
     "ServerConnection",
+    "api_name",
     "api_versions_unsupported_response",
     "compress",
     "decode_request",

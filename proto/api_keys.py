@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ApiKeys"]
+__all__ = ["ApiKeys", "api_name"]
 
 
 class ApiKeys(enum.IntEnum):
@@ -103,3 +103,12 @@ class ApiKeys(enum.IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
     STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
     UNREGISTER_CONTROLLER = 94
+
+
+def api_name(api_key: int) -> str:
+    """The key's name (``PRODUCE``), the one way logs, errors and metric labels name an API;
+    a key Kafka does not know is named by its number."""
+    try:
+        return ApiKeys(api_key).name
+    except ValueError:
+        return str(api_key)

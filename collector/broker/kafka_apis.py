@@ -30,7 +30,7 @@ from collector.pipeline.dispatch import Api
 from collector.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from collector.security.authorizer import StandardAuthorizer
 from collector.telemetry.client_metrics import ClientMetricsManager
-from proto import SUPPORTED_VERSIONS, ZERO_UUID, ApiKeys
+from proto import SUPPORTED_VERSIONS, ZERO_UUID, ApiKeys, api_name
 from proto.errors import Errors
 from proto.messages import (
     ApiVersionsRequest,
@@ -51,7 +51,7 @@ from proto.messages.metadata_response import (
 )
 from subscriptions.java_hashset import JavaHashSet
 
-__all__ = ["SOFTWARE_NAME_OR_VERSION", "KafkaApis"]
+__all__ = ["SOFTWARE_NAME_OR_VERSION", "KafkaApis", "api_name"]
 
 # ApiVersionsRequest.isValid(): ClientSoftwareName/Version must match this (KIP-511).
 SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -385,13 +385,6 @@ def _in_kafka_order(topics: Sequence[Any]) -> list[Any]:
     by_name = {t.name: t for t in topics if not by_id(t)}
     named = [by_name[name] for name in JavaHashSet.copy_of(list(by_name))]
     return named + [t for t in topics if by_id(t)]
-
-
-def api_name(api_key: int) -> str:
-    try:
-        return ApiKeys(api_key).name
-    except ValueError:
-        return str(api_key)
 
 
 ApiNameFn = Callable[[int], str]

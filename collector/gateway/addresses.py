@@ -69,7 +69,7 @@ from collector.gateway.wire import (
     skip_tagged,
     tagged_fields,
 )
-from proto.api_keys import ApiKeys
+from proto.api_keys import ApiKeys, api_name
 from proto.errors import UnsupportedVersionError
 from proto.primitives import INT32, UINT16, BytesLike, read_uvarint, write_uvarint
 
@@ -548,9 +548,7 @@ def scan_addresses(
     try:
         return scanner(body, api_version)
     except WALK_ERRORS as exc:
-        raise malformed(
-            f"{ApiKeys(api_key).name} v{api_version} response", exc
-        ) from None
+        raise malformed(f"{api_name(api_key)} v{api_version} response", exc) from None
 
 
 def rewrite_addresses(

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from collector.gateway.upstream_login import LoginSink, UpstreamLogin, log_in
 from collector.net.upstream import Upstream, open_upstream
-from proto import ApiKeys, KafkaError, decode_response, encode_request
+from proto import ApiKeys, KafkaError, api_name, decode_response, encode_request
 from proto.messages import ApiVersionsRequest
 
 __all__ = ["ClusterAdmin"]
@@ -143,7 +143,7 @@ class ClusterAdmin:
             self.close()
             if isinstance(exc, TimeoutError):
                 raise TimeoutError(
-                    f"{ApiKeys(api_key).name} to {self.servers}: no answer in "
+                    f"{api_name(api_key)} to {self.servers}: no answer in "
                     f"{self.timeout_s:g} s"
                 ) from None
             raise
@@ -153,7 +153,7 @@ class ClusterAdmin:
         if frame.correlation_id != correlation_id:
             self.close()
             raise OSError(
-                f"{ApiKeys(api_key).name}: an answer for correlation id "
+                f"{api_name(api_key)}: an answer for correlation id "
                 f"{frame.correlation_id}, expected {correlation_id}"
             )
         return frame.message

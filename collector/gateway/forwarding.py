@@ -43,7 +43,7 @@ from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.sasl import SaslCapture
 from collector.gateway.throttle import read_throttle_ms, with_throttle_ms
 from collector.net.flush import PendingResponse
-from proto import ApiKeys, RequestFrame
+from proto import RequestFrame, api_name
 
 if TYPE_CHECKING:
     from collector.core.channel import Channel
@@ -149,7 +149,7 @@ class ClientPair:
             # request of type ... during SASL handshake"): nothing written.
             self._gateway.refused_unauthenticated(api_key)
             raise CloseConnection(
-                f"unexpected {_api_name(api_key)} request before SASL authentication"
+                f"unexpected {api_name(api_key)} request before SASL authentication"
             )
         started_ns = time.perf_counter_ns()
         exchange = Exchange(frame, session, channel, self._sasl, frame.raw)
@@ -249,13 +249,13 @@ class ClientPair:
             ):
                 # Answered though this connection never began a SASL exchange.
                 self._authentication.learned_not_required(
-                    f"{_api_name(frame.api_key)} answered to a client that did not "
+                    f"{api_name(frame.api_key)} answered to a client that did not "
                     "authenticate"
                 )
         try:
             response = self._respond(exchange, payload)
         except Exception as exc:  # a malformed response closes this pair only
-            self._break(f"malformed {_api_name(frame.api_key)} response: {exc}")
+            self._break(f"malformed {api_name(frame.api_key)} response: {exc}")
             return
         assert exchange.pending is not None
         exchange.pending.complete(response)
@@ -360,10 +360,3 @@ class ClientPair:
                 entry.pending.fail(error)
         if self._upstream is not None:
             self._upstream.close()
-
-
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKeys(api_key).name
-    except ValueError:
-        return f"api key {api_key}"

@@ -31,7 +31,7 @@ from collector.gateway.outages import UpstreamHealth
 from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.topology import Topology
 from collector.net.upstream import Upstream
-from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto import SUPPORTED_VERSIONS, api_name
 
 if TYPE_CHECKING:
     from collector.net.protocol import KafkaProtocol
@@ -255,11 +255,7 @@ class Gateway:
 
     def refused_unauthenticated(self, api_key: int) -> None:
         """A connection closed for a request before authentication (by API, /metrics)."""
-        try:
-            name = ApiKeys(api_key).name
-        except ValueError:
-            name = f"api key {api_key}"
-        self.stats.refused_unauthenticated[name] += 1
+        self.stats.refused_unauthenticated[api_name(api_key)] += 1
 
     # -- shutdown ------------------------------------------------------------------------
     @property

@@ -15,7 +15,7 @@ import dataclasses
 from typing import Any
 
 from collector.security.sasl.client import SaslClientError, new_sasl_client
-from proto import ApiKeys, KafkaError, decode_response, encode_request
+from proto import ApiKeys, KafkaError, api_name, decode_response, encode_request
 from proto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 __all__ = ["LoginSink", "UpstreamLogin", "log_in"]
@@ -102,4 +102,4 @@ def _decode(api_key: int, version: int, payload: bytes) -> Any:
     try:
         return decode_response(api_key, version, payload).message
     except KafkaError as exc:
-        raise OSError(f"malformed {ApiKeys(api_key).name} response: {exc}") from None
+        raise OSError(f"malformed {api_name(api_key)} response: {exc}") from None

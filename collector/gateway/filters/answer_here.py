@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collector.core.context import CloseConnection
 from collector.gateway.filters.base import CONTINUE, Exchange, Filter, LocalAnswers
-from proto import ApiKeys
+from proto import api_name
 
 __all__ = ["AnswerAcls", "AnswerHere", "AnswerScram"]
 
@@ -28,7 +28,7 @@ class AnswerHere(Filter):
     def on_request(self, exchange: Exchange) -> object:
         if exchange.sasl.authenticating:
             # Not authenticated yet: a broker closes such a connection (SaslCapture).
-            name = ApiKeys(exchange.frame.api_key).name
+            name = api_name(exchange.frame.api_key)
             raise CloseConnection(
                 f"unexpected {name} request during SASL authentication"
             )

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
 from collector.core.context import CloseConnection
-from proto import ApiKeys, KafkaError, RequestFrame
+from proto import KafkaError, RequestFrame, api_name
 
 if TYPE_CHECKING:
     from collector.core.channel import Channel
@@ -197,8 +197,6 @@ class GatewayServices:
 def malformed(frame: RequestFrame, exc: KafkaError) -> CloseConnection:
     """A request the gateway must read and cannot: only this client's connection closes
     (the network layer logs the reason once and counts it as a protocol error)."""
-    try:
-        name = ApiKeys(frame.api_key).name
-    except ValueError:
-        name = f"api key {frame.api_key}"
-    return CloseConnection(f"malformed {name} v{frame.api_version} request: {exc}")
+    return CloseConnection(
+        f"malformed {api_name(frame.api_key)} v{frame.api_version} request: {exc}"
+    )

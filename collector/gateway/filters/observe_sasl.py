@@ -10,7 +10,7 @@ from typing import Final
 
 from collector.core.context import CloseConnection
 from collector.gateway.filters.base import CONTINUE, Body, Exchange, Filter
-from proto import ApiKeys, KafkaError
+from proto import ApiKeys, KafkaError, api_name
 from proto.errors import Errors
 
 __all__ = ["ObserveSasl"]
@@ -28,7 +28,7 @@ class ObserveSasl(Filter):
         try:
             exchange.sasl.on_request(exchange.frame)
         except KafkaError as exc:
-            name = ApiKeys(exchange.frame.api_key).name
+            name = api_name(exchange.frame.api_key)
             raise CloseConnection(f"malformed {name} request: {exc}") from None
         return CONTINUE
 

@@ -52,7 +52,7 @@ from collector.security.sasl.mechanism import (
 )
 from collector.security.sasl.oauthbearer import TokenValidator
 from collector.security.sasl.servers import MECHANISMS, SaslCallbacks, new_sasl_server
-from proto import ApiKeys, RequestFrame, decode_request, encode_response
+from proto import ApiKeys, RequestFrame, api_name, decode_request, encode_response
 from proto.errors import Errors, KafkaError
 from proto.messages.api_versions_response import ApiVersionsResponse
 from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
@@ -97,13 +97,6 @@ class _State(enum.Enum):
     COMPLETE = 5
     FAILED = 6
     REAUTH_BAD_MECHANISM = 7
-
-
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKeys(api_key).name
-    except ValueError:
-        return str(api_key)
 
 
 class SaslAuthenticator:
@@ -193,7 +186,7 @@ class SaslAuthenticator:
             self._state = _State.FAILED
             return Step(
                 StepKind.CLOSE,
-                reason=f"Unexpected Kafka request of type {_api_name(api_key)} during SASL "
+                reason=f"Unexpected Kafka request of type {api_name(api_key)} during SASL "
                 "handshake.",
             )
         return self._handshake(frame)
@@ -238,7 +231,7 @@ class SaslAuthenticator:
         api_key = frame.api_key
         if api_key != _SASL_AUTHENTICATE:
             self._state = _State.FAILED
-            reason = f"Unexpected Kafka request of type {_api_name(api_key)} during SASL authentication."
+            reason = f"Unexpected Kafka request of type {api_name(api_key)} during SASL authentication."
             response: object | None = None
             if api_key == _SASL_HANDSHAKE:
                 response = SaslHandshakeResponse(error_code=Errors.ILLEGAL_SASL_STATE)
@@ -364,7 +357,7 @@ class SaslAuthenticator:
             self._state = _State.FAILED
             return Step(
                 StepKind.CLOSE,
-                reason=f"{_api_name(frame.api_key)} v{frame.api_version} refused during SASL "
+                reason=f"{api_name(frame.api_key)} v{frame.api_version} refused during SASL "
                 f"authentication: {exc}",
             )
 
