@@ -90,9 +90,12 @@ def make_gateway(data_dir: Path, clock: FakeClock) -> Any:
         "admin": AdminSplitter(None, 100 * 1024 * 1024),
         "open_upstream": None,
         "discover": None,
-        "clock_ms": clock.now_ms,
     }
     parameters = inspect.signature(Gateway).parameters
+    if "clock" in parameters:
+        settings["clock"] = clock
+    else:  # the gateway before it took the node's clock
+        settings["clock_ms"] = clock.now_ms
     if "local_api_versions" in parameters:  # before the gateway derived them
         settings["local_api_versions"] = {}
     if "topology" in parameters:  # the gateway before its filter table
