@@ -40,7 +40,8 @@ log = logging.getLogger("exporters.kafka_topic")
 
 # Records taken from the consumer per end_offset() call (its fetch queue holds more).
 _CONSUME_BATCH: Final = 500
-_LAG_TIMEOUT_S: Final = 5.0
+# A scrape during an outage waits this long per call before the last value is shown.
+_LAG_TIMEOUT_S: Final = 2.0
 
 
 class TopicSource:
