@@ -401,3 +401,47 @@ def test_the_forwarder_reads_the_topic_into_a_real_otelcol(
         p: end for p, end in ends.items() if end
     }
     print(f"\n{len(records)} pushes, {points} data points forwarded; lag 0")
+
+
+def test_a_broker_killed_under_load_loses_no_answered_push(
+    kafka_cluster: KafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three brokers, the topic replicated three times (min.insync.replicas 2): SIGKILL
+    one while clients push; every push answered 0 is in the topic exactly once."""
+    answers = Answers(monkeypatch)
+    bootstrap = kafka_cluster.bootstrap_servers()
+    topic = f"telemetry-kill-{uuid.uuid4().hex[:8]}"
+    data_dir = tmp_path / "data"
+    subscribe_producers(data_dir)
+    settings = {
+        "landing.kafka.topic": topic,
+        "landing.kafka.bootstrap.servers": bootstrap,
+        "landing.kafka.topic.partitions": 3,
+        "landing.kafka.topic.replication.factor": 3,
+    }
+    with RunningCollector(data_dir, **settings) as collector:
+        clients = [client(collector.bootstrap, f"orders-{i}") for i in range(3)]
+        try:
+            eventually_sync(
+                lambda: len(answers.produced) >= 15, timeout_s=60, what="15 pushes"
+            )
+            produced_at_kill = len(answers.produced)
+            kafka_cluster.kill_node(2)
+            try:
+                eventually_sync(
+                    lambda: len(answers.produced) >= produced_at_kill + 30,
+                    timeout_s=90,
+                    what="30 more pushes with a broker killed",
+                )
+            finally:
+                kafka_cluster.ensure_running()
+        finally:
+            for producer in clients:
+                producer.close()
+    records = read_topic(bootstrap, topic)
+    accepted = answers.accepted()
+    assert_in_topic_exactly_once(records, accepted)
+    print(
+        f"\n{len(accepted)} pushes answered 0 ({len(answers.produced) - produced_at_kill}"
+        f" after the kill), all in the topic once; {len(answers.refused)} answered 89"
+    )
