@@ -87,9 +87,9 @@ class TopicSource:
         return self._next
 
     def read(self, from_offset: int) -> Iterator[LandingRecord]:
-        unread = self._unread
-        while unread:
-            number, message = unread.popleft()
+        # self._unread, not a local: a skip or a revocation replaces it.
+        while self._unread:
+            number, message = self._unread.popleft()
             if number < from_offset:
                 continue
             try:
@@ -140,9 +140,17 @@ class TopicSource:
 
     def _revoked(self, consumer: Any, partitions: list[TopicPartition]) -> None:
         gone = {p.partition for p in partitions}
-        # Not handed to the forwarder yet: the partition's next owner reads them.
+        # Not handed to the forwarder yet: the partition's next owner reads them, and
+        # their offsets must never be committed from here (that would skip them for the
+        # group).  What was handed over is still sent and committed: at worst twice.
+        dropped = {n for n, m in self._unread if m.partition() in gone}
+        if not dropped:
+            return
         self._unread = collections.deque(
-            (n, m) for n, m in self._unread if m.partition() not in gone
+            (n, m) for n, m in self._unread if n not in dropped
+        )
+        self._uncommitted = collections.deque(
+            entry for entry in self._uncommitted if entry[0] not in dropped
         )
 
     # ------------------------------------------------------------ lag

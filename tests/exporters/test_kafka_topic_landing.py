@@ -198,3 +198,96 @@ def test_the_gateway_lands_on_the_fronted_cluster_with_its_login() -> None:
     }
     producer = settings.producer_config()
     assert producer["enable.idempotence"] is True and producer["acks"] == "all"
+
+
+class FakeMessage:
+    def __init__(self, partition: int, offset: int, headers: Any) -> None:
+        self._partition = partition
+        self._offset = offset
+        self._headers = headers
+
+    def error(self) -> None:
+        return None
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def headers(self) -> Any:
+        return self._headers
+
+    def value(self) -> bytes:
+        return b"payload"
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_763_700_000_000)
+
+
+class FakeConsumer:
+    def __init__(self, messages: list[FakeMessage]) -> None:
+        self.messages = messages
+        self.commits: list[dict[int, int]] = []
+
+    def consume(self, num_messages: int, timeout: float) -> list[FakeMessage]:
+        taken, self.messages = (
+            self.messages[:num_messages],
+            self.messages[num_messages:],
+        )
+        return taken
+
+    def commit(self, offsets: list[Any], asynchronous: bool) -> None:
+        self.commits.append({tp.partition: tp.offset for tp in offsets})
+
+    def close(self) -> None:
+        pass
+
+
+def topic_source(messages: list[FakeMessage]) -> tuple[Any, FakeConsumer]:
+    from exporters.kafka_topic import TopicSource
+
+    settings = TopicSettings(topic="t", client={"bootstrap.servers": "127.0.0.1:9"})
+    source = TopicSource(settings, "g")
+    source._consumer.close()
+    fake = source._consumer = FakeConsumer(messages)
+    return source, fake
+
+
+def ours(index: int) -> list[tuple[str, bytes]]:
+    return [
+        ("ktc.format", b"1"),
+        ("ktc.context", encode_context(telemetry_context(index))),
+    ]
+
+
+def test_the_forwarders_source_commits_per_partition_what_was_delivered() -> None:
+    messages = [
+        FakeMessage(0, 10, ours(0)),
+        FakeMessage(1, 5, ours(1)),
+        FakeMessage(0, 11, [("ktc.format", b"9")]),  # not ours: skipped, committed
+        FakeMessage(1, 6, ours(3)),
+    ]
+    source, consumer = topic_source(messages)
+    assert source.end_offset() == 4
+    read = list(source.read(0))
+    assert [r.offset for r in read] == [0, 1, 2]  # numbers stay dense
+    assert [r.context.correlation_id for r in read] == [0, 1, 3]
+    assert read[0].appended_time_unix_nano == 1_763_700_000_000 * 1_000_000
+    source.commit(2)  # the first two delivered: the skipped one goes with the second
+    source.commit(3)
+    assert consumer.commits == [{0: 12, 1: 6}, {1: 7}]
+    assert source.records_skipped == 1
+
+
+def test_a_revoked_partitions_unread_records_are_never_committed_here() -> None:
+    from confluent_kafka import TopicPartition
+
+    messages = [FakeMessage(0, 10, ours(0)), FakeMessage(1, 5, ours(1))]
+    source, consumer = topic_source(messages)
+    source.end_offset()
+    source._revoked(None, [TopicPartition("t", 1)])  # partition 1 went elsewhere
+    read = list(source.read(0))
+    assert [r.offset for r in read] == [0]
+    source.commit(1)
+    assert consumer.commits == [{0: 11}]  # partition 1's offset 5 is its new owner's
