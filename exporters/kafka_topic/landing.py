@@ -84,9 +84,10 @@ class TopicLanding:
             producer if producer is not None else Producer(settings.producer_config())
         )
         self._next = 0  # the number the next produced record gets
-        # Produced, no report yet: number -> (context, payload), in produce order, so the
-        # lowest outstanding number is the first key.
-        self._outstanding: dict[int, tuple[TelemetryContext, bytes]] = {}
+        # Produced, no report yet: number -> context (what names the push to refuse; the
+        # payload is librdkafka's to keep), in produce order, so the lowest outstanding
+        # number is the first key.
+        self._outstanding: dict[int, TelemetryContext] = {}
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._reports: list[tuple[int, KafkaError | None]] = []
         self._poll_handle: asyncio.TimerHandle | None = None
@@ -117,7 +118,7 @@ class TopicLanding:
         except KafkaException as exc:
             return self._refused(str(exc))
         self._next = number + 1
-        self._outstanding[number] = (context, payload)
+        self._outstanding[number] = context
         self.records_produced += 1
         if self._poll_handle is None:
             self._poll_handle = self._loop.call_later(_POLL_S, self._poll)
@@ -172,7 +173,7 @@ class TopicLanding:
     def _delivered(self, reports: list[tuple[int, KafkaError | None]]) -> None:
         outstanding = self._outstanding
         for number, error in reports:
-            record = outstanding.pop(number, None)
+            context = outstanding.pop(number, None)
             if error is None:
                 self.records_delivered += 1
                 self.unwritable = None
@@ -181,10 +182,10 @@ class TopicLanding:
             self.unwritable = self._last_failure = (
                 f"delivery to {self.topic} failed: {error.str()}"
             )
-            if record is not None:
+            if context is not None:
                 for waiter in self._waiters:
                     if number < waiter.until:
-                        waiter.failed.append(record)
+                        waiter.failed.append((context, b""))
             self._log_failure()
         lowest = next(iter(outstanding), self._next)
         waiters = self._waiters

@@ -43,6 +43,9 @@ class TopicSettings:
             "linger.ms": 5,
             # Small produce requests, answered in turn: Nagle would hold them for ACKs.
             "socket.nagle.disable": True,
+            # What waits for the cluster is bounded (librdkafka's default is 1 GiB): past
+            # it produce() refuses and the push is answered 89.
+            "queue.buffering.max.kbytes": 65536,
             "client.id": "ktc-landing",
         }
 
