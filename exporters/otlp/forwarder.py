@@ -18,6 +18,9 @@ Delivery contract
 * ``retry_on_failure.enabled: false`` keeps the Collector's meaning: a failed batch is
   dropped (and counted) after its one attempt.
 
+Sources: landing directories, or a ``RecordSource`` read the same way (the landing topic,
+exporters/kafka_topic/source.py, whose position is its consumer group's offsets).
+
 Threads: ``sending_queue.num_consumers`` threads, each owning a fixed share of the landing
 directories (one directory is never served by two threads).  See ``transport.py`` for why
 the gRPC side is synchronous.
@@ -29,6 +32,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
+import os
 import random
 import threading
 from collections.abc import Generator, Iterator, Sequence
@@ -255,7 +259,9 @@ class OtlpForwarder:
         self.consumer_name = consumer_name_for(exporter_name)
         self._tails = [
             _LogTail(
-                d if not isinstance(d, str) else Path(d), self.consumer_name, clock
+                Path(d) if isinstance(d, str | os.PathLike) else d,
+                self.consumer_name,
+                clock,
             )
             for d in landing_dirs
         ]
