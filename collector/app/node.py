@@ -10,7 +10,7 @@ list of start steps, in order (each a method of the same name with a leading und
 |---|---|
 | ``plan_listeners`` | parse ``listeners`` / ``advertised.listeners`` (nothing bound yet) |
 | ``open_data_dir`` | the data directory and the cluster id (``meta.properties``) |
-| ``open_store`` | the subscription and quota store |
+| ``open_store`` | **the mode's**: the subscription and quota store (local, or the subscriptions a Kafka cluster holds) |
 | ``open_credentials`` | the SCRAM credential store (``config/scram-credentials.yaml``) |
 | ``open_oauthbearer`` | OAUTHBEARER's JWKS and token validator, when configured |
 | ``open_landing`` | the landing log, or the landing topic (``landing.kafka.topic``), unless an exporter was given, and the gate answers wait on |

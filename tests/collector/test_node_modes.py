@@ -9,7 +9,7 @@ from collector.app.gateway_server import GatewayServer
 from collector.app.node import START_STEPS, Node
 from collector.app.server import CollectorServer
 
-MODE_STEPS = {"build_handler", "bind_mode_listeners"}
+MODE_STEPS = {"open_store", "build_handler", "bind_mode_listeners"}
 MODE_HOOKS = {f"_{step}" for step in MODE_STEPS} | {"_connection_handler"}
 
 
