@@ -309,6 +309,8 @@ async def start_gateway(tmp_path: Path) -> AsyncIterator[Start]:
             # The scripted upstream answers only what a test scripts: the gateway cannot
             # ask it whether it requires authentication, and serves until it learns.
             "gateway.telemetry.require.authentication": False,
+            # Nor can it hold the client-metrics configs: the gateway's own store.
+            "gateway.subscriptions.store": "local",
         }
         settings.update(overrides)
         config = load_config(environ={}, overrides=settings)
