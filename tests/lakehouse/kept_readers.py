@@ -37,7 +37,7 @@ __all__ = [
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-ANSWER_TIMEOUT_S = 180.0  # one answer on a loaded 2-core machine, at most
+ANSWER_TIMEOUT_S = 300.0  # one answer on a loaded 2-core machine, at most
 BEELINE_TAG = "answer"  # beeline statements select it first: `SELECT 'answer', ...`
 
 

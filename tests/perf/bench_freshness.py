@@ -190,6 +190,10 @@ def main() -> None:
             for watcher in watchers:
                 watcher.join()
             committed_s = committed_at[0] - pushed
+            if missing := [n for n in readers if n not in visible]:
+                raise SystemExit(
+                    f"probe {probe}: {', '.join(missing)} failed; logs in {logs}"
+                )
             for name in readers:
                 results[name].append(visible[name])
             print(
@@ -206,11 +210,17 @@ def main() -> None:
             f"worst push -> visible over every reader: {worst:.1f} s; ratio to the "
             f"{BUDGET_S:.0f} s budget: {worst / BUDGET_S:.2f} (<= 1 passes)"
         )
+    except BaseException:
+        keep = True  # the readers' logs, for the failure
+        raise
+    else:
+        keep = False
     finally:
         for proc in reversed(kept):
             stop(proc)
         log.close()
-        shutil.rmtree(root, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
