@@ -197,8 +197,14 @@ def test_random_kills_and_maintenance_leave_every_record_exactly_once(
             if proc.returncode == -signal.SIGKILL:
                 assert spec is not None
                 kills[spec.split("@")[0].split(":")[0]] += 1
-        for action in _maintain(spark, faulted, rng):
+        actions = _maintain(spark, faulted, rng)
+        for action in actions:
             maintenance[action.split("(")[0]] += 1
+        print(
+            f"round {rounds}: {specs} -> {[p.returncode for p in procs]}, then "
+            f"{actions or 'no maintenance'}; {sum(kills.values())} kills so far",
+            flush=True,
+        )
 
     for node in nodes:  # the last round completes
         proc = _start_ingest(node, faulted, None, 5)
