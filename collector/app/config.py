@@ -700,6 +700,17 @@ class CollectorConfig(BaseModel):
             )
         if self.landing_kafka_bootstrap_servers is not None:
             parse_host_ports(self.landing_kafka_bootstrap_servers)
+        elif (
+            self.gateway_upstream_security_protocol.startswith("SASL")
+            and self.gateway_upstream_sasl_mechanism is None
+        ):
+            # Clients' SASL passes through to the cluster: the gateway has no login of its
+            # own to produce with.
+            raise ValueError(
+                "landing.kafka.topic on a SASL cluster needs a login: "
+                "gateway.upstream.sasl.*, or landing.kafka.bootstrap.servers with "
+                "landing.kafka.sasl.*"
+            )
         login = (
             self.landing_kafka_sasl_mechanism,
             self.landing_kafka_sasl_username,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
-from conftest import metrics_data, telemetry_context
+from otlp_receiver import sample_context, sample_metrics_data
 
 from collector.app.config import ConfigError, load_config
 from collector.app.landing_topic import topic_settings
@@ -26,6 +26,11 @@ from exporters.kafka_topic import (
     encode_headers,
 )
 from exporters.landing.format import encode_context
+
+
+def telemetry_context(index: int) -> Any:
+    """Push ``index``'s context (its correlation id)."""
+    return sample_context(correlation_id=index)
 
 
 class HeldProducer:
@@ -65,7 +70,7 @@ def landing(producer: HeldProducer) -> TopicLanding:
 
 def test_the_record_is_plain_otlp_with_the_context_in_a_header() -> None:
     context = telemetry_context(7)
-    payload = metrics_data(7).SerializeToString()
+    payload = sample_metrics_data().SerializeToString()
     headers = encode_headers(context)
     assert headers == [("ktc.format", b"1"), ("ktc.context", encode_context(context))]
     # What docs/landing-log.md tells a plain consumer to do.
@@ -291,3 +296,18 @@ def test_a_revoked_partitions_unread_records_are_never_committed_here() -> None:
     assert [r.offset for r in read] == [0]
     source.commit(1)
     assert consumer.commits == [{0: 11}]  # partition 1's offset 5 is its new owner's
+
+
+def test_a_gateway_without_a_login_of_its_own_cannot_produce_to_a_sasl_cluster() -> (
+    None
+):
+    with pytest.raises(ConfigError, match="needs a login") as refused:
+        load_config(
+            environ={},
+            overrides={
+                "landing.kafka.topic": "t",
+                "gateway.upstream.bootstrap.servers": "k1:9092",
+                "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
+            },
+        )
+    assert "\n" not in str(refused.value)

@@ -527,3 +527,52 @@ def test_the_forwarder_commits_only_what_the_receiver_accepted(
         f"\nlag {lag:.0f} after {during} pushes landed during the outage; "
         f"{len(with_points)} pushes forwarded once each, lag back to 0"
     )
+
+
+def test_the_topic_on_a_sasl_only_cluster_with_the_collectors_login(
+    sasl_only_cluster: KafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """landing.kafka.security.protocol and .sasl.* as gateway.upstream.* spells them: the
+    collector produces (and creates the topic) as alice on a cluster that lets nobody in
+    without a login."""
+    answers = Answers(monkeypatch)
+    topic = f"telemetry-sasl-{uuid.uuid4().hex[:8]}"
+    data_dir = tmp_path / "data"
+    subscribe_producers(data_dir)
+    settings = {
+        "landing.kafka.topic": topic,
+        "landing.kafka.bootstrap.servers": sasl_only_cluster.bootstrap_servers(),
+        "landing.kafka.security.protocol": "SASL_PLAINTEXT",
+        "landing.kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "landing.kafka.sasl.username": "alice",
+        "landing.kafka.sasl.password": sasl_only_cluster.sasl_users["alice"],
+    }
+    with RunningCollector(data_dir, **settings) as collector:
+        producer = client(collector.bootstrap, "orders-sasl")
+        try:
+            eventually_sync(
+                lambda: len(answers.produced) >= 4, timeout_s=60, what="4 pushes"
+            )
+        finally:
+            producer.close()
+    reader = sasl_only_cluster.client_config("SASL_PLAINTEXT", user="alice")
+    consumer = Consumer(
+        {**reader, "group.id": f"r-{uuid.uuid4().hex}", "auto.offset.reset": "earliest"}
+    )
+    try:
+        consumer.subscribe([topic])
+        records: list[Any] = []
+        eventually_sync(
+            lambda: (
+                records.extend(
+                    m for m in consumer.consume(100, timeout=0.5) if m.error() is None
+                )
+                or len(records) >= len(answers.produced)
+            ),
+            timeout_s=30,
+            what="every push read back as alice",
+        )
+    finally:
+        consumer.close()
+    assert_in_topic_exactly_once(records, answers.accepted())
+    print(f"\n{len(records)} pushes in the topic of a SASL-only cluster")
