@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +91,24 @@ def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[i
         return [log.append(context, payload) for context, payload in pushes]
     finally:
         log.close()
+
+
+def ingest_once_argv(lake_dir: Path, database: str, *args: str) -> list[str]:
+    """`ktc ingest --once` on one local core of this interpreter, into a test lake: the
+    processes the fault and reader tests start (and kill)."""
+    return [
+        sys.executable,
+        "-m",
+        "exporters.lakehouse",
+        "ingest",
+        "--once",
+        *args,
+        "--lake-dir",
+        str(lake_dir),
+        "--database",
+        database,
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.sql.shuffle.partitions=1",
+    ]

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
+from conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
 from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli import run_sql
@@ -77,25 +77,14 @@ def _ingest(
     if kill_at:
         env["KTC_LAKEHOUSE_KILL_AT"] = kill_at
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "exporters.lakehouse",
-            "ingest",
-            "--once",
+        ingest_once_argv(
+            config.lake_dir,
+            config.database,
             "--max-records-per-batch",
             str(BATCH),
             "--data-dir",
             str(data_dir),
-            "--lake-dir",
-            str(config.lake_dir),
-            "--database",
-            config.database,
-            "--master",
-            "local[1]",
-            "--conf",
-            "spark.sql.shuffle.partitions=1",
-        ],
+        ),
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -28,12 +28,11 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
+from conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
 from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli import run_sql
@@ -77,25 +76,14 @@ def _start_ingest(
     if kill_at:
         env["KTC_LAKEHOUSE_KILL_AT"] = kill_at
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "exporters.lakehouse",
-            "ingest",
-            "--once",
+        ingest_once_argv(
+            config.lake_dir,
+            config.database,
             "--landing-dir",
             str(directory),
             "--max-records-per-batch",
             str(batch),
-            "--lake-dir",
-            str(config.lake_dir),
-            "--database",
-            config.database,
-            "--master",
-            "local[1]",
-            "--conf",
-            "spark.sql.shuffle.partitions=1",
-        ],
+        ),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -23,14 +23,13 @@ import dataclasses
 import os
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import require_lake_jars, write_landing
+from conftest import ingest_once_argv, require_lake_jars, write_landing
 from kept_readers import (
     ANSWER_TIMEOUT_S,
     free_port,
@@ -80,23 +79,7 @@ def _landing(node: Path, first: int, count: int) -> None:
 
 def _ingest_once(node: Path, lake: Path, env: dict[str, str]) -> None:
     run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "exporters.lakehouse",
-            "ingest",
-            "--once",
-            "--landing-dir",
-            str(node),
-            "--lake-dir",
-            str(lake),
-            "--database",
-            DATABASE,
-            "--master",
-            "local[1]",
-            "--conf",
-            "spark.sql.shuffle.partitions=1",
-        ],
+        ingest_once_argv(lake, DATABASE, "--landing-dir", str(node)),
         cwd=REPO,
         env=env,
         capture_output=True,
