@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,15 @@ def client_metrics_command(bootstrap: str, *args: str, work: Path) -> str:
     return done.stdout
 
 
+def delete_every_subscription(bootstrap: str, work: Path) -> list[str]:
+    """Delete every client-metrics config resource the cluster holds; their names."""
+    described = client_metrics_command(bootstrap, "--describe", work=work)
+    names = re.findall(r"Client metrics configs for (\S+) are:", described)
+    for name in names:
+        client_metrics_command(bootstrap, "--delete", "--name", name, work=work)
+    return names
+
+
 def interval_served(port: int, client_id: str) -> int:
     """The push interval (ms) a new client instance with ``client_id`` gets at ``port``."""
     answer, _ = exchange(
@@ -142,7 +152,12 @@ def metric_names(record: LandingRecord) -> set[str]:
 def replicas(
     kafka_cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[RunningGateway]]:
-    """Three replicas of one gateway, each with its own (empty) data directory."""
+    """Three replicas of one gateway, each with its own (empty) data directory, in front
+    of a cluster holding no subscription (earlier tests' on the shared cluster would
+    match this module's clients too)."""
+    delete_every_subscription(
+        kafka_cluster.bootstrap_servers(), tmp_path_factory.mktemp("cleanup")
+    )
     started: list[RunningGateway] = []
     try:
         for number in (1, 2, 3):
