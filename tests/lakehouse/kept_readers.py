@@ -45,10 +45,14 @@ class LineReader:
     """A reader process asked through its stdin, answering on its stdout."""
 
     def __init__(
-        self, proc: subprocess.Popen[str], parse: Callable[[str], int | None]
+        self,
+        proc: subprocess.Popen[str],
+        parse: Callable[[str], int | None],
+        terminator: str = "",
     ) -> None:
         self.proc = proc
         self._parse = parse
+        self._terminator = terminator  # what ends a statement for this reader
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -78,7 +82,7 @@ class LineReader:
 
     def ask(self, statement: str) -> int:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(statement + "\n")
+        self.proc.stdin.write(statement + self._terminator + "\n")
         self.proc.stdin.flush()
         return self.answer()
 
@@ -161,7 +165,8 @@ def start_thriftserver(
 def start_beeline(
     port: int, database: str, env: dict[str, str], log: IO[str]
 ) -> LineReader:
-    """beeline on one connection kept open; ask it ``SELECT 'answer', <integer> ...;``."""
+    """beeline on one connection kept open; ask it ``SELECT 'answer', <integer> ...``
+    (beeline runs a statement once it reads its ``;``)."""
     proc = subprocess.Popen(
         [
             str(spark_home() / "bin" / "beeline"),
@@ -180,7 +185,7 @@ def start_beeline(
         text=True,
         start_new_session=True,
     )
-    return LineReader(proc, _beeline_value)
+    return LineReader(proc, _beeline_value, terminator=";")
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -133,7 +133,7 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
                 "SELECT count(*) FROM pushes"
             ),
             "beeline": lambda: beeline_reader.ask(
-                "SELECT 'answer', count(*) FROM pushes;"
+                "SELECT 'answer', count(*) FROM pushes"
             ),
             "cache left on": lambda: cached.sql(
                 f"SELECT count(*) FROM {table}"
