@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
 from proto.errors import Errors, KafkaError
-from subscriptions.model import CONFIG_KEYS, Subscription
+from subscriptions.model import Subscription
 from subscriptions.quotas import QuotaEntity, QuotaFilterComponent
 from subscriptions.store import ConfigSnapshot, ConfigStore, OnChange, _freeze
 
@@ -136,10 +136,7 @@ class ClusterSubscriptionStore:
         return list(self.snapshot().subscription_configs)
 
     def describe(self, name: str, include_defaults: bool = False) -> dict[str, str]:
-        stored = dict(self.snapshot().subscription_configs.get(name, {}))
-        if not include_defaults:
-            return {k.name: stored[k.name] for k in CONFIG_KEYS if k.name in stored}
-        return {key.name: stored.get(key.name, key.default) for key in CONFIG_KEYS}
+        return self.snapshot().describe(name, include_defaults)
 
     def alter_subscription(
         self,

@@ -219,6 +219,16 @@ class ConfigSnapshot:
     def subscription(self, name: str) -> Subscription | None:
         return next((s for s in self.subscriptions if s.name == name), None)
 
+    def describe(self, name: str, include_defaults: bool = False) -> dict[str, str]:
+        """A subscription's set keys as stored (Kafka before 4.1); with defaults for
+        the rest (4.1+)."""
+        stored = self.subscription_configs.get(name, {})
+        if not include_defaults:
+            return {
+                key.name: stored[key.name] for key in CONFIG_KEYS if key.name in stored
+            }
+        return {key.name: stored.get(key.name, key.default) for key in CONFIG_KEYS}
+
 
 _KNOWN_KEYS = frozenset(key.name for key in CONFIG_KEYS)
 
@@ -363,12 +373,7 @@ class ConfigStore:
 
     def describe(self, name: str, include_defaults: bool = False) -> dict[str, str]:
         """The set keys as stored (Kafka before 4.1); with defaults for the rest (4.1+)."""
-        stored = dict(self._snapshot.subscription_configs.get(name, {}))
-        if not include_defaults:
-            return {
-                key.name: stored[key.name] for key in CONFIG_KEYS if key.name in stored
-            }
-        return {key.name: stored.get(key.name, key.default) for key in CONFIG_KEYS}
+        return self._snapshot.describe(name, include_defaults)
 
     def alter_subscription(
         self,
