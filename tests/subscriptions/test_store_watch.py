@@ -85,7 +85,9 @@ async def test_a_configmap_style_symlink_swap_is_seen(tmp_path: Path) -> None:
         os.symlink(second.name, config_dir / "..data_tmp")
         os.replace(config_dir / "..data_tmp", config_dir / "..data")  # the atomic swap
         await _until(lambda: store.list_names() == ["v2"])
-        assert seen and seen[-1].subscriptions[0].name == "v2"
+        # The store installs the new state before the watcher calls back: wait for both.
+        await _until(lambda: bool(seen))
+        assert seen[-1].subscriptions[0].name == "v2"
     finally:
         stop.set()
         await asyncio.wait_for(task, 5)
