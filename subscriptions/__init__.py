@@ -25,7 +25,7 @@ from subscriptions.model import (
     SELECTORS,
     Subscription,
 )
-from subscriptions.quotas import ANY, QuotaEntity, QuotaFilterComponent
+from subscriptions.quota_entities import ANY, QuotaEntity, QuotaFilterComponent
 from subscriptions.store import ConfigSnapshot, ConfigStore
 from subscriptions.subscription_id import compute_subscription_id
 

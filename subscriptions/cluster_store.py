@@ -32,7 +32,7 @@ from typing import Any
 
 from proto.errors import Errors, KafkaError
 from subscriptions.model import Subscription
-from subscriptions.quotas import QuotaEntity, QuotaFilterComponent
+from subscriptions.quota_entities import QuotaEntity, QuotaFilterComponent
 from subscriptions.store import ConfigSnapshot, ConfigStore, OnChange, _freeze
 
 __all__ = ["ClusterSubscriptionStore"]

@@ -60,7 +60,7 @@ from subscriptions.model import (
     check_altered_value_length,
     normalise_config_value,
 )
-from subscriptions.quotas import (
+from subscriptions.quota_entities import (
     QuotaEntity,
     QuotaFilterComponent,
     filter_quotas,

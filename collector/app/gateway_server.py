@@ -30,9 +30,9 @@ from collector.gateway.admin_split import AdminSplitter
 from collector.gateway.authentication import SASL_PROTOCOLS
 from collector.gateway.filters import answered_here
 from collector.gateway.filters.base import LocalAnswerSettings
+from collector.gateway.forwarded_quotas import GatewayQuotas
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.metrics import gateway_metrics
-from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.service import Gateway
 from collector.gateway.topology import Topology, TopologyError
 from collector.gateway.upstream_cluster import UpstreamCluster, UpstreamClusterError

@@ -80,7 +80,7 @@ from collector.net.protocol import KafkaProtocol
 from collector.net.request_memory import RequestMemory
 from collector.net.tls import TlsError, server_ssl_context
 from collector.pipeline.dispatch import Dispatcher
-from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.quota_enforcer import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from collector.security.acls_file import DurableAclStore
 from collector.security.authorizer import StandardAuthorizer, parse_super_users

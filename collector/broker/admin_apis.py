@@ -84,7 +84,7 @@ from quota import ControllerMutationQuota, ThrottlingQuotaExceededError
 from quota.mutation_quota import UNBOUNDED_MUTATION_QUOTA
 from subscriptions.java_hashset import JavaHashSet
 from subscriptions.model import CONFIG_KEYS
-from subscriptions.quotas import ANY, QuotaFilterComponent
+from subscriptions.quota_entities import ANY, QuotaFilterComponent
 
 __all__ = [
     "CLIENT_METRICS",

@@ -38,8 +38,8 @@ from collector.gateway.authentication import (
     UpstreamAuthentication,
 )
 from collector.gateway.filters.base import CONTINUE, Body, Chain, Exchange
+from collector.gateway.forwarded_quotas import GatewayQuotas
 from collector.gateway.frames import response_body_offset
-from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.sasl import SaslCapture
 from collector.gateway.throttle import read_throttle_ms, with_throttle_ms
 from collector.net.flush import PendingResponse

@@ -26,9 +26,9 @@ from collector.gateway.cluster import ClusterView
 from collector.gateway.discovery import Discovered
 from collector.gateway.filters import answered_here, build_chains
 from collector.gateway.filters.base import GatewayServices
+from collector.gateway.forwarded_quotas import GatewayQuotas
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.outages import UpstreamHealth
-from collector.gateway.quotas import GatewayQuotas
 from collector.gateway.topology import Topology
 from collector.net.upstream import Upstream
 from proto import SUPPORTED_VERSIONS, api_name

@@ -3,7 +3,7 @@
 The rules are a table (``api_key -> Api``); a key missing from it closes the connection,
 as Kafka closes a connection whose header names an API it does not know.  This is the one
 boundary where exceptions become responses, and the one place where the quota engine
-meets a request (:class:`~collector.pipeline.quotas.QuotaEnforcer`): handling time and size are
+meets a request (:class:`~collector.pipeline.quota_enforcer.QuotaEnforcer`): handling time and size are
 recorded after the handler ran, and a non-zero throttle goes into the response's
 ``throttle_time_ms`` and mutes the channel for that long (Kafka's
 ``sendResponseMaybeThrottle``, KIP-219).
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     # an argument parse, several times per push).
     from clock import Clock
     from collector.core.channel import Channel
-    from collector.pipeline.quotas import QuotaEnforcer
+    from collector.pipeline.quota_enforcer import QuotaEnforcer
     from collector.pipeline.request_metrics import RequestMetrics
 
 __all__ = ["Api", "Dispatcher", "push_response_v0"]

@@ -24,7 +24,7 @@ from collector_testkit import (
 from clock.testing import FakeClock
 from collector.broker.kafka_apis import KafkaApis
 from collector.pipeline.dispatch import Dispatcher
-from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.quota_enforcer import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from exporters.landing import LandingLog, LandingOptions, LandingReader
 from proto import ApiKeys, ClientConnection, ServerConnection

@@ -28,7 +28,7 @@ from clock import SYSTEM_CLOCK, Clock
 from clock.testing import FakeClock
 from collector.app.config import load_config
 from collector.app.server import CollectorServer
-from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.quota_enforcer import QuotaEnforcer
 from proto import ApiKeys, ClientConnection, ServerConnection
 from proto.errors import Errors
 from proto.messages import (

@@ -22,7 +22,7 @@ from collector.gateway.filters.base import (
     Filter,
     LocalAnswerSettings,
 )
-from collector.gateway.filters.quota import FetchQuota
+from collector.gateway.filters.record_quotas import FetchQuota
 from collector.gateway.filters.rewrite_addresses import RewriteAddresses
 from collector.gateway.service import Gateway
 from proto import SUPPORTED_VERSIONS, ApiKeys

@@ -25,8 +25,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i8, i32, i32Timedelta
 
 from clock.testing import FakeClock
-from collector.gateway.quotas import GatewayQuotas
-from collector.pipeline.quotas import QuotaEnforcer
+from collector.gateway.forwarded_quotas import GatewayQuotas
+from collector.pipeline.quota_enforcer import QuotaEnforcer
 from proto.connection import ServerConnection
 from proto.messages import fetch_response
 from quota import QuotaEngine

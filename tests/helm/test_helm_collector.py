@@ -36,7 +36,7 @@ from collector.net.listeners import (
 )
 from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
-from subscriptions.quotas import QuotaEntity
+from subscriptions.quota_entities import QuotaEntity
 from subscriptions.store import ConfigStore
 
 Docs = list[dict[str, Any]]

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from clock.testing import FakeClock
 from collector.core.session import Session
 from collector.gateway.admin_split import AdminSplitter
-from collector.gateway.quotas import GatewayQuotas
+from collector.gateway.forwarded_quotas import GatewayQuotas
 from collector.gateway.service import Gateway
 from collector.gateway.topology import Topology
-from collector.pipeline.quotas import QuotaEnforcer
+from collector.pipeline.quota_enforcer import QuotaEnforcer
 from proto import ApiKeys, ServerConnection, encode_request, encode_response
 from proto.messages import ProduceRequest, ProduceResponse
 from proto.messages import produce_request as pr

@@ -124,7 +124,7 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
 
     from clock.testing import FakeClock
     from collector.core.context import RequestContext
-    from collector.pipeline.quotas import QuotaEnforcer
+    from collector.pipeline.quota_enforcer import QuotaEnforcer
     from proto import ApiKeys, ClientConnection, ServerConnection, compression
     from proto.messages import PushTelemetryRequest, PushTelemetryResponse
     from quota import QuotaEngine

@@ -8,7 +8,7 @@ import pytest
 
 from proto.errors import Errors, KafkaError
 from subscriptions.config_file import ConfigFileError
-from subscriptions.quotas import ANY, QuotaEntity, QuotaFilterComponent
+from subscriptions.quota_entities import ANY, QuotaEntity, QuotaFilterComponent
 from subscriptions.store import ConfigStore
 
 INVALID_REQUEST = Errors.INVALID_REQUEST
@@ -131,7 +131,7 @@ def test_accepted_values() -> None:
     assert QuotaEntity.of({"ip": "::1"}).path == "ips/%3A%3A1"
     # DOUBLE keys take fractions; integral keys take whole doubles
     entity = QuotaEntity.of({"user": "a"})
-    from subscriptions.quotas import validate_quota_value
+    from subscriptions.quota_entities import validate_quota_value
 
     assert validate_quota_value(entity, "request_percentage", 0.5) == 0.5
     assert validate_quota_value(entity, "producer_byte_rate", 1048576.0) == 1048576.0

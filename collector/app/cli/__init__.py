@@ -7,7 +7,7 @@
 | ``ktc validate-config FILE``                     | validate a config file, print it      | ``validate``     |
 | ``ktc subscriptions alter|describe|list|delete`` | kafka-client-metrics.sh, local store  | ``subscriptions``|
 | ``ktc subscriptions alter ... --dry-run --server URL`` | what a change would do to live clients | ``subscriptions`` |
-| ``ktc quotas alter|describe``                    | kafka-configs.sh client quotas        | ``quotas``       |
+| ``ktc quotas alter|describe``                    | kafka-configs.sh client quotas        | ``client_quotas`` |
 | ``ktc users alter|describe|delete``              | kafka-configs.sh --entity-type users (SCRAM) | ``users`` |
 | ``ktc acls add|list|remove``                     | kafka-acls.sh for the CLUSTER         | ``acls``         |
 | ``ktc clients --server URL``                     | the live client instances             | ``clients``      |
@@ -37,7 +37,7 @@ COMMANDS = {
     "gateway": ("run", "gateway"),
     "validate-config": ("validate", "validate_config"),
     "subscriptions": ("subscriptions", "subscriptions"),
-    "quotas": ("quotas", "quotas"),
+    "quotas": ("client_quotas", "quotas"),
     "users": ("users", "users"),
     "landing": ("landing", "landing"),
     "clients": ("clients", "clients"),

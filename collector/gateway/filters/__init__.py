@@ -37,7 +37,11 @@ from collector.gateway.filters.base import (
 from collector.gateway.filters.cap_api_versions import CapApiVersions
 from collector.gateway.filters.learn_cluster import LearnCluster
 from collector.gateway.filters.observe_sasl import ObserveSasl
-from collector.gateway.filters.quota import FetchQuota, MutationQuota, ProduceQuota
+from collector.gateway.filters.record_quotas import (
+    FetchQuota,
+    MutationQuota,
+    ProduceQuota,
+)
 from collector.gateway.filters.rewrite_addresses import RewriteAddresses
 from collector.gateway.filters.split_client_metrics import SplitClientMetrics
 from proto import ApiKeys

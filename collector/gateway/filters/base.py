@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from collector.gateway.admin_split import AdminSplitter
     from collector.gateway.authentication import AuthenticationPolicy
     from collector.gateway.cluster import ClusterView
-    from collector.gateway.quotas import GatewayQuotas
+    from collector.gateway.forwarded_quotas import GatewayQuotas
     from collector.gateway.sasl import SaslCapture
     from collector.net.flush import PendingResponse
 

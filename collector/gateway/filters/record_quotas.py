@@ -1,6 +1,6 @@
 """The quotas a Kafka broker records per API, on the traffic the gateway forwards
 (``KafkaApis``'s handleProduceRequest, handleFetchRequest and the topic-mutation handlers),
-with the node's quota engine (``collector.gateway.quotas``):
+with the node's quota engine (``collector.gateway.forwarded_quotas``):
 
 | filter | API | request | response |
 |---|---|---|---|
@@ -69,7 +69,7 @@ class FetchQuota(Filter):
     def on_throttled(
         self, exchange: Exchange, body: memoryview, throttle_ms: int
     ) -> bytes | None:
-        # Kafka answers a fetch it throttles empty, un-recorded (quotas.py).
+        # Kafka answers a fetch it throttles empty, un-recorded (forwarded_quotas.py).
         services = self.services
         return services.quotas.throttled_fetch_response(
             exchange.frame,

@@ -201,7 +201,7 @@ def _number_or_text(text: str) -> object:
 @_entity_options
 def quotas_describe(data_dir: str, entity: dict[str, str | None]) -> None:
     """Print the quotas of matching entities (no option: all)."""
-    from subscriptions.quotas import QuotaFilterComponent
+    from subscriptions.quota_entities import QuotaFilterComponent
 
     components = [QuotaFilterComponent(kind, name) for kind, name in entity.items()]
     try:

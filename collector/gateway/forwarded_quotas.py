@@ -1,7 +1,7 @@
 """Kafka's quotas on the traffic a gateway forwards, recorded as a broker records them.
 
 The engine, its entity precedence and its config store are the collector's own
-(``collector.pipeline.quotas.QuotaEnforcer``); this module says *what* of the forwarded
+(``collector.pipeline.quota_enforcer.QuotaEnforcer``); this module says *what* of the forwarded
 traffic each quota meters (``KafkaApis`` is the model):
 
 | quota                      | Kafka (``KafkaApis``)                 | here                                 |
