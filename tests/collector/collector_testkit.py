@@ -1,10 +1,13 @@
-"""Helpers for the collector's unit tests: real subscriptions, real OTLP payloads."""
+"""Helpers for the collector's unit tests: real subscriptions, real OTLP payloads, a real
+node on loopback ports of its own."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
@@ -17,6 +20,8 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
 )
 
+from collector.app.config import CollectorConfig, load_config
+from collector.app.server import CollectorServer
 from collector.core.session import Session
 from collector.net.protocol import KafkaProtocol
 from collector.telemetry.client_metrics import ClientMetricsManager
@@ -25,6 +30,7 @@ from subscriptions.effective import EffectiveSubscription, resolve
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
 from subscriptions.matching import ClientMetadata
 from subscriptions.model import Subscription
+from subscriptions.store import ConfigStore
 
 
 class MemorySubscriptions:
@@ -223,3 +229,46 @@ def open_connections(server: Any) -> list[KafkaProtocol]:
 def newest_session(server: Any) -> Session:
     """The session of a running CollectorServer's most recent open connection."""
     return open_connections(server)[-1].session
+
+
+def collector_config(tmp_path: Path, **overrides: object) -> CollectorConfig:
+    """A collector on loopback ports of its own (port 0), its data under ``tmp_path``, the
+    landing log without fsync; ``overrides`` add or replace settings."""
+    return load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            # Not None: an override of None means "not overridden" (the default 0.0.0.0:8714).
+            "http.listener": "127.0.0.1:0",
+            "data.dir": str(tmp_path / "data"),
+            "landing": {"fsync": "never"},
+            **overrides,
+        },
+    )
+
+
+# The ``start`` fixture: ``await start(clock, **settings)`` starts one more node.
+Start = Callable[..., Awaitable[CollectorServer]]
+
+
+@asynccontextmanager
+async def running(
+    config: CollectorConfig, **options: Any
+) -> AsyncIterator[CollectorServer]:
+    """A started node (``options``: CollectorServer's keyword arguments), stopped on exit."""
+    server = CollectorServer(config, **options)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def subscribe_producers(tmp_path: Path) -> None:
+    """Store the subscription "producers" (the producer metrics, every second) in the data
+    directory ``collector_config(tmp_path)`` names, before the node starts."""
+    ConfigStore(tmp_path / "data").alter_subscription(
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
+        [],
+    )

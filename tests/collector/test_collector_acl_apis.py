@@ -4,15 +4,13 @@ the Java Admin over mTLS."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from collector_testkit import Start
 from wire_client import WireClient
 
-from collector.app.config import load_config
-from collector.app.server import CollectorServer
 from collector.security.acls import (
     AclBinding,
     AclOperation,
@@ -51,34 +49,6 @@ ALLOW, DENY = 3, 2
 ALTER_CONFIGS, DESCRIBE_CONFIGS, ALTER, DESCRIBE = 11, 10, 7, 8
 ANONYMOUS = "User:ANONYMOUS"
 DENIED = "Cluster authorization failed."
-
-Start = Callable[..., Any]
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[Start]:
-    servers: list[CollectorServer] = []
-
-    async def start_server(**keys: Any) -> CollectorServer:
-        config = load_config(
-            environ={},
-            overrides={
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "http.listener": "127.0.0.1:0",
-                "data.dir": str(tmp_path / "data"),
-                "landing": {"fsync": "never"},
-                **keys,
-            },
-        )
-        server = CollectorServer(config)
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield start_server
-    for server in servers:
-        await server.stop()
-
 
 AUTHORIZER = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from wire_client import WireClient
 
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from collector.broker.admin_apis import AdminApis
 from proto import ApiKeys
@@ -34,23 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 
 CLIENT_METRICS = 16
 SET, DELETE, APPEND = 0, 1, 2
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",  # None is dropped as "not given": 8714
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-        },
-    )
-    server = CollectorServer(config)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from collector_testkit import make_session, otlp_payload
+from collector_testkit import (
+    collector_config,
+    make_session,
+    otlp_payload,
+    running,
+)
 from wire_client import WireClient
 
 from collector.app.cli import cli
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from collector.telemetry.client_metrics import ClientMetricsManager
 from proto import ApiKeys
@@ -54,19 +58,8 @@ def store(tmp_path: Path) -> ConfigStore:
 
 @pytest.fixture
 async def server(tmp_path: Path, store: ConfigStore) -> AsyncIterator[CollectorServer]:
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-        },
-    )
-    server = CollectorServer(config, store=store)
-    await server.start()
-    yield server
-    await server.stop()
+    async with running(collector_config(tmp_path), store=store) as node:
+        yield node
 
 
 @pytest.fixture

@@ -11,11 +11,18 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from collector_testkit import newest_session, open_connections, otlp_payload, zstd
+from collector_testkit import (
+    collector_config,
+    newest_session,
+    open_connections,
+    otlp_payload,
+    running,
+    subscribe_producers,
+    zstd,
+)
 from waiting import eventually
 from wire_client import WireClient
 
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from exporters.landing import LandingReader
 from proto import SUPPORTED_VERSIONS, ApiKeys, encode_request
@@ -58,29 +65,18 @@ SERVED = {
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    data_dir = tmp_path / "data"
-    ConfigStore(data_dir).alter_subscription(
-        "producers",
-        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
-        [],
-    )
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(data_dir),
+    subscribe_producers(tmp_path)
+    config = collector_config(
+        tmp_path,
+        **{
             "node.id": 5,
             "cluster.id": "wire-cluster",
             "telemetry.max.bytes": 4096,
             "socket.request.max.bytes": 65536,
-            "landing": {"fsync": "never"},
         },
     )
-    server = CollectorServer(config)
-    await server.start()
-    yield server
-    await server.stop()
+    async with running(config) as node:
+        yield node
 
 
 async def client(
@@ -420,18 +416,10 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
     ConfigStore(data_dir).alter_subscription(
         "all", {"metrics": "*", "interval.ms": "100"}, []
     )
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(data_dir),
-            "landing": {"fsync": "always", "group_commit": True},
-        },
+    config = collector_config(
+        tmp_path, landing={"fsync": "always", "group_commit": True}
     )
-    server = CollectorServer(config)
-    await server.start()
-    try:
+    async with running(config) as server:
         log = server.exporter
         c = await client(server)
         gets = []
@@ -459,8 +447,6 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         assert log.durable_offset == log.next_offset == 5  # type: ignore[union-attr]
         assert [(await c.receive()).error_code for _ in range(4)] == [Errors.NONE] * 4
         await c.close()
-    finally:
-        await server.stop()
 
 
 # ----------------------------------------------------------------------------- backpressure

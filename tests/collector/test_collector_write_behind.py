@@ -15,16 +15,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import RecordingTransport, otlp_payload, zstd
+from collector_testkit import (
+    RecordingTransport,
+    collector_config,
+    otlp_payload,
+    running,
+    subscribe_producers,
+    zstd,
+)
 from wire_client import WireClient
 
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from exporters.landing import LandingReader
 from proto import ApiKeys
 from proto.errors import Errors
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
-from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,32 +37,17 @@ ZERO = uuid.UUID(int=0)
 
 
 async def start_server(tmp_path: Path, landing: dict[str, object]) -> CollectorServer:
-    data_dir = tmp_path / "data"
-    ConfigStore(data_dir).alter_subscription(
-        "producers",
-        {"metrics": "org.apache.kafka.producer.", "interval.ms": "1000"},
-        [],
-    )
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            # Not None: an override of None means "not overridden" (the default 0.0.0.0:8714).
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(data_dir),
-            "landing": landing,
-        },
-    )
-    server = CollectorServer(config)
+    subscribe_producers(tmp_path)
+    server = CollectorServer(collector_config(tmp_path, landing=landing))
     await server.start()
     return server
 
 
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    server = await start_server(tmp_path, {"fsync": "never"})
-    yield server
-    await server.stop()
+    subscribe_producers(tmp_path)
+    async with running(collector_config(tmp_path)) as node:
+        yield node
 
 
 async def subscribed(

@@ -7,18 +7,14 @@ from __future__ import annotations
 import asyncio
 import struct
 import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import LoneHost
+from collector_testkit import LoneHost, Start
 from wire_client import WireClient
 
-from clock import SYSTEM_CLOCK, Clock
 from clock.testing import FakeClock
 from collector.app.config import ConfigError, load_config
-from collector.app.server import CollectorServer
 from collector.core.handler import FunctionHandler
 from collector.net.idle import IdleConnections, sweep_period_ms
 from collector.net.protocol import KafkaProtocol
@@ -309,37 +305,8 @@ def test_idle_connections_close_at_connections_max_idle_ms_and_traffic_keeps_one
 
 
 # ----------------------------------------------------------------------------- wired
-Factory = Callable[..., Any]
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[Factory]:
-    servers: list[CollectorServer] = []
-
-    async def factory(
-        clock: Clock = SYSTEM_CLOCK, **overrides: object
-    ) -> CollectorServer:
-        settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-        }
-        settings.update(overrides)
-        server = CollectorServer(
-            load_config(environ={}, overrides=settings), clock=clock
-        )
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield factory
-    for server in servers:
-        await server.stop()
-
-
 async def test_a_server_refuses_an_over_limit_push_before_its_body(
-    start: Factory,
+    start: Start,
 ) -> None:
     server = await start(**{"telemetry.max.bytes": 4096})
     limit = push_telemetry_request_max_bytes(4096)
@@ -351,7 +318,7 @@ async def test_a_server_refuses_an_over_limit_push_before_its_body(
     await client.close()
 
 
-async def test_a_server_closes_idle_connections_on_its_clock(start: Factory) -> None:
+async def test_a_server_closes_idle_connections_on_its_clock(start: Start) -> None:
     clock = FakeClock(1_000_000)
     server = await start(clock, **{"connections.max.idle.ms": 5000})
     client = await WireClient.connect(server.port())

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from collector_testkit import collector_config, running
 from wire_client import WireClient
 
-from collector.app.config import CollectorConfig, load_config
 from collector.app.server import CollectorServer
 from proto import ApiKeys
 from proto.errors import Errors
@@ -38,29 +38,13 @@ CLIENT_METRICS, TOPIC = 16, 2
 SET = 0
 
 
-def collector_config(tmp_path: Path, **overrides: object) -> CollectorConfig:
-    """A collector on loopback ports of its own, its data under ``tmp_path``."""
-    return load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-            **overrides,
-        },
-    )
-
-
 @pytest.fixture
 async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
     config = collector_config(
         tmp_path, **{"node.id": 3, "cluster.id": "Mg7dWnZRSHSpLyZOnnER-g"}
     )
-    server = CollectorServer(config)
-    await server.start()
-    yield server
-    await server.stop()
+    async with running(config) as node:
+        yield node
 
 
 @pytest.fixture

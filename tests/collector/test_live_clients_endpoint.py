@@ -5,16 +5,14 @@ listener.  The real clients' side is tests/integration/test_live_clients.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import make_session, otlp_payload
+from collector_testkit import Start, make_session, otlp_payload
 from wire_client import WireClient
 
-from clock import Clock
 from clock.testing import FakeClock
 from collector.app.admin_http import _is_loopback
 from collector.app.config import ConfigError, load_config
@@ -31,33 +29,8 @@ from subscriptions.store import ConfigStore
 
 pytestmark = pytest.mark.timeout(60)
 
-Factory = Callable[..., Any]
 ZERO = uuid.UUID(int=0)
 SECRET = "s3cret-admin-bearer-0123"
-
-
-@pytest.fixture
-async def start(tmp_path: Path) -> AsyncIterator[Factory]:
-    servers: list[CollectorServer] = []
-
-    async def factory(clock: Clock, **overrides: object) -> CollectorServer:
-        settings = {
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-        }
-        settings.update(overrides)
-        server = CollectorServer(
-            load_config(environ={}, overrides=settings), clock=clock
-        )
-        await server.start()
-        servers.append(server)
-        return server
-
-    yield factory
-    for server in servers:
-        await server.stop()
 
 
 async def http(
@@ -125,7 +98,7 @@ def subscribe(
 
 # ----------------------------------------------------------------------------- the entry
 async def test_an_entry_holds_identity_subscription_times_and_counters(
-    start: Factory, tmp_path: Path
+    start: Start, tmp_path: Path
 ) -> None:
     subscribe(tmp_path, "producers", "org.apache.kafka.producer.", 1000)
     clock = FakeClock(1_000_000, wall_ns=1_700_000_000_000_000_000)
@@ -172,7 +145,7 @@ async def test_an_entry_holds_identity_subscription_times_and_counters(
 
 
 async def test_a_terminating_instance_shows_it_then_disappears_after_expiry(
-    start: Factory, tmp_path: Path
+    start: Start, tmp_path: Path
 ) -> None:
     subscribe(tmp_path, "producers", "org.apache.kafka.producer.", 1000)
     clock = FakeClock(1_000_000)
@@ -192,7 +165,7 @@ async def test_a_terminating_instance_shows_it_then_disappears_after_expiry(
 
 # ----------------------------------------------------------------------------- paging
 async def test_pages_follow_the_cursor_in_id_order_and_filters_apply(
-    start: Factory, tmp_path: Path
+    start: Start, tmp_path: Path
 ) -> None:
     subscribe(
         tmp_path,
@@ -251,7 +224,7 @@ async def test_pages_follow_the_cursor_in_id_order_and_filters_apply(
 
 
 # ----------------------------------------------------------------------------- protection
-async def test_a_configured_secret_is_required(start: Factory) -> None:
+async def test_a_configured_secret_is_required(start: Start) -> None:
     server = await start(FakeClock(1_000_000), **{"http.admin.secret": SECRET})
     assert (await http(server, "GET", "/v1/clients"))[0] == 401
     wrong = {"Authorization": "Bearer not-the-secret-at-all"}
@@ -271,7 +244,7 @@ async def test_a_configured_secret_is_required(start: Factory) -> None:
 
 
 async def test_with_an_authorizer_and_no_secret_only_loopback_is_served(
-    start: Factory,
+    start: Start,
 ) -> None:
     server = await start(
         FakeClock(1_000_000), **{"authorizer.class.name": "StandardAuthorizer"}
@@ -295,7 +268,7 @@ def test_a_short_secret_is_refused_naming_the_key() -> None:
 
 # ----------------------------------------------------------------------------- preview
 async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
-    start: Factory, tmp_path: Path
+    start: Start, tmp_path: Path
 ) -> None:
     subscribe(tmp_path, "base", "org.apache.kafka.producer.", 1000)
     clock = FakeClock(1_000_000)

@@ -4,7 +4,6 @@ wire (all three end in ``quota.entity_quotas.validate_quota_value``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from click.testing import CliRunner
 from wire_client import WireClient
 
 from collector.app.cli import cli
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from proto import ApiKeys
 from proto.errors import Errors
@@ -45,23 +43,6 @@ INVALID = [
         id="text",
     ),
 ]
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "served"),
-            "landing": {"fsync": "never"},
-        },
-    )
-    server = CollectorServer(config)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def cli_error(data_dir: Path, value: str) -> str:
@@ -128,5 +109,5 @@ async def test_the_same_invalid_value_gets_the_same_error_on_every_path(
     if wire_value is not None:
         assert await wire_error(server, wire_value) == (Errors.INVALID_REQUEST, message)
     # Nothing was stored on any path.
-    for data_dir in (tmp_path / "cli", tmp_path / "served"):
+    for data_dir in (tmp_path / "cli", tmp_path / "data"):
         assert ConfigStore(data_dir).describe_quotas() == {}

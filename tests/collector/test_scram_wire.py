@@ -4,13 +4,12 @@ the running server's store checks; Kafka's errors come back per user."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from collector_testkit import collector_config, running
 from wire_client import WireClient
 
-from collector.app.config import load_config
 from collector.app.server import CollectorServer
 from collector.security.credentials import ScramMechanism, new_salt, salted_password
 from collector.security.credentials_file import (
@@ -33,23 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 PASSWORD = "wire-secret-9f3c"
-
-
-@pytest.fixture
-async def server(tmp_path: Path) -> AsyncIterator[CollectorServer]:
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
-        },
-    )
-    server = CollectorServer(config)
-    await server.start()
-    yield server
-    await server.stop()
 
 
 def upsertion(
@@ -154,20 +136,14 @@ async def test_raw_alter_creates_credentials_the_server_checks(
 async def test_authorizer_checks_cluster_describe_and_alter(
     tmp_path: Path, super_users: str, allowed: bool
 ) -> None:
-    config = load_config(
-        environ={},
-        overrides={
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "http.listener": "127.0.0.1:0",
-            "data.dir": str(tmp_path / "data"),
-            "landing": {"fsync": "never"},
+    config = collector_config(
+        tmp_path,
+        **{
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": super_users,
         },
     )
-    server = CollectorServer(config)
-    await server.start()
-    try:
+    async with running(config) as server:
         client = await WireClient.connect(server.port(), "scram-admin")
         altered = await client.request(
             ApiKeys.ALTER_USER_SCRAM_CREDENTIALS,
@@ -185,8 +161,6 @@ async def test_authorizer_checks_cluster_describe_and_alter(
             DescribeUserScramCredentialsRequest(users=(UserName("amy"),)),
         )
         await client.close()
-    finally:
-        await server.stop()
     if allowed:
         assert [(r.user, r.error_code) for r in altered.results] == [
             ("zed", Errors.NONE),
