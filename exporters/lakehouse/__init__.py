@@ -5,7 +5,7 @@ Modules: ``schema`` (tables, declared once), ``anyvalue`` (attribute encoding),
 conf), ``commits`` (exactly-once positions in snapshot summaries), ``ingest`` (extract,
 transform, load), ``catalog`` (tables and views), ``maintenance`` (compaction,
 retention, expiry), ``fastpath`` (``ktc sql`` without a JVM), ``cli`` (the ``ktc``
-commands).  Only ``ingest``, ``catalog``, ``maintenance`` and ``cli`` touch Spark, and
+commands, a package: one module per command, their shared options and one registry).  Only ``ingest``, ``catalog``, ``maintenance`` and ``cli`` touch Spark, and
 import it lazily.
 
 Import from the modules themselves: the package imports nothing, so ``ktc sql`` does not

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from ktc_chart import CHART_DIR, container, find, load_values
 
-from exporters.lakehouse.cli import ingest_command, thriftserver_command
+from exporters.lakehouse.cli.ingest import ingest_command
+from exporters.lakehouse.cli.thriftserver import thriftserver_command
 from exporters.lakehouse.ingest import CONSUMER_NAME
 from exporters.lakehouse.session import LakehouseConfig
 

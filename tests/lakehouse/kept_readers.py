@@ -23,7 +23,7 @@ from typing import IO
 
 from waiting import eventually_sync
 
-from exporters.lakehouse.cli import spark_home
+from exporters.lakehouse.cli.thriftserver import spark_home
 
 __all__ = [
     "ANSWER_TIMEOUT_S",

@@ -15,7 +15,9 @@ from lakehouse_otlp import make_context
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from exporters.lakehouse.cli import parse_duration_s, run_sql, write_rows
+from exporters.lakehouse.cli.options import parse_duration_s
+from exporters.lakehouse.cli.output import write_rows
+from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lakehouse.md"
@@ -223,7 +225,7 @@ def test_durations(text: str, seconds: float) -> None:
 def test_sql_on_a_missing_lakehouse_is_a_clear_error(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from exporters.lakehouse.cli import sql_command
+    from exporters.lakehouse.cli.sql import sql_command
 
     result = CliRunner().invoke(
         sql_command, ["SELECT 1", "--data-dir", str(tmp_path / "nowhere")]

@@ -35,7 +35,7 @@ import pytest
 from conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
 from lakehouse_otlp import make_context, sample_metrics_data
 
-from exporters.lakehouse.cli import run_sql
+from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.failpoints import POINTS
 from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob
 from exporters.lakehouse.maintenance import (

@@ -9,7 +9,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from exporters.lakehouse.cli import report_command
+from exporters.lakehouse.cli.report import report_command
 from exporters.lakehouse.report import (
     CHARTS,
     ChartResult,

@@ -29,7 +29,7 @@ import pytest
 from conftest import SPARK_TEST_CONF, write_landing
 from insight_capture import load_captured
 
-from exporters.lakehouse.cli import run_sql
+from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
 from exporters.lakehouse.report import CHARTS
 

@@ -1,6 +1,6 @@
-"""The lakehouse commands (``ktc ingest|sql|report|thriftserver|lake``), defined by
-``exporters.lakehouse.cli`` when the lakehouse extra is installed; without it, stand-ins that
-say how to install it, so ``ktc serve`` runs either way."""
+"""The lakehouse commands (``ktc ingest|sql|report|thriftserver|lake``), listed and defined by
+``exporters.lakehouse.cli`` (its ``registry``) when the lakehouse extra is installed; without
+it, stand-ins that say how to install it, so ``ktc serve`` runs either way."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import sys
 
 import click
 
-__all__ = ["LAKEHOUSE_COMMANDS", "lakehouse_command", "lakehouse_commands"]
+from exporters.lakehouse.cli.registry import COMMANDS, load_command
 
-# The lakehouse extra's commands and what they need beyond the collector's dependencies.
-LAKEHOUSE_COMMANDS = ("ingest", "sql", "report", "thriftserver", "lake")
+__all__ = ["LAKEHOUSE_COMMANDS", "lakehouse_command"]
+
+# The lakehouse extra's commands (the registry imports click only) and what they need
+# beyond the collector's dependencies.
+LAKEHOUSE_COMMANDS = tuple(COMMANDS)
 LAKEHOUSE_MODULES = ("pyspark", "pyarrow", "pyiceberg", "duckdb", "matplotlib")
 LAKEHOUSE_INSTALL = "pip install 'kafka-telemetry-collector[lakehouse]'"
 
@@ -49,33 +52,18 @@ def _unavailable_command(name: str, message: str, exit_code: int) -> click.Comma
     )
 
 
-def lakehouse_commands() -> list[click.Command]:
-    """The lakehouse commands, when the lakehouse extra is installed; without it, commands
-    that say how to install it (exit 2, a usage error); when its code fails to import, commands
-    that show that error (exit 1)."""
+def lakehouse_command(name: str) -> click.Command:
+    """One of :data:`LAKEHOUSE_COMMANDS`, when the lakehouse extra is installed; without it,
+    a command that says how to install it (exit 2, a usage error); when its code fails to
+    import, a command that shows that error (exit 1)."""
     missing = _missing_modules(LAKEHOUSE_MODULES)
     if missing:
         from collector.app.cli.common import CONFIG_ERROR_EXIT
 
         message = f"needs the lakehouse extra ({', '.join(missing)} not installed): {LAKEHOUSE_INSTALL}"
-        return [
-            _unavailable_command(name, message, CONFIG_ERROR_EXIT)
-            for name in LAKEHOUSE_COMMANDS
-        ]
+        return _unavailable_command(name, message, CONFIG_ERROR_EXIT)
     try:
-        from exporters.lakehouse import cli as lake_cli
-    except Exception as exc:  # shown by every lakehouse command instead
+        return load_command(name)
+    except Exception as exc:  # shown by the command instead
         message = f"the lakehouse cannot be loaded: {type(exc).__name__}: {exc}"
-        return [_unavailable_command(name, message, 1) for name in LAKEHOUSE_COMMANDS]
-    return [
-        lake_cli.ingest_command,
-        lake_cli.sql_command,
-        lake_cli.report_command,
-        lake_cli.thriftserver_command,
-        lake_cli.lake_group,
-    ]
-
-
-def lakehouse_command(name: str) -> click.Command:
-    """One of :data:`LAKEHOUSE_COMMANDS`, as :func:`lakehouse_commands` gives it."""
-    return next(c for c in lakehouse_commands() if c.name == name)
+        return _unavailable_command(name, message, 1)

@@ -1,0 +1,221 @@
+"""``ktc ingest``: the landing logs into the lakehouse's Iceberg tables, exactly once
+(the job itself: ``exporters.lakehouse.ingest``).
+
+The command's own options are declared once, as click options, and arrive as one
+:class:`IngestOptions`; an option is added by a ``click.option`` above
+:func:`ingest_command` and a field of the same name in :class:`IngestOptions`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from exporters.lakehouse.cli.common import progress
+from exporters.lakehouse.cli.options import LakeOptions, lake_options, parse_duration_s
+from exporters.lakehouse.session import LakehouseConfig, LakeLibsMissing
+
+if TYPE_CHECKING:
+    from exporters.lakehouse.ingest import BatchResult, IngestJob
+
+__all__ = ["IngestOptions", "ingest_command"]
+
+
+@dataclasses.dataclass(frozen=True)
+class IngestOptions:
+    """``ktc ingest``'s own options, as given (one field per option of the command)."""
+
+    landing_dirs: tuple[Path, ...]
+    once: bool
+    trigger_interval: str
+    max_records_per_batch: int
+    maintenance_interval: str
+    retention_days: int | None
+    flatten_processes: int | None
+
+
+@click.command("ingest")
+@lake_options
+@click.option(
+    "--landing-dir",
+    "landing_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A landing directory to ingest (repeatable); default: every "
+    "<data-dir>/landing/node-*, discovered before each batch.",
+)
+@click.option("--once", is_flag=True, help="Ingest what is there, then exit.")
+@click.option(
+    "--trigger-interval",
+    default="10s",
+    show_default=True,
+    help="Streaming: start a batch this often (a push is queryable within "
+    "about this plus one batch's time).",
+)
+@click.option(
+    "--max-records-per-batch",
+    type=click.IntRange(min=1),
+    default=20_000,
+    show_default=True,
+    help="Landing records per directory in one batch.",
+)
+@click.option(
+    "--maintenance-interval",
+    "--compact-interval",
+    "maintenance_interval",
+    default="1h",
+    show_default=True,
+    help="Streaming: compact, apply retention and expire snapshots this often, between batches.",
+)
+@click.option(
+    "--retention-days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Streaming: also delete the days received more than this many days ago.",
+)
+@click.option(
+    "--flatten-processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes that flatten a large batch, this one included; default: one per "
+    "core the process may use (its CPU affinity and cgroup quota), at most four.",
+)
+def ingest_command(lake: LakeOptions, **params: Any) -> None:
+    """Ingest the landing logs into the lakehouse's Iceberg tables, exactly once."""
+    params["landing_dirs"] = tuple(params["landing_dirs"])
+    run_ingest(lake, IngestOptions(**params))
+
+
+def run_ingest(lake: LakeOptions, options: IngestOptions) -> None:
+    """Start the job, then one pass (``--once``) or batches until SIGTERM/SIGINT."""
+    _log_to_stderr()
+    config = lake.config()
+    job = _job(lake, config, options)
+    if sys.stderr.isatty():  # a terminal: what the first seconds are spent on
+        progress(
+            f"ktc ingest: starting Spark ({config.master}), catalog {config.catalog_kind}"
+        )
+    _start(job)
+    try:
+        if options.once:
+            _run_once(job)
+            return
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())  # finish the batch, then exit
+        progress(
+            "ktc ingest: following the landing logs, a batch every "
+            f"{options.trigger_interval}"
+        )
+        job.run_forever(stop, on_batch=_print_batch)
+    finally:
+        job.close()
+
+
+def _log_to_stderr() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    # one INFO line per gateway call
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _job(
+    lake: LakeOptions, config: LakehouseConfig, options: IngestOptions
+) -> IngestJob:
+    """The ingest job the options describe (not started)."""
+    # Imported here: pyarrow, protobuf and the OTLP classes cost `ktc sql` a quarter second.
+    from exporters.lakehouse.flatten_pool import default_processes
+    from exporters.lakehouse.ingest import IngestJob, IngestSettings
+    from exporters.lakehouse.maintenance import MaintenanceSettings, run_maintenance
+
+    settings = IngestSettings(
+        max_records_per_source=options.max_records_per_batch,
+        trigger_interval_s=parse_duration_s(options.trigger_interval),
+        maintenance_interval_s=parse_duration_s(options.maintenance_interval),
+        retention_days=options.retention_days,
+        flatten_processes=options.flatten_processes or default_processes(),
+    )
+    maintenance = MaintenanceSettings(retention_days=options.retention_days)
+    return IngestJob(
+        config,
+        _landing_dirs(lake, options),
+        settings,
+        maintenance=lambda spark: run_maintenance(spark, config, maintenance),
+    )
+
+
+def _landing_dirs(
+    lake: LakeOptions, options: IngestOptions
+) -> Callable[[], list[Path]]:
+    """The landing directories to read, listed again before each batch: the ones given,
+    else every ``<data-dir>/landing/node-*``."""
+    from exporters.lakehouse.ingest import landing_dirs_under
+
+    if options.landing_dirs:
+        return lambda: list(options.landing_dirs)
+    return landing_dirs_under(lake.data_dir)
+
+
+def _start(job: IngestJob) -> None:
+    """Start the JVM and take the landing directories; a missing jar or a directory
+    another ingest holds is one line."""
+    from exporters.lakehouse.ingest import LandingDirBusy
+
+    try:
+        job.spark  # noqa: B018 - start the JVM here, so a missing jar is one line
+    except LakeLibsMissing as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
+        job.start()
+    except LandingDirBusy as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _run_once(job: IngestJob) -> None:
+    results = job.run_once()
+    for result in results:
+        _print_batch(result)
+    if not results:  # say so: an empty stdout alone reads like a hang or a bug
+        positions = job.positions.get("pushes", {})
+        where = ", ".join(f"{n} at {o}" for n, o in sorted(positions.items()))
+        progress(
+            "ktc ingest: nothing new in the landing logs"
+            + (f" (committed: {where})" if where else "")
+        )
+
+
+def _print_batch(result: BatchResult) -> None:
+    """A batch: a summary line on stderr, its figures as one JSON line on stdout."""
+    ranges = ", ".join(f"{n} [{a}, {b})" for n, (a, b) in sorted(result.ranges.items()))
+    progress(
+        f"ktc ingest: batch {result.batch}: {result.records} records ({ranges}), "
+        f"{sum(result.rows.values())} rows in {result.seconds:.1f} s"
+        + (" (completing a batch a killed ingest left)" if result.replayed else "")
+    )
+    click.echo(
+        json.dumps(
+            {
+                "batch": result.batch,
+                "records": result.records,
+                "rows": result.rows,
+                "ranges": {n: list(r) for n, r in result.ranges.items()},
+                "replayed": result.replayed,
+                "rejected": result.rejected,
+            },
+            sort_keys=True,
+        ),
+        nl=True,
+    )
+    sys.stdout.flush()
