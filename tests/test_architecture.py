@@ -5,8 +5,10 @@ They fail on an import cycle between sibling modules or packages anywhere in the
 on an upward import between the top-level packages, on an upward import between
 collector's subpackages (or one between broker and gateway), on an upward import between
 the gateway's parts (metrics, the shared gateway, the chain runner and the upstream cluster,
-the filters, the policies they apply, the wire layer), and on an import of anything but
-``proto`` from the gateway's wire layer."""
+the filters, the policies they apply, the wire layer), on an import of anything but
+``proto`` from the gateway's wire layer, on an upward import between the lakehouse
+commands' modules, and on an import of the lakehouse's command line from the rest of the
+lakehouse."""
 
 from __future__ import annotations
 
