@@ -3,8 +3,9 @@ Apache Kafka 4.4.0 cluster (harness/kafka_cluster.py), ``gateway.subscriptions.s
 cluster`` (the default) and the default ``gateway.subscriptions.refresh.ms`` (2000).
 
 * kafka-tools 4.4.0's ClientMetricsCommand alters a subscription through replica 1, then
-  another at the cluster directly; a librdkafka client (confluent-kafka) connected through
-  replica 3 pushes the first one's metrics at its interval, then the second one's;
+  another at the cluster directly; a librdkafka client (confluent-kafka) and a Java client
+  (kafka-clients 4.4.0) connected through replica 3 push the first one's metrics at its
+  interval, then the second one's;
 * the time from an alter (through replica 1, or at the cluster directly) to each replica
   serving it, measured over 20 alters and 3 replicas (60 samples), printed, p99 <= 5 s;
 * a replica started with an empty data directory serves the cluster's subscriptions as
@@ -24,6 +25,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,12 @@ CLIENT_METRICS = 16
 SET = 0
 CLIENT_METRICS_COMMAND = "org.apache.kafka.tools.ClientMetricsCommand"
 NOT_SERVED = "does not serve CLIENT_METRICS configs"
+TELEMETRY_PRODUCER = (
+    Path(__file__).resolve().parents[1]
+    / "prometheus"
+    / "java"
+    / "TelemetryProducer.java"
+)
 
 
 def java_or_skip() -> str:
@@ -174,11 +182,43 @@ def replicas(
             replica.stop()
 
 
-def test_alters_through_a_replica_and_at_the_cluster_reach_a_client_on_another(
+@contextmanager
+def java_client(bootstrap: str, client_id: str, work: Path) -> Iterator[str]:
+    """A kafka-clients 4.4.0 producer (tests/prometheus/java/TelemetryProducer.java)
+    pushing telemetry through ``bootstrap``; yields its client instance id. Closing its
+    stdin closes the producer (the terminating push)."""
+    log = work / "java-client.log"
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            [
+                java_or_skip(), "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Djava.io.tmpdir={work}", "-cp", classpath(), str(TELEMETRY_PRODUCER),
+                "--bootstrap", bootstrap, "--client-id", client_id,
+            ],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # after clientInstanceId(30 s) or an error
+        assert line.startswith("KTC instance "), line + log.read_text()[-3000:]
+        yield line.split()[-1]
+    finally:
+        try:
+            out, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        assert "KTC error" not in out, f"{out}\n{log.read_text()[-3000:]}"
+
+
+def test_alters_through_a_replica_and_at_the_cluster_reach_clients_on_another(
     replicas: list[RunningGateway], kafka_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
+    """A librdkafka client and a Java client, both connected through replica 3 with one
+    client id: each pushes the metrics and at the interval of the alter made through
+    replica 1, then of the alter made at a broker directly."""
     first, _, third = replicas
-    client_id = f"rdkafka-{uuid.uuid4().hex[:6]}"
+    client_id = f"clients-{uuid.uuid4().hex[:6]}"
     name = f"sub-{client_id}"
     queue_time = "org.apache.kafka.producer.record.queue.time."
     connections = "org.apache.kafka.producer.connection.creation."
@@ -204,78 +244,96 @@ def test_alters_through_a_replica_and_at_the_cluster_reach_a_client_on_another(
     assert not (Path(first.config.data_dir) / "config" / "client-metrics.yaml").exists()
 
     producer = Producer({"bootstrap.servers": third.bootstrap, "client.id": client_id})
+    with java_client(third.bootstrap, client_id, tmp_path) as java_instance:
 
-    def pushes_since(moment_ns: int) -> list[LandingRecord]:
-        producer.poll(0.05)  # librdkafka's own threads push; this serves callbacks
-        return [
-            record
-            for record in third.landed()
-            if record.context.client_id == client_id
-            and record.appended_time_unix_nano >= moment_ns
-            and record.payload
-            and metric_names(record)
-        ]
+        def pushes_since(moment_ns: int) -> dict[str, list[LandingRecord]]:
+            producer.poll(0.05)  # librdkafka's own threads push; this serves callbacks
+            by_client: dict[str, list[LandingRecord]] = {"librdkafka": [], "java": []}
+            for record in third.landed():
+                if (
+                    record.context.client_id == client_id
+                    and record.appended_time_unix_nano >= moment_ns
+                    and record.payload
+                    and metric_names(record)
+                ):
+                    java = record.context.client_instance_id == java_instance
+                    by_client["java" if java else "librdkafka"].append(record)
+            return by_client
 
-    def gaps_ms(records: list[LandingRecord]) -> list[float]:
-        times = [r.appended_time_unix_nano / 1e6 for r in records]
-        return [later - earlier for earlier, later in itertools.pairwise(times)]
+        def gaps_ms(records: list[LandingRecord]) -> list[float]:
+            times = [r.appended_time_unix_nano / 1e6 for r in records]
+            return [later - earlier for earlier, later in itertools.pairwise(times)]
 
-    try:
-        eventually_sync(
-            lambda: len(pushes_since(0)) >= 4,
-            timeout_s=60,
-            what="four pushes of the first subscription through replica 3",
+        try:
+            eventually_sync(
+                lambda: all(len(r) >= 4 for r in pushes_since(0).values()),
+                timeout_s=60,
+                what="four pushes of the first subscription from each client",
+            )
+            first_gap: dict[str, float] = {}
+            for kind, records in pushes_since(0).items():
+                for record in records:
+                    assert all(n.startswith(queue_time) for n in metric_names(record))
+                first_gap[kind] = statistics.median(gaps_ms(records))
+                assert 700 <= first_gap[kind] <= 1600, (kind, gaps_ms(records))
+
+            altered_ns = time.time_ns()
+            altered_at = time.monotonic()
+            client_metrics_command(
+                kafka_cluster.bootstrap_servers(nodes=[2]),
+                "--alter",
+                "--name",
+                name,
+                "--metrics",
+                connections,
+                "--interval",
+                "2000",
+                work=tmp_path,
+            )
+            command_s = time.monotonic() - altered_at
+
+            def with_new_metrics() -> dict[str, list[LandingRecord]]:
+                return {
+                    kind: [
+                        r
+                        for r in records
+                        if all(n.startswith(connections) for n in metric_names(r))
+                    ]
+                    for kind, records in pushes_since(altered_ns).items()
+                }
+
+            reached_s: dict[str, float] = {}
+
+            def reached() -> bool:
+                for kind, records in with_new_metrics().items():
+                    if records and kind not in reached_s:
+                        reached_s[kind] = time.monotonic() - altered_at
+                return len(reached_s) == 2
+
+            eventually_sync(
+                reached,
+                timeout_s=30,
+                what="a push with the cluster-side alter's metrics from each client",
+            )
+            eventually_sync(
+                lambda: all(len(r) >= 4 for r in with_new_metrics().values()),
+                timeout_s=60,
+                what="four pushes of the second subscription from each client",
+            )
+            second_gap: dict[str, float] = {}
+            for kind, records in with_new_metrics().items():
+                second_gap[kind] = statistics.median(gaps_ms(records))
+                assert 1600 <= second_gap[kind] <= 2600, (kind, gaps_ms(records))
+        finally:
+            producer.flush(5)
+    for kind in ("librdkafka", "java"):
+        print(
+            f"\n{kind} through replica 3: alter through replica 1 -> pushes of "
+            f"{queue_time}* every {first_gap[kind]:.0f} ms (median); alter at node 2 "
+            f"directly (tool ran {command_s:.1f} s) -> first push of {connections}* "
+            f"{reached_s[kind]:.1f} s after the tool started, then every "
+            f"{second_gap[kind]:.0f} ms"
         )
-        first_pushes = pushes_since(0)
-        for record in first_pushes:
-            assert all(n.startswith(queue_time) for n in metric_names(record))
-        first_gap = statistics.median(gaps_ms(first_pushes))
-        assert 700 <= first_gap <= 1600, gaps_ms(first_pushes)
-
-        altered_ns = time.time_ns()
-        altered_at = time.monotonic()
-        client_metrics_command(
-            kafka_cluster.bootstrap_servers(nodes=[2]),
-            "--alter",
-            "--name",
-            name,
-            "--metrics",
-            connections,
-            "--interval",
-            "2000",
-            work=tmp_path,
-        )
-        command_s = time.monotonic() - altered_at
-
-        def with_new_metrics() -> list[LandingRecord]:
-            return [
-                r
-                for r in pushes_since(altered_ns)
-                if all(n.startswith(connections) for n in metric_names(r))
-            ]
-
-        eventually_sync(
-            lambda: with_new_metrics(),
-            timeout_s=30,
-            what="a push with the cluster-side alter's metrics through replica 3",
-        )
-        reached_s = time.monotonic() - altered_at
-        eventually_sync(
-            lambda: len(with_new_metrics()) >= 4,
-            timeout_s=60,
-            what="four pushes of the second subscription",
-        )
-        second_pushes = with_new_metrics()
-        second_gap = statistics.median(gaps_ms(second_pushes))
-        assert 1600 <= second_gap <= 2600, gaps_ms(second_pushes)
-    finally:
-        producer.flush(5)
-    print(
-        f"\nlibrdkafka through replica 3: alter through replica 1 -> pushes of "
-        f"{queue_time}* every {first_gap:.0f} ms (median); alter at node 2 directly "
-        f"(tool ran {command_s:.1f} s) -> first push of {connections}* "
-        f"{reached_s:.1f} s after the tool started, then every {second_gap:.0f} ms"
-    )
 
 
 def test_the_time_from_an_alter_to_every_replica_serving_it(
