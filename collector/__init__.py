@@ -1,5 +1,6 @@
-"""The broker-role server: listeners, protocol adapter, dispatch, the KIP-714 client
-metrics manager, quotas wiring, health and metrics, the ``ktc`` CLI.
+"""The node, in either mode: ``ktc serve`` (the broker role: listeners, protocol adapter,
+dispatch, the KIP-714 client metrics manager, quotas) and ``ktc gateway`` (in front of a
+Kafka cluster, ``collector.gateway``); security, health and metrics, the ``ktc`` CLI.
 
 The public names are imported lazily so that ``ktc --help`` and the config loader do not
 pay for the whole server.

@@ -8,7 +8,7 @@ The application (``collector.app.gateway_server``) only wires these parts into t
 | what every pair shares | ``service`` (``Gateway``), ``outages`` (failures logged once per outage), ``metrics`` (the ``ktc_gateway_*`` series) |
 | the upstream cluster | ``upstream_cluster`` (TLS, the gateway's own login, discovery, whether clients must authenticate), ``upstream_login``, ``discovery``, ``authentication``, ``cluster_admin`` and ``cluster_subscriptions`` (subscriptions kept in the cluster) |
 | what the gateway learned of the cluster | ``cluster`` (``ClusterView``: cluster id, partition counts), ``topology`` (a gateway port per upstream node) |
-| policies the filters apply | ``quotas`` (what each quota meters), ``admin_split`` (client-metrics administration split from the rest) |
+| policies the filters apply | ``forwarded_quotas`` (what each quota on forwarded traffic meters), ``admin_split`` (client-metrics administration split from the rest) |
 
 And the wire layer the filters use, pure functions over bytes (no I/O; they import only
 ``proto``, the standard library and each other):

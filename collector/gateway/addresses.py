@@ -66,12 +66,18 @@ from collector.gateway.wire import (
     skip_bytes,
     skip_int32_array,
     skip_string,
-    skip_tagged,
     tagged_fields,
 )
 from proto.api_keys import ApiKeys, api_name
 from proto.errors import UnsupportedVersionError
-from proto.primitives import INT32, UINT16, BytesLike, read_uvarint, write_uvarint
+from proto.primitives import (
+    INT32,
+    UINT16,
+    BytesLike,
+    read_uvarint,
+    skip_tagged_fields,
+    write_uvarint,
+)
 
 __all__ = [
     "ADDRESS_VERSIONS",
@@ -226,7 +232,7 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
         if v >= 1:
             pos = skip_string(buf, pos, flex)  # Rack
         if flex:
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     # The rest is walked only to check that the body ends where the schema says.
     if v >= 2:
         pos = skip_string(buf, pos, flex)  # ClusterId
@@ -254,13 +260,13 @@ def _metadata(buf: BytesLike, v: int) -> AddressScan:
         if v >= 8:
             pos += 4  # TopicAuthorizedOperations
         if flex:
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     if 8 <= v <= 10:
         pos += 4  # ClusterAuthorizedOperations
     if v >= 13:
         pos += 2  # ErrorCode
     if flex:
-        pos = skip_tagged(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     check_end(buf, pos, "MetadataResponse")
     return AddressScan(buf, sites)
 
@@ -278,7 +284,7 @@ def _skip_flexible_partitions(
                 pos += 1 + 4 * (length - 1) if length else 1
             else:
                 pos = skip_int32_array(buf, pos, True)
-        pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
+        pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
     if pos > len(buf):
         raise MalformedResponseError(
             f"MetadataResponse: partitions run past the end ({pos})"
@@ -307,9 +313,9 @@ def _find_coordinator(buf: BytesLike, v: int) -> AddressScan:
             if node_id >= 0:
                 sites.append(site)
             pos = skip_string(buf, pos + 2, flex)  # ErrorCode, ErrorMessage
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     if flex:
-        pos = skip_tagged(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     check_end(buf, pos, "FindCoordinatorResponse")
     return AddressScan(buf, sites)
 
@@ -334,8 +340,8 @@ def _describe_cluster(buf: BytesLike, v: int) -> AddressScan:
         pos = skip_string(buf, pos, True)  # Rack
         if v >= 2:
             pos += 1  # IsFenced
-        pos = skip_tagged(buf, pos)
-    pos = skip_tagged(buf, pos + 4)  # ClusterAuthorizedOperations
+        pos = skip_tagged_fields(buf, pos)
+    pos = skip_tagged_fields(buf, pos + 4)  # ClusterAuthorizedOperations
     check_end(buf, pos, "DescribeClusterResponse")
     return AddressScan(buf, sites)
 
@@ -348,7 +354,7 @@ def _node_endpoints(buf: BytesLike, pos: int, sites: list[_Site]) -> int:
         site, pos = _site(buf, pos + 4, node_id, True, True, INT32)
         if node_id >= 0:
             sites.append(site)
-        pos = skip_tagged(buf, skip_string(buf, pos, True))  # Rack
+        pos = skip_tagged_fields(buf, skip_string(buf, pos, True))  # Rack
     return pos
 
 
@@ -386,12 +392,14 @@ def walk_produce_responses(buf: BytesLike, v: int) -> tuple[int, int]:
                 for _ in range(errors):
                     pos = skip_string(buf, pos + 4, flex)  # BatchIndex, message
                     if flex:
-                        pos = skip_tagged(buf, pos)
+                        pos = skip_tagged_fields(buf, pos)
                 pos = skip_string(buf, pos, flex)  # ErrorMessage
             if flex:
-                pos = skip_tagged(buf, pos)  # CurrentLeader (tag 0) and unknown tags
+                pos = skip_tagged_fields(
+                    buf, pos
+                )  # CurrentLeader (tag 0) and unknown tags
         if flex:
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     if pos + 4 > len(buf):
         raise MalformedResponseError("ProduceResponse: truncated before ThrottleTimeMs")
     return pos, pos + 4
@@ -427,12 +435,12 @@ def _fetch(buf: BytesLike, v: int) -> AddressScan:
             aborted, pos = read_uvarint(buf, pos)  # AbortedTransactions, nullable
             for _ in range(aborted - 1):
                 pos += 16  # ProducerId, FirstOffset
-                pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
+                pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
             size, pos = read_uvarint(buf, pos + 4)  # PreferredReadReplica; Records
             if size > 1:
                 pos += size - 1
-            pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
-        pos = pos + 1 if buf[pos] == 0 else skip_tagged(buf, pos)
+            pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
+        pos = pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
     return _top_level_tags(buf, pos, "FetchResponse")
 
 
@@ -450,18 +458,20 @@ def _share(buf: BytesLike, v: int, fetch: bool) -> AddressScan:
             )  # PartitionIndex, ErrorCode, ErrorMessage
             if fetch:
                 pos = skip_string(buf, pos + 2, True)  # AcknowledgeErrorCode, message
-            pos = skip_tagged(buf, pos + 8)  # CurrentLeader {LeaderId, LeaderEpoch}
+            pos = skip_tagged_fields(
+                buf, pos + 8
+            )  # CurrentLeader {LeaderId, LeaderEpoch}
             if fetch:
                 pos = skip_bytes(buf, pos, True)  # Records
                 acquired, pos = array_length(buf, pos, True)
                 for _ in range(acquired):
-                    pos = skip_tagged(
+                    pos = skip_tagged_fields(
                         buf, pos + 18
                     )  # FirstOffset, LastOffset, DeliveryCount
-            pos = skip_tagged(buf, pos)
-        pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     sites: list[_Site] = []
-    pos = skip_tagged(buf, _node_endpoints(buf, pos, sites))
+    pos = skip_tagged_fields(buf, _node_endpoints(buf, pos, sites))
     check_end(buf, pos, "ShareFetchResponse" if fetch else "ShareAcknowledgeResponse")
     return AddressScan(buf, sites)
 
@@ -485,9 +495,9 @@ def _describe_quorum(buf: BytesLike, v: int) -> AddressScan:
             for _ in range(2):  # CurrentVoters, Observers
                 replicas, pos = array_length(buf, pos, True)
                 for _ in range(replicas):
-                    pos = skip_tagged(buf, pos + replica)
-            pos = skip_tagged(buf, pos)
-        pos = skip_tagged(buf, pos)
+                    pos = skip_tagged_fields(buf, pos + replica)
+            pos = skip_tagged_fields(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     sites = []
     if v >= 2:
         nodes, pos = array_length(buf, pos, True)
@@ -499,9 +509,9 @@ def _describe_quorum(buf: BytesLike, v: int) -> AddressScan:
                 site, pos = _site(buf, pos, node_id, True, False, UINT16)
                 if node_id >= 0:
                     sites.append(site)
-                pos = skip_tagged(buf, pos)
-            pos = skip_tagged(buf, pos)
-    pos = skip_tagged(buf, pos)
+                pos = skip_tagged_fields(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
+    pos = skip_tagged_fields(buf, pos)
     check_end(buf, pos, "DescribeQuorumResponse")
     return AddressScan(buf, sites)
 

@@ -36,13 +36,12 @@ from collector.gateway.wire import (
     array_length,
     check_end,
     malformed,
-    skip_tagged,
 )
 from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
 from proto.connection import SUPPORTED_VERSIONS, api_versions_unsupported_response
 from proto.messages import REQUEST_MODULES, RESPONSE_MODULES
-from proto.primitives import INT16, INT32, BytesLike, write_uvarint
+from proto.primitives import INT16, INT32, BytesLike, skip_tagged_fields, write_uvarint
 
 __all__ = [
     "API_VERSIONS_RANGE",
@@ -131,7 +130,7 @@ def _cap(
         )
         pos += 6
         if flexible:
-            pos = skip_tagged(body, pos)
+            pos = skip_tagged_fields(body, pos)
         if api_key in local:
             low, high = local[api_key]
         else:
@@ -151,7 +150,7 @@ def _cap(
                 "ApiVersionsResponse: truncated before ThrottleTimeMs"
             )
     if flexible:
-        pos = skip_tagged(body, pos)
+        pos = skip_tagged_fields(body, pos)
     check_end(body, pos, "ApiVersionsResponse")
     if add_local:
         listed = {api_key for api_key, _ in entries}

@@ -29,11 +29,10 @@ from collector.gateway.wire import (
     malformed,
     skip_bytes,
     skip_string,
-    skip_tagged,
 )
 from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
-from proto.primitives import INT32, BytesLike
+from proto.primitives import INT32, BytesLike, skip_tagged_fields
 
 __all__ = ["read_throttle_ms", "throttle_offset", "with_throttle_ms"]
 
@@ -44,7 +43,7 @@ def _api_versions(buf: BytesLike, v: int) -> int:
     for _ in range(count):
         pos += 6  # ApiKey, MinVersion, MaxVersion
         if flexible:
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     return pos
 
 
@@ -72,9 +71,9 @@ def _describe_tokens(buf: BytesLike, v: int) -> int:
         for _ in range(renewers):
             pos = skip_string(buf, skip_string(buf, pos, flexible), flexible)
             if flexible:
-                pos = skip_tagged(buf, pos)
+                pos = skip_tagged_fields(buf, pos)
         if flexible:
-            pos = skip_tagged(buf, pos)
+            pos = skip_tagged_fields(buf, pos)
     return pos
 
 

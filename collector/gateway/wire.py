@@ -7,8 +7,16 @@ tagged fields it does not know. These helpers are the walking steps: each takes
 ``(buf, pos)`` and returns the position after what it skipped; ``flexible`` selects Kafka's
 compact encodings (uvarint length + 1) over the legacy ones (int16/int32 lengths).
 
+The encodings themselves are ``proto.primitives``': an array's length, a string, a tagged
+section are read there (compiled, with Kafka's bounds checks). What is here is what a walk
+needs and a decoder does not: one step for either encoding, chosen by the version at run
+time (``array_length``, ``read_string``); skipping a string, bytes or an int32 array without
+copying or decoding it; a tagged section's fields as offsets into the buffer, for splicing
+(``tagged_fields``); and the gateway's own error for a response that breaks its schema.
+
 Every length and count is checked against the bytes that remain before it is used; a
-response that breaks its schema raises ``MalformedResponseError``, and the gateway closes
+response that breaks its schema raises ``MalformedResponseError`` (the public walkers turn
+``proto``'s ``MalformedError`` and the other ``WALK_ERRORS`` into it), and the gateway closes
 the client/upstream pair (there is nothing valid to forward).
 """
 
@@ -17,7 +25,16 @@ from __future__ import annotations
 import struct
 
 from proto.errors import FramingError, KafkaError
-from proto.primitives import INT16, INT32, BytesLike, read_uvarint
+from proto.primitives import (
+    INT16,
+    INT32,
+    BytesLike,
+    read_array_length,
+    read_compact_array_length,
+    read_nullable_compact_string,
+    read_nullable_string,
+    read_uvarint,
+)
 
 __all__ = [
     "MalformedResponseError",
@@ -28,7 +45,6 @@ __all__ = [
     "skip_bytes",
     "skip_int32_array",
     "skip_string",
-    "skip_tagged",
     "tagged_fields",
 ]
 
@@ -57,16 +73,8 @@ def _past_end(what: str, pos: int, size: int, buf: BytesLike) -> MalformedRespon
 def array_length(buf: BytesLike, pos: int, flexible: bool) -> tuple[int, int]:
     """An array's element count (-1 for null) and the position of its first element."""
     if flexible:
-        count, pos = read_uvarint(buf, pos)
-        count -= 1
-    else:
-        (count,) = INT32.unpack_from(buf, pos)
-        pos += 4
-        if count < -1:
-            raise MalformedResponseError(f"Array length {count} at offset {pos - 4}")
-    if count > len(buf) - pos:  # every element takes at least a byte
-        raise _past_end("Array", pos, count, buf)
-    return count, pos
+        return read_compact_array_length(buf, pos)
+    return read_array_length(buf, pos)
 
 
 def skip_string(buf: BytesLike, pos: int, flexible: bool) -> int:
@@ -88,19 +96,10 @@ def skip_string(buf: BytesLike, pos: int, flexible: bool) -> int:
 
 
 def read_string(buf: BytesLike, pos: int, flexible: bool) -> tuple[str | None, int]:
-    """A string as Kafka reads it (invalid UTF-8 replaced, as Java's new String does)."""
-    start = pos
-    end = skip_string(buf, pos, flexible)
+    """A nullable string as Kafka reads it (invalid UTF-8 replaced, as Java's new String does)."""
     if flexible:
-        length, pos = read_uvarint(buf, start)
-        if length == 0:
-            return None, end
-    else:
-        (length,) = INT16.unpack_from(buf, start)
-        pos = start + 2
-        if length < 0:
-            return None, end
-    return str(buf[pos:end], "utf-8", "replace"), end
+        return read_nullable_compact_string(buf, pos)
+    return read_nullable_string(buf, pos)
 
 
 def skip_bytes(buf: BytesLike, pos: int, flexible: bool) -> int:
@@ -129,13 +128,6 @@ def skip_int32_array(buf: BytesLike, pos: int, flexible: bool) -> int:
             raise _past_end("int32 array", pos, count, buf)
         return end
     return pos
-
-
-def skip_tagged(buf: BytesLike, pos: int) -> int:
-    """Skips a tagged-field section (uvarint count, then tag, size, bytes each)."""
-    if buf[pos] == 0:  # the usual empty section
-        return pos + 1
-    return tagged_fields(buf, pos)[1]
 
 
 def tagged_fields(
