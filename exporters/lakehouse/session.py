@@ -30,7 +30,7 @@ import dataclasses
 import os
 import urllib.parse
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -218,12 +218,16 @@ def check_layout(config: LakehouseConfig) -> None:
         )
 
 
-def spark_conf(config: LakehouseConfig) -> dict[str, str]:
+def spark_conf(
+    config: LakehouseConfig, extra_jars: Sequence[Path] = ()
+) -> dict[str, str]:
     """Every Spark setting of a lakehouse session; ``extra_conf`` wins, except that
-    ``spark.driver.extraJavaOptions`` is appended to ours."""
+    ``spark.driver.extraJavaOptions`` is appended to ours.  ``extra_jars`` go on the
+    driver's and the executors' class path beside Iceberg's (the topic ingest's Kafka
+    source)."""
     lake = config.lake_dir.resolve()
     log4j = lake / "conf" / "log4j2.properties"
-    jars = lake_jars()
+    jars = [*lake_jars(), *extra_jars]
     prefix = f"spark.sql.catalog.{CATALOG_NAME}"
     conf = {
         "spark.master": config.master,
@@ -278,12 +282,22 @@ def write_log_config(config: LakehouseConfig) -> None:
         os.replace(tmp, path)
 
 
-def open_session(config: LakehouseConfig, app_name: str) -> SparkSession:
-    """A SparkSession whose default catalog is this lakehouse's Iceberg catalog."""
+def open_session(
+    config: LakehouseConfig,
+    app_name: str,
+    *,
+    extra_jars: Sequence[Path] = (),
+    defaults: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession whose default catalog is this lakehouse's Iceberg catalog;
+    ``defaults`` are settings the config's own ``extra_conf`` may override."""
     from pyspark.sql import SparkSession
 
     check_layout(config)
-    conf = spark_conf(config)
+    conf = spark_conf(config, extra_jars)
+    for key, value in (defaults or {}).items():
+        if key not in config.extra_conf:
+            conf[key] = value
     config.lake_dir.mkdir(parents=True, exist_ok=True)
     write_log_config(config)
     launch_spark_gateway({**conf, "spark.app.name": app_name})

@@ -1,0 +1,266 @@
+"""The landing topic as a lakehouse source: its partitions' offsets, and the flattening
+that runs on Spark's executors.
+
+A topic partition plays the part of a landing directory: its records are numbered by
+offset, and the rows of a record carry ``landing_node`` = :func:`source_name`
+(``kafka:<topic>:<partition>``; ``:`` is not allowed in topic names, so the name is never
+a landing directory's) and ``landing_offset`` = the record's offset.  The snapshot
+summaries then hold the partitions' offsets with the same keys as the directories'
+(commits.py), e.g. ``ktc.landing.kafka:ktc-landing:3 = 1200-1450``.
+
+:func:`flatten_topic_batches` is what ``mapInArrow`` runs on the executors over Spark's
+Kafka source (its ``key``, ``value``, ``partition``, ``offset``, ``timestamp`` and
+``headers`` columns): format-1 records (exporters/kafka_topic/record.py) flattened by the
+same :class:`~exporters.lakehouse.flatten.PointRowsBuilder` as the landing-log ingest's,
+one output row per input Arrow batch holding its rows (pickled
+:class:`~exporters.lakehouse.flatten.RowParts`, before the shared columns are expanded:
+less than half the bytes to bring back), its rejected records, and which process
+flattened it.  This module imports only what an executor needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import socket
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa
+from google.protobuf.message import DecodeError
+
+from exporters.kafka_topic.record import TopicRecordError, decode_record
+from exporters.lakehouse.flatten import PointRowsBuilder
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "FLATTENED_SCHEMA",
+    "SPARK_KAFKA_VERSION",
+    "KafkaSourceJarsMissing",
+    "PartitionOffsets",
+    "TopicMissing",
+    "TopicSource",
+    "flatten_topic_batches",
+    "kafka_source_jars",
+    "parse_source_name",
+    "source_name",
+]
+
+SPARK_KAFKA_VERSION: Final = "4.1.1"
+_JARS_ENV: Final = "KTC_SPARK_KAFKA_LIBS"
+# What `make lake-libs` fetches into the cache (exporters/lakehouse/kafka-pom.xml).
+_REQUIRED_JARS: Final = (
+    "spark-sql-kafka-0-10_2.13-",
+    "spark-token-provider-kafka-0-10_2.13-",
+    "kafka-clients-",
+    "commons-pool2-",
+)
+_SOURCE_PREFIX: Final = "kafka:"
+
+# mapInArrow's output: one row per input Arrow batch.
+FLATTENED_SCHEMA: Final = (
+    "parts BINARY, records BIGINT, rejected STRING, flattened_by STRING"
+)
+
+
+class KafkaSourceJarsMissing(RuntimeError):
+    """Spark's Kafka source is not where Spark is told to look."""
+
+
+def kafka_source_jars() -> list[Path]:
+    """Spark's Kafka source and the Kafka client it runs on (``make lake-libs``)."""
+    directory = Path(
+        os.environ.get(_JARS_ENV)
+        or Path.home() / ".cache" / "ktc" / f"spark-kafka-{SPARK_KAFKA_VERSION}"
+    )
+    jars = sorted(directory.glob("*.jar")) if directory.is_dir() else []
+    missing = [p for p in _REQUIRED_JARS if not any(j.name.startswith(p) for j in jars)]
+    if missing:
+        raise KafkaSourceJarsMissing(
+            f"Spark's Kafka source is not in {directory} (set {_JARS_ENV}, or run "
+            "`make lake-libs` in the source tree)"
+        )
+    return jars
+
+
+def source_name(topic: str, partition: int) -> str:
+    """The ``landing_node`` of a partition's rows and its summary keys' name."""
+    return f"{_SOURCE_PREFIX}{topic}:{partition}"
+
+
+def parse_source_name(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a :func:`source_name`; None for a landing directory's."""
+    if not name.startswith(_SOURCE_PREFIX):
+        return None
+    topic, _, partition = name[len(_SOURCE_PREFIX) :].rpartition(":")
+    return (topic, int(partition)) if topic and partition.isdigit() else None
+
+
+# ---------------------------------------------------------------- executors
+
+
+def _flattened_by() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def flatten_topic_batches(
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """Runs on the executors (``mapInArrow``): each batch of Kafka records -> one row of
+    :data:`FLATTENED_SCHEMA`."""
+    import gc
+
+    builder = PointRowsBuilder()
+    by = _flattened_by()
+    for batch in batches:
+        columns = batch.to_pydict()
+        rejected: list[dict[str, object]] = []
+        # As flatten_pool.py: no cyclic collection while millions of small objects
+        # are made (none of them in a cycle).
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for topic, partition, offset, value, headers, timestamp in zip(
+                columns["topic"],
+                columns["partition"],
+                columns["offset"],
+                columns["value"],
+                columns["headers"],
+                columns["timestamp"],
+                strict=True,
+            ):
+                source = source_name(topic, partition)
+                try:
+                    context, payload = decode_record(
+                        [(h["key"], h["value"]) for h in headers or ()], value
+                    )
+                    builder.add_payload(
+                        payload,
+                        context,
+                        source,
+                        offset,
+                        appended_time_unix_nano=_unix_nano(timestamp),
+                    )
+                except (TopicRecordError, DecodeError) as exc:
+                    rejected.append(
+                        {"source": source, "offset": offset, "error": str(exc)}
+                    )
+            parts = builder.finish_parts()
+        finally:
+            if was_enabled:
+                gc.enable()
+        yield pa.RecordBatch.from_pydict(
+            {
+                "parts": [pickle.dumps(parts, protocol=5)],
+                "records": [batch.num_rows],
+                "rejected": [json.dumps(rejected)],
+                "flattened_by": [by],
+            },
+            schema=pa.schema(
+                [
+                    ("parts", pa.binary()),
+                    ("records", pa.int64()),
+                    ("rejected", pa.string()),
+                    ("flattened_by", pa.string()),
+                ]
+            ),
+        )
+
+
+def _unix_nano(timestamp: Any) -> int:
+    """A Kafka record's timestamp (a datetime from Arrow) in nanoseconds."""
+    if timestamp is None:
+        return 0
+    return int(timestamp.timestamp() * 1_000_000) * 1000
+
+
+# ---------------------------------------------------------------- the driver
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionOffsets:
+    partition: int
+    earliest: int  # the first offset the topic still holds
+    latest: int  # the offset the next record produced will get
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicSource:
+    """Where the topic is: bootstrap servers, name, and the Kafka consumer properties
+    (security) both Spark's source and the offset lookups use (Java client names)."""
+
+    bootstrap_servers: str
+    topic: str
+    properties: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def consumer_properties(self) -> dict[str, str]:
+        return {**self.properties, "bootstrap.servers": self.bootstrap_servers}
+
+    def offsets(self, spark: SparkSession) -> list[PartitionOffsets]:
+        """Each partition's earliest and latest offsets, asked by a Kafka consumer in
+        the driver's JVM (the client Spark's source uses, with the same properties)."""
+        jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        props = jvm.java.util.Properties()
+        for key, value in self.consumer_properties().items():
+            props.setProperty(key, value)
+        deserializer = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
+        props.setProperty("key.deserializer", deserializer)
+        props.setProperty("value.deserializer", deserializer)
+        props.setProperty("client.id", "ktc-ingest-offsets")
+        consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+        try:
+            timeout = jvm.java.time.Duration.ofSeconds(60)
+            infos = consumer.partitionsFor(self.topic, timeout)
+            if infos is None or infos.isEmpty():
+                raise TopicMissing(
+                    f"topic {self.topic} not found at {self.bootstrap_servers}"
+                )
+            partitions = sorted(int(info.partition()) for info in infos)
+            wanted = jvm.java.util.ArrayList()
+            for partition in partitions:
+                wanted.add(
+                    jvm.org.apache.kafka.common.TopicPartition(self.topic, partition)
+                )
+            earliest = _by_partition(consumer.beginningOffsets(wanted, timeout))
+            latest = _by_partition(consumer.endOffsets(wanted, timeout))
+            return [PartitionOffsets(p, earliest[p], latest[p]) for p in partitions]
+        finally:
+            consumer.close()
+
+    def read_options(
+        self, starting: Mapping[int, int], ending: Mapping[int, int]
+    ) -> dict[str, str]:
+        """Spark's Kafka source options for offsets ``[starting, ending)`` per partition."""
+        options = {
+            f"kafka.{key}": value for key, value in self.consumer_properties().items()
+        }
+        return options | {
+            "assign": json.dumps({self.topic: sorted(starting)}),
+            "includeHeaders": "true",
+            "startingOffsets": json.dumps(
+                {self.topic: {str(p): o for p, o in sorted(starting.items())}}
+            ),
+            "endingOffsets": json.dumps(
+                {self.topic: {str(p): o for p, o in sorted(ending.items())}}
+            ),
+            # The range is decided here from the offsets asked just before; records
+            # deleted in between (retention) are reported by the job, not a failure.
+            "failOnDataLoss": "false",
+        }
+
+
+def _by_partition(offsets: Any) -> dict[int, int]:
+    """A Java ``Map<TopicPartition, Long>`` as partition -> offset."""
+    return {
+        int(entry.getKey().partition()): int(entry.getValue())
+        for entry in offsets.entrySet()
+    }
+
+
+class TopicMissing(RuntimeError):
+    """The topic does not exist on the cluster."""
