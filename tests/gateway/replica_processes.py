@@ -1,0 +1,181 @@
+"""``ktc gateway`` replicas as real processes (so a test can SIGKILL one), each with its own
+empty data directory, in front of one cluster; their subscriptions are the cluster's
+(``gateway.subscriptions.store: cluster``, the default) and what they accept goes to one
+topic on that cluster (``landing.kafka.topic``): nothing a replica holds outlives it.
+
+    with ReplicaFleet(tmp_path, kafka_cluster.bootstrap_servers(), topic, count=3) as fleet:
+        fleet[0].bootstrap               # "127.0.0.1:<its bootstrap listener>"
+        fleet[0].clients(client_id="x")  # its GET /v1/clients entries
+        fleet[0].kill()                  # SIGKILL
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from harness import _proc
+
+KTC = Path(sys.executable).with_name("ktc")
+
+
+class ReplicaProcess:
+    """One ``ktc gateway`` process: started by :meth:`start`, ready once its ready file
+    names its ports."""
+
+    def __init__(
+        self, name: str, work: Path, upstream: str, settings: Mapping[str, Any]
+    ) -> None:
+        self.name = name
+        self.work = work
+        self.config = {
+            "gateway.upstream.bootstrap.servers": upstream,
+            "gateway.broker.port.start": 0,
+            **settings,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def log_path(self) -> Path:
+        return self.work / "gateway.log"
+
+    def start(self) -> ReplicaProcess:
+        self.work.mkdir(parents=True, exist_ok=True)
+        config = self.work / "config.yaml"
+        config.write_text(yaml.safe_dump(self.config))
+        ready = self.work / "ready.json"
+        ready.unlink(missing_ok=True)
+        with open(self.log_path, "ab") as log:
+            process = subprocess.Popen(
+                [
+                    *_proc.die_with_parent(),
+                    str(KTC),
+                    "gateway",
+                    "--config",
+                    str(config),
+                    "--listeners",
+                    "PLAINTEXT://127.0.0.1:0",
+                    "--data-dir",
+                    str(self.work / "data"),
+                    "--http-listener",
+                    "127.0.0.1:0",
+                    "--ready-file",
+                    str(ready),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_proc.clean_env(drop_prefixes=("KTC_",)),
+            )
+        _proc.register(process)
+        self.process = process
+        _proc.poll_until(
+            ready.exists,
+            timeout=90,
+            what=f"{self.name} ready",
+            alive=lambda: (
+                None
+                if process.poll() is None
+                else f"exit {process.returncode}: {_proc.tail(self.log_path)}"
+            ),
+        )
+        self.info = json.loads(ready.read_text())
+        return self
+
+    @property
+    def port(self) -> int:
+        return int(next(iter(self.info["listeners"].values())))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no flush, nothing written on the way out."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        assert self.process.returncode == -signal.SIGKILL
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _proc.kill(self.process, graceful_s=15)
+
+    def http(self, path: str) -> Any:
+        url = f"http://127.0.0.1:{self.info['http_port']}{path}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    def clients(self, **filters: str) -> list[dict[str, Any]]:
+        """Its live client instances (``GET /v1/clients``), every page."""
+        found: list[dict[str, Any]] = []
+        cursor = ""
+        while True:
+            query = urllib.parse.urlencode({**filters, "cursor": cursor})
+            page = json.loads(self.http(f"/v1/clients?{query}"))
+            found.extend(page["clients"])
+            cursor = page["next_cursor"] or ""
+            if not cursor:
+                return found
+
+
+class ReplicaFleet:
+    """``count`` replicas of one gateway, started in turn; every one still running is
+    stopped (SIGTERM) on exit."""
+
+    def __init__(
+        self,
+        work: Path,
+        upstream: str,
+        topic: str,
+        *,
+        count: int = 3,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        common = {
+            "landing.kafka.topic": topic,
+            "landing.kafka.topic.partitions": 3,
+            "landing.kafka.topic.replication.factor": 3,
+            **(settings or {}),
+        }
+        self.replicas = [
+            ReplicaProcess(f"replica {n}", work / f"replica-{n}", upstream, common)
+            for n in range(1, count + 1)
+        ]
+
+    def __enter__(self) -> ReplicaFleet:
+        try:
+            for replica in self.replicas:
+                replica.start()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for replica in self.replicas:
+            replica.stop()
+
+    def __getitem__(self, index: int) -> ReplicaProcess:
+        return self.replicas[index]
+
+    def __iter__(self) -> Any:
+        return iter(self.replicas)
+
+    @property
+    def bootstrap(self) -> str:
+        """Every replica's bootstrap listener: a client's bootstrap list."""
+        return ",".join(replica.bootstrap for replica in self.replicas)
