@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 
+from subscriptions.cluster_store import SubscriptionStore
 from subscriptions.kafka_uuid import kafka_uuid_to_str, random_instance_id
 from subscriptions.model import (
     CONFIG_INTERVAL_MS,
@@ -60,7 +61,7 @@ def alter(
 
 
 def proposed(
-    store: ConfigStore,
+    store: SubscriptionStore,
     name: str | None = None,
     generate_name: bool = False,
     metrics: str | None = None,

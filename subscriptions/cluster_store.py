@@ -31,11 +31,12 @@ from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
 from proto.errors import Errors, KafkaError
+from subscriptions.durable_store import OnReload
 from subscriptions.model import Subscription
 from subscriptions.quota_entities import QuotaEntity, QuotaFilterComponent
 from subscriptions.store import ConfigSnapshot, ConfigStore, OnChange, _freeze
 
-__all__ = ["ClusterSubscriptionStore"]
+__all__ = ["ClusterSubscriptionStore", "SubscriptionStore"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,24 @@ class ClusterSubscriptionStore:
             return on_change(self.snapshot())
 
         await self.local.watch(changed, stop_event, **options)
+
+    async def watch_directory(
+        self,
+        on_change: OnReload = lambda: None,
+        stop_event: asyncio.Event | None = None,
+        *,
+        debounce_ms: int = 300,
+        force_polling: bool | None = None,
+        ready: asyncio.Event | None = None,
+    ) -> None:
+        """Watch the local store's directory (the quotas), as ConfigStore does."""
+        await self.local.watch_directory(
+            on_change,
+            stop_event,
+            debounce_ms=debounce_ms,
+            force_polling=force_polling,
+            ready=ready,
+        )
 
     @property
     def last_error(self) -> str | None:
@@ -243,3 +262,7 @@ class _Scratch(ConfigStore):
         self, name: str, set: Mapping[str, str | None], delete: Iterable[str]
     ) -> tuple[Subscription, ...]:
         return self.proposed_subscriptions(name, set, delete)
+
+
+# A node's config store: the local one, or the one whose subscriptions a cluster keeps.
+SubscriptionStore = ConfigStore | ClusterSubscriptionStore

@@ -53,7 +53,7 @@ from typing import Any
 
 from proto.errors import Errors, KafkaError
 from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
-from subscriptions.config_watch import watch_config_dir
+from subscriptions.durable_store import DurableConfigStore
 from subscriptions.model import (
     CONFIG_KEYS,
     Subscription,
@@ -267,16 +267,16 @@ def _freeze(
 OnChange = Callable[[ConfigSnapshot], Awaitable[None] | None]
 
 
-class ConfigStore:
-    """Subscriptions and quotas under ``<data_dir>/config``, durable and hot-reloaded.
+class ConfigStore(DurableConfigStore):
+    """Subscriptions and quotas under ``<data_dir>/config``, durable and hot-reloaded
+    (``subscriptions.durable_store``).
 
     The constructor loads both files (raising ConfigFileError if one is invalid). Thread-safe; every public method is synchronous and cheap (files are small) except
     ``watch``, a coroutine to run as a task.
     """
 
     def __init__(self, data_dir: str | Path) -> None:
-        self.config_dir = Path(data_dir) / "config"
-        self.config_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(data_dir)
         self._client_metrics = ClientMetricsDocument(self.config_dir)
         self._quotas = QuotasDocument(self.config_dir)
         self._lock = threading.RLock()
@@ -286,7 +286,6 @@ class ConfigStore:
         # The current snapshot's version as a plain attribute: the collector asks it on
         # every request (collector/telemetry/subscription_source.py), a method call costs more.
         self.version = 0
-        self.last_error: str | None = None
         # Loaded now, so an invalid file fails start-up (or the CLI) with a clear error and
         # no write can ever replace a file that was never read.
         self.load()
@@ -356,9 +355,7 @@ class ConfigStore:
         ``stop_event`` is set (or the task is cancelled).  ``ready`` is set once the
         operating system watches the directory: a change made after that is seen.
         """
-        await watch_config_dir(
-            self.config_dir,
-            self.reload,
+        await self.watch_directory(
             lambda: on_change(self._snapshot),
             stop_event,
             debounce_ms=debounce_ms,

@@ -33,7 +33,7 @@ from collector.app.subscription_preview import PreviewRequestError, preview
 from collector.telemetry.client_metrics import ClientMetricsManager
 from proto.errors import KafkaError
 from subscriptions.admin import AdminUsageError
-from subscriptions.store import ConfigStore
+from subscriptions.cluster_store import SubscriptionStore
 
 __all__ = ["AdminEndpoints"]
 
@@ -44,7 +44,7 @@ class AdminEndpoints:
     def __init__(
         self,
         manager: ClientMetricsManager,
-        store: ConfigStore,
+        store: SubscriptionStore,
         clock: Clock,
         *,
         secret: str | None,

@@ -23,8 +23,8 @@ from collector.telemetry.client_metrics import (
     ClientMetricsManager,
 )
 from subscriptions import admin
+from subscriptions.cluster_store import SubscriptionStore
 from subscriptions.effective import EffectiveSubscription
-from subscriptions.store import ConfigStore
 
 __all__ = ["PAGE", "PreviewRequestError", "preview"]
 
@@ -62,7 +62,7 @@ def _options(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 async def preview(
-    store: ConfigStore, manager: ClientMetricsManager, body: Mapping[str, Any]
+    store: SubscriptionStore, manager: ClientMetricsManager, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The JSON answer: the subscription's name, each affected instance's old and new
     subscription, and how many instances are unaffected.  Raises ``PreviewRequestError``,

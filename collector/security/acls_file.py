@@ -14,9 +14,7 @@ ACLs stay in force).  One entry per resource pattern, ``TYPE:PATTERN_TYPE:NAME``
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +28,10 @@ from collector.security.acls import (
     ResourceType,
     validate_new_acl,
 )
-from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
-from subscriptions.config_watch import watch_config_dir
+from subscriptions.config_file import ConfigDocument, Located
+from subscriptions.durable_store import DurableDocumentStore
 
 __all__ = ["ACLS_FILE", "AclsDocument", "DurableAclStore"]
-
-log = logging.getLogger(__name__)
 
 ACLS_FILE = "acls.yaml"
 
@@ -133,64 +129,31 @@ def _member(kind: Any, name: str) -> Any:
     )
 
 
-class DurableAclStore(AclStore):
+class DurableAclStore(AclStore, DurableDocumentStore[Acls]):
     """The ACL store backed by ``<data_dir>/config/acls.yaml``.  The constructor loads the
     file (raising ConfigFileError if it is invalid): a bad file fails start-up, and no
     write can replace a file that was never read."""
 
-    def __init__(self, data_dir: str | Path) -> None:
-        self.config_dir = Path(data_dir) / "config"
-        self.config_dir.mkdir(parents=True, exist_ok=True)
-        self._document = AclsDocument(self.config_dir)
-        self.last_error: str | None = None
-        super().__init__(self._document.load())
+    what = "ACL"
 
-    @property
-    def path(self) -> Path:
-        return self._document.path
+    def __init__(self, data_dir: str | Path) -> None:
+        DurableDocumentStore.__init__(self, data_dir, AclsDocument)
+        AclStore.__init__(self, self.read_document())
 
     def reload(self) -> bool:
-        """Re-read the file; True if the ACLs changed.  An invalid file is logged and
-        ignored (the last good ACLs stay in force, ``last_error`` says why)."""
+        """Re-read the file; True if the ACLs changed (DurableDocumentStore.reload)."""
         with self._lock:
-            try:
-                acls = self._document.load()
-            except ConfigFileError as exc:
-                self.last_error = str(exc)
-                log.error(
-                    "ACL file not reloaded, its last good content stays in force: %s",
-                    exc,
-                )
-                return False
-            self.last_error = None
-            if tuple(dict.fromkeys(acls)) == self._bindings:
-                return False
-            self.replace(acls)
-            log.info(
-                "ACLs reloaded: %d ACLs (version %d)", len(self._bindings), self.version
-            )
-            return True
+            return DurableDocumentStore.reload(self)
+
+    def in_force(self, state: Acls) -> bool:
+        return tuple(dict.fromkeys(state)) == self._bindings
+
+    def put_in_force(self, state: Acls) -> None:
+        self.replace(state)
+
+    def described(self) -> str:
+        return f"{len(self._bindings)} ACLs (version {self.version})"
 
     def _commit(self, bindings: tuple[AclBinding, ...]) -> None:
-        self._document.save(list(bindings))
+        self.save_document(list(bindings))
         self.replace(bindings)
-
-    async def watch(
-        self,
-        on_change: Callable[[], Awaitable[None] | None] = lambda: None,
-        stop_event: asyncio.Event | None = None,
-        *,
-        debounce_ms: int = 300,
-        force_polling: bool | None = None,
-        ready: asyncio.Event | None = None,
-    ) -> None:
-        """Reload whenever the config directory changes (see subscriptions.config_watch)."""
-        await watch_config_dir(
-            self.config_dir,
-            self.reload,
-            on_change,
-            stop_event,
-            debounce_ms=debounce_ms,
-            force_polling=force_polling,
-            ready=ready,
-        )

@@ -17,11 +17,9 @@ a password, only what Kafka's controller keeps (``UserScramCredentialRecord``)::
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +29,14 @@ from collector.security.credentials import (
     ScramMechanism,
     UserCredentials,
 )
-from subscriptions.config_file import ConfigDocument, ConfigFileError, Located
-from subscriptions.config_watch import watch_config_dir
+from subscriptions.config_file import ConfigDocument, Located
+from subscriptions.durable_store import DurableDocumentStore
 
 __all__ = [
     "SCRAM_CREDENTIALS_FILE",
     "DurableCredentialStore",
     "ScramCredentialsDocument",
 ]
-
-log = logging.getLogger(__name__)
 
 SCRAM_CREDENTIALS_FILE = "scram-credentials.yaml"
 
@@ -156,76 +152,40 @@ class ScramCredentialsDocument(ConfigDocument[Users]):
         }
 
 
-class DurableCredentialStore(CredentialStore):
+class DurableCredentialStore(CredentialStore, DurableDocumentStore[Users]):
     """The credential store backed by ``<data_dir>/config/scram-credentials.yaml``.
 
     The constructor loads the file (raising ConfigFileError if it is invalid), so a bad
     file fails start-up and no write can replace a file that was never read.
     """
 
-    def __init__(self, data_dir: str | Path) -> None:
-        self.config_dir = Path(data_dir) / "config"
-        self.config_dir.mkdir(parents=True, exist_ok=True)
-        self._document = ScramCredentialsDocument(self.config_dir)
-        self.last_error: str | None = None
-        super().__init__(self._document.load())
+    what = "credentials"
 
-    @property
-    def path(self) -> Path:
-        return self._document.path
+    def __init__(self, data_dir: str | Path) -> None:
+        DurableDocumentStore.__init__(self, data_dir, ScramCredentialsDocument)
+        CredentialStore.__init__(self, self.read_document())
 
     def reload(self) -> bool:
-        """Re-read the file; True if the credentials changed. An invalid file is logged and
-        ignored (the last good credentials stay in force, ``last_error`` says why)."""
+        """Re-read the file; True if the credentials changed (DurableDocumentStore.reload)."""
         with self.lock:
-            try:
-                users = self._document.load()
-            except ConfigFileError as exc:
-                self.last_error = str(exc)
-                log.error(
-                    "credentials file not reloaded, its last good content stays in "
-                    "force: %s",
-                    exc,
-                )
-                return False
-            self.last_error = None
-            if users == _plain(self.users()):
-                return False
-            self.replace(users)
-            log.info(
-                "SCRAM credentials reloaded: %d users (version %d)",
-                len(users),
-                self.version,
-            )
-            return True
+            return DurableDocumentStore.reload(self)
+
+    def in_force(self, state: Users) -> bool:
+        return state == _plain(self.users())
+
+    def put_in_force(self, state: Users) -> None:
+        self.replace(state)
+
+    def described(self) -> str:
+        return f"{len(self.users())} users (version {self.version})"
 
     def write(self, users: Mapping[str, UserCredentials]) -> None:
         """Persist ``users`` (atomically, durably), then put them in force."""
         with self.lock:
-            self._document.save(
+            self.save_document(
                 {user: dict(creds) for user, creds in users.items() if creds}
             )
             self.replace(users)
-
-    async def watch(
-        self,
-        on_change: Callable[[], Awaitable[None] | None] = lambda: None,
-        stop_event: asyncio.Event | None = None,
-        *,
-        debounce_ms: int = 300,
-        force_polling: bool | None = None,
-        ready: asyncio.Event | None = None,
-    ) -> None:
-        """Reload whenever the config directory changes (see subscriptions.config_watch)."""
-        await watch_config_dir(
-            self.config_dir,
-            self.reload,
-            on_change,
-            stop_event,
-            debounce_ms=debounce_ms,
-            force_polling=force_polling,
-            ready=ready,
-        )
 
 
 def _plain(users: Mapping[str, UserCredentials]) -> Users:

@@ -1,43 +1,82 @@
 """``ktc serve`` and ``ktc gateway`` are one node in two modes (collector/app/node.py): both
-start through ``Node.start`` and its one list of steps, and a mode only fills in the steps
-marked as its own and the handler of a new connection.  That the admin APIs are authorized
-alike in both modes is shown over the wire: tests/gateway/test_admin_authorization_parity.py."""
+start through ``Node.start``, and a mode is an object given to the node (``ServeMode``,
+``GatewayMode``), not a subclass that overrides its steps.  That the admin APIs are
+authorized alike in both modes is shown over the wire:
+tests/gateway/test_admin_authorization_parity.py."""
 
 from __future__ import annotations
 
-from collector.app.gateway_server import GatewayServer
-from collector.app.node import START_STEPS, Node
-from collector.app.server import CollectorServer
+import inspect
+from pathlib import Path
 
-MODE_STEPS = {"open_store", "build_handler", "bind_mode_listeners"}
-MODE_HOOKS = {f"_{step}" for step in MODE_STEPS} | {"_connection_handler"}
+import pytest
+
+from collector.app.config import CollectorConfig, load_config
+from collector.app.gateway_server import GatewayMode, GatewayServer
+from collector.app.node import Mode, Node, StartupError
+from collector.app.server import CollectorServer, ServeMode
+
+# What the node asks of its mode (the Mode protocol, its connection hooks included).
+MODE_METHODS = {
+    "open_store",
+    "build_handling",
+    "bind_listeners",
+    "connection_handler",
+    "connection_opened",
+    "connection_closed",
+    "ready_file",
+}
 
 
-def overridden(mode: type[Node]) -> set[str]:
-    return {
-        name
-        for name, member in vars(mode).items()
-        if callable(member) and name in vars(Node)
-    }
+def collector_config(tmp_path: Path, **overrides: object) -> CollectorConfig:
+    return load_config(
+        environ={},
+        overrides={
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "data.dir": str(tmp_path / "data"),
+            **overrides,
+        },
+    )
 
 
-def test_both_modes_start_through_the_nodes_one_list_of_steps() -> None:
+def test_both_modes_start_through_the_nodes_one_start() -> None:
     assert CollectorServer.start is Node.start
     assert GatewayServer.start is Node.start
-    assert len(set(START_STEPS)) == len(START_STEPS)
-    for step in START_STEPS:
-        assert callable(getattr(Node, f"_{step}")), step
 
 
-def test_a_mode_overrides_only_its_own_steps() -> None:
-    assert overridden(CollectorServer) <= MODE_HOOKS
-    # The gateway also checks its upstream setting when made, and pairs each connection
-    # with its upstream as it opens and closes.
-    assert overridden(GatewayServer) <= MODE_HOOKS | {
-        "__init__",
-        "connection_opened",
-        "connection_closed",
-    }
-    assert "_build_handler" in overridden(CollectorServer)
-    assert "_build_handler" in overridden(GatewayServer)
-    assert "_bind_mode_listeners" in overridden(GatewayServer)
+def test_the_named_modes_override_nothing_of_the_node() -> None:
+    # CollectorServer and GatewayServer only make a node with their mode (and the gateway
+    # reads what its mode learned).
+    for server in (CollectorServer, GatewayServer):
+        methods = {
+            name
+            for name, member in vars(server).items()
+            if inspect.isfunction(member) and name in vars(Node)
+        }
+        assert methods == {"__init__"}, server
+
+
+def test_a_mode_is_an_object_with_the_nodes_mode_methods() -> None:
+    for mode in (ServeMode, GatewayMode):
+        assert not issubclass(mode, Node)
+        assert {
+            name for name in MODE_METHODS if callable(getattr(mode, name, None))
+        } == MODE_METHODS, mode
+    assert {
+        name for name in MODE_METHODS if callable(getattr(Mode, name, None))
+    } == MODE_METHODS
+
+
+def test_a_node_is_made_in_the_mode_given(tmp_path: Path) -> None:
+    config = collector_config(
+        tmp_path, **{"gateway.upstream.bootstrap.servers": "127.0.0.1:9092"}
+    )
+    assert isinstance(Node(config, ServeMode(config)).mode, ServeMode)
+    assert isinstance(Node(config, GatewayMode(config)).mode, GatewayMode)
+    assert isinstance(GatewayServer(config).mode, GatewayMode)
+    assert isinstance(CollectorServer(config).mode, ServeMode)
+
+
+def test_the_gateway_mode_needs_its_upstream(tmp_path: Path) -> None:
+    with pytest.raises(StartupError, match="upstream"):
+        GatewayMode(collector_config(tmp_path))

@@ -56,7 +56,7 @@ def kafka_error_exit(exc: Exception) -> NoReturn:
     sys.exit(1)
 
 
-def load(config_file: str | None, overrides: dict[str, Any]) -> CollectorConfig:
+def load(config_file: str | None, overrides: dict[str, object]) -> CollectorConfig:
     """The config file plus ``KTC_*`` environment plus ``overrides`` (dotted key -> value;
     None = not given); an invalid one exits 2 naming the key."""
     try:

@@ -11,12 +11,15 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from collector.app.cli.common import CONFIG_ERROR_EXIT, fail_config, load, setup_logging
 from collector.app.config import CollectorConfig
+
+if TYPE_CHECKING:
+    from collector.app.node import Mode, Node
 
 __all__ = ["gateway", "serve"]
 
@@ -69,7 +72,7 @@ def node_options(command: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-def _config(config_file: str | None, options: dict[str, Any]) -> CollectorConfig:
+def _config(config_file: str | None, options: dict[str, object]) -> CollectorConfig:
     return load(
         config_file, {CONFIG_KEYS[name]: value for name, value in options.items()}
     )
@@ -82,9 +85,12 @@ def _config(config_file: str | None, options: dict[str, Any]) -> CollectorConfig
     help="What Metadata tells clients, e.g. PLAINTEXT://host:9092.",
 )
 @click.option("--node-id", type=int, help="This node's broker id.")
-def serve(config_file: str | None, ready_file: str | None, **options: Any) -> None:
+def serve(config_file: str | None, ready_file: str | None, **options: object) -> None:
     """Run the collector until SIGTERM or SIGINT (SIGHUP reloads subscriptions)."""
-    _run(_config(config_file, options), ready_file, gateway=False)
+    from collector.app.server import ServeMode
+
+    config = _config(config_file, options)
+    _run(config, ServeMode, ready_file)
 
 
 @click.command()
@@ -104,7 +110,7 @@ def serve(config_file: str | None, ready_file: str | None, **options: Any) -> No
     "--advertised-host",
     help="The host clients are sent to for every broker (gateway.advertised.host).",
 )
-def gateway(config_file: str | None, ready_file: str | None, **options: Any) -> None:
+def gateway(config_file: str | None, ready_file: str | None, **options: object) -> None:
     """Run as a gateway in front of a Kafka-compatible cluster: forward clients' traffic,
     terminate their telemetry, apply quotas (SIGTERM drains, SIGHUP reloads)."""
     config = _config(config_file, options)
@@ -114,34 +120,36 @@ def gateway(config_file: str | None, ready_file: str | None, **options: Any) -> 
             "gateway mode needs the upstream cluster: --upstream HOST:PORT[,HOST:PORT...] "
             "or gateway.upstream.bootstrap.servers in the config file"
         )
-    _run(config, ready_file, gateway=True)
+    from collector.app.gateway_server import GatewayMode
+
+    _run(config, GatewayMode, ready_file)
 
 
-def _run(config: CollectorConfig, ready_file: str | None, *, gateway: bool) -> None:
+def _run(
+    config: CollectorConfig,
+    mode: Callable[[CollectorConfig], Mode],
+    ready_file: str | None,
+) -> None:
+    """Run a node in the mode ``mode`` makes from the config, until it is stopped."""
     setup_logging(config.log_level)
-    from collector.app.server import install_uvloop
+    from collector.app.node import install_uvloop
 
     install_uvloop()
-    sys.exit(asyncio.run(_serve(config, ready_file, gateway=gateway)))
+    sys.exit(asyncio.run(_serve(config, mode, ready_file)))
 
 
 async def _serve(
-    config: CollectorConfig, ready_file: str | None, *, gateway: bool
+    config: CollectorConfig,
+    mode: Callable[[CollectorConfig], Mode],
+    ready_file: str | None,
 ) -> int:
     """Start the node, write the ready file, run until stopped; the exit code."""
     from collector.app.node import Node, StartupError
     from collector.app.process_tuning import tune_serving_process
-    from collector.app.server import CollectorServer
     from collector.net.listeners import ListenerError
 
-    server: Node
     try:
-        if gateway:
-            from collector.app.gateway_server import GatewayServer
-
-            server = GatewayServer(config)
-        else:
-            server = CollectorServer(config)
+        server = Node(config, mode(config))
     except StartupError as exc:
         click.echo(f"ktc: cannot start: {exc}", err=True)
         return CONFIG_ERROR_EXIT
@@ -165,16 +173,14 @@ async def _serve(
     return 0
 
 
-def _write_ready_file(server: Any, path: Path) -> None:
+def _write_ready_file(server: Node, path: Path) -> None:
     """The bound ports as JSON, written whole (a reader never sees half of it)."""
-    info: dict[str, Any] = {
+    info: dict[str, object] = {
         "listeners": {name: e.port for name, e in server.bound.items()},
         "http_port": server.http_port,
         "cluster_id": server.cluster_id,
+        **server.mode.ready_file(),
     }
-    topology = getattr(server, "topology", None)
-    if topology is not None:
-        info["node_ports"] = {str(node): port for node, port in topology.ports.items()}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(info))
     tmp.replace(path)

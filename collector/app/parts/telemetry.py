@@ -1,0 +1,74 @@
+"""A node's ClientMetricsManager (the port of Kafka's) over its config store's
+subscriptions and its landing, with ``/metrics/clients`` (``prometheus.clients.enable``:
+the series of every cached instance, fed by a tap after the landing, docs/prometheus.md)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry
+
+from clock import Clock
+from collector.app.config import CollectorConfig
+from collector.core.scrape import ScrapeCollector
+from collector.telemetry.client_metrics import ClientMetricsManager
+from collector.telemetry.prometheus.client_series import (
+    ClientSeries,
+    ClientSeriesSettings,
+    ClientSeriesTap,
+)
+from collector.telemetry.stats import ClientMetricsStats
+from collector.telemetry.subscription_source import StoreSubscriptions
+from exporters.base import Exporter
+from subscriptions.cluster_store import SubscriptionStore
+from subscriptions.kafka_uuid import (
+    kafka_uuid_from_str,
+    kafka_uuid_to_str,
+    random_instance_id,
+)
+
+__all__ = ["build_manager"]
+
+
+def build_manager(
+    config: CollectorConfig,
+    store: SubscriptionStore,
+    exporter: Exporter,
+    *,
+    cluster_id: str,
+    stats: ClientMetricsStats,
+    registry: CollectorRegistry,
+    clock: Clock,
+) -> tuple[ClientMetricsManager, ClientSeries | None]:
+    """The manager, landing pushes through ``exporter``; and ``/metrics/clients``'s
+    series when they are on (registered in ``registry``)."""
+    series: ClientSeries | None = None
+    if config.prometheus_clients_enable:
+        settings = ClientSeriesSettings.parse(
+            config.prometheus_clients_max_series,
+            config.prometheus_clients_labels,
+            config.prometheus_clients_metrics,
+        )
+
+        def is_cached(instance_id: str) -> bool:
+            # ``manager`` is made below, before the first push reaches the series.
+            return manager.instance(kafka_uuid_from_str(instance_id)) is not None
+
+        series = ClientSeries(settings, is_cached)
+        registry.register(ScrapeCollector(series.collect))
+        exporter = ClientSeriesTap(exporter, series)
+    manager = ClientMetricsManager(
+        subscriptions=StoreSubscriptions(
+            store, honour_long_intervals=config.telemetry_honour_long_intervals
+        ),
+        exporter=exporter,
+        instance_id_to_str=kafka_uuid_to_str,
+        new_instance_id=random_instance_id,
+        telemetry_max_bytes=config.telemetry_max_bytes,
+        node_id=config.node_id,
+        cluster_id=cluster_id,
+        cache_max_size=config.telemetry_instance_cache_max_size,
+        cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
+        stats=stats,
+        clock=clock,
+    )
+    stats.instance_count = lambda: manager.instance_count
+    return manager, series
