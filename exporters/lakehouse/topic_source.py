@@ -43,7 +43,7 @@ __all__ = [
     "SPARK_KAFKA_VERSION",
     "KafkaSourceJarsMissing",
     "PartitionOffsets",
-    "TopicMissing",
+    "TopicUnavailable",
     "TopicSource",
     "flatten_topic_batches",
     "kafka_source_jars",
@@ -105,7 +105,27 @@ def parse_source_name(name: str) -> tuple[str, int] | None:
 
 
 def _flattened_by() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``host:pid executor <id>`` of this Python worker: the Spark executor it works for,
+    from its parent JVM's command line (``driver`` in local mode, where the driver's JVM
+    runs the tasks; ``?`` where /proc cannot tell)."""
+    return f"{socket.gethostname()}:{os.getpid()} executor {_executor_id()}"
+
+
+def _executor_id() -> str:
+    pid = os.getppid()
+    for _ in range(4):  # worker <- pyspark's daemon <- the JVM
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return "?"
+        if b"--executor-id" in args:
+            return args[args.index(b"--executor-id") + 1].decode()
+        if b"org.apache.spark.deploy.SparkSubmit" in args:
+            return "driver"
+        # ppid is the 4th field, after the command name in parentheses
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return "?"
 
 
 def flatten_topic_batches(
@@ -212,12 +232,19 @@ class TopicSource:
         props.setProperty("key.deserializer", deserializer)
         props.setProperty("value.deserializer", deserializer)
         props.setProperty("client.id", "ktc-ingest-offsets")
-        consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+        from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+        try:
+            consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(props)
+        except Py4JJavaError as exc:
+            raise TopicUnavailable(
+                f"Kafka consumer for {self.topic}: {_java_message(exc)}"
+            ) from None
         try:
             timeout = jvm.java.time.Duration.ofSeconds(60)
             infos = consumer.partitionsFor(self.topic, timeout)
             if infos is None or infos.isEmpty():
-                raise TopicMissing(
+                raise TopicUnavailable(
                     f"topic {self.topic} not found at {self.bootstrap_servers}"
                 )
             partitions = sorted(int(info.partition()) for info in infos)
@@ -229,6 +256,10 @@ class TopicSource:
             earliest = _by_partition(consumer.beginningOffsets(wanted, timeout))
             latest = _by_partition(consumer.endOffsets(wanted, timeout))
             return [PartitionOffsets(p, earliest[p], latest[p]) for p in partitions]
+        except Py4JJavaError as exc:
+            raise TopicUnavailable(
+                f"topic {self.topic} at {self.bootstrap_servers}: {_java_message(exc)}"
+            ) from None
         finally:
             consumer.close()
 
@@ -254,6 +285,11 @@ class TopicSource:
         }
 
 
+def _java_message(exc: Any) -> str:
+    """The first line of a Java exception's message (its class and text)."""
+    return str(exc.java_exception.toString()).splitlines()[0]
+
+
 def _by_partition(offsets: Any) -> dict[int, int]:
     """A Java ``Map<TopicPartition, Long>`` as partition -> offset."""
     return {
@@ -262,5 +298,5 @@ def _by_partition(offsets: Any) -> dict[int, int]:
     }
 
 
-class TopicMissing(RuntimeError):
-    """The topic does not exist on the cluster."""
+class TopicUnavailable(RuntimeError):
+    """The topic's cluster cannot be reached, or the topic is not there."""

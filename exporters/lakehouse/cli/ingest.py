@@ -1,5 +1,6 @@
-"""``ktc ingest``: the landing logs into the lakehouse's Iceberg tables, exactly once
-(the job itself: ``exporters.lakehouse.ingest``).
+"""``ktc ingest``: the landing logs, or the landing topic, into the lakehouse's Iceberg
+tables, exactly once (the jobs themselves: ``exporters.lakehouse.ingest`` and
+``exporters.lakehouse.topic_ingest``).
 
 The command's own options are declared once, as click options, and arrive as one
 :class:`IngestOptions`; an option is added by a ``click.option`` above
@@ -26,6 +27,7 @@ from exporters.lakehouse.session import LakehouseConfig, LakeLibsMissing
 
 if TYPE_CHECKING:
     from exporters.lakehouse.ingest import BatchResult, IngestJob
+    from exporters.lakehouse.topic_source import TopicSource
 
 __all__ = ["IngestOptions", "ingest_command"]
 
@@ -41,6 +43,36 @@ class IngestOptions:
     maintenance_interval: str
     retention_days: int | None
     flatten_processes: int | None
+    kafka_bootstrap_servers: str | None = None
+    kafka_topic: str | None = None
+    kafka_properties: tuple[str, ...] = ()
+
+    def kafka_source(self) -> TopicSource | None:
+        """The landing topic to read, or None (the landing logs); a usage error for a
+        half-given or contradictory choice."""
+        from exporters.lakehouse.topic_source import TopicSource
+
+        if not self.kafka_topic and not self.kafka_bootstrap_servers:
+            if self.kafka_properties:
+                raise click.UsageError("--kafka-property needs --kafka-topic")
+            return None
+        if not self.kafka_topic or not self.kafka_bootstrap_servers:
+            raise click.UsageError(
+                "--kafka-topic and --kafka-bootstrap-servers go together"
+            )
+        if self.landing_dirs:
+            raise click.UsageError(
+                "--landing-dir and --kafka-topic are two sources: one ingest reads one"
+            )
+        properties = {}
+        for pair in self.kafka_properties:
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise click.UsageError(
+                    f"--kafka-property expects key=value, got {pair!r}"
+                )
+            properties[key.strip()] = value
+        return TopicSource(self.kafka_bootstrap_servers, self.kafka_topic, properties)
 
 
 @click.command("ingest")
@@ -89,17 +121,42 @@ class IngestOptions:
     help="Processes that flatten a large batch, this one included; default: one per "
     "core the process may use (its CPU affinity and cgroup quota), at most four.",
 )
+@click.option(
+    "--kafka-bootstrap-servers",
+    envvar="KTC_INGEST_KAFKA_BOOTSTRAP_SERVERS",
+    metavar="HOST:PORT,...",
+    help="Read the landing topic (landing.kafka.topic) on this cluster instead of "
+    "the landing logs, with Spark's Kafka source; with --kafka-topic.",
+)
+@click.option(
+    "--kafka-topic",
+    envvar="KTC_INGEST_KAFKA_TOPIC",
+    help="The landing topic to ingest (every partition, each exactly once).",
+)
+@click.option(
+    "--kafka-property",
+    "kafka_properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A Kafka consumer property for the topic (Java client names, e.g. "
+    "security.protocol=SASL_SSL, sasl.jaas.config=...), repeatable.",
+)
 def ingest_command(lake: LakeOptions, **params: Any) -> None:
-    """Ingest the landing logs into the lakehouse's Iceberg tables, exactly once."""
+    """Ingest the landing logs (or the landing topic) into the lakehouse's Iceberg
+    tables, exactly once."""
     params["landing_dirs"] = tuple(params["landing_dirs"])
+    params["kafka_properties"] = tuple(params["kafka_properties"])
     run_ingest(lake, IngestOptions(**params))
 
 
 def run_ingest(lake: LakeOptions, options: IngestOptions) -> None:
     """Start the job, then one pass (``--once``) or batches until SIGTERM/SIGINT."""
+    from exporters.lakehouse.topic_source import TopicUnavailable
+
+    source = options.kafka_source()
     _log_to_stderr()
     config = lake.config()
-    job = _job(lake, config, options)
+    job = _job(lake, config, options, source)
     if sys.stderr.isatty():  # a terminal: what the first seconds are spent on
         progress(
             f"ktc ingest: starting Spark ({config.master}), catalog {config.catalog_kind}"
@@ -112,11 +169,14 @@ def run_ingest(lake: LakeOptions, options: IngestOptions) -> None:
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())  # finish the batch, then exit
+        following = f"topic {source.topic}" if source else "the landing logs"
         progress(
-            "ktc ingest: following the landing logs, a batch every "
+            f"ktc ingest: following {following}, a batch every "
             f"{options.trigger_interval}"
         )
         job.run_forever(stop, on_batch=_print_batch)
+    except TopicUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
     finally:
         job.close()
 
@@ -132,7 +192,10 @@ def _log_to_stderr() -> None:
 
 
 def _job(
-    lake: LakeOptions, config: LakehouseConfig, options: IngestOptions
+    lake: LakeOptions,
+    config: LakehouseConfig,
+    options: IngestOptions,
+    source: TopicSource | None,
 ) -> IngestJob:
     """The ingest job the options describe (not started)."""
     # Imported here: pyarrow, protobuf and the OTLP classes cost `ktc sql` a quarter second.
@@ -148,6 +211,15 @@ def _job(
         flatten_processes=options.flatten_processes or default_processes(),
     )
     maintenance = MaintenanceSettings(retention_days=options.retention_days)
+    if source is not None:
+        from exporters.lakehouse.topic_ingest import TopicIngestJob
+
+        return TopicIngestJob(
+            config,
+            source,
+            settings,
+            maintenance=lambda spark: run_maintenance(spark, config, maintenance),
+        )
     return IngestJob(
         config,
         _landing_dirs(lake, options),
@@ -172,10 +244,11 @@ def _start(job: IngestJob) -> None:
     """Start the JVM and take the landing directories; a missing jar or a directory
     another ingest holds is one line."""
     from exporters.lakehouse.ingest import LandingDirBusy
+    from exporters.lakehouse.topic_source import KafkaSourceJarsMissing
 
     try:
         job.spark  # noqa: B018 - start the JVM here, so a missing jar is one line
-    except LakeLibsMissing as exc:
+    except (LakeLibsMissing, KafkaSourceJarsMissing) as exc:
         raise click.ClickException(str(exc)) from None
     try:
         job.start()
@@ -184,6 +257,8 @@ def _start(job: IngestJob) -> None:
 
 
 def _run_once(job: IngestJob) -> None:
+    from exporters.lakehouse.topic_ingest import TopicIngestJob
+
     results = job.run_once()
     for result in results:
         _print_batch(result)
@@ -191,13 +266,20 @@ def _run_once(job: IngestJob) -> None:
         positions = job.positions.get("pushes", {})
         where = ", ".join(f"{n} at {o}" for n, o in sorted(positions.items()))
         progress(
-            "ktc ingest: nothing new in the landing logs"
+            "ktc ingest: nothing new in "
+            + (
+                f"topic {job.source.topic}"
+                if isinstance(job, TopicIngestJob)
+                else "the landing logs"
+            )
             + (f" (committed: {where})" if where else "")
         )
 
 
 def _print_batch(result: BatchResult) -> None:
     """A batch: a summary line on stderr, its figures as one JSON line on stdout."""
+    from exporters.lakehouse.topic_ingest import TopicBatchResult
+
     ranges = ", ".join(f"{n} [{a}, {b})" for n, (a, b) in sorted(result.ranges.items()))
     progress(
         f"ktc ingest: batch {result.batch}: {result.records} records ({ranges}), "
@@ -213,6 +295,12 @@ def _print_batch(result: BatchResult) -> None:
                 "ranges": {n: list(r) for n, r in result.ranges.items()},
                 "replayed": result.replayed,
                 "rejected": result.rejected,
+                # The topic ingest: the executors' processes that flattened it.
+                **(
+                    {"flattened_by": list(result.flattened_by)}
+                    if isinstance(result, TopicBatchResult)
+                    else {}
+                ),
             },
             sort_keys=True,
         ),
