@@ -49,6 +49,7 @@ from exporters.lakehouse.topic_source import (
     FLATTENED_SCHEMA,
     PartitionOffsets,
     TopicSource,
+    TopicUnavailable,
     flatten_topic_batches,
     kafka_source_jars,
     source_name,
@@ -68,7 +69,7 @@ log = logging.getLogger(__name__)
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-class TopicOffsetsReset(RuntimeError):
+class TopicOffsetsReset(TopicUnavailable):
     """A partition ends before the position the tables hold for it: the topic was
     deleted and created again, and its offsets no longer name the records ingested."""
 
