@@ -19,7 +19,8 @@ Owned by the chart when prometheus.clients.enabled or serviceMonitor.clientMetri
   prometheus.clients.enable  true
 Added when secrets.env is set (its variables are referred to as ${env:NAME}):
   config.providers          env
-Added when ingest.enabled:
+Added when ingest.enabled in layout landingLog (in layout scaleOut the ingest reads the
+landing topic, whose retention is the cluster's):
   landing.retention_required_consumers  + lakehouse-ingest (the ingest's consumer name)
 Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePorts):
   gateway.upstream.bootstrap.servers     gateway.upstream.bootstrapServers
@@ -87,7 +88,7 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
 {{- if not (has (upper .Values.listenerName) $mapped) }}
 {{- fail (printf "listenerName %s has no entry in config.\"listener.security.protocol.map\" (%s); add %s:PLAINTEXT" .Values.listenerName $protocolMap .Values.listenerName) }}
 {{- end }}
-{{- if .Values.ingest.enabled }}
+{{- if and .Values.ingest.enabled (ne (include "ktc.scaleOut" .) "true") }}
 {{- /* The ingest is a consumer the collector cannot know about: until it has committed
        a position, landing retention must keep every segment for it. */}}
 {{- $landing := index $merged "landing" | default dict }}

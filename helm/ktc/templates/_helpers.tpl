@@ -197,3 +197,41 @@ gets a container port and a port on both Services, named node-<id>.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" in the scale-out layout (layout: scaleOut): every node produces what it accepts to
+the Kafka topic config."landing.kafka.topic" and keeps nothing durable, so no claim is
+mounted on a node and the ingest reads the topic.  "" in the landing-log layout.
+*/}}
+{{- define "ktc.scaleOut" -}}
+{{- if eq .Values.layout "scaleOut" }}true{{ end }}
+{{- end }}
+
+{{/*
+The landing topic's cluster, as the ingest reaches it: config."landing.kafka.bootstrap.servers",
+or in gateway mode (where that key defaults to it) the fronted cluster.
+*/}}
+{{- define "ktc.landingTopicBootstrap" -}}
+{{- index .Values.config "landing.kafka.bootstrap.servers" | default (ternary .Values.gateway.upstream.bootstrapServers "" .Values.gateway.enabled) }}
+{{- end }}
+
+{{/*
+Fails on a layout the nodes could not run: the scale-out layout needs the topic (and, for
+`ktc serve`, its cluster) and no per-pod store; the landing-log layout has no topic.
+*/}}
+{{- define "ktc.layoutChecks" -}}
+{{- $topic := index .Values.config "landing.kafka.topic" }}
+{{- if eq (include "ktc.scaleOut" .) "true" }}
+{{- if not $topic }}
+{{- fail "layout scaleOut needs config.\"landing.kafka.topic\": the topic every node lands on and the ingest reads" }}
+{{- end }}
+{{- if not (include "ktc.landingTopicBootstrap" .) }}
+{{- fail "layout scaleOut with ktc serve needs config.\"landing.kafka.bootstrap.servers\" (in gateway mode it defaults to the fronted cluster)" }}
+{{- end }}
+{{- if eq .Values.configStore.source "dataVolume" }}
+{{- fail "layout scaleOut keeps nothing on a pod: configStore.source dataVolume would keep subscriptions and quotas per pod; keep subscriptions in the cluster (gateway.subscriptions.store cluster, or config.\"subscriptions.store\" kafka) and use configStore.source configMap" }}
+{{- end }}
+{{- else if $topic }}
+{{- fail "config.\"landing.kafka.topic\" replaces the landing log: set layout scaleOut (then no landing claim is mounted and the ingest reads the topic)" }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,178 @@
+"""The scale-out layout (``layout: scaleOut``, docs/scale-out.md): gateway replicas with no
+volume at all, what they accept on the landing topic, their subscriptions in the cluster,
+the ingest reading the topic; the ReadWriteMany claim only in the landing-log layout."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import pytest
+import yaml
+from ktc_chart import CHART_DIR, container, find, load_values, pod_environment, render
+
+from collector.app.config import load_config
+from exporters.lakehouse.cli.ingest import ingest_command
+
+Docs = list[dict[str, Any]]
+
+SCALE_OUT = load_values(CHART_DIR / "examples" / "scale-out" / "values.yaml")
+UPSTREAM = SCALE_OUT["gateway"]["upstream"]["bootstrapServers"]
+
+
+def claims(docs: Docs) -> list[dict[str, Any]]:
+    """Every claim the release creates or mounts: PersistentVolumeClaims, the
+    StatefulSet's claim templates, and each pod's persistentVolumeClaim volumes."""
+    found = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    statefulset = find(docs, "StatefulSet")
+    found += statefulset["spec"].get("volumeClaimTemplates", [])
+    for workload in (d for d in docs if d["kind"] in {"StatefulSet", "Deployment"}):
+        found += [
+            v
+            for v in workload["spec"]["template"]["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        ]
+    return found
+
+
+def volumes(workload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in workload["spec"]["template"]["spec"]["volumes"]}
+
+
+def mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
+    return {
+        m["name"]: m["mountPath"] for m in container(workload, name)["volumeMounts"]
+    }
+
+
+def test_replicas_hold_nothing_durable(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    docs = rendered(SCALE_OUT)
+    statefulset = find(docs, "StatefulSet")
+    assert statefulset["spec"]["replicas"] == 3
+    assert "volumeClaimTemplates" not in statefulset["spec"]
+    node_volumes = volumes(statefulset)
+    assert node_volumes["data"] == {"name": "data", "emptyDir": {}}
+    assert "landing" not in node_volumes
+    assert not [v for v in node_volumes.values() if "persistentVolumeClaim" in v]
+    assert "landing" not in mounts(statefulset, "collector")
+    # The only claim of the release is the ingest's lake; none is ReadWriteMany.
+    assert [c["metadata"]["name"] for c in claims(docs) if "metadata" in c] == [
+        "ktc-lake"
+    ]
+    assert not [
+        c
+        for c in claims(docs)
+        if "ReadWriteMany" in c.get("spec", {}).get("accessModes", [])
+    ]
+    # Each pod, as the collector reads its config: gateway, subscriptions in the cluster,
+    # telemetry on the topic (on the fronted cluster: landing.kafka.bootstrap.servers unset).
+    path = tmp_path / "config.yaml"
+    path.write_text(find(docs, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
+    for ordinal in range(3):
+        config = load_config(path, environ=pod_environment(statefulset, ordinal))
+        assert config.node_id == ordinal
+        assert config.gateway_subscriptions_store == "cluster"
+        assert config.landing_kafka_topic == "ktc-telemetry"
+        assert config.landing_kafka_bootstrap_servers is None
+        assert config.gateway_upstream_bootstrap_servers == UPSTREAM
+    settings = yaml.safe_load(find(docs, "ConfigMap")["data"]["config.yaml"])
+    assert "landing" not in settings  # no landing-log retention for the ingest
+
+
+def test_the_ingest_reads_the_topic(rendered: Callable[..., Docs]) -> None:
+    ingest = find(rendered(SCALE_OUT), "Deployment", "ktc-ingest")
+    args = container(ingest, "ingest")["args"]
+    assert args[0] == "ingest"
+    with ingest_command.make_context("ingest", list(args[1:])) as ctx:
+        params: dict[str, Any] = ctx.params
+    assert params["kafka_bootstrap_servers"] == UPSTREAM
+    assert params["kafka_topic"] == "ktc-telemetry"
+    assert params["data_dir"] == Path("/var/lib/ktc")
+    assert "landing" not in volumes(ingest)
+    assert "landing" not in mounts(ingest, "ingest")
+    assert mounts(ingest, "ingest")["lake"] == "/var/lib/ktc/lakehouse"
+    assert ingest["spec"]["replicas"] == 1
+
+
+def test_ktc_serve_scales_out_on_the_topic_cluster_it_names(
+    rendered: Callable[..., Docs],
+) -> None:
+    values = {
+        "layout": "scaleOut",
+        "replicaCount": 2,
+        "config": {
+            "landing.kafka.topic": "telemetry",
+            "landing.kafka.bootstrap.servers": "kafka:9092",
+            "subscriptions.store": "kafka",
+            "subscriptions.kafka.bootstrap.servers": "kafka:9092",
+        },
+        "ingest": {"enabled": True},
+    }
+    docs = rendered(values)
+    assert container(find(docs, "StatefulSet"), "collector")["args"][0] == "serve"
+    args = container(find(docs, "Deployment"), "ingest")["args"]
+    assert args[args.index("--kafka-bootstrap-servers") + 1] == "kafka:9092"
+    assert args[args.index("--kafka-topic") + 1] == "telemetry"
+    assert [c["metadata"]["name"] for c in claims(docs) if "metadata" in c] == [
+        "ktc-lake"
+    ]
+
+
+def test_the_landing_log_layout_keeps_its_shared_claim(
+    rendered: Callable[..., Docs],
+) -> None:
+    """The default layout: one ReadWriteMany claim, on every node and on the ingest,
+    which reads the landing logs from it (no --kafka-* flag)."""
+    docs = rendered(
+        {
+            "replicaCount": 2,
+            "gateway": SCALE_OUT["gateway"],
+            "ingest": {"enabled": True},
+        }
+    )
+    landing = find(docs, "PersistentVolumeClaim", "ktc-landing")
+    assert landing["spec"]["accessModes"] == ["ReadWriteMany"]
+    statefulset = find(docs, "StatefulSet")
+    ingest = find(docs, "Deployment")
+    for workload in (statefulset, ingest):
+        claim = volumes(workload)["landing"]["persistentVolumeClaim"]
+        assert claim["claimName"] == "ktc-landing"
+    assert statefulset["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
+    assert not [a for a in container(ingest, "ingest")["args"] if "kafka" in a]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"layout": "scaleOut", **{"gateway": SCALE_OUT["gateway"]}}, "needs config"),
+        (
+            {"layout": "scaleOut", "config": {"landing.kafka.topic": "t"}},
+            'needs config."landing.kafka.bootstrap.servers"',
+        ),
+        (
+            {**SCALE_OUT, "configStore": {"source": "dataVolume"}},
+            "configStore.source dataVolume",
+        ),
+        (
+            {"config": {"landing.kafka.topic": "t"}, "gateway": SCALE_OUT["gateway"]},
+            "set layout scaleOut",
+        ),
+    ],
+    ids=["no-topic", "serve-without-cluster", "per-pod-store", "topic-in-log-layout"],
+)
+def test_an_inconsistent_layout_fails_with_a_clear_message(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(helm.HelmError) as caught:
+        render(values)
+    assert message in str(caught.value)
+
+
+def test_the_schema_knows_both_layouts() -> None:
+    with pytest.raises(helm.HelmError) as caught:
+        render({"layout": "scale-out"})
+    assert "layout" in str(caught.value)
