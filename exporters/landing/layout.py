@@ -13,10 +13,14 @@ Segments are created as ``<name>.log.tmp`` and renamed once their header is writ
 from __future__ import annotations
 
 import dataclasses
+import errno
+import fcntl
 import os
 import re
 from pathlib import Path
 from typing import Final
+
+from exporters.landing.errors import LandingLogLocked
 
 __all__ = [
     "SEGMENT_SUFFIX",
@@ -24,6 +28,7 @@ __all__ = [
     "SegmentInfo",
     "landing_directory",
     "list_segments",
+    "lock_directory",
     "node_directories",
     "segment_path",
 ]
@@ -32,6 +37,7 @@ SEGMENT_SUFFIX: Final = ".log"
 TEMP_SUFFIX: Final = ".tmp"
 _SEGMENT_NAME: Final = re.compile(r"^(\d{20})\.log$")
 _NODE_DIR_NAME: Final = re.compile(r"^node-(-?\d+)$")
+_LOCK_FILE_NAME: Final = ".lock"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -101,3 +107,25 @@ def list_segments(directory: Path) -> list[SegmentInfo]:
             )
         )
     return infos
+
+
+def lock_directory(directory: Path) -> int:
+    """Takes the writer's lock on ``directory`` (an flock on ``.lock``) and returns its
+    descriptor (closing it releases the lock); LandingLogLocked when another process
+    holds it."""
+    fd = os.open(
+        directory / _LOCK_FILE_NAME,
+        os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+        0o644,
+    )
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        os.close(fd)
+        if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise LandingLogLocked(
+                f"landing directory {directory} is already open for writing "
+                "(another collector process with the same node.id?)"
+            ) from error
+        raise
+    return fd

@@ -8,20 +8,22 @@ power failure depends on the fsync policy (durability.py).
 
 The log is this class over one module per job:
 
-| job                                                | module            |
-|----------------------------------------------------|-------------------|
-| the active segment: created, recovered at open     | active.py         |
-| the batch of encoded records and its ``writev``    | writer.py         |
-| sync rounds: what is not durable yet, group commit | sync.py           |
-| disk health: unwritable, broken, probes            | health.py         |
-| blocks reserved ahead, the spare segment           | preallocate.py    |
-| housekeeping: the tick thread, the spare maker     | housekeeping.py   |
-| retention: which sealed segments go                | retention.py      |
+| job                                                    | module            |
+|--------------------------------------------------------|-------------------|
+| the lock; closed, broken: may the log write            | gate.py           |
+| records into the active segment, batched; the roll     | appender.py       |
+| the batch of encoded records and its ``writev``        | writer.py         |
+| segment files: recovered, created, sealed, deleted     | segments.py       |
+| the active segment: created, recovered at open         | active.py         |
+| the durability loop: sync rounds run, probes           | syncer.py         |
+| sync rounds: what is not durable yet, group commit     | sync.py           |
+| disk health: unwritable, broken, probes                | health.py         |
+| blocks reserved ahead, the spare segment               | preallocate.py    |
+| housekeeping: the tick thread, the spare maker         | housekeeping.py   |
+| retention: which sealed segments go                    | retention.py      |
 
-Rolling (Kafka's segment.bytes / segment.ms): before an append, the active segment is sealed
-when the record would take it past ``segment_max_bytes`` or its first record is
-``segment_max_age_ms`` old; ``maybe_roll`` does the age check for an idle log. A segment
-never holds zero records when sealed, so base offsets strictly increase.
+Rolling (Kafka's segment.bytes / segment.ms) happens as records are added (appender.py);
+``maybe_roll`` does the age check for an idle log.
 
 Write-behind (``write_behind=True``, what the collector uses): ``export`` only stages the
 record (context and payload, not encoded yet); the owner calls ``flush`` before it
@@ -31,19 +33,17 @@ writing that read's responses, so one system call covers every push of the read,
 "acknowledged means in the log" still holds. A failed flush raises: none of the staged
 records is in the log and none may be acknowledged.
 
-Locks: ``_lock`` guards the state of every part and is held for a write; a sync round holds
-the rounds' lock (sync.py) and takes ``_lock`` only to plan and to finish, so appends go on
-during an fsync. Order: the rounds' lock before ``_lock``.
+Locks: the gate's lock (``_lock``) guards the state of every part and is held for a write;
+a sync round holds the rounds' lock (sync.py) and takes ``_lock`` only to plan and to
+finish, so appends go on during an fsync (syncer.py). Order: the rounds' lock before
+``_lock``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import errno
-import fcntl
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
@@ -52,7 +52,8 @@ from clock import SYSTEM_CLOCK, Clock
 from exporters.base import ExportResult
 from exporters.context import TelemetryContext
 from exporters.landing.active import ActiveSegment
-from exporters.landing.durability import FsyncPolicy, fsync_directory
+from exporters.landing.appender import Appender
+from exporters.landing.durability import FsyncPolicy
 from exporters.landing.errors import (
     LandingError,
     LandingLogClosed,
@@ -61,22 +62,18 @@ from exporters.landing.errors import (
     RecordTooLarge,
     UnlandedRecords,
 )
-from exporters.landing.format import (
-    RECORD_HEADER_BYTES,
-    SEGMENT_HEADER_BYTES,
-    ContextEncodingError,
-    encode_context,
-    encode_record_head,
-)
-from exporters.landing.health import PROBE_FILE_NAME, DiskHealth
+from exporters.landing.format import ContextEncodingError, encode_context
+from exporters.landing.gate import Gate
+from exporters.landing.health import DiskHealth
 from exporters.landing.housekeeping import Housekeeper
-from exporters.landing.layout import TEMP_SUFFIX, SegmentInfo, list_segments
+from exporters.landing.layout import SegmentInfo, list_segments, lock_directory
 from exporters.landing.options import LandingOptions
 from exporters.landing.positions import committed_offsets
-from exporters.landing.preallocate import SPARE_FILE_NAME, BlockReservations
+from exporters.landing.preallocate import BlockReservations
 from exporters.landing.retention import RetentionPolicy, segments_to_delete
+from exporters.landing.segments import Segments
 from exporters.landing.sync import SyncRounds
-from exporters.landing.writer import MAX_RECORDS_PER_WRITEV, EncodedBatch, write_batch
+from exporters.landing.syncer import Syncer
 
 __all__ = [
     "LandingError",
@@ -93,7 +90,6 @@ _log = logging.getLogger("exporters.landing")
 
 _NS_PER_MS: Final = 1_000_000
 _EXPORTED: Final = ExportResult.success()
-_LOCK_FILE_NAME: Final = ".lock"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -161,11 +157,9 @@ class LandingLog:
         # cost of encoding each at stage time, on the push path) and writes them.
         self._staged: list[tuple[TelemetryContext, bytes]] = []
 
-        self._lock = threading.Lock()
-        self._closed = False  # close() started: no more appends
-        self._descriptors_closed = False
-        self._batch = EncodedBatch()
         self._health = DiskHealth(self.directory)
+        self._gate = Gate(self.directory, self._health)
+        self._lock = self._gate.lock
         self._rounds = SyncRounds()
         self._reservations = BlockReservations(
             self.directory, self._segment_max_bytes, self._lock
@@ -180,17 +174,28 @@ class LandingLog:
             "recovered_corrupt_regions": 0,
         }
 
-        self._last_append_ns = 0  # the last record's appended time (a sealed mtime)
+        durable = self._policy is not FsyncPolicy.NEVER
+        self._segments = Segments(
+            self.directory,
+            self._reservations,
+            self._rounds,
+            self._health,
+            self._counters,
+            durable=durable,
+            fsync_inline=self._fsync_inline,
+            max_record_bytes=self._max_record_bytes,
+            time_ns=self._time_ns,
+        )
 
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = self._acquire_directory_lock()
+        self._lock_fd = lock_directory(self.directory)
         active: ActiveSegment | None = None
         try:
-            active = self._open_active_segment()
+            active, last_append_ns = self._segments.open_active()
             if housekeeping:  # a serving log: its appends should not allocate blocks
                 reserved = self._reservations.reserve_rest(active.fd, active.size)
                 active.reserved = active.reserved or reserved
-            if self._policy is not FsyncPolicy.NEVER:
+            if durable:
                 # What a previous run left in the page cache becomes durable too.
                 os.fsync(active.fd)
                 self._rounds.durable_offset = active.next_offset
@@ -199,7 +204,26 @@ class LandingLog:
                 os.close(active.fd)
             os.close(self._lock_fd)
             raise
-        self._active = active
+        self._appender = Appender(
+            self._segments,
+            active,
+            last_append_ns,
+            self._health,
+            self._rounds,
+            self._counters,
+            segment_max_bytes=self._segment_max_bytes,
+            segment_max_age_ns=self._segment_max_age_ns,
+            durable=durable,
+        )
+        self._syncer = Syncer(
+            self._gate,
+            self._rounds,
+            self._appender,
+            self._segments,
+            self._health,
+            self._counters,
+            durable=durable,
+        )
 
         self._housekeeper: Housekeeper | None = None
         if housekeeping:
@@ -226,7 +250,7 @@ class LandingLog:
         try:
             if not self._write_behind:
                 self.append(context, payload)
-            elif len(payload) <= self._max_record_bytes and not self._closed:
+            elif len(payload) <= self._max_record_bytes and not self._gate.closed:
                 # stage()'s checks, inlined (it runs once per accepted push); a log closed
                 # meanwhile, or one that cannot write, is caught by flush(), under the lock.
                 self._staged.append((context, payload))
@@ -261,11 +285,12 @@ class LandingLog:
         context_json = self._encode_context(context)
         self._check_record_size(context_json, payload)
         with self._lock:
-            self._check_writable()
-            offset = self._add_to_batch_locked(context_json, payload, self._time_ns())
-            self._write_batch_locked()
+            self._gate.check_writable()
+            appender = self._appender
+            offset = appender.add(context_json, payload, self._time_ns())
+            appender.write_batch()
             if self._fsync_inline:
-                self._fsync_active_locked()
+                appender.fsync_active()
         return offset
 
     def append_many(self, items: Iterable[tuple[TelemetryContext, bytes]]) -> list[int]:
@@ -283,15 +308,16 @@ class LandingLog:
         if not encoded:
             return []
         with self._lock:
-            self._check_writable()
+            self._gate.check_writable()
             now_ns = self._time_ns()
+            appender = self._appender
             offsets = [
-                self._add_to_batch_locked(context_json, payload, now_ns)
+                appender.add(context_json, payload, now_ns)
                 for context_json, payload in encoded
             ]
-            self._write_batch_locked()
+            appender.write_batch()
             if self._fsync_inline:
-                self._fsync_active_locked()
+                appender.fsync_active()
         return offsets
 
     def stage(self, context: TelemetryContext, payload: bytes) -> None:
@@ -302,9 +328,9 @@ class LandingLog:
             raise RecordTooLarge(
                 f"record of {len(payload)} bytes exceeds max_record_bytes {self._max_record_bytes}"
             )
-        if self._closed:
+        if self._gate.closed:
             with self._lock:
-                self._check_open()
+                self._gate.check_open()
         # A log that cannot write still stages: the flush tries the disk again (or refuses
         # at once while a reopen is owed), so every refusal comes from one place.
         self._staged.append((context, payload))
@@ -331,49 +357,32 @@ class LandingLog:
         staged = self._staged
         if not staged:
             with self._lock:
-                self._check_open()
+                self._gate.check_open()
             return staged
         self._staged = []
-        max_record_bytes = self._max_record_bytes
+        appender = self._appender
         with self._lock:
             try:
-                self._check_writable()
+                self._gate.check_writable()
                 # One clock read per flush: a record's append time is when its batch is
                 # handed to the kernel (the records of one socket read share it), not
                 # when it was staged microseconds earlier.
-                now_ns = self._time_ns()
-                # This runs once per event-loop turn that carried pushes: encode and check
-                # every context first, then add them to the batch in one tight loop when
-                # they fit the active segment (the usual case), else one by one with rolls.
-                contexts = [encode_context(context) for context, _ in staged]
-                batch_bytes = RECORD_HEADER_BYTES * len(staged)
-                # (A plain zip, lengths equal by construction: mypyc compiles it to a
-                # native loop, zip(strict=True) to a generic iterator.)
-                for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
-                    size = len(context_json) + len(payload)
-                    if size > max_record_bytes:
-                        self._check_record_size(context_json, payload)  # raises
-                    batch_bytes += size
-                if self._fits_active_locked(batch_bytes, now_ns):
-                    self._add_fitting_to_batch_locked(contexts, staged, now_ns)
-                else:
-                    for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
-                        self._add_to_batch_locked(context_json, payload, now_ns)
-                self._write_batch_locked()
+                appender.add_staged(staged, self._time_ns(), self._max_record_bytes)
+                appender.write_batch()
                 if self._fsync_inline:
-                    self._fsync_active_locked()
+                    appender.fsync_active()
                 return staged
             # (One name per exception type: mypyc gives a name one type per function.)
             except ContextEncodingError as encoding_error:
-                self._batch.take()
+                appender.drop_batch()
                 failure = LandingError(str(encoding_error))
             except LandingError as landing_error:
-                self._batch.take()
+                appender.drop_batch()
                 failure = landing_error
             except (
                 OSError
             ) as fsync_error:  # the fsync failed: the records are not durable
-                self._batch.take()
+                appender.drop_batch()
                 failure = LandingError(f"fsync failed: {fsync_error}")
         self._note_export_failure(failure, len(staged))
         raise UnlandedRecords(str(failure), staged) from failure
@@ -385,43 +394,13 @@ class LandingLog:
         deleted segment names), whatever the policy. Safe from any thread while appends go
         on; concurrent calls share fsyncs, and a call finds nothing to do when an earlier
         round already covered it. This is the group-commit half of ``group_commit=True``."""
-        with self._lock:
-            self._check_open()
-            target = self._active.next_offset
-        self._sync_round(target)
+        self._syncer.sync()
 
     @property
     def durable_offset(self) -> int:
         """Every offset below this is fsynced (under ``never`` only what sync() covered)."""
         with self._lock:
             return self._rounds.durable_offset
-
-    def _sync_round(self, target_offset: int) -> None:
-        """One sync round (sync.py) making every offset below ``target_offset`` durable."""
-        rounds = self._rounds
-        with rounds.lock:
-            with self._lock:
-                if self._descriptors_closed:
-                    raise LandingLogClosed(f"landing log {self.directory} is closed")
-                if self._health.broken is not None:
-                    raise LandingError(
-                        f"landing log {self.directory} is unusable: {self._health.broken}"
-                    )
-                active = self._active
-                plan = rounds.plan(
-                    target_offset, active.next_offset, active.base_offset, active.fd
-                )
-            if plan is None:
-                return
-            try:
-                fsyncs = plan.run(self.directory)
-            except OSError as error:
-                with self._lock:
-                    self._fsync_failed_locked(error)
-                raise
-            with self._lock:
-                rounds.done(plan)
-                self._counters["fsyncs"] += fsyncs
 
     # ------------------------------------------------------------------ disk health
 
@@ -437,58 +416,20 @@ class LandingLog:
         return self._health.broken is not None
 
     def probe(self) -> bool:
-        """While the log cannot write, tries whether it can again; True when it can.
-
-        | state                                   | probe                                     |
-        |-----------------------------------------|-------------------------------------------|
-        | writable                                | nothing                                   |
-        | a write failed, its bytes were cut off  | writes, fsyncs and removes ``.probe``, as large as the failed write |
-        | an fsync or the cut-off failed (broken) | reopens the active segment as a restart does: scan, truncate a torn tail, fsync |
+        """While the log cannot write, tries whether it can again; True when it can
+        (syncer.py: a write that failed is retried as a probe file, a broken log reopens
+        its active segment as a restart does).
 
         The housekeeping thread calls it every tick while the log cannot write, so
         readiness comes back once space does, with no push needed to find out."""
-        health = self._health
-        with self._rounds.lock:
-            with self._lock:
-                self._check_open()
-                if health.unwritable is None:
-                    return True
-                failures = health.write_failures
-                if health.broken is not None:
-                    try:
-                        self._reopen_locked()
-                    except (OSError, LandingError) as error:
-                        _log.debug(
-                            "landing log %s: reopen failed: %s", self.directory, error
-                        )
-                        return False
-                    health.broken = None
-                    health.unwritable = None
-                    _log.warning(
-                        "landing log %s: reopened, writing again", self.directory
-                    )
-                    return True
-                size = health.probe_bytes
-            try:
-                health.write_probe_file(size, self._policy is not FsyncPolicy.NEVER)
-            except OSError as error:
-                _log.debug("landing log %s: probe failed: %s", self.directory, error)
-                return False
-            with self._lock:
-                if health.write_failures != failures:
-                    return False  # a write failed while probing: that answer is newer
-                health.unwritable = None
-        _log.warning(
-            "landing log %s: %d bytes fit again, writing again", self.directory, size
-        )
-        return True
+        return self._syncer.probe()
 
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
         """Stops the housekeeping threads, fsyncs (unless the policy is ``never``),
         releases the directory. Idempotent."""
-        if self._staged and not self._closed and self._health.broken is None:
+        if self._staged and not self._gate.closed and self._health.broken is None:
             try:
                 self.flush()  # staged, never acknowledged: keep them
             except LandingError as error:
@@ -498,23 +439,24 @@ class LandingLog:
                     error,
                 )
         with self._lock:
-            if self._closed:
+            if self._gate.closed:
                 return
-            self._closed = True
+            self._gate.closed = True
             self._reservations.closed = True
         if self._housekeeper is not None:
             self._housekeeper.stop()
         try:
             if self._policy is not FsyncPolicy.NEVER and self._health.broken is None:
-                self._sync_round(self._active.next_offset)
+                self._syncer.run_round(self._appender.active.next_offset)
         finally:
             with self._rounds.lock, self._lock:
+                active = self._appender.active
                 if self._health.broken is None:
-                    self._active.release_reserved()
+                    active.release_reserved()
                 self._reservations.drop_spare_locked()
-                os.close(self._active.fd)
+                os.close(active.fd)
                 os.close(self._lock_fd)
-                self._descriptors_closed = True
+                self._gate.descriptors_closed = True
 
     def __enter__(self) -> LandingLog:
         return self
@@ -528,12 +470,12 @@ class LandingLog:
         """Seals the active segment if its first record is ``segment_max_age_ms`` old at
         ``now_ms``; True when it rolled."""
         with self._lock:
-            self._check_writable()
-            active = self._active
+            self._gate.check_writable()
+            active = self._appender.active
             if active.records and active.aged(
                 now_ms * _NS_PER_MS, self._segment_max_age_ns
             ):
-                self._roll_locked()
+                self._appender.roll()
                 return True
             return False
 
@@ -547,7 +489,7 @@ class LandingLog:
         committed under ``consumers/`` (a consumer named in ``retention_required_consumers``
         that never committed counts as 0); with no consumers at all nothing protects."""
         with self._lock:
-            self._check_open()
+            self._gate.check_open()
             if min_committed_offset is None and self._retention.respect_consumers:
                 min_committed_offset = self._lowest_consumer_position()
             doomed = segments_to_delete(
@@ -556,20 +498,7 @@ class LandingLog:
                 now_ms,
                 min_committed_offset,
             )
-            for segment in doomed:
-                try:
-                    os.unlink(segment.path)
-                except FileNotFoundError:
-                    continue
-                self._counters["segments_deleted"] += 1
-                _log.info(
-                    "landing log %s: retention deleted segment %s (%d bytes)",
-                    self.directory,
-                    segment.path.name,
-                    segment.size_bytes,
-                )
-            if doomed and self._policy is not FsyncPolicy.NEVER:
-                fsync_directory(self.directory)
+            self._segments.delete(doomed)
             return doomed
 
     # ------------------------------------------------------------------ introspection
@@ -577,7 +506,7 @@ class LandingLog:
     @property
     def next_offset(self) -> int:
         with self._lock:
-            return self._active.next_offset
+            return self._appender.active.next_offset
 
     @property
     def fsync_policy(self) -> FsyncPolicy:
@@ -591,7 +520,7 @@ class LandingLog:
 
     def stats(self) -> LandingStats:
         with self._lock:
-            active = self._active
+            active = self._appender.active
             return LandingStats(
                 next_offset=active.next_offset,
                 active_base_offset=active.base_offset,
@@ -604,7 +533,7 @@ class LandingLog:
     def __repr__(self) -> str:
         return f"LandingLog({str(self.directory)!r}, fsync={self._policy.value!r})"
 
-    # ------------------------------------------------------------------ internals: the batch
+    # ------------------------------------------------------------------ internals
 
     @staticmethod
     def _encode_context(context: TelemetryContext) -> bytes:
@@ -619,242 +548,6 @@ class LandingLog:
             raise RecordTooLarge(
                 f"record of {size} bytes exceeds max_record_bytes {self._max_record_bytes}"
             )
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LandingLogClosed(f"landing log {self.directory} is closed")
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        broken = self._health.broken
-        if broken is not None:
-            raise LandingError(
-                f"landing log {self.directory} is unusable until reopened: {broken}"
-            )
-
-    def _add_to_batch_locked(
-        self, context_json: bytes, payload: bytes, now_ns: int
-    ) -> int:
-        """Encodes one record behind the batch and returns its offset. Rolls first when
-        the record would not fit (or the segment is old), writing the batch: a record's
-        head carries the sync marker of the segment it goes to."""
-        active = self._active
-        batch = self._batch
-        record_bytes = RECORD_HEADER_BYTES + len(context_json) + len(payload)
-        if (active.records or batch.records) and (
-            active.size + batch.byte_count + record_bytes > self._segment_max_bytes
-            or (active.records > 0 and active.aged(now_ns, self._segment_max_age_ns))
-        ):
-            self._roll_locked()
-            active = self._active
-        offset = active.next_offset + batch.records
-        head = encode_record_head(
-            active.sync_marker, offset, now_ns, context_json, payload
-        )
-        if batch.add(head, context_json, payload, now_ns):
-            self._write_batch_locked()
-        return offset
-
-    def _fits_active_locked(self, batch_bytes: int, now_ns: int) -> bool:
-        """Whether ``batch_bytes`` more go to the active segment with no roll before any
-        of them (what _add_to_batch_locked decides record by record)."""
-        active = self._active
-        if active.records > 0 and active.aged(now_ns, self._segment_max_age_ns):
-            return False
-        return (
-            active.size + self._batch.byte_count + batch_bytes
-            <= self._segment_max_bytes
-        )
-
-    def _add_fitting_to_batch_locked(
-        self,
-        contexts: list[bytes],
-        staged: list[tuple[TelemetryContext, bytes]],
-        now_ns: int,
-    ) -> None:
-        """_add_to_batch_locked for records known to fit the active segment: no roll test
-        per record, one tight loop (the batch is written each time it is full)."""
-        batch = self._batch
-        marker = self._active.sync_marker
-        offset = self._active.next_offset + batch.records
-        if not batch.records:
-            batch.first_ns = now_ns
-        buffers = batch.buffers
-        count = batch.records
-        added_bytes = 0
-        for context_json, (_, payload) in zip(contexts, staged):  # noqa: B905
-            head = encode_record_head(marker, offset, now_ns, context_json, payload)
-            buffers += (head, context_json, payload)
-            added_bytes += RECORD_HEADER_BYTES + len(context_json) + len(payload)
-            offset += 1
-            count += 1
-            if count == MAX_RECORDS_PER_WRITEV:
-                batch.records = count
-                batch.byte_count += added_bytes
-                batch.last_ns = now_ns
-                self._write_batch_locked()
-                buffers = batch.buffers
-                count = added_bytes = 0
-                batch.first_ns = now_ns
-        batch.records = count
-        batch.byte_count += added_bytes
-        batch.last_ns = now_ns
-
-    def _write_batch_locked(self) -> None:
-        """One writev of the batch. On failure nothing of it is in the log (a partial
-        write is cut off) and the batch is dropped."""
-        batch = self._batch
-        records = batch.records
-        if not records:
-            return
-        total_bytes = batch.byte_count
-        first_ns = batch.first_ns
-        last_ns = batch.last_ns
-        buffers = batch.take()
-        active = self._active
-        try:
-            write_batch(active.fd, buffers, total_bytes)
-        except OSError as error:
-            active.reserved = False  # the cut gives back what was reserved past the end
-            self._health.cut_back(active.fd, active.size, error)
-            failure = f"write to {active.path.name} failed: {error}"
-            self._write_failed_locked(failure, total_bytes)
-            raise LandingError(failure) from error
-        self._health.unwritable = None  # a broken log never gets here (_check_writable)
-        if active.records == 0:
-            active.first_append_ns = first_ns
-        active.records += records
-        active.size += total_bytes
-        active.next_offset += records
-        self._last_append_ns = last_ns
-        counters = self._counters
-        counters["records_appended"] += records
-        counters["bytes_appended"] += total_bytes
-
-    def _write_failed_locked(self, reason: str, attempted_bytes: int) -> None:
-        self._reservations.drop_spare_locked()  # its blocks are the records' now
-        self._health.write_failed(reason, attempted_bytes)
-
-    def _fsync_failed_locked(self, error: OSError) -> None:
-        self._reservations.drop_spare_locked()
-        self._health.fsync_failed(error)
-
-    def _fsync_active_locked(self) -> None:
-        try:
-            os.fsync(self._active.fd)
-        except OSError as error:
-            self._fsync_failed_locked(error)
-            raise
-        self._counters["fsyncs"] += 1
-        self._rounds.durable_offset = self._active.next_offset
-
-    # ------------------------------------------------------------------ internals: segments
-
-    def _roll_locked(self) -> None:
-        self._write_batch_locked()  # the batch belongs to the segment being sealed
-        old = self._active
-        old.release_reserved()
-        # A sealed segment's mtime is its last record's appended time: retention compares
-        # it with now_ms, so an injected clock and a restart agree with what was written.
-        os.utime(old.fd, ns=(self._last_append_ns, self._last_append_ns))
-        try:
-            self._active = self._create_segment_locked(old.next_offset)
-        except OSError as error:
-            # No room for a new segment: keep writing the old one once there is.
-            failure = f"rolling {old.path.name} failed: {error}"
-            self._write_failed_locked(failure, SEGMENT_HEADER_BYTES)
-            raise LandingError(failure) from error
-        self._counters["segments_rolled"] += 1
-        try:
-            if self._fsync_inline:
-                # Its data is synced; this persists the mtime.
-                try:
-                    os.fsync(old.fd)
-                except OSError as error:
-                    self._fsync_failed_locked(error)
-                    raise
-                self._counters["fsyncs"] += 1
-            else:
-                self._rounds.sealed(old.base_offset)  # the next sync round fsyncs it
-        finally:
-            os.close(old.fd)
-
-    def _create_segment_locked(self, base_offset: int) -> ActiveSegment:
-        segment = ActiveSegment.create(
-            self.directory,
-            base_offset,
-            spare=self._reservations.take_spare_locked(),
-            fsync=self._fsync_inline,
-        )
-        if self._fsync_inline:
-            self._counters["fsyncs"] += 1
-        elif self._policy is not FsyncPolicy.NEVER:
-            self._rounds.directory_dirty = True
-        return segment
-
-    def _open_active_segment(self) -> ActiveSegment:
-        """Recovers the newest segment (active.py), after removing what an interrupted run
-        left: segments whose creation was interrupted, a probe file, a spare."""
-        for name in os.listdir(self.directory):
-            if name.endswith(TEMP_SUFFIX) and not name.startswith("."):
-                # A segment whose creation was interrupted: it never held a record.
-                os.unlink(self.directory / name)
-        # A probe interrupted by a crash (a restart, or a reopen after a failed fsync).
-        (self.directory / PROBE_FILE_NAME).unlink(missing_ok=True)
-        if self._reservations.spare is None:
-            (self.directory / SPARE_FILE_NAME).unlink(missing_ok=True)
-        recovered = ActiveSegment.recover(
-            self.directory,
-            max_record_bytes=self._max_record_bytes,
-            fsync=self._policy is not FsyncPolicy.NEVER,
-            fsync_new=self._fsync_inline,
-        )
-        if recovered.created and not self._fsync_inline:
-            if self._policy is not FsyncPolicy.NEVER:
-                self._rounds.directory_dirty = True
-        self._counters["recovered_truncated_bytes"] += recovered.truncated_bytes
-        self._counters["recovered_corrupt_regions"] += recovered.corrupt_regions
-        self._last_append_ns = (
-            self._time_ns()
-            if recovered.last_append_ns is None
-            else recovered.last_append_ns
-        )
-        return recovered.segment
-
-    def _reopen_locked(self) -> None:
-        """What a restart does to the active segment: scan it, cut a torn tail, fsync it.
-        Holds both locks (no sync round may use the old descriptor meanwhile)."""
-        old = self._active
-        segment = self._open_active_segment()
-        try:
-            if self._policy is not FsyncPolicy.NEVER:
-                os.fsync(segment.fd)
-        except BaseException:
-            os.close(segment.fd)
-            raise
-        self._active = segment
-        os.close(old.fd)
-        self._batch.take()
-        if self._policy is not FsyncPolicy.NEVER:
-            self._rounds.durable_offset = segment.next_offset
-
-    def _acquire_directory_lock(self) -> int:
-        fd = os.open(
-            self.directory / _LOCK_FILE_NAME,
-            os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
-            0o644,
-        )
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as error:
-            os.close(fd)
-            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise LandingLogLocked(
-                    f"landing directory {self.directory} is already open for writing "
-                    "(another collector process with the same node.id?)"
-                ) from error
-            raise
-        return fd
 
     def _lowest_consumer_position(self) -> int | None:
         positions = committed_offsets(self.directory)
