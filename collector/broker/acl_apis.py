@@ -172,18 +172,7 @@ class AclApis:
             )
             for c in request.creations
         ]
-        if any(
-            AclBindingFilter.from_codes(
-                b.resource_type,
-                b.resource_name,
-                b.pattern_type,
-                b.principal,
-                b.host,
-                b.operation,
-                b.permission,
-            ).is_unknown
-            for b in bindings
-        ):
+        if any(b.to_filter().is_unknown for b in bindings):
             raise CloseConnection("CreatableAcls contain unknown elements")
         if self._denied(ctx, AclOperation.ALTER, "CreateAcls"):
             return _create_failed(

@@ -147,6 +147,18 @@ class AclBinding:
             AclPermissionType(_enum_from_code(AclPermissionType, permission)),
         )
 
+    def to_filter(self) -> AclBindingFilter:
+        """The filter that matches exactly this binding (Kafka's ``AclBinding.toFilter``)."""
+        return AclBindingFilter(
+            self.resource_type,
+            self.resource_name,
+            self.pattern_type,
+            self.principal,
+            self.host,
+            self.operation,
+            self.permission,
+        )
+
     @property
     def pattern_key(self) -> str:
         """``CLUSTER:LITERAL:kafka-cluster``: the resource pattern as the audit log and

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -274,15 +275,7 @@ def acls_remove(
     store = _store(data_dir)
     if allow_principal or deny_principal:
         filters = [
-            AclBindingFilter(
-                b.resource_type,
-                b.resource_name,
-                b.pattern_type,
-                b.principal,
-                b.host,
-                b.operation,
-                b.permission,
-            )
+            b.to_filter()
             for b in _bindings(
                 allow_principal,
                 deny_principal,
@@ -293,18 +286,7 @@ def acls_remove(
             )
         ]
         if not operation:  # AclCommand: no --operation removes every operation
-            filters = [
-                AclBindingFilter(
-                    f.resource_type,
-                    f.resource_name,
-                    f.pattern_type,
-                    f.principal,
-                    f.host,
-                    AclOperation.ANY,
-                    f.permission,
-                )
-                for f in filters
-            ]
+            filters = [replace(f, operation=AclOperation.ANY) for f in filters]
     else:
         filters = [AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)]
     removed = [binding for matched in store.delete(filters) for binding in matched]
