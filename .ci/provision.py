@@ -22,7 +22,10 @@ nothing that looks complete.  The caches live under ``KTC_CACHE`` (default
 To add a Maven fetch, add one ``Maven`` row: either a pom in the tree (``pom=``, its
 ``<dependencies>`` are copied with their closure) or the coordinates alone (``artifacts=``,
 turned into such a pom here), the directory name under the cache, and the variable the
-consumers read.  Then name the entry in the Makefile where it is needed.
+consumers read.  Jars that go on Spark's classpath beside PySpark's own: list only the ones
+PySpark lacks, with ``transitive=False`` (as lake-libs does), or the closure brings second,
+older copies of Scala, Hadoop and slf4j.  Then name the entry in the Makefile where it is
+needed (``PROVISIONED`` for `make test`, and `run`'s line if `ktc` reads it at run time).
 """
 
 from __future__ import annotations
