@@ -54,8 +54,9 @@ setup-test: $(TEST_STAMP)
 # What is there is skipped; without the tool to fetch it (mvn, go, apt-get as root), outside
 # CI, the tests that need it skip instead.
 PROVISION := $(PYTHON) .ci/provision.py
-PROVISIONED := kafka-libs lake-libs otelcol postgresql chromium prometheus
-# The tests and `ktc` read where the caches are from KTC_KAFKA_LIBS, KTC_LAKE_LIBS, KTC_OTELCOL.
+PROVISIONED := kafka-libs lake-libs spark-kafka-libs otelcol postgresql chromium prometheus
+# The tests and `ktc` read where the caches are from KTC_KAFKA_LIBS, KTC_LAKE_LIBS,
+# KTC_SPARK_KAFKA_LIBS, KTC_OTELCOL.
 $(foreach line,$(shell $(PROVISION) --env),$(eval export $(line)))
 
 .PHONY: $(PROVISIONED)
@@ -63,7 +64,7 @@ $(PROVISIONED):
 	@$(PROVISION) $@
 
 run: $(RUN_STAMP)
-	@$(PROVISION) lake-libs
+	@$(PROVISION) lake-libs spark-kafka-libs
 	$(BIN)/ktc serve
 
 # Lint, format and type checks (README.md, "Development"); `make test` runs them first.
@@ -77,7 +78,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 bench: $(TEST_STAMP)
-	@$(PROVISION) kafka-libs lake-libs
+	@$(PROVISION) kafka-libs lake-libs spark-kafka-libs
 	$(BIN)/python tests/perf/run_all.py
 
 # Coverage-guided fuzzing (docs/fuzzing.md): each of FUZZ_TARGETS for FUZZ_SECONDS (per

@@ -228,6 +228,24 @@ ENTRIES: tuple[Entry, ...] = (
         env="KTC_LAKE_LIBS",
         transitive=False,
     ),
+    # `ktc ingest --kafka-topic` reads the landing topic with Spark's Kafka source: the
+    # source (4.1.1, the newest Spark 4.1 release of it on Maven Central; runs on PySpark
+    # 4.1.x), the Kafka client it runs on and the pool it keeps consumers in; PySpark has the
+    # rest of their closure.
+    Maven(
+        name="spark-kafka-libs",
+        why="the topic ingest: Spark 4.1's Kafka source and Kafka's Java client",
+        skips="the topic ingest tests",
+        artifacts=(
+            "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1",
+            "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.1.1",
+            "org.apache.kafka:kafka-clients:3.9.1",
+            "org.apache.commons:commons-pool2:2.12.1",
+        ),
+        directory="spark-kafka-4.1.1",
+        env="KTC_SPARK_KAFKA_LIBS",
+        transitive=False,
+    ),
     # About 6 minutes on 2 cores.  The forwarder's end-to-end tests send to it.
     GoBuilder(
         name="otelcol",

@@ -53,7 +53,7 @@ __all__ = [
 
 SPARK_KAFKA_VERSION: Final = "4.1.1"
 _JARS_ENV: Final = "KTC_SPARK_KAFKA_LIBS"
-# What `make lake-libs` fetches into the cache (exporters/lakehouse/kafka-pom.xml).
+# What `make spark-kafka-libs` fetches into the cache (.ci/provision.py).
 _REQUIRED_JARS: Final = (
     "spark-sql-kafka-0-10_2.13-",
     "spark-token-provider-kafka-0-10_2.13-",
@@ -73,7 +73,7 @@ class KafkaSourceJarsMissing(RuntimeError):
 
 
 def kafka_source_jars() -> list[Path]:
-    """Spark's Kafka source and the Kafka client it runs on (``make lake-libs``)."""
+    """Spark's Kafka source and the Kafka client it runs on (``make spark-kafka-libs``)."""
     directory = Path(
         os.environ.get(_JARS_ENV)
         or Path.home() / ".cache" / "ktc" / f"spark-kafka-{SPARK_KAFKA_VERSION}"
@@ -83,7 +83,7 @@ def kafka_source_jars() -> list[Path]:
     if missing:
         raise KafkaSourceJarsMissing(
             f"Spark's Kafka source is not in {directory} (set {_JARS_ENV}, or run "
-            "`make lake-libs` in the source tree)"
+            "`make spark-kafka-libs` in the source tree)"
         )
     return jars
 
