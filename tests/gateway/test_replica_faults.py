@@ -8,7 +8,9 @@ subscriptions in the cluster, what they accept on one topic; replicas and broker
   the same subscription id for the instance, so Kafka rejects none either);
 * under a load of pushes (the project's wire client, each push's answer recorded), one
   replica and one broker SIGKILLed after a set number of answered pushes: every push
-  answered 0 is in the topic exactly once, as it was pushed.
+  answered 0 is in the topic exactly once, as it was pushed; then ``ktc ingest --once``
+  reads the topic (Spark's Kafka source) and every one of them is in the Iceberg tables
+  exactly once (read with pyiceberg).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import os
 import statistics
 import subprocess
 import sys
@@ -469,6 +472,8 @@ class Load:
                 await client.close()
 
 
+@pytest.mark.spark  # the ingest half
+@pytest.mark.timeout(900)
 def test_a_replica_and_a_broker_killed_under_load_lose_no_answered_push(
     cluster: KafkaCluster, tmp_path: Path
 ) -> None:
@@ -532,7 +537,7 @@ def test_a_replica_and_a_broker_killed_under_load_lose_no_answered_push(
     assert not missing, f"{len(missing)} pushes answered 0 are not in the topic"
     twice = {key: n for key, n in seen.items() if n > 1}
     assert not twice, f"pushes in the topic more than once: {twice}"
-    print(
+    topic_line = (
         f"\n{pushers} pushers through 3 replicas, {loaded_s:.0f} s: {len(acked)} pushes "
         f"answered 0 ({len(acked) - acked_at_kill} after replica 1 and broker 2 were "
         f"SIGKILLed at {acked_at_kill}); {len(moving)} pushers moved, {load.moves} "
@@ -540,4 +545,78 @@ def test_a_replica_and_a_broker_killed_under_load_lose_no_answered_push(
         f"error: {dict(load.errors)}; unanswered (in flight at the kill): "
         f"{load.unanswered}; in the topic: {len(records)} records, every push answered "
         f"0 exactly once, {len(set(seen) - set(acked))} not answered 0"
+    )
+    print(topic_line)
+
+    # Then the ingest, once, reads the topic into Iceberg; pyiceberg reads the tables.
+    lake_jars_or_skip()
+    ingest_started = time.monotonic()
+    ingested = subprocess.run(
+        [
+            sys.executable, "-m", "exporters.lakehouse", "ingest", "--once",
+            "--kafka-bootstrap-servers", cluster.bootstrap_servers(),
+            "--kafka-topic", topic,
+            "--lake-dir", str(tmp_path / "lakehouse"), "--database", "scaleout",
+            "--master", "local[1]", "--conf", "spark.sql.shuffle.partitions=1",
+        ],
+        capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    ingest_s = time.monotonic() - ingest_started
+    assert ingested.returncode == 0, ingested.stderr[-4000:]
+    in_lake = lake_sequence_points(tmp_path / "lakehouse", "scaleout")
+    missing = set(acked) - set(in_lake)
+    assert not missing, f"{len(missing)} pushes answered 0 are not in Iceberg"
+    twice = {key: n for key, n in in_lake.items() if n > 1}
+    assert not twice, f"pushes in Iceberg more than once: {twice}"
+    assert set(in_lake) == set(seen)  # the lake holds what the topic holds
+    print(
+        f"ktc ingest --once on the topic ({ingest_s:.0f} s, local[1]): "
+        f"{sum(in_lake.values())} points in metrics_gauge, every push answered 0 "
+        "exactly once (pyiceberg)"
+    )
+
+
+def lake_jars_or_skip() -> None:
+    """Iceberg's and Spark's Kafka source jars (`make lake-libs`); skips without them,
+    fails in CI."""
+    from exporters.lakehouse.session import LakeLibsMissing, lake_jars
+    from exporters.lakehouse.topic_source import (
+        KafkaSourceJarsMissing,
+        kafka_source_jars,
+    )
+
+    try:
+        lake_jars()
+        kafka_source_jars()
+    except (LakeLibsMissing, KafkaSourceJarsMissing) as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            raise
+        pytest.skip(str(exc))
+
+
+def lake_sequence_points(lake_dir: Path, database: str) -> collections.Counter[PushKey]:
+    """(pusher, sequence) of every sequence point in the lake's metrics_gauge table, read
+    with pyiceberg as any Python reader would open the catalog, and how often each is
+    there."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.expressions import EqualTo
+
+    from exporters.lakehouse.session import LakehouseConfig
+
+    config = LakehouseConfig(lake_dir, database=database)
+    table = load_catalog("lake", **config.pyiceberg_properties()).load_table(
+        (database, "metrics_gauge")
+    )
+    rows = (
+        table.scan(
+            row_filter=EqualTo("metric_name", SEQUENCE_METRIC),
+            selected_fields=("resource_attributes", "as_int"),
+        )
+        .to_arrow()
+        .to_pylist()
+    )
+    return collections.Counter(
+        (dict(row["resource_attributes"])["ktc.test.pusher"], row["as_int"])
+        for row in rows
     )
