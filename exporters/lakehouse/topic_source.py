@@ -21,6 +21,7 @@ flattened it.  This module imports only what an executor needs.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import pickle
@@ -193,10 +194,17 @@ def flatten_topic_batches(
 
 
 def _unix_nano(timestamp: Any) -> int:
-    """A Kafka record's timestamp (a datetime from Arrow) in nanoseconds."""
+    """A Kafka record's timestamp (a datetime from Arrow, in microseconds) in
+    nanoseconds, exactly."""
     if timestamp is None:
         return 0
-    return int(timestamp.timestamp() * 1_000_000) * 1000
+    if timestamp.tzinfo is None:  # Spark hands TimestampType over in UTC
+        timestamp = timestamp.replace(tzinfo=datetime.UTC)
+    return (timestamp - _EPOCH) // _MICROSECOND * 1000
+
+
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_MICROSECOND: Final = datetime.timedelta(microseconds=1)
 
 
 # ---------------------------------------------------------------- the driver

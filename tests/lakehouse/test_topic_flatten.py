@@ -1,0 +1,155 @@
+"""The executors' side of the topic ingest, without Spark: Kafka records as Spark's
+Kafka source hands them to ``mapInArrow`` -> the same rows as the landing-log ingest's,
+records not in format 1 rejected, the partitions' source names."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pickle
+
+import pyarrow as pa
+import pytest
+from lakehouse_otlp import make_context, sample_metrics_data
+
+from exporters.kafka_topic.record import encode_headers
+from exporters.lakehouse.flatten import assemble
+from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
+from exporters.lakehouse.topic_source import (
+    TopicSource,
+    flatten_topic_batches,
+    parse_source_name,
+    source_name,
+)
+from exporters.landing import LandingRecord
+
+# What Spark's Kafka source gives mapInArrow (includeHeaders=true), the columns read.
+KAFKA_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("value", pa.binary()),
+        (
+            "headers",
+            pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])),
+        ),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def _batch(records: list[tuple[int, int, bytes, list[tuple[str, bytes]], int]]):
+    return pa.RecordBatch.from_pylist(
+        [
+            {
+                "topic": "landing",
+                "partition": partition,
+                "offset": offset,
+                "value": value,
+                "headers": [{"key": k, "value": v} for k, v in headers],
+                "timestamp": datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC),
+            }
+            for partition, offset, value, headers, ms in records
+        ],
+        schema=KAFKA_SCHEMA,
+    )
+
+
+def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
+    pushes = [
+        (make_context(client_instance_id=f"c{i:021d}"), sample_metrics_data(i))
+        for i in range(6)
+    ]
+    timestamp_ms = 1_795_000_123_456
+    records = [
+        (
+            i % 2,
+            100 + i,
+            md.SerializeToString(),
+            [
+                (k, v if isinstance(v, bytes) else str(v).encode())
+                for k, v in encode_headers(ctx)
+            ],
+            timestamp_ms,
+        )
+        for i, (ctx, md) in enumerate(pushes)
+    ]
+    out = list(flatten_topic_batches(iter([_batch(records[:4]), _batch(records[4:])])))
+    assert [b.num_rows for b in out] == [1, 1]
+    parts = [pickle.loads(b.column("parts")[0].as_py()) for b in out]
+    topic_tables = assemble(parts)
+
+    expected = flatten_records(
+        [
+            SourceRecord(
+                source_name("landing", i % 2),
+                LandingRecord(
+                    100 + i, ctx, md.SerializeToString(), timestamp_ms * 1_000_000
+                ),
+            )
+            for i, (ctx, md) in enumerate(pushes)
+        ]
+    ).tables
+    assert set(topic_tables) == set(expected)
+    for kind, table in expected.items():
+        assert topic_tables[kind].equals(table), kind
+    assert sum(b.column("records")[0].as_py() for b in out) == 6
+    assert all(json.loads(b.column("rejected")[0].as_py()) == [] for b in out)
+    # Not in a Spark executor: the parent is no Spark JVM.
+    assert out[0].column("flattened_by")[0].as_py().endswith(" executor ?")
+
+
+def test_records_not_in_format_1_are_rejected_not_fatal() -> None:
+    ctx = make_context()
+    good = encode_headers(ctx)
+    headers = [(k, v if isinstance(v, bytes) else str(v).encode()) for k, v in good]
+    out = list(
+        flatten_topic_batches(
+            iter(
+                [
+                    _batch(
+                        [
+                            (0, 0, b"\xff\xff not protobuf", headers, 0),
+                            (0, 1, b"", [("ktc.format", b"2")], 0),
+                            (
+                                0,
+                                2,
+                                sample_metrics_data(1).SerializeToString(),
+                                headers,
+                                0,
+                            ),
+                        ]
+                    )
+                ]
+            )
+        )
+    )
+    rejected = json.loads(out[0].column("rejected")[0].as_py())
+    assert [(r["source"], r["offset"]) for r in rejected] == [
+        ("kafka:landing:0", 0),
+        ("kafka:landing:0", 1),
+    ]
+    parts = pickle.loads(out[0].column("parts")[0].as_py())
+    assert assemble([parts])["pushes"].column("landing_offset").to_pylist() == [2]
+
+
+@pytest.mark.parametrize(
+    ("topic", "partition"), [("landing", 0), ("client.telemetry-v2_x", 17)]
+)
+def test_source_names_round_trip(topic: str, partition: int) -> None:
+    assert parse_source_name(source_name(topic, partition)) == (topic, partition)
+
+
+def test_a_landing_directory_is_not_a_partition() -> None:
+    assert parse_source_name("node-1") is None
+
+
+def test_read_options_name_the_offsets_of_each_partition() -> None:
+    source = TopicSource("h:1", "landing", {"security.protocol": "SSL"})
+    options = source.read_options({0: 5, 2: 7}, {0: 9, 2: 8})
+    assert json.loads(options["startingOffsets"]) == {"landing": {"0": 5, "2": 7}}
+    assert json.loads(options["endingOffsets"]) == {"landing": {"0": 9, "2": 8}}
+    assert json.loads(options["assign"]) == {"landing": [0, 2]}
+    assert options["kafka.bootstrap.servers"] == "h:1"
+    assert options["kafka.security.protocol"] == "SSL"
