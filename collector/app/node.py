@@ -58,18 +58,15 @@ from collector.core.handler import RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.cluster_admin import ClusterAdmin
 from collector.gateway.cluster_subscriptions import SubscriptionRefresh
-from collector.net.flush import DurabilityGate
 from collector.net.idle import IdleConnections, sweep_period_ms
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
-from collector.net.request_memory import RequestMemory
 from collector.pipeline.dispatch import Api, Dispatcher
 from collector.pipeline.quota_enforcer import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from collector.security.acls_file import DurableAclStore
 from collector.security.authorizer import StandardAuthorizer
 from collector.security.credentials_file import DurableCredentialStore
-from collector.security.jwks import JwksSource
 from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.prometheus.client_series import ClientSeries
 from collector.telemetry.stats import ClientMetricsStats
@@ -370,33 +367,8 @@ class Node:
         return self._store
 
     @property
-    def handler(self) -> RequestHandler:
-        """What a connection without a handler of its own calls."""
-        return self.open_connections.handler
-
-    @property
-    def durability(self) -> DurabilityGate | None:
-        return self.open_connections.durability
-
-    @property
-    def request_memory(self) -> RequestMemory:
-        return self.open_connections.request_memory
-
-    @property
-    def max_request_size(self) -> int:
-        return self.open_connections.max_request_size
-
-    @property
-    def max_inflight_requests(self) -> int:
-        return self.open_connections.max_inflight_requests
-
-    @property
     def credentials(self) -> DurableCredentialStore | None:
         return self.authentication.credentials
-
-    @property
-    def jwks(self) -> JwksSource | None:
-        return self.authentication.jwks
 
     @property
     def failed_authentications(self) -> int:

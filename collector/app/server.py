@@ -109,7 +109,9 @@ class ServeMode:
         if endpoint.security_protocol not in _SASL_PROTOCOLS:
             return None
         assert self._node is not None
-        return self._node.authentication.gate(endpoint, self._node.handler)
+        return self._node.authentication.gate(
+            endpoint, self._node.open_connections.handler
+        )
 
     def connection_opened(self, protocol: KafkaProtocol) -> bool:
         return True
