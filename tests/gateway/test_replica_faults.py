@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import json
 import logging
 import os
 import re
@@ -57,7 +58,8 @@ from proto.messages import (
     PushTelemetryRequest,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collector"))
+# The project's wire client (tests/collector), after everything of this directory.
+sys.path.append(str(Path(__file__).resolve().parents[1] / "collector"))
 from wire_client import WireClient
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
@@ -145,8 +147,6 @@ def read_topic(bootstrap: str, topic: str) -> list[Any]:
 
 def context_of(message: Any) -> dict[str, Any]:
     """The record's context header (docs/landing-log.md, "Telemetry on a Kafka topic")."""
-    import json
-
     headers = dict(message.headers())
     assert headers["ktc.format"] == b"1"
     context: dict[str, Any] = json.loads(headers["ktc.context"])

@@ -176,3 +176,11 @@ def test_the_schema_knows_both_layouts() -> None:
     with pytest.raises(helm.HelmError) as caught:
         render({"layout": "scale-out"})
     assert "layout" in str(caught.value)
+
+
+def test_notes_say_where_the_telemetry_goes() -> None:
+    notes = render(SCALE_OUT)[f"{CHART_DIR.name}/templates/NOTES.txt"]
+    assert "the pods keep nothing durable" in notes
+    assert f"topic ktc-telemetry on {UPSTREAM}" in notes
+    assert "the ingest reads it from there" in notes
+    assert "nothing durable" not in render({})[f"{CHART_DIR.name}/templates/NOTES.txt"]
