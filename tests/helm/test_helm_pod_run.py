@@ -317,7 +317,7 @@ def test_a_helm_upgrade_of_subscriptions_reaches_a_running_node(
 
         def reloaded() -> bool:
             pod.check_alive()
-            return "store changed" in pod.log.read_text(errors="replace")
+            return "config reloaded:" in pod.log.read_text(errors="replace")
 
         wait_for(reloaded, timeout_s=15, what="the node to reload the swapped files")
         client = Producer(
