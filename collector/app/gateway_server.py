@@ -140,7 +140,7 @@ class GatewayMode:
             self.topology = topology(
                 config,
                 self.upstream.bootstrap,
-                node.advertised[bootstrap.listener_name].host,
+                node.listeners.advertised[bootstrap.listener_name].host,
                 lambda node_id, port: self._bind_node(bootstrap, node_id, port),
             )
             self.topology.load()

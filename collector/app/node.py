@@ -11,10 +11,8 @@ connection's requests, the listeners beyond ``listeners``, and what a connection
 and closing mean to it.
 
 Only once ``start`` returns is ``/readyz`` green.  Shutdown (SIGTERM/SIGINT, or
-:meth:`Node.stop`): readiness off first, so load balancers stop routing; listeners stop
-accepting; every connection finishes writing what it already answered and closes; the
-landing log is flushed, fsynced and closed; the forwarder drains and stops; the HTTP
-endpoint goes last.  SIGHUP reloads the config store, the ACLs and the credentials.
+:meth:`Node.stop`) is the ``lifecycle`` part's (``parts/lifecycle.py``); SIGHUP reloads
+the config store, the ACLs and the credentials.
 
 Quota configuration reaches the running engine in one place, :meth:`Node.apply_store_quotas`:
 at start, after an AlterClientQuotas, when the store's files change, on SIGHUP.
@@ -25,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
 from pathlib import Path
 from typing import Protocol
 
@@ -46,8 +43,10 @@ from collector.app.parts.data_dir import open_data_dir
 from collector.app.parts.endpoints import start_http
 from collector.app.parts.errors import StartupError
 from collector.app.parts.landing import Landing
+from collector.app.parts.lifecycle import Lifecycle
 from collector.app.parts.listeners import Listeners
 from collector.app.parts.node_metrics import ConnectionLimitSeries
+from collector.app.parts.periodic import start_periodic
 from collector.app.parts.quota_engine import build_quota_enforcer, quota_settings
 from collector.app.parts.tasks import BackgroundTasks
 from collector.app.parts.telemetry import build_manager
@@ -58,7 +57,7 @@ from collector.core.handler import RequestHandler
 from collector.core.scrape import ScrapeCollector
 from collector.gateway.cluster_admin import ClusterAdmin
 from collector.gateway.cluster_subscriptions import SubscriptionRefresh
-from collector.net.idle import IdleConnections, sweep_period_ms
+from collector.net.idle import IdleConnections
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
 from collector.pipeline.dispatch import Api, Dispatcher
@@ -87,12 +86,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-EXPIRY_TICK_MS = 1000
-QUOTA_SENSOR_EXPIRY_TICK_MS = 30_000
-# How often pushes waiting for /metrics/clients are handed to its worker thread.
-CLIENT_SERIES_FOLD_TICK_MS = 1000
-# How long a graceful shutdown waits for connections to write what they answered.
-CONNECTIONS_DRAIN_S = 5.0
 
 # The node's config store: the local one, or the one whose subscriptions a cluster keeps.
 Store = SubscriptionStore
@@ -167,6 +160,14 @@ class Node:
         self.authentication = Authentication(config, clock)
         self.landing = Landing(config, clock, self.registry, exporter)
         self.watchers = ConfigWatchers(self.tasks)
+        self.lifecycle = Lifecycle(
+            config,
+            self.health,
+            self.listeners,
+            self.open_connections,
+            self.tasks,
+            self.landing,
+        )
         self._limits = ConnectionLimitSeries(
             self.open_connections.request_memory, self.authentication
         )
@@ -192,8 +193,6 @@ class Node:
         # Reads a Kafka cluster's client-metrics configs into the store, when the
         # subscriptions are kept there.
         self.subscription_refresh: SubscriptionRefresh | None = None
-        self._stopping = False
-        self._stopped = asyncio.Event()
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
@@ -255,6 +254,8 @@ class Node:
             clock=self.clock,
         )
         self.open_connections.manager = manager
+        if self.client_series is not None:
+            self.lifecycle.at_stop(self.client_series.close)
         return manager
 
     def _build_quotas(self) -> QuotaEnforcer:
@@ -262,6 +263,7 @@ class Node:
         self.quotas = self.open_connections.quotas = quotas
         self.apply_store_quotas()
         self.registry.register(ScrapeCollector(quotas.collect))
+        self.lifecycle.at_stop(quotas.close)
         self.request_metrics.connections_rejected = self.listeners.rejected
         return quotas
 
@@ -301,51 +303,26 @@ class Node:
         self.open_connections.request_size_limits = handling.request_size_limits
 
     def _start_background(self) -> None:
-        """Instance expiry, quota sensor expiry, idle connections, the config watchers,
-        the JWKS refresh, the OTLP forwarder, the /metrics/clients fold."""
-        clock, tasks, manager, quotas = (
+        """The periodic work, the config watchers, the JWKS refresh, the OTLP forwarder."""
+        assert self.manager is not None and self.quotas is not None
+        self.idle_connections = self._limits.idle = start_periodic(
+            self.config,
             self.clock,
             self.tasks,
             self.manager,
             self.quotas,
+            self.open_connections,
+            self.client_series,
         )
-        assert manager is not None and quotas is not None
-        tasks.every(
-            EXPIRY_TICK_MS, "instance-expiry", lambda: manager.expire(clock.now_ms())
-        )
-        # Kafka expires idle per-client and per-IP quota sensors; it checks every 30 s.
-        tasks.every(
-            QUOTA_SENSOR_EXPIRY_TICK_MS, "quota-sensors", quotas.expire_inactive_sensors
-        )
-        max_idle_ms = self.config.connections_max_idle_ms
-        if max_idle_ms > 0:
-            idle = self.idle_connections = self._limits.idle = IdleConnections(
-                max_idle_ms, self.open_connections.by_id
-            )
-            tasks.every(
-                sweep_period_ms(max_idle_ms),
-                "idle-connections",
-                lambda: idle.sweep(clock.now_ms()),
-            )
-        watchers = self.watchers
-        watchers.watch(
+        self.watchers.watch_node_stores(
             self.store,
-            "config store",
-            task_name="store-watch",
-            on_change=self._store_changed,
-            ready=self.store_watching,
+            self.credentials,
+            self.acls,
+            on_store_change=self._store_changed,
+            store_ready=self.store_watching,
         )
-        if self.credentials is not None:
-            watchers.watch(
-                self.credentials, "credentials", task_name="credentials-watch"
-            )
-        if self.acls is not None:
-            watchers.watch(self.acls, "ACL", task_name="acls-watch")
-        self.authentication.keep_keys_fresh(tasks)
-        self.landing.start_forwarder(tasks)
-        series = self.client_series
-        if series is not None:
-            tasks.every(CLIENT_SERIES_FOLD_TICK_MS, "client-series", series.fold_soon)
+        self.authentication.keep_keys_fresh(self.tasks)
+        self.landing.start_forwarder(self.tasks)
 
     async def keep_cluster_subscriptions(
         self, admin: ClusterAdmin, refresh_ms: int
@@ -371,25 +348,8 @@ class Node:
         return self.authentication.credentials
 
     @property
-    def failed_authentications(self) -> int:
-        return self.authentication.failed
-
-    @property
-    def reauthentications(self) -> int:
-        return self.authentication.reauthentications
-
-    @property
     def bound(self) -> dict[str, EndPoint]:
         return self.listeners.bound
-
-    @property
-    def advertised(self) -> dict[str, EndPoint]:
-        return self.listeners.advertised
-
-    @property
-    def exporter(self) -> Exporter | None:
-        """Where accepted pushes go: the landing log this node opened, or the one given."""
-        return self.landing.exporter
 
     @property
     def landing_directory(self) -> Path:
@@ -409,11 +369,6 @@ class Node:
         """The open Kafka connections, oldest first (each with its ``session``)."""
         return self.open_connections.listed()
 
-    def new_connection(self, endpoint: EndPoint) -> KafkaProtocol:
-        """A connection on listener ``endpoint``, as the acceptor makes one (tests and the
-        profiler feed one bytes in process)."""
-        return self.open_connections.new(endpoint)
-
     # ------------------------------------------------------------------ configuration
     def apply_store_quotas(self) -> None:
         """Make the running quota engine's entity quotas the store's (the one place quota
@@ -432,49 +387,13 @@ class Node:
 
     # ------------------------------------------------------------------ lifecycle
     def install_signal_handlers(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self._signalled, sig)
-        loop.add_signal_handler(signal.SIGHUP, self.reload)
-
-    def _signalled(self, sig: signal.Signals) -> None:
-        log.info("received %s, shutting down", sig.name)
-        asyncio.get_running_loop().create_task(self.stop())
+        self.lifecycle.install_signal_handlers(self.reload)
 
     async def wait_stopped(self) -> None:
-        await self._stopped.wait()
+        await self.lifecycle.stopped.wait()
 
     async def stop(self) -> None:
-        if self._stopping:
-            await self._stopped.wait()
-            return
-        self._stopping = self.open_connections.stopping = True
-        try:
-            await asyncio.wait_for(
-                self._shutdown(), self.config.shutdown_timeout_seconds
-            )
-        except TimeoutError:
-            log.error(
-                "shutdown did not finish in %.0f s",
-                self.config.shutdown_timeout_seconds,
-            )
-        finally:
-            self._stopped.set()
-
-    async def _shutdown(self) -> None:
-        self.health.begin_shutdown()  # readiness off before anything closes
-        self.listeners.close()
-        await self.open_connections.drain(CONNECTIONS_DRAIN_S)
-        self.tasks.cancel(self.landing.stopped_with_the_node)
-        self.landing.close()
-        await self.tasks.finished()
-        self.landing.closed()
-        if self.client_series is not None:
-            self.client_series.close()
-        if self.quotas is not None:
-            self.quotas.close()
-        await self.health.stop()
-        log.info("collector stopped")
+        await self.lifecycle.stop()
 
 
 def install_uvloop() -> bool:

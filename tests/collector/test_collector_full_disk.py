@@ -328,7 +328,7 @@ async def test_a_failed_group_commit_fsync_refuses_its_pushes_and_a_probe_reopen
         await c.writer.drain()
         answers = [(await c.receive()).error_code for _ in gets]
         assert answers == [Errors.THROTTLING_QUOTA_EXCEEDED] * 3
-        landing = server.exporter
+        landing = server.landing.exporter
         assert landing.unwritable_reason is not None  # type: ignore[union-attr]
         assert "landing log cannot write" in server.health.readiness()["landing"]
         monkeypatch.undo()

@@ -420,7 +420,7 @@ async def test_group_commit_acks_only_fsynced_pushes(tmp_path: Path) -> None:
         tmp_path, landing={"fsync": "always", "group_commit": True}
     )
     async with running(config) as server:
-        log = server.exporter
+        log = server.landing.exporter
         c = await client(server)
         gets = []
         for _ in range(5):

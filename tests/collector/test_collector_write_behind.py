@@ -150,7 +150,7 @@ def connected(
         server.quotas.on_accept(
             endpoint.listener_name, "127.0.0.1"
         )  # as the acceptor does
-        protocol = server.new_connection(endpoint)
+        protocol = server.open_connections.new(endpoint)
         transport = RecordingTransport(40_000 + index)
         protocol.connection_made(transport)  # type: ignore[arg-type]
         client = ClientConnection(client_id=f"turn-{index}")

@@ -107,8 +107,7 @@ def test_librdkafka_pushes_under_the_tokens_subject(tmp_path: Path) -> None:
         finally:
             client.close()
         assert (
-            collector.server is not None
-            and collector.server.failed_authentications == 0
+            collector.server is not None and collector.server.authentication.failed == 0
         )
     assert record.context.principal == "User:orders-app"
 
@@ -134,7 +133,7 @@ def test_a_bad_token_is_refused_and_closed(
             def failed() -> Any:
                 client.poll(0.1)
                 assert collector.server is not None
-                return collector.server.failed_authentications or None
+                return collector.server.authentication.failed or None
 
             wait_for(failed, timeout_s=30, what="the refused token counted")
             wait_for(
@@ -222,8 +221,7 @@ def test_the_java_client_with_a_forged_token_is_refused(tmp_path: Path) -> None:
         )
         out, err = process.communicate(input="", timeout=120)
         assert (
-            collector.server is not None
-            and collector.server.failed_authentications >= 1
+            collector.server is not None and collector.server.authentication.failed >= 1
         )
         assert not collector.landed()
     assert "KTC error" in out and "SaslAuthenticationException" in out, (

@@ -121,7 +121,7 @@ def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
         finally:
             client.close()
         failed = wait_for(
-            lambda: collector.server.failed_authentications or None,
+            lambda: collector.server.authentication.failed or None,
             timeout_s=10,
             what="the failed authentication counted",
         )
@@ -150,4 +150,4 @@ def test_a_request_before_authentication_closes_the_connection(tmp_path: Path) -
             # Closed with nothing written (recv returns b"" at EOF).
             assert sock.recv(4096) == b""
         # The close is the SASL gate's (counted as a failed authentication).
-        assert collector.server.failed_authentications == 1
+        assert collector.server.authentication.failed == 1

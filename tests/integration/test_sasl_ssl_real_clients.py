@@ -192,8 +192,7 @@ def test_librdkafka_over_sasl_ssl_lands_under_each_principal(
             for client in clients:
                 client.close()
         assert (
-            collector.server is not None
-            and collector.server.failed_authentications == 0
+            collector.server is not None and collector.server.authentication.failed == 0
         )
     assert_principals(landed, "rdkafka")
 
@@ -250,14 +249,14 @@ def test_reauthentication_keeps_a_long_running_client_pushing(
         client_id = f"long-{'java' if client == 'java' else 'rdkafka'}"
         wait_for_pushes(collector, [client_id], 1, 90)
         wait_for(
-            lambda: server.reauthentications >= LIFETIMES,
+            lambda: server.authentication.reauthentications >= LIFETIMES,
             timeout_s=LIFETIMES * 5,
             what=f"{LIFETIMES} re-authentications",
         )
         before = len(pushes_by_client(collector)[client_id])
         # Still pushing after them: a push lands once the last re-authentication is done.
         wait_for_pushes(collector, [client_id], before + 2, 10)
-        assert server.failed_authentications == 0
+        assert server.authentication.failed == 0
         samples = scrape(collector)
     reauthentications = {
         value

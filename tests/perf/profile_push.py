@@ -105,7 +105,7 @@ async def measure(
         server = CollectorServer(config, clock=clock)
         await server.start()
         try:
-            full = server.new_connection(next(iter(server.bound.values())))
+            full = server.open_connections.new(next(iter(server.bound.values())))
             full_transport = RecordingTransport()
             full.connection_made(full_transport)  # type: ignore[arg-type]
             full.data_received(

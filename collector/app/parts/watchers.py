@@ -71,6 +71,29 @@ class ConfigWatchers:
         task = self._tasks.start(self._run(store, what, on_change, ready), task_name)
         self._watched.append(_Watched(store, what, on_change, ready, task))
 
+    def watch_node_stores(
+        self,
+        store: WatchedStore,
+        credentials: WatchedStore | None,
+        acls: WatchedStore | None,
+        *,
+        on_store_change: Callable[[], None],
+        store_ready: asyncio.Event,
+    ) -> None:
+        """Watch a node's stores: the config store, and the credentials and the ACLs when
+        the node keeps them."""
+        self.watch(
+            store,
+            "config store",
+            task_name="store-watch",
+            on_change=on_store_change,
+            ready=store_ready,
+        )
+        if credentials is not None:
+            self.watch(credentials, "credentials", task_name="credentials-watch")
+        if acls is not None:
+            self.watch(acls, "ACL", task_name="acls-watch")
+
     @staticmethod
     async def _run(
         store: WatchedStore,
