@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
@@ -105,6 +106,15 @@ def committed_offsets(directory: Path) -> dict[str, int]:
         if position is not None:
             offsets[name[: -len(".json")]] = position
     return offsets
+
+
+def lowest_committed_offset(directory: Path, required: Iterable[str]) -> int | None:
+    """The lowest position committed in ``directory``, a consumer in ``required`` that
+    never committed counting as 0; None with no consumers at all."""
+    positions = committed_offsets(directory)
+    for name in required:
+        positions.setdefault(name, 0)
+    return min(positions.values()) if positions else None
 
 
 def _read_position(path: Path) -> int | None:

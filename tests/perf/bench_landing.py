@@ -86,15 +86,24 @@ def landing(
     batch: int,
 ) -> float:
     group_commit = fsync == "group"
+    write_behind = fsync == "write-behind"
     with LandingLog(
         directory,
         LandingOptions(
-            fsync="always" if group_commit else fsync,
+            fsync="always" if group_commit else "never" if write_behind else fsync,
             group_commit=group_commit,
+            write_behind=write_behind,
             segment_max_bytes=64 << 20,
         ),
     ) as log:
-        if group_commit:
+        if write_behind:
+            # The collector's way: export (stage) each push, flush() once per read.
+            def run() -> None:
+                for start in range(0, len(contexts), batch):
+                    for context in contexts[start : start + batch]:
+                        log.export(context, payload)
+                    log.flush()
+        elif group_commit:
             # The collector's way: append each push, sync() once per read of requests.
             def run() -> None:
                 for start in range(0, len(contexts), batch):
@@ -162,6 +171,7 @@ def main() -> None:
         )
         cases = [  # (label, fsync mode, records, batch)
             ("fsync=never", "never", args.records, 1),
+            ("fsync=never, write-behind, flush()/32", "write-behind", args.records, 32),
             ("fsync=interval", "interval", args.records, 1),
             ("fsync=always, append_many x100", "always", args.records, 100),
             ("fsync=always, group_commit, sync()/100", "group", args.records, 100),
