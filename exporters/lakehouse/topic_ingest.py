@@ -4,7 +4,9 @@ The landing-log ingest's job (ingest.py) with the topic as its source: each part
 the topic is a source like a landing directory (topic_source.py), and everything that
 makes a batch exactly once is the same code: the positions are the offsets in the tables'
 snapshot summaries (commits.py), the plan decides what each table gets (plan.py), the
-appends are :func:`ingest.load`, and the failpoints are the same.
+appends are in :func:`ingest.load`'s order with its snapshot summaries, and the failpoints
+are the same.  The rows themselves never pass through the driver: they go from the
+executors that flatten them to the executors that write them.
 
 A batch:
 
@@ -15,10 +17,17 @@ A batch:
    offset range per partition, which is what the summaries record.
 2. **read and flatten on the executors**: one Spark job, Spark's Kafka source in batch
    mode (``startingOffsets``/``endingOffsets`` as JSON) and ``mapInArrow`` running
-   :func:`topic_source.flatten_topic_batches` where the records are: the driver gets
-   back the flattened rows, never the records.
+   :func:`topic_source.flatten_topic_batches` where the records are, its output
+   persisted there (Kafka is read once per batch).  The driver gets back the small
+   things only: each table's row count, the records read, the rejected records and
+   which processes flattened them.
 3. **plan, append, in that order**: as the landing-log ingest (the point tables side by
    side, ``pushes`` last, each append with its ranges and positions in its summary).
+   Each table's append is a Spark write of a frame derived from the persisted output
+   (its rows, ``mapInArrow`` :func:`topic_source.table_rows` into its schema; for a
+   table already holding part of the batch, a filter on ``landing_node`` and
+   ``landing_offset`` keeps the rows past its position), so the executors write the
+   rows they flattened.
 
 Nothing is committed to Kafka: the tables hold the positions, so a consumer group's
 offsets could only disagree with them.  One ingest per topic: two would both read from
@@ -28,22 +37,31 @@ the same positions.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import operator
 import os
-import pickle
 import sys
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.commits import SourceRange
-from exporters.lakehouse.flatten import PointRowsBuilder, assemble
-from exporters.lakehouse.flatten_pool import Flattened
 from exporters.lakehouse.ingest import BatchResult, IngestJob, IngestSettings
-from exporters.lakehouse.plan import batch_start, plan_batch
+from exporters.lakehouse.plan import (
+    PUSHES,
+    WRITE_ORDER,
+    BatchPlan,
+    TablePlan,
+    appends,
+    batch_start,
+    plan_batch,
+)
+from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.lakehouse.topic_source import (
     FLATTENED_SCHEMA,
@@ -53,12 +71,13 @@ from exporters.lakehouse.topic_source import (
     flatten_topic_batches,
     kafka_source_jars,
     source_name,
+    table_rows,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["TopicBatchResult", "TopicIngestJob", "TopicOffsetsReset", "executor_conf"]
 
@@ -67,6 +86,17 @@ log = logging.getLogger(__name__)
 # The directory holding the ``exporters`` package: the executors' Python workers import
 # the flattening from there.
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Flattened:
+    """What the driver gets back of a batch's flattening: small things only."""
+
+    frame: DataFrame  # FLATTENED_SCHEMA, persisted on the executors
+    rows: dict[str, int]  # per table, the rows flattened
+    records: int
+    rejected: list[dict[str, object]]
+    flattened_by: tuple[str, ...]
 
 
 class TopicOffsetsReset(TopicUnavailable):
@@ -139,29 +169,32 @@ class TopicIngestJob(IngestJob):
         wanted = [r for r in ranges if not r.empty]
         if not wanted:
             return None
-        flattened, records, flattened_by = self._read_flattened(wanted)
-        self._batches += 1
-        batch = self._batches
-        failpoints.reached("after_read", batch)
-        planned = plan_batch(ranges, committed, flattened.rejected)
-        rows = self._load(batch, planned, flattened)
+        flattened = self._read_flattened(wanted)
+        try:
+            self._batches += 1
+            batch = self._batches
+            failpoints.reached("after_read", batch)
+            planned = plan_batch(ranges, committed, flattened.rejected)
+            rows = self._write(batch, planned, flattened)
+        finally:
+            flattened.frame.unpersist()
         self._positions = planned.positions_after()
         failpoints.reached("after_write", batch)
         result = TopicBatchResult(
             batch,
-            records,
+            flattened.records,
             rows,
             {r.name: (r.from_offset, r.to_offset) for r in wanted},
             planned.replayed,
             len(flattened.rejected),
             self._clock.monotonic() - started,
-            len(flattened_by),
-            flattened_by,
+            len(flattened.flattened_by),
+            flattened.flattened_by,
         )
         log.info(
             "batch %d: %d records, rows %s%s",
             batch,
-            records,
+            flattened.records,
             rows,
             " (replayed)" if planned.replayed else "",
         )
@@ -202,11 +235,12 @@ class TopicIngestJob(IngestJob):
             ranges.append(SourceRange(name, topic, start, end))
         return ranges
 
-    def _read_flattened(
-        self, ranges: list[SourceRange]
-    ) -> tuple[Flattened, int, tuple[str, ...]]:
+    def _read_flattened(self, ranges: list[SourceRange]) -> _Flattened:
         """One Spark job: the ranges read by Spark's Kafka source and flattened by
-        ``mapInArrow`` on the executors; (rows, records read, who flattened them)."""
+        ``mapInArrow`` on the executors, kept there (persisted) for the writes; the
+        driver gets the counts, the rejected records and who flattened."""
+        from pyspark import StorageLevel
+
         partitions = {r.name: int(r.name.rsplit(":", 1)[1]) for r in ranges}
         options = self.source.read_options(
             {partitions[r.name]: r.from_offset for r in ranges},
@@ -218,27 +252,143 @@ class TopicIngestJob(IngestJob):
         if len(ranges) < parallelism:
             options["minPartitions"] = str(parallelism)
         frame = self.spark.read.format("kafka").options(**options).load()
-        flattened = frame.select(
-            "topic", "partition", "offset", "value", "headers", "timestamp"
-        ).mapInArrow(flatten_topic_batches, FLATTENED_SCHEMA)  # type: ignore[arg-type]
-        collected = flattened.toArrow()
-        parts = [pickle.loads(b) for b in collected.column("parts").to_pylist()]
-        if not parts:  # every record in the ranges deleted since the offsets were asked
-            parts = [PointRowsBuilder().finish_parts()]
+        flattened = (
+            frame.select(
+                "topic", "partition", "offset", "value", "headers", "timestamp"
+            )
+            .mapInArrow(flatten_topic_batches, FLATTENED_SCHEMA)  # type: ignore[arg-type]
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        try:
+            collected = flattened.select(
+                "table", "rows", "records", "rejected", "flattened_by"
+            ).toArrow()
+        except BaseException:
+            flattened.unpersist()
+            raise
+        rows: dict[str, int] = {}
+        records = 0
         rejected: list[dict[str, object]] = []
-        for entry in collected.column("rejected").to_pylist():
-            rejected.extend(json.loads(entry))
-        for entry in rejected:
+        flattened_by: set[str] = set()
+        for entry in collected.to_pylist():
+            if entry["table"] is not None:
+                rows[entry["table"]] = rows.get(entry["table"], 0) + entry["rows"]
+                continue
+            records += entry["records"]
+            rejected.extend(json.loads(entry["rejected"]))
+            flattened_by.add(entry["flattened_by"])
+        for item in rejected:
             log.error(
                 "%s offset %d: not a format-1 OTLP record: %s",
-                entry["source"],
-                entry["offset"],
-                entry["error"],
+                item["source"],
+                item["offset"],
+                item["error"],
             )
-        records = sum(collected.column("records").to_pylist())
-        flattened_by = tuple(sorted(set(collected.column("flattened_by").to_pylist())))
-        return (
-            Flattened(assemble(parts), rejected, len(flattened_by)),
-            records,
-            flattened_by,
+        return _Flattened(
+            flattened, rows, records, rejected, tuple(sorted(flattened_by))
         )
+
+    def _write(
+        self, batch: int, planned: BatchPlan, flattened: _Flattened
+    ) -> dict[str, int]:
+        """Each table's planned rows appended with its summary, in :func:`ingest.load`'s
+        order (the point tables side by side, then ``pushes`` whenever it has a summary)
+        and with its failpoints; the rows written by the executors."""
+        frames: dict[str, tuple[DataFrame, int]] = {}
+        try:
+            for name in WRITE_ORDER:
+                own = planned.tables[name]
+                if own.summary:
+                    frames[name] = self._table_frame(flattened, own)
+            timer = failpoints.arm_timer(batch)
+            try:
+                return _append_frames(
+                    self.config.table,
+                    frames,
+                    planned.summaries,
+                    after_each_table=lambda: failpoints.reached("mid_write", batch),
+                    before_pushes=lambda: failpoints.reached("before_pushes", batch),
+                )
+            finally:
+                if timer:
+                    timer.cancel()
+        except BaseException:
+            # Committed or not is unknown (a commit can fail after it succeeded): the
+            # tables say, the next batch asks them again.
+            self._positions = None
+            raise
+
+    def _table_frame(
+        self, flattened: _Flattened, own: TablePlan
+    ) -> tuple[DataFrame, int]:
+        """A table's rows of the batch as a frame in its schema, and how many: for a
+        table that holds part of the batch already, only the rows past its position
+        (:meth:`plan.TablePlan.keeps`, as a filter)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        spec = _TABLE_SPECS[own.name]
+        spark_schema = from_arrow_schema(spec.data_schema)
+        frame = (
+            flattened.frame.filter(F.col("table") == own.name)
+            .select("data")
+            .mapInArrow(table_rows(to_arrow_schema(spark_schema)), spark_schema)  # type: ignore[arg-type]
+        )
+        rows = flattened.rows.get(own.name, 0)
+        keep_from = own.keep_from
+        if own.replayed and keep_from and rows:
+            keep = functools.reduce(
+                operator.or_,
+                [
+                    (F.col("landing_node") == node) & (F.col("landing_offset") >= start)
+                    for node, start in sorted(keep_from.items())
+                ],
+            )
+            frame = frame.filter(keep)
+            rows = frame.count()
+        return frame, rows
+
+
+_TABLE_SPECS = {t.name: t for t in TABLES}
+
+
+def _append_frames(
+    table_name: Callable[[str], str],
+    frames: Mapping[str, tuple[DataFrame, int]],
+    summaries: Mapping[str, Mapping[str, str]],
+    after_each_table: Callable[[], None],
+    before_pushes: Callable[[], None],
+) -> dict[str, int]:
+    """:func:`ingest.load`'s appends, of frames: one per table with rows and a summary
+    (and ``pushes`` whenever it has a summary, rows or not), each with its snapshot
+    summary; the point tables side by side, then ``pushes``, always last."""
+
+    def append(name: str) -> int:
+        frame, rows = frames[name]
+        writer: Any = frame.writeTo(table_name(name))
+        for key, value in summaries[name].items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        writer.append()
+        after_each_table()
+        return rows
+
+    def wanted(name: str) -> bool:
+        return name in frames and name in summaries and appends(name, frames[name][1])
+
+    point_tables = [n for n in WRITE_ORDER if n != PUSHES and wanted(n)]
+    appended: dict[str, Future[int]] = {}
+    if point_tables:
+        with ThreadPoolExecutor(
+            max_workers=len(point_tables), thread_name_prefix="ktc-append"
+        ) as pool:
+            appended = {name: pool.submit(append, name) for name in point_tables}
+        # Every append has ended (committed or failed) before the first failure is
+        # raised: a commit in flight cannot be called back.
+        for future in appended.values():
+            if (error := future.exception()) is not None:
+                raise error
+    rows = {name: future.result() for name, future in appended.items()}
+    if wanted(PUSHES):
+        before_pushes()
+        rows[PUSHES] = append(PUSHES)
+    return rows

@@ -11,11 +11,13 @@ summaries then hold the partitions' offsets with the same keys as the directorie
 :func:`flatten_topic_batches` is what ``mapInArrow`` runs on the executors over Spark's
 Kafka source (its ``key``, ``value``, ``partition``, ``offset``, ``timestamp`` and
 ``headers`` columns): format-1 records (exporters/kafka_topic/record.py) flattened by the
-same :class:`~exporters.lakehouse.flatten.PointRowsBuilder` as the landing-log ingest's,
-one output row per input Arrow batch holding its rows (pickled
-:class:`~exporters.lakehouse.flatten.RowParts`, before the shared columns are expanded:
-less than half the bytes to bring back), its rejected records, and which process
-flattened it.  This module imports only what an executor needs.
+same :class:`~exporters.lakehouse.flatten.PointRowsBuilder` as the landing-log ingest's.
+Its output (:data:`FLATTENED_SCHEMA`) stays on the executors: per input Arrow batch, one
+row per table with rows (``table``, the row count, the rows as an Arrow IPC stream in the
+table's schema) and one row with no table holding the batch's record count, its rejected
+records and which process flattened it.  :func:`table_rows` is what ``mapInArrow`` then
+runs over one table's rows of it, giving that table's Arrow batches to write.  This
+module imports only what an executor needs.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ import dataclasses
 import datetime
 import json
 import os
-import pickle
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,6 +36,7 @@ from google.protobuf.message import DecodeError
 
 from exporters.kafka_topic.record import TopicRecordError, decode_record
 from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,10 +48,12 @@ __all__ = [
     "PartitionOffsets",
     "TopicUnavailable",
     "TopicSource",
+    "TABLE_OF_KIND",
     "flatten_topic_batches",
     "kafka_source_jars",
     "parse_source_name",
     "source_name",
+    "table_rows",
 ]
 
 SPARK_KAFKA_VERSION: Final = "4.1.1"
@@ -63,10 +67,27 @@ _REQUIRED_JARS: Final = (
 )
 _SOURCE_PREFIX: Final = "kafka:"
 
-# mapInArrow's output: one row per input Arrow batch.
+# mapInArrow's output, per input Arrow batch: one row per table with rows (``table``,
+# ``rows``, ``data`` = an Arrow IPC stream), and one row whose ``table`` is null with
+# ``records``, ``rejected`` (JSON) and ``flattened_by``.
 FLATTENED_SCHEMA: Final = (
-    "parts BINARY, records BIGINT, rejected STRING, flattened_by STRING"
+    "table STRING, rows BIGINT, data BINARY, records BIGINT, rejected STRING, "
+    "flattened_by STRING"
 )
+_FLATTENED_ARROW: Final = pa.schema(
+    [
+        ("table", pa.string()),
+        ("rows", pa.int64()),
+        ("data", pa.binary()),
+        ("records", pa.int64()),
+        ("rejected", pa.string()),
+        ("flattened_by", pa.string()),
+    ]
+)
+# The flattening's kinds (point types and "pushes") -> the tables' names.
+TABLE_OF_KIND: Final = {k: t.name for k, t in TABLE_BY_POINT_TYPE.items()} | {
+    "pushes": PUSHES_TABLE.name
+}
 
 
 class KafkaSourceJarsMissing(RuntimeError):
@@ -132,8 +153,8 @@ def _executor_id() -> str:
 def flatten_topic_batches(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """Runs on the executors (``mapInArrow``): each batch of Kafka records -> one row of
-    :data:`FLATTENED_SCHEMA`."""
+    """Runs on the executors (``mapInArrow``): each batch of Kafka records -> its rows
+    of :data:`FLATTENED_SCHEMA` (one per table with rows, then the batch's own)."""
     import gc
 
     builder = PointRowsBuilder()
@@ -171,26 +192,50 @@ def flatten_topic_batches(
                     rejected.append(
                         {"source": source, "offset": offset, "error": str(exc)}
                     )
-            parts = builder.finish_parts()
+            tables = builder.finish()
         finally:
             if was_enabled:
                 gc.enable()
+        rows = [
+            (TABLE_OF_KIND[kind], table)
+            for kind, table in tables.items()
+            if table.num_rows
+        ]
         yield pa.RecordBatch.from_pydict(
             {
-                "parts": [pickle.dumps(parts, protocol=5)],
-                "records": [batch.num_rows],
-                "rejected": [json.dumps(rejected)],
-                "flattened_by": [by],
+                "table": [name for name, _ in rows] + [None],
+                "rows": [t.num_rows for _, t in rows] + [0],
+                "data": [_ipc_bytes(t) for _, t in rows] + [None],
+                "records": [0 for _ in rows] + [batch.num_rows],
+                "rejected": [None for _ in rows] + [json.dumps(rejected)],
+                "flattened_by": [None for _ in rows] + [by],
             },
-            schema=pa.schema(
-                [
-                    ("parts", pa.binary()),
-                    ("records", pa.int64()),
-                    ("rejected", pa.string()),
-                    ("flattened_by", pa.string()),
-                ]
-            ),
+            schema=_FLATTENED_ARROW,
         )
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def table_rows(
+    schema: pa.Schema,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """What ``mapInArrow`` runs on the executors over one table's rows of
+    :data:`FLATTENED_SCHEMA` (its ``data`` column): the rows, cast to ``schema`` (the
+    Arrow form of the Spark schema the frame declares)."""
+
+    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for data in batch.column("data").to_pylist():
+                with pa.ipc.open_stream(data) as reader:
+                    table = reader.read_all()
+                yield from table.cast(schema).to_batches()
+
+    return rows
 
 
 def _unix_nano(timestamp: Any) -> int:

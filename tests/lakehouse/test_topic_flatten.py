@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import datetime
 import json
-import pickle
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.kafka_topic.record import encode_headers
-from exporters.lakehouse.flatten import assemble
 from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
+from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.topic_source import (
+    TABLE_OF_KIND,
     TopicSource,
     flatten_topic_batches,
     parse_source_name,
     source_name,
+    table_rows,
 )
 from exporters.landing import LandingRecord
 
@@ -56,6 +58,25 @@ def _batch(records: list[tuple[int, int, bytes, list[tuple[str, bytes]], int]]):
     )
 
 
+def _tables(out: list[pa.RecordBatch]) -> dict[str, pa.Table]:
+    """Each table's rows of the flattening's output, as the writes read them: its rows
+    of the output through :func:`table_rows` (every table, empty ones too)."""
+    output = pa.Table.from_batches(out)
+    tables = {}
+    for spec in TABLES:
+        mine = output.filter(pc.equal(output.column("table"), spec.name))
+        batches = list(table_rows(spec.data_schema)(iter(mine.to_batches())))
+        tables[spec.name] = pa.Table.from_batches(batches, schema=spec.data_schema)
+        counted = sum(mine.column("rows").to_pylist())
+        assert counted == tables[spec.name].num_rows, spec.name
+    return tables
+
+
+def _own_rows(out: list[pa.RecordBatch]) -> list[dict[str, object]]:
+    """The output's rows that are each input batch's own (no table)."""
+    return [row for b in out for row in b.to_pylist() if row["table"] is None]
+
+
 def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
     pushes = [
         (make_context(client_instance_id=f"c{i:021d}"), sample_metrics_data(i))
@@ -76,9 +97,8 @@ def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
         for i, (ctx, md) in enumerate(pushes)
     ]
     out = list(flatten_topic_batches(iter([_batch(records[:4]), _batch(records[4:])])))
-    assert [b.num_rows for b in out] == [1, 1]
-    parts = [pickle.loads(b.column("parts")[0].as_py()) for b in out]
-    topic_tables = assemble(parts)
+    assert len(out) == 2
+    topic_tables = _tables(out)
 
     expected = flatten_records(
         [
@@ -91,13 +111,14 @@ def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
             for i, (ctx, md) in enumerate(pushes)
         ]
     ).tables
-    assert set(topic_tables) == set(expected)
+    assert set(topic_tables) == {TABLE_OF_KIND[kind] for kind in expected}
     for kind, table in expected.items():
-        assert topic_tables[kind].equals(table), kind
-    assert sum(b.column("records")[0].as_py() for b in out) == 6
-    assert all(json.loads(b.column("rejected")[0].as_py()) == [] for b in out)
+        assert topic_tables[TABLE_OF_KIND[kind]].equals(table), kind
+    own = _own_rows(out)
+    assert [row["records"] for row in own] == [4, 2]
+    assert all(json.loads(row["rejected"]) == [] for row in own)
     # Not in a Spark executor: the parent is no Spark JVM.
-    assert out[0].column("flattened_by")[0].as_py().endswith(" executor ?")
+    assert all(row["flattened_by"].endswith(" executor ?") for row in own)
 
 
 def test_records_not_in_format_1_are_rejected_not_fatal() -> None:
@@ -125,13 +146,12 @@ def test_records_not_in_format_1_are_rejected_not_fatal() -> None:
             )
         )
     )
-    rejected = json.loads(out[0].column("rejected")[0].as_py())
+    rejected = json.loads(_own_rows(out)[0]["rejected"])
     assert [(r["source"], r["offset"]) for r in rejected] == [
         ("kafka:landing:0", 0),
         ("kafka:landing:0", 1),
     ]
-    parts = pickle.loads(out[0].column("parts")[0].as_py())
-    assert assemble([parts])["pushes"].column("landing_offset").to_pylist() == [2]
+    assert _tables(out)["pushes"].column("landing_offset").to_pylist() == [2]
 
 
 @pytest.mark.parametrize(
