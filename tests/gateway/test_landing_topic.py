@@ -28,6 +28,7 @@ from harness import kafka_cluster as kafka_cluster_module
 from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
+from topic_reader import read_topic
 from waiting import eventually_sync
 
 from collector.app import landing_topic
@@ -100,35 +101,6 @@ class Answers:
 
 def _push_id(context: TelemetryContext) -> PushId:
     return (context.client_instance_id, context.correlation_id)
-
-
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic``, read by a plain consumer of a fresh group."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=10)
-        partitions = list(metadata.topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        at_end: set[int] = set()
-        records = []
-        while len(at_end) < len(partitions):
-            message = consumer.poll(5)
-            assert message is not None, "the topic did not reach its end in 5 s"
-            if message.error() is not None:
-                at_end.add(message.partition())
-                continue
-            records.append(message)
-        return records
-    finally:
-        consumer.close()
 
 
 def decode(message: Any) -> tuple[dict[str, Any], MetricsData]:

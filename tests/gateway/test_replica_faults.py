@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
 from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -48,6 +48,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from replica_processes import KTC, ReplicaFleet, ReplicaProcess
+from topic_reader import read_topic
 from waiting import eventually_sync
 
 from proto import ApiKeys
@@ -114,35 +115,6 @@ def interval_served(replica: ReplicaProcess, client_id: str) -> int | None:
         return int(answer.push_interval_ms)
 
     return asyncio.run(ask())
-
-
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
-    """Every record of ``topic``, read by a plain consumer of a fresh group."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=30)
-        partitions = list(metadata.topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        at_end: set[int] = set()
-        records = []
-        while len(at_end) < len(partitions):
-            message = consumer.poll(10)
-            assert message is not None, "the topic did not reach its end in 10 s"
-            if message.error() is not None:
-                at_end.add(message.partition())
-                continue
-            records.append(message)
-        return records
-    finally:
-        consumer.close()
 
 
 def context_of(message: Any) -> dict[str, Any]:

@@ -1,0 +1,38 @@
+"""Every record of a topic, read by a plain consumer: what the landing-topic tests check
+pushes against."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+def read_topic(bootstrap: str, topic: str) -> list[Any]:
+    """Every record of ``topic``, read by a plain consumer of a fresh group."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=30)
+        partitions = list(metadata.topics[topic].partitions)
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        at_end: set[int] = set()
+        records = []
+        while len(at_end) < len(partitions):
+            message = consumer.poll(10)
+            assert message is not None, "the topic did not reach its end in 10 s"
+            if message.error() is not None:
+                at_end.add(message.partition())
+                continue
+            records.append(message)
+        return records
+    finally:
+        consumer.close()
