@@ -176,6 +176,18 @@ def load(
             and appends(name, int(table.num_rows))
         )
 
+    return append_in_order(append, wanted, before_pushes)
+
+
+def append_in_order(
+    append: Callable[[str], int],
+    wanted: Callable[[str], bool],
+    before_pushes: Callable[[], None],
+) -> dict[str, int]:
+    """The order every batch's appends keep (the landing logs' and the topic's): the
+    wanted point tables side by side, then ``pushes``, always last; rows appended per
+    table.  Every point-table append has ended (committed or failed) before the first
+    failure is raised: a commit in flight cannot be called back."""
     point_tables = [n for n in WRITE_ORDER if n != PUSHES and wanted(n)]
     appended: dict[str, Future[int]] = {}
     if point_tables:
@@ -183,8 +195,6 @@ def load(
             max_workers=len(point_tables), thread_name_prefix="ktc-append"
         ) as pool:
             appended = {name: pool.submit(append, name) for name in point_tables}
-        # Every append has ended (committed or failed) before the first failure is
-        # raised: a commit in flight cannot be called back.
         for future in appended.values():
             if (error := future.exception()) is not None:
                 raise error

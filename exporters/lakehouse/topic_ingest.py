@@ -44,16 +44,19 @@ import operator
 import os
 import sys
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
 from exporters.lakehouse.commits import SourceRange
-from exporters.lakehouse.ingest import BatchResult, IngestJob, IngestSettings
+from exporters.lakehouse.ingest import (
+    BatchResult,
+    IngestJob,
+    IngestSettings,
+    append_in_order,
+)
 from exporters.lakehouse.plan import (
-    PUSHES,
     WRITE_ORDER,
     BatchPlan,
     TablePlan,
@@ -375,20 +378,4 @@ def _append_frames(
     def wanted(name: str) -> bool:
         return name in frames and name in summaries and appends(name, frames[name][1])
 
-    point_tables = [n for n in WRITE_ORDER if n != PUSHES and wanted(n)]
-    appended: dict[str, Future[int]] = {}
-    if point_tables:
-        with ThreadPoolExecutor(
-            max_workers=len(point_tables), thread_name_prefix="ktc-append"
-        ) as pool:
-            appended = {name: pool.submit(append, name) for name in point_tables}
-        # Every append has ended (committed or failed) before the first failure is
-        # raised: a commit in flight cannot be called back.
-        for future in appended.values():
-            if (error := future.exception()) is not None:
-                raise error
-    rows = {name: future.result() for name, future in appended.items()}
-    if wanted(PUSHES):
-        before_pushes()
-        rows[PUSHES] = append(PUSHES)
-    return rows
+    return append_in_order(append, wanted, before_pushes)
