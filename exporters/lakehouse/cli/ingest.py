@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import re
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,12 +69,50 @@ class IngestOptions:
         properties = {}
         for pair in self.kafka_properties:
             key, sep, value = pair.partition("=")
-            if not sep or not key.strip():
+            key = key.strip()
+            if not sep or not key:
+                # Never a value: it may be a password.
+                shown = pair if not sep else "=..."
                 raise click.UsageError(
-                    f"--kafka-property expects key=value, got {pair!r}"
+                    f"--kafka-property expects KEY=VALUE, got {shown!r}"
                 )
-            properties[key.strip()] = value
+            if key.startswith("kafka."):
+                raise click.UsageError(
+                    f"--kafka-property {key}: give the Kafka client's name "
+                    f"({key.removeprefix('kafka.')}), without Spark's kafka. prefix"
+                )
+            if key == "bootstrap.servers":
+                raise click.UsageError(
+                    "--kafka-property bootstrap.servers: use --kafka-bootstrap-servers"
+                )
+            properties[key] = _resolve_env_references(key, value, os.environ)
         return TopicSource(self.kafka_bootstrap_servers, self.kafka_topic, properties)
+
+
+# Kafka's ConfigTransformer pattern, ${provider:[path:]key}, with the env provider only
+# (EnvVarConfigProvider; the collector's config takes the same references).
+_REFERENCE = re.compile(r"\$\{([^}]*?):(?:([^}]*?):)?([^}]*?)\}")
+
+
+def _resolve_env_references(key: str, value: str, environ: Mapping[str, str]) -> str:
+    """``value`` with each ``${env:VAR}`` (or ``${env::VAR}``) replaced by the variable,
+    so a password need not be on the command line; an unset variable or another provider
+    is a usage error naming the property and the reference, never a value."""
+
+    def resolve(found: re.Match[str]) -> str:
+        provider, path, name = found.groups()
+        if provider != "env" or path:
+            raise click.UsageError(
+                f"--kafka-property {key}: {found.group(0)} is not an environment "
+                "reference (${env:VAR})"
+            )
+        if name not in environ:
+            raise click.UsageError(
+                f"--kafka-property {key}: the environment variable {name} is not set"
+            )
+        return environ[name]
+
+    return _REFERENCE.sub(resolve, value)
 
 
 @click.command("ingest")
@@ -138,8 +178,9 @@ class IngestOptions:
     "kafka_properties",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A Kafka consumer property for the topic (Java client names, e.g. "
-    "security.protocol=SASL_SSL, sasl.jaas.config=...), repeatable.",
+    help="A Kafka consumer property for the topic (the Java client's names, e.g. "
+    "security.protocol=SASL_SSL, sasl.jaas.config=...), repeatable; ${env:VAR} in a "
+    "value is the environment variable VAR, so a password stays off the command line.",
 )
 def ingest_command(lake: LakeOptions, **params: Any) -> None:
     """Ingest the landing logs (or the landing topic) into the lakehouse's Iceberg
@@ -176,9 +217,22 @@ def run_ingest(lake: LakeOptions, options: IngestOptions) -> None:
         )
         job.run_forever(stop, on_batch=_print_batch)
     except TopicUnavailable as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_unavailable(str(exc), source)) from None
     finally:
         job.close()
+
+
+def _unavailable(message: str, source: TopicSource | None) -> str:
+    """The topic's error, and for a cluster that never answered, what to check: a
+    listener that wants a login (or TLS) drops a client that speaks another protocol
+    without a word, and the client only ever sees the timeout."""
+    if source is None or "TimeoutException" not in message:
+        return message
+    protocol = source.properties.get("security.protocol", "PLAINTEXT")
+    return (
+        f"{message} (nothing answered: is the cluster up, and does that listener "
+        f"take security.protocol {protocol}? --kafka-property sets it)"
+    )
 
 
 def _log_to_stderr() -> None:
