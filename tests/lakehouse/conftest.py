@@ -49,6 +49,30 @@ def require_lake_jars() -> None:
         pytest.skip(str(exc))
 
 
+def require_topic_ingest() -> None:
+    """Skip (outside CI; fail in CI) unless the topic ingest's parts are here: Iceberg's
+    jars, Spark's Kafka source (`make spark-kafka-libs`) and Kafka 4.4.0."""
+    from topic_cluster import missing_prerequisites
+
+    from exporters.lakehouse.topic_source import (
+        KafkaSourceJarsMissing,
+        kafka_source_jars,
+    )
+
+    require_lake_jars()
+    try:
+        kafka_source_jars()
+    except KafkaSourceJarsMissing as exc:
+        reason: str | None = str(exc)
+    else:
+        reason = missing_prerequisites()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def spark_lake(
     tmp_path_factory: pytest.TempPathFactory,

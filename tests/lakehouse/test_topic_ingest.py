@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, require_lake_jars
+from conftest import SPARK_TEST_CONF, require_topic_ingest
 from topic_cluster import (
     REPO,
     KafkaCluster,
@@ -40,7 +40,6 @@ from topic_cluster import (
     create_topic,
     ingest_topic_argv,
     landing_push,
-    missing_prerequisites,
     produce,
 )
 
@@ -48,7 +47,6 @@ from exporters.lakehouse.failpoints import POINTS
 from exporters.lakehouse.flatten import PointRowsBuilder
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig
-from exporters.lakehouse.topic_source import KafkaSourceJarsMissing, kafka_source_jars
 
 KILLS = int(os.environ.get("KTC_TOPIC_KILLS", "5"))
 # A standalone run costs about twice a local one (the application's executor starts for
@@ -63,22 +61,9 @@ pytestmark = [
 ]
 
 
-def _require(reason: str | None) -> None:
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    require_lake_jars()
-    try:
-        kafka_source_jars()
-    except KafkaSourceJarsMissing as exc:
-        _require(str(exc))
-    _require(missing_prerequisites())
+    require_topic_ingest()
     cluster = KafkaCluster(
         nodes=1, work_dir=tmp_path_factory.mktemp("topic-kafka"), heap="384m"
     )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -31,14 +30,15 @@ from typing import Any
 
 import pytest
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import SPARK_TEST_CONF, require_lake_jars
-from topic_cluster import REPO, KafkaCluster, ingest_topic_argv, missing_prerequisites
+from confluent_kafka import Producer
+from conftest import SPARK_TEST_CONF, require_topic_ingest
+from topic_cluster import REPO, KafkaCluster, ingest_topic_argv
 
 # isort: split
 # On the path once topic_cluster is imported (tests/, tests/gateway).
 from harness import _proc
 from secrets_under_test import SASL_USERS
+from topic_reader import read_topic
 from waiting import eventually_sync
 
 from exporters.kafka_topic.record import decode_record
@@ -46,8 +46,6 @@ from exporters.lakehouse.flatten import PointRowsBuilder
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import CATALOG_NAME, LakehouseConfig
 from exporters.lakehouse.topic_source import (
-    KafkaSourceJarsMissing,
-    kafka_source_jars,
     source_name,
 )
 from subscriptions.store import ConfigStore
@@ -64,22 +62,9 @@ PASSWORD_VAR = "LANDING_SASL_PASSWORD"
 PUSHES = 12  # at least this many pushes landed before the collector stops
 
 
-def _require(reason: str | None) -> None:
-    if reason is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    require_lake_jars()
-    try:
-        kafka_source_jars()
-    except KafkaSourceJarsMissing as exc:
-        _require(str(exc))
-    _require(missing_prerequisites())
+    require_topic_ingest()
     cluster = KafkaCluster(
         nodes=1,
         sasl_only=True,
@@ -179,32 +164,9 @@ def _serve_and_push(kafka: KafkaCluster, work: Path, topic: str) -> str:
 
 def _read_topic(kafka: KafkaCluster, topic: str) -> list[Any]:
     """Every record of ``topic``, read as alice by a plain consumer."""
-    consumer = Consumer(
-        {
-            **kafka.client_config("SASL_PLAINTEXT", user=USER, mechanism=MECHANISM),
-            "group.id": f"reader-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
+    return read_topic(
+        kafka.client_config("SASL_PLAINTEXT", user=USER, mechanism=MECHANISM), topic
     )
-    try:
-        metadata = consumer.list_topics(topic, timeout=30)
-        if topic not in metadata.topics or metadata.topics[topic].error is not None:
-            return []
-        partitions = list(metadata.topics[topic].partitions)
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        at_end: set[int] = set()
-        records = []
-        while len(at_end) < len(partitions):
-            message = consumer.poll(10)
-            assert message is not None, "the topic did not reach its end in 10 s"
-            if message.error() is not None:
-                at_end.add(message.partition())
-                continue
-            records.append(message)
-        return records
-    finally:
-        consumer.close()
 
 
 def _expected_rows(records: list[Any]) -> dict[str, collections.Counter[Any]]:
