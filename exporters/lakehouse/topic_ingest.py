@@ -23,11 +23,11 @@ A batch:
    which processes flattened them.
 3. **plan, append, in that order**: as the landing-log ingest (the point tables side by
    side, ``pushes`` last, each append with its ranges and positions in its summary).
-   Each table's append is a Spark write of a frame derived from the persisted output
-   (its rows, ``mapInArrow`` :func:`topic_source.table_rows` into its schema; for a
-   table already holding part of the batch, a filter on ``landing_node`` and
-   ``landing_offset`` keeps the rows past its position), so the executors write the
-   rows they flattened.
+   Each table's append is a Spark write of a frame derived from the persisted output,
+   in the JVM alone (the output holds the rows in Spark's types: the rows tagged with
+   the table's name, the fields of its struct column; for a table already holding part
+   of the batch, a filter on ``landing_node`` and ``landing_offset`` keeps the rows past
+   its position), so the executors write the rows they flattened.
 
 Nothing is committed to Kafka: the tables hold the positions, so a consumer group's
 offsets could only disagree with them.  One ingest per topic: two would both read from
@@ -64,7 +64,6 @@ from exporters.lakehouse.plan import (
     batch_start,
     plan_batch,
 )
-from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.lakehouse.topic_source import (
     FLATTENED_SCHEMA,
@@ -74,7 +73,6 @@ from exporters.lakehouse.topic_source import (
     flatten_topic_batches,
     kafka_source_jars,
     source_name,
-    table_rows,
 )
 
 if TYPE_CHECKING:
@@ -243,6 +241,8 @@ class TopicIngestJob(IngestJob):
         ``mapInArrow`` on the executors, kept there (persisted) for the writes; the
         driver gets the counts, the rejected records and who flattened."""
         from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import from_arrow_schema
 
         partitions = {r.name: int(r.name.rsplit(":", 1)[1]) for r in ranges}
         options = self.source.read_options(
@@ -259,13 +259,15 @@ class TopicIngestJob(IngestJob):
             frame.select(
                 "topic", "partition", "offset", "value", "headers", "timestamp"
             )
-            .mapInArrow(flatten_topic_batches, FLATTENED_SCHEMA)  # type: ignore[arg-type]
+            .mapInArrow(flatten_topic_batches, from_arrow_schema(FLATTENED_SCHEMA))  # type: ignore[arg-type]
             .persist(StorageLevel.MEMORY_AND_DISK)
         )
         try:
-            collected = flattened.select(
-                "table", "rows", "records", "rejected", "flattened_by"
-            ).toArrow()
+            collected = (
+                flattened.filter(F.col("table").isNull())
+                .select("rows", "records", "rejected", "flattened_by")
+                .toArrow()
+            )
         except BaseException:
             flattened.unpersist()
             raise
@@ -274,9 +276,8 @@ class TopicIngestJob(IngestJob):
         rejected: list[dict[str, object]] = []
         flattened_by: set[str] = set()
         for entry in collected.to_pylist():
-            if entry["table"] is not None:
-                rows[entry["table"]] = rows.get(entry["table"], 0) + entry["rows"]
-                continue
+            for name, count in entry["rows"]:
+                rows[name] = rows.get(name, 0) + count
             records += entry["records"]
             rejected.extend(json.loads(entry["rejected"]))
             flattened_by.add(entry["flattened_by"])
@@ -328,14 +329,9 @@ class TopicIngestJob(IngestJob):
         table that holds part of the batch already, only the rows past its position
         (:meth:`plan.TablePlan.keeps`, as a filter)."""
         from pyspark.sql import functions as F
-        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-        spec = _TABLE_SPECS[own.name]
-        spark_schema = from_arrow_schema(spec.data_schema)
-        frame = (
-            flattened.frame.filter(F.col("table") == own.name)
-            .select("data")
-            .mapInArrow(table_rows(to_arrow_schema(spark_schema)), spark_schema)  # type: ignore[arg-type]
+        frame = flattened.frame.filter(F.col("table") == own.name).select(
+            f"{own.name}.*"
         )
         rows = flattened.rows.get(own.name, 0)
         keep_from = own.keep_from
@@ -350,9 +346,6 @@ class TopicIngestJob(IngestJob):
             frame = frame.filter(keep)
             rows = frame.count()
         return frame, rows
-
-
-_TABLE_SPECS = {t.name: t for t in TABLES}
 
 
 def _append_frames(

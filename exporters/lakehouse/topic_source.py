@@ -12,11 +12,9 @@ summaries then hold the partitions' offsets with the same keys as the directorie
 Kafka source (its ``key``, ``value``, ``partition``, ``offset``, ``timestamp`` and
 ``headers`` columns): format-1 records (exporters/kafka_topic/record.py) flattened by the
 same :class:`~exporters.lakehouse.flatten.PointRowsBuilder` as the landing-log ingest's.
-Its output (:data:`FLATTENED_SCHEMA`) stays on the executors: per input Arrow batch, one
-row per table with rows (``table``, the row count, the rows as an Arrow IPC stream in the
-table's schema) and one row with no table holding the batch's record count, its rejected
-records and which process flattened it.  :func:`table_rows` is what ``mapInArrow`` then
-runs over one table's rows of it, giving that table's Arrow batches to write.  This
+Its output (:data:`FLATTENED_SCHEMA`) stays on the executors and holds the rows in the
+tables' own types: one struct column per table, so a table's rows are a filter on
+``table`` and a ``select`` of its column's fields, and the writes run no Python.  This
 module imports only what an executor needs.
 """
 
@@ -27,7 +25,7 @@ import datetime
 import json
 import os
 import socket
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,7 +34,7 @@ from google.protobuf.message import DecodeError
 
 from exporters.kafka_topic.record import TopicRecordError, decode_record
 from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
+from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE, TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -53,7 +51,6 @@ __all__ = [
     "kafka_source_jars",
     "parse_source_name",
     "source_name",
-    "table_rows",
 ]
 
 SPARK_KAFKA_VERSION: Final = "4.1.1"
@@ -67,18 +64,17 @@ _REQUIRED_JARS: Final = (
 )
 _SOURCE_PREFIX: Final = "kafka:"
 
-# mapInArrow's output, per input Arrow batch: one row per table with rows (``table``,
-# ``rows``, ``data`` = an Arrow IPC stream), and one row whose ``table`` is null with
-# ``records``, ``rejected`` (JSON) and ``flattened_by``.
-FLATTENED_SCHEMA: Final = (
-    "table STRING, rows BIGINT, data BINARY, records BIGINT, rejected STRING, "
-    "flattened_by STRING"
-)
-_FLATTENED_ARROW: Final = pa.schema(
+# mapInArrow's output, per input Arrow batch: each table's rows (``table`` = its name,
+# its own struct column holding the row, every other table's column null), and one row
+# whose ``table`` is null with ``rows`` (per table, how many), ``records``, ``rejected``
+# (JSON) and ``flattened_by``.  The struct columns are the tables' Arrow schemas, which
+# Spark's types represent exactly (from_arrow_schema and back gives the same schema), so
+# Spark reads the rows without a conversion of its own.
+FLATTENED_SCHEMA: Final = pa.schema(
     [
         ("table", pa.string()),
-        ("rows", pa.int64()),
-        ("data", pa.binary()),
+        *[(t.name, pa.struct(list(t.data_schema))) for t in TABLES],
+        ("rows", pa.map_(pa.string(), pa.int64())),
         ("records", pa.int64()),
         ("rejected", pa.string()),
         ("flattened_by", pa.string()),
@@ -154,7 +150,8 @@ def flatten_topic_batches(
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """Runs on the executors (``mapInArrow``): each batch of Kafka records -> its rows
-    of :data:`FLATTENED_SCHEMA` (one per table with rows, then the batch's own)."""
+    of :data:`FLATTENED_SCHEMA` (an Arrow batch per table with rows, then the batch's
+    own row)."""
     import gc
 
     builder = PointRowsBuilder()
@@ -196,46 +193,49 @@ def flatten_topic_batches(
         finally:
             if was_enabled:
                 gc.enable()
-        rows = [
-            (TABLE_OF_KIND[kind], table)
-            for kind, table in tables.items()
-            if table.num_rows
-        ]
+        counts: dict[str, int] = {}
+        for kind, table in tables.items():
+            if table.num_rows:
+                name = TABLE_OF_KIND[kind]
+                counts[name] = table.num_rows
+                yield _table_batch(name, table)
         yield pa.RecordBatch.from_pydict(
             {
-                "table": [name for name, _ in rows] + [None],
-                "rows": [t.num_rows for _, t in rows] + [0],
-                "data": [_ipc_bytes(t) for _, t in rows] + [None],
-                "records": [0 for _ in rows] + [batch.num_rows],
-                "rejected": [None for _ in rows] + [json.dumps(rejected)],
-                "flattened_by": [None for _ in rows] + [by],
-            },
-            schema=_FLATTENED_ARROW,
+                "table": [None],
+                "rows": [list(counts.items())],
+                "records": [batch.num_rows],
+                "rejected": [json.dumps(rejected)],
+                "flattened_by": [by],
+            }
+            | {name: _NO_ROWS[name] for name in _TABLE_NAMES},
+            schema=FLATTENED_SCHEMA,
         )
 
 
-def _ipc_bytes(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+_TABLE_NAMES: Final = tuple(t.name for t in TABLES)
+_NO_ROWS: Final = {
+    name: pa.nulls(1, FLATTENED_SCHEMA.field(name).type) for name in _TABLE_NAMES
+}
 
 
-def table_rows(
-    schema: pa.Schema,
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """What ``mapInArrow`` runs on the executors over one table's rows of
-    :data:`FLATTENED_SCHEMA` (its ``data`` column): the rows, cast to ``schema`` (the
-    Arrow form of the Spark schema the frame declares)."""
-
-    def rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for data in batch.column("data").to_pylist():
-                with pa.ipc.open_stream(data) as reader:
-                    table = reader.read_all()
-                yield from table.cast(schema).to_batches()
-
-    return rows
+def _table_batch(name: str, table: pa.Table) -> pa.RecordBatch:
+    """A table's rows as :data:`FLATTENED_SCHEMA`: its struct column filled, every other
+    table's null (a null struct is its validity bits and children of nulls)."""
+    rows = table.num_rows
+    columns = {
+        "table": pa.array([name] * rows, pa.string()),
+        "rows": pa.nulls(rows, FLATTENED_SCHEMA.field("rows").type),
+        "records": pa.nulls(rows, pa.int64()),
+        "rejected": pa.nulls(rows, pa.string()),
+        "flattened_by": pa.nulls(rows, pa.string()),
+    }
+    for other in _TABLE_NAMES:
+        kind = FLATTENED_SCHEMA.field(other).type
+        if other == name:
+            columns[other] = table.to_struct_array().combine_chunks().cast(kind)
+        else:
+            columns[other] = pa.nulls(rows, kind)
+    return pa.RecordBatch.from_pydict(columns, schema=FLATTENED_SCHEMA)
 
 
 def _unix_nano(timestamp: Any) -> int:

@@ -16,12 +16,12 @@ from exporters.kafka_topic.record import encode_headers
 from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.topic_source import (
+    FLATTENED_SCHEMA,
     TABLE_OF_KIND,
     TopicSource,
     flatten_topic_batches,
     parse_source_name,
     source_name,
-    table_rows,
 )
 from exporters.landing import LandingRecord
 
@@ -59,16 +59,25 @@ def _batch(records: list[tuple[int, int, bytes, list[tuple[str, bytes]], int]]):
 
 
 def _tables(out: list[pa.RecordBatch]) -> dict[str, pa.Table]:
-    """Each table's rows of the flattening's output, as the writes read them: its rows
-    of the output through :func:`table_rows` (every table, empty ones too)."""
+    """Each table's rows of the flattening's output, as the writes read them: the rows
+    tagged with its name, the fields of its own column (every table, empty ones too)."""
+    assert all(b.schema == FLATTENED_SCHEMA for b in out)
     output = pa.Table.from_batches(out)
+    own = output.filter(pc.is_null(output.column("table")))
+    counted: dict[str, int] = {}
+    for rows in own.column("rows").to_pylist():
+        for name, n in rows:
+            counted[name] = counted.get(name, 0) + n
     tables = {}
     for spec in TABLES:
         mine = output.filter(pc.equal(output.column("table"), spec.name))
-        batches = list(table_rows(spec.data_schema)(iter(mine.to_batches())))
-        tables[spec.name] = pa.Table.from_batches(batches, schema=spec.data_schema)
-        counted = sum(mine.column("rows").to_pylist())
-        assert counted == tables[spec.name].num_rows, spec.name
+        assert mine.column(spec.name).null_count == 0, spec.name
+        others = [t.name for t in TABLES if t.name != spec.name]
+        assert all(mine.column(o).null_count == mine.num_rows for o in others)
+        tables[spec.name] = pa.Table.from_struct_array(mine.column(spec.name)).cast(
+            spec.data_schema
+        )
+        assert counted.get(spec.name, 0) == tables[spec.name].num_rows, spec.name
     return tables
 
 
@@ -97,7 +106,10 @@ def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
         for i, (ctx, md) in enumerate(pushes)
     ]
     out = list(flatten_topic_batches(iter([_batch(records[:4]), _batch(records[4:])])))
-    assert len(out) == 2
+    # Per input batch, one Arrow batch per table with rows (all six here), then its own.
+    assert [b.column("table")[0].as_py() for b in out] == (
+        [TABLE_OF_KIND[kind] for kind in TABLE_OF_KIND] + [None]
+    ) * 2
     topic_tables = _tables(out)
 
     expected = flatten_records(
