@@ -59,7 +59,7 @@ from exporters.lakehouse.plan import (
     batch_start,
     plan_batch,
 )
-from exporters.lakehouse.schema import TABLE_BY_POINT_TYPE, TABLES
+from exporters.lakehouse.schema import TABLE_NAME_BY_KIND, TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import (
     ConsumerPositions,
@@ -69,7 +69,7 @@ from exporters.landing import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "CONSUMER_NAME",
@@ -77,6 +77,8 @@ __all__ = [
     "IngestJob",
     "IngestSettings",
     "LandingDirBusy",
+    "append_in_order",
+    "append_with_summary",
     "extract",
     "landing_dirs_under",
     "load",
@@ -85,9 +87,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CONSUMER_NAME = "lakehouse-ingest"
-_TABLE_NAME_BY_KIND = {k: t.name for k, t in TABLE_BY_POINT_TYPE.items()} | {
-    "pushes": PUSHES
-}
 _CATALOG_ATTEMPTS = 3
 
 
@@ -161,10 +160,7 @@ def load(
     def append(name: str) -> int:
         table = tables[name]
         frame = spark.createDataFrame(table, schema=_spark_schema(table.schema))
-        writer = frame.writeTo(config.table(name))
-        for key, value in summaries[name].items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
+        append_with_summary(frame, config.table(name), summaries[name])
         after_each_table()
         return int(table.num_rows)
 
@@ -177,6 +173,17 @@ def load(
         )
 
     return append_in_order(append, wanted, before_pushes)
+
+
+def append_with_summary(
+    frame: DataFrame, table: str, summary: Mapping[str, str]
+) -> None:
+    """One Iceberg append of ``frame`` to ``table``, ``summary`` in its snapshot's
+    summary (the ranges and positions the exactly-once plan reads back)."""
+    writer: Any = frame.writeTo(table)
+    for key, value in summary.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    writer.append()
 
 
 def append_in_order(
@@ -425,7 +432,7 @@ class IngestJob:
         """Append each table's planned rows with its summary (:func:`load`)."""
         tables = {}
         for kind, table in flattened.tables.items():
-            name = _TABLE_NAME_BY_KIND[kind]
+            name = TABLE_NAME_BY_KIND[kind]
             own = planned.tables[name]
             tables[name] = _rows_from(table, own.keep_from) if own.replayed else table
         timer = failpoints.arm_timer(batch)

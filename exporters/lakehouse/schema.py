@@ -48,6 +48,7 @@ __all__ = [
     "PUSHES_TABLE",
     "TABLES",
     "TABLE_BY_POINT_TYPE",
+    "TABLE_NAME_BY_KIND",
     "TableSpec",
     "create_table_sql",
     "spark_type",
@@ -287,6 +288,8 @@ PUSHES_TABLE = TableSpec(
     ),
 )
 TABLES: tuple[TableSpec, ...] = POINT_TABLES + (PUSHES_TABLE,)
+# The flattening's kinds (point types and "pushes") -> the tables' names.
+TABLE_NAME_BY_KIND: dict[str, str] = {t.kind: t.name for t in TABLES}
 
 _SCALAR_SQL: dict[pa.DataType, str] = {
     pa.string(): "STRING",

@@ -45,7 +45,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
@@ -55,6 +55,7 @@ from exporters.lakehouse.ingest import (
     IngestJob,
     IngestSettings,
     append_in_order,
+    append_with_summary,
 )
 from exporters.lakehouse.plan import (
     WRITE_ORDER,
@@ -361,10 +362,7 @@ def _append_frames(
 
     def append(name: str) -> int:
         frame, rows = frames[name]
-        writer: Any = frame.writeTo(table_name(name))
-        for key, value in summaries[name].items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        writer.append()
+        append_with_summary(frame, table_name(name), summaries[name])
         after_each_table()
         return rows
 

@@ -34,7 +34,7 @@ from google.protobuf.message import DecodeError
 
 from exporters.kafka_topic.record import TopicRecordError, decode_record
 from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE, TABLES
+from exporters.lakehouse.schema import TABLE_NAME_BY_KIND, TABLES
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -46,7 +46,6 @@ __all__ = [
     "PartitionOffsets",
     "TopicUnavailable",
     "TopicSource",
-    "TABLE_OF_KIND",
     "flatten_topic_batches",
     "kafka_source_jars",
     "parse_source_name",
@@ -80,10 +79,6 @@ FLATTENED_SCHEMA: Final = pa.schema(
         ("flattened_by", pa.string()),
     ]
 )
-# The flattening's kinds (point types and "pushes") -> the tables' names.
-TABLE_OF_KIND: Final = {k: t.name for k, t in TABLE_BY_POINT_TYPE.items()} | {
-    "pushes": PUSHES_TABLE.name
-}
 
 
 class KafkaSourceJarsMissing(RuntimeError):
@@ -196,7 +191,7 @@ def flatten_topic_batches(
         counts: dict[str, int] = {}
         for kind, table in tables.items():
             if table.num_rows:
-                name = TABLE_OF_KIND[kind]
+                name = TABLE_NAME_BY_KIND[kind]
                 counts[name] = table.num_rows
                 yield _table_batch(name, table)
         yield pa.RecordBatch.from_pydict(

@@ -14,10 +14,9 @@ from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.kafka_topic.record import encode_headers
 from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
-from exporters.lakehouse.schema import TABLES
+from exporters.lakehouse.schema import TABLE_NAME_BY_KIND, TABLES
 from exporters.lakehouse.topic_source import (
     FLATTENED_SCHEMA,
-    TABLE_OF_KIND,
     TopicSource,
     flatten_topic_batches,
     parse_source_name,
@@ -108,7 +107,7 @@ def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
     out = list(flatten_topic_batches(iter([_batch(records[:4]), _batch(records[4:])])))
     # Per input batch, one Arrow batch per table with rows (all six here), then its own.
     assert [b.column("table")[0].as_py() for b in out] == (
-        [TABLE_OF_KIND[kind] for kind in TABLE_OF_KIND] + [None]
+        [TABLE_NAME_BY_KIND[kind] for kind in TABLE_NAME_BY_KIND] + [None]
     ) * 2
     topic_tables = _tables(out)
 
@@ -123,9 +122,9 @@ def test_kafka_records_flatten_to_the_landing_ingests_rows() -> None:
             for i, (ctx, md) in enumerate(pushes)
         ]
     ).tables
-    assert set(topic_tables) == {TABLE_OF_KIND[kind] for kind in expected}
+    assert set(topic_tables) == {TABLE_NAME_BY_KIND[kind] for kind in expected}
     for kind, table in expected.items():
-        assert topic_tables[TABLE_OF_KIND[kind]].equals(table), kind
+        assert topic_tables[TABLE_NAME_BY_KIND[kind]].equals(table), kind
     own = _own_rows(out)
     assert [row["records"] for row in own] == [4, 2]
     assert all(json.loads(row["rejected"]) == [] for row in own)
