@@ -82,11 +82,7 @@ class ReplicaProcess:
             ready.exists,
             timeout=90,
             what=f"{self.name} ready",
-            alive=lambda: (
-                None
-                if process.poll() is None
-                else f"exit {process.returncode}: {_proc.tail(self.log_path)}"
-            ),
+            alive=_proc.exited(process, self.log_path),
         )
         self.info = json.loads(ready.read_text())
         return self

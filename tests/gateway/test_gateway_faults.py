@@ -846,11 +846,7 @@ def gateway_process(
             lambda: ready.exists(),
             timeout=60,
             what="ktc gateway ready",
-            alive=lambda: (
-                None
-                if process.poll() is None
-                else f"exit {process.returncode}: {_proc.tail(log_path)}"
-            ),
+            alive=_proc.exited(process, log_path),
         )
         info: dict[str, Any] = json.loads(ready.read_text())
         info["process"] = process

@@ -133,11 +133,7 @@ def _serve_and_push(kafka: KafkaCluster, work: Path, topic: str) -> str:
             ready.exists,
             timeout=90,
             what="ktc serve ready",
-            alive=lambda: (
-                None
-                if serve.poll() is None
-                else f"exit {serve.returncode}: {_proc.tail(log_path)}"
-            ),
+            alive=_proc.exited(serve, log_path),
         )
         port = next(iter(json.loads(ready.read_text())["listeners"].values()))
         producer = Producer(

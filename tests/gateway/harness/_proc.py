@@ -116,6 +116,20 @@ def poll_until(
         time.sleep(interval)
 
 
+def exited(
+    process: subprocess.Popen[bytes], log_path: Path
+) -> Callable[[], str | None]:
+    """``poll_until``'s ``alive`` for a process writing ``log_path``: its exit code and
+    the log's tail once it has exited, None while it runs."""
+
+    def reason() -> str | None:
+        if process.poll() is None:
+            return None
+        return f"exit {process.returncode}: {tail(log_path)}"
+
+    return reason
+
+
 def tail(path: Path, lines: int = 60) -> str:
     try:
         with open(path, "rb") as handle:
