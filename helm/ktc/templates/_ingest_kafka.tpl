@@ -42,7 +42,6 @@ fail the render in one line.
 {{- $_ := set $out "upstreamTls" (not (empty $tls.secretName)) }}
 {{- end }}
 {{- $p := $s.prefix }}
-{{- $where := printf "config.\"%s*\"" $p }}
 {{- $protocol := $s.protocol }}
 {{- if not (has $protocol (list "PLAINTEXT" "SSL" "SASL_PLAINTEXT" "SASL_SSL")) }}
 {{- fail (printf "%ssecurity.protocol %s: one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL" $p $protocol) }}
