@@ -275,7 +275,7 @@ def test_a_client_moved_to_another_replica_keeps_its_subscription(
     assert 700 <= gap <= 1600, moved
     # The client's own account (librdkafka's telemetry debug lines): it asked once on each
     # replica and got the same instance and subscription back; every push it sent
-    # succeeded (but the last, perhaps still in flight).
+    # succeeded (but the last, perhaps still in flight, and the one in flight at the kill).
     said = list(log.lines)
     (tmp_path / "librdkafka-telemetry.log").write_text("\n".join(said))
     asked = re.findall(r"Parsing: subscription id (-?\d+)", "\n".join(said))
@@ -290,10 +290,15 @@ def test_a_client_moved_to_another_replica_keeps_its_subscription(
     assert any("Starting re-bootstrap sequence" in line for line in said)
     sent = sum("Sending PushTelemetryRequest" in line for line in said)
     succeeded = sum("PushTelemetryRequest succeeded" in line for line in said)
-    assert sent - succeeded in {0, 1}, (sent, succeeded)
-    assert not [
+    # The push in flight when its replica was SIGKILLed may be lost with the connection
+    # (librdkafka: "Local: Broker transport failure"): a lost answer, not a refusal. No
+    # replica answered a push with an error.
+    failed = [
         line for line in said if "PushTelemetry" in line and "fail" in line.lower()
     ]
+    lost = [line for line in failed if "Local: Broker transport failure" in line]
+    assert failed == lost and len(lost) <= 1, failed
+    assert sent - succeeded - len(lost) in {0, 1}, (sent, succeeded, lost)
     print(
         f"\nclient {old['client_instance_id']} on {first.name} "
         f"({old['pushes_accepted']} pushes accepted), {first.name} SIGKILLed; "
