@@ -170,6 +170,51 @@ class GoBuilder:
 
 
 @dataclass(frozen=True)
+class GoProgram:
+    """A Go program in the tree, built against the module versions its go.sum pins."""
+
+    name: str
+    why: str
+    skips: str
+    source_dir: str  # relative to the repository: main.go, go.mod, go.sum
+    directory: str
+    env: str  # the binary's path the consumers read
+    binary: str
+
+    tool = "go"
+
+    def dir(self) -> Path:
+        return cache_root() / self.directory
+
+    def recipe(self) -> bytes:
+        source = ROOT / self.source_dir
+        return b"".join(
+            (source / name).read_bytes() for name in ("go.mod", "go.sum", "main.go")
+        )
+
+    def there(self) -> bool:
+        return (self.dir() / f".complete-{cksum(self.recipe())}").exists()
+
+    def source(self) -> str:
+        return f"{self.source_dir} (go build)"
+
+    def fetch(self) -> None:
+        target = self.dir()
+        tmp = target.with_name(target.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        built = subprocess.run(
+            ["go", "build", "-trimpath", "-o", str(tmp / self.binary), "."],
+            cwd=ROOT / self.source_dir,
+            check=False,
+            env={**os.environ, "GOFLAGS": "-mod=readonly"},
+        )
+        if built.returncode:
+            raise Failed(f"{self.name}: go build failed (exit {built.returncode})")
+        install(tmp, target, self.recipe())
+
+
+@dataclass(frozen=True)
 class Debian:
     """A Debian package, installed with apt-get when one of its files is missing."""
 
@@ -205,7 +250,7 @@ class Debian:
         )
 
 
-Entry = Maven | GoBuilder | Debian
+Entry = Maven | GoBuilder | GoProgram | Debian
 
 # The table.  Kafka's and Iceberg's versions are in their poms, otelcol's in its manifest.
 ENTRIES: tuple[Entry, ...] = (
@@ -256,6 +301,16 @@ ENTRIES: tuple[Entry, ...] = (
         directory="otelcol-0.165.0",
         binary="otelcol-ktc",
         env="KTC_OTELCOL",
+    ),
+    # franz-go, a pure-Go client with KIP-714 since 1.19: the gateway's client-library tests.
+    GoProgram(
+        name="kgo-client",
+        why="a franz-go 1.22.3 (kgo) producer for the client-library tests",
+        skips="the franz-go tests",
+        source_dir="tests/clients/kgo",
+        directory="kgo-client-1.22.3",
+        env="KTC_KGO_CLIENT",
+        binary="kgo-client",
     ),
     Debian(
         name="postgresql",
@@ -323,7 +378,7 @@ def env_lines() -> list[str]:
     for entry in ENTRIES:
         if isinstance(entry, Maven):
             lines.append(f"{entry.env}={entry.dir()}")
-        elif isinstance(entry, GoBuilder):
+        elif isinstance(entry, GoBuilder | GoProgram):
             value = os.environ.get(entry.env) or entry.dir() / entry.binary
             lines.append(f"{entry.env}={value}")
     return lines

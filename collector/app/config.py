@@ -264,6 +264,13 @@ class CollectorConfig(BaseModel):
     telemetry_honour_long_intervals: bool = Field(
         False, alias="telemetry.honour.long.intervals"
     )
+    # Client libraries (their client_software_name) answered [""] instead of Kafka's ["*"]
+    # for a subscription of every metric: the KIP's spelling of "all", the only one they
+    # read as all (franz-go's kgo reads ["*"] as the name "*" and pushes nothing).
+    # docs/subscriptions.md, "Client libraries that read * as a name".
+    subscriptions_wildcard_as_empty_prefix_for: tuple[str, ...] = Field(
+        ("kgo",), alias="subscriptions.wildcard.as.empty.prefix.for"
+    )
     # Kafka tags per-instance sensors with client_instance_id; in Prometheus that label is
     # unbounded (a new id per client restart), so it is opt-in.
     telemetry_metrics_instance_labels: bool = Field(
@@ -832,6 +839,18 @@ class CollectorConfig(BaseModel):
         if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
             raise ValueError("must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
         return level
+
+    @pydantic.field_validator(
+        "subscriptions_wildcard_as_empty_prefix_for", mode="before"
+    )
+    @classmethod
+    def _software_names(cls, value: object) -> object:
+        # A YAML list, or one comma-separated string (KTC_..._FOR=kgo,other); empty: none.
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return tuple(name.strip() for name in value.split(",") if name.strip())
+        return value
 
     @pydantic.field_validator("prometheus_clients_labels")
     @classmethod

@@ -57,7 +57,11 @@ def build_manager(
         exporter = ClientSeriesTap(exporter, series)
     manager = ClientMetricsManager(
         subscriptions=StoreSubscriptions(
-            store, honour_long_intervals=config.telemetry_honour_long_intervals
+            store,
+            honour_long_intervals=config.telemetry_honour_long_intervals,
+            wildcard_as_empty_prefix_for=frozenset(
+                config.subscriptions_wildcard_as_empty_prefix_for
+            ),
         ),
         exporter=exporter,
         instance_id_to_str=kafka_uuid_to_str,

@@ -1,0 +1,177 @@
+"""franz-go (kgo 1.22.3, tests/clients/kgo) through ``ktc gateway`` in front of the real
+3-node Apache Kafka 4.4.0 cluster, under a subscription of every metric (``metrics=*``).
+
+Kafka answers such a subscription ``["*"]``; franz-go reads only the KIP's ``[""]`` as
+"all" and takes ``*`` for a metric name, so under Kafka's answer it pushes payloads without
+a single metric. ``subscriptions.wildcard.as.empty.prefix.for`` (default ``kgo``) answers
+it ``[""]``:
+
+* with the default, kgo's pushes carry its metrics (of the six KIP-714 requires of a
+  producer, the two it implements and observes without throttling), while a librdkafka
+  producer beside it still gets Kafka's ``["*"]``;
+* with the list emptied (Kafka's answer for everyone), kgo's pushes are empty: the quirk
+  the switch exists for, shown against the same client build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from gateway_harness import RunningGateway, wait_for
+from harness.kafka_cluster import KafkaCluster
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+
+from exporters.landing import LandingRecord
+from subscriptions.store import ConfigStore
+
+pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
+
+# KIP-714's required producer metrics (its "Client metrics" table, "required" column).
+KIP714_REQUIRED_PRODUCER = {
+    "org.apache.kafka.producer.node.request.latency.avg",
+    "org.apache.kafka.producer.node.request.latency.max",
+    "org.apache.kafka.producer.produce.throttle.time.avg",
+    "org.apache.kafka.producer.produce.throttle.time.max",
+    "org.apache.kafka.producer.record.queue.time.avg",
+    "org.apache.kafka.producer.record.queue.time.max",
+}
+KGO_SENDS_OF_THE_REQUIRED = {
+    "org.apache.kafka.producer.node.request.latency.avg",
+    "org.apache.kafka.producer.node.request.latency.max",
+}
+
+
+def kgo_client() -> str:
+    binary = os.environ.get("KTC_KGO_CLIENT", "")
+    if not binary or not Path(binary).is_file():
+        reason = "needs the franz-go test client (make kgo-client)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return binary
+
+
+def metric_names(record: LandingRecord) -> set[str]:
+    data = MetricsData.FromString(record.payload)
+    return {
+        metric.name
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+    }
+
+
+def run_kgo(binary: str, bootstrap: str, topic: str, client_id: str) -> dict[str, Any]:
+    """kgo produces for 6 s (its push interval here is 1 s); its closing JSON line."""
+    done = subprocess.run(
+        [binary, "-bootstrap", bootstrap, "-topic", topic, "-client-id", client_id]
+        + ["-seconds", "6"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["produced"] > 0 and result["errors"] == 0, done.stderr[-2000:]
+    return result
+
+
+def kgo_pushes(gateway: RunningGateway, client_id: str) -> list[LandingRecord]:
+    return [
+        record
+        for record in gateway.landed()
+        if record.context.client_software_name == "kgo"
+        and record.context.client_id == client_id
+    ]
+
+
+def every_metric_gateway(
+    kafka_cluster: KafkaCluster, data_dir: Path, **overrides: Any
+) -> RunningGateway:
+    ConfigStore(data_dir).alter_subscription(
+        "everything", {"metrics": "*", "interval.ms": "1000"}, []
+    )
+    return RunningGateway(data_dir, kafka_cluster.bootstrap_servers(), **overrides)
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_cluster: KafkaCluster) -> Iterator[str]:
+    name = f"kgo-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers()})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=60)
+    yield name
+
+
+def test_kgo_gets_the_empty_prefix_and_pushes_its_metrics(
+    kafka_cluster: KafkaCluster, topic: str, tmp_path: Path
+) -> None:
+    binary = kgo_client()
+    with every_metric_gateway(kafka_cluster, tmp_path / "data") as gateway:
+        run_kgo(binary, gateway.bootstrap, topic, "kgo-default")
+        pushes = wait_for(
+            lambda: [r for r in kgo_pushes(gateway, "kgo-default") if metric_names(r)],
+            timeout_s=30,
+            what="a kgo push that carries metrics",
+        )
+        pushes = kgo_pushes(gateway, "kgo-default")
+        names = set().union(*(metric_names(record) for record in pushes))
+        # What kgo 1.22.3 implements of the six (pkg/kgo/metrics_714.go: record.queue.time
+        # is skipped, and a gauge whose value is 0, throttle time when never throttled, is
+        # not sent), plus its connection-creation rate and total.
+        assert names & KIP714_REQUIRED_PRODUCER == KGO_SENDS_OF_THE_REQUIRED, sorted(
+            names
+        )
+        assert "org.apache.kafka.producer.connection.creation.total" in names
+
+        # A librdkafka producer beside it still gets Kafka's own answer.
+        producer = Producer(
+            {"bootstrap.servers": gateway.bootstrap, "client.id": "rdkafka-beside"}
+        )
+        producer.produce(topic, b"v")
+        producer.flush(30)
+
+        def rdkafka_subscription() -> tuple[str, ...] | None:
+            def find() -> tuple[str, ...] | None:
+                manager = gateway.gateway_server.manager
+                assert manager is not None
+                for instance in manager.instances():
+                    if instance.metadata.client_id == "rdkafka-beside":
+                        return instance.metrics
+                return None
+
+            return gateway.call(find)
+
+        assert wait_for(
+            rdkafka_subscription, timeout_s=30, what="librdkafka's subscription"
+        ) == ("*",)
+
+
+def test_under_kafkas_answer_kgo_pushes_nothing(
+    kafka_cluster: KafkaCluster, topic: str, tmp_path: Path
+) -> None:
+    binary = kgo_client()
+    with every_metric_gateway(
+        kafka_cluster,
+        tmp_path / "data",
+        **{"subscriptions.wildcard.as.empty.prefix.for": []},
+    ) as gateway:
+        run_kgo(binary, gateway.bootstrap, topic, "kgo-kafkas-answer")
+        pushes = wait_for(
+            lambda: kgo_pushes(gateway, "kgo-kafkas-answer")[:2],
+            timeout_s=30,
+            what="two kgo pushes",
+        )
+        assert len(pushes) == 2
+        assert all(not metric_names(record) for record in pushes), [
+            sorted(metric_names(record)) for record in pushes
+        ]
