@@ -166,6 +166,7 @@ def instance_entry(
         "last_get": _wall(instance.last_get_answered_ms, wall_offset_ms),
         "last_push": _wall(instance.last_push_accepted_ms, wall_offset_ms),
         "pushes_accepted": instance.pushes_accepted,
+        "empty_pushes": instance.empty_pushes,
         "errors": {_error_name(code): count for code, count in sorted(errors.items())},
         "throttles": instance.gated,
         "terminating": instance.terminating,

@@ -47,7 +47,7 @@ from typing import Final, Protocol
 from clock import SYSTEM_CLOCK, Clock
 from collector.core.handler import PushTelemetryHandler
 from collector.core.session import Session
-from collector.telemetry.payload import MetricsDataValidator
+from collector.telemetry.payload import MetricsDataValidator, holds_a_metric
 from collector.telemetry.stats import ClientMetricsStats
 from exporters.base import Exporter
 from exporters.context import TelemetryContext
@@ -140,6 +140,7 @@ class ClientMetricsInstance:
         "principal",
         "push_interval_ms",
         "pushes_accepted",
+        "empty_pushes",
         "scheduled_at_ms",
         "subscription_id",
         "subscription_version",
@@ -178,6 +179,8 @@ class ClientMetricsInstance:
         self.last_get_answered_ms = NEVER_MS
         self.last_push_accepted_ms = NEVER_MS
         self.pushes_accepted = 0
+        # Accepted pushes that held no metric while the subscription asked for some.
+        self.empty_pushes = 0
         # Gets and pushes refused by the push-interval gate.
         self.gated = 0
         # error code -> pushes answered with it; None until the first refused push.
@@ -191,6 +194,7 @@ class ClientMetricsInstance:
         self.last_get_answered_ms = previous.last_get_answered_ms
         self.last_push_accepted_ms = previous.last_push_accepted_ms
         self.pushes_accepted = previous.pushes_accepted
+        self.empty_pushes = previous.empty_pushes
         self.gated = previous.gated
         self.errors = previous.errors
 
@@ -620,6 +624,13 @@ class ClientMetricsManager(PushTelemetryHandler):
         self._stats.record_plugin_export(
             instance.instance_id_str, _perf_counter() - started
         )
+        if instance.metrics and not holds_a_metric(payload):
+            # Asked for metrics, sent none: a client library's quirk or bug that no error
+            # answer would show (franz-go under Kafka's ["*"], subscriptions.md).
+            instance.empty_pushes += 1
+            self._stats.record_empty_push(
+                session.client_software_name, session.client_software_version
+            )
         return None
 
     # ------------------------------------------------------------------ lifetime

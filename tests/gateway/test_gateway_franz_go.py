@@ -10,13 +10,15 @@ it ``[""]``:
   producer, the two it implements and observes without throttling), while a librdkafka
   producer beside it still gets Kafka's ``["*"]``;
 * with the list emptied (Kafka's answer for everyone), kgo's pushes are empty: the quirk
-  the switch exists for, shown against the same client build.
+  the switch exists for, shown against the same client build, and counted on
+  ``ktc_client_empty_pushes_total`` for its library.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -175,3 +177,14 @@ def test_under_kafkas_answer_kgo_pushes_nothing(
         assert all(not metric_names(record) for record in pushes), [
             sorted(metric_names(record)) for record in pushes
         ]
+        # Noticed: each empty push is counted for its library on /metrics.
+        landed = kgo_pushes(gateway, "kgo-kafkas-answer")
+        assert all(not metric_names(record) for record in landed)
+        version = landed[0].context.client_software_version
+        counted = re.search(
+            r'^ktc_client_empty_pushes_total\{client_software_name="kgo",'
+            rf'client_software_version="{re.escape(version)}"\}} (\S+)$',
+            gateway.metrics_text(),
+            re.MULTILINE,
+        )
+        assert counted is not None and float(counted.group(1)) == len(landed)
