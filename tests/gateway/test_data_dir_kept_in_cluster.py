@@ -295,3 +295,42 @@ def test_a_serve_node_refuses_then_switched_to_its_local_store_takes_the_change(
             timeout_s=15,
             what="the serve node serving its data directory's subscription",
         )
+
+
+def test_a_gateway_with_its_own_sasl_listener_and_authorizer_keeps_users_and_acls(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """With a SASL listener the gateway's users are its own, with an authorizer its ACLs:
+    it records both as its data directory's, and the commands work; its subscriptions are
+    still the cluster's."""
+    from gateway_harness import RunningGateway
+
+    cluster = kafka_cluster.bootstrap_servers()
+    data_dir = tmp_path / "data"
+    settings = {
+        "gateway.subscriptions.store": "cluster",
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    }
+    with RunningGateway(data_dir, cluster, **settings):
+        users = ktc(
+            "users", "alter", "--data-dir", str(data_dir), "--entity-name", "carol",
+            "--add-config", "SCRAM-SHA-512=[password=carol-secret]",
+        )  # fmt: skip
+        assert users.returncode == 0, users.stderr
+        acls = ktc(
+            "acls", "add", "--data-dir", str(data_dir), "--allow-principal",
+            "User:carol", "--operation", "AlterConfigs", "--cluster",
+        )  # fmt: skip
+        assert acls.returncode == 0, acls.stderr
+        listed = ktc("subscriptions", "list", "--data-dir", str(data_dir))
+        assert listed.returncode == KEPT_IN_CLUSTER, listed.stderr
+        assert json.loads((data_dir / "state-locations.json").read_text()) == {
+            "version": 1,
+            "mode": "gateway",
+            "subscriptions": {"kept": "cluster", "bootstrap.servers": cluster},
+            "quotas": {"kept": "local"},
+            "users": {"kept": "local"},
+            "acls": {"kept": "local"},
+        }
