@@ -68,6 +68,8 @@ class GatewayMode:
         self.upstream: UpstreamCluster | None = None
         self.gateway: Gateway | None = None
         self.topology: Topology | None = None
+        # What the gateway answers itself (its ACLs, its SCRAM users), once built.
+        self._answers: LocalAnswerSettings | None = None
 
     def open_store(self, node: Node, local: ConfigStore) -> Store:
         """The local store; with ``gateway.subscriptions.store: cluster``, wrapped in the
@@ -90,7 +92,7 @@ class GatewayMode:
             raise StartupError(str(exc)) from exc
         # The ACLs and SASL users the gateway checks are its own, managed through it as on
         # serve; without an authorizer or SASL listeners, the cluster's (forwarded).
-        answers = LocalAnswerSettings(
+        answers = self._answers = LocalAnswerSettings(
             answers_acls=node.authorizer is not None,
             answers_scram=any(
                 e.security_protocol in SASL_PROTOCOLS for e in node.listeners.planned
@@ -204,6 +206,22 @@ class GatewayMode:
     def pairs(self) -> dict[int, ClientPair]:
         """Connection id -> its pair."""
         return {} if self.gateway is None else self.gateway.by_connection
+
+    def state_clusters(self, node: Node) -> dict[str, str]:
+        """The cluster's: the subscriptions with ``gateway.subscriptions.store: cluster``
+        while it serves them, the SCRAM users without a SASL listener here and the ACLs
+        without an authorizer here (their APIs are forwarded, the local files unread).
+        The client quotas are always the gateway's own: its engine enforces them."""
+        cluster = self._config.gateway_upstream_bootstrap_servers or ""
+        clusters: dict[str, str] = {}
+        store = node.store
+        if isinstance(store, ClusterSubscriptionStore) and store.in_cluster:
+            clusters["subscriptions"] = store.cluster
+        if self._answers is not None and not self._answers.answers_scram:
+            clusters["users"] = cluster
+        if self._answers is not None and not self._answers.answers_acls:
+            clusters["acls"] = cluster
+        return clusters
 
     def ready_file(self) -> dict[str, object]:
         if self.topology is None:

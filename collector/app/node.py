@@ -39,7 +39,11 @@ from collector.app.parts.cluster_subscriptions import (
     keep_reading,
 )
 from collector.app.parts.connections import ConnectionMode, Connections
-from collector.app.parts.data_dir import open_data_dir
+from collector.app.parts.data_dir import (
+    StateLocations,
+    open_data_dir,
+    record_state_locations,
+)
 from collector.app.parts.endpoints import start_http
 from collector.app.parts.errors import StartupError
 from collector.app.parts.landing import Landing
@@ -119,6 +123,11 @@ class Mode(ConnectionMode, Protocol):
 
     def ready_file(self) -> dict[str, object]:
         """What the mode adds to ``--ready-file`` (the gateway: its per-node ports)."""
+
+    def state_clusters(self, node: Node) -> dict[str, str]:
+        """Each kind of state (``data_dir.STATE_KINDS``) the node keeps in a Kafka cluster
+        -> that cluster's bootstrap servers (asked once the handling is built); a kind not
+        named is the data directory's."""
 
 
 class Node:
@@ -210,9 +219,11 @@ class Node:
         self.authorizer = self._open_authorizer()
         self.apis, self.admin_apis = self._build_apis()
         self._use(self.mode.build_handling(self))
+        self.record_state_locations()
         await self.listeners.bind()
         self.apis.set_advertised(self.listeners.advertised)
         await self.mode.bind_listeners(self)
+        self.record_state_locations()  # the subscriptions may have fallen back to local
         self.health.add_readiness_check("listeners", self.listeners.not_ready_reason)
         self.health.add_readiness_check("landing", self.landing.not_ready_reason)
         await start_http(
@@ -335,7 +346,21 @@ class Node:
         refresh = self.subscription_refresh = cluster_subscription_refresh(
             store, admin, refresh_ms, clock=self.clock, registry=self.registry
         )
-        await keep_reading(refresh, admin, self.tasks)
+        await keep_reading(
+            refresh, admin, self.tasks, on_local=self.record_state_locations
+        )
+
+    def record_state_locations(self) -> None:
+        """Record in the data directory where the node keeps each kind of state, when
+        that changed (``parts/data_dir.py``: what ``ktc subscriptions|quotas|users|acls
+        --data-dir`` read to refuse a change the node would never see)."""
+        locations = StateLocations(self.mode.name, self.mode.state_clusters(self))
+        if record_state_locations(self.config.data_dir, locations):
+            log.info(
+                "state kept in a Kafka cluster: %s",
+                ", ".join(f"{k} ({v})" for k, v in locations.clusters.items())
+                or "none (every state in the data directory)",
+            )
 
     # ------------------------------------------------------------------ the parts, read
     @property

@@ -122,6 +122,14 @@ class ServeMode:
     def ready_file(self) -> dict[str, object]:
         return {}
 
+    def state_clusters(self, node: Node) -> dict[str, str]:
+        """The subscriptions, with ``subscriptions.store: kafka`` while the cluster serves
+        them; the client quotas, SCRAM users and ACLs are always the data directory's."""
+        store = node.store
+        if isinstance(store, ClusterSubscriptionStore) and store.in_cluster:
+            return {"subscriptions": store.cluster}
+        return {}
+
 
 class CollectorServer(Node):
     """A node in :class:`ServeMode` (what ``ktc serve`` runs)."""

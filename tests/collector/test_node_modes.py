@@ -25,6 +25,7 @@ MODE_METHODS = {
     "connection_opened",
     "connection_closed",
     "ready_file",
+    "state_clusters",
 }
 
 

@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
-CANNOT_RUN, REFUSED = 2, 1  # docs/operations.md, Exit codes
+CANNOT_RUN, REFUSED, KEPT_IN_CLUSTER = 2, 1, 3  # docs/operations.md, Exit codes
 
 # A valid node apart from what a case breaks: loopback, free ports.
 NODE = ["--listeners", "PLAINTEXT://127.0.0.1:0", "--http-listener", "127.0.0.1:0"]
@@ -250,4 +250,69 @@ def test_a_broken_config_file(
     else:
         code, stderr = ktc(*args, "--config", str(config), cwd=tmp_path)
     assert says in the_line(stderr)
+    assert code == CANNOT_RUN
+
+
+# A --data-dir command for each kind of state, and what its refusal calls the kind and
+# points to.
+_KEPT = [
+    (["subscriptions", "alter", "--name", "s", "--metrics", "*"], "subscriptions",
+     "its subscriptions", "--bootstrap-server {}"),
+    (["subscriptions", "list"], "subscriptions", "its subscriptions",
+     "--bootstrap-server {}"),
+    (["quotas", "describe"], "quotas", "its client quotas",
+     "kafka-configs.sh --bootstrap-server {}"),
+    (["users", "delete", "--entity-name", "carol"], "users", "its SCRAM users",
+     "kafka-configs.sh --bootstrap-server {} --entity-type users"),
+    (["acls", "list"], "acls", "its ACLs", "kafka-acls.sh --bootstrap-server {}"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "kind", "noun", "use"), _KEPT, ids=[" ".join(k[0][:2]) for k in _KEPT]
+)
+def test_a_data_directory_whose_node_keeps_that_state_in_a_cluster(
+    tmp_path: Path,
+    args: list[str],
+    kind: str,
+    noun: str,
+    use: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The node recorded (at start) that it keeps this state in a cluster: the command
+    refuses, naming it and --bootstrap-server, and writes nothing. (Recorded by real
+    nodes: tests/gateway/test_data_dir_kept_in_cluster.py.)"""
+    from collector.app.parts.data_dir import StateLocations, record_state_locations
+
+    data = tmp_path / "data"
+    data.mkdir()
+    record_state_locations(data, StateLocations("gateway", {kind: "k1:9092,k2:9092"}))
+    before = sorted(data.rglob("*"))
+    code, stderr = ktc_here(
+        *args, "--data-dir", str(data), capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert the_line(stderr) == (
+        f"ktc: the node of data directory {data} keeps {noun} in the cluster "
+        f"(k1:9092,k2:9092); use {use.format('k1:9092,k2:9092')}"
+    )
+    assert code == KEPT_IN_CLUSTER
+    assert sorted(data.rglob("*")) == before
+
+
+def test_a_broken_state_locations_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "state-locations.json").write_text("{")
+    code, stderr = ktc_here(
+        "subscriptions", "list", "--data-dir", str(data),
+        capsys=capsys, monkeypatch=monkeypatch,
+    )  # fmt: skip
+    assert the_line(stderr).startswith(
+        f"ktc: {data}/state-locations.json: not a state-locations file"
+    )
     assert code == CANNOT_RUN

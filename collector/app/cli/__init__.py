@@ -17,8 +17,9 @@
 
 Exit codes (``errors``, docs/operations.md): 0 done; 1 refused (a Kafka error code, named on
 stderr; a query Spark rejects); 2 cannot run as configured (a usage or configuration error, a
-broken config or store file, a port in use, a data directory that cannot be written); 130
-interrupted.
+broken config or store file, a port in use, a data directory that cannot be written); 3
+kept in a cluster (``--data-dir`` on a directory whose node keeps that state in a Kafka
+cluster: the line names ``--bootstrap-server``); 130 interrupted.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from collector.app.cli.common import kafka_error_exit
+from collector.app.cli.common import kafka_error_exit, kept_here
 from collector.security.acls import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -166,6 +166,7 @@ def _print_acls(bindings: Iterable[AclBinding]) -> None:
 def _store(data_dir: str):  # type: ignore[no-untyped-def]
     from collector.security.acls_file import DurableAclStore
 
+    kept_here("acls", data_dir)
     try:
         return DurableAclStore(Path(data_dir))
     except Exception as exc:

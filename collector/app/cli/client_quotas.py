@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
-from collector.app.cli.common import DATA_DIR, config_store, kafka_error_exit
+from collector.app.cli.common import (
+    DATA_DIR,
+    config_store,
+    kafka_error_exit,
+    kept_here,
+)
 
 __all__ = ["quotas"]
 
@@ -178,6 +183,7 @@ def quotas_alter(
     to_delete = [k.strip() for k in delete_config.split(",") if k.strip()]
     if not to_set and not to_delete:
         raise click.UsageError("give --add-config and/or --delete-config")
+    kept_here("quotas", data_dir)
     try:
         config_store(data_dir).alter_quotas(entity, to_set, to_delete)
     except Exception as exc:  # a KafkaError with its code
@@ -204,6 +210,7 @@ def quotas_describe(data_dir: str, entity: dict[str, str | None]) -> None:
     from subscriptions.quota_entities import QuotaFilterComponent
 
     components = [QuotaFilterComponent(kind, name) for kind, name in entity.items()]
+    kept_here("quotas", data_dir)
     try:
         found = config_store(data_dir).describe_quotas(components)
     except Exception as exc:

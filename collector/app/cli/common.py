@@ -1,5 +1,6 @@
 """What every ``ktc`` command shares: exit codes, the one-line error, the config loader and
-the ``--data-dir`` option of the commands that work on a data directory."""
+the ``--data-dir`` option of the commands that work on a data directory, with the check
+that the directory's node keeps that state there (:func:`kept_here`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ __all__ = [
     "config_store",
     "fail_config",
     "kafka_error_exit",
+    "kept_here",
     "load",
     "setup_logging",
 ]
@@ -78,3 +80,36 @@ def config_store(data_dir: str) -> Any:
     from subscriptions.store import ConfigStore
 
     return ConfigStore(Path(data_dir))
+
+
+# A kind of state (parts/data_dir.STATE_KINDS) -> what the refusal calls it, and the command
+# that manages it at the cluster ({} is the cluster's bootstrap servers).
+_AT_THE_CLUSTER = {
+    "subscriptions": ("subscriptions", "--bootstrap-server {}"),
+    "quotas": ("client quotas", "kafka-configs.sh --bootstrap-server {}"),
+    "users": (
+        "SCRAM users",
+        "kafka-configs.sh --bootstrap-server {} --entity-type users",
+    ),
+    "acls": ("ACLs", "kafka-acls.sh --bootstrap-server {}"),
+}
+
+
+def kept_here(kind: str, data_dir: str) -> None:
+    """Raise :class:`~collector.app.cli.errors.KeptInCluster` (exit 3, one line naming the
+    cluster and ``--bootstrap-server``) when the node of ``data_dir`` recorded that it keeps
+    ``kind`` in a Kafka cluster, before anything in the directory is read or written.  A
+    directory no node recorded anything in keeps everything itself (as before nodes
+    recorded it)."""
+    from collector.app.cli.errors import KeptInCluster
+    from collector.app.parts.data_dir import read_state_locations
+
+    locations = read_state_locations(Path(data_dir))
+    cluster = None if locations is None else locations.cluster_of(kind)
+    if cluster is None:
+        return
+    noun, command = _AT_THE_CLUSTER[kind]
+    raise KeptInCluster(
+        f"the node of data directory {data_dir} keeps its {noun} in the cluster "
+        f"({cluster}); use {command.format(cluster)}"
+    )

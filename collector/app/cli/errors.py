@@ -12,6 +12,7 @@ keeps its traceback.
 | 0 | done |
 | 1 | refused: a valid request the answer to which is no (a Kafka error code, a query that Spark rejects, an admin endpoint that refused or cannot be reached) |
 | 2 | cannot run as configured: a usage error, a bad config key or value, a config or store file that cannot be read or parsed, a port in use, a data directory that cannot be created or written |
+| 3 | kept in a cluster: a ``--data-dir`` command on a data directory whose node keeps that state in a Kafka cluster (:class:`KeptInCluster`); nothing is read or written |
 | 130 | interrupted (Ctrl-C), at any point, Spark's start included |
 
 docs/operations.md ("Exit codes") is this table for operators.
@@ -29,14 +30,17 @@ import click
 __all__ = [
     "EXIT_CANNOT_RUN",
     "EXIT_INTERRUPTED",
+    "EXIT_KEPT_IN_CLUSTER",
     "EXIT_REFUSED",
     "Failure",
+    "KeptInCluster",
     "describe",
     "run",
 ]
 
 EXIT_REFUSED = 1
 EXIT_CANNOT_RUN = 2
+EXIT_KEPT_IN_CLUSTER = 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 
 
@@ -44,6 +48,13 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ende
 class Failure:
     exit_code: int
     message: str  # one line, without the leading "ktc: "
+
+
+class KeptInCluster(Exception):
+    """A ``--data-dir`` command (``ktc subscriptions``, ``quotas``, ``users``, ``acls``) on a
+    data directory whose node keeps that state in a Kafka cluster (it recorded so at start,
+    ``parts/data_dir.py``): what it wrote would never be read, what it read is not what
+    the node serves.  The message names the cluster and ``--bootstrap-server``."""
 
 
 def _first_line(text: str) -> str:
@@ -100,6 +111,15 @@ _RULES: tuple[
     ),
     (
         lambda exc: isinstance(exc, _config_types()),
+        lambda exc: Failure(EXIT_CANNOT_RUN, _first_line(str(exc))),
+    ),
+    (
+        _is(KeptInCluster),
+        lambda exc: Failure(EXIT_KEPT_IN_CLUSTER, _first_line(str(exc))),
+    ),
+    # An unreadable or broken <data.dir>/state-locations.json.
+    (
+        _named("StateLocationsError"),
         lambda exc: Failure(EXIT_CANNOT_RUN, _first_line(str(exc))),
     ),
     (

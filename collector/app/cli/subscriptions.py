@@ -3,7 +3,9 @@ config store (a running collector picks changes up), or with ``--bootstrap-serve
 Kafka cluster's client-metrics configs, where a gateway keeps its subscriptions
 (``cluster_subscriptions.py``); ``alter --dry-run`` asks a running collector (``--server``,
 the same option and default as ``ktc clients``) what a change would do to its live clients
-instead."""
+instead.  On a data directory whose node keeps its subscriptions in a cluster (it records
+so at start), every verb without ``--bootstrap-server`` refuses, exit 3
+(``common.kept_here``): the file it would write or read is not what the node serves."""
 
 from __future__ import annotations
 
@@ -13,7 +15,12 @@ import click
 from click.core import ParameterSource
 
 from collector.app.cli.clients import ADMIN_SECRET, SERVER
-from collector.app.cli.common import DATA_DIR, config_store, kafka_error_exit
+from collector.app.cli.common import (
+    DATA_DIR,
+    config_store,
+    kafka_error_exit,
+    kept_here,
+)
 
 __all__ = ["subscriptions"]
 
@@ -113,6 +120,8 @@ def subscriptions_alter(
         }
         print_preview(post_preview(server, admin_secret, options), output_format)
         return
+    if not bootstrap_server:
+        kept_here("subscriptions", data_dir)
     try:
         if bootstrap_server:
             altered = _cluster(bootstrap_server, command_config).alter(
@@ -143,6 +152,8 @@ def subscriptions_delete(
     """Delete a subscription (every key)."""
     from subscriptions import admin
 
+    if not bootstrap_server:
+        kept_here("subscriptions", data_dir)
     try:
         if bootstrap_server:
             _cluster(bootstrap_server, command_config).delete(name)
@@ -167,6 +178,8 @@ def subscriptions_describe(
     """Print each subscription's keys as key=value lines."""
     from subscriptions import admin
 
+    if not bootstrap_server:
+        kept_here("subscriptions", data_dir)
     try:
         if bootstrap_server:
             described = _cluster(bootstrap_server, command_config).describe(name)
@@ -196,6 +209,7 @@ def subscriptions_list(
         except Exception as exc:
             kafka_error_exit(exc)
     else:
+        kept_here("subscriptions", data_dir)
         names = admin.list(config_store(data_dir))
     for sub_name in names:
         click.echo(sub_name)

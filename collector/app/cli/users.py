@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from collector.app.cli.common import DATA_DIR, kafka_error_exit
+from collector.app.cli.common import DATA_DIR, kafka_error_exit, kept_here
 
 __all__ = ["users"]
 
@@ -96,6 +96,7 @@ def users_alter(
                 f"{mechanism.mechanism_name}: iterations must be from {mechanism.min_iterations}"
                 f" to {mechanism.max_iterations} (Kafka: UNACCEPTABLE_CREDENTIAL)"
             )
+    kept_here("users", data_dir)
     upsertions = []
     for config in added:
         salt = new_salt()
@@ -127,6 +128,7 @@ def users_describe(data_dir: str, entity_type: str, entity_name: str | None) -> 
     """Print each user's SCRAM mechanisms and iterations (never a key)."""
     from collector.security.scram_admin import describe_credentials
 
+    kept_here("users", data_dir)
     try:
         results = describe_credentials(
             _credentials(data_dir), [entity_name] if entity_name else None
@@ -153,6 +155,7 @@ def users_delete(data_dir: str, entity_type: str, entity_name: str) -> None:
     """Remove every SCRAM credential of a user."""
     from collector.security.scram_admin import CredentialDeletion
 
+    kept_here("users", data_dir)
     mechanisms = _credentials(data_dir).users().get(entity_name, {})
     if not mechanisms:
         click.echo(

@@ -11,7 +11,7 @@ and starts them in order (docs/architecture.md, "One node, two modes").
 | ``watchers.ConfigWatchers`` | one watcher per durable config store, and SIGHUP's reload of them all |
 | ``cluster_subscriptions.ClusterSubscriptionReads`` | the subscriptions a Kafka cluster keeps, read now and every refresh |
 | ``node_metrics`` | the node's own Prometheus series (connection limits, authentication, cluster reads) |
-| ``data_dir`` | the data directory and the cluster id kept in it |
+| ``data_dir`` | the data directory: the cluster id kept in it, and where the node keeps each kind of state |
 
 A part imports nothing of the node, its modes or the CLI (an import-linter contract).
 """

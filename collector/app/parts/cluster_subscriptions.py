@@ -6,7 +6,7 @@ reads them into subscriptions/cluster_store.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -42,12 +42,18 @@ def cluster_subscription_refresh(
 
 
 async def keep_reading(
-    refresh: SubscriptionRefresh, admin: ClusterAdmin, tasks: BackgroundTasks
+    refresh: SubscriptionRefresh,
+    admin: ClusterAdmin,
+    tasks: BackgroundTasks,
+    *,
+    on_local: Callable[[], object] = lambda: None,
 ) -> None:
     """Read now, then every refresh until shutdown (``admin`` is closed when that
-    stops; at once when the cluster does not serve the subscriptions)."""
+    stops; at once when the cluster does not serve the subscriptions, and ``on_local``
+    is called: the local store's subscriptions are served from then on)."""
     if not await refresh.refresh():
         admin.close()
+        on_local()
         return
 
     async def keep() -> None:
@@ -55,6 +61,7 @@ async def keep_reading(
             await refresh.run()
         finally:
             admin.close()
+        on_local()  # run() returns only when the cluster turned out not to serve them
 
     tasks.start(keep(), "subscriptions-refresh")
 
