@@ -228,8 +228,11 @@ class ClientSeries:
 
     # ------------------------------------------------------------------ worker side
     def _fold(
-        self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int
+        self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int | None = None
     ) -> None:
+        """``now_ms``: the clock when the batch was handed over (None: now)."""
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
         settings = self.settings
         instances = self._instances
         max_samples = settings.instance_room
@@ -320,9 +323,11 @@ class ClientSeries:
         self,
         batch: Sequence[tuple[TelemetryContext, bytes]],
         open_metrics: bool,
-        now_ms: int,
+        now_ms: int | None = None,
     ) -> bytes:
         started = time.perf_counter()
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
         self._fold(batch, now_ms)
         self._forget_uncached()
         self._expire(now_ms)
