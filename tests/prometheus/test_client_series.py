@@ -470,6 +470,12 @@ def test_the_cap_counts_histogram_samples_and_is_at_most_the_budget() -> None:
     samples = h.samples()
     assert len(samples) == 8
     assert values(samples, REFUSED_FAMILY) == {"a": 2}  # h2 and g3
+    # h1 grown to 4 bounds (7 samples) would not fit either: the kept point stays.
+    h.push("a", [histogram("h1", [1, 2, 3, 5], [1, 1, 1, 1, 1], 9.0, 1, 2)])
+    samples = h.samples()
+    assert len(samples) == 8
+    assert values(samples, "h1_count") == {"a": 3}
+    assert values(samples, REFUSED_FAMILY) == {"a": 3}
     h.series.close()
     # A cap over the budget is the budget.
     settings = ClientSeriesSettings.parse(10, None, None, max_series_per_instance=50)

@@ -310,8 +310,10 @@ class InstancePoints:
     def _put(self, key: SeriesKey, point: Point, max_samples: int) -> bool:
         previous = self.points.get(key)
         added = samples_of(point) - (samples_of(previous) if previous else 0)
-        if previous is None and self.samples + added > max_samples:
-            self.refused += 1  # no room for a new series in this instance
+        if added > 0 and self.samples + added > max_samples:
+            # No room: a new series, or a histogram or summary grown past the room (the
+            # kept point stays until a push that fits, or expiry).
+            self.refused += 1
             return False
         point.updated_ms = self.now_ms
         self.points[key] = point
