@@ -414,6 +414,16 @@ class CollectorConfig(BaseModel):
     prometheus_clients_max_series: int = Field(
         25_000, alias="prometheus.clients.max.series", ge=1, le=10_000_000
     )
+    # Series one client instance holds at most, so one cannot take the budget from the
+    # fleet (at most the budget; the default: about twice a Kafka Streams application's
+    # busiest instance at DEBUG recording level, docs/prometheus.md, "Bounds per instance").
+    prometheus_clients_max_series_per_instance: int = Field(
+        5_000, alias="prometheus.clients.max.series.per.instance", ge=1, le=10_000_000
+    )
+    # A series no push refreshed for this long is removed (otelcol's metric_expiration).
+    prometheus_clients_series_expiry_ms: int = Field(
+        300_000, alias="prometheus.clients.series.expiry.ms", ge=1, le=604_800_000
+    )
     # The identity labels shown (comma-separated; unset: all of them).
     prometheus_clients_labels: str | None = Field(
         None, alias="prometheus.clients.labels"

@@ -10,21 +10,33 @@ import asyncio
 from collections.abc import Iterable
 
 import pytest
-from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
-from otlp_build import CUMULATIVE, gauge, histogram, payload, summary, total
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberDataPoint
+from otlp_build import (
+    CUMULATIVE,
+    attributes,
+    gauge,
+    histogram,
+    payload,
+    summary,
+    total,
+)
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from clock.testing import FakeClock
 from collector.app.clients_http import wants_open_metrics
 from collector.app.config import ConfigError, load_config
 from collector.telemetry.prometheus.budget import OVERFLOW_INSTANCE_ID
 from collector.telemetry.prometheus.client_series import (
+    DEFAULT_MAX_SERIES_PER_INSTANCE,
+    DEFAULT_SERIES_EXPIRY_MS,
     ClientSeries,
     ClientSeriesClosed,
     ClientSeriesSettings,
 )
+from collector.telemetry.prometheus.points import REFUSED_FAMILY
 from exporters.context import TelemetryContext
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -49,23 +61,44 @@ def context(
 
 
 class Harness:
-    def __init__(self, max_series: int = 100_000, **settings: str) -> None:
+    def __init__(
+        self,
+        max_series: int = 100_000,
+        *,
+        per_instance: int = 100_000,
+        expiry_ms: int = DEFAULT_SERIES_EXPIRY_MS,
+        **settings: str,
+    ) -> None:
         self.cached: set[str] = set()
+        self.time = FakeClock(1_000_000)
         self.series = ClientSeries(
             ClientSeriesSettings.parse(
-                max_series, settings.get("labels"), settings.get("metrics")
+                max_series,
+                settings.get("labels"),
+                settings.get("metrics"),
+                max_series_per_instance=per_instance,
+                series_expiry_ms=expiry_ms,
             ),
             lambda instance: instance in self.cached,
+            clock=self.time,
         )
         self.clock = 0
 
     def push(self, instance: str, metrics: Iterable[Metric], **kwargs: object) -> None:
+        """Recorded as the push path records it, and folded at the clock's time."""
         self.cached.add(instance)
         self.clock += 1
         self.series.record(
             context(instance, at_ns=self.clock, **kwargs),  # type: ignore[arg-type]
             payload(metrics),
         )
+        folding = self.series.fold_soon()
+        if folding is not None:
+            folding.result(30)
+
+    def own(self) -> dict[str, float]:
+        """The collector's own series about the endpoint (as of the last scrape)."""
+        return {s.name: s.value for m in self.series.collect() for s in m.samples}
 
     def text(self, open_metrics: bool = False) -> str:
         return asyncio.run(self.series.scrape(open_metrics)).decode()
@@ -351,3 +384,195 @@ def test_a_scrape_after_shutdown_is_refused_not_crashed() -> None:
     h.series.close()
     with pytest.raises(ClientSeriesClosed):
         h.text()
+
+
+# --------------------------------------------------------------------- bounds per instance
+def ordinary(i: int) -> list[Metric]:
+    """An ordinary client's push: 12 series (10 numbers, a 2-bound histogram's 5)."""
+    return [
+        *(gauge(f"client.g{n}", float(i), 10 + i) for n in range(5)),
+        *(total(f"client.c{n}", 1, i, 10 + i) for n in range(2)),
+        histogram("client.latency", [1, 5], [1, 1, 1], 6.0, i, 10 + i),
+    ]
+
+
+def bomb(push: int, values: int = 10_000) -> list[Metric]:
+    """One gauge with ``values`` distinct attribute values, new ones every push."""
+    return [
+        Metric(
+            name="bomb.gauge",
+            gauge=Gauge(
+                data_points=[
+                    NumberDataPoint(
+                        as_double=1.0,
+                        time_unix_nano=push,
+                        attributes=attributes({"v": f"{push}-{n}"}),
+                    )
+                    for n in range(values)
+                ]
+            ),
+        )
+    ]
+
+
+def per_instance(samples: Samples) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for _, labels in samples:
+        instance = dict(labels)["client_instance_id"]
+        counts[instance] = counts.get(instance, 0) + 1
+    return counts
+
+
+def test_one_instance_cannot_take_the_page_from_the_fleet() -> None:
+    """Budget 2,000, cap 500: a client pushing 10,000 distinct attribute values a push
+    holds 500 series (499 of its own and its flag), the four ordinary clients beside it
+    keep every one of theirs, and nothing overflows."""
+    h = Harness(max_series=2_000, per_instance=500)
+    for i in range(4):
+        h.push(f"ordinary-{i}", ordinary(i), client_id=f"app-{i}")
+    for push in range(1, 4):
+        h.push("bomb", bomb(push), client_id="bomb")
+        samples = h.samples()
+        counts = per_instance(samples)
+        assert len(samples) <= 2_000
+        assert counts == {"bomb": 500, **{f"ordinary-{i}": 12 for i in range(4)}}
+        refused = values(samples, REFUSED_FAMILY)
+        assert refused == {"bomb": 10_000 * push - 499}
+        own = h.own()
+        assert own["ktc_prometheus_clients_capped_instances"] == 1
+        assert own["ktc_prometheus_clients_series_refused_total"] == refused["bomb"]
+        assert own["ktc_prometheus_clients_overflow_instances"] == 0
+        assert own["ktc_prometheus_clients_series_limit_per_instance"] == 500
+    text = h.text()
+    assert f"# TYPE {REFUSED_FAMILY} counter" in text
+    # A series the instance already holds is still updated at its cap.
+    h.push(
+        "bomb", [gauge("bomb.gauge", 7.0, 99, labels={"v": "1-0"})], client_id="bomb"
+    )
+    bomb_gauge = {
+        dict(labels)["v"]: value
+        for (name, labels), value in h.samples().items()
+        if name == "bomb_gauge"
+    }
+    assert bomb_gauge["1-0"] == 7.0 and len(bomb_gauge) == 499
+    h.series.close()
+
+
+def test_the_cap_counts_histogram_samples_and_is_at_most_the_budget() -> None:
+    # Cap 8: room for 7 samples of its own; a 2-bound histogram is 5, a second does not
+    # fit, two gauges do.
+    h = Harness(per_instance=8)
+    h.push("a", [
+        histogram("h1", [1, 5], [1, 1, 1], 6.0, 0, 1),
+        histogram("h2", [1, 5], [1, 1, 1], 6.0, 0, 1),
+        gauge("g1", 1, 1), gauge("g2", 1, 1), gauge("g3", 1, 1),
+    ])  # fmt: skip
+    samples = h.samples()
+    assert len(samples) == 8
+    assert values(samples, REFUSED_FAMILY) == {"a": 2}  # h2 and g3
+    # h1 grown to 4 bounds (7 samples) would not fit either: the kept point stays.
+    h.push("a", [histogram("h1", [1, 2, 3, 5], [1, 1, 1, 1, 1], 9.0, 1, 2)])
+    samples = h.samples()
+    assert len(samples) == 8
+    assert values(samples, "h1_count") == {"a": 3}
+    assert values(samples, REFUSED_FAMILY) == {"a": 3}
+    h.series.close()
+    # A cap over the budget is the budget.
+    settings = ClientSeriesSettings.parse(10, None, None, max_series_per_instance=50)
+    assert settings.instance_room == 9
+
+
+def test_a_client_metric_named_like_the_flag_is_dropped(harness: Harness) -> None:
+    harness.push("a", [total("ktc.client.series.refused", 5, 0, 1), gauge("x", 1, 1)])
+    assert {name for name, _ in harness.samples()} == {"x"}
+
+
+def test_the_overflow_walk_stops_at_the_first_instance_that_does_not_fit() -> None:
+    """Budget 100 (90 for instances one by one): m2 (40) and m1 (45) fit, b (50) does not;
+    s (2, pushed before b) would still fit, but from b on every older instance overflows:
+    the instances shown one by one are always the most recently pushed ones."""
+    h = Harness(max_series=100)
+
+    def push(instance: str, count: int) -> None:
+        h.push(
+            instance, [gauge(f"g{n}", 1, 1) for n in range(count)], client_id=instance
+        )
+
+    push("s", 2)
+    push("b", 50)
+    push("m1", 45)
+    push("m2", 40)
+    shown = per_instance(h.samples())
+    assert shown == {"m2": 40, "m1": 45, OVERFLOW_INSTANCE_ID: 2}  # s's aggregate
+    assert h.own()["ktc_prometheus_clients_overflow_instances"] == 2
+    h.series.close()
+
+
+# ------------------------------------------------------------------------------ expiry
+def test_a_series_not_refreshed_within_the_expiry_is_removed() -> None:
+    h = Harness(expiry_ms=300_000)
+    labels = {"node_id": "1"}
+    h.push(
+        "a", [gauge("x", 1, 10, labels=labels), gauge("y", 1, 10), gauge("z", 1, 10)]
+    )
+    h.time.advance(200_000)
+    # y refreshed; z's point is older than the one kept: ignored, so not refreshed.
+    h.push("a", [gauge("y", 2, 20), gauge("z", 5, 5)])
+    h.time.advance(100_000)  # x and z: last set exactly 300 s ago, not yet expired
+    assert set(values(h.samples(), "x")) == {"a"}
+    assert h.own()["ktc_prometheus_clients_series_expired_total"] == 0
+    h.time.advance(1)
+    samples = h.samples()
+    assert {name for name, _ in samples} == {"y"}
+    assert values(samples, "y") == {"a": 2}
+    assert h.own()["ktc_prometheus_clients_series_expired_total"] == 2
+    # A new push brings a series back.
+    h.push("a", [gauge("x", 3, 30, labels=labels)])
+    assert values(h.samples(), "x") == {"a": 3}
+    h.time.advance(300_001)
+    assert h.samples() == {}  # everything expired; the instance is still cached
+    assert h.own()["ktc_prometheus_clients_series"] == 0
+    h.series.close()
+
+
+def test_expiry_frees_a_capped_instance_and_its_flag_goes_once_it_stops() -> None:
+    h = Harness(per_instance=10, expiry_ms=60_000)
+    h.push("bomb", bomb(1, values=100))
+    assert per_instance(h.samples()) == {"bomb": 10}
+    h.time.advance(60_001)
+    # The first push's series and its flag expired: the next push's take their room.
+    h.push("bomb", bomb(2, values=5))
+    samples = h.samples()
+    assert {
+        dict(labels)["v"] for (name, labels) in samples if name == "bomb_gauge"
+    } == {f"2-{n}" for n in range(5)}
+    assert not values(samples, REFUSED_FAMILY)
+    assert h.own()["ktc_prometheus_clients_capped_instances"] == 0
+    assert h.own()["ktc_prometheus_clients_series_expired_total"] == 10
+    h.series.close()
+
+
+# ------------------------------------------------------------------------------ config
+def test_the_bounds_config_keys_env_overrides_and_defaults() -> None:
+    defaults = load_config(environ={})
+    assert (
+        defaults.prometheus_clients_max_series_per_instance
+        == DEFAULT_MAX_SERIES_PER_INSTANCE
+    )
+    assert defaults.prometheus_clients_series_expiry_ms == DEFAULT_SERIES_EXPIRY_MS
+    assert DEFAULT_SERIES_EXPIRY_MS == 5 * 60 * 1000  # otelcol's metric_expiration
+    config = load_config(
+        environ={
+            "KTC_PROMETHEUS_CLIENTS_MAX_SERIES_PER_INSTANCE": "500",
+            "KTC_PROMETHEUS_CLIENTS_SERIES_EXPIRY_MS": "60000",
+        }
+    )
+    assert config.prometheus_clients_max_series_per_instance == 500
+    assert config.prometheus_clients_series_expiry_ms == 60_000
+    for key in (
+        "prometheus.clients.max.series.per.instance",
+        "prometheus.clients.series.expiry.ms",
+    ):
+        with pytest.raises(ConfigError) as error:
+            load_config(environ={}, overrides={key: 0})
+        assert key in str(error.value) and "\n" not in str(error.value)

@@ -46,13 +46,15 @@ def build_manager(
             config.prometheus_clients_max_series,
             config.prometheus_clients_labels,
             config.prometheus_clients_metrics,
+            max_series_per_instance=config.prometheus_clients_max_series_per_instance,
+            series_expiry_ms=config.prometheus_clients_series_expiry_ms,
         )
 
         def is_cached(instance_id: str) -> bool:
             # ``manager`` is made below, before the first push reaches the series.
             return manager.instance(kafka_uuid_from_str(instance_id)) is not None
 
-        series = ClientSeries(settings, is_cached)
+        series = ClientSeries(settings, is_cached, clock=clock)
         registry.register(ScrapeCollector(series.collect))
         exporter = ClientSeriesTap(exporter, series)
     manager = ClientMetricsManager(

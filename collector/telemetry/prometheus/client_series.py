@@ -6,8 +6,11 @@ Who does what, so the event loop never folds, renders or copies the cache:
 |---|---|---|
 | push path (event loop) | :meth:`ClientSeriesTap.export`: after the landing log took the push, append (context, payload) to a pending list | an append; a push over ``PENDING_MAX_BYTES`` pending is counted and skipped |
 | every second (event loop) | :meth:`ClientSeries.fold_soon`: swap the pending list for an empty one, hand it to the worker | O(1) |
-| worker thread (one) | decode each payload, fold its points into its instance (``points.py``), forget terminated instances and those the manager no longer caches, keep at most ``RETAINED_FACTOR`` x the budget in memory | per push and per instance |
-| scrape (worker thread) | the budget (``budget.py``) and the exposition (``exposition.py``); the bytes are kept until the next change | per series |
+| worker thread (one) | decode each payload, fold its points into its instance (``points.py``: at most ``max_series_per_instance`` each), forget terminated instances and those the manager no longer caches, keep at most ``RETAINED_FACTOR`` x the budget in memory | per push and per instance |
+| scrape (worker thread) | expire the series no push refreshed for ``series_expiry_ms``, the budget (``budget.py``) and the exposition (``exposition.py``); the bytes are kept until the next change | per series |
+
+Time is the injected clock's (``Clock.now_ms``), read on the event loop when a batch is
+handed over and passed to the worker with it.
 
 Only the worker touches the folded state, so nothing here takes a lock; the manager is
 asked whether an instance is still cached with one dictionary lookup, which the GIL keeps
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection, select
 from collector.telemetry.prometheus.exposition import Rendered, render
 from collector.telemetry.prometheus.naming import MetricType
@@ -39,6 +43,8 @@ from exporters.base import Exporter, ExportResult
 from exporters.context import TelemetryContext
 
 __all__ = [
+    "DEFAULT_MAX_SERIES_PER_INSTANCE",
+    "DEFAULT_SERIES_EXPIRY_MS",
     "PENDING_MAX_BYTES",
     "ClientSeriesClosed",
     "RETAINED_FACTOR",
@@ -55,6 +61,14 @@ RETAINED_FACTOR = 2
 _NO_LABELS: dict[str, str] = {}
 # Families (help and type) remembered before those no instance has are forgotten.
 _FAMILIES_KEPT = 1_000
+# prometheus.clients.max.series.per.instance: about twice the busiest instance of a real
+# Kafka Streams 4.4.0 application at metrics.recording.level=DEBUG, its StreamThread's main
+# consumer (Streams' thread, task, processor and store metrics ride on its pushes): 1,171
+# series at 12 tasks, 2,328 at 24 (about 97 a task; tests/prometheus/measure_streams_series.py).
+DEFAULT_MAX_SERIES_PER_INSTANCE = 5_000
+# prometheus.clients.series.expiry.ms: the OpenTelemetry Collector's Prometheus exporter's
+# metric_expiration (5 min).
+DEFAULT_SERIES_EXPIRY_MS = 300_000
 
 
 class ClientSeriesClosed(RuntimeError):
@@ -68,10 +82,27 @@ class ClientSeriesSettings:
     labels: tuple[str, ...] = IDENTITY_LABELS
     # OTLP metric-name prefixes shown; empty: every metric.
     metric_prefixes: tuple[str, ...] = ()
+    # Samples one instance holds at most, its refused-series flag included (bounded by
+    # max_series: one instance never holds more than the page).
+    max_series_per_instance: int = DEFAULT_MAX_SERIES_PER_INSTANCE
+    # A series no push refreshed for this long is removed.
+    series_expiry_ms: int = DEFAULT_SERIES_EXPIRY_MS
+
+    @property
+    def instance_room(self) -> int:
+        """Samples of its own series one instance may hold: its cap, less the one its
+        refused-series flag takes (so with the flag it holds at most its cap)."""
+        return max(min(self.max_series_per_instance, self.max_series) - 1, 0)
 
     @classmethod
     def parse(
-        cls, max_series: int, labels: str | None, metrics: str | None
+        cls,
+        max_series: int,
+        labels: str | None,
+        metrics: str | None,
+        *,
+        max_series_per_instance: int = DEFAULT_MAX_SERIES_PER_INSTANCE,
+        series_expiry_ms: int = DEFAULT_SERIES_EXPIRY_MS,
     ) -> ClientSeriesSettings:
         """From the config's comma-separated lists; ValueError names an unknown label."""
         chosen: tuple[str, ...] = IDENTITY_LABELS
@@ -85,7 +116,9 @@ class ClientSeriesSettings:
                 )
             chosen = tuple(n for n in IDENTITY_LABELS if n in names)
         prefixes = tuple(p.strip() for p in (metrics or "").split(",") if p.strip())
-        return cls(max_series, chosen, prefixes)
+        return cls(
+            max_series, chosen, prefixes, max_series_per_instance, series_expiry_ms
+        )
 
 
 def _instance_identity(context: TelemetryContext) -> dict[str, str]:
@@ -114,8 +147,10 @@ class ClientSeries:
         is_cached: Callable[[str], bool],
         *,
         executor: concurrent.futures.Executor | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self._clock = clock
         self._is_cached = is_cached  # the manager still caches this instance id
         self._owns_executor = executor is None
         self._executor = executor or concurrent.futures.ThreadPoolExecutor(
@@ -140,6 +175,9 @@ class ClientSeries:
         self.last_scrape_seconds = 0.0
         self.type_conflicts = 0
         self.undecodable = 0
+        self.series_refused = 0  # points of new series refused: an instance at its cap
+        self.series_expired = 0
+        self.capped_instances = 0  # flagged at the last scrape
 
     # ------------------------------------------------------------------ loop side
     def record(self, context: TelemetryContext, payload: bytes) -> None:
@@ -165,7 +203,9 @@ class ClientSeries:
             self._folding is not None and not self._folding.done()
         ):
             return None
-        self._folding = self._executor.submit(self._fold, self._take_pending())
+        self._folding = self._executor.submit(
+            self._fold, self._take_pending(), self._clock.now_ms()
+        )
         return self._folding
 
     async def scrape(self, open_metrics: bool) -> bytes:
@@ -174,7 +214,11 @@ class ClientSeries:
         batch = self._take_pending()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(
-            self._executor, self._fold_and_render, batch, open_metrics
+            self._executor,
+            self._fold_and_render,
+            batch,
+            open_metrics,
+            self._clock.now_ms(),
         )
 
     def close(self) -> None:
@@ -183,10 +227,16 @@ class ClientSeries:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ worker side
-    def _fold(self, batch: Sequence[tuple[TelemetryContext, bytes]]) -> None:
+    def _fold(
+        self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int | None = None
+    ) -> None:
+        """``now_ms``: the clock when the batch was handed over (None: now)."""
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
         settings = self.settings
         instances = self._instances
-        max_samples = settings.max_series
+        max_samples = settings.instance_room
+        expiry_ms = settings.series_expiry_ms
         prefixes = settings.metric_prefixes
         for context, payload in batch:
             try:
@@ -207,7 +257,13 @@ class ClientSeries:
                 continue
             instance.identity = _instance_identity(context)
             instance.last_push_ns = context.received_time_unix_nano
+            # Stale series first, so they do not hold the room of this push's new ones.
+            expired = instance.expire(now_ms, expiry_ms)
+            if expired:
+                self._retained_samples -= expired
+                self.series_expired += expired
             before = instance.samples
+            refused = instance.refused
             for resource in data.resource_metrics:
                 instance.fold(
                     (
@@ -222,8 +278,10 @@ class ClientSeries:
                     attribute_labels(resource.resource.attributes)
                     if len(resource.resource.attributes)
                     else _NO_LABELS,
+                    now_ms,
                 )
             self._retained_samples += instance.samples - before
+            self.series_refused += instance.refused - refused
         self._forget_beyond_retention()
         if batch:
             self._generation += 1
@@ -246,12 +304,33 @@ class ClientSeries:
         if gone:
             self._generation += 1
 
+    def _expire(self, now_ms: int) -> None:
+        """Remove the series no push refreshed for ``series_expiry_ms``; count the
+        instances left flagged (at their cap)."""
+        expiry_ms = self.settings.series_expiry_ms
+        expired = capped = 0
+        for instance in self._instances.values():
+            gone = instance.expire(now_ms, expiry_ms)
+            expired += gone
+            self._retained_samples -= gone
+            capped += instance.flagged
+        self.capped_instances = capped
+        if expired:
+            self.series_expired += expired
+            self._generation += 1
+
     def _fold_and_render(
-        self, batch: Sequence[tuple[TelemetryContext, bytes]], open_metrics: bool
+        self,
+        batch: Sequence[tuple[TelemetryContext, bytes]],
+        open_metrics: bool,
+        now_ms: int | None = None,
     ) -> bytes:
         started = time.perf_counter()
-        self._fold(batch)
+        if now_ms is None:
+            now_ms = self._clock.now_ms()
+        self._fold(batch, now_ms)
         self._forget_uncached()
+        self._expire(now_ms)
         cached = self._cache.get(open_metrics)
         if cached is not None and cached[0] == self._generation:
             return cached[1].body
@@ -290,6 +369,28 @@ class ClientSeries:
             "ktc_prometheus_clients_series_limit",
             "prometheus.clients.max.series",
             value=self.settings.max_series,
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_series_limit_per_instance",
+            "prometheus.clients.max.series.per.instance (at most the budget)",
+            value=min(self.settings.max_series_per_instance, self.settings.max_series),
+        )
+        yield GaugeMetricFamily(
+            "ktc_prometheus_clients_capped_instances",
+            "Client instances at their series cap (flagged with "
+            "ktc_client_series_refused_total) at the last scrape",
+            value=self.capped_instances,
+        )
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_series_refused",
+            "Points of new series refused because their instance was at its series cap",
+            value=self.series_refused,
+        )
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_series_expired",
+            "Series removed because no push refreshed them within "
+            "prometheus.clients.series.expiry.ms",
+            value=self.series_expired,
         )
         yield GaugeMetricFamily(
             "ktc_prometheus_clients_overflow_instances",

@@ -19,6 +19,13 @@ Kafka's does), so sums and histograms are turned back into running totals here.
 
 A point is keyed by its family name (``naming.metric_name``) and its attributes as rendered
 labels, so the budget and the exposition need no second pass over attributes.
+
+Two bounds the exporter does not have, so one client cannot take the page from the fleet:
+
+| bound | rule |
+|---|---|
+| series per instance (``max_samples``) | a new series is admitted while the instance holds fewer than ``max_samples`` samples; past that its points are refused and counted, and the instance carries one more series, ``ktc_client_series_refused_total`` (its refused points so far) |
+| expiry (``expire``) | a series no push refreshed for the expiry is removed, as the exporter's ``metric_expiration`` removes it; each point keeps the collector's time (``now_ms``) of the fold that last set it |
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ from collector.telemetry.prometheus.naming import MetricType, label_name, metric
 
 __all__ = [
     "IDENTITY_LABELS",
+    "REFUSED_FAMILY",
+    "REFUSED_HELP",
     "FamilyMeta",
     "HistogramPoint",
     "InstancePoints",
@@ -60,13 +69,22 @@ IDENTITY_LABELS: tuple[str, ...] = (
 )
 _IDENTITY = frozenset(IDENTITY_LABELS)
 
+# The series that flags an instance refused series for want of room (a counter: the points
+# refused so far); a client's own metric of that name is dropped, so it cannot fake one.
+REFUSED_FAMILY = "ktc_client_series_refused_total"
+REFUSED_HELP = (
+    "Points of new series this client instance pushed and /metrics/clients refused "
+    "(prometheus.clients.max.series.per.instance)"
+)
+_REFUSED_KEY = (REFUSED_FAMILY, "")
+
 _NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
 _CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 
 
 class NumberPoint:
-    __slots__ = ("start_ns", "time_ns", "type", "value")
+    __slots__ = ("start_ns", "time_ns", "type", "updated_ms", "value")
 
     def __init__(
         self, metric_type: MetricType, value: float, start_ns: int, time_ns: int
@@ -75,10 +93,19 @@ class NumberPoint:
         self.value = value
         self.start_ns = start_ns
         self.time_ns = time_ns
+        self.updated_ms = 0  # the collector's clock when a push last set it
 
 
 class HistogramPoint:
-    __slots__ = ("bounds", "count", "counts", "start_ns", "sum", "time_ns")
+    __slots__ = (
+        "bounds",
+        "count",
+        "counts",
+        "start_ns",
+        "sum",
+        "time_ns",
+        "updated_ms",
+    )
 
     def __init__(
         self,
@@ -95,10 +122,11 @@ class HistogramPoint:
         self.sum = total
         self.start_ns = start_ns
         self.time_ns = time_ns
+        self.updated_ms = 0
 
 
 class SummaryPoint:
-    __slots__ = ("count", "quantiles", "sum", "time_ns")
+    __slots__ = ("count", "quantiles", "sum", "time_ns", "updated_ms")
 
     def __init__(
         self,
@@ -111,6 +139,7 @@ class SummaryPoint:
         self.count = count
         self.sum = total
         self.time_ns = time_ns
+        self.updated_ms = 0
 
 
 Point = NumberPoint | HistogramPoint | SummaryPoint
@@ -151,7 +180,10 @@ class InstancePoints:
         "instance_id",
         "instance_uuid",
         "last_push_ns",
+        "now_ms",
+        "oldest_ms",
         "points",
+        "refused",
         "resource",
         "samples",
     )
@@ -164,8 +196,12 @@ class InstancePoints:
         self.last_push_ns = 0
         self.points: dict[SeriesKey, Point] = {}
         self.samples = 0  # sum of samples_of over points
+        self.refused = 0  # points of new series refused (no room), ever
         # The labels of the resource being folded (its attributes, as a point's).
         self.resource: dict[str, str] = {}
+        self.now_ms = 0  # the collector's clock of the fold under way
+        # No point was set before this (so expire() skips the instance until it is due).
+        self.oldest_ms: int | None = None
 
     def fold(
         self,
@@ -174,10 +210,17 @@ class InstancePoints:
         names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
         resource: dict[str, str],
+        now_ms: int,
     ) -> None:
         """Fold one resource's metrics in (already filtered by the metric-name allowlist);
-        ``resource``: its attributes as labels (``attribute_labels``)."""
+        ``resource``: its attributes as labels (``attribute_labels``); ``max_samples``:
+        the samples this instance may hold before its new series are refused (one more is
+        its refused-series flag); ``now_ms``: the collector's clock (expiry)."""
         self.resource = resource
+        self.now_ms = now_ms
+        if self.oldest_ms is None:
+            self.oldest_ms = now_ms
+        refused = self.refused
         for metric in metrics:
             kind = metric.WhichOneof("data")
             if kind == "gauge":
@@ -204,6 +247,45 @@ class InstancePoints:
             elif kind == "summary":
                 self._fold_summaries(metric, families, names, max_samples)
             # exponential_histogram and unset data: dropped, as the exporter does
+        if self.refused != refused:
+            self._flag(families)
+
+    def _flag(self, families: dict[str, FamilyMeta]) -> None:
+        """The refused-series flag, set to the refusals so far (outside ``max_samples``:
+        the caller leaves one sample of room for it)."""
+        flag = self.points.get(_REFUSED_KEY)
+        if not isinstance(flag, NumberPoint):
+            flag = NumberPoint(MetricType.COUNTER, 0.0, 0, 0)
+            self.points[_REFUSED_KEY] = flag
+            self.samples += 1
+            if REFUSED_FAMILY not in families:
+                families[REFUSED_FAMILY] = FamilyMeta(MetricType.COUNTER, REFUSED_HELP)
+        flag.value = float(self.refused)
+        flag.updated_ms = self.now_ms
+
+    @property
+    def flagged(self) -> bool:
+        """This instance holds the refused-series flag."""
+        return _REFUSED_KEY in self.points
+
+    def expire(self, now_ms: int, expiry_ms: int) -> int:
+        """Remove the points no fold set for more than ``expiry_ms`` (the exporter's
+        ``metric_expiration``); returns the samples they made.  An instance none of whose points can be
+        due yet is not walked: ``oldest_ms`` is at most its oldest point's time."""
+        oldest = self.oldest_ms
+        if oldest is None or now_ms - oldest <= expiry_ms:
+            return 0
+        horizon = now_ms - expiry_ms
+        points = self.points
+        gone = [key for key, point in points.items() if point.updated_ms < horizon]
+        removed = 0
+        for key in gone:
+            removed += samples_of(points.pop(key))
+        self.samples -= removed
+        self.oldest_ms = min(
+            (point.updated_ms for point in points.values()), default=now_ms
+        )
+        return removed
 
     def _family(
         self,
@@ -217,7 +299,10 @@ class InstancePoints:
         if family is None:
             if len(names) >= _MAX_NAMES:
                 names.clear()  # a bound against clients inventing names
-            family = names[key] = metric_name(metric.name, metric.unit, metric_type)
+            family = metric_name(metric.name, metric.unit, metric_type)
+            if family == REFUSED_FAMILY:
+                family = ""  # the collector's flag, not the client's to set
+            names[key] = family
         if family and family not in families:
             families[family] = FamilyMeta(metric_type, metric.description)
         return family
@@ -225,8 +310,12 @@ class InstancePoints:
     def _put(self, key: SeriesKey, point: Point, max_samples: int) -> bool:
         previous = self.points.get(key)
         added = samples_of(point) - (samples_of(previous) if previous else 0)
-        if previous is None and self.samples + added > max_samples:
-            return False  # one instance never holds more than the whole budget
+        if added > 0 and self.samples + added > max_samples:
+            # No room: a new series, or a histogram or summary grown past the room (the
+            # kept point stays until a push that fits, or expiry).
+            self.refused += 1
+            return False
+        point.updated_ms = self.now_ms
         self.points[key] = point
         self.samples += added
         return True
@@ -267,10 +356,13 @@ class InstancePoints:
             previous = points.get(key)
             if previous is None:
                 if self.samples < max_samples:  # a new series, if the instance has room
-                    points[key] = NumberPoint(
+                    new = points[key] = NumberPoint(
                         metric_type, value, point.start_time_unix_nano, time_ns
                     )
+                    new.updated_ms = self.now_ms
                     self.samples += 1
+                else:
+                    self.refused += 1
                 continue
             if (
                 not isinstance(previous, NumberPoint)
@@ -293,6 +385,7 @@ class InstancePoints:
                 previous.value = value
                 previous.start_ns = point.start_time_unix_nano
             previous.time_ns = time_ns
+            previous.updated_ms = self.now_ms
 
     def _fold_histograms(
         self,
