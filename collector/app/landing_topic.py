@@ -67,6 +67,7 @@ def topic_settings(config: CollectorConfig) -> TopicSettings:
         replication_factor=config.landing_kafka_topic_replication_factor,
         delivery_timeout_ms=config.landing_kafka_delivery_timeout_ms,
         forwarder_group=config.landing_kafka_forwarder_group_id,
+        telemetry_max_bytes=config.telemetry_max_bytes,
     )
 
 
@@ -111,7 +112,8 @@ def _client_settings(
 def open_topic_landing(
     config: CollectorConfig,
 ) -> tuple[TopicLanding, DurabilityGate, TopicLandingHealth]:
-    """The topic (created when missing, one log line), its producer and the gate every
+    """The topic (created when missing, one log line; an existing one too small for a
+    push of telemetry.max.bytes is TopicTooSmall), its producer and the gate every
     connection's answers wait on: a push is answered once its record is in the topic."""
     settings = topic_settings(config)
     ensure_topic(settings)
