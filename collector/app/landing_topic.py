@@ -22,11 +22,13 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from collector.app.config import CollectorConfig
 from collector.net.flush import DurabilityGate, NotLanded
 from exporters.kafka_topic import TopicLanding, TopicSettings, ensure_topic
+from exporters.kafka_topic.topic import TopicUnavailable
 
 __all__ = ["TopicLandingHealth", "open_topic_landing", "topic_settings"]
 
@@ -117,7 +119,12 @@ def open_topic_landing(
     connection's answers wait on: a push is answered once its record is in the topic."""
     settings = topic_settings(config)
     ensure_topic(settings)
-    landing = TopicLanding(settings, asyncio.get_running_loop(), refusal=NotLanded)
+    try:
+        landing = TopicLanding(settings, asyncio.get_running_loop(), refusal=NotLanded)
+    except KafkaException as exc:  # a client setting librdkafka refuses
+        error = exc.args[0] if exc.args else None
+        reason = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise TopicUnavailable(f"the producer: {reason}") from None
     gate = DurabilityGate(None, landing.pending_delivery)
     return landing, gate, TopicLandingHealth(landing, gate)
 

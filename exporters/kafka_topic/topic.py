@@ -74,7 +74,12 @@ def ensure_topic(settings: TopicSettings, timeout_s: float = 30.0) -> bool:
     Raises TopicTooSmall when an existing topic cannot take a push of
     telemetry.max.bytes."""
     config: dict[str, Any] = {**settings.client, "logger": _LIBRDKAFKA_LOG}
-    admin = AdminClient(config)
+    try:
+        admin = AdminClient(config)
+    except KafkaException as exc:  # a client setting librdkafka refuses
+        error = exc.args[0] if exc.args else None
+        reason = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise TopicUnavailable(f"the admin client: {reason}") from None
     try:
         # All topics: asking for one by name may auto-create it with the broker's
         # defaults (auto.create.topics.enable), not ours.

@@ -377,3 +377,23 @@ def test_a_gateway_without_a_login_of_its_own_cannot_produce_to_a_sasl_cluster()
             },
         )
     assert "\n" not in str(refused.value)
+
+
+def test_a_client_setting_librdkafka_refuses_stops_the_start_in_one_line(
+    tmp_path: Any,
+) -> None:
+    from exporters.kafka_topic import ensure_topic
+    from exporters.kafka_topic.topic import TopicUnavailable
+
+    missing = str(tmp_path / "missing-ca.pem")
+    settings = TopicSettings(
+        topic="t",
+        client={
+            "bootstrap.servers": "127.0.0.1:9",
+            "security.protocol": "SSL",
+            "ssl.ca.location": missing,
+        },
+    )
+    with pytest.raises(TopicUnavailable, match="ssl.ca.location") as refused:
+        ensure_topic(settings)
+    assert "\n" not in str(refused.value)
