@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -315,22 +316,31 @@ def test_a_produce_answer_lost_after_the_write_leaves_each_push_once(
                 proxy.drop_produce_answer(nth=1, client_id=LANDING_CLIENT_ID)
             client = WireClient(port)
             try:
+                started = time.monotonic()
                 assert client.push(payload) == 0
+                answered_s = time.monotonic() - started
                 pushed.append(client.instance_id_text)
             finally:
                 client.close()
             if index == 1:
                 assert proxy.answers_dropped == dropped_before + 1
+                lost_answer_s = answered_s
     acks = proxy.produce_acks(LANDING_CLIENT_ID)[acks_before:]
     assert len(acks) >= 4  # three records, one of them sent twice
     assert set(acks) == {-1}  # acks=all on every Produce the collector sent
     seen = pushes_in(read_topic(bootstrap, topic))
     assert set(seen) == set(pushed)  # none lost
+    sent = f"{len(acks)} Produce requests, all acks=-1"
     if idempotent:
         assert seen == {push: 1 for push in pushed}, seen
-        print(f"\nan answer lost after the write: {len(pushed)} pushes, each once")
+        print(
+            f"\nan answer lost after the write: {len(pushed)} pushes, each once; {sent};"
+            f" that push answered 0 after {lost_answer_s * 1000:.0f} ms"
+        )
     else:
         # Without idempotence the retried produce is a second record: what the
         # idempotent run shows does not happen by itself.
         assert seen[pushed[1]] == 2 and seen[pushed[0]] == seen[pushed[2]] == 1, seen
-        print("\nenable.idempotence off: the retried push is in the topic twice")
+        print(
+            f"\nenable.idempotence off: the retried push is in the topic twice; {sent}"
+        )
