@@ -44,8 +44,8 @@ class TopicSettings:
     @property
     def message_max_bytes(self) -> int:
         """The producer's message.max.bytes: a push of telemetry.max.bytes is never refused
-        by produce() (librdkafka's default, 1,000,000, refused a 1,040,015-byte push on
-        every interval)."""
+        by produce() (librdkafka's default, 1,000,000, would refuse a 1,040,015-byte push
+        on every interval)."""
         return max(
             record_max_bytes(self.telemetry_max_bytes), _LIBRDKAFKA_MESSAGE_MAX_BYTES
         )
