@@ -22,11 +22,13 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from collector.app.config import CollectorConfig
 from collector.net.flush import DurabilityGate, NotLanded
 from exporters.kafka_topic import TopicLanding, TopicSettings, ensure_topic
+from exporters.kafka_topic.topic import TopicUnavailable
 
 __all__ = ["TopicLandingHealth", "open_topic_landing", "topic_settings"]
 
@@ -67,6 +69,7 @@ def topic_settings(config: CollectorConfig) -> TopicSettings:
         replication_factor=config.landing_kafka_topic_replication_factor,
         delivery_timeout_ms=config.landing_kafka_delivery_timeout_ms,
         forwarder_group=config.landing_kafka_forwarder_group_id,
+        telemetry_max_bytes=config.telemetry_max_bytes,
     )
 
 
@@ -111,11 +114,17 @@ def _client_settings(
 def open_topic_landing(
     config: CollectorConfig,
 ) -> tuple[TopicLanding, DurabilityGate, TopicLandingHealth]:
-    """The topic (created when missing, one log line), its producer and the gate every
+    """The topic (created when missing, one log line; an existing one too small for a
+    push of telemetry.max.bytes is TopicTooSmall), its producer and the gate every
     connection's answers wait on: a push is answered once its record is in the topic."""
     settings = topic_settings(config)
     ensure_topic(settings)
-    landing = TopicLanding(settings, asyncio.get_running_loop(), refusal=NotLanded)
+    try:
+        landing = TopicLanding(settings, asyncio.get_running_loop(), refusal=NotLanded)
+    except KafkaException as exc:  # a client setting librdkafka refuses
+        error = exc.args[0] if exc.args else None
+        reason = error.str() if isinstance(error, KafkaError) else str(exc)
+        raise TopicUnavailable(f"the producer: {reason}") from None
     gate = DurabilityGate(None, landing.pending_delivery)
     return landing, gate, TopicLandingHealth(landing, gate)
 

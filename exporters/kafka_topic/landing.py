@@ -34,6 +34,7 @@ from exporters.base import ExportResult
 from exporters.context import TelemetryContext
 from exporters.kafka_topic.record import encode_headers
 from exporters.kafka_topic.settings import TopicSettings
+from exporters.landing.format import ContextEncodingError
 
 __all__ = ["Refusal", "TopicLanding"]
 
@@ -103,11 +104,17 @@ class TopicLanding:
     def export(self, context: TelemetryContext, payload: bytes) -> ExportResult:
         number = self._next
         try:
+            headers = encode_headers(context)
+        except ContextEncodingError as exc:
+            # No reader would take its record: refused for good, never "push again".
+            self.records_failed += 1
+            return ExportResult.failure(f"landing topic {self.topic}: {exc}")
+        try:
             self._producer.produce(
                 self.topic,
                 value=payload,
                 key=context.client_instance_id,
-                headers=encode_headers(context),
+                headers=headers,
                 timestamp=context.received_time_unix_nano // 1_000_000,
                 on_delivery=functools.partial(self._report, number),
             )
@@ -116,6 +123,17 @@ class TopicLanding:
             # cluster is not keeping up; the client pushes again one interval later.
             return self._refused("the producer's queue is full")
         except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if (
+                isinstance(error, KafkaError)
+                and error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+            ):
+                # Larger than message.max.bytes (settings.py: a push of
+                # telemetry.max.bytes fits): the same push would be refused every time.
+                self.records_failed += 1
+                return ExportResult.failure(
+                    f"producing to {self.topic} failed: {error.str()}"
+                )
             return self._refused(str(exc))
         self._next = number + 1
         self._outstanding[number] = context

@@ -12,19 +12,21 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException, Producer
 from otlp_receiver import sample_context, sample_metrics_data
 
 from collector.app.config import ConfigError, load_config
 from collector.app.landing_topic import topic_settings
 from collector.net.flush import NotLanded
 from exporters.kafka_topic import (
+    MAX_CONTEXT_BYTES,
     TopicLanding,
     TopicRecordError,
     TopicSettings,
     decode_record,
     encode_headers,
 )
+from exporters.kafka_topic.topic import too_small
 from exporters.landing.format import encode_context
 
 
@@ -203,6 +205,70 @@ def test_the_gateway_lands_on_the_fronted_cluster_with_its_login() -> None:
     }
     producer = settings.producer_config()
     assert producer["enable.idempotence"] is True and producer["acks"] == "all"
+    assert producer["message.max.bytes"] == 1_114_198  # telemetry.max.bytes 1 MiB
+
+
+def test_a_push_of_telemetry_max_bytes_passes_librdkafkas_size_check() -> None:
+    """librdkafka's own produce() check (no broker needed: it refuses before queueing),
+    with the largest record a push makes: a value of telemetry.max.bytes, a 22-character
+    key and a context header of the 64 KiB a reader takes.  One byte more is refused, so
+    the bound is exact; librdkafka's default message.max.bytes refuses it."""
+    settings = TopicSettings(topic="t", client={"bootstrap.servers": "127.0.0.1:9"})
+    key = telemetry_context(0).client_instance_id
+    headers = [("ktc.format", b"1"), ("ktc.context", b"x" * MAX_CONTEXT_BYTES)]
+    value = b"v" * settings.telemetry_max_bytes
+    producer = Producer(settings.producer_config())
+    default = Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
+    try:
+        producer.produce("t", value=value, key=key, headers=headers)
+        with pytest.raises(KafkaException) as larger:
+            producer.produce("t", value=value + b"v", key=key, headers=headers)
+        assert larger.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+        with pytest.raises(KafkaException) as refused:
+            default.produce("t", value=value, key=key, headers=headers)
+        assert refused.value.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE
+    finally:
+        producer.purge()
+        default.purge()
+    assert settings.topic_max_message_bytes == 1_114_198 + 61  # one record's batch
+    # A small telemetry.max.bytes keeps librdkafka's batches (1,000,000) as they are.
+    small = TopicSettings(topic="t", client={}, telemetry_max_bytes=10_000)
+    assert small.message_max_bytes == 1_000_000
+    assert small.topic_max_message_bytes == 1_000_061
+
+
+def test_a_topic_too_small_is_named_in_one_line() -> None:
+    settings = TopicSettings(topic="telemetry", client={})
+    assert too_small(settings, 1_114_259, from_broker=False) is None
+    broker = too_small(settings, 1_048_588, from_broker=True)
+    assert broker == (
+        "topic telemetry has max.message.bytes 1048588 (the broker's "
+        "message.max.bytes, the topic sets none); a push of telemetry.max.bytes "
+        "(1048576) needs at least 1114259: raise the topic's max.message.bytes or "
+        "lower telemetry.max.bytes"
+    )
+    topic = too_small(settings, 1_114_258, from_broker=False)
+    assert topic is not None and "(set on the topic)" in topic and "\n" not in topic
+
+
+async def test_a_push_no_record_can_hold_is_refused_for_good() -> None:
+    """Not 89 (push again): the same push would be refused on every interval."""
+    producer = HeldProducer()
+    topic = landing(producer)
+    # A context longer than a reader takes (a 64 KiB client id).
+    result = topic.export(sample_context(client_id="c" * MAX_CONTEXT_BYTES), b"p")
+    assert not result.ok and not result.retriable
+    assert result.error is not None and "more than a reader takes" in result.error
+    too_large = KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+
+    def refuse(topic_name: str, **record: Any) -> None:
+        raise too_large
+
+    producer.produce = refuse  # type: ignore[method-assign]
+    result = topic.export(telemetry_context(1), b"p")
+    assert not result.ok and not result.retriable
+    assert topic.pending_delivery() is None  # nothing was produced
+    assert topic.records_failed == 2
 
 
 class FakeMessage:
@@ -310,4 +376,24 @@ def test_a_gateway_without_a_login_of_its_own_cannot_produce_to_a_sasl_cluster()
                 "gateway.upstream.security.protocol": "SASL_PLAINTEXT",
             },
         )
+    assert "\n" not in str(refused.value)
+
+
+def test_a_client_setting_librdkafka_refuses_stops_the_start_in_one_line(
+    tmp_path: Any,
+) -> None:
+    from exporters.kafka_topic import ensure_topic
+    from exporters.kafka_topic.topic import TopicUnavailable
+
+    missing = str(tmp_path / "missing-ca.pem")
+    settings = TopicSettings(
+        topic="t",
+        client={
+            "bootstrap.servers": "127.0.0.1:9",
+            "security.protocol": "SSL",
+            "ssl.ca.location": missing,
+        },
+    )
+    with pytest.raises(TopicUnavailable, match="ssl.ca.location") as refused:
+        ensure_topic(settings)
     assert "\n" not in str(refused.value)
