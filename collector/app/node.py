@@ -325,16 +325,23 @@ class Node:
         self.landing.start_forwarder(self.tasks)
 
     async def keep_cluster_subscriptions(
-        self, admin: ClusterAdmin, refresh_ms: int
+        self, admin: ClusterAdmin, refresh_ms: int, stale_after_ms: int
     ) -> None:
         """With the subscriptions kept in a Kafka cluster: read them with ``admin`` now,
-        before the node is ready, then every ``refresh_ms`` (a mode's ``bind_listeners``
-        calls this)."""
+        then every ``refresh_ms`` (a mode's ``bind_listeners`` calls this). Until a read
+        works the node is not ready and answers no subscription."""
         store = self._store
-        assert isinstance(store, ClusterSubscriptionStore)
+        assert isinstance(store, ClusterSubscriptionStore) and self.apis is not None
         refresh = self.subscription_refresh = cluster_subscription_refresh(
-            store, admin, refresh_ms, clock=self.clock, registry=self.registry
+            store,
+            admin,
+            refresh_ms,
+            stale_after_ms=stale_after_ms,
+            clock=self.clock,
+            registry=self.registry,
         )
+        self.health.add_readiness_check("subscriptions", refresh.not_ready_reason)
+        self.apis.subscriptions_unknown = lambda: refresh.unread
         await keep_reading(refresh, admin, self.tasks)
 
     # ------------------------------------------------------------------ the parts, read
