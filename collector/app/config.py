@@ -338,7 +338,8 @@ class CollectorConfig(BaseModel):
     # Where the gateway's client-metrics subscriptions live: "cluster", the fronted cluster's
     # own CLIENT_METRICS configs (read every refresh.ms and at once after an alter the
     # gateway forwarded; a cluster that does not serve them is said in one log line and the
-    # local store used), or "local", <data.dir>/config/client-metrics.yaml.
+    # local store used, the cluster asked again every refresh.ms), or "local",
+    # <data.dir>/config/client-metrics.yaml.
     gateway_subscriptions_store: Literal["cluster", "local"] = Field(
         "cluster", alias="gateway.subscriptions.store"
     )
