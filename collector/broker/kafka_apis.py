@@ -83,11 +83,11 @@ _CLUSTER_OPERATIONS_VERSIONS = frozenset({8, 9, 10})
 # Metadata versions whose schema carries topic ids that Kafka does not look up.
 _TOPIC_IDS_REFUSED = frozenset({10, 11})
 
-# org.apache.kafka.common.internals.Topic: legal names.
 # A GetTelemetrySubscriptions while the subscriptions in force are unknown.
 _SUBSCRIPTIONS_UNKNOWN = GetTelemetrySubscriptionsResponse(
     throttle_time_ms=0, error_code=Errors.THROTTLING_QUOTA_EXCEEDED
 )
+# org.apache.kafka.common.internals.Topic: legal names.
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _TOPIC_MAX_LENGTH = 249
 
