@@ -11,7 +11,12 @@ an hour away, so only the read an alter it forwarded triggers can bring the chan
   cluster is back;
 * the cluster unreachable after a read worked: the last set stays served, its age
   exported; past ``subscriptions.kafka.stale.after.ms`` the node says so (one WARNING,
-  the gauge), and the first read that works clears it.
+  the gauge), and the first read that works clears it;
+* every ListConfigResources answered UNKNOWN_SERVER_ERROR (the proxy rewrites the
+  broker's answer): a failed read, not a cluster without CLIENT_METRICS configs;
+* a ``ktc gateway`` process started while its cluster is unreachable: not ready until a
+  read works;
+* a gateway whose periodic read is an hour away serves an alter it forwarded at once.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 KTC = Path(sys.executable).with_name("ktc")
 METRICS_PREFIX = "org.apache.kafka.producer."
 STALE_AFTER_MS = 2000
+LIST_CONFIG_RESOURCES = 74
+UNKNOWN_SERVER_ERROR = -1
 
 
 class ServeProcess:
@@ -274,6 +281,49 @@ def test_a_serve_node_started_while_its_cluster_is_unreachable(
         f"{refused.error_code}); cluster back -> node ready {ready_s:.1f} s and the "
         f"client's first push {pushed_s:.1f} s after the refusal"
     )
+
+
+def test_an_unknown_server_error_is_a_failed_read_not_a_cluster_without_them(
+    kafka_cluster: KafkaCluster, tmp_path: Path
+) -> None:
+    """The broker reachable, its every ListConfigResources answered UNKNOWN_SERVER_ERROR
+    by the proxy: the node stays unready and serves no subscription (not its local
+    store's, as a cluster without CLIENT_METRICS configs would make it), and serves the
+    cluster's once the answers are the broker's again."""
+    client_id = f"use-{uuid.uuid4().hex[:6]}"
+    broker = kafka_cluster.bootstrap_servers(nodes=[3])
+    host, port = broker.split(":")
+    alter_interval(int(port), f"sub-{client_id}", client_id, 2500)
+    with BlinkProxy((host, int(port))) as proxy:
+        proxy.fail(LIST_CONFIG_RESOURCES, UNKNOWN_SERVER_ERROR)
+        with serve(
+            tmp_path / "serve",
+            {
+                "subscriptions.store": "kafka",
+                "subscriptions.kafka.bootstrap.servers": proxy.address,
+                "subscriptions.kafka.refresh.ms": 200,
+            },
+        ) as node:
+            eventually_sync(
+                lambda: proxy.rewritten >= 2,
+                timeout_s=10,
+                what="a second read answered UNKNOWN_SERVER_ERROR",
+            )
+            status, body = node.http("/readyz")
+            assert status == 503, body
+            reason = json.loads(body)["checks"]["subscriptions"]
+            assert "UNKNOWN_SERVER_ERROR" in reason, reason
+            refused = get_subscriptions(node.port, client_id)
+            assert refused.error_code == ErrorCode.throttling_quota_exceeded, refused
+            assert node.metric("ktc_subscriptions_in_cluster") == 0
+            assert "does not serve CLIENT_METRICS configs" not in node.log()
+            proxy.fail(None)
+            eventually_sync(
+                lambda: node.http("/readyz")[0] == 200,
+                timeout_s=10,
+                what="ready once a read worked",
+            )
+            assert interval_served(node.port, client_id) == 2500
 
 
 def failed_reads(node: ServeProcess) -> float:
