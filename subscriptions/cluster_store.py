@@ -18,8 +18,12 @@ Order: Kafka merges matching subscriptions in the order its broker learned them 
 decides only where two metric names collide in a Java hash table). A name already known
 keeps its place; names new in a read are added in the order the cluster listed them.
 
-Until the cluster has been read, and if it turns out not to serve CLIENT_METRICS configs
-(:meth:`use_local`), the subscriptions are the local store's.
+While the cluster turns out not to serve CLIENT_METRICS configs (:meth:`use_local`), the
+subscriptions are the local store's; a set read later (:meth:`install`: the cluster
+serves them now) makes them the cluster's again. Before the first read the snapshot holds
+the local store's too, but the node serves none of it: ``SubscriptionRefresh.unread``
+(collector/gateway/cluster_subscriptions.py) keeps it unready and its
+GetTelemetrySubscriptions answered with a retriable error until a read works.
 """
 
 from __future__ import annotations
@@ -74,14 +78,20 @@ class ClusterSubscriptionStore:
             ordered = {name: dict(read[name]) for name in previous if name in read} | {
                 name: dict(configs) for name, configs in read.items()
             }
-            if self._configs is not None and ordered == self._configs:
+            if (
+                self.in_cluster
+                and self._configs is not None
+                and ordered == self._configs
+            ):
                 return False
+            self.in_cluster = True
             self._configs = ordered
             self._rebuild()
             return True
 
     def use_local(self) -> None:
-        """The cluster does not serve CLIENT_METRICS configs: serve the local store's."""
+        """The cluster does not serve CLIENT_METRICS configs: serve the local store's
+        (until :meth:`install` is given a set read from it)."""
         with self._lock:
             self.in_cluster = False
             self._configs = None

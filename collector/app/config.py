@@ -345,12 +345,18 @@ class CollectorConfig(BaseModel):
     # Where the gateway's client-metrics subscriptions live: "cluster", the fronted cluster's
     # own CLIENT_METRICS configs (read every refresh.ms and at once after an alter the
     # gateway forwarded; a cluster that does not serve them is said in one log line and the
-    # local store used), or "local", <data.dir>/config/client-metrics.yaml.
+    # local store used, the cluster asked again every refresh.ms), or "local",
+    # <data.dir>/config/client-metrics.yaml.
     gateway_subscriptions_store: Literal["cluster", "local"] = Field(
         "cluster", alias="gateway.subscriptions.store"
     )
     gateway_subscriptions_refresh_ms: int = Field(
         2000, alias="gateway.subscriptions.refresh.ms", ge=100
+    )
+    # How old the last set read may be (the cluster unreachable meanwhile) before a replica
+    # says it may not be the cluster's any more: a WARNING, ktc_subscriptions_cluster_stale.
+    gateway_subscriptions_stale_after_ms: int = Field(
+        60000, alias="gateway.subscriptions.stale.after.ms", ge=100
     )
     # The login the gateway reads the cluster's subscriptions with, where the cluster
     # requires SASL and clients' SASL passes through (gateway.upstream.sasl.* unset): a user
@@ -378,6 +384,10 @@ class CollectorConfig(BaseModel):
     )
     subscriptions_kafka_refresh_ms: int = Field(
         2000, alias="subscriptions.kafka.refresh.ms", ge=100
+    )
+    # As gateway.subscriptions.stale.after.ms, for ktc serve.
+    subscriptions_kafka_stale_after_ms: int = Field(
+        60000, alias="subscriptions.kafka.stale.after.ms", ge=100
     )
     # The cluster's listener and the collector's login to it, as gateway.upstream.*.
     subscriptions_kafka_security_protocol: Literal[

@@ -160,7 +160,9 @@ class GatewayMode:
                 store.use_local()
             else:
                 await node.keep_cluster_subscriptions(
-                    admin, config.gateway_subscriptions_refresh_ms
+                    admin,
+                    config.gateway_subscriptions_refresh_ms,
+                    config.gateway_subscriptions_stale_after_ms,
                 )
 
     def _bind_node(self, template: EndPoint, node_id: int, port: int) -> int:

@@ -336,19 +336,27 @@ class Node:
         self.landing.start_forwarder(self.tasks)
 
     async def keep_cluster_subscriptions(
-        self, admin: ClusterAdmin, refresh_ms: int
+        self, admin: ClusterAdmin, refresh_ms: int, stale_after_ms: int
     ) -> None:
         """With the subscriptions kept in a Kafka cluster: read them with ``admin`` now,
-        before the node is ready, then every ``refresh_ms`` (a mode's ``bind_listeners``
-        calls this)."""
+        then every ``refresh_ms`` (a mode's ``bind_listeners`` calls this). Until a read
+        works the node is not ready and answers no subscription."""
         store = self._store
-        assert isinstance(store, ClusterSubscriptionStore)
+        assert isinstance(store, ClusterSubscriptionStore) and self.apis is not None
         refresh = self.subscription_refresh = cluster_subscription_refresh(
-            store, admin, refresh_ms, clock=self.clock, registry=self.registry
+            store,
+            admin,
+            refresh_ms,
+            stale_after_ms=stale_after_ms,
+            clock=self.clock,
+            registry=self.registry,
+            # Where the subscriptions live changes with a switch to or back from the
+            # local store: recorded for the ktc commands (parts/data_dir.py).
+            on_change=self.record_state_locations,
         )
-        await keep_reading(
-            refresh, admin, self.tasks, on_local=self.record_state_locations
-        )
+        self.health.add_readiness_check("subscriptions", refresh.not_ready_reason)
+        self.apis.subscriptions_unknown = lambda: refresh.unread
+        await keep_reading(refresh, admin, self.tasks)
 
     def record_state_locations(self) -> None:
         """Record in the data directory where the node keeps each kind of state, when

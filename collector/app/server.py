@@ -99,6 +99,7 @@ class ServeMode:
             await node.keep_cluster_subscriptions(
                 _kafka_store_admin(self._config),
                 self._config.subscriptions_kafka_refresh_ms,
+                self._config.subscriptions_kafka_stale_after_ms,
             )
 
     def connection_handler(

@@ -83,6 +83,10 @@ _CLUSTER_OPERATIONS_VERSIONS = frozenset({8, 9, 10})
 # Metadata versions whose schema carries topic ids that Kafka does not look up.
 _TOPIC_IDS_REFUSED = frozenset({10, 11})
 
+# A GetTelemetrySubscriptions while the subscriptions in force are unknown.
+_SUBSCRIPTIONS_UNKNOWN = GetTelemetrySubscriptionsResponse(
+    throttle_time_ms=0, error_code=Errors.THROTTLING_QUOTA_EXCEEDED
+)
 # org.apache.kafka.common.internals.Topic: legal names.
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 _TOPIC_MAX_LENGTH = 249
@@ -116,6 +120,9 @@ class KafkaApis:
         self._authorizer: StandardAuthorizer | None = None
         self._api_versions_entries: tuple[Any, ...] = ()
         self._refresh_api_versions()
+        # True while the subscriptions in force are unknown (kept in a Kafka cluster no
+        # read of which has worked yet): see get_telemetry_subscriptions.
+        self.subscriptions_unknown: Callable[[], bool] = lambda: False
 
     def set_served_apis(self, api_keys: frozenset[int]) -> None:
         self._supported_versions = {
@@ -358,6 +365,12 @@ class KafkaApis:
     def get_telemetry_subscriptions(
         self, request: GetTelemetrySubscriptionsRequest, ctx: RequestContext
     ) -> GetTelemetrySubscriptionsResponse:
+        if self.subscriptions_unknown():
+            # Not the empty set as if it were the cluster's: an error every client
+            # retries. THROTTLING_QUOTA_EXCEEDED is the one Kafka's Java client neither
+            # disables telemetry on nor re-asks at once (ClientTelemetryUtils: it re-Gets
+            # after the push interval); librdkafka re-Gets after 30 s (docs/scale-out.md).
+            return _SUBSCRIPTIONS_UNKNOWN
         return self._manager.get_telemetry_subscriptions(
             request.client_instance_id, ctx.session, ctx.frame.client_id, ctx.now_ms
         )

@@ -8,13 +8,23 @@ DescribeConfigs of every name listed, keeping the keys the cluster reports as se
 defaults). A change made anywhere (through any replica, or at the cluster directly) is
 therefore served by every replica at most ``refresh_ms`` plus one read later.
 
-A cluster that does not serve CLIENT_METRICS configs (Kafka before 3.7, Tansu: no
-ListConfigResources in its ApiVersions; or a DescribeConfigs that refuses the resource
-type) is said once, in one log line, and the node serves its local store from then on.
+What the node serves, by what its reads have said (docs/scale-out.md, "While the cluster
+is unreachable"):
 
-A read that fails (the cluster unreachable, an error answer) keeps the last set in force:
-the first failure of a run is one WARNING, the rest DEBUG, the first read that works again
-one INFO.
+* no read has worked yet: nothing. The node is not ready (:meth:`not_ready_reason`) and a
+  GetTelemetrySubscriptions is answered with a retriable error, never with the empty set
+  as if it were the cluster's (Kafka's own broker serves only once it has caught up with
+  the metadata log);
+* a read worked, later ones fail (the cluster unreachable, an error answer): the last set
+  read stays in force; its age is exported, and past ``stale_after_ms`` the node says so
+  (one WARNING, ``ktc_subscriptions_cluster_stale``). The first failure of a run is one
+  WARNING, the rest DEBUG, the first read that works again one INFO;
+* the cluster does not serve CLIENT_METRICS configs (Kafka before 3.7, Tansu: no
+  ListConfigResources in its ApiVersions; or an answer that refuses the resource type)
+  before any read of this node worked: said in one log line, and the local store is
+  served, read again every ``refresh_ms`` (a rolling upgrade to 3.7+ is picked up). Once a
+  read has worked the cluster is known to serve them, and such an answer (one broker of a
+  rolling upgrade or downgrade) is a failed read like any other.
 """
 
 from __future__ import annotations
@@ -32,7 +42,12 @@ from proto.messages import DescribeConfigsRequest, ListConfigResourcesRequest
 from proto.messages.describe_configs_request import DescribeConfigsResource
 from subscriptions.cluster_store import ClusterSubscriptionStore
 
-__all__ = ["NotServed", "SubscriptionRefresh", "read_client_metrics"]
+__all__ = [
+    "DEFAULT_STALE_AFTER_MS",
+    "NotServed",
+    "SubscriptionRefresh",
+    "read_client_metrics",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +56,13 @@ _DEFAULT_CONFIG: Final = 5  # DescribeConfigsResponse.ConfigSource.DEFAULT_CONFI
 # After an alter the gateway forwarded, read once at once and once this much later: the
 # broker that answered the alter and the one read may apply the change a moment apart.
 FOLLOW_UP_MS: Final = 500
-# What a DescribeConfigs of a resource type the broker does not know answers.
+# How old the last set read may be before the node says it may not be the cluster's any
+# more (``gateway.subscriptions.stale.after.ms``, ``subscriptions.kafka.stale.after.ms``):
+# 30 reads at the default refresh of 2000 ms.
+DEFAULT_STALE_AFTER_MS: Final = 60_000
+# What a DescribeConfigs of a resource type the broker does not know answers. Only these:
+# any other error (UNKNOWN_SERVER_ERROR included) is a failed read, the cluster's
+# subscriptions unknown for now, not the local store's.
 _NOT_SERVED_ERRORS: Final = frozenset(
     {Errors.INVALID_REQUEST, Errors.UNSUPPORTED_VERSION, Errors.INVALID_CONFIG}
 )
@@ -130,19 +151,24 @@ class SubscriptionRefresh:
         *,
         clock: Clock,
         refresh_ms: int,
+        stale_after_ms: int = DEFAULT_STALE_AFTER_MS,
         on_change: Callable[[], object] = lambda: None,
     ) -> None:
         self.store = store
         self._read = read
         self._clock = clock
         self.refresh_ms = refresh_ms
+        self.stale_after_ms = stale_after_ms
         self._on_change = on_change
         self._asked = asyncio.Event()
         self._follow_up = False
         self._failing = False
+        self._said_stale = False
         # Reads that worked and that failed, for /metrics.
         self.reads = 0
         self.failures = 0
+        # Why the last read failed (None after one that worked), for /readyz.
+        self.last_error: str | None = None
         # The clock's time of the last read that worked, and of the last one that changed
         # the subscriptions (ms), None before the first.
         self.last_read_ms: int | None = None
@@ -153,37 +179,60 @@ class SubscriptionRefresh:
         self._follow_up = True
         self._asked.set()
 
+    # -- what the node asks -------------------------------------------------------------
+
+    @property
+    def unread(self) -> bool:
+        """No read has worked and the cluster is not known to lack CLIENT_METRICS
+        configs: the subscriptions in force are unknown."""
+        return self.store.in_cluster and self.last_read_ms is None
+
+    def not_ready_reason(self) -> str | None:
+        """/readyz: not ready until the cluster's subscriptions have been read once."""
+        if not self.unread:
+            return None
+        return (
+            f"the client-metrics subscriptions of the cluster ({self.store.cluster}) "
+            f"have not been read yet: {self.last_error or 'reading'}"
+        )
+
+    def read_age_ms(self) -> int | None:
+        """Since the last read that worked (ms); None before it or on the local store."""
+        if self.last_read_ms is None or not self.store.in_cluster:
+            return None
+        return self._clock.now_ms() - self.last_read_ms
+
+    @property
+    def stale(self) -> bool:
+        """The subscriptions in force are not known to be the cluster's now: never read,
+        or the last read that worked is older than ``stale_after_ms``."""
+        if self.unread:
+            return True
+        age = self.read_age_ms()
+        return age is not None and age > self.stale_after_ms
+
+    # -- reading ------------------------------------------------------------------------
+
     async def refresh(self) -> bool:
-        """One read; False once the cluster is known not to serve the subscriptions."""
+        """One read; whether it worked (the cluster's set, or the local store's on a
+        cluster known not to serve them)."""
         try:
             read = await self._read()
         except NotServed as exc:
-            log.warning(
-                "the upstream cluster (%s) does not serve CLIENT_METRICS configs: %s; "
-                "client-metrics subscriptions come from the local store (%s)",
-                self.store.cluster,
-                exc,
-                self.store.config_dir,
-            )
-            self.store.use_local()
-            self._on_change()
+            if self.last_read_ms is None:
+                self._not_served(exc)
+                return True
+            self._failed(exc)
             return False
         except (OSError, TimeoutError, KafkaError) as exc:
-            self.failures += 1
-            level = logging.DEBUG if self._failing else logging.WARNING
-            self._failing = True
-            log.log(
-                level,
-                "cannot read the client-metrics subscriptions of the cluster (%s): %s; "
-                "the last set read stays in force",
-                self.store.cluster,
-                exc or type(exc).__name__,
-            )
-            return True
+            self._failed(exc)
+            return False
         if self._failing:
             self._failing = False
             log.info("client-metrics subscriptions read from the cluster again")
         self.reads += 1
+        self.last_error = None
+        self._said_stale = False
         self.last_read_ms = self._clock.now_ms()
         if self.store.install(read):
             self.changed_ms = self.last_read_ms
@@ -195,13 +244,59 @@ class SubscriptionRefresh:
             self._on_change()
         return True
 
+    def _not_served(self, exc: NotServed) -> None:
+        if not self.store.in_cluster:
+            return  # said when it was first seen; read again every refresh
+        log.warning(
+            "the upstream cluster (%s) does not serve CLIENT_METRICS configs: %s; "
+            "client-metrics subscriptions come from the local store (%s), and the "
+            "cluster is asked again every %d ms",
+            self.store.cluster,
+            exc,
+            self.store.config_dir,
+            self.refresh_ms,
+        )
+        self.store.use_local()
+        self._on_change()
+
+    def _failed(self, exc: Exception) -> None:
+        self.failures += 1
+        self.last_error = str(exc) or type(exc).__name__
+        level = logging.DEBUG if self._failing else logging.WARNING
+        self._failing = True
+        if self.last_read_ms is None:
+            log.log(
+                level,
+                "cannot read the client-metrics subscriptions of the cluster (%s): %s; "
+                "not ready, and no subscription is served until a read works",
+                self.store.cluster,
+                self.last_error,
+            )
+            return
+        log.log(
+            level,
+            "cannot read the client-metrics subscriptions of the cluster (%s): %s; "
+            "the last set read stays in force",
+            self.store.cluster,
+            self.last_error,
+        )
+        if self.stale and not self._said_stale:
+            self._said_stale = True
+            log.warning(
+                "the client-metrics subscriptions in force were read from the cluster "
+                "(%s) %.1f s ago, longer than the %d ms allowed: they may not be the "
+                "cluster's any more",
+                self.store.cluster,
+                (self.read_age_ms() or 0) / 1000,
+                self.stale_after_ms,
+            )
+
     async def run(self) -> None:
-        """Wait, read, and again, until cancelled or the cluster turns out not to serve
-        the subscriptions (the first read is :meth:`refresh`, at start)."""
+        """Wait, read, and again, until cancelled (the first read is :meth:`refresh`, at
+        start)."""
         while True:
             await self._wait()
-            if not await self.refresh():
-                return
+            await self.refresh()
 
     async def _wait(self) -> None:
         wait_ms = self.refresh_ms

@@ -88,11 +88,10 @@ class _Admin:
         self.closed = True
 
 
-@pytest.mark.parametrize("served_reads", [0, 1])
-async def test_the_local_store_taking_over_is_said(
-    tmp_path: Path, served_reads: int
-) -> None:
-    """At the first read or a later one: the node rewrites its file then (on_local)."""
+async def test_the_local_store_taking_over_and_back_is_said(tmp_path: Path) -> None:
+    """A cluster that does not serve CLIENT_METRICS at the first read: the node says
+    so (its file rewritten), asks again every refresh, and says so again when a read
+    works (the cluster's set is in force again)."""
     clock = FakeClock()
     store = ClusterSubscriptionStore(ConfigStore(tmp_path), "kafka:9092")
     reads = 0
@@ -100,23 +99,25 @@ async def test_the_local_store_taking_over_is_said(
     async def read() -> dict[str, dict[str, str]]:
         nonlocal reads
         reads += 1
-        if reads > served_reads:
+        if reads == 1:
             raise NotServed("no CLIENT_METRICS configs")
-        return {}
+        return {"all": {"metrics": "*"}}
 
-    refresh = SubscriptionRefresh(store, read, clock=clock, refresh_ms=1000)
     said: list[bool] = []
+    refresh = SubscriptionRefresh(
+        store,
+        read,
+        clock=clock,
+        refresh_ms=1000,
+        on_change=lambda: said.append(store.in_cluster),
+    )
     admin = _Admin()
     tasks = BackgroundTasks(clock)
-    await keep_reading(
-        refresh,
-        admin,  # type: ignore[arg-type]
-        tasks,
-        on_local=lambda: said.append(store.in_cluster),
-    )
-    if served_reads:
-        assert said == []
-        await eventually(lambda: clock.pending == 1, timeout_s=10, what="asleep")
-        clock.advance(1000)
-    await eventually(lambda: said == [False], timeout_s=10, what="on_local")
+    await keep_reading(refresh, admin, tasks)  # type: ignore[arg-type]
+    assert said == [False]
+    await eventually(lambda: clock.pending == 1, timeout_s=10, what="asleep")
+    clock.advance(1000)
+    await eventually(lambda: said == [False, True], timeout_s=10, what="back")
+    tasks.cancel(lambda name: True)
+    await tasks.finished()
     assert admin.closed

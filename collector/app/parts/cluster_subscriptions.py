@@ -1,8 +1,9 @@
 """The subscriptions a Kafka cluster keeps (``subscriptions.store: kafka`` on serve,
-``gateway.subscriptions.store: cluster`` on a gateway): read once during start, before the
-node is ready (bounded by the admin client's timeout; a cluster that cannot be read now is
-read later), then every refresh until shutdown (collector/gateway/cluster_subscriptions.py
-reads them into subscriptions/cluster_store.py)."""
+``gateway.subscriptions.store: cluster`` on a gateway): read once during start (bounded by the
+admin client's timeout), then every refresh until shutdown
+(collector/gateway/cluster_subscriptions.py reads them into subscriptions/cluster_store.py).
+A node whose reads have not worked yet starts, but is not ready and answers no
+subscription (its readiness check and GetTelemetrySubscriptions gate are the refresh's)."""
 
 from __future__ import annotations
 
@@ -29,39 +30,39 @@ def cluster_subscription_refresh(
     admin: ClusterAdmin,
     refresh_ms: int,
     *,
+    stale_after_ms: int,
     clock: Clock,
     registry: CollectorRegistry,
+    on_change: Callable[[], object] = lambda: None,
 ) -> SubscriptionRefresh:
     """What reads the cluster's subscriptions into ``store`` with ``admin`` every
-    ``refresh_ms`` (started by :func:`keep_reading`); its reads in ``registry``."""
+    ``refresh_ms`` (started by :func:`keep_reading`); its reads in ``registry``;
+    ``on_change`` after each change of the set in force (a new set read, or the switch to
+    or back from the local store)."""
     refresh = SubscriptionRefresh(
-        store, lambda: read_client_metrics(admin), clock=clock, refresh_ms=refresh_ms
+        store,
+        lambda: read_client_metrics(admin),
+        clock=clock,
+        refresh_ms=refresh_ms,
+        stale_after_ms=stale_after_ms,
+        on_change=on_change,
     )
     registry.register(ScrapeCollector(lambda: _collect_reads(refresh, clock)))
     return refresh
 
 
 async def keep_reading(
-    refresh: SubscriptionRefresh,
-    admin: ClusterAdmin,
-    tasks: BackgroundTasks,
-    *,
-    on_local: Callable[[], object] = lambda: None,
+    refresh: SubscriptionRefresh, admin: ClusterAdmin, tasks: BackgroundTasks
 ) -> None:
     """Read now, then every refresh until shutdown (``admin`` is closed when that
-    stops; at once when the cluster does not serve the subscriptions, and ``on_local``
-    is called: the local store's subscriptions are served from then on)."""
-    if not await refresh.refresh():
-        admin.close()
-        on_local()
-        return
+    stops)."""
+    await refresh.refresh()
 
     async def keep() -> None:
         try:
             await refresh.run()
         finally:
             admin.close()
-        on_local()  # run() returns only when the cluster turned out not to serve them
 
     tasks.start(keep(), "subscriptions-refresh")
 
@@ -77,13 +78,28 @@ def _collect_reads(refresh: SubscriptionRefresh, clock: Clock) -> Iterator[Metri
     yield reads
     yield GaugeMetricFamily(
         "ktc_subscriptions_in_cluster",
-        "1 while the subscriptions are the Kafka cluster's, 0 when the local store's "
-        "(the cluster does not serve CLIENT_METRICS configs).",
-        value=1 if refresh.store.in_cluster else 0,
+        "1 while the subscriptions in force are a set read from the Kafka cluster; 0 "
+        "before the first read worked (none is served) and while they are the local "
+        "store's (the cluster does not serve CLIENT_METRICS configs).",
+        value=1 if refresh.store.read_from_cluster else 0,
     )
-    if refresh.last_read_ms is not None:
+    age_ms = refresh.read_age_ms()
+    if age_ms is not None:
         yield GaugeMetricFamily(
             "ktc_subscriptions_cluster_read_age_seconds",
-            "Seconds since the cluster's subscriptions were last read.",
-            value=(clock.now_ms() - refresh.last_read_ms) / 1000,
+            "Seconds since a read of the cluster's subscriptions last worked.",
+            value=age_ms / 1000,
         )
+    yield GaugeMetricFamily(
+        "ktc_subscriptions_cluster_stale_after_seconds",
+        "How old the last set read may be before the node says it may not be the "
+        "cluster's any more (gateway.subscriptions.stale.after.ms, "
+        "subscriptions.kafka.stale.after.ms).",
+        value=refresh.stale_after_ms / 1000,
+    )
+    yield GaugeMetricFamily(
+        "ktc_subscriptions_cluster_stale",
+        "1 while the cluster's subscriptions are unknown: never read, or the last read "
+        "that worked is older than the stale-after bound.",
+        value=1 if refresh.stale else 0,
+    )
