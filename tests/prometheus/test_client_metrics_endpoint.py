@@ -23,15 +23,11 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import socket
 import struct
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +35,7 @@ from typing import Any
 import pytest
 from collector_harness import RunningCollector
 from confluent_kafka import Consumer, Producer
+from java_producer import java_producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from otelcol_process import OtelCollector
 from prometheus_client.openmetrics.parser import (
@@ -52,9 +49,6 @@ from collector.telemetry.prometheus.naming import MetricType, metric_name
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gateway.golden import kafka_classpath
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -190,34 +184,6 @@ def expected_from_landing(
                             expected.get(key, 0.0) + value if delta else value
                         )
     return expected
-
-
-@contextmanager
-def java_producer(bootstrap: str, client_id: str, work: Path) -> Iterator[None]:
-    classpath = kafka_classpath()
-    if classpath is None:
-        reason = "needs the kafka-clients 4.4.0 jars (make kafka-libs)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    process = subprocess.Popen(
-        [
-            "java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Djava.io.tmpdir={work}", "-cp", classpath,
-            str(HERE / "java" / "TelemetryProducer.java"),
-            "--bootstrap", bootstrap, "--client-id", client_id,
-        ],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        yield
-    finally:
-        try:  # closing its stdin closes the producer: the terminating push
-            out, err = process.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-        assert "KTC error" not in out, f"{out}\n{err[-3000:]}"
 
 
 CLIENT_IDS = ("orders-librdkafka", "orders-consumer", "orders-java")

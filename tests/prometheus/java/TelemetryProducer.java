@@ -1,12 +1,19 @@
 // A Java producer (kafka-clients 4.4.0) that pushes client telemetry (KIP-714) over
 // PLAINTEXT and keeps pushing until its stdin closes; closing it sends the terminating push.
 // Prints "KTC instance <uuid>" once it has its subscription, or "KTC error ...".
-// Used by tests/prometheus/test_client_metrics_endpoint.py.
+// With --app-metric N it also registers an application metric for the subscription
+// (KIP-1076, Producer.registerMetricForSubscription): a CumulativeSum "orders-sent" in group
+// "app-feeder-metrics" tagged region=eu, recorded N times with the value 1.
+// Used by tests/prometheus/test_client_metrics_endpoint.py and test_kip1076_app_metrics.py.
 //
-// Run: java -cp "<kafka-clients and slf4j jars>" TelemetryProducer.java --bootstrap H:P --client-id ID
+// Run: java -cp "<kafka-clients and slf4j jars>" TelemetryProducer.java --bootstrap H:P --client-id ID [--app-metric N]
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.metrics.Metrics;
+import org.apache.kafka.common.metrics.Sensor;
+import org.apache.kafka.common.metrics.stats.CumulativeSum;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 import java.time.Duration;
@@ -24,7 +31,16 @@ public class TelemetryProducer {
         props.put("enable.metrics.push", "true");
         props.put("key.serializer", ByteArraySerializer.class.getName());
         props.put("value.serializer", ByteArraySerializer.class.getName());
-        try (Producer<byte[], byte[]> producer = new KafkaProducer<>(props)) {
+        try (Producer<byte[], byte[]> producer = new KafkaProducer<>(props);
+             Metrics appMetrics = new Metrics()) {
+            if (opts.containsKey("--app-metric")) {
+                MetricName name = appMetrics.metricName(
+                    "orders-sent", "app-feeder-metrics", "Orders sent", Map.of("region", "eu"));
+                Sensor sensor = appMetrics.sensor("orders-sent");
+                sensor.add(name, new CumulativeSum());
+                producer.registerMetricForSubscription(appMetrics.metric(name));
+                for (int i = Integer.parseInt(opts.get("--app-metric")); i > 0; i--) sensor.record(1.0);
+            }
             System.out.println("KTC instance " + producer.clientInstanceId(Duration.ofSeconds(30)));
             System.out.flush();
             while (System.in.read() != -1) { }
