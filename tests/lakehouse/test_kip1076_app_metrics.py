@@ -22,16 +22,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from subscriptions.store import ConfigStore
 
-TESTS = Path(__file__).resolve().parents[1]
-for _helpers in ("integration", "exporters", "prometheus"):
-    sys.path.insert(0, str(TESTS / _helpers))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "prometheus"))
 from collector_harness import RunningCollector, wait_for
 from java_producer import java_producer
 from otelcol_process import OtelCollector
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 
-REPO = TESTS.parent
+REPO = Path(__file__).resolve().parents[2]
 CLIENT_ID = "feeder"
 APP_METRIC = "org.apache.kafka.app.feeder.orders.sent"
 # Prometheus's OTLP translation of a monotonic Sum: the name, then _total.
@@ -115,7 +115,9 @@ def test_an_application_metric_lands_forwards_shows_and_is_ingested(
                     what="a push carrying the application metric",
                 )
                 assert {name for name, _, _ in pushed} == {APP_METRIC}
-                assert all(attributes == {"region": "eu"} for _, attributes, _ in pushed)
+                assert all(
+                    attributes == {"region": "eu"} for _, attributes, _ in pushed
+                )
 
                 shown = wait_for(
                     lambda: app_series(endpoint), timeout_s=30, what="its series"
@@ -158,7 +160,10 @@ def test_an_application_metric_lands_forwards_shows_and_is_ingested(
     iceberg = load_catalog("lake", **config.pyiceberg_properties())
     sums = [
         row
-        for row in iceberg.load_table(("ktc", "metrics_sum")).scan().to_arrow().to_pylist()
+        for row in iceberg.load_table(("ktc", "metrics_sum"))
+        .scan()
+        .to_arrow()
+        .to_pylist()
         if row["metric_name"] == APP_METRIC
     ]
     assert sums and all(row["client_id"] == CLIENT_ID for row in sums)
