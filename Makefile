@@ -54,9 +54,9 @@ setup-test: $(TEST_STAMP)
 # What is there is skipped; without the tool to fetch it (mvn, go, apt-get as root), outside
 # CI, the tests that need it skip instead.
 PROVISION := $(PYTHON) .ci/provision.py
-PROVISIONED := kafka-libs lake-libs spark-kafka-libs otelcol kgo-client postgresql chromium prometheus
+PROVISIONED := kafka-libs streams-libs lake-libs spark-kafka-libs otelcol kgo-client postgresql chromium prometheus
 # The tests and `ktc` read where the caches are from KTC_KAFKA_LIBS, KTC_LAKE_LIBS,
-# KTC_SPARK_KAFKA_LIBS, KTC_OTELCOL, KTC_KGO_CLIENT.
+# KTC_SPARK_KAFKA_LIBS, KTC_OTELCOL, KTC_KGO_CLIENT, KTC_STREAMS_LIBS.
 $(foreach line,$(shell $(PROVISION) --env),$(eval export $(line)))
 
 .PHONY: $(PROVISIONED)

@@ -262,6 +262,16 @@ ENTRIES: tuple[Entry, ...] = (
         directory="kafka-4.4.0",
         env="KTC_KAFKA_LIBS",
     ),
+    # A Kafka Streams application's clients (admin, each thread's consumer and producer,
+    # restore consumers): the application tests' and the per-instance series measurement's.
+    Maven(
+        name="streams-libs",
+        why="Kafka Streams 4.4.0 and its closure (RocksDB), for the application tests",
+        skips="the Kafka Streams tests",
+        artifacts=("org.apache.kafka:kafka-streams:4.4.0",),
+        directory="kafka-streams-4.4.0",
+        env="KTC_STREAMS_LIBS",
+    ),
     # `ktc ingest`, `ktc sql` (on Spark), `ktc thriftserver` and `ktc lake` read these at run
     # time, so `make run` fetches them too.  Beside PySpark's own jars: the listed ones only.
     Maven(

@@ -14,6 +14,11 @@ else 0 (librdkafka before 2.6 only had the per-broker ``node.request.latency``, 
 producer that sent no produce request reports ``request.latency.avg`` 0).  Points that are NaN or infinite are left
 out: the Java client reports NaN for an average or maximum with no sample in its window.
 
+``applications`` is a Kafka Streams application as one thing: a row per process (from its
+admin client's ``client.state``) and per stream thread (from the thread's main consumer's
+``thread.state``), joined by the ``process_id`` both carry, states by name
+(proto/streams_states.py: the pushes carry the enums' ordinals).
+
 ``stale_clients`` compares each instance's last push with a ``now``: the view uses
 ``current_timestamp()``; :func:`stale_clients_sql` takes any other instant, which is how
 the tests and a report for a past moment ask the same question.
@@ -24,6 +29,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
+from proto.streams_states import (
+    CLIENT_STATE_METRIC,
+    KAFKA_STREAMS_STATES,
+    STREAM_THREAD_STATES,
+    THREAD_STATE_METRIC,
+)
+
 __all__ = [
     "CONSUMER_HEALTH_COLUMNS",
     "INSIGHT_VIEW_NAMES",
@@ -32,6 +44,7 @@ __all__ = [
     "STALE_GRACE_MS",
     "THROTTLE_METRICS",
     "HealthColumn",
+    "applications_sql",
     "insight_view_sqls",
     "stale_clients_sql",
     "timestamp_sql",
@@ -43,7 +56,13 @@ INSIGHT_VIEW_NAMES: tuple[str, ...] = (
     "consumer_health",
     "throttled_clients",
     "stale_clients",
+    "applications",
 )
+
+_ALIVE_THREADS = "org.apache.kafka.stream.alive.stream.threads"
+_FAILED_THREADS = "org.apache.kafka.stream.failed.stream.threads"
+# States in which a process or a thread is between assignments.
+_REBALANCING_STATES = ("REBALANCING", "PARTITIONS_REVOKED", "PARTITIONS_ASSIGNED")
 
 # An instance is stale once its last push is older than STALE_FACTOR x its push interval
 # plus STALE_GRACE_MS.  KIP-714 clients push every interval with up to +-50 % jitter on the
@@ -247,6 +266,90 @@ def stale_clients_sql(
     )
 
 
+def _state_names(column: str, states: tuple[str, ...]) -> str:
+    cases = " ".join(f"WHEN {i} THEN '{name}'" for i, name in enumerate(states))
+    return f"CASE CAST({column} AS INT) {cases} END"
+
+
+def applications_sql(database: str) -> str:
+    """Kafka Streams applications: per process (``thread_id`` NULL) and per stream thread,
+    the latest state by name and since when (the first point of the latest run of that
+    state), the process's alive and failed thread counts, and the instance that said so."""
+    metrics = _q(database, "metrics")
+    state = (
+        "CASE l.level WHEN 'process' THEN "
+        + _state_names("l.state_value", KAFKA_STREAMS_STATES)
+        + " ELSE "
+        + _state_names("l.state_value", STREAM_THREAD_STATES)
+        + " END"
+    )
+    same_series = "p.level = l.level AND p.process_id = l.process_id AND p.thread_key = l.thread_key"
+    return (
+        f"CREATE OR REPLACE VIEW {_q(database, 'applications')} AS\n"
+        "WITH state_points AS (\n"
+        f"  SELECT CASE WHEN metric_name = '{CLIENT_STATE_METRIC}' THEN 'process'"
+        " ELSE 'thread' END AS level,\n"
+        "    attributes['application_id'] AS application_id,\n"
+        "    resource_attributes['group_id'] AS group_id,\n"
+        "    attributes['process_id'] AS process_id,\n"
+        "    COALESCE(attributes['thread_id'], '') AS thread_key,\n"
+        "    value, time, client_instance_id, client_id\n"
+        f"  FROM {metrics}\n"
+        f"  WHERE metric_name IN ('{CLIENT_STATE_METRIC}', '{THREAD_STATE_METRIC}')\n"
+        "    AND attributes['process_id'] IS NOT NULL AND value = value\n"
+        "), latest AS (\n"
+        "  SELECT level, process_id, thread_key,\n"
+        "    max_by(value, time) AS state_value, max(time) AS last_seen,\n"
+        "    max_by(client_instance_id, time) AS client_instance_id,\n"
+        "    max_by(client_id, time) AS client_id,\n"
+        "    max(application_id) AS application_id, max(group_id) AS group_id\n"
+        "  FROM state_points GROUP BY level, process_id, thread_key\n"
+        "), changed AS (\n"
+        "  SELECT l.level, l.process_id, l.thread_key, max(p.time) AS changed_at\n"
+        f"  FROM latest l JOIN state_points p ON {same_series}"
+        " AND p.value <> l.state_value\n"
+        "  GROUP BY l.level, l.process_id, l.thread_key\n"
+        "), since AS (\n"
+        # Every point after the last one in another state is in the latest state.
+        "  SELECT l.level, l.process_id, l.thread_key, min(p.time) AS state_since\n"
+        f"  FROM latest l JOIN state_points p ON {same_series}\n"
+        "  LEFT JOIN changed c ON c.level = l.level AND c.process_id = l.process_id"
+        " AND c.thread_key = l.thread_key\n"
+        "  WHERE c.changed_at IS NULL OR p.time > c.changed_at\n"
+        "  GROUP BY l.level, l.process_id, l.thread_key\n"
+        "), threads AS (\n"
+        "  SELECT client_instance_id,\n"
+        f"    max_by(value, time) FILTER (WHERE metric_name = '{_ALIVE_THREADS}')"
+        " AS alive_stream_threads,\n"
+        "    CASE WHEN max(aggregation_temporality) FILTER (WHERE metric_name ="
+        f" '{_FAILED_THREADS}') = 1\n"
+        f"      THEN sum(value) FILTER (WHERE metric_name = '{_FAILED_THREADS}')\n"
+        f"      ELSE max_by(value, time) FILTER (WHERE metric_name = '{_FAILED_THREADS}')"
+        " END AS failed_stream_threads\n"
+        f"  FROM {metrics}\n"
+        f"  WHERE metric_name IN ('{_ALIVE_THREADS}', '{_FAILED_THREADS}')\n"
+        "  GROUP BY client_instance_id\n"
+        ")\n"
+        "SELECT 'streams' AS kind,\n"
+        "  COALESCE(l.application_id, process.application_id, l.group_id,"
+        " process.group_id) AS application_id,\n"
+        "  l.process_id, NULLIF(l.thread_key, '') AS thread_id,\n"
+        f"  {state} AS state,\n"
+        "  CAST(l.state_value AS INT) AS state_value, s.state_since, l.last_seen,\n"
+        f"  {state} IN ({_quoted(_REBALANCING_STATES)}) AS rebalancing,\n"
+        "  CAST(t.alive_stream_threads AS BIGINT) AS alive_stream_threads,\n"
+        "  CAST(t.failed_stream_threads AS BIGINT) AS failed_stream_threads,\n"
+        "  l.client_instance_id, l.client_id\n"
+        "FROM latest l\n"
+        "JOIN since s ON s.level = l.level AND s.process_id = l.process_id"
+        " AND s.thread_key = l.thread_key\n"
+        "LEFT JOIN latest process ON process.level = 'process'"
+        " AND process.process_id = l.process_id\n"
+        "LEFT JOIN threads t ON l.level = 'process'"
+        " AND t.client_instance_id = l.client_instance_id"
+    )
+
+
 def insight_view_sqls(database: str) -> tuple[str, ...]:
     """CREATE OR REPLACE VIEW for every insight view, in dependency order."""
     return (
@@ -256,4 +359,5 @@ def insight_view_sqls(database: str) -> tuple[str, ...]:
         throttled_clients_sql(database),
         f"CREATE OR REPLACE VIEW {_q(database, 'stale_clients')} AS\n"
         + stale_clients_sql(database),
+        applications_sql(database),
     )

@@ -5,10 +5,12 @@
 // every task processes and every sensor records.  Prints "KTC running" once the instance
 // is RUNNING, or "KTC error ...".
 // Used by tests/prometheus/measure_streams_series.py (the default of
-// prometheus.clients.max.series.per.instance, docs/prometheus.md).
+// prometheus.clients.max.series.per.instance, docs/prometheus.md) and
+// tests/gateway/test_streams_application.py.
 //
 // Run: java -cp "<kafka-streams 4.4.0 and its dependencies>" TelemetryStreams.java \
-//     --bootstrap H:P --application-id ID --input TOPIC --output TOPIC --threads N
+//     --bootstrap H:P --application-id ID --input TOPIC --output TOPIC --threads N \
+//     [--recording-level INFO|DEBUG|TRACE]
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -37,7 +39,8 @@ public class TelemetryStreams {
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, opts.get("--application-id"));
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, opts.getOrDefault("--threads", "1"));
-        props.put(StreamsConfig.METRICS_RECORDING_LEVEL_CONFIG, "DEBUG");
+        props.put(StreamsConfig.METRICS_RECORDING_LEVEL_CONFIG,
+                opts.getOrDefault("--recording-level", "DEBUG"));
         props.put(StreamsConfig.STATE_DIR_CONFIG,
                 Files.createTempDirectory("ktc-streams").toString());
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
