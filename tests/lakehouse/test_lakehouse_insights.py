@@ -508,7 +508,8 @@ def test_every_view_reads_the_same_on_the_fast_path(captured, spark_lake) -> Non
         fast = sorted(map(repr, (_comparable(r) for r in rows)))
         slow = sorted(map(repr, (_comparable(tuple(r)) for r in frame.collect())))
         assert fast == slow, view
-        assert rows or view in ("throttled_clients",), view
+        # No throttled client and no Kafka Streams application in the captured pushes.
+        assert rows or view in ("throttled_clients", "applications"), view
 
 
 # What `ktc sql` on the fast path must not import: Spark, the report's plotting, the
