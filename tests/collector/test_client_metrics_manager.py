@@ -12,14 +12,6 @@ import tracemalloc
 import uuid
 
 import pytest
-from collector_testkit import (
-    MemorySubscriptions,
-    make_manager,
-    make_session,
-    otlp_payload,
-    subscription,
-    zstd,
-)
 
 from collector.telemetry.client_metrics import SUPPORTED_COMPRESSION_TYPES
 from exporters.base import ExportResult
@@ -28,6 +20,14 @@ from exporters.landing import LandingLog, LandingReader
 from proto.errors import Errors
 from proto.messages import PushTelemetryRequest
 from subscriptions.kafka_uuid import ONE_UUID, ZERO_UUID, kafka_uuid_from_str
+from tests.collector.collector_testkit import (
+    MemorySubscriptions,
+    make_manager,
+    make_session,
+    otlp_payload,
+    subscription,
+    zstd,
+)
 
 INTERVAL = 1000
 CONN = make_session()

@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import Start
-from wire_client import WireClient
 
 from collector.security.acls import (
     AclBinding,
@@ -40,6 +38,8 @@ from proto.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
 )
+from tests.collector.collector_testkit import Start
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,14 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from collector_testkit import (
-    MemorySubscriptions,
-    RecordingChannel,
-    make_manager,
-    otlp_payload,
-    subscription,
-    zstd,
-)
 
 from clock.testing import FakeClock
 from collector.broker.kafka_apis import KafkaApis
@@ -34,6 +26,14 @@ from proto.messages import (
     get_telemetry_subscriptions_response,
 )
 from quota import QuotaEngine
+from tests.collector.collector_testkit import (
+    MemorySubscriptions,
+    RecordingChannel,
+    make_manager,
+    otlp_payload,
+    subscription,
+    zstd,
+)
 
 ZERO = uuid.UUID(int=0)
 INSTANCE = uuid.UUID("6a3c1a8e-96c1-4f0e-9b1d-2f6f3b9f6a10")

@@ -19,10 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import RecordingChannel, open_connections, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
-from waiting import eventually
-from wire_client import WireClient
 
 from clock import SYSTEM_CLOCK, Clock
 from clock.testing import FakeClock
@@ -41,6 +38,13 @@ from proto.messages import (
 from proto.messages import alter_client_quotas_request as acq
 from quota import QuotaEngine, QuotaType
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import (
+    RecordingChannel,
+    open_connections,
+    otlp_payload,
+)
+from tests.collector.wire_client import WireClient
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

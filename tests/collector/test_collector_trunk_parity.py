@@ -16,13 +16,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from collector_testkit import (
-    collector_config,
-    make_session,
-    otlp_payload,
-    running,
-)
-from wire_client import WireClient
 
 from collector.app.cli import cli
 from collector.app.server import CollectorServer
@@ -39,6 +32,13 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import (
+    collector_config,
+    make_session,
+    otlp_payload,
+    running,
+)
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import (
+
+from collector.app.server import CollectorServer
+from exporters.landing import LandingReader
+from proto import ApiKeys
+from proto.errors import Errors
+from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from tests.collector.collector_testkit import (
     RecordingTransport,
     collector_config,
     otlp_payload,
@@ -23,13 +29,7 @@ from collector_testkit import (
     subscribe_producers,
     zstd,
 )
-from wire_client import WireClient
-
-from collector.app.server import CollectorServer
-from exporters.landing import LandingReader
-from proto import ApiKeys
-from proto.errors import Errors
-from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import Start, make_session, otlp_payload
-from wire_client import WireClient
 
 from clock.testing import FakeClock
 from collector.app.admin_http import _is_loopback
@@ -26,6 +24,8 @@ from proto.messages import (
 )
 from subscriptions.kafka_uuid import kafka_uuid_from_str
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import Start, make_session, otlp_payload
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -32,7 +32,6 @@ from typing import Any
 
 import cramjam
 import pytest
-from differential import CLOSED, KnownDifference, Pair, Report, Servers
 
 from proto import SUPPORTED_VERSIONS, ApiKeys, CompressionType, compress
 from proto.errors import Errors
@@ -70,6 +69,7 @@ from proto.messages.incremental_alter_configs_request import (
 )
 from proto.messages.metadata_request import MetadataRequestTopic
 from tests.collector.collector_testkit import otlp_payload
+from tests.compat.differential import CLOSED, KnownDifference, Pair, Report, Servers
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
 

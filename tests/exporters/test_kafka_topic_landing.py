@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
-from otlp_receiver import sample_context, sample_metrics_data
 
 from collector.app.config import ConfigError, load_config
 from collector.app.landing_topic import topic_settings
@@ -26,6 +25,7 @@ from exporters.kafka_topic import (
     encode_headers,
 )
 from exporters.landing.format import encode_context
+from tests.exporters.otlp_receiver import sample_context, sample_metrics_data
 
 
 def telemetry_context(index: int) -> Any:

@@ -8,7 +8,11 @@ from pathlib import Path
 import grpc
 import pytest
 import trustme
-from otlp_receiver import (
+
+from exporters.otlp.config import OtlpExporterConfig
+from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
+from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
+from tests.exporters.otlp_receiver import (
     ByteCountingProxy,
     Fail,
     OtlpReceiver,
@@ -17,10 +21,6 @@ from otlp_receiver import (
     point_values,
     sample_metrics_data,
 )
-
-from exporters.otlp.config import OtlpExporterConfig
-from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
-from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
 
 @pytest.fixture

@@ -32,11 +32,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 GOLDEN = ROOT / "tests" / "gateway" / "golden"
 CAPTURED = HERE / "captured"
-sys.path[:0] = [str(HERE), str(ROOT / "tests" / "proto")]
+# Run as a script: the repository root, for the sources and `tests.` imports.
+sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from message_strategies import message_strategy, specs  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
     Gauge,
@@ -58,6 +58,7 @@ from proto import (  # noqa: E402
 from proto.api_table import request_header_version, response_header_version  # noqa: E402
 from proto.compression import CompressionType, compress  # noqa: E402
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
+from tests.proto.message_strategies import message_strategy, specs  # noqa: E402
 
 EXAMPLES_PER_VERSION = 2
 # GetTelemetrySubscriptions v0 (tests/proto/test_connection.py pins its bytes).

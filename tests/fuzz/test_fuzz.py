@@ -11,8 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fuzz_targets
 import pytest
+
+from tests.fuzz import fuzz_targets
 
 HERE = Path(__file__).resolve().parent
 # Runs per target (seed corpus included), sized so that all six take about 30 s on a

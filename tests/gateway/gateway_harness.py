@@ -4,15 +4,11 @@ and what it landed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from collector_harness import RunningCollector, wait_for
-
 from collector.app.gateway_server import GatewayServer
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 __all__ = ["RunningGateway", "wait_for"]
 

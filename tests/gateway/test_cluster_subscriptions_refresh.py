@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.gateway.cluster_subscriptions import (
@@ -21,6 +20,7 @@ from collector.gateway.cluster_subscriptions import (
 )
 from subscriptions.cluster_store import ClusterSubscriptionStore
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually
 
 REFRESH_MS = 2000
 

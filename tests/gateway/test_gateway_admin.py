@@ -34,10 +34,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TansuBroker
-from harness.wire import exchange
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
@@ -55,9 +51,13 @@ from kio.schema.list_config_resources.v1.request import ListConfigResourcesReque
 from kio.schema.list_config_resources.v1.response import ListConfigResourcesResponse
 from kio.schema.metadata.v12 import request as mr
 from kio.schema.metadata.v12.response import MetadataResponse
-from waiting import eventually_sync
 
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TansuBroker
+from tests.gateway.harness.wire import exchange
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 

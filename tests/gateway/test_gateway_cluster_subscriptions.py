@@ -31,10 +31,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster, classpath, java_bin
-from harness.tansu import TansuBroker
-from harness.wire import exchange
 from kio.schema.describe_configs.v4 import request as dc
 from kio.schema.describe_configs.v4.response import DescribeConfigsResponse
 from kio.schema.errors import ErrorCode
@@ -50,10 +46,14 @@ from kio.schema.incremental_alter_configs.v1.response import (
 )
 from kio.static.primitive import i8
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from waiting import eventually_sync
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster, classpath, java_bin
+from tests.gateway.harness.tansu import TansuBroker
+from tests.gateway.harness.wire import exchange
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -570,7 +570,7 @@ def test_a_serve_fleet_keeps_its_subscriptions_in_kafka(
     """``ktc serve`` with ``subscriptions.store: kafka``: two nodes serve what was altered
     at the cluster (``ktc subscriptions --bootstrap-server``); an alter sent to a node
     itself is refused, naming where to make it."""
-    from collector_harness import RunningCollector
+    from tests.integration.collector_harness import RunningCollector
 
     client_id = f"serve-{uuid.uuid4().hex[:6]}"
     cluster = kafka_cluster.bootstrap_servers()

@@ -53,14 +53,15 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness import _proc
-from harness import tansu as tansu_module
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TansuBroker
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness import _proc
+from tests.gateway.harness import tansu as tansu_module
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TansuBroker
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 

@@ -37,8 +37,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from golden.capture_live import (
+from kio.serial import entity_reader
+
+from collector.gateway.api_versions import (
+    API_VERSIONS_RANGE,
+    DECODED_VERSIONS,
+    capped_range,
+)
+from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto.api_table import API_TABLE
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.golden.capture_live import (
     LiveRequest,
     api_versions,
     describe_cluster,
@@ -48,18 +57,9 @@ from golden.capture_live import (
     live_requests,
     metadata,
 )
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
-from kio.serial import entity_reader
-from waiting import eventually_sync
-
-from collector.gateway.api_versions import (
-    API_VERSIONS_RANGE,
-    DECODED_VERSIONS,
-    capped_range,
-)
-from proto import SUPPORTED_VERSIONS, ApiKeys
-from proto.api_table import API_TABLE
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.app.config import load_config
@@ -66,6 +65,7 @@ from proto.messages import produce_request as pr
 from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from proto.messages.sasl_handshake_response import SaslHandshakeResponse
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

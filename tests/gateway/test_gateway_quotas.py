@@ -52,13 +52,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
 from prometheus_client.parser import text_string_to_metric_families
 
 from proto.errors import Errors
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 

@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource
-from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     Gauge,
@@ -47,9 +46,6 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ScopeMetrics,
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
-from replica_processes import KTC, ReplicaFleet, ReplicaProcess
-from topic_reader import read_topic
-from waiting import eventually_sync
 
 from proto import ApiKeys
 from proto.errors import Errors
@@ -60,8 +56,11 @@ from proto.messages import (
 )
 
 # The project's wire client (tests/collector), after everything of this directory.
-sys.path.append(str(Path(__file__).resolve().parents[1] / "collector"))
-from wire_client import WireClient
+from tests.collector.wire_client import WireClient
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.replica_processes import KTC, ReplicaFleet, ReplicaProcess
+from tests.gateway.topic_reader import read_topic
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TANSU_VERSION, TansuBroker
+
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TANSU_VERSION, TansuBroker
 
 pytestmark = pytest.mark.gateway
 

@@ -12,7 +12,6 @@ import dataclasses
 from typing import Any
 
 import pytest
-from golden.strategies import message_strategy, specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from collector.gateway.addresses import (
 from proto.api_keys import ApiKeys
 from proto.codegen import MessageSpec
 from proto.messages import RESPONSE_MODULES
+from tests.gateway.golden.strategies import message_strategy, specs
 
 
 def address_for(node_id: int) -> tuple[str, int]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from golden import GoldenRequest, requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +26,7 @@ from proto.api_table import API_TABLE
 from proto.connection import decode_response
 from proto.errors import Errors
 from proto.messages import api_versions_response as av
+from tests.gateway.golden import GoldenRequest, requests
 
 LOCAL = {ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0), ApiKeys.PUSH_TELEMETRY: (0, 0)}
 GOLDEN = requests("api_versions")

@@ -11,8 +11,6 @@ import struct
 from typing import Any
 
 import pytest
-from golden import GoldenThrottle, throttles
-from golden.strategies import message_strategy, response_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +24,8 @@ from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
 from proto.codegen import MessageSpec
 from proto.messages import RESPONSE_MODULES
+from tests.gateway.golden import GoldenThrottle, throttles
+from tests.gateway.golden.strategies import message_strategy, response_specs
 
 GOLDEN = throttles()
 

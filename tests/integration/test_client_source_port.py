@@ -11,12 +11,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

@@ -13,12 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from collector_harness import wait_for
 
 from exporters.landing import LandingReader, landing_directory
 from proto import ApiKeys, ClientConnection, compress
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Consumer, Producer
 
 from collector.app.cli import cli
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

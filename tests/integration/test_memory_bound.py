@@ -15,13 +15,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from collector_harness import wait_for
 
 from proto import ApiKeys, ClientConnection, compress
 from proto.errors import Errors
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from proto.request_limits import push_telemetry_request_max_bytes
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

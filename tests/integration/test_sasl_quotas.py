@@ -11,8 +11,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector
-from test_quotas_real_clients import SHORT_WINDOWS, scrape
 
 from collector.security.credentials import (
     ScramMechanism,
@@ -26,6 +24,8 @@ from proto.messages import (
     SaslHandshakeRequest,
 )
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector
+from tests.integration.test_quotas_real_clients import SHORT_WINDOWS, scrape
 from tests.secrets_under_test import SASL_USERS
 from tests.security.sasl_client import ScramClient
 

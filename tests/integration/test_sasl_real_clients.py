@@ -9,9 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaError, KafkaException, Producer
-from test_quotas_real_clients import scrape
 
 from collector.security.credentials import (
     ScramMechanism,
@@ -21,6 +19,8 @@ from collector.security.credentials_file import DurableCredentialStore
 from proto import encode_request
 from proto.messages import MetadataRequest
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.integration.test_quotas_real_clients import scrape
 from tests.secrets_under_test import SASL_USERS, WRONG_PASSWORD
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]

@@ -52,12 +52,11 @@ def require_lake_jars() -> None:
 def require_topic_ingest() -> None:
     """Skip (outside CI; fail in CI) unless the topic ingest's parts are here: Iceberg's
     jars, Spark's Kafka source (`make spark-kafka-libs`) and Kafka 4.4.0."""
-    from topic_cluster import missing_prerequisites
-
     from exporters.lakehouse.topic_source import (
         KafkaSourceJarsMissing,
         kafka_source_jars,
     )
+    from tests.lakehouse.topic_cluster import missing_prerequisites
 
     require_lake_jars()
     try:

@@ -33,10 +33,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent
-for extra in (TESTS / "gateway", TESTS / "integration"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
 
@@ -162,9 +158,9 @@ def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[object, object]:
 
 def capture(work_dir: Path) -> list[LandingRecord]:
     """Runs every client against a gateway in front of a one-node Kafka; the landed pushes."""
-    from gateway_harness import RunningGateway, wait_for
-    from harness.java_clients import run_java_clients
-    from harness.kafka_cluster import KafkaCluster
+    from tests.gateway.gateway_harness import RunningGateway, wait_for
+    from tests.gateway.harness.java_clients import run_java_clients
+    from tests.gateway.harness.kafka_cluster import KafkaCluster
 
     cluster = KafkaCluster(nodes=1, work_dir=work_dir / "kafka", heap="384m")
     cluster.start()

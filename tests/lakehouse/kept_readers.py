@@ -21,9 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from waiting import eventually_sync
-
 from exporters.lakehouse.cli.thriftserver import spark_home
+from tests.waiting import eventually_sync
 
 __all__ = [
     "ANSWER_TIMEOUT_S",

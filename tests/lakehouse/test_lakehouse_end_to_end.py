@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from conftest import require_lake_jars
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from postgres_cluster import postgres_database
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.lakehouse.conftest import require_lake_jars
+from tests.lakehouse.postgres_cluster import postgres_database
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -10,16 +10,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from lakehouse_otlp import (
-    CONTEXTS,
-    canonical,
-    make_context,
-    metrics_data,
-    sample_metrics_data,
-)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -38,6 +30,14 @@ from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, TableSpec, create_table_sql
 from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
+from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
+from tests.lakehouse.lakehouse_otlp import (
+    CONTEXTS,
+    canonical,
+    make_context,
+    metrics_data,
+    sample_metrics_data,
+)
 
 pytestmark = pytest.mark.spark
 

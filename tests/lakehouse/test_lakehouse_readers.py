@@ -29,22 +29,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ingest_once_argv, require_lake_jars, write_landing
-from kept_readers import (
+
+from exporters.lakehouse.catalog import ensure_catalog
+from exporters.lakehouse.session import CACHE_ENABLED, CATALOG_NAME
+from tests.lakehouse.conftest import ingest_once_argv, require_lake_jars, write_landing
+from tests.lakehouse.kept_readers import (
     ANSWER_TIMEOUT_S,
     free_port,
     start_beeline,
     start_documented_pyspark,
     start_thriftserver,
 )
-from kept_readers import (
+from tests.lakehouse.kept_readers import (
     stop as stop_reader,
 )
-from lakehouse_otlp import make_context, sample_metrics_data
-from waiting import eventually_sync
-
-from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.session import CACHE_ENABLED, CATALOG_NAME
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require_lake_jars, write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.cli.thriftserver import spark_home, thriftserver_argv
 from exporters.lakehouse.session import LakehouseConfig
+from tests.lakehouse.conftest import require_lake_jars, write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -26,12 +26,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
-from insight_capture import load_captured
 
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
 from exporters.lakehouse.report import CHARTS
+from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
+from tests.lakehouse.insight_capture import load_captured
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

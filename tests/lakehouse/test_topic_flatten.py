@@ -10,7 +10,6 @@ import json
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.kafka_topic.record import encode_headers
 from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
@@ -23,6 +22,7 @@ from exporters.lakehouse.topic_source import (
     source_name,
 )
 from exporters.landing import LandingRecord
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 # What Spark's Kafka source gives mapInArrow (includeHeaders=true), the columns read.
 KAFKA_SCHEMA = pa.schema(

@@ -32,8 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, require_topic_ingest
-from topic_cluster import (
+
+from exporters.lakehouse.failpoints import POINTS
+from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.schema import TABLES
+from exporters.lakehouse.session import LakehouseConfig
+from tests.lakehouse.conftest import SPARK_TEST_CONF, require_topic_ingest
+from tests.lakehouse.topic_cluster import (
     REPO,
     KafkaCluster,
     StandaloneCluster,
@@ -42,11 +47,6 @@ from topic_cluster import (
     landing_push,
     produce,
 )
-
-from exporters.lakehouse.failpoints import POINTS
-from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.schema import TABLES
-from exporters.lakehouse.session import LakehouseConfig
 
 KILLS = int(os.environ.get("KTC_TOPIC_KILLS", "5"))
 # A standalone run costs about twice a local one (the application's executor starts for

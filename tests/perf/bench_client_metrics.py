@@ -38,9 +38,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen import OPEN, OPEN_PERIOD_FACTOR, producer_payload, run_load_blocking
+from tests.perf.loadgen import (
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    producer_payload,
+    run_load_blocking,
+)
 
 BUDGET = 25_000  # prometheus.clients.max.series, its default
 

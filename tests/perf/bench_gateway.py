@@ -78,10 +78,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
-from harness import _proc
-from harness.kafka_cluster import (
+from tests.gateway.harness import _proc
+from tests.gateway.harness.kafka_cluster import (
     KafkaCluster,
     KafkaNode,
     missing_prerequisites,

@@ -30,12 +30,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
-from bench_push import INTERVAL_MS, _serving, _wait_for_file
-from harness.kafka_cluster import KafkaCluster, missing_prerequisites
-from loadgen import CLOSED, OPEN, OPEN_PERIOD_FACTOR, LoadResult, run_load_blocking
+from tests.gateway.harness.kafka_cluster import KafkaCluster, missing_prerequisites
+from tests.perf.bench_push import INTERVAL_MS, _serving, _wait_for_file
+from tests.perf.loadgen import (
+    CLOSED,
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    run_load_blocking,
+)
 
 TARGET_RATIO = 0.8
 # Each collector's /metrics port, by name.

@@ -23,13 +23,15 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-
-from otlp_receiver import OtlpReceiver, sample_context, sample_metrics_data
 
 from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp import OtlpExporterConfig, OtlpForwarder
 from exporters.otlp.transport import EXPORT_METHOD
+from tests.exporters.otlp_receiver import (
+    OtlpReceiver,
+    sample_context,
+    sample_metrics_data,
+)
 
 # A librdkafka producer pushes 10 metrics with one point each.
 PUSH = sample_metrics_data(gauges=9).SerializeToString()

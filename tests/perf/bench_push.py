@@ -56,9 +56,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen import CLOSED, OPEN, OPEN_PERIOD_FACTOR, LoadResult, run_load_blocking
+from tests.perf.loadgen import (
+    CLOSED,
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    run_load_blocking,
+)
 
 INTERVAL_MS = 100
 TARGET_RATIO = 0.6

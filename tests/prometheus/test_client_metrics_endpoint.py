@@ -28,7 +28,6 @@ import re
 import socket
 import struct
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -37,24 +36,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_harness import RunningCollector
 from confluent_kafka import Consumer, Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from otelcol_process import OtelCollector
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_server import PrometheusServer
-from waiting import eventually_sync
 
 from collector.telemetry.prometheus.naming import MetricType, metric_name
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gateway.golden import kafka_classpath
+from tests.exporters.otelcol_process import OtelCollector
+from tests.gateway.golden import kafka_classpath
+from tests.integration.collector_harness import RunningCollector
+from tests.prometheus.prometheus_server import PrometheusServer
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

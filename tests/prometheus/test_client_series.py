@@ -11,7 +11,6 @@ from collections.abc import Iterable
 
 import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
-from otlp_build import CUMULATIVE, gauge, histogram, payload, summary, total
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
@@ -26,6 +25,14 @@ from collector.telemetry.prometheus.client_series import (
     ClientSeriesSettings,
 )
 from exporters.context import TelemetryContext
+from tests.prometheus.otlp_build import (
+    CUMULATIVE,
+    gauge,
+    histogram,
+    payload,
+    summary,
+    total,
+)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_strategies import api_messages, kio_class, kio_encode, message_strategy
 
 from proto.codegen import MessageSpec
 from proto.connection import (
@@ -48,6 +47,12 @@ from proto.messages.get_telemetry_subscriptions_response import (
 )
 from proto.messages.push_telemetry_request import PushTelemetryRequest
 from proto.messages.push_telemetry_response import PushTelemetryResponse
+from tests.proto.message_strategies import (
+    api_messages,
+    kio_class,
+    kio_encode,
+    message_strategy,
+)
 
 
 def hexbytes(annotated: str) -> bytes:

@@ -204,8 +204,7 @@ def test_bomb_native_memory_is_bounded(name: str) -> None:
     script = textwrap.dedent(
         f"""
         import resource, sys
-        sys.path[:0] = [{str(ROOT)!r}, {str(HERE)!r}]
-        from test_payload_compression import BOMBS
+        from tests.proto.test_payload_compression import BOMBS
         from proto.compression import decompress
         from proto.errors import TelemetryTooLargeError
         ctype, build = BOMBS[{name!r}]
@@ -221,7 +220,11 @@ def test_bomb_native_memory_is_bounded(name: str) -> None:
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], check=False, capture_output=True, text=True
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     grown_kib = int(done.stdout.split()[-1])

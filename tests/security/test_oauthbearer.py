@@ -15,8 +15,6 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
-from sasl_client import authenticate, handshake
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.app.config import ConfigError, load_config
@@ -34,6 +32,8 @@ from collector.security.sasl.authenticator import SaslAuthenticator, StepKind
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
 from collector.security.sasl.oauthbearer import OAuthBearerServer
 from proto import decode_response
+from tests.security.sasl_client import authenticate, handshake
+from tests.waiting import eventually
 
 ISSUER = "https://issuer.example"
 AUDIENCE = "ktc"

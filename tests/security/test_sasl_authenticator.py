@@ -5,7 +5,6 @@ on a fake clock."""
 from __future__ import annotations
 
 import pytest
-from sasl_client import ScramClient, authenticate, frame, handshake, plain_token
 
 from collector.core.session import Session
 from collector.security.credentials import (
@@ -16,6 +15,13 @@ from collector.security.credentials import (
 from collector.security.sasl.authenticator import SaslAuthenticator, StepKind
 from proto import decode_response
 from proto.messages import ApiVersionsRequest, MetadataRequest, PushTelemetryRequest
+from tests.security.sasl_client import (
+    ScramClient,
+    authenticate,
+    frame,
+    handshake,
+    plain_token,
+)
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 

@@ -11,9 +11,8 @@ import asyncio
 import os
 from pathlib import Path
 
-from waiting import eventually
-
 from subscriptions.store import ConfigSnapshot, ConfigStore
+from tests.waiting import eventually
 
 DEADLINE_S = 2.0
 
