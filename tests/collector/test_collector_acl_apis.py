@@ -303,6 +303,7 @@ async def test_a_principal_without_acls_is_denied_what_kafka_checks(
     assert [(r.error_code, r.error_message) for r in altered.responses] == [
         (Errors.CLUSTER_AUTHORIZATION_FAILED, DENIED)
     ]
+    assert server._store is not None
     assert server._store.list_names() == []
     described = await wire.request(
         ApiKeys.DESCRIBE_CONFIGS,

@@ -276,7 +276,7 @@ def test_only_answers_to_unlanded_pushes_of_the_connection_are_refused() -> None
 
     # An AlterClientQuotas v0 answer with no entries has a push answer's 16-byte layout.
     quotas = encode_response(
-        ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, [])
+        ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, ())
     )
     assert len(quotas) == len(push(7))
     answers = [

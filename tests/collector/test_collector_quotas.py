@@ -62,7 +62,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     async def factory(
         clock: Clock = SYSTEM_CLOCK, **overrides: object
     ) -> CollectorServer:
-        settings = {
+        settings: dict[str, object] = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
             "data.dir": str(tmp_path / "data"),

@@ -303,6 +303,7 @@ async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
     assert (
         tmp_path / "data" / "config" / "client-metrics.yaml"
     ).read_bytes() == store_file
+    assert server._store is not None
     assert server._store.list_names() == ["base"]
 
     # The real change, then each client's next Get.

@@ -1640,8 +1640,8 @@ def test_scram_credentials(servers: Servers, checked: Report) -> None:
                 ),
             ),
         ]
-        for case, request in alters:
-            p.exchange(ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0, request, case=case)
+        for case, alter in alters:
+            p.exchange(ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0, alter, case=case)
         _eventually_kafka(
             p,
             ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,

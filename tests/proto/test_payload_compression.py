@@ -67,7 +67,8 @@ def test_unknown_type_is_unsupported_compression() -> None:
     for bad_id in (5, -1, 127):
         with pytest.raises(UnsupportedCompressionTypeError) as info:
             decompress(bad_id, b"x", 100)
-        assert info.value.error_code == Errors.UNSUPPORTED_COMPRESSION_TYPE == 76
+        assert info.value.error_code == Errors.UNSUPPORTED_COMPRESSION_TYPE
+    assert int(Errors.UNSUPPORTED_COMPRESSION_TYPE) == 76
     with pytest.raises(UnsupportedCompressionTypeError):
         compress(9, b"x")
 
