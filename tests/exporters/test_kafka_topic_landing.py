@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import Consumer, KafkaError
 
 from collector.app.config import ConfigError, load_config
 from collector.app.landing_topic import topic_settings
@@ -74,7 +74,9 @@ def test_the_record_is_plain_otlp_with_the_context_in_a_header() -> None:
     headers = encode_headers(context)
     assert headers == [("ktc.format", b"1"), ("ktc.context", encode_context(context))]
     # What docs/landing-log.md tells a plain consumer to do.
-    fields = json.loads(dict(headers)["ktc.context"])
+    encoded = dict(headers)["ktc.context"]
+    assert encoded is not None
+    fields = json.loads(encoded)
     assert fields["client_instance_id"] == context.client_instance_id
     assert fields["correlation_id"] == 7
     assert decode_record(headers, payload) == (context, payload)
@@ -255,7 +257,8 @@ def topic_source(messages: list[FakeMessage]) -> tuple[Any, FakeConsumer]:
     settings = TopicSettings(topic="t", client={"bootstrap.servers": "127.0.0.1:9"})
     source = TopicSource(settings, "g")
     source._consumer.close()
-    fake = source._consumer = FakeConsumer(messages)
+    fake = FakeConsumer(messages)
+    source._consumer = cast(Consumer, fake)  # the librdkafka consumer's stand-in
     return source, fake
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 
 import grpc
@@ -66,7 +67,7 @@ def test_concatenated_metrics_data_is_one_request(receiver: OtlpReceiver) -> Non
     ]
 
 
-@pytest.mark.parametrize("code", sorted(ALWAYS_RETRYABLE_CODES, key=lambda c: c.name))
+@pytest.mark.parametrize("code", sorted(ALWAYS_RETRYABLE_CODES, key=attrgetter("name")))
 def test_the_collectors_retryable_codes_are_retryable(
     receiver: OtlpReceiver, code: grpc.StatusCode
 ) -> None:

@@ -11,6 +11,7 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,7 +41,7 @@ class BlockingClient:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.codec = ClientConnection(client_id="lifecycle")
 
-    def request(self, api_key: int, version: int, message: object) -> object:
+    def request(self, api_key: int, version: int, message: object) -> Any:
         self.sock.sendall(self.codec.send_request(api_key, version, message))
         while True:
             frame = self.codec.next_response()

@@ -13,6 +13,7 @@ import sys
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -74,7 +75,7 @@ class Pusher:
         self.instance_id = get.client_instance_id
         self.subscription_id = get.subscription_id
 
-    def request(self, api_key: int, message: object) -> object:
+    def request(self, api_key: int, message: object) -> Any:
         self.sock.sendall(self.codec.send_request(api_key, 0, message))
         while True:
             frame = self.codec.next_response()

@@ -146,7 +146,9 @@ def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
                 ), names
 
             def lonely_instances() -> list[tuple[str, ...]]:
-                manager = collector.server.manager  # type: ignore[union-attr]
+                assert collector.server is not None
+                manager = collector.server.manager
+                assert manager is not None
                 return collector.call(
                     lambda: [
                         i.metrics

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,7 @@ class ScramConnection:
         )
         assert final.error_code == 0 and client.verify(bytes(final.auth_bytes))
 
-    def request(self, api_key: int, version: int, message: object) -> object:
+    def request(self, api_key: int, version: int, message: object) -> Any:
         self.correlation += 1
         self.sock.sendall(
             encode_request(api_key, version, self.correlation, "quota-test", message)

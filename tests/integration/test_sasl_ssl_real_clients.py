@@ -152,6 +152,7 @@ def java_client(
 def pushes_by_client(collector: RunningCollector) -> dict[str, list[LandingRecord]]:
     found: dict[str, list[LandingRecord]] = {}
     for record in collector.landed():
+        assert record.context.client_id is not None
         found.setdefault(record.context.client_id, []).append(record)
     return found
 

@@ -399,11 +399,11 @@ def test_series_match_otelcol_and_the_landing_log(fleet: Fleet) -> None:
     )
     for (name, labels), value in ours.items():
         attributes = frozenset((k, v) for k, v in labels if k not in IDENTITY_LABELS)
-        key = (dict(labels)["client_instance_id"], name, attributes)
-        assert key in expected, key
-        assert math.isclose(value, expected[key], rel_tol=1e-9, abs_tol=1e-9) or (
-            math.isnan(value) and math.isnan(expected[key])
-        ), key
+        pushed = (dict(labels)["client_instance_id"], name, attributes)
+        assert pushed in expected, pushed
+        assert math.isclose(value, expected[pushed], rel_tol=1e-9, abs_tol=1e-9) or (
+            math.isnan(value) and math.isnan(expected[pushed])
+        ), pushed
     per_client: dict[str, int] = {}
     for _, labels in ours:
         client = dict(labels)["client_id"]
@@ -455,8 +455,12 @@ def with_variables_all(expr: str) -> str:
 def test_every_dashboard_query_returns_data(
     fleet: Fleet, dashboard: str, title: str, expr: str
 ) -> None:
+    def answered() -> object:
+        fleet.poll()
+        return fleet.prometheus.query(with_variables_all(expr))
+
     eventually_sync(
-        lambda: fleet.poll() or fleet.prometheus.query(with_variables_all(expr)),
+        answered,
         timeout_s=30,
         what=f"{dashboard} / {title}: data for {expr}",
     )

@@ -156,6 +156,7 @@ def test_every_kind_matches_the_otelcol_prometheus_exporter(tmp_path: Path) -> N
                     timeout_s=10,
                     what="otelcol's exporter to show the pushes",
                 )
+                assert collector.server is not None
                 url = f"http://127.0.0.1:{collector.server.http_port}/metrics/clients"
                 mine = projected(of_instances(parse(http_get(url)), {instance}))
                 theirs = projected(
