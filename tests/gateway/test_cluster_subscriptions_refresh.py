@@ -134,7 +134,11 @@ async def test_a_failed_read_keeps_the_last_set_and_is_said_once(
     for reads in (2, 3, 4):
         await asleep(clock)
         clock.advance(REFRESH_MS)
-        await eventually(lambda r=reads: cluster.reads == r, timeout_s=10, what="read")
+
+        def read(expected: int = reads) -> bool:
+            return cluster.reads == expected
+
+        await eventually(read, timeout_s=10, what="read")
         assert interval(store, "s") == "1000"
     await asleep(clock)
     clock.advance(REFRESH_MS)

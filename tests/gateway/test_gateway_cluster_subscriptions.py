@@ -597,8 +597,12 @@ def test_a_serve_fleet_keeps_its_subscriptions_in_kafka(
         )
         assert altered.returncode == 0, altered.stderr
         for node in (first, second):
+
+            def serves_4000(port: int = node.port) -> bool:
+                return interval_served(port, client_id) == 4000
+
             eventually_sync(
-                lambda port=node.port: interval_served(port, client_id) == 4000,
+                serves_4000,
                 timeout_s=10,
                 what="a serve node serving the cluster's subscription",
             )

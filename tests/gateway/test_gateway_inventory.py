@@ -157,6 +157,7 @@ def test_the_inventory_lists_telemetry_off_and_removed_versions(
 
         wait_for(listed, timeout_s=60, what="all three clients in the inventory")
         answer = inventory(gateway)
+        assert gateway.server is not None
         table = CliRunner().invoke(
             cli,
             ["clients", "--inventory", "--server",

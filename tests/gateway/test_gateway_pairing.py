@@ -792,7 +792,7 @@ def fetch_v4_request(correlation_id: int, partitions: int) -> bytes:
 def fetch_v4_answer(record_bytes: int) -> bytes:
     """A Fetch v4 response body: one partition carrying ``record_bytes`` of records (opaque
     to the gateway), or no topics at all for 0."""
-    topics = ()
+    topics: tuple[fetch_response.FetchableTopicResponse, ...] = ()
     if record_bytes:
         partition = fetch_response.PartitionData(
             partition_index=0, high_watermark=1, records=b"r" * record_bytes

@@ -211,7 +211,9 @@ def produce_flat_out(
         else:
             now = time.monotonic()
             if now <= end:
-                run.nbytes += len(message.value())
+                value = message.value()
+                assert value is not None
+                run.nbytes += len(value)
                 run.timeline.append((now, run.nbytes))
 
     while True:
@@ -246,7 +248,9 @@ def consume_flat_out(
             if message.error():
                 raise KafkaException(message.error())
             if time.monotonic() <= end:
-                run.nbytes += len(message.value())
+                value = message.value()
+                assert value is not None
+                run.nbytes += len(value)
     run.seconds = min(time.monotonic(), end) - start
     return run
 
@@ -538,7 +542,7 @@ def test_strict_mutation_quota_refuses_and_the_topic_does_not_exist(
     assert [(t.name, t.error_code) for t in answer.topics] == [
         (second, Errors.THROTTLING_QUOTA_EXCEEDED)
     ]
-    assert Errors.THROTTLING_QUOTA_EXCEEDED == 89
+    assert int(Errors.THROTTLING_QUOTA_EXCEEDED) == 89
     assert answer.throttle_time.total_seconds() > 0
     # Once the cluster's metadata has the first topic (created before the refused one was
     # asked for), the second is not there.

@@ -996,7 +996,7 @@ def test_the_gateway_logs_in_to_a_sasl_cluster_for_clients_that_log_in_at_it(
             **login,
         },
     ) as gateway:
-        carol = {
+        carol: dict[str, str | int | float | bool] = {
             "bootstrap.servers": gateway.bootstrap,
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-512",

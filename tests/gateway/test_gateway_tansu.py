@@ -181,7 +181,9 @@ def test_librdkafka_through_the_gateway_to_tansu(
             if message is not None:
                 if message.error():
                     raise KafkaException(message.error())
-                consumed.add(message.key().decode())
+                key = message.key()
+                assert key is not None
+                consumed.add(key.decode())
             return len(consumed) == len(keys)
 
         wait_for(

@@ -530,13 +530,15 @@ def test_the_topic_on_a_sasl_only_cluster_with_the_collectors_login(
     try:
         consumer.subscribe([topic])
         records: list[Any] = []
+
+        def consumed_all() -> bool:
+            records.extend(
+                m for m in consumer.consume(100, timeout=0.5) if m.error() is None
+            )
+            return len(records) >= len(answers.produced)
+
         eventually_sync(
-            lambda: (
-                records.extend(
-                    m for m in consumer.consume(100, timeout=0.5) if m.error() is None
-                )
-                or len(records) >= len(answers.produced)
-            ),
+            consumed_all,
             timeout_s=30,
             what="every push read back as alice",
         )

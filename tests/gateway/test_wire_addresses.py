@@ -67,7 +67,8 @@ def expected(api_key: int, version: int, m: Any) -> tuple[Any, set[int]]:
             for n in m.nodes
         )
         return replace(m, nodes=nodes), set()
-    first = {ApiKeys.PRODUCE: 10, ApiKeys.FETCH: 16}.get(api_key, 0)
+    first_version: dict[int, int] = {ApiKeys.PRODUCE: 10, ApiKeys.FETCH: 16}
+    first = first_version.get(api_key, 0)
     if version < first:
         return m, set()
     return replace(m, node_endpoints=_brokers(m.node_endpoints)), {
@@ -99,6 +100,7 @@ def test_cases_cover_every_walkable_version() -> None:
 def test_rewrite_matches_the_oracle(
     spec: MessageSpec, version: int, data: st.DataObject
 ) -> None:
+    assert spec.api_key is not None
     module = RESPONSE_MODULES[spec.api_key]
     message = data.draw(message_strategy(spec, version))
     out = bytearray()

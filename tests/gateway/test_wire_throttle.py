@@ -99,6 +99,7 @@ def test_patch_random_messages(
 ) -> None:
     """Random messages of every generated response: the patched body decodes to the same
     message with the new throttle time, and nothing else changed."""
+    assert spec.api_key is not None
     module = RESPONSE_MODULES[spec.api_key]
     message: Any = data.draw(message_strategy(spec, version))
     out = bytearray()

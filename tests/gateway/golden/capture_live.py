@@ -60,7 +60,7 @@ class LiveRequest:
     version: int
     case: str
     request: Any  # a kio request entity
-    response_type: type
+    response_type: type[Any]  # its kio response entity
 
     @property
     def name(self) -> str:
