@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
+    AGGREGATION_TEMPORALITY_DELTA,
     Gauge,
     Metric,
     MetricsData,
@@ -135,7 +136,7 @@ def otlp_payload(metrics: int = 12) -> bytes:
                     name=f"org.apache.kafka.producer.connection.creation.total.{index}",
                     sum=Sum(
                         data_points=[point],
-                        aggregation_temporality=1,
+                        aggregation_temporality=AGGREGATION_TEMPORALITY_DELTA,
                         is_monotonic=True,
                     ),
                 )
@@ -150,7 +151,7 @@ def otlp_payload(metrics: int = 12) -> bytes:
     return data.SerializeToString()
 
 
-def bombs() -> Iterator[tuple[str, int, bytes]]:
+def bombs() -> Iterator[tuple[str, CompressionType, bytes]]:
     """(name, codec, payload): small inputs that inflate past every bound."""
     zeros = bytes(64 << 20)
     yield "gzip-64MiB", CompressionType.GZIP, compress(CompressionType.GZIP, zeros)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from exporters.context import TelemetryContext
 from exporters.lakehouse.session import (
     LakehouseConfig,
     LakeLibsMissing,
@@ -107,7 +108,9 @@ def lake_config(
     )
 
 
-def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[int]:
+def write_landing(
+    directory: Path, pushes: Sequence[tuple[TelemetryContext, bytes]]
+) -> list[int]:
     """Append (context, payload) pairs with the real landing log; returns the offsets."""
     log = LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False)
     try:

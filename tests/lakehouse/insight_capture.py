@@ -31,6 +31,7 @@ import textwrap
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
 
@@ -42,6 +43,9 @@ from exporters.lakehouse.insights import (  # noqa: E402
     PRODUCER_HEALTH_COLUMNS,
 )
 from exporters.landing import LandingRecord  # noqa: E402
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Producer
 
 CAPTURED = HERE / "data" / "insight_pushes.jsonl.gz"
 RDKAFKA_PRODUCER = "insight-rdkafka-producer"
@@ -111,7 +115,7 @@ def sigkill(process: subprocess.Popen[str]) -> None:
     assert process.returncode == -signal.SIGKILL
 
 
-def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[object, object]:
+def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[Producer, Consumer]:
     """A producer and a committing group consumer, ten rounds of produce/consume/commit."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic

@@ -187,7 +187,7 @@ def start_beeline(
     return LineReader(proc, _beeline_value, terminator=";")
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, SIGKILL it after a minute."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -130,6 +130,7 @@ def test_a_dead_worker_costs_one_batch_its_speed_not_its_rows() -> None:
     flattener.start()
     try:
         (worker,) = set(multiprocessing.active_children()) - before
+        assert worker.pid is not None
         os.kill(worker.pid, signal.SIGKILL)  # as the kernel's OOM killer would
         worker.join(timeout=30)
         flattened = flattener.flatten(records)

@@ -7,6 +7,7 @@ import dataclasses
 import itertools
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -21,6 +22,7 @@ from exporters.lakehouse.flatten_pool import MIN_RECORDS_PER_SLICE
 from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.ingest import (
     CONSUMER_NAME,
+    BatchResult,
     IngestJob,
     IngestSettings,
     LandingDirBusy,
@@ -38,6 +40,9 @@ from tests.lakehouse.lakehouse_otlp import (
     metrics_data,
     sample_metrics_data,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -502,8 +507,8 @@ def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(
 
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(0))])
-    maintenance_calls = []
-    batches = []
+    maintenance_calls: list[SparkSession] = []
+    batches: list[BatchResult] = []
     job = IngestJob(
         lake_config,
         lambda: [node],

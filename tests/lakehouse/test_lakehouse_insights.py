@@ -191,7 +191,9 @@ def expected_health(
             # The first metric the instance sent that measured something (not 0) wins;
             # when every one it sent is 0, that 0.
             measured = [v for v in combined if v != 0]
-            row[column.name] = (measured or combined or [None])[0]
+            row[column.name] = (
+                measured[0] if measured else combined[0] if combined else None
+            )
         out[key] = row
     return out
 

@@ -245,8 +245,8 @@ def test_two_ingests_write_the_same_tables_while_beeline_and_sql_read(
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
 
-    for reader, seen in observations.items():
-        assert seen, f"{reader} never read"
+    for reader_name, seen in observations.items():
+        assert seen, f"{reader_name} never read"
         for observation in seen:
             _check(observation)
     final = spark.sql(OBSERVE.replace("FROM ", f"FROM lake.{DATABASE}.")).collect()

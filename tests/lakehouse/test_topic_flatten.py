@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,7 +81,7 @@ def _tables(out: list[pa.RecordBatch]) -> dict[str, pa.Table]:
     return tables
 
 
-def _own_rows(out: list[pa.RecordBatch]) -> list[dict[str, object]]:
+def _own_rows(out: list[pa.RecordBatch]) -> list[dict[str, Any]]:
     """The output's rows that are each input batch's own (no table)."""
     return [row for b in out for row in b.to_pylist() if row["table"] is None]
 

@@ -30,6 +30,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -143,7 +144,7 @@ def _run_with_kills(
     master: str,
     extra: list[str],
     budget: int,
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """The rounds of landing, killed ingests and a last complete one; asserts exactly
     once; returns the last run's batches."""
     seed = int(os.environ.get("KTC_RANDOM_SEED") or random.randrange(1 << 32))

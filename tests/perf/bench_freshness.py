@@ -95,7 +95,7 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    kept: list[subprocess.Popen[str]] = [ingest]
+    kept: list[subprocess.Popen[bytes] | subprocess.Popen[str]] = [ingest]
     try:
         # Warm-up push: wait until the running ingest has committed a batch.
         warm = log.append(context(0), librdkafka_like_push(0))

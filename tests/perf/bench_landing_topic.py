@@ -136,7 +136,10 @@ def bare_producer(
         delivered[0] += 1
 
     payload = os.urandom(2048)
-    headers = [("ktc.format", b"1"), ("ktc.context", b"x" * 500)]
+    headers: list[tuple[str, str | bytes | None]] = [
+        ("ktc.format", b"1"),
+        ("ktc.context", b"x" * 500),
+    ]
     started = time.monotonic()
     key = 0
     while time.monotonic() - started < duration_s:

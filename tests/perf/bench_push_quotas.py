@@ -135,7 +135,9 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
                 PushTelemetryRequest(uuid.uuid4(), 1, False, 4, payload),
             )
         )
-        frames.append(server_side.next_request())
+        frame = server_side.next_request()
+        assert frame is not None
+        frames.append(frame)
     response = PushTelemetryResponse()
     costs: dict[str, float] = {}
     for name, quotas in (("without_quotas", False), ("with_quotas", True)):

@@ -226,6 +226,7 @@ class Admin:
         step = self.changes % len(self.STEPS)
         self.changes += 1
         self.changed_at.append(time.monotonic())
+        configs: list[tuple[str, int, str | None]]
         if step < 2:
             configs = [("interval.ms", SET, str(CLIENT_INTERVALS_MS[step]))]
             name = "soak-clients"
