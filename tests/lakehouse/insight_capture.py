@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    # Run as a script: the repository root, for the sources and `tests.` imports.
+    sys.path.insert(0, str(HERE.parents[1]))
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
 
