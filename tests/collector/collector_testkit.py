@@ -227,7 +227,7 @@ def lone_connection(handler: Any = None, port: int = 50000) -> KafkaProtocol:
 
 def open_connections(server: Any) -> list[KafkaProtocol]:
     """A running CollectorServer's open connections, oldest first."""
-    return server.connections()  # type: ignore[no-any-return]
+    return server.connections()
 
 
 def newest_session(server: Any) -> Session:

@@ -658,7 +658,7 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
     }
     # Hot reload: the server's store watcher applies the file change (no SIGHUP needed).
     await eventually(
-        lambda: server.quotas.engine.entity_quotas() == expected,  # type: ignore[union-attr]
+        lambda: server.quotas.engine.entity_quotas() == expected,
         timeout_s=10,
         what="the quotas file change applied",
     )
@@ -685,7 +685,7 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         "connection_creation_rate",
     )
     await eventually(
-        lambda: "ips/<default>" not in server.quotas.engine.entity_quotas(),  # type: ignore[union-attr]
+        lambda: "ips/<default>" not in server.quotas.engine.entity_quotas(),
         timeout_s=10,
         what="the deleted quota removed",
     )
@@ -720,7 +720,7 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
     held = await WireClient.connect(server.port())  # accepted by the kernel, held by us
     assert server.quotas is not None
     await eventually(  # the acceptor takes it and waits for a slot
-        lambda: ("PLAINTEXT", "wait_for_slot") in server.quotas.connection_decisions,  # type: ignore[union-attr]
+        lambda: ("PLAINTEXT", "wait_for_slot") in server.quotas.connection_decisions,
         timeout_s=5,
         what="the held connection waiting for a slot",
     )

@@ -761,7 +761,7 @@ def tls_exchange(port: int, ca: Path, *frames: bytes) -> list[bytes | None]:
             for frame in frames:
                 sock.sendall(frame)
                 try:
-                    answer = read_frame(sock)  # type: ignore[arg-type]
+                    answer = read_frame(sock)
                 except ssl.SSLError:
                     answer = None
                 answers.append(answer)

@@ -91,12 +91,12 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
             0,
             GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
         )
-        assert list(get.requested_metrics) == ["org.a."]  # type: ignore[attr-defined]
+        assert list(get.requested_metrics) == ["org.a."]
         payload = b"\n\x00"  # an empty ResourceMetrics: valid OTLP
         push = PushTelemetryRequest(
             get.client_instance_id, get.subscription_id, False, 4, compress(4, payload)
-        )  # type: ignore[attr-defined]
-        assert client.request(ApiKeys.PUSH_TELEMETRY, 0, push).error_code == 0  # type: ignore[attr-defined]
+        )
+        assert client.request(ApiKeys.PUSH_TELEMETRY, 0, push).error_code == 0
 
         # SIGHUP re-reads the store (as does the file watcher); the process keeps serving.
         store.alter_subscription("first", {"metrics": "org.b."}, [])
@@ -109,7 +109,7 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
                 0,
                 GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
             )
-            return list(response.requested_metrics) == ["org.b."]  # type: ignore[attr-defined]
+            return list(response.requested_metrics) == ["org.b."]
 
         wait_for(new_metrics, timeout_s=10, what="the reloaded subscription")
 

@@ -91,7 +91,7 @@ class Pusher:
         push = PushTelemetryRequest(
             self.instance_id, self.subscription_id, False, 4, payload
         )
-        return int(self.request(ApiKeys.PUSH_TELEMETRY, push).error_code)  # type: ignore[attr-defined]
+        return int(self.request(ApiKeys.PUSH_TELEMETRY, push).error_code)
 
 
 class Trickler:

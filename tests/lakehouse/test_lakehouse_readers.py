@@ -103,7 +103,7 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
 
     # The control: today's Spark default, Iceberg's table cache on, in a session of its
     # own (catalogs are per session, so it gets its own catalog instance and cache).
-    cached = spark.newSession()  # type: ignore[attr-defined]
+    cached = spark.newSession()
     cached.conf.set(f"spark.sql.catalog.{CATALOG_NAME}.{CACHE_ENABLED}", "true")
 
     started: list[subprocess.Popen[str]] = []

@@ -17,7 +17,7 @@ from tests.waiting import eventually
 DEADLINE_S = 2.0
 
 
-async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+async def _until(condition) -> None:
     await eventually(condition, timeout_s=DEADLINE_S, what="the watcher's reload")
 
 
