@@ -10,7 +10,7 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 # Every log record and captured output of the run, for the last test: no secret in them.
-from secret_log_recorder import (  # noqa: F401 - pytest hooks, found by name here
+from tests.secret_log_recorder import (  # noqa: F401 - pytest hooks, found by name here
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_runtest_logreport,

@@ -100,7 +100,7 @@ def pytest_configure(config: Any) -> None:
 
 def pytest_unconfigure(config: Any) -> None:
     """The file is kept only when it holds a secret (the failing test names it)."""
-    from secrets_under_test import all_secrets
+    from tests.secrets_under_test import all_secrets
 
     path = RECORDING.path
     if path is None or not path.exists():

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from secret_log_recorder import LAST_TEST, RECORDING
-
+from tests.secret_log_recorder import LAST_TEST, RECORDING
 from tests.secrets_under_test import all_secrets
 
 

@@ -93,6 +93,7 @@ class RecordingChannel:
     muted: bool = False
     mutes: int = 0
     unmutes: int = 0
+    reading_held: bool = False
     closed_for: list[str] = dataclasses.field(default_factory=list)
 
     def mute(self) -> None:
@@ -102,6 +103,9 @@ class RecordingChannel:
     def unmute(self) -> None:
         self.muted = False
         self.unmutes += 1
+
+    def hold_reading(self, held: bool) -> None:
+        self.reading_held = held
 
     def close_for(self, reason: str, quiet: bool = False) -> None:
         self.closed_for.append(reason)
@@ -223,7 +227,7 @@ def lone_connection(handler: Any = None, port: int = 50000) -> KafkaProtocol:
 
 def open_connections(server: Any) -> list[KafkaProtocol]:
     """A running CollectorServer's open connections, oldest first."""
-    return server.connections()  # type: ignore[no-any-return]
+    return server.connections()
 
 
 def newest_session(server: Any) -> Session:

@@ -8,7 +8,12 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
-from collector_testkit import (
+
+from clock import SYSTEM_CLOCK, Clock
+from collector.app.server import CollectorServer
+from collector.telemetry.client_metrics import ClientMetricsManager
+from exporters.landing import LandingLog, LandingOptions
+from tests.collector.collector_testkit import (
     MemorySubscriptions,
     Start,
     collector_config,
@@ -16,11 +21,6 @@ from collector_testkit import (
     running,
     subscription,
 )
-
-from clock import SYSTEM_CLOCK, Clock
-from collector.app.server import CollectorServer
-from collector.telemetry.client_metrics import ClientMetricsManager
-from exporters.landing import LandingLog, LandingOptions
 
 
 @pytest.fixture

@@ -12,14 +12,6 @@ import tracemalloc
 import uuid
 
 import pytest
-from collector_testkit import (
-    MemorySubscriptions,
-    make_manager,
-    make_session,
-    otlp_payload,
-    subscription,
-    zstd,
-)
 
 from collector.telemetry.client_metrics import SUPPORTED_COMPRESSION_TYPES
 from exporters.base import ExportResult
@@ -28,16 +20,24 @@ from exporters.landing import LandingLog, LandingReader
 from proto.errors import Errors
 from proto.messages import PushTelemetryRequest
 from subscriptions.kafka_uuid import ONE_UUID, ZERO_UUID, kafka_uuid_from_str
+from tests.collector.collector_testkit import (
+    MemorySubscriptions,
+    make_manager,
+    make_session,
+    otlp_payload,
+    subscription,
+    zstd,
+)
 
 INTERVAL = 1000
 CONN = make_session()
 
 
-def get(manager, instance_id=ZERO_UUID, now_ms=0, conn=CONN, client_id="app-1"):  # type: ignore[no-untyped-def]
+def get(manager, instance_id=ZERO_UUID, now_ms=0, conn=CONN, client_id="app-1"):
     return manager.get_telemetry_subscriptions(instance_id, conn, client_id, now_ms)
 
 
-def push(  # type: ignore[no-untyped-def]
+def push(
     manager,
     instance_id,
     subscription_id,
@@ -59,18 +59,18 @@ def push(  # type: ignore[no-untyped-def]
     return manager.push_telemetry(request, conn, "app-1", correlation_id, now_ms)
 
 
-def handshake(manager, now_ms=0):  # type: ignore[no-untyped-def]
+def handshake(manager, now_ms=0):
     response = get(manager, now_ms=now_ms)
     assert response.error_code == Errors.NONE
     return response.client_instance_id, response.subscription_id
 
 
-def landed(landing: LandingLog) -> list:  # type: ignore[type-arg]
+def landed(landing: LandingLog) -> list:
     return list(LandingReader(landing.directory).read(0))
 
 
 # ----------------------------------------------------------------------------- Get
-def test_first_get_assigns_an_id_and_returns_the_subscription(manager) -> None:  # type: ignore[no-untyped-def]
+def test_first_get_assigns_an_id_and_returns_the_subscription(manager) -> None:
     response = get(manager)
     assert response.error_code == Errors.NONE
     assert response.client_instance_id not in (ZERO_UUID, ONE_UUID)
@@ -86,7 +86,7 @@ def test_first_get_assigns_an_id_and_returns_the_subscription(manager) -> None: 
     assert manager.instance_count == 1
 
 
-def test_get_with_known_id_echoes_it(manager) -> None:  # type: ignore[no-untyped-def]
+def test_get_with_known_id_echoes_it(manager) -> None:
     instance_id, _ = handshake(manager)
     again = get(manager, instance_id, now_ms=INTERVAL)
     assert again.error_code == Errors.NONE
@@ -95,7 +95,7 @@ def test_get_with_known_id_echoes_it(manager) -> None:  # type: ignore[no-untype
     )  # never zero: Java clients reject that
 
 
-def test_get_before_interval_is_throttled(manager) -> None:  # type: ignore[no-untyped-def]
+def test_get_before_interval_is_throttled(manager) -> None:
     instance_id, _ = handshake(manager, now_ms=0)
     assert (
         get(manager, instance_id, now_ms=INTERVAL - 1).error_code
@@ -104,7 +104,7 @@ def test_get_before_interval_is_throttled(manager) -> None:  # type: ignore[no-u
     assert get(manager, instance_id, now_ms=INTERVAL).error_code == Errors.NONE
 
 
-def test_get_gate_counts_from_the_last_push(manager) -> None:  # type: ignore[no-untyped-def]
+def test_get_gate_counts_from_the_last_push(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 900).error_code == Errors.NONE
     # now - max(lastGet=0, lastPush=900) = 1000 - 900 < 1000
@@ -115,7 +115,7 @@ def test_get_gate_counts_from_the_last_push(manager) -> None:  # type: ignore[no
     assert get(manager, instance_id, now_ms=1900).error_code == Errors.NONE
 
 
-def test_known_subscription_id_vector(landing) -> None:  # type: ignore[no-untyped-def]
+def test_known_subscription_id_vector(landing) -> None:
     """ClientMetricsManager.computeSubscriptionId: instance VQQTF4UpT8qqtooenFFlgA,
     producer prefix, 5000 ms."""
     subs = MemorySubscriptions(subscription("p", "org.apache.kafka.producer.", 5000))
@@ -125,7 +125,7 @@ def test_known_subscription_id_vector(landing) -> None:  # type: ignore[no-untyp
     assert response.subscription_id == -1262090295
 
 
-def test_no_matching_subscription_sends_nothing_at_300s(landing) -> None:  # type: ignore[no-untyped-def]
+def test_no_matching_subscription_sends_nothing_at_300s(landing) -> None:
     subs = MemorySubscriptions(subscription("only-x", "*", 1000, match="client_id=x"))
     manager = make_manager(subs, landing)
     response = get(manager, client_id="not-x")
@@ -136,12 +136,12 @@ def test_no_matching_subscription_sends_nothing_at_300s(landing) -> None:  # typ
 
 # ----------------------------------------------------------------------------- Push ladder
 @pytest.mark.parametrize("bad_id", [ZERO_UUID, ONE_UUID])
-def test_push_with_reserved_id_is_invalid_request(manager, bad_id: uuid.UUID) -> None:  # type: ignore[no-untyped-def]
+def test_push_with_reserved_id_is_invalid_request(manager, bad_id: uuid.UUID) -> None:
     assert push(manager, bad_id, 0, 0).error_code == Errors.INVALID_REQUEST
     assert manager.instance_count == 0  # no instance is created
 
 
-def test_push_lands_with_full_context(manager, landing) -> None:  # type: ignore[no-untyped-def]
+def test_push_lands_with_full_context(manager, landing) -> None:
     instance_id, sub_id = handshake(manager)
     payload = otlp_payload("org.apache.kafka.producer.record.queue.time.avg")
     response = push(
@@ -176,7 +176,7 @@ def test_push_lands_with_full_context(manager, landing) -> None:  # type: ignore
     assert ctx.received_time_unix_nano > 0
 
 
-def test_first_push_after_get_is_never_too_early(manager) -> None:  # type: ignore[no-untyped-def]
+def test_first_push_after_get_is_never_too_early(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     # librdkafka jitters the first push to 0.8-1.2x the interval, Java 0.5-1.5x.
     assert push(manager, instance_id, sub_id, 1).error_code == Errors.NONE
@@ -189,7 +189,7 @@ def test_first_push_after_get_is_never_too_early(manager) -> None:  # type: igno
 
 def test_terminating_push_bypasses_the_interval_then_nothing_more(
     manager, landing
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
     final = push(
@@ -208,7 +208,7 @@ def test_terminating_push_bypasses_the_interval_then_nothing_more(
     assert push(manager, instance_id, sub_id, 10_000).error_code == Errors.NONE
 
 
-def test_rejected_terminating_push_still_terminates(manager) -> None:  # type: ignore[no-untyped-def]
+def test_rejected_terminating_push_still_terminates(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id + 1, 10, terminating=True).error_code == (
         Errors.UNKNOWN_SUBSCRIPTION_ID
@@ -216,7 +216,7 @@ def test_rejected_terminating_push_still_terminates(manager) -> None:  # type: i
     assert push(manager, instance_id, sub_id, 20).error_code == Errors.INVALID_REQUEST
 
 
-def test_wrong_subscription_id_then_get_is_exempt_from_the_gate(manager) -> None:  # type: ignore[no-untyped-def]
+def test_wrong_subscription_id_then_get_is_exempt_from_the_gate(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert (
         push(manager, instance_id, sub_id ^ 1, 10).error_code
@@ -233,7 +233,7 @@ def test_wrong_subscription_id_then_get_is_exempt_from_the_gate(manager) -> None
     )
 
 
-def test_unknown_compression_type_then_get_is_exempt(manager) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_compression_type_then_get_is_exempt(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(
         manager, instance_id, sub_id, 10, compression_type=5, metrics=b"x"
@@ -241,7 +241,7 @@ def test_unknown_compression_type_then_get_is_exempt(manager) -> None:  # type: 
     assert get(manager, instance_id, now_ms=11).error_code == Errors.NONE
 
 
-def test_throttle_comes_before_subscription_id(manager) -> None:  # type: ignore[no-untyped-def]
+def test_throttle_comes_before_subscription_id(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
     assert (
@@ -250,7 +250,7 @@ def test_throttle_comes_before_subscription_id(manager) -> None:  # type: ignore
     )
 
 
-def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None:  # type: ignore[no-untyped-def]
+def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, sub_id, 10).error_code == Errors.NONE
     assert push(
@@ -263,7 +263,7 @@ def test_a_push_rejected_after_the_gate_still_uses_the_interval(manager) -> None
     )
 
 
-def test_too_large_compressed_payload(landing, subs) -> None:  # type: ignore[no-untyped-def]
+def test_too_large_compressed_payload(landing, subs) -> None:
     manager = make_manager(subs, landing, telemetry_max_bytes=100)
     instance_id, sub_id = handshake(manager)
     assert push(manager, instance_id, sub_id, 10, metrics=b"\0" * 101).error_code == (
@@ -272,7 +272,7 @@ def test_too_large_compressed_payload(landing, subs) -> None:  # type: ignore[no
     assert landed(landing) == []
 
 
-def test_size_check_is_on_the_compressed_bytes(landing, subs) -> None:  # type: ignore[no-untyped-def]
+def test_size_check_is_on_the_compressed_bytes(landing, subs) -> None:
     payload = otlp_payload(*[f"org.apache.kafka.producer.m{i}" for i in range(40)])
     compressed = zstd(payload)
     manager = make_manager(subs, landing, telemetry_max_bytes=len(payload))
@@ -295,7 +295,7 @@ def test_size_check_is_on_the_compressed_bytes(landing, subs) -> None:  # type: 
 )
 def test_undecodable_payload_is_invalid_record(
     manager, landing, compression_type: int, metrics: bytes
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     instance_id, sub_id = handshake(manager)
     response = push(
         manager,
@@ -311,7 +311,7 @@ def test_undecodable_payload_is_invalid_record(
 
 def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(
     landing, subs
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     cap = 1_048_576
     manager = make_manager(subs, landing, telemetry_max_bytes=cap)
     instance_id, sub_id = handshake(manager)
@@ -331,7 +331,7 @@ def test_decompression_bomb_is_telemetry_too_large_with_bounded_memory(
     assert peak < 8 * cap, f"peak {peak} bytes while rejecting a bomb"
 
 
-def test_empty_metrics_is_accepted_and_not_exported(manager, landing) -> None:  # type: ignore[no-untyped-def]
+def test_empty_metrics_is_accepted_and_not_exported(manager, landing) -> None:
     instance_id, sub_id = handshake(manager)
     assert push(manager, instance_id, sub_id, 10, metrics=b"").error_code == Errors.NONE
     assert landed(landing) == []
@@ -345,7 +345,7 @@ class FailingExporter:
         pass
 
 
-def test_exporter_failure_is_invalid_record(subs) -> None:  # type: ignore[no-untyped-def]
+def test_exporter_failure_is_invalid_record(subs) -> None:
     manager = make_manager(subs, FailingExporter())
     instance_id, sub_id = handshake(manager)
     response = push(
@@ -359,7 +359,7 @@ def test_exporter_failure_is_invalid_record(subs) -> None:  # type: ignore[no-un
 
 
 # ----------------------------------------------------------------------------- subscriptions
-def test_subscription_change_reaches_the_client_without_waiting(manager, subs) -> None:  # type: ignore[no-untyped-def]
+def test_subscription_change_reaches_the_client_without_waiting(manager, subs) -> None:
     instance_id, old_id = handshake(manager, now_ms=0)
     assert push(manager, instance_id, old_id, 10).error_code == Errors.NONE
     subs.set(subscription("consumers", "org.apache.kafka.consumer.", 2000))
@@ -384,7 +384,7 @@ def test_subscription_change_reaches_the_client_without_waiting(manager, subs) -
     assert push(manager, instance_id, new_id, 3100).error_code == Errors.NONE
 
 
-def test_reevaluation_keeps_the_creation_metadata(landing) -> None:  # type: ignore[no-untyped-def]
+def test_reevaluation_keeps_the_creation_metadata(landing) -> None:
     subs = MemorySubscriptions(subscription("a", "*", 1000, match="client_id=first"))
     manager = make_manager(subs, landing)
     instance_id = get(manager, client_id="first").client_instance_id
@@ -395,7 +395,7 @@ def test_reevaluation_keeps_the_creation_metadata(landing) -> None:  # type: ign
 
 
 # ----------------------------------------------------------------------------- lifetime
-def test_expiry_after_max_of_60s_and_three_intervals(manager) -> None:  # type: ignore[no-untyped-def]
+def test_expiry_after_max_of_60s_and_three_intervals(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     assert manager.expire(59_999) == 0
     push(manager, instance_id, sub_id, 30_000)  # re-arms: now deadline 90_000
@@ -406,7 +406,7 @@ def test_expiry_after_max_of_60s_and_three_intervals(manager) -> None:  # type: 
     assert manager.instance_count == 0
 
 
-def test_expiry_uses_three_intervals_when_longer(landing) -> None:  # type: ignore[no-untyped-def]
+def test_expiry_uses_three_intervals_when_longer(landing) -> None:
     subs = MemorySubscriptions(subscription("slow", "*", 100_000))
     manager = make_manager(subs, landing)
     assert get(manager).error_code == Errors.NONE
@@ -414,14 +414,14 @@ def test_expiry_uses_three_intervals_when_longer(landing) -> None:  # type: igno
     assert manager.expire(300_000) == 1
 
 
-def test_expiry_heap_holds_one_entry_per_instance(manager) -> None:  # type: ignore[no-untyped-def]
+def test_expiry_heap_holds_one_entry_per_instance(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     for now in range(1000, 50_000, 1000):
         push(manager, instance_id, sub_id, now)
     assert manager.scheduled_expiries == 1
 
 
-def test_connection_close_drops_the_instance_it_created(manager) -> None:  # type: ignore[no-untyped-def]
+def test_connection_close_drops_the_instance_it_created(manager) -> None:
     instance_id, _ = handshake(manager)
     other = get(manager, conn=make_session(connection_id=2)).client_instance_id
     manager.connection_closed(CONN.connection_id)
@@ -430,7 +430,7 @@ def test_connection_close_drops_the_instance_it_created(manager) -> None:  # typ
     manager.connection_closed(99)  # unknown connection: nothing happens
 
 
-def test_lru_eviction_at_cache_size(subs, landing) -> None:  # type: ignore[no-untyped-def]
+def test_lru_eviction_at_cache_size(subs, landing) -> None:
     manager = make_manager(subs, landing, cache_max_size=2)
     first = get(manager, conn=make_session(connection_id=1)).client_instance_id
     second = get(manager, conn=make_session(connection_id=2)).client_instance_id
@@ -442,7 +442,7 @@ def test_lru_eviction_at_cache_size(subs, landing) -> None:  # type: ignore[no-u
     assert manager.connection_instance(2) is None
 
 
-def test_instance_recreated_after_expiry_is_new(manager) -> None:  # type: ignore[no-untyped-def]
+def test_instance_recreated_after_expiry_is_new(manager) -> None:
     instance_id, sub_id = handshake(manager, now_ms=0)
     manager.expire(60_000)
     # A push for an unknown id re-creates the instance (another broker's client, or ours

@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import Start
-from wire_client import WireClient
 
 from collector.security.acls import (
     AclBinding,
@@ -40,6 +38,8 @@ from proto.messages.incremental_alter_configs_request import (
     AlterableConfig,
     AlterConfigsResource,
 )
+from tests.collector.collector_testkit import Start
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -303,6 +303,7 @@ async def test_a_principal_without_acls_is_denied_what_kafka_checks(
     assert [(r.error_code, r.error_message) for r in altered.responses] == [
         (Errors.CLUSTER_AUTHORIZATION_FAILED, DENIED)
     ]
+    assert server._store is not None
     assert server._store.list_names() == []
     described = await wire.request(
         ApiKeys.DESCRIBE_CONFIGS,

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from wire_client import WireClient
 
 from collector.app.server import CollectorServer
 from collector.broker.admin_apis import AdminApis
@@ -27,6 +26,7 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from subscriptions.store import ConfigStore
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

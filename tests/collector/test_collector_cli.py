@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-from collector_testkit import otlp_payload
 
 from collector.app.cli import cli
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, landing_directory
+from tests.collector.collector_testkit import otlp_payload
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -19,7 +19,6 @@ import re
 import resource
 import signal
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -32,9 +31,7 @@ from exporters.landing import LandingReader, LandingRecord
 from proto import ApiKeys
 from proto.errors import Errors
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -279,7 +276,7 @@ def test_only_answers_to_unlanded_pushes_of_the_connection_are_refused() -> None
 
     # An AlterClientQuotas v0 answer with no entries has a push answer's 16-byte layout.
     quotas = encode_response(
-        ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, [])
+        ApiKeys.ALTER_CLIENT_QUOTAS, 0, 7, AlterClientQuotasResponse(0, ())
     )
     assert len(quotas) == len(push(7))
     answers = [
@@ -313,7 +310,11 @@ def test_only_answers_to_unlanded_pushes_of_the_connection_are_refused() -> None
 async def test_a_failed_group_commit_fsync_refuses_its_pushes_and_a_probe_reopens(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from test_collector_write_behind import pushes, start_server, subscribed
+    from tests.collector.test_collector_write_behind import (
+        pushes,
+        start_server,
+        subscribed,
+    )
 
     server = await start_server(tmp_path, {"fsync": "always", "group_commit": True})
     try:

@@ -7,12 +7,12 @@ import gc
 import os
 
 import pytest
-from collector_testkit import otlp_payload
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from collector.app import process_tuning
 from collector.telemetry.payload import REUSE_BYTES, MetricsDataValidator
+from tests.collector.collector_testkit import otlp_payload
 
 
 def test_each_parse_stands_alone_whatever_came_before() -> None:

@@ -12,14 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from collector_testkit import (
-    MemorySubscriptions,
-    RecordingChannel,
-    make_manager,
-    otlp_payload,
-    subscription,
-    zstd,
-)
 
 from clock.testing import FakeClock
 from collector.broker.kafka_apis import KafkaApis
@@ -27,13 +19,21 @@ from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quota_enforcer import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from exporters.landing import LandingLog, LandingOptions, LandingReader
-from proto import ApiKeys, ClientConnection, ServerConnection
+from proto import ApiKeys, ClientConnection, RequestFrame, ServerConnection
 from proto.messages import (
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
     get_telemetry_subscriptions_response,
 )
 from quota import QuotaEngine
+from tests.collector.collector_testkit import (
+    MemorySubscriptions,
+    RecordingChannel,
+    make_manager,
+    otlp_payload,
+    subscription,
+    zstd,
+)
 
 ZERO = uuid.UUID(int=0)
 INSTANCE = uuid.UUID("6a3c1a8e-96c1-4f0e-9b1d-2f6f3b9f6a10")
@@ -95,12 +95,14 @@ def paths(tmp_path: Path) -> Iterator[tuple[FakeClock, list[Path_]]]:
         path.landing.close()
 
 
-def frame_of(api_key: int, message: object, correlation_id: int) -> object:
+def frame_of(api_key: int, message: object, correlation_id: int) -> RequestFrame:
     client = ClientConnection(client_id="paths")
     client._next_correlation_id = correlation_id
     server = ServerConnection()
     server.receive_data(client.send_request(api_key, 0, message))
-    return server.next_request()
+    frame = server.next_request()
+    assert frame is not None
+    return frame
 
 
 async def test_every_push_path_answers_kafkas_ladder_identically(
@@ -118,9 +120,9 @@ async def test_every_push_path_answers_kafkas_ladder_identically(
     }
     assert answers["unmetered"] == answers["metered"] == answers["generic"]
     # The subscription id the Get answered (the same for all three: same instance id).
-    response, _ = get_telemetry_subscriptions_response.READERS[0](
-        answers["generic"][0], 4 + 5
-    )
+    answered = answers["generic"][0]
+    assert answered is not None
+    response, _ = get_telemetry_subscriptions_response.READERS[0](answered, 4 + 5)
     assert response.client_instance_id == INSTANCE
     sid = response.subscription_id
 

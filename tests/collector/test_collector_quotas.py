@@ -19,10 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import RecordingChannel, open_connections, otlp_payload
 from prometheus_client.parser import text_string_to_metric_families
-from waiting import eventually
-from wire_client import WireClient
 
 from clock import SYSTEM_CLOCK, Clock
 from clock.testing import FakeClock
@@ -41,6 +38,13 @@ from proto.messages import (
 from proto.messages import alter_client_quotas_request as acq
 from quota import QuotaEngine, QuotaType
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import (
+    RecordingChannel,
+    open_connections,
+    otlp_payload,
+)
+from tests.collector.wire_client import WireClient
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -58,7 +62,7 @@ async def start(tmp_path: Path) -> AsyncIterator[Factory]:
     async def factory(
         clock: Clock = SYSTEM_CLOCK, **overrides: object
     ) -> CollectorServer:
-        settings = {
+        settings: dict[str, object] = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "http.listener": "127.0.0.1:0",
             "data.dir": str(tmp_path / "data"),
@@ -654,7 +658,7 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
     }
     # Hot reload: the server's store watcher applies the file change (no SIGHUP needed).
     await eventually(
-        lambda: server.quotas.engine.entity_quotas() == expected,  # type: ignore[union-attr]
+        lambda: server.quotas.engine.entity_quotas() == expected,
         timeout_s=10,
         what="the quotas file change applied",
     )
@@ -681,7 +685,7 @@ async def test_ktc_quotas_takes_kafka_configs_options_and_a_running_server_reloa
         "connection_creation_rate",
     )
     await eventually(
-        lambda: "ips/<default>" not in server.quotas.engine.entity_quotas(),  # type: ignore[union-attr]
+        lambda: "ips/<default>" not in server.quotas.engine.entity_quotas(),
         timeout_s=10,
         what="the deleted quota removed",
     )
@@ -716,7 +720,7 @@ async def test_a_connection_held_for_a_slot_is_closed_when_the_server_stops(
     held = await WireClient.connect(server.port())  # accepted by the kernel, held by us
     assert server.quotas is not None
     await eventually(  # the acceptor takes it and waits for a slot
-        lambda: ("PLAINTEXT", "wait_for_slot") in server.quotas.connection_decisions,  # type: ignore[union-attr]
+        lambda: ("PLAINTEXT", "wait_for_slot") in server.quotas.connection_decisions,
         timeout_s=5,
         what="the held connection waiting for a slot",
     )

@@ -16,13 +16,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from collector_testkit import (
-    collector_config,
-    make_session,
-    otlp_payload,
-    running,
-)
-from wire_client import WireClient
 
 from collector.app.cli import cli
 from collector.app.server import CollectorServer
@@ -39,6 +32,13 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import (
+    collector_config,
+    make_session,
+    otlp_payload,
+    running,
+)
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -221,6 +221,7 @@ async def test_setting_the_stored_value_again_changes_nothing(
     )
     assert await alter(wire, resource("s", *configs)) == [("s", Errors.NONE, None)]
     manager = server.manager
+    assert manager is not None
     telemetry = await WireClient.connect(server.port(), "producer-1")
     try:
         get = GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0))
@@ -228,6 +229,7 @@ async def test_setting_the_stored_value_again_changes_nothing(
         assert first.error_code == Errors.NONE
         instance_id = first.client_instance_id
         instance = manager.instance(instance_id)
+        assert instance is not None
         version = store.version
 
         # The same values again: nothing written, the version kept, the instance not

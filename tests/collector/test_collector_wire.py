@@ -11,17 +11,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from collector_testkit import (
-    collector_config,
-    newest_session,
-    open_connections,
-    otlp_payload,
-    running,
-    subscribe_producers,
-    zstd,
-)
-from waiting import eventually
-from wire_client import WireClient
 
 from collector.app.server import CollectorServer
 from exporters.landing import LandingReader
@@ -37,6 +26,17 @@ from proto.messages import (
 from proto.messages.describe_configs_request import DescribeConfigsResource
 from proto.messages.metadata_request import MetadataRequestTopic
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import (
+    collector_config,
+    newest_session,
+    open_connections,
+    otlp_payload,
+    running,
+    subscribe_producers,
+    zstd,
+)
+from tests.collector.wire_client import WireClient
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_testkit import (
+
+from collector.app.server import CollectorServer
+from exporters.landing import LandingReader
+from proto import ApiKeys
+from proto.errors import Errors
+from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from tests.collector.collector_testkit import (
     RecordingTransport,
     collector_config,
     otlp_payload,
@@ -23,13 +29,7 @@ from collector_testkit import (
     subscribe_producers,
     zstd,
 )
-from wire_client import WireClient
-
-from collector.app.server import CollectorServer
-from exporters.landing import LandingReader
-from proto import ApiKeys
-from proto.errors import Errors
-from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -192,7 +192,7 @@ async def test_reads_of_one_loop_turn_share_one_write(
     for _, transport, client, _ in connections:
         [answer] = transport.written
         client.receive_data(answer)
-        assert client.next_response().message.error_code == Errors.NONE  # type: ignore[union-attr]
+        assert client.next_response().message.error_code == Errors.NONE
     assert len(list(LandingReader(server.landing_directory).read())) == 3
     for protocol, _, _, _ in connections:
         protocol.connection_lost(None)
@@ -223,7 +223,7 @@ async def test_a_turn_with_many_reads_flushes_every_bound_records(
         assert [len(t.written) for _, t, _, _ in connections] == [1, 1, 1, 1, 1]
         for _, transport, client, _ in connections:
             client.receive_data(transport.written[0])
-            assert client.next_response().message.error_code == Errors.NONE  # type: ignore[union-attr]
+            assert client.next_response().message.error_code == Errors.NONE
         assert len(list(LandingReader(server.landing_directory).read())) == 5
         for protocol, _, _, _ in connections:
             protocol.connection_lost(None)

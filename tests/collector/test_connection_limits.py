@@ -10,8 +10,6 @@ import uuid
 from typing import Any
 
 import pytest
-from collector_testkit import LoneHost, Start
-from wire_client import WireClient
 
 from clock.testing import FakeClock
 from collector.app.config import ConfigError, load_config
@@ -27,6 +25,8 @@ from proto.request_limits import (
     push_telemetry_request_max_bytes,
     request_size_limits,
 )
+from tests.collector.collector_testkit import LoneHost, Start
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,8 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from collector_testkit import collector_config, running
-from wire_client import WireClient
 
 from collector.app.server import CollectorServer
 from proto import ApiKeys
@@ -31,6 +29,8 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from proto.messages.metadata_request import MetadataRequestTopic
+from tests.collector.collector_testkit import collector_config, running
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from collector_testkit import Start, make_session, otlp_payload
-from wire_client import WireClient
 
 from clock.testing import FakeClock
 from collector.app.admin_http import _is_loopback
@@ -26,6 +24,8 @@ from proto.messages import (
 )
 from subscriptions.kafka_uuid import kafka_uuid_from_str
 from subscriptions.store import ConfigStore
+from tests.collector.collector_testkit import Start, make_session, otlp_payload
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -303,6 +303,7 @@ async def test_the_preview_is_what_the_next_get_receives_and_stores_nothing(
     assert (
         tmp_path / "data" / "config" / "client-metrics.yaml"
     ).read_bytes() == store_file
+    assert server._store is not None
     assert server._store.list_names() == ["base"]
 
     # The real change, then each client's next Get.

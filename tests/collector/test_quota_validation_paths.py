@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from wire_client import WireClient
 
 from collector.app.cli import cli
 from collector.app.server import CollectorServer
@@ -17,6 +16,7 @@ from proto.errors import Errors
 from proto.messages import alter_client_quotas_request as acq
 from subscriptions.config_file import ConfigFileError
 from subscriptions.store import ConfigStore
+from tests.collector.wire_client import WireClient
 
 # (what the CLI is given, what quotas.yaml holds, what the wire carries or None when a
 # FLOAT64 field cannot carry it, the one error message)

@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from collector_testkit import collector_config, running
-from wire_client import WireClient
 
 from collector.app.server import CollectorServer
 from collector.security.credentials import ScramMechanism, new_salt, salted_password
@@ -27,6 +25,8 @@ from proto.messages.describe_user_scram_credentials_request import (
     DescribeUserScramCredentialsRequest,
     UserName,
 )
+from tests.collector.collector_testkit import collector_config, running
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 

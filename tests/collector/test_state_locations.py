@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.app.parts.cluster_subscriptions import keep_reading
@@ -26,6 +25,7 @@ from collector.app.parts.tasks import BackgroundTasks
 from collector.gateway.cluster_subscriptions import NotServed, SubscriptionRefresh
 from subscriptions.cluster_store import ClusterSubscriptionStore
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually
 
 
 def test_the_file_says_where_each_kind_lives_and_reads_back(tmp_path: Path) -> None:

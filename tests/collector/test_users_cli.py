@@ -42,12 +42,10 @@ def test_alter_describe_delete(tmp_path: Path) -> None:
     assert PASSWORD not in text
     store = DurableCredentialStore(tmp_path)
     assert store.verify_plain("alice", PASSWORD)
-    assert (
-        store.scram_credential("alice", ScramMechanism.SCRAM_SHA_256).iterations == 8192
-    )
-    assert (
-        store.scram_credential("alice", ScramMechanism.SCRAM_SHA_512).iterations == 4096
-    )
+    sha256 = store.scram_credential("alice", ScramMechanism.SCRAM_SHA_256)
+    sha512 = store.scram_credential("alice", ScramMechanism.SCRAM_SHA_512)
+    assert sha256 is not None and sha256.iterations == 8192
+    assert sha512 is not None and sha512.iterations == 4096
 
     code, out, _ = run(
         "users", "describe", "--data-dir", data, "--entity-name", "alice"

@@ -12,7 +12,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -22,25 +21,22 @@ from typing import Any
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "gateway"))
-sys.path.insert(0, str(HERE.parent / "integration"))
-
-from collector_harness import RunningCollector  # noqa: E402
-from differential import Report, Servers  # noqa: E402
-from harness import kafka_cluster as kafka_cluster_module  # noqa: E402
-from harness.kafka_cluster import (  # noqa: E402
-    DEFAULT_SASL_USERS,
-    KafkaCluster,
-    classpath,
-    java_bin,
-    kafka_libs_dir,
-)
 
 from collector.security.credentials import (  # noqa: E402
     ScramMechanism,
     scram_credential_from_password,
 )
 from collector.security.credentials_file import DurableCredentialStore  # noqa: E402
+from tests.compat.differential import Report, Servers  # noqa: E402
+from tests.gateway.harness import kafka_cluster as kafka_cluster_module  # noqa: E402
+from tests.gateway.harness.kafka_cluster import (  # noqa: E402
+    DEFAULT_SASL_USERS,
+    KafkaCluster,
+    classpath,
+    java_bin,
+    kafka_libs_dir,
+)
+from tests.integration.collector_harness import RunningCollector  # noqa: E402
 
 PLUGIN_SOURCE = HERE / "java" / "NoopClientTelemetry.java"
 PLUGIN_CLASS = "NoopClientTelemetry"

@@ -32,7 +32,6 @@ from typing import Any
 
 import cramjam
 import pytest
-from differential import CLOSED, KnownDifference, Pair, Report, Servers
 
 from proto import SUPPORTED_VERSIONS, ApiKeys, CompressionType, compress
 from proto.errors import Errors
@@ -70,6 +69,7 @@ from proto.messages.incremental_alter_configs_request import (
 )
 from proto.messages.metadata_request import MetadataRequestTopic
 from tests.collector.collector_testkit import otlp_payload
+from tests.compat.differential import CLOSED, KnownDifference, Pair, Report, Servers
 
 pytestmark = [pytest.mark.compat, pytest.mark.timeout(300)]
 
@@ -1640,8 +1640,8 @@ def test_scram_credentials(servers: Servers, checked: Report) -> None:
                 ),
             ),
         ]
-        for case, request in alters:
-            p.exchange(ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0, request, case=case)
+        for case, alter in alters:
+            p.exchange(ApiKeys.ALTER_USER_SCRAM_CREDENTIALS, 0, alter, case=case)
         _eventually_kafka(
             p,
             ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS,

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_CUMULATIVE,
     Gauge,
     Metric,
     MetricsData,
@@ -67,7 +68,7 @@ def metrics_data(index: int = 0, *, points: int = 3) -> MetricsData:
             data_points=[
                 NumberDataPoint(time_unix_nano=time_unix_nano, as_int=index * 7)
             ],
-            aggregation_temporality=2,
+            aggregation_temporality=AGGREGATION_TEMPORALITY_CUMULATIVE,
             is_monotonic=True,
         ),
     )

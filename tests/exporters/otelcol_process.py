@@ -27,7 +27,8 @@ from typing import Self
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from waiting import eventually_sync
+
+from tests.waiting import eventually_sync
 
 __all__ = ["OtelCollector", "otelcol_binary"]
 

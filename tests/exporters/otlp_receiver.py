@@ -366,7 +366,7 @@ class OtlpReceiver:
     ) -> None:
         metadata = {m.key: m.value for m in context.invocation_metadata()}
         with self._lock:
-            self._attempts.append(ReceivedExport(request, metadata, outcome))  # type: ignore[arg-type]
+            self._attempts.append(ReceivedExport(request, metadata, outcome))
             self._lock.notify_all()
 
     def _handle(

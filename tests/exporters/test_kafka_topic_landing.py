@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, Producer
-from otlp_receiver import sample_context, sample_metrics_data
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from collector.app.config import ConfigError, load_config
 from collector.app.landing_topic import topic_settings
@@ -28,6 +27,7 @@ from exporters.kafka_topic import (
 )
 from exporters.kafka_topic.topic import too_small
 from exporters.landing.format import encode_context
+from tests.exporters.otlp_receiver import sample_context, sample_metrics_data
 
 
 def telemetry_context(index: int) -> Any:
@@ -76,7 +76,9 @@ def test_the_record_is_plain_otlp_with_the_context_in_a_header() -> None:
     headers = encode_headers(context)
     assert headers == [("ktc.format", b"1"), ("ktc.context", encode_context(context))]
     # What docs/landing-log.md tells a plain consumer to do.
-    fields = json.loads(dict(headers)["ktc.context"])
+    encoded = dict(headers)["ktc.context"]
+    assert encoded is not None
+    fields = json.loads(encoded)
     assert fields["client_instance_id"] == context.client_instance_id
     assert fields["correlation_id"] == 7
     assert decode_record(headers, payload) == (context, payload)
@@ -215,7 +217,10 @@ def test_a_push_of_telemetry_max_bytes_passes_librdkafkas_size_check() -> None:
     the bound is exact; librdkafka's default message.max.bytes refuses it."""
     settings = TopicSettings(topic="t", client={"bootstrap.servers": "127.0.0.1:9"})
     key = telemetry_context(0).client_instance_id
-    headers = [("ktc.format", b"1"), ("ktc.context", b"x" * MAX_CONTEXT_BYTES)]
+    headers: list[tuple[str, str | bytes | None]] = [
+        ("ktc.format", b"1"),
+        ("ktc.context", b"x" * MAX_CONTEXT_BYTES),
+    ]
     value = b"v" * settings.telemetry_max_bytes
     producer = Producer(settings.producer_config())
     default = Producer({"bootstrap.servers": "127.0.0.1:9", "log_level": 0})
@@ -264,7 +269,7 @@ async def test_a_push_no_record_can_hold_is_refused_for_good() -> None:
     def refuse(topic_name: str, **record: Any) -> None:
         raise too_large
 
-    producer.produce = refuse  # type: ignore[method-assign]
+    producer.produce = refuse  # type: ignore[method-assign,assignment]
     result = topic.export(telemetry_context(1), b"p")
     assert not result.ok and not result.retriable
     assert topic.pending_delivery() is None  # nothing was produced
@@ -321,7 +326,8 @@ def topic_source(messages: list[FakeMessage]) -> tuple[Any, FakeConsumer]:
     settings = TopicSettings(topic="t", client={"bootstrap.servers": "127.0.0.1:9"})
     source = TopicSource(settings, "g")
     source._consumer.close()
-    fake = source._consumer = FakeConsumer(messages)
+    fake = FakeConsumer(messages)
+    source._consumer = cast(Consumer, fake)  # the librdkafka consumer's stand-in
     return source, fake
 
 

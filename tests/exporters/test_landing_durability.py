@@ -11,7 +11,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from waiting import eventually_sync
 
 from clock.testing import FakeClock
 from exporters.context import TelemetryContext
@@ -24,6 +23,7 @@ from exporters.landing import (
     LandingReader,
     RecordTooLarge,
 )
+from tests.waiting import eventually_sync
 
 MakeContext = Callable[..., TelemetryContext]
 REPO_ROOT = Path(__file__).resolve().parents[2]

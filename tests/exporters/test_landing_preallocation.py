@@ -9,13 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from waiting import eventually_sync
 
 from clock.testing import FakeClock
 from exporters.context import TelemetryContext
 from exporters.landing import LandingLog, LandingOptions
 from exporters.landing.layout import list_segments
 from exporters.landing.preallocate import SPARE_FILE_NAME, reserve
+from tests.waiting import eventually_sync
 
 MakeContext = Callable[..., TelemetryContext]
 SEGMENT = 1024 * 1024

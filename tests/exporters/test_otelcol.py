@@ -9,7 +9,6 @@ lists arrives as a label, and through a 20 s outage of the Collector nothing is 
 from __future__ import annotations
 
 import re
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -17,16 +16,14 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from otelcol_process import OtelCollector
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from waiting import eventually_sync
 
 from exporters.otlp import count_data_points
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector
+from tests.exporters.otelcol_process import OtelCollector
+from tests.integration.collector_harness import RunningCollector
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

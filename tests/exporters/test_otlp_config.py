@@ -106,7 +106,9 @@ def test_a_collector_yaml_block_loads_unchanged() -> None:
     ],
 )
 def test_scheme_overrides_insecure(endpoint: str, insecure: bool, tls: bool) -> None:
-    config = OtlpExporterConfig(endpoint=endpoint, tls={"insecure": insecure})
+    config = OtlpExporterConfig.model_validate(
+        {"endpoint": endpoint, "tls": {"insecure": insecure}}
+    )
     assert config.use_tls is tls
     assert config.target == "h:1"
 
@@ -159,7 +161,7 @@ def test_invalid_settings_name_the_problem(
 
 
 def test_zero_max_elapsed_time_means_never_give_up_and_is_valid() -> None:
-    config = OtlpExporterConfig(
-        endpoint="h:1", retry_on_failure={"max_elapsed_time": "0"}
+    config = OtlpExporterConfig.model_validate(
+        {"endpoint": "h:1", "retry_on_failure": {"max_elapsed_time": "0"}}
     )
     assert config.retry_on_failure.max_elapsed_time == dt.timedelta(0)

@@ -3,20 +3,18 @@ receiver.  Checks that what a real client pushes arrives enriched and complete."
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData, ResourceMetrics
-from otlp_receiver import OtlpReceiver, resource_attributes
 
 from exporters.otlp import count_data_points
 from subscriptions.store import ConfigStore
+from tests.exporters.otlp_receiver import OtlpReceiver, resource_attributes
 
 # The collector harness lives with the integration tests.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -7,13 +7,17 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     AggregationTemporality,
     MetricsData,
 )
-from otlp_receiver import resource_attributes, sample_context, sample_metrics_data
 
 from exporters.otlp.enrich import (
     RESOURCE_ATTRIBUTES,
     UPSTREAM_RESOURCE_ATTRIBUTES,
     count_data_points,
     enrich,
+)
+from tests.exporters.otlp_receiver import (
+    resource_attributes,
+    sample_context,
+    sample_metrics_data,
 )
 
 EXPECTED = {

@@ -17,18 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from otlp_receiver import (
-    Fail,
-    OtlpReceiver,
-    PartialSuccess,
-    Slow,
-    point_values,
-    resource_attributes,
-    sample_context,
-    sample_metrics_data,
-)
 from prometheus_client import CollectorRegistry
-from waiting import eventually_sync
 
 from clock.testing import FakeClock
 from exporters.context import TelemetryContext
@@ -40,6 +29,17 @@ from exporters.otlp import (
     OtlpForwarder,
     consumer_name_for,
 )
+from tests.exporters.otlp_receiver import (
+    Fail,
+    OtlpReceiver,
+    PartialSuccess,
+    Slow,
+    point_values,
+    resource_attributes,
+    sample_context,
+    sample_metrics_data,
+)
+from tests.waiting import eventually_sync
 
 POINTS_PER_PUSH = 3  # sample_metrics_data(gauges=2): two gauge points and one sum point
 

@@ -21,12 +21,14 @@ from exporters.otlp.retry import ExponentialBackoff
 def test_every_wait_is_the_nominal_interval_plus_minus_the_factor(
     initial_ms: int, cap_factor: int, multiplier: float, factor: float, seed: int
 ) -> None:
-    config = RetryConfig(
-        initial_interval=f"{initial_ms}ms",
-        max_interval=f"{initial_ms * cap_factor}ms",
-        multiplier=multiplier,
-        randomization_factor=factor,
-        max_elapsed_time="0",
+    config = RetryConfig.model_validate(
+        {
+            "initial_interval": f"{initial_ms}ms",
+            "max_interval": f"{initial_ms * cap_factor}ms",
+            "multiplier": multiplier,
+            "randomization_factor": factor,
+            "max_elapsed_time": "0",
+        }
     )
     backoff = ExponentialBackoff(config, random.Random(seed))
     nominal_s = initial_ms / 1000

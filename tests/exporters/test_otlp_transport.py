@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from pathlib import Path
 
 import grpc
 import pytest
 import trustme
-from otlp_receiver import (
+
+from exporters.otlp.config import OtlpExporterConfig
+from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
+from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
+from tests.exporters.otlp_receiver import (
     ByteCountingProxy,
     Fail,
     OtlpReceiver,
@@ -17,10 +22,6 @@ from otlp_receiver import (
     point_values,
     sample_metrics_data,
 )
-
-from exporters.otlp.config import OtlpExporterConfig
-from exporters.otlp.retry import ALWAYS_RETRYABLE_CODES
-from exporters.otlp.transport import ExportAccepted, OtlpGrpcTransport
 
 
 @pytest.fixture
@@ -66,7 +67,7 @@ def test_concatenated_metrics_data_is_one_request(receiver: OtlpReceiver) -> Non
     ]
 
 
-@pytest.mark.parametrize("code", sorted(ALWAYS_RETRYABLE_CODES, key=lambda c: c.name))
+@pytest.mark.parametrize("code", sorted(ALWAYS_RETRYABLE_CODES, key=attrgetter("name")))
 def test_the_collectors_retryable_codes_are_retryable(
     receiver: OtlpReceiver, code: grpc.StatusCode
 ) -> None:

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import atheris
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Run as a script: the repository root, for the sources and `tests.` imports.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import fuzz_targets
+from tests.fuzz import fuzz_targets
 
 # Bytes one input may allocate beyond what the process holds before fuzzing (--memory-mb=N):
 # a push decompresses to at most telemetry.max.bytes (1 MiB by default, 64 MiB at most).

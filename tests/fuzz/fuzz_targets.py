@@ -85,6 +85,7 @@ class _PreferSource(importlib.abc.MetaPathFinder):
             spec.loader, importlib.machinery.ExtensionFileLoader
         ):
             return None
+        assert spec.origin is not None
         source = Path(spec.origin).with_name(name.rpartition(".")[2] + ".py")
         return importlib.util.spec_from_file_location(name, source)
 
@@ -95,8 +96,9 @@ class Code:
     def __init__(self, modules: dict[str, ModuleType], label: str) -> None:
         self.label = label
         self.modules = modules
-        for name, module in modules.items():
-            setattr(self, name.rpartition(".")[2], module)
+        self._by_last_name = {
+            name.rpartition(".")[2]: module for name, module in modules.items()
+        }
         errors = modules["proto.errors"]
         self.request_errors = (errors.FramingError, errors.KafkaError)
         self.payload_errors = (
@@ -104,6 +106,14 @@ class Code:
             errors.TelemetryTooLargeError,
             errors.UnsupportedCompressionTypeError,
         )
+
+    def __getattr__(self, last_name: str) -> ModuleType:
+        # Through __dict__: called for a missing name, it must not ask for one itself.
+        by_last_name: dict[str, ModuleType] = self.__dict__["_by_last_name"]
+        try:
+            return by_last_name[last_name]
+        except KeyError:
+            raise AttributeError(last_name) from None
 
     @property
     def compiled(self) -> list[str]:

@@ -32,13 +32,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 GOLDEN = ROOT / "tests" / "gateway" / "golden"
 CAPTURED = HERE / "captured"
-sys.path[:0] = [str(HERE), str(ROOT / "tests" / "proto")]
+# Run as a script: the repository root, for the sources and `tests.` imports.
+sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
-from message_strategies import message_strategy, specs  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (  # noqa: E402
+    AGGREGATION_TEMPORALITY_DELTA,
     Gauge,
     Metric,
     MetricsData,
@@ -58,6 +59,7 @@ from proto import (  # noqa: E402
 from proto.api_table import request_header_version, response_header_version  # noqa: E402
 from proto.compression import CompressionType, compress  # noqa: E402
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest  # noqa: E402
+from tests.proto.message_strategies import message_strategy, specs  # noqa: E402
 
 EXAMPLES_PER_VERSION = 2
 # GetTelemetrySubscriptions v0 (tests/proto/test_connection.py pins its bytes).
@@ -134,7 +136,7 @@ def otlp_payload(metrics: int = 12) -> bytes:
                     name=f"org.apache.kafka.producer.connection.creation.total.{index}",
                     sum=Sum(
                         data_points=[point],
-                        aggregation_temporality=1,
+                        aggregation_temporality=AGGREGATION_TEMPORALITY_DELTA,
                         is_monotonic=True,
                     ),
                 )
@@ -149,7 +151,7 @@ def otlp_payload(metrics: int = 12) -> bytes:
     return data.SerializeToString()
 
 
-def bombs() -> Iterator[tuple[str, int, bytes]]:
+def bombs() -> Iterator[tuple[str, CompressionType, bytes]]:
     """(name, codec, payload): small inputs that inflate past every bound."""
     zeros = bytes(64 << 20)
     yield "gzip-64MiB", CompressionType.GZIP, compress(CompressionType.GZIP, zeros)

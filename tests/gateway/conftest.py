@@ -12,11 +12,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from harness import kafka_cluster as kafka_cluster_module
-from harness import tansu as tansu_module
-from harness.java_clients import compiled_classes, run_java_clients
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TansuBroker
+
+from tests.gateway.harness import kafka_cluster as kafka_cluster_module
+from tests.gateway.harness import tansu as tansu_module
+from tests.gateway.harness.java_clients import compiled_classes, run_java_clients
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TansuBroker
 
 
 def require(reason: str | None) -> None:

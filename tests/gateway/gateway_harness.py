@@ -4,15 +4,11 @@ and what it landed."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-
-from collector_harness import RunningCollector, wait_for
-
 from collector.app.gateway_server import GatewayServer
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 __all__ = ["RunningGateway", "wait_for"]
 
@@ -58,3 +54,14 @@ class RunningGateway(RunningCollector):
         from prometheus_client import generate_latest
 
         return self.call(lambda: generate_latest(self.gateway_server.registry).decode())
+
+    def metric_value(self, name: str, **labels: str) -> float | None:
+        """The value of the sample ``name`` with ``labels`` (among others) on /metrics,
+        None when there is none."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        for family in text_string_to_metric_families(self.metrics_text()):
+            for sample in family.samples:
+                if sample.name == name and labels.items() <= sample.labels.items():
+                    return float(sample.value)
+        return None

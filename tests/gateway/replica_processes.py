@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from harness import _proc
+
+from tests.gateway.harness import _proc
 
 KTC = Path(sys.executable).with_name("ktc")
 

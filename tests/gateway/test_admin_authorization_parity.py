@@ -22,20 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
-
-from collector_harness import RunningCollector
-from sasl_client import ScramClient
 
 from collector.security.acls import (
     AclBinding,
@@ -72,6 +63,10 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.integration.collector_harness import RunningCollector
+from tests.security.sasl_client import ScramClient
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.gateway.cluster_subscriptions import (
@@ -25,6 +24,7 @@ from collector.gateway.cluster_subscriptions import (
 from proto import Errors, KafkaError
 from subscriptions.cluster_store import ClusterSubscriptionStore
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually
 
 REFRESH_MS = 2000
 
@@ -138,7 +138,11 @@ async def test_a_failed_read_keeps_the_last_set_and_is_said_once(
     for reads in (2, 3, 4):
         await asleep(clock)
         clock.advance(REFRESH_MS)
-        await eventually(lambda r=reads: cluster.reads == r, timeout_s=10, what="read")
+
+        def read(expected: int = reads) -> bool:
+            return cluster.reads == expected
+
+        await eventually(read, timeout_s=10, what="read")
         assert interval(store, "s") == "1000"
     await asleep(clock)
     clock.advance(REFRESH_MS)

@@ -31,9 +31,6 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import _proc
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import (
     GetTelemetrySubscriptionsRequest,
@@ -41,8 +38,12 @@ from kio.schema.get_telemetry_subscriptions.v0.request import (
 from kio.schema.get_telemetry_subscriptions.v0.response import (
     GetTelemetrySubscriptionsResponse,
 )
-from replica_processes import ReplicaProcess
-from waiting import eventually_sync
+
+from tests.gateway.harness import _proc
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
+from tests.gateway.replica_processes import ReplicaProcess
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 
@@ -154,7 +155,7 @@ def test_a_gateways_subscriptions_are_refused_on_its_data_dir(
     data_dir = gateway.work / "data"
     client_id = f"kept-{uuid.uuid4().hex[:6]}"
     name = f"sub-{client_id}"
-    alter = ("--name", name, "--metrics", "*", "--interval", "4000")
+    alter: tuple[str, ...] = ("--name", name, "--metrics", "*", "--interval", "4000")
     alter += ("--match", f"client_id={client_id}")
     before = files(data_dir)
     line = (
@@ -266,7 +267,14 @@ def test_a_serve_node_refuses_then_switched_to_its_local_store_takes_the_change(
 ) -> None:
     cluster = kafka_cluster.bootstrap_servers()
     client_id = f"serve-{uuid.uuid4().hex[:6]}"
-    alter = ("subscriptions", "alter", "--name", f"sub-{client_id}", "--metrics", "*")
+    alter: tuple[str, ...] = (
+        "subscriptions",
+        "alter",
+        "--name",
+        f"sub-{client_id}",
+        "--metrics",
+        "*",
+    )
     alter += ("--interval", "7000", "--match", f"client_id={client_id}")
     in_kafka = {
         "subscriptions.store": "kafka",
@@ -303,7 +311,7 @@ def test_a_gateway_with_its_own_sasl_listener_and_authorizer_keeps_users_and_acl
     """With a SASL listener the gateway's users are its own, with an authorizer its ACLs:
     it records both as its data directory's, and the commands work; its subscriptions are
     still the cluster's."""
-    from gateway_harness import RunningGateway
+    from tests.gateway.gateway_harness import RunningGateway
 
     cluster = kafka_cluster.bootstrap_servers()
     data_dir = tmp_path / "data"

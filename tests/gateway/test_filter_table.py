@@ -162,12 +162,18 @@ def test_the_answered_here_list_follows_the_table() -> None:
     assert answered_here(setup, without) == answered_here(setup) - {
         ApiKeys.PUSH_TELEMETRY
     }
-    added = {**FILTERS, ApiKeys.LIST_GROUPS: (AnswerHere,)}
+    added: dict[int, tuple[type[Filter], ...]] = {
+        **FILTERS,
+        ApiKeys.LIST_GROUPS: (AnswerHere,),
+    }
     assert answered_here(setup, added) == answered_here(setup) | {ApiKeys.LIST_GROUPS}
     built = build_chains(cast(Any, setup), added)
     assert built[ApiKeys.LIST_GROUPS].answered_here
     # A filter that only watches (no answer here) adds nothing.
-    watched = {**FILTERS, ApiKeys.LIST_GROUPS: (RewriteAddresses,)}
+    watched: dict[int, tuple[type[Filter], ...]] = {
+        **FILTERS,
+        ApiKeys.LIST_GROUPS: (RewriteAddresses,),
+    }
     assert answered_here(setup, watched) == answered_here(setup)
 
 

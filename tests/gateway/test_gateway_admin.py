@@ -34,10 +34,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TansuBroker
-from harness.wire import exchange
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.errors import ErrorCode
@@ -55,14 +51,19 @@ from kio.schema.list_config_resources.v1.request import ListConfigResourcesReque
 from kio.schema.list_config_resources.v1.response import ListConfigResourcesResponse
 from kio.schema.metadata.v12 import request as mr
 from kio.schema.metadata.v12.response import MetadataResponse
-from waiting import eventually_sync
+from kio.static.primitive import i8
 
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TansuBroker
+from tests.gateway.harness.wire import exchange
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 
-TOPIC, BROKER, CLIENT_METRICS = 2, 4, 16
-SET, DELETE = 0, 1
+TOPIC, BROKER, CLIENT_METRICS = i8(2), i8(4), i8(16)
+SET, DELETE = i8(0), i8(1)
 KTC = [str(Path(sys.executable).with_name("ktc"))]
 
 # The gateway's subscription and the cluster's, under the same name: which side answered
@@ -176,7 +177,7 @@ def alter(port: int, resources: tuple[Any, ...], version: int = 1) -> Any:
         from kio.schema.incremental_alter_configs.v0 import request as v0
         from kio.schema.incremental_alter_configs.v0 import response as v0_response
 
-        request = v0.IncrementalAlterConfigsRequest(
+        request_v0 = v0.IncrementalAlterConfigsRequest(
             resources=tuple(
                 v0.AlterConfigsResource(
                     resource_type=r.resource_type,
@@ -194,14 +195,16 @@ def alter(port: int, resources: tuple[Any, ...], version: int = 1) -> Any:
             ),
             validate_only=False,
         )
-        return exchange(port, request, v0_response.IncrementalAlterConfigsResponse)[0]
+        return exchange(port, request_v0, v0_response.IncrementalAlterConfigsResponse)[
+            0
+        ]
     return exchange(port, request, IncrementalAlterConfigsResponse)[0]
 
 
 def list_resources(port: int, *types: int) -> set[tuple[int, str]]:
     answer, _ = exchange(
         port,
-        ListConfigResourcesRequest(resource_types=types),
+        ListConfigResourcesRequest(resource_types=tuple(i8(t) for t in types)),
         ListConfigResourcesResponse,
     )
     assert answer.error_code == ErrorCode.none
@@ -520,6 +523,7 @@ def test_list_config_resources_in_front_of_an_upstream_without_it(
         for k in versions.api_keys
     }
     assert listed[74] == (0, 1)
+    assert tansu_broker.port is not None
     direct, _ = exchange(
         tansu_broker.port,
         ApiVersionsRequest(

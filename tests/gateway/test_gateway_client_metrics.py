@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster
 from prometheus_client.parser import text_string_to_metric_families
-from waiting import eventually_sync
 
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(180)]
 

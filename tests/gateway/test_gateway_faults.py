@@ -53,14 +53,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness import _proc
-from harness import tansu as tansu_module
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TansuBroker
+from kio.schema.types import TopicName
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i16, i32, i32Timedelta, i64
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness import _proc
+from tests.gateway.harness import tansu as tansu_module
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TansuBroker
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -304,8 +306,14 @@ def count_by_key(
         def read() -> bool:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
-                counts[message.key().decode()] += 1
-                positions[message.partition()] = message.offset() + 1
+                key, partition, offset = (
+                    message.key(),
+                    message.partition(),
+                    message.offset(),
+                )
+                assert key is not None and partition is not None and offset is not None
+                counts[key.decode()] += 1
+                positions[partition] = offset + 1
             return all(positions[p] >= ends[p] for p in range(partitions))
 
         wait_for(read, timeout_s=120, what=f"{topic} read to its end", poll_s=0)
@@ -337,13 +345,12 @@ def test_a_broker_killed_under_produce_load(
         kafka_cluster.wait_in_sync([topic])
         victim = leaders(admin, topic)[0]
         victim_address = f"127.0.0.1:{gateway.node_ports()[victim]}"
-        server = gateway.gateway_server
+        service = gateway.gateway_server.gateway
+        assert service is not None
 
         def pairs_of_victim() -> int:
             return gateway.call(
-                lambda: sum(
-                    1 for pair in server.gateway.pairs if pair.node_id == victim
-                )  # type: ignore[union-attr]
+                lambda: sum(1 for pair in service.pairs if pair.node_id == victim)
             )
 
         try:
@@ -459,12 +466,12 @@ def test_a_broker_killed_under_produce_load(
     for producer in producers:
         assert not producer.errors, producer.errors[:5]
     counts = count_by_key(kafka_cluster, topic, 6)
-    acked = set().union(*(p.acked for p in producers))
-    missing = acked - set(counts)
+    acked_keys: set[str] = set().union(*(p.acked for p in producers))
+    missing = acked_keys - set(counts)
     assert not missing, (
         f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
     )
-    doubled = [key for key in acked if counts[key] > 1]
+    doubled = [key for key in acked_keys if counts[key] > 1]
     assert not doubled, f"{len(doubled)} records written twice, e.g. {doubled[:5]}"
 
 
@@ -515,9 +522,10 @@ def test_an_unreachable_upstream_closes_clients_and_the_gateway_keeps_serving(
 
         # The gateway keeps serving: /metrics over HTTP, and every new connection is
         # accepted and closed (not left hanging).
+        assert gateway.server is not None
         with urllib.request.urlopen(
             f"http://127.0.0.1:{gateway.server.http_port}/metrics", timeout=10
-        ) as r:  # type: ignore[union-attr]
+        ) as r:
             assert b"ktc_gateway_upstream_failures_total" in r.read()
         for _ in range(3):
             other = KafkaSocket(gateway.port)
@@ -891,11 +899,11 @@ def test_sigterm_answers_requests_in_flight_then_closes(
     correlation_id = idle.send(api_versions_request())
     assert idle.receive(api_versions_response(), correlation_id).error_code == 0
     request = fetch.FetchRequest(
-        max_wait=datetime.timedelta(milliseconds=2000),
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=2000)),
         min_bytes=i32(1 << 20),
         topics=(
             fetch.FetchTopic(
-                topic=topic,
+                topic=TopicName(topic),
                 partitions=(
                     fetch.FetchPartition(
                         partition=i32(0),

@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 

@@ -17,12 +17,12 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.app.cli import cli
 from proto import ApiKeys
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(240)]
 
@@ -157,6 +157,7 @@ def test_the_inventory_lists_telemetry_off_and_removed_versions(
 
         wait_for(listed, timeout_s=60, what="all three clients in the inventory")
         answer = inventory(gateway)
+        assert gateway.server is not None
         table = CliRunner().invoke(
             cli,
             ["clients", "--inventory", "--server",

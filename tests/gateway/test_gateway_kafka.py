@@ -10,6 +10,7 @@ and only the metrics its subscription names.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,12 +20,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -158,7 +159,9 @@ def test_librdkafka_through_the_gateway(
             if message is not None:
                 if message.error():
                     raise KafkaException(message.error())
-                consumed.add(message.key().decode())
+                key = message.key()
+                assert key is not None
+                consumed.add(key.decode())
             return len(consumed) == len(keys) + len(txn_keys)
 
         wait_for(
@@ -186,7 +189,7 @@ def test_librdkafka_through_the_gateway(
             ("gw-consumer", CONSUMER_METRICS),
         ):
             records = wait_for(
-                lambda c=client_id: landed(c),
+                functools.partial(landed, client_id),
                 timeout_s=30,
                 what=f"a telemetry push from {client_id}",
             )

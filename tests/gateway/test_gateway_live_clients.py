@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
 
 from collector.app.cli import cli
 from collector.app.cli.clients import fetch_clients
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(400)]
 

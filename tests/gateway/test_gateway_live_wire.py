@@ -37,8 +37,17 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from golden.capture_live import (
+from kio.serial import entity_reader
+
+from collector.gateway.api_versions import (
+    API_VERSIONS_RANGE,
+    DECODED_VERSIONS,
+    capped_range,
+)
+from proto import SUPPORTED_VERSIONS, ApiKeys
+from proto.api_table import API_TABLE
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.golden.capture_live import (
     LiveRequest,
     api_versions,
     describe_cluster,
@@ -48,18 +57,9 @@ from golden.capture_live import (
     live_requests,
     metadata,
 )
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
-from kio.serial import entity_reader
-from waiting import eventually_sync
-
-from collector.gateway.api_versions import (
-    API_VERSIONS_RANGE,
-    DECODED_VERSIONS,
-    capped_range,
-)
-from proto import SUPPORTED_VERSIONS, ApiKeys
-from proto.api_table import API_TABLE
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -311,7 +311,7 @@ def ranges(message: Any) -> dict[int, tuple[int, int]]:
 
 # What the gateway answers itself, with the collector's versions: telemetry and the
 # client-metrics administration (CLIENT_METRICS resources; the rest is forwarded).
-LOCAL = {
+LOCAL: dict[int, tuple[int, int]] = {
     api_key: SUPPORTED_VERSIONS[api_key]
     for api_key in (
         *TELEMETRY,
@@ -337,10 +337,11 @@ def test_api_versions_on_every_listener(
         got, upstream = ranges(via), ranges(kafka)
         where = f"ApiVersions v{version} on port {via_port} (node {node_id})"
         # KIP-714's APIs on every listener, with the collector's versions.
-        for api_key in TELEMETRY:
-            assert got.get(api_key) == SUPPORTED_VERSIONS[api_key], where
+        for telemetry_key in TELEMETRY:
+            assert got.get(telemetry_key) == SUPPORTED_VERSIONS[telemetry_key], where
         for api_key, (low, high) in got.items():
             info = API_TABLE[api_key]  # KeyError: a key Kafka 4.4.0 does not have
+            assert info.min_version is not None and info.max_version is not None
             assert info.min_version <= low <= high <= info.max_version, (where, api_key)
             if api_key in DECODED_VERSIONS and api_key not in local:
                 decoded = DECODED_VERSIONS[api_key]

@@ -6,21 +6,18 @@ on the Collector's Prometheus exporter."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway
-from harness.kafka_cluster import KafkaCluster
-from waiting import eventually_sync
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-from otelcol_process import OtelCollector
+from tests.exporters.otelcol_process import OtelCollector
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(180)]
 

@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from waiting import eventually
 
 from clock.testing import FakeClock
 from collector.app.config import load_config
@@ -66,6 +65,7 @@ from proto.messages import produce_request as pr
 from proto.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from proto.messages.sasl_handshake_response import SaslHandshakeResponse
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -792,7 +792,7 @@ def fetch_v4_request(correlation_id: int, partitions: int) -> bytes:
 def fetch_v4_answer(record_bytes: int) -> bytes:
     """A Fetch v4 response body: one partition carrying ``record_bytes`` of records (opaque
     to the gateway), or no topics at all for 0."""
-    topics = ()
+    topics: tuple[fetch_response.FetchableTopicResponse, ...] = ()
     if record_bytes:
         partition = fetch_response.PartitionData(
             partition_index=0, high_watermark=1, records=b"r" * record_bytes

@@ -52,13 +52,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
 from prometheus_client.parser import text_string_to_metric_families
 
 from proto.errors import Errors
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -211,7 +211,9 @@ def produce_flat_out(
         else:
             now = time.monotonic()
             if now <= end:
-                run.nbytes += len(message.value())
+                value = message.value()
+                assert value is not None
+                run.nbytes += len(value)
                 run.timeline.append((now, run.nbytes))
 
     while True:
@@ -246,7 +248,9 @@ def consume_flat_out(
             if message.error():
                 raise KafkaException(message.error())
             if time.monotonic() <= end:
-                run.nbytes += len(message.value())
+                value = message.value()
+                assert value is not None
+                run.nbytes += len(value)
     run.seconds = min(time.monotonic(), end) - start
     return run
 
@@ -538,7 +542,7 @@ def test_strict_mutation_quota_refuses_and_the_topic_does_not_exist(
     assert [(t.name, t.error_code) for t in answer.topics] == [
         (second, Errors.THROTTLING_QUOTA_EXCEEDED)
     ]
-    assert Errors.THROTTLING_QUOTA_EXCEEDED == 89
+    assert int(Errors.THROTTLING_QUOTA_EXCEEDED) == 89
     assert answer.throttle_time.total_seconds() > 0
     # Once the cluster's metadata has the first topic (created before the refused one was
     # asked for), the second is not there.

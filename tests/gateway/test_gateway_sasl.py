@@ -16,6 +16,7 @@ upstream connection.  Through the gateway:
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import socket
@@ -29,11 +30,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
 
@@ -98,6 +99,10 @@ def through_gateway(
     return sasl_config(gateway.bootstrap, user, kafka_cluster.sasl_users[user])
 
 
+def from_client(client_id: str) -> Callable[[LandingRecord], bool]:
+    return lambda record: record.context.client_id == client_id
+
+
 def landed(
     gateway: RunningGateway, predicate: Callable[[LandingRecord], bool]
 ) -> list[LandingRecord]:
@@ -140,7 +145,9 @@ def test_librdkafka_alice_through_the_gateway(
             if message is not None:
                 if message.error():
                     raise KafkaException(message.error())
-                consumed.add(message.key().decode())
+                key = message.key()
+                assert key is not None
+                consumed.add(key.decode())
             return consumed == keys
 
         wait_for(
@@ -152,7 +159,7 @@ def test_librdkafka_alice_through_the_gateway(
         # The principal the clients authenticated as is in the landed telemetry context.
         for client_id in ("alice-producer", "alice-consumer"):
             records = wait_for(
-                lambda c=client_id: landed(gateway, lambda r: r.context.client_id == c),
+                functools.partial(landed, gateway, from_client(client_id)),
                 timeout_s=30,
                 what=f"a telemetry push from {client_id}",
             )

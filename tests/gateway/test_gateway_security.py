@@ -44,9 +44,6 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.kafka_cluster import KafkaCluster, classpath, java_bin
-from test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 
 from collector.app.node import StartupError
 from collector.security.credentials import (
@@ -75,6 +72,9 @@ from proto.messages import create_acls_request as cacl
 from proto.messages import describe_configs_request as dcr
 from proto.messages import incremental_alter_configs_request as iac
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.kafka_cluster import KafkaCluster, classpath, java_bin
+from tests.integration.test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 from tests.secrets_under_test import SASL_USERS, WRONG_PASSWORD
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(600)]
@@ -761,7 +761,7 @@ def tls_exchange(port: int, ca: Path, *frames: bytes) -> list[bytes | None]:
             for frame in frames:
                 sock.sendall(frame)
                 try:
-                    answer = read_frame(sock)  # type: ignore[arg-type]
+                    answer = read_frame(sock)
                 except ssl.SSLError:
                     answer = None
                 answers.append(answer)
@@ -996,7 +996,7 @@ def test_the_gateway_logs_in_to_a_sasl_cluster_for_clients_that_log_in_at_it(
             **login,
         },
     ) as gateway:
-        carol = {
+        carol: dict[str, str | int | float | bool] = {
             "bootstrap.servers": gateway.bootstrap,
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanism": "SCRAM-SHA-512",

@@ -19,9 +19,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from gateway_harness import RunningGateway, wait_for
-from harness.tansu import TansuBroker
-from harness.wire import exchange
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.api_versions.v3.response import ApiVersionsResponse
 from kio.schema.get_telemetry_subscriptions.v0.request import (
@@ -33,6 +30,9 @@ from kio.schema.get_telemetry_subscriptions.v0.response import (
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from subscriptions.store import ConfigStore
+from tests.gateway.gateway_harness import RunningGateway, wait_for
+from tests.gateway.harness.tansu import TansuBroker
+from tests.gateway.harness.wire import exchange
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 
@@ -181,7 +181,9 @@ def test_librdkafka_through_the_gateway_to_tansu(
             if message is not None:
                 if message.error():
                     raise KafkaException(message.error())
-                consumed.add(message.key().decode())
+                key = message.key()
+                assert key is not None
+                consumed.add(key.decode())
             return len(consumed) == len(keys)
 
         wait_for(

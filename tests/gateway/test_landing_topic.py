@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import json
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -23,13 +22,8 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from gateway_harness import RunningGateway
-from harness import kafka_cluster as kafka_cluster_module
-from harness.kafka_cluster import KafkaCluster
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
-from topic_reader import read_topic
-from waiting import eventually_sync
 
 from collector.app import landing_topic
 from collector.net.flush import NotLanded
@@ -37,11 +31,13 @@ from exporters.context import TelemetryContext
 from exporters.kafka_topic.landing import TopicLanding
 from exporters.otlp import count_data_points
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-from collector_harness import RunningCollector
-from otelcol_process import OtelCollector
+from tests.exporters.otelcol_process import OtelCollector
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness import kafka_cluster as kafka_cluster_module
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.topic_reader import read_topic
+from tests.integration.collector_harness import RunningCollector
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(240)]
 
@@ -425,7 +421,7 @@ def test_the_forwarder_commits_only_what_the_receiver_accepted(
     """The receiver away while a client pushes: the group's offsets stand still and the
     lag grows by the pushes landed meanwhile; back, the backlog goes out once and the lag
     returns to 0."""
-    from otlp_receiver import OtlpReceiver
+    from tests.exporters.otlp_receiver import OtlpReceiver
 
     answers = Answers(monkeypatch)
     bootstrap = landing_cluster.bootstrap_servers()
@@ -534,13 +530,15 @@ def test_the_topic_on_a_sasl_only_cluster_with_the_collectors_login(
     try:
         consumer.subscribe([topic])
         records: list[Any] = []
+
+        def consumed_all() -> bool:
+            records.extend(
+                m for m in consumer.consume(100, timeout=0.5) if m.error() is None
+            )
+            return len(records) >= len(answers.produced)
+
         eventually_sync(
-            lambda: (
-                records.extend(
-                    m for m in consumer.consume(100, timeout=0.5) if m.error() is None
-                )
-                or len(records) >= len(answers.produced)
-            ),
+            consumed_all,
             timeout_s=30,
             what="every push read back as alice",
         )

@@ -33,16 +33,16 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-from harness import _proc
-from harness import kafka_cluster as kafka_cluster_module
-from harness.kafka_cluster import KafkaCluster
-from kafka_fault_proxy import FaultProxy
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData, ResourceMetrics
-from topic_reader import read_topic
 
 from proto import ApiKeys, ClientConnection
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from subscriptions.store import ConfigStore
+from tests.gateway.harness import _proc
+from tests.gateway.harness import kafka_cluster as kafka_cluster_module
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.kafka_fault_proxy import FaultProxy
+from tests.gateway.topic_reader import read_topic
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(240)]
 

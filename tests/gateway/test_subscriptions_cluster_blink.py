@@ -38,11 +38,6 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Producer
-from gateway_harness import RunningGateway
-from harness import _proc
-from harness.blink_proxy import BlinkProxy
-from harness.kafka_cluster import KafkaCluster
-from harness.wire import exchange
 from kio.schema.errors import ErrorCode
 from kio.schema.get_telemetry_subscriptions.v0.request import (
     GetTelemetrySubscriptionsRequest,
@@ -50,11 +45,19 @@ from kio.schema.get_telemetry_subscriptions.v0.request import (
 from kio.schema.get_telemetry_subscriptions.v0.response import (
     GetTelemetrySubscriptionsResponse,
 )
-from replica_processes import ReplicaProcess
-from test_gateway_cluster_subscriptions import alter_interval, interval_served
-from waiting import eventually_sync
 
 from exporters.landing import LandingReader, node_directories
+from tests.gateway.gateway_harness import RunningGateway
+from tests.gateway.harness import _proc
+from tests.gateway.harness.blink_proxy import BlinkProxy
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.wire import exchange
+from tests.gateway.replica_processes import ReplicaProcess
+from tests.gateway.test_gateway_cluster_subscriptions import (
+    alter_interval,
+    interval_served,
+)
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from harness.kafka_cluster import KafkaCluster
-from harness.tansu import TANSU_VERSION, TansuBroker
+
+from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.gateway.harness.tansu import TANSU_VERSION, TansuBroker
 
 pytestmark = pytest.mark.gateway
 
@@ -77,7 +78,9 @@ def consume_all(
                 continue
             if message.error():
                 raise KafkaException(message.error())
-            keys.add(message.key().decode())
+            key = message.key()
+            assert key is not None
+            keys.add(key.decode())
         assert len(keys) == expected, f"consumed {len(keys)} of {expected} keys"
         consumer.commit(asynchronous=False)
         committed = consumer.committed(consumer.assignment(), timeout=30)
@@ -264,7 +267,9 @@ def test_kafka_survives_losing_a_node(kafka_cluster: KafkaCluster) -> None:
 
 def test_tansu_produce_consume(tansu_broker: TansuBroker) -> None:
     assert tansu_broker.version() == f"tansu {TANSU_VERSION}"
-    config = {"bootstrap.servers": tansu_broker.bootstrap_servers()}
+    config: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": tansu_broker.bootstrap_servers()
+    }
     metadata = AdminClient(config).list_topics(timeout=10)
     assert [f"{b.host}:{b.port}" for b in metadata.brokers.values()] == [
         tansu_broker.bootstrap_servers()

@@ -12,7 +12,6 @@ import dataclasses
 from typing import Any
 
 import pytest
-from golden.strategies import message_strategy, specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +25,7 @@ from collector.gateway.addresses import (
 from proto.api_keys import ApiKeys
 from proto.codegen import MessageSpec
 from proto.messages import RESPONSE_MODULES
+from tests.gateway.golden.strategies import message_strategy, specs
 
 
 def address_for(node_id: int) -> tuple[str, int]:
@@ -67,7 +67,8 @@ def expected(api_key: int, version: int, m: Any) -> tuple[Any, set[int]]:
             for n in m.nodes
         )
         return replace(m, nodes=nodes), set()
-    first = {ApiKeys.PRODUCE: 10, ApiKeys.FETCH: 16}.get(api_key, 0)
+    first_version: dict[int, int] = {ApiKeys.PRODUCE: 10, ApiKeys.FETCH: 16}
+    first = first_version.get(api_key, 0)
     if version < first:
         return m, set()
     return replace(m, node_endpoints=_brokers(m.node_endpoints)), {
@@ -99,6 +100,7 @@ def test_cases_cover_every_walkable_version() -> None:
 def test_rewrite_matches_the_oracle(
     spec: MessageSpec, version: int, data: st.DataObject
 ) -> None:
+    assert spec.api_key is not None
     module = RESPONSE_MODULES[spec.api_key]
     message = data.draw(message_strategy(spec, version))
     out = bytearray()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from golden import GoldenRequest, requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,8 +26,12 @@ from proto.api_table import API_TABLE
 from proto.connection import decode_response
 from proto.errors import Errors
 from proto.messages import api_versions_response as av
+from tests.gateway.golden import GoldenRequest, requests
 
-LOCAL = {ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0), ApiKeys.PUSH_TELEMETRY: (0, 0)}
+LOCAL: dict[int, tuple[int, int]] = {
+    ApiKeys.GET_TELEMETRY_SUBSCRIPTIONS: (0, 0),
+    ApiKeys.PUSH_TELEMETRY: (0, 0),
+}
 GOLDEN = requests("api_versions")
 
 
@@ -50,7 +53,8 @@ def test_cap_kafkas_answer(g: GoldenRequest) -> None:
     got = ranges(capped)
     up = ranges(upstream)
     assert 1000 in up and 1000 not in got  # unknown to the gateway: removed
-    assert up[ApiKeys.PRODUCE][1] == API_TABLE[ApiKeys.PRODUCE].max_version + 1
+    produce_max = API_TABLE[ApiKeys.PRODUCE].max_version
+    assert produce_max is not None and up[ApiKeys.PRODUCE][1] == produce_max + 1
     assert got[ApiKeys.PRODUCE] == (3, 13)  # capped to 4.4.0 (and the codec)
     assert got[ApiKeys.FETCH] == (4, 18)
     assert got[ApiKeys.API_VERSIONS] == API_VERSIONS_RANGE  # v5 is not spoken

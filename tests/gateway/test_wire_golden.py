@@ -17,15 +17,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from golden import (
-    HERE,
-    GoldenResponse,
-    gateway_address,
-    kafka_classpath,
-    responses,
-    run_java,
-    upstream_address,
-)
 
 from collector.gateway.addresses import (
     ADDRESS_VERSIONS,
@@ -42,6 +33,15 @@ from collector.gateway.frames import (
 from proto.api_keys import ApiKeys
 from proto.api_table import response_header_version
 from proto.messages import RESPONSE_MODULES
+from tests.gateway.golden import (
+    HERE,
+    GoldenResponse,
+    gateway_address,
+    kafka_classpath,
+    responses,
+    run_java,
+    upstream_address,
+)
 
 GOLDEN = responses()
 IDS = [g.id for g in GOLDEN]

@@ -7,7 +7,6 @@ import struct
 import uuid
 
 import pytest
-from golden import GoldenRequest, requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,7 @@ from proto.errors import FramingError, UnknownApiKey
 from proto.messages import create_topics_request as ct
 from proto.messages import metadata_response as md
 from proto.primitives import MalformedError
+from tests.gateway.golden import GoldenRequest, requests
 
 TOPIC_ID = uuid.UUID("01234567-89ab-cdef-0fed-cba987654321")
 

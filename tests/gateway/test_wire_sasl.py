@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-from golden import requests
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from proto.connection import RequestFrame
 from proto.messages import sasl_authenticate_request as sa
 from proto.messages import sasl_handshake_request as sh
 from proto.primitives import MalformedError
+from tests.gateway.golden import requests
 
 SECRET = "alice-secret"
 

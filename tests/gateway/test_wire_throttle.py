@@ -11,8 +11,6 @@ import struct
 from typing import Any
 
 import pytest
-from golden import GoldenThrottle, throttles
-from golden.strategies import message_strategy, response_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +24,8 @@ from proto.api_keys import ApiKeys
 from proto.api_table import API_TABLE
 from proto.codegen import MessageSpec
 from proto.messages import RESPONSE_MODULES
+from tests.gateway.golden import GoldenThrottle, throttles
+from tests.gateway.golden.strategies import message_strategy, response_specs
 
 GOLDEN = throttles()
 
@@ -99,6 +99,7 @@ def test_patch_random_messages(
 ) -> None:
     """Random messages of every generated response: the patched body decodes to the same
     message with the new throttle time, and nothing else changed."""
+    assert spec.api_key is not None
     module = RESPONSE_MODULES[spec.api_key]
     message: Any = data.draw(message_strategy(spec, version))
     out = bytearray()

@@ -35,7 +35,9 @@ def read_topic(client: str | Mapping[str, Any], topic: str) -> list[Any]:
             message = consumer.poll(10)
             assert message is not None, "the topic did not reach its end in 10 s"
             if message.error() is not None:
-                at_end.add(message.partition())
+                partition = message.partition()
+                assert partition is not None
+                at_end.add(partition)
                 continue
             records.append(message)
         return records

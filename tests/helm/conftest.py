@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
-from ktc_chart import render_documents
+
+from tests.helm.ktc_chart import render_documents
 
 Docs = list[dict[str, Any]]
 

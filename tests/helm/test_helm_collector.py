@@ -15,18 +15,6 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import (
-    CHART_DIR,
-    NAMESPACE,
-    POD_INDEX_LABEL,
-    RELEASE,
-    container,
-    env_value,
-    find,
-    load_values,
-    pod_environment,
-    render,
-)
 
 from collector.app.config import CollectorConfig, load_config
 from collector.net.listeners import (
@@ -38,6 +26,18 @@ from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
 from subscriptions.quota_entities import QuotaEntity
 from subscriptions.store import ConfigStore
+from tests.helm.ktc_chart import (
+    CHART_DIR,
+    NAMESPACE,
+    POD_INDEX_LABEL,
+    RELEASE,
+    container,
+    env_value,
+    find,
+    load_values,
+    pod_environment,
+    render,
+)
 
 Docs = list[dict[str, Any]]
 CI = CHART_DIR / "ci"

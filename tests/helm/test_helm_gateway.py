@@ -12,7 +12,11 @@ from typing import Any
 import click
 import helm_python as helm
 import pytest
-from ktc_chart import (
+
+from collector.app.cli import cli
+from collector.app.config import CollectorConfig, load_config
+from collector.gateway.topology import Topology, TopologyError
+from tests.helm.ktc_chart import (
     CHART_DIR,
     NAMESPACE,
     RELEASE,
@@ -23,10 +27,6 @@ from ktc_chart import (
     pod_environment,
     render,
 )
-
-from collector.app.cli import cli
-from collector.app.config import CollectorConfig, load_config
-from collector.gateway.topology import Topology, TopologyError
 
 Docs = list[dict[str, Any]]
 CI = CHART_DIR / "ci"

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, container, find, load_values
 
 from exporters.lakehouse.cli.ingest import ingest_command
 from exporters.lakehouse.cli.thriftserver import thriftserver_command
 from exporters.lakehouse.ingest import CONSUMER_NAME
 from exporters.lakehouse.session import LakehouseConfig
+from tests.helm.ktc_chart import CHART_DIR, container, find, load_values
 
 Docs = list[dict[str, Any]]
 

@@ -10,15 +10,16 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import (
+from yamllint import linter
+from yamllint.config import YamlLintConfig
+
+from tests.helm.ktc_chart import (
     CHART_DIR,
     KUBE_VERSIONS,
     ci_values_files,
     example_dirs,
     load_values,
 )
-from yamllint import linter
-from yamllint.config import YamlLintConfig
 
 LINT_CONFIG = CHART_DIR.parent / "lintconf.yaml"
 

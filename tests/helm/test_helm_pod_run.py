@@ -41,11 +41,11 @@ from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import Producer
-from ktc_chart import container, find, pod_environment
 
 from exporters.lakehouse.session import LakehouseConfig, lake_libs_dir
 from exporters.landing import LandingReader, LandingRecord, node_directories
 from subscriptions.store import ConfigStore
+from tests.helm.ktc_chart import container, find, pod_environment
 
 pytestmark = pytest.mark.integration
 
@@ -480,9 +480,8 @@ def test_the_ingest_pod_reads_every_nodes_landing_directory(
 # machine, put in the values as an operator would, so the port the gateway binds for node 1
 # is checked against the container port the chart declares for it.
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "gateway"))
-from harness import kafka_cluster as kafka_cluster_module  # noqa: E402
-from harness.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.gateway.harness import kafka_cluster as kafka_cluster_module  # noqa: E402
+from tests.gateway.harness.kafka_cluster import KafkaCluster  # noqa: E402
 
 
 @pytest.fixture(scope="module")

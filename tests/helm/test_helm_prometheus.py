@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +19,10 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Producer
-from ktc_chart import CHART_DIR, container, find, load_values
-from test_helm_pod_run import start_pod, wait_for
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "prometheus"))
-from prometheus_server import PrometheusServer, promtool_binary
+from tests.helm.ktc_chart import CHART_DIR, container, find, load_values
+from tests.helm.test_helm_pod_run import start_pod, wait_for
+from tests.prometheus.prometheus_server import PrometheusServer, promtool_binary
 
 Docs = list[dict[str, Any]]
 RULES = CHART_DIR / "files" / "prometheus" / "ktc-clients.rules.yaml"

@@ -15,7 +15,8 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from ktc_chart import (
+
+from tests.helm.ktc_chart import (
     KUBE_VERSIONS,
     ci_values_files,
     find,

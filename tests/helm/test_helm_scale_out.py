@@ -11,10 +11,17 @@ from typing import Any
 import helm_python as helm
 import pytest
 import yaml
-from ktc_chart import CHART_DIR, container, find, load_values, pod_environment, render
 
 from collector.app.config import load_config
 from exporters.lakehouse.cli.ingest import ingest_command
+from tests.helm.ktc_chart import (
+    CHART_DIR,
+    container,
+    find,
+    load_values,
+    pod_environment,
+    render,
+)
 
 Docs = list[dict[str, Any]]
 

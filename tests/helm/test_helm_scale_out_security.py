@@ -17,7 +17,11 @@ from typing import Any
 
 import helm_python as helm
 import pytest
-from ktc_chart import (
+
+from collector.app.config import load_config
+from collector.app.landing_topic import topic_settings
+from exporters.lakehouse.cli.ingest import IngestOptions, ingest_command
+from tests.helm.ktc_chart import (
     CHART_DIR,
     KUBE_VERSIONS,
     container,
@@ -25,10 +29,6 @@ from ktc_chart import (
     pod_environment,
     render,
 )
-
-from collector.app.config import load_config
-from collector.app.landing_topic import topic_settings
-from exporters.lakehouse.cli.ingest import IngestOptions, ingest_command
 
 Docs = list[dict[str, Any]]
 

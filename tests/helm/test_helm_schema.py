@@ -9,11 +9,11 @@ from typing import Any
 
 import helm_python as helm
 import pytest
-from ktc_chart import CHART_DIR, render
 
 from collector.app.config import CollectorConfig, is_connection_quota_key
 from exporters.landing import LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
+from tests.helm.ktc_chart import CHART_DIR, render
 
 SCHEMA: dict[str, Any] = json.loads(
     (CHART_DIR / "values.schema.json").read_text("utf-8")

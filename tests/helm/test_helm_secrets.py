@@ -11,9 +11,9 @@ from typing import Any
 
 import helm_python as helm
 import pytest
-from ktc_chart import container, env_value, find, pod_environment
 
 from collector.app.config import load_config
+from tests.helm.ktc_chart import container, env_value, find, pod_environment
 
 Docs = list[dict[str, Any]]
 SECRET = "ktc-listener-secrets"
@@ -91,7 +91,7 @@ def test_nothing_is_mounted_without_secrets(rendered: Callable[..., Docs]) -> No
 
 
 def test_files_or_env_without_a_secret_name_are_refused() -> None:
-    from ktc_chart import render
+    from tests.helm.ktc_chart import render
 
     with pytest.raises(Exception, match="secrets.secretName"):
         render({"secrets": {"env": {"X": "y"}}})

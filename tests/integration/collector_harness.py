@@ -8,9 +8,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from collector.app.config import load_config
+from collector.app.gateway_server import GatewayServer
 from collector.app.node import Node
 from collector.app.server import CollectorServer
 from exporters.landing import LandingReader, LandingRecord
@@ -20,7 +21,7 @@ T = TypeVar("T")
 
 class RunningCollector:
     # What runs: ``ktc serve``'s server here; the gateway tests run ``ktc gateway``'s.
-    server_class: type[Node] = CollectorServer
+    server_class: type[CollectorServer | GatewayServer] = CollectorServer
 
     def __init__(self, data_dir: Path, **overrides: Any) -> None:
         settings = {
@@ -113,7 +114,11 @@ class RunningCollector:
 
 
 def wait_for(
-    predicate: Callable[[], T], *, timeout_s: float, what: str, poll_s: float = 0.05
+    predicate: Callable[[], T | Literal[False] | None],
+    *,
+    timeout_s: float,
+    what: str,
+    poll_s: float = 0.05,
 ) -> T:
     """Poll ``predicate`` until it returns something truthy, or fail naming ``what``."""
     deadline = time.monotonic() + timeout_s

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
@@ -99,7 +99,9 @@ def test_the_real_source_port_lands_and_selects_the_client(tmp_path: Path) -> No
             ConfigStore(data_dir).delete_subscription("base")
 
             def instance_metrics() -> list[tuple[str, ...]]:
-                manager = collector.server.manager  # type: ignore[union-attr]
+                assert collector.server is not None
+                manager = collector.server.manager
+                assert manager is not None
                 return collector.call(
                     lambda: [
                         i.metrics

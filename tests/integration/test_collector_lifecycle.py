@@ -11,14 +11,15 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
-from collector_harness import wait_for
 
 from exporters.landing import LandingReader, landing_directory
 from proto import ApiKeys, ClientConnection, compress
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -40,7 +41,7 @@ class BlockingClient:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         self.codec = ClientConnection(client_id="lifecycle")
 
-    def request(self, api_key: int, version: int, message: object) -> object:
+    def request(self, api_key: int, version: int, message: object) -> Any:
         self.sock.sendall(self.codec.send_request(api_key, version, message))
         while True:
             frame = self.codec.next_response()
@@ -90,12 +91,12 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
             0,
             GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
         )
-        assert list(get.requested_metrics) == ["org.a."]  # type: ignore[attr-defined]
+        assert list(get.requested_metrics) == ["org.a."]
         payload = b"\n\x00"  # an empty ResourceMetrics: valid OTLP
         push = PushTelemetryRequest(
             get.client_instance_id, get.subscription_id, False, 4, compress(4, payload)
-        )  # type: ignore[attr-defined]
-        assert client.request(ApiKeys.PUSH_TELEMETRY, 0, push).error_code == 0  # type: ignore[attr-defined]
+        )
+        assert client.request(ApiKeys.PUSH_TELEMETRY, 0, push).error_code == 0
 
         # SIGHUP re-reads the store (as does the file watcher); the process keeps serving.
         store.alter_subscription("first", {"metrics": "org.b."}, [])
@@ -108,7 +109,7 @@ def test_serve_reload_and_graceful_stop(tmp_path: Path) -> None:
                 0,
                 GetTelemetrySubscriptionsRequest(uuid.UUID(int=0)),
             )
-            return list(response.requested_metrics) == ["org.b."]  # type: ignore[attr-defined]
+            return list(response.requested_metrics) == ["org.b."]
 
         wait_for(new_metrics, timeout_s=10, what="the reloaded subscription")
 

@@ -3,17 +3,14 @@ a real gRPC MetricsService receiver, all started by the server (``exporters.otlp
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-from otlp_receiver import OtlpReceiver, resource_attributes
+from tests.exporters.otlp_receiver import OtlpReceiver, resource_attributes
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

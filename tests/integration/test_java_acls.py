@@ -12,9 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector
 
 from tests.gateway.golden import kafka_classpath
+from tests.integration.collector_harness import RunningCollector
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

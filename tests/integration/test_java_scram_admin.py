@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from collector.app.cli import cli
 from collector.security.credentials_file import SCRAM_CREDENTIALS_FILE
 from tests.gateway.golden import kafka_classpath
+from tests.integration.collector_harness import RunningCollector, wait_for
 from tests.secrets_under_test import SCRAM_ADMIN_PASSWORD
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

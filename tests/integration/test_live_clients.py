@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Consumer, Producer
 
 from collector.app.cli import cli
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -41,7 +41,7 @@ def live(collector: RunningCollector, query: str = "") -> list[dict[str, Any]]:
     with urllib.request.urlopen(
         clients_url(collector) + "/v1/clients" + query, timeout=10
     ) as r:
-        return json.load(r)["clients"]  # type: ignore[no-any-return]
+        return json.load(r)["clients"]
 
 
 def by_client_id(collector: RunningCollector) -> dict[str, dict[str, Any]]:

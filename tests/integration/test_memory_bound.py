@@ -13,15 +13,16 @@ import sys
 import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
-from collector_harness import wait_for
 
 from proto import ApiKeys, ClientConnection, compress
 from proto.errors import Errors
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from proto.request_limits import push_telemetry_request_max_bytes
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -74,7 +75,7 @@ class Pusher:
         self.instance_id = get.client_instance_id
         self.subscription_id = get.subscription_id
 
-    def request(self, api_key: int, message: object) -> object:
+    def request(self, api_key: int, message: object) -> Any:
         self.sock.sendall(self.codec.send_request(api_key, 0, message))
         while True:
             frame = self.codec.next_response()
@@ -90,7 +91,7 @@ class Pusher:
         push = PushTelemetryRequest(
             self.instance_id, self.subscription_id, False, 4, payload
         )
-        return int(self.request(ApiKeys.PUSH_TELEMETRY, push).error_code)  # type: ignore[attr-defined]
+        return int(self.request(ApiKeys.PUSH_TELEMETRY, push).error_code)
 
 
 class Trickler:

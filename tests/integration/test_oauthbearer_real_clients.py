@@ -17,12 +17,12 @@ from typing import Any
 
 import jwt
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaError, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from subscriptions.store import ConfigStore
 from tests.gateway.golden import kafka_classpath
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

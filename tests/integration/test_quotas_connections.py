@@ -22,13 +22,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from prometheus_client.parser import text_string_to_metric_families
-from waiting import eventually
 
 from proto import ApiKeys, encode_request
 from proto.messages import ApiVersionsRequest
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

@@ -15,11 +15,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaError, Producer, ThrottleEvent
 from prometheus_client.parser import text_string_to_metric_families
 
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

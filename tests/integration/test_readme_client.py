@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from waiting import eventually_sync
 
 from exporters.landing import LandingReader, landing_directory
 from subscriptions.store import ConfigStore
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

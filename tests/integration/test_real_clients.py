@@ -10,12 +10,12 @@ import itertools
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Consumer, Producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
@@ -146,7 +146,9 @@ def test_each_client_gets_only_what_matches_it(data_dir: Path) -> None:
                 ), names
 
             def lonely_instances() -> list[tuple[str, ...]]:
-                manager = collector.server.manager  # type: ignore[union-attr]
+                assert collector.server is not None
+                manager = collector.server.manager
+                assert manager is not None
                 return collector.call(
                     lambda: [
                         i.metrics

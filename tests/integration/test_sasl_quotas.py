@@ -9,10 +9,9 @@ from __future__ import annotations
 import socket
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
-from collector_harness import RunningCollector
-from test_quotas_real_clients import SHORT_WINDOWS, scrape
 
 from collector.security.credentials import (
     ScramMechanism,
@@ -26,6 +25,8 @@ from proto.messages import (
     SaslHandshakeRequest,
 )
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector
+from tests.integration.test_quotas_real_clients import SHORT_WINDOWS, scrape
 from tests.secrets_under_test import SASL_USERS
 from tests.security.sasl_client import ScramClient
 
@@ -68,7 +69,7 @@ class ScramConnection:
         )
         assert final.error_code == 0 and client.verify(bytes(final.auth_bytes))
 
-    def request(self, api_key: int, version: int, message: object) -> object:
+    def request(self, api_key: int, version: int, message: object) -> Any:
         self.correlation += 1
         self.sock.sendall(
             encode_request(api_key, version, self.correlation, "quota-test", message)

@@ -9,9 +9,7 @@ import socket
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import KafkaError, KafkaException, Producer
-from test_quotas_real_clients import scrape
 
 from collector.security.credentials import (
     ScramMechanism,
@@ -21,6 +19,8 @@ from collector.security.credentials_file import DurableCredentialStore
 from proto import encode_request
 from proto.messages import MetadataRequest
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.integration.test_quotas_real_clients import scrape
 from tests.secrets_under_test import SASL_USERS, WRONG_PASSWORD
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -120,8 +120,10 @@ def test_wrong_password_is_refused_and_counted(tmp_path: Path) -> None:
                 client.list_topics(timeout=5)
         finally:
             client.close()
+        server = collector.server
+        assert server is not None
         failed = wait_for(
-            lambda: collector.server.authentication.failed or None,
+            lambda: server.authentication.failed or None,
             timeout_s=10,
             what="the failed authentication counted",
         )
@@ -150,4 +152,5 @@ def test_a_request_before_authentication_closes_the_connection(tmp_path: Path) -
             # Closed with nothing written (recv returns b"" at EOF).
             assert sock.recv(4096) == b""
         # The close is the SASL gate's (counted as a failed authentication).
+        assert collector.server is not None
         assert collector.server.authentication.failed == 1

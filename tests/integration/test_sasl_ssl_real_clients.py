@@ -15,10 +15,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
-from test_quotas_real_clients import scrape
-from test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 
 from collector.security.credentials import (
     ScramMechanism,
@@ -28,6 +25,9 @@ from collector.security.credentials_file import DurableCredentialStore
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
 from tests.gateway.golden import kafka_classpath
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.integration.test_quotas_real_clients import scrape
+from tests.integration.test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 from tests.secrets_under_test import SASL_USERS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -152,6 +152,7 @@ def java_client(
 def pushes_by_client(collector: RunningCollector) -> dict[str, list[LandingRecord]]:
     found: dict[str, list[LandingRecord]] = {}
     for record in collector.landed():
+        assert record.context.client_id is not None
         found.setdefault(record.context.client_id, []).append(record)
     return found
 

@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
 
 from subscriptions.store import ConfigStore
+from tests.integration.collector_harness import RunningCollector, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

@@ -5,19 +5,16 @@ receiver; a certificate no rule maps is refused."""
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector, wait_for
 from confluent_kafka import Producer
-from test_quotas_real_clients import scrape
-from test_tls import pki  # noqa: F401 - the module's CA, server and client certificates
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-from otlp_receiver import OtlpReceiver, resource_attributes
+from tests.exporters.otlp_receiver import OtlpReceiver, resource_attributes
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.integration.test_quotas_real_clients import scrape
+from tests.integration.test_tls import pki  # noqa: F401 - the module's CA, server and client certificates
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

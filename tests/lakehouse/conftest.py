@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from exporters.context import TelemetryContext
 from exporters.lakehouse.session import (
     LakehouseConfig,
     LakeLibsMissing,
@@ -52,12 +53,11 @@ def require_lake_jars() -> None:
 def require_topic_ingest() -> None:
     """Skip (outside CI; fail in CI) unless the topic ingest's parts are here: Iceberg's
     jars, Spark's Kafka source (`make spark-kafka-libs`) and Kafka 4.4.0."""
-    from topic_cluster import missing_prerequisites
-
     from exporters.lakehouse.topic_source import (
         KafkaSourceJarsMissing,
         kafka_source_jars,
     )
+    from tests.lakehouse.topic_cluster import missing_prerequisites
 
     require_lake_jars()
     try:
@@ -108,7 +108,9 @@ def lake_config(
     )
 
 
-def write_landing(directory: Path, pushes: list[tuple[object, bytes]]) -> list[int]:
+def write_landing(
+    directory: Path, pushes: Sequence[tuple[TelemetryContext, bytes]]
+) -> list[int]:
     """Append (context, payload) pairs with the real landing log; returns the offsets."""
     log = LandingLog(directory, LandingOptions(fsync="never"), housekeeping=False)
     try:

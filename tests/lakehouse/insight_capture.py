@@ -31,12 +31,12 @@ import textwrap
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent
-for extra in (TESTS / "gateway", TESTS / "integration"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+if __package__ in (None, ""):
+    # Run as a script: the repository root, for the sources and `tests.` imports.
+    sys.path.insert(0, str(HERE.parents[1]))
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData  # noqa: E402
 
@@ -46,6 +46,9 @@ from exporters.lakehouse.insights import (  # noqa: E402
     PRODUCER_HEALTH_COLUMNS,
 )
 from exporters.landing import LandingRecord  # noqa: E402
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, Producer
 
 CAPTURED = HERE / "data" / "insight_pushes.jsonl.gz"
 RDKAFKA_PRODUCER = "insight-rdkafka-producer"
@@ -115,7 +118,7 @@ def sigkill(process: subprocess.Popen[str]) -> None:
     assert process.returncode == -signal.SIGKILL
 
 
-def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[object, object]:
+def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[Producer, Consumer]:
     """A producer and a committing group consumer, ten rounds of produce/consume/commit."""
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -162,9 +165,9 @@ def run_rdkafka_clients(bootstrap: str, topic: str) -> tuple[object, object]:
 
 def capture(work_dir: Path) -> list[LandingRecord]:
     """Runs every client against a gateway in front of a one-node Kafka; the landed pushes."""
-    from gateway_harness import RunningGateway, wait_for
-    from harness.java_clients import run_java_clients
-    from harness.kafka_cluster import KafkaCluster
+    from tests.gateway.gateway_harness import RunningGateway, wait_for
+    from tests.gateway.harness.java_clients import run_java_clients
+    from tests.gateway.harness.kafka_cluster import KafkaCluster
 
     cluster = KafkaCluster(nodes=1, work_dir=work_dir / "kafka", heap="384m")
     cluster.start()

@@ -21,9 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from waiting import eventually_sync
-
 from exporters.lakehouse.cli.thriftserver import spark_home
+from tests.waiting import eventually_sync
 
 __all__ = [
     "ANSWER_TIMEOUT_S",
@@ -188,7 +187,7 @@ def start_beeline(
     return LineReader(proc, _beeline_value, terminator=";")
 
 
-def stop(proc: subprocess.Popen[str]) -> None:
+def stop(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, SIGKILL it after a minute."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -8,6 +8,7 @@ authentication on 127.0.0.1 only: the cluster lives for one test."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -46,8 +47,10 @@ def postgres_database(name: str = "lake") -> Iterator[str]:
         shutil.chown(root, "postgres", "postgres")
     user = "postgres" if os.geteuid() == 0 else os.environ.get("USER", "postgres")
     port = _free_port()
-    run = {"check": True, "capture_output": True, "text": True, "timeout": 120}
-    subprocess.run(
+    run = functools.partial(
+        subprocess.run, check=True, capture_output=True, text=True, timeout=120
+    )
+    run(
         _as_owner(
             [
                 str(PG_BIN / "initdb"),
@@ -60,10 +63,9 @@ def postgres_database(name: str = "lake") -> Iterator[str]:
                 "UTF8",
             ]
         ),
-        **run,
     )
     options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run(
+    run(
         _as_owner(
             [
                 str(PG_BIN / "pg_ctl"),
@@ -77,10 +79,9 @@ def postgres_database(name: str = "lake") -> Iterator[str]:
                 "start",
             ]
         ),
-        **run,
     )
     try:
-        subprocess.run(
+        run(
             _as_owner(
                 [
                     str(PG_BIN / "createdb"),
@@ -93,7 +94,6 @@ def postgres_database(name: str = "lake") -> Iterator[str]:
                     name,
                 ]
             ),
-            **run,
         )
         yield f"jdbc:postgresql://127.0.0.1:{port}/{name}?user={user}"
     finally:

@@ -16,18 +16,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import require_lake_jars
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.parser import text_string_to_metric_families
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "prometheus"))
-from collector_harness import RunningCollector, wait_for
-from java_producer import java_producer
-from otelcol_process import OtelCollector
+from tests.exporters.otelcol_process import OtelCollector
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.lakehouse.conftest import require_lake_jars
+from tests.prometheus.java_producer import java_producer
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -13,8 +13,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
+
+from tests.lakehouse.conftest import write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -158,7 +159,8 @@ def test_ctrl_c_while_spark_starts_is_one_line_and_leaves_no_jvm(
     import signal
 
     import psutil
-    from waiting import eventually_sync
+
+    from tests.waiting import eventually_sync
 
     process = subprocess.Popen(
         [sys.executable, "-m", "collector.app.cli", "ingest", "--once"]

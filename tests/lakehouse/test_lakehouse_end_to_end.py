@@ -13,14 +13,12 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from conftest import require_lake_jars
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from postgres_cluster import postgres_database
 
 from subscriptions.store import ConfigStore
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.lakehouse.conftest import require_lake_jars
+from tests.lakehouse.postgres_cluster import postgres_database
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -211,10 +209,13 @@ def _real_clients_end_to_end(tmp_path: Path, catalog_uri: str | None) -> None:
     assert sorted(read) == sorted((k[0], k[1], k[5], k[6]) for k in engines["spark"])
 
     # The snapshots of the pushes table cover the landing log from its first record, once.
-    pushes = iceberg.load_table(("ktc", "pushes"))
+    pushes_table = iceberg.load_table(("ktc", "pushes"))
     ranges = sorted(
-        tuple(int(x) for x in s.summary[f"ktc.landing.{node}"].split("-"))
-        for s in pushes.snapshots()
+        tuple(
+            int(x)
+            for x in s.summary.additional_properties[f"ktc.landing.{node}"].split("-")
+        )
+        for s in pushes_table.snapshots()
         if s.summary is not None
         and f"ktc.landing.{node}" in s.summary.additional_properties
     )
@@ -222,7 +223,7 @@ def _real_clients_end_to_end(tmp_path: Path, catalog_uri: str | None) -> None:
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     assert ranges[-1][1] > max(r.offset for r in landed)
     offsets = (
-        pushes.scan(selected_fields=("landing_offset",))
+        pushes_table.scan(selected_fields=("landing_offset",))
         .to_arrow()
         .column(0)
         .to_pylist()

@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import CONSUMER_NAME, IngestJob
@@ -35,6 +33,8 @@ from exporters.lakehouse.maintenance import compact, expire_snapshots
 from exporters.lakehouse.schema import LINEAGE_KEY, TABLES
 from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
+from tests.lakehouse.conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 # Five ingest processes (four killed, one completing) of ~20-40 s each.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]

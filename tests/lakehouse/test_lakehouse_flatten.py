@@ -10,7 +10,6 @@ import pytest
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lakehouse_otlp import ANY_VALUES, CONTEXTS, canonical, make_context, metrics_data
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -23,6 +22,13 @@ from exporters.lakehouse.flatten import (
 )
 from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, create_table_sql
+from tests.lakehouse.lakehouse_otlp import (
+    ANY_VALUES,
+    CONTEXTS,
+    canonical,
+    make_context,
+    metrics_data,
+)
 
 
 def _rows(tables: dict[str, pa.Table]) -> dict[str, list[dict]]:

@@ -19,7 +19,6 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lakehouse_otlp import CONTEXTS, make_context, metrics_data, sample_metrics_data
 
 from exporters.lakehouse.flatten_pool import (
     Flattener,
@@ -28,6 +27,12 @@ from exporters.lakehouse.flatten_pool import (
     flatten_records,
 )
 from exporters.landing import LandingRecord
+from tests.lakehouse.lakehouse_otlp import (
+    CONTEXTS,
+    make_context,
+    metrics_data,
+    sample_metrics_data,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_OTLP = b"\xff"  # a field tag cut short: protobuf's DecodeError
@@ -125,6 +130,7 @@ def test_a_dead_worker_costs_one_batch_its_speed_not_its_rows() -> None:
     flattener.start()
     try:
         (worker,) = set(multiprocessing.active_children()) - before
+        assert worker.pid is not None
         os.kill(worker.pid, signal.SIGKILL)  # as the kernel's OOM killer would
         worker.join(timeout=30)
         flattened = flattener.flatten(records)

@@ -7,19 +7,12 @@ import dataclasses
 import itertools
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from lakehouse_otlp import (
-    CONTEXTS,
-    canonical,
-    make_context,
-    metrics_data,
-    sample_metrics_data,
-)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -29,6 +22,7 @@ from exporters.lakehouse.flatten_pool import MIN_RECORDS_PER_SLICE
 from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.ingest import (
     CONSUMER_NAME,
+    BatchResult,
     IngestJob,
     IngestSettings,
     LandingDirBusy,
@@ -38,6 +32,17 @@ from exporters.lakehouse.rebuild import rebuild
 from exporters.lakehouse.schema import TABLES, TableSpec, create_table_sql
 from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
+from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
+from tests.lakehouse.lakehouse_otlp import (
+    CONTEXTS,
+    canonical,
+    make_context,
+    metrics_data,
+    sample_metrics_data,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = pytest.mark.spark
 
@@ -502,8 +507,8 @@ def test_streaming_picks_up_new_pushes_and_runs_maintenance_between_batches(
 
     node = tmp_path / "node-1"
     write_landing(node, [(make_context(), _gauge_push(0))])
-    maintenance_calls = []
-    batches = []
+    maintenance_calls: list[SparkSession] = []
+    batches: list[BatchResult] = []
     job = IngestJob(
         lake_config,
         lambda: [node],

@@ -16,16 +16,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
-from insight_capture import (
-    KILLED_CLIENT,
-    RDKAFKA_PRODUCER,
-    load_captured,
-    pushes_of,
-    sigkill,
-    start_killed_client,
-    subscribe_everything,
-)
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.context import TelemetryContext
@@ -38,9 +28,17 @@ from exporters.lakehouse.insights import (
     timestamp_sql,
 )
 from exporters.lakehouse.session import LakehouseConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from collector_harness import RunningCollector, wait_for
+from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
+from tests.lakehouse.insight_capture import (
+    KILLED_CLIENT,
+    RDKAFKA_PRODUCER,
+    load_captured,
+    pushes_of,
+    sigkill,
+    start_killed_client,
+    subscribe_everything,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -193,7 +191,9 @@ def expected_health(
             # The first metric the instance sent that measured something (not 0) wins;
             # when every one it sent is 0, that 0.
             measured = [v for v in combined if v != 0]
-            row[column.name] = (measured or combined or [None])[0]
+            row[column.name] = (
+                measured[0] if measured else combined[0] if combined else None
+            )
         out[key] = row
     return out
 

@@ -8,9 +8,6 @@ import datetime
 from pathlib import Path
 
 import pytest
-from conftest import write_landing
-from lakehouse_otlp import make_context
-from test_lakehouse_ingest import _gauge_push
 
 from exporters.lakehouse.iceberg_java import table_snapshots
 from exporters.lakehouse.ingest import IngestJob, IngestSettings
@@ -23,6 +20,9 @@ from exporters.lakehouse.maintenance import (
     run_maintenance,
 )
 from exporters.lakehouse.schema import LINEAGE_KEY, TABLES
+from tests.lakehouse.conftest import write_landing
+from tests.lakehouse.lakehouse_otlp import make_context
+from tests.lakehouse.test_lakehouse_ingest import _gauge_push
 
 pytestmark = pytest.mark.spark
 

@@ -3,7 +3,6 @@ in the metrics view and, as of the latest push, in the clients view. Without Spa
 
 from __future__ import annotations
 
-from lakehouse_otlp import make_context
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.lakehouse.catalog import (
@@ -13,6 +12,7 @@ from exporters.lakehouse.catalog import (
 )
 from exporters.lakehouse.flatten import flatten
 from exporters.lakehouse.schema import TABLES
+from tests.lakehouse.lakehouse_otlp import make_context
 
 PRINCIPAL = "User:ORDERS-APP@PAYMENTS"
 

@@ -10,8 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import write_landing
-from lakehouse_otlp import make_context
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
@@ -19,6 +17,8 @@ from exporters.lakehouse.cli.options import parse_duration_s
 from exporters.lakehouse.cli.output import write_rows
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
+from tests.lakehouse.conftest import write_landing
+from tests.lakehouse.lakehouse_otlp import make_context
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lakehouse.md"
 _QUERY_BLOCK = re.compile(r"```sql\n(-- query: (\S+)\n.*?)```", re.DOTALL)

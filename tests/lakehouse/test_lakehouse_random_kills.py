@@ -32,8 +32,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.failpoints import POINTS
@@ -46,6 +44,8 @@ from exporters.lakehouse.maintenance import (
 from exporters.lakehouse.schema import LINEAGE_KEY, TABLES
 from exporters.lakehouse.session import LakehouseConfig
 from exporters.landing import ConsumerPositions
+from tests.lakehouse.conftest import SPARK_TEST_CONF, ingest_once_argv, write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 REPO = Path(__file__).resolve().parents[2]
 KILLS = int(os.environ.get("KTC_RANDOM_KILLS", "4"))  # CI's budget: about 3 minutes

@@ -29,22 +29,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ingest_once_argv, require_lake_jars, write_landing
-from kept_readers import (
+
+from exporters.lakehouse.catalog import ensure_catalog
+from exporters.lakehouse.session import CACHE_ENABLED, CATALOG_NAME
+from tests.lakehouse.conftest import ingest_once_argv, require_lake_jars, write_landing
+from tests.lakehouse.kept_readers import (
     ANSWER_TIMEOUT_S,
     free_port,
     start_beeline,
     start_documented_pyspark,
     start_thriftserver,
 )
-from kept_readers import (
+from tests.lakehouse.kept_readers import (
     stop as stop_reader,
 )
-from lakehouse_otlp import make_context, sample_metrics_data
-from waiting import eventually_sync
-
-from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.session import CACHE_ENABLED, CATALOG_NAME
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1200)]
 
@@ -103,7 +103,7 @@ def test_long_lived_readers_see_another_process_commit_at_their_next_query(
 
     # The control: today's Spark default, Iceberg's table cache on, in a session of its
     # own (catalogs are per session, so it gets its own catalog instance and cache).
-    cached = spark.newSession()  # type: ignore[attr-defined]
+    cached = spark.newSession()
     cached.conf.set(f"spark.sql.catalog.{CATALOG_NAME}.{CACHE_ENABLED}", "true")
 
     started: list[subprocess.Popen[str]] = []

@@ -5,27 +5,21 @@ point tables, the ``metrics`` view and the ``clients`` view is each client's ``U
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-_INTEGRATION = Path(__file__).resolve().parents[1] / "integration"
-if str(_INTEGRATION) not in sys.path:
-    sys.path.insert(0, str(_INTEGRATION))
-
-from collector_harness import RunningCollector  # noqa: E402
-from test_sasl_ssl_real_clients import (  # noqa: E402
+from exporters.lakehouse.ingest import IngestJob, IngestSettings
+from exporters.lakehouse.session import LakehouseConfig
+from tests.integration.collector_harness import RunningCollector
+from tests.integration.test_sasl_ssl_real_clients import (
     CASES,
     librdkafka,
     prepare,
     sasl_ssl_settings,
     wait_for_pushes,
 )
-from test_tls import pki  # noqa: E402, F401 - the module-scoped CA and server certificate
-
-from exporters.lakehouse.ingest import IngestJob, IngestSettings  # noqa: E402
-from exporters.lakehouse.session import LakehouseConfig  # noqa: E402
+from tests.integration.test_tls import pki  # noqa: F401 - the module-scoped CA and server certificate
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.ingest import CONSUMER_NAME
 from exporters.landing import ConsumerPositions
+from tests.lakehouse.conftest import write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require_lake_jars, write_landing
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.cli.thriftserver import spark_home, thriftserver_argv
 from exporters.lakehouse.session import LakehouseConfig
+from tests.lakehouse.conftest import require_lake_jars, write_landing
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -245,8 +245,8 @@ def test_two_ingests_write_the_same_tables_while_beeline_and_sql_read(
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
 
-    for reader, seen in observations.items():
-        assert seen, f"{reader} never read"
+    for reader_name, seen in observations.items():
+        assert seen, f"{reader_name} never read"
         for observation in seen:
             _check(observation)
     final = spark.sql(OBSERVE.replace("FROM ", f"FROM lake.{DATABASE}.")).collect()

@@ -26,12 +26,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SPARK_TEST_CONF, write_landing
-from insight_capture import load_captured
 
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
 from exporters.lakehouse.report import CHARTS
+from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
+from tests.lakehouse.insight_capture import load_captured
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -139,7 +139,7 @@ def _single_colour(png: bytes) -> bool:
 
 def test_report_in_chromium(reported, tmp_path) -> None:
     _chromium()
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import ConsoleMessage, sync_playwright
 
     html_path, spark = reported
     document = html_path.as_uri()
@@ -156,9 +156,12 @@ def test_report_in_chromium(reported, tmp_path) -> None:
         try:
             context.on("request", lambda request: requests.append(request.url))
             page = context.new_page()
-            page.on(
-                "console", lambda m: m.type == "error" and console_errors.append(m.text)
-            )
+
+            def console_error(message: ConsoleMessage) -> None:
+                if message.type == "error":
+                    console_errors.append(message.text)
+
+            page.on("console", console_error)
             page.on("pageerror", lambda exc: console_errors.append(str(exc)))
             page.goto(document, wait_until="load")
             sections = page.locator("section.report-section")
@@ -182,6 +185,7 @@ def test_report_in_chromium(reported, tmp_path) -> None:
                     "t => [...t.rows].map(r => [...r.cells].map(c => c.textContent))"
                 )
                 sql = section.locator("pre.sql").text_content()
+                assert sql is not None, spec.key
                 expected = _ktc_sql_cells(spark, sql)
                 assert len(expected) > 1, f"{spec.key}: the query returns no row"
                 assert cells == expected, spec.key
@@ -196,9 +200,9 @@ def test_report_in_chromium(reported, tmp_path) -> None:
                     )
             # The latency that measured something: an idle librdkafka producer's
             # request.latency.avg is 0, its node.request.latency.avg is not.
-            header, *rows = _ktc_sql_cells(
-                spark, page.locator("section#produce-latency pre.sql").text_content()
-            )
+            latency_sql = page.locator("section#produce-latency pre.sql").text_content()
+            assert latency_sql is not None
+            header, *rows = _ktc_sql_cells(spark, latency_sql)
             latency = header.index("request_latency_avg_ms")
             assert rows and all(float(row[latency]) > 0 for row in rows), rows
             # The push rate's bucket width is stated (a 90 min window: 1-minute buckets).

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import datetime
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from lakehouse_otlp import make_context, sample_metrics_data
 
 from exporters.kafka_topic.record import encode_headers
 from exporters.lakehouse.flatten_pool import SourceRecord, flatten_records
@@ -23,6 +23,7 @@ from exporters.lakehouse.topic_source import (
     source_name,
 )
 from exporters.landing import LandingRecord
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 # What Spark's Kafka source gives mapInArrow (includeHeaders=true), the columns read.
 KAFKA_SCHEMA = pa.schema(
@@ -80,7 +81,7 @@ def _tables(out: list[pa.RecordBatch]) -> dict[str, pa.Table]:
     return tables
 
 
-def _own_rows(out: list[pa.RecordBatch]) -> list[dict[str, object]]:
+def _own_rows(out: list[pa.RecordBatch]) -> list[dict[str, Any]]:
     """The output's rows that are each input batch's own (no table)."""
     return [row for b in out for row in b.to_pylist() if row["table"] is None]
 

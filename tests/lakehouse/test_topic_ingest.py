@@ -30,10 +30,16 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import SPARK_TEST_CONF, require_topic_ingest
-from topic_cluster import (
+
+from exporters.lakehouse.failpoints import POINTS
+from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.schema import TABLES
+from exporters.lakehouse.session import LakehouseConfig
+from tests.lakehouse.conftest import SPARK_TEST_CONF, require_topic_ingest
+from tests.lakehouse.topic_cluster import (
     REPO,
     KafkaCluster,
     StandaloneCluster,
@@ -42,11 +48,6 @@ from topic_cluster import (
     landing_push,
     produce,
 )
-
-from exporters.lakehouse.failpoints import POINTS
-from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.schema import TABLES
-from exporters.lakehouse.session import LakehouseConfig
 
 KILLS = int(os.environ.get("KTC_TOPIC_KILLS", "5"))
 # A standalone run costs about twice a local one (the application's executor starts for
@@ -143,7 +144,7 @@ def _run_with_kills(
     master: str,
     extra: list[str],
     budget: int,
-) -> list[dict[str, object]]:
+) -> list[dict[str, Any]]:
     """The rounds of landing, killed ingests and a last complete one; asserts exactly
     once; returns the last run's batches."""
     seed = int(os.environ.get("KTC_RANDOM_SEED") or random.randrange(1 << 32))

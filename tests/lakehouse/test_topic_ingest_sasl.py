@@ -31,16 +31,12 @@ from typing import Any
 import pytest
 import yaml
 from confluent_kafka import Producer
-from conftest import SPARK_TEST_CONF, require_topic_ingest
-from topic_cluster import REPO, KafkaCluster, ingest_topic_argv
+
+from tests.lakehouse.conftest import SPARK_TEST_CONF, require_topic_ingest
+from tests.lakehouse.topic_cluster import REPO, KafkaCluster, ingest_topic_argv
 
 # isort: split
 # On the path once topic_cluster is imported (tests/, tests/gateway).
-from harness import _proc
-from secrets_under_test import SASL_USERS
-from topic_reader import read_topic
-from waiting import eventually_sync
-
 from exporters.kafka_topic.record import decode_record
 from exporters.lakehouse.flatten import PointRowsBuilder
 from exporters.lakehouse.schema import TABLES
@@ -49,6 +45,10 @@ from exporters.lakehouse.topic_source import (
     source_name,
 )
 from subscriptions.store import ConfigStore
+from tests.gateway.harness import _proc
+from tests.gateway.topic_reader import read_topic
+from tests.secrets_under_test import SASL_USERS
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 

@@ -15,20 +15,15 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from lakehouse_otlp import make_context, sample_metrics_data
-
 from exporters.kafka_topic.landing import TopicLanding
 from exporters.kafka_topic.settings import TopicSettings
 from exporters.kafka_topic.topic import ensure_topic
+from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO / "tests" / "gateway") not in sys.path:
-    # Appended, not prepended: tests/gateway has a conftest module of its own.
-    sys.path.append(str(REPO / "tests" / "gateway"))
-sys.path.append(str(REPO / "tests"))
 
-from harness.kafka_cluster import KafkaCluster, missing_prerequisites  # noqa: E402
-from waiting import eventually_sync  # noqa: E402
+from tests.gateway.harness.kafka_cluster import KafkaCluster, missing_prerequisites  # noqa: E402
+from tests.waiting import eventually_sync  # noqa: E402
 
 __all__ = [
     "KafkaCluster",

@@ -73,11 +73,13 @@ def kio(body: bytes) -> Callable[[], bytes]:
     import datetime
 
     from kio.schema.errors import ErrorCode
+    from kio.static.primitive import i32, i32Timedelta
 
     response = KioPushResponse(
-        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none
+        throttle_time=i32Timedelta.parse(datetime.timedelta(0)),
+        error_code=ErrorCode.none,
     )
-    header = KioResponseHeader(correlation_id=7)
+    header = KioResponseHeader(correlation_id=i32(7))
 
     def step() -> bytes:
         request, _ = read(body, 0)

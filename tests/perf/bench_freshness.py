@@ -35,12 +35,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "perf"))
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO / "tests" / "lakehouse"))
 
-from bench_ingest import context, lake_cli, librdkafka_like_push
-from kept_readers import (
+from pyiceberg.catalog import load_catalog
+
+from exporters.lakehouse.commits import SnapshotInfo, committed_positions
+from exporters.lakehouse.session import LakehouseConfig
+from exporters.landing import LandingLog, LandingOptions
+from tests.lakehouse.kept_readers import (
     LineReader,
     free_port,
     start_beeline,
@@ -48,11 +49,7 @@ from kept_readers import (
     start_thriftserver,
     stop,
 )
-from pyiceberg.catalog import load_catalog
-
-from exporters.lakehouse.commits import SnapshotInfo, committed_positions
-from exporters.lakehouse.session import LakehouseConfig
-from exporters.landing import LandingLog, LandingOptions
+from tests.perf.bench_ingest import context, lake_cli, librdkafka_like_push
 
 BUDGET_S = 30.0
 
@@ -98,7 +95,7 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    kept: list[subprocess.Popen[str]] = [ingest]
+    kept: list[subprocess.Popen[bytes] | subprocess.Popen[str]] = [ingest]
     try:
         # Warm-up push: wait until the running ingest has committed a batch.
         warm = log.append(context(0), librdkafka_like_push(0))

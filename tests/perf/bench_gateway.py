@@ -78,10 +78,9 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
-from harness import _proc
-from harness.kafka_cluster import (
+from tests.gateway.harness import _proc
+from tests.gateway.harness.kafka_cluster import (
     KafkaCluster,
     KafkaNode,
     missing_prerequisites,
@@ -139,7 +138,7 @@ def _wait_for_file(
     while not path.exists():
         if proc.poll() is not None:
             raise RuntimeError(
-                f"{proc.args} exited with {proc.returncode} before it was ready"
+                f"{proc.args!r} exited with {proc.returncode} before it was ready"
             )
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} did not appear in {timeout_s} s")
@@ -665,10 +664,10 @@ def report(
             f"{ratio('gateway', 'relay', fn):>10.2f}{ratio('gateway', 'direct', fn):>10.2f}"
         )
     for q in (0.50, 0.99):
-        cells = [pooled[leg].percentile_ms(q) for leg in LEGS]
+        ms = [pooled[leg].percentile_ms(q) for leg in LEGS]
         print(
-            f"{f'produce latency p{round(q * 100)} ms':28}{cells[0]:>12.2f}{cells[1]:>12.2f}"
-            f"{cells[2]:>12.2f}{cells[2] / cells[1]:>10.2f}{cells[2] / cells[0]:>10.2f}"
+            f"{f'produce latency p{round(q * 100)} ms':28}{ms[0]:>12.2f}{ms[1]:>12.2f}"
+            f"{ms[2]:>12.2f}{ms[2] / ms[1]:>10.2f}{ms[2] / ms[0]:>10.2f}"
         )
     for q in (0.50, 0.99):
         relay_q, gateway_q = added("relay", q), added("gateway", q)
@@ -697,12 +696,12 @@ def report(
     )
     print("\nper round (produce MB/s, consume MB/s, p50/p99 ms):")
     for index, r in enumerate(rounds, 1):
-        cells = "; ".join(
+        legs = "; ".join(
             f"{leg} {r[leg].produce_mb_s:.1f}, {r[leg].consume_mb_s:.1f}, "
             f"{r[leg].percentile_ms(0.5):.2f}/{r[leg].percentile_ms(0.99):.2f}"
             for leg in LEGS
         )
-        print(f"  {index}: {cells}")
+        print(f"  {index}: {legs}")
     produce_ratio = ratio("gateway", "relay", lambda r: r.produce_mb_s)
     consume_ratio = ratio("gateway", "relay", lambda r: r.consume_mb_s)
     errors = sum(r[leg].latency_errors for r in rounds for leg in LEGS)

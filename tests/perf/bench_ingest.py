@@ -32,11 +32,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from exporters.context import TelemetryContext
 from exporters.lakehouse.catalog import ensure_catalog
 from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.ingest import (
-    _TABLE_NAME_BY_KIND,
-    IngestJob,
-    IngestSettings,
-)
+from exporters.lakehouse.ingest import IngestJob, IngestSettings
+from exporters.lakehouse.schema import TABLE_NAME_BY_KIND
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import LandingLog, LandingOptions, LandingReader
 
@@ -164,7 +161,7 @@ def main() -> None:
                 builder.add_payload(
                     record.payload, record.context, "node-1", record.offset
                 )
-            tables = {_TABLE_NAME_BY_KIND[k]: t for k, t in builder.finish().items()}
+            tables = {TABLE_NAME_BY_KIND[k]: t for k, t in builder.finish().items()}
             cfg = LakehouseConfig(
                 config.lake_dir, database=database, master=args.master
             )

@@ -178,12 +178,15 @@ def main() -> None:
             ("fsync=always, one by one", "always", args.always_records, 1),
         ]
         for index, (label, mode, records, batch) in enumerate(cases):
-            rate = best_of(
-                args.repeats,
-                lambda n, i=index, m=mode, r=records, b=batch: landing(
+
+            def measure(
+                n: int, i: int = index, m: str = mode, r: int = records, b: int = batch
+            ) -> float:
+                return landing(
                     Path(root) / f"case-{i}-{n}", m, contexts[:r], payload, b
-                ),
-            )
+                )
+
+            rate = best_of(args.repeats, measure)
             line(f"LandingLog {label}", rate)
         line(
             "LandingReader.read",

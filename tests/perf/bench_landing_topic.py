@@ -30,12 +30,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests" / "gateway"))
 
-from bench_push import INTERVAL_MS, _serving, _wait_for_file
-from harness.kafka_cluster import KafkaCluster, missing_prerequisites
-from loadgen import CLOSED, OPEN, OPEN_PERIOD_FACTOR, LoadResult, run_load_blocking
+from tests.gateway.harness.kafka_cluster import KafkaCluster, missing_prerequisites
+from tests.perf.bench_push import INTERVAL_MS, _serving, _wait_for_file
+from tests.perf.loadgen import (
+    CLOSED,
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    run_load_blocking,
+)
 
 TARGET_RATIO = 0.8
 # Each collector's /metrics port, by name.
@@ -132,7 +136,10 @@ def bare_producer(
         delivered[0] += 1
 
     payload = os.urandom(2048)
-    headers = [("ktc.format", b"1"), ("ktc.context", b"x" * 500)]
+    headers: list[tuple[str, str | bytes | None]] = [
+        ("ktc.format", b"1"),
+        ("ktc.context", b"x" * 500),
+    ]
     started = time.monotonic()
     key = 0
     while time.monotonic() - started < duration_s:

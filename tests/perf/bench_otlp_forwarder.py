@@ -14,6 +14,7 @@ Prints one line per case: pushes/s, points/s and the ratio to the baseline (>1 i
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
@@ -23,13 +24,15 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "exporters"))
-
-from otlp_receiver import OtlpReceiver, sample_context, sample_metrics_data
 
 from exporters.landing import LandingLog, LandingOptions
 from exporters.otlp import OtlpExporterConfig, OtlpForwarder
 from exporters.otlp.transport import EXPORT_METHOD
+from tests.exporters.otlp_receiver import (
+    OtlpReceiver,
+    sample_context,
+    sample_metrics_data,
+)
 
 # A librdkafka producer pushes 10 metrics with one point each.
 PUSH = sample_metrics_data(gauges=9).SerializeToString()
@@ -95,7 +98,7 @@ def main() -> None:
             f"{base * POINTS_PER_PUSH:12.0f} points/s  ratio 1.00"
         )
 
-        cases = {
+        cases: dict[str, dict[str, object]] = {
             "forwarder, 1 push/request": {},
             "forwarder, sending_queue.batch (8192 points)": {
                 "sending_queue": {"batch": {}}
@@ -104,6 +107,10 @@ def main() -> None:
         runs = iter(
             range(10**6)
         )  # each run reads the log from 0 under a fresh consumer name
+
+        def run(config: OtlpExporterConfig) -> None:
+            forward(directory, config, args.records, next(runs))
+
         for name, overrides in cases.items():
             config = OtlpExporterConfig.model_validate(
                 {
@@ -116,9 +123,7 @@ def main() -> None:
             rate = best_rate(
                 args.repeats,
                 args.records,
-                lambda config=config: forward(
-                    directory, config, args.records, next(runs)
-                ),
+                functools.partial(run, config),
             )
             print(
                 f"{name:41s}: {rate:10.0f} pushes/s {rate * POINTS_PER_PUSH:12.0f} points/s"

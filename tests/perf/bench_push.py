@@ -56,9 +56,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loadgen import CLOSED, OPEN, OPEN_PERIOD_FACTOR, LoadResult, run_load_blocking
+from tests.perf.loadgen import (
+    CLOSED,
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    run_load_blocking,
+)
 
 INTERVAL_MS = 100
 TARGET_RATIO = 0.6
@@ -323,13 +328,13 @@ def memory_per_instance(count: int = CACHE_INSTANCES) -> float:
     class Source:
         version = 1
 
-        def resolve(self, metadata, instance_id, proposed=None):  # type: ignore[no-untyped-def]
+        def resolve(self, metadata, instance_id, proposed=None):
             return resolve(
                 subscriptions if proposed is None else proposed, metadata, instance_id
             )
 
     class NullExporter:
-        def export(self, context, payload):  # type: ignore[no-untyped-def]
+        def export(self, context, payload):
             return ExportResult.success()
 
         def close(self) -> None:
@@ -546,10 +551,10 @@ def main() -> int:
     )
     per_instance = memory_per_instance()
 
-    def med(key: str, fn) -> float:  # type: ignore[no-untyped-def]
+    def med(key: str, fn) -> float:
         return _median([fn(r[key]) for r in rounds])
 
-    def ratio_of(numerator: str, denominator: str, fn) -> float:  # type: ignore[no-untyped-def]
+    def ratio_of(numerator: str, denominator: str, fn) -> float:
         """The median over rounds of each round's ratio (both measured minutes apart)."""
         return _median(
             [
@@ -602,7 +607,7 @@ def main() -> int:
 
     def both(
         label: str, fn, fmt: str, ratio_value: str = ""
-    ) -> tuple[str, str, str, str]:  # type: ignore[no-untyped-def]
+    ) -> tuple[str, str, str, str]:
         return (
             label,
             format(med("full_rate", fn), fmt),

@@ -42,13 +42,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[1] / "collector")
-)  # collector_testkit
 
-from bench_push import INTERVAL_MS, full_collector_process
-from loadgen import CLOSED, LoadResult, run_load_blocking
+from tests.perf.bench_push import INTERVAL_MS, full_collector_process
+from tests.perf.loadgen import CLOSED, LoadResult, run_load_blocking
 
 TARGET_RATIO = 0.9
 HIGH = 10**12  # a limit no load here comes near
@@ -119,15 +115,14 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
     import time
     import uuid
 
-    from collector_testkit import RecordingChannel
-    from loadgen import producer_payload
-
     from clock.testing import FakeClock
     from collector.core.context import RequestContext
     from collector.pipeline.quota_enforcer import QuotaEnforcer
     from proto import ApiKeys, ClientConnection, ServerConnection, compression
     from proto.messages import PushTelemetryRequest, PushTelemetryResponse
     from quota import QuotaEngine
+    from tests.collector.collector_testkit import RecordingChannel
+    from tests.perf.loadgen import producer_payload
 
     payload = compression.compress(compression.CompressionType.ZSTD, producer_payload())
     frames = []
@@ -140,7 +135,9 @@ def recording_cost_us(calls: int = 200_000) -> dict[str, float]:
                 PushTelemetryRequest(uuid.uuid4(), 1, False, 4, payload),
             )
         )
-        frames.append(server_side.next_request())
+        frame = server_side.next_request()
+        assert frame is not None
+        frames.append(frame)
     response = PushTelemetryResponse()
     costs: dict[str, float] = {}
     for name, quotas in (("without_quotas", False), ("with_quotas", True)):

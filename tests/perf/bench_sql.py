@@ -22,11 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "perf"))
-
-from bench_ingest import context, lake_cli, librdkafka_like_push
 
 from exporters.landing import LandingLog, LandingOptions
+from tests.perf.bench_ingest import context, lake_cli, librdkafka_like_push
 
 TARGET_S = 2.0
 QUERY = (

@@ -33,20 +33,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests" / "lakehouse"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_ingest import context as bench_context
-from bench_ingest import librdkafka_like_push
-from topic_cluster import (
+from exporters.landing import LandingLog, LandingOptions
+from tests.lakehouse.topic_cluster import (
     KafkaCluster,
     StandaloneCluster,
     create_topic,
     ingest_topic_argv,
     produce,
 )
-
-from exporters.landing import LandingLog, LandingOptions
+from tests.perf.bench_ingest import context as bench_context
+from tests.perf.bench_ingest import librdkafka_like_push
 
 TARGET_RATIO = 1.0
 PARTITIONS = 6  # what `ktc serve` creates the landing topic with

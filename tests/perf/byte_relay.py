@@ -96,7 +96,6 @@ class _Client(_Side):
             if self.transport is not None:
                 self.transport.abort()
             return
-        upstream = cast(_Side, upstream)
         if self.transport is None or self.transport.is_closing():
             if upstream.transport is not None:
                 upstream.transport.close()

@@ -34,12 +34,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(ROOT / "tests" / "collector"))  # collector_testkit
-
-from baseline_server import BaselineProtocol
-from collector_testkit import RecordingTransport
-from loadgen import encode_frame, producer_payload
 
 from proto import compression
 from proto.messages import (
@@ -51,6 +45,9 @@ from proto.messages import (
     get_telemetry_subscriptions_response,
     push_telemetry_request,
 )
+from tests.collector.collector_testkit import RecordingTransport
+from tests.perf.baseline_server import BaselineProtocol
+from tests.perf.loadgen import encode_frame, producer_payload
 
 INTERVAL_MS = 100
 
@@ -89,7 +86,7 @@ async def measure(
             [],
         )
         if quotas:
-            from bench_push_quotas import ENTITY_QUOTAS
+            from tests.perf.bench_push_quotas import ENTITY_QUOTAS
 
             for entity, values in ENTITY_QUOTAS.items():
                 store.alter_quotas(dict(entity), values)

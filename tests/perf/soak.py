@@ -84,16 +84,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from confluent_kafka import Consumer, Producer
-from loadgen import (
-    OPEN,
-    OPEN_PERIOD_FACTOR,
-    LoadResult,
-    process_cpu_s,
-    run_load_blocking,
-)
 
 from exporters.landing import LandingReader, landing_directory
 from proto import ApiKeys, ClientConnection
@@ -103,6 +95,13 @@ from proto.messages.incremental_alter_configs_request import (
     AlterConfigsResource,
 )
 from subscriptions.store import ConfigStore
+from tests.perf.loadgen import (
+    OPEN,
+    OPEN_PERIOD_FACTOR,
+    LoadResult,
+    process_cpu_s,
+    run_load_blocking,
+)
 
 # -- bounds (why: the module docstring) -------------------------------------------------
 RSS_SLOPE_BOUND_MIB_PER_H = 16.0
@@ -227,6 +226,7 @@ class Admin:
         step = self.changes % len(self.STEPS)
         self.changes += 1
         self.changed_at.append(time.monotonic())
+        configs: list[tuple[str, int, str | None]]
         if step < 2:
             configs = [("interval.ms", SET, str(CLIENT_INTERVALS_MS[step]))]
             name = "soak-clients"

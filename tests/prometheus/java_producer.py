@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from gateway.golden import kafka_classpath
+from tests.gateway.golden import kafka_classpath
 
 HERE = Path(__file__).resolve().parent
 

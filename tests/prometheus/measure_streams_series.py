@@ -29,16 +29,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
-for helpers in (TESTS, TESTS / "gateway", TESTS / "integration"):
-    sys.path.insert(0, str(helpers))
+sys.path.insert(0, str(TESTS.parent))  # run as a script: the repository root
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from gateway_harness import RunningGateway  # noqa: E402
-from harness.kafka_cluster import KafkaCluster  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from waiting import eventually_sync  # noqa: E402
 
 from subscriptions.store import ConfigStore  # noqa: E402
+from tests.gateway.gateway_harness import RunningGateway  # noqa: E402
+from tests.gateway.harness.kafka_cluster import KafkaCluster  # noqa: E402
+from tests.waiting import eventually_sync  # noqa: E402
 
 
 def series_per_instance(url: str) -> dict[tuple[str, str, str], int]:

@@ -6,6 +6,9 @@ from collections.abc import Iterable, Mapping
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AGGREGATION_TEMPORALITY_CUMULATIVE,
+    AGGREGATION_TEMPORALITY_DELTA,
+    AggregationTemporality,
     Gauge,
     Histogram,
     HistogramDataPoint,
@@ -19,7 +22,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     SummaryDataPoint,
 )
 
-DELTA, CUMULATIVE = 1, 2
+DELTA, CUMULATIVE = AGGREGATION_TEMPORALITY_DELTA, AGGREGATION_TEMPORALITY_CUMULATIVE
 
 
 def attributes(labels: Mapping[str, str] | None) -> list[KeyValue]:
@@ -45,7 +48,7 @@ def gauge(
 
 
 def total(
-    name: str, value: int, start: int, t: int, *, temporality: int = DELTA,
+    name: str, value: int, start: int, t: int, *, temporality: AggregationTemporality.ValueType = DELTA,
     monotonic: bool = True, unit: str = "", labels: Mapping[str, str] | None = None,
 ) -> Metric:  # fmt: skip
     return Metric(
@@ -62,7 +65,7 @@ def total(
 
 def histogram(
     name: str, bounds: list[float], counts: list[int], total_sum: float, start: int, t: int,
-    *, temporality: int = DELTA, unit: str = "", labels: Mapping[str, str] | None = None,
+    *, temporality: AggregationTemporality.ValueType = DELTA, unit: str = "", labels: Mapping[str, str] | None = None,
 ) -> Metric:  # fmt: skip
     return Metric(
         name=name,

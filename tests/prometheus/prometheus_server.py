@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from waiting import eventually_sync
+
+from tests.waiting import eventually_sync
 
 __all__ = ["PrometheusServer", "prometheus_binary", "promtool_binary"]
 

@@ -33,22 +33,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from collector_harness import RunningCollector
 from confluent_kafka import Consumer, Producer
-from java_producer import java_producer
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
-from otelcol_process import OtelCollector
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_server import PrometheusServer
-from waiting import eventually_sync
 
 from collector.telemetry.prometheus.naming import MetricType, metric_name
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
+from tests.exporters.otelcol_process import OtelCollector
+from tests.integration.collector_harness import RunningCollector
+from tests.prometheus.java_producer import java_producer
+from tests.prometheus.prometheus_server import PrometheusServer
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -368,11 +368,11 @@ def test_series_match_otelcol_and_the_landing_log(fleet: Fleet) -> None:
     )
     for (name, labels), value in ours.items():
         attributes = frozenset((k, v) for k, v in labels if k not in IDENTITY_LABELS)
-        key = (dict(labels)["client_instance_id"], name, attributes)
-        assert key in expected, key
-        assert math.isclose(value, expected[key], rel_tol=1e-9, abs_tol=1e-9) or (
-            math.isnan(value) and math.isnan(expected[key])
-        ), key
+        pushed = (dict(labels)["client_instance_id"], name, attributes)
+        assert pushed in expected, pushed
+        assert math.isclose(value, expected[pushed], rel_tol=1e-9, abs_tol=1e-9) or (
+            math.isnan(value) and math.isnan(expected[pushed])
+        ), pushed
     per_client: dict[str, int] = {}
     for _, labels in ours:
         client = dict(labels)["client_id"]
@@ -424,8 +424,12 @@ def with_variables_all(expr: str) -> str:
 def test_every_dashboard_query_returns_data(
     fleet: Fleet, dashboard: str, title: str, expr: str
 ) -> None:
+    def answered() -> object:
+        fleet.poll()
+        return fleet.prometheus.query(with_variables_all(expr))
+
     eventually_sync(
-        lambda: fleet.poll() or fleet.prometheus.query(with_variables_all(expr)),
+        answered,
         timeout_s=30,
         what=f"{dashboard} / {title}: data for {expr}",
     )

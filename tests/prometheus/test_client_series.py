@@ -11,15 +11,6 @@ from collections.abc import Iterable
 
 import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Gauge, Metric, NumberDataPoint
-from otlp_build import (
-    CUMULATIVE,
-    attributes,
-    gauge,
-    histogram,
-    payload,
-    summary,
-    total,
-)
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as openmetrics_families,
 )
@@ -38,6 +29,15 @@ from collector.telemetry.prometheus.client_series import (
 )
 from collector.telemetry.prometheus.points import REFUSED_FAMILY
 from exporters.context import TelemetryContext
+from tests.prometheus.otlp_build import (
+    CUMULATIVE,
+    attributes,
+    gauge,
+    histogram,
+    payload,
+    summary,
+    total,
+)
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -21,9 +21,9 @@ import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from collector_harness import wait_for
 from confluent_kafka import Consumer, Producer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
@@ -34,10 +34,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     ResourceMetrics,
     ScopeMetrics,
 )
-from otlp_build import gauge, payload
 from prometheus_client.parser import text_string_to_metric_families
-from waiting import eventually_sync
-from wire_client import WireClient
 
 from clock.testing import FakeClock
 from collector.app.config import load_config
@@ -51,6 +48,10 @@ from proto.errors import Errors
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from subscriptions.kafka_uuid import kafka_uuid_to_str
 from subscriptions.store import ConfigStore
+from tests.collector.wire_client import WireClient
+from tests.integration.collector_harness import wait_for
+from tests.prometheus.otlp_build import gauge, payload
+from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -118,7 +119,8 @@ class Bomb:
         self.due = time.monotonic()
         self.pushes = 0
 
-    def request(self, api_key: int, message: object) -> object:
+    def request(self, api_key: int, message: object) -> Any:
+        # The answer's message class depends on api_key (proto decodes by it at run time).
         self.sock.sendall(self.codec.send_request(api_key, 0, message))
         while True:
             frame = self.codec.next_response()

@@ -12,19 +12,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from collector_harness import RunningCollector
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
-from otelcol_process import OtelCollector
-from otlp_build import CUMULATIVE, gauge, histogram, payload, summary, total
-from test_client_metrics_endpoint import (
-    forwarder_lag,
-    http_get,
-    of_instances,
-    parse,
-    projected,
-)
-from waiting import eventually, eventually_sync
-from wire_client import WireClient
 
 from proto import ApiKeys
 from proto.errors import Errors
@@ -35,6 +23,25 @@ from proto.messages import (
 )
 from subscriptions.kafka_uuid import kafka_uuid_to_str
 from subscriptions.store import ConfigStore
+from tests.collector.wire_client import WireClient
+from tests.exporters.otelcol_process import OtelCollector
+from tests.integration.collector_harness import RunningCollector
+from tests.prometheus.otlp_build import (
+    CUMULATIVE,
+    gauge,
+    histogram,
+    payload,
+    summary,
+    total,
+)
+from tests.prometheus.test_client_metrics_endpoint import (
+    forwarder_lag,
+    http_get,
+    of_instances,
+    parse,
+    projected,
+)
+from tests.waiting import eventually, eventually_sync
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -149,6 +156,7 @@ def test_every_kind_matches_the_otelcol_prometheus_exporter(tmp_path: Path) -> N
                     timeout_s=10,
                     what="otelcol's exporter to show the pushes",
                 )
+                assert collector.server is not None
                 url = f"http://127.0.0.1:{collector.server.http_port}/metrics/clients"
                 mine = projected(of_instances(parse(http_get(url)), {instance}))
                 theirs = projected(

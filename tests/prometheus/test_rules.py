@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_server import promtool_binary
+
+from tests.prometheus.prometheus_server import promtool_binary
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "helm" / "ktc" / "files" / "prometheus" / "ktc-clients.rules.yaml"

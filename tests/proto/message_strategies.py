@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 from functools import cache
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import strategies as st
 from kio.index import UnknownEntity, load_payload_module
@@ -118,7 +118,10 @@ def message_strategy(spec: MessageSpec, version: int) -> st.SearchStrategy[Any]:
 
 
 def kio_class(spec: MessageSpec, version: int) -> type | None:
-    kind = EntityType.request if spec.kind == "request" else EntityType.response
+    kind: Literal[EntityType.request, EntityType.response] = (
+        EntityType.request if spec.kind == "request" else EntityType.response
+    )
+    assert spec.api_key is not None
     try:
         module = load_payload_module(spec.api_key, version, kind)
     except (ModuleNotFoundError, ValueError, KeyError, UnknownEntity):
@@ -153,7 +156,7 @@ def to_kio(ours: Any, kio_cls: type) -> Any:
             pass
         elif dataclasses.is_dataclass(hints[f.name]):  # a single nested struct
             value = to_kio(value, hints[f.name])
-        elif dataclasses.is_dataclass(element):
+        elif isinstance(element, type) and dataclasses.is_dataclass(element):
             value = tuple(to_kio(item, element) for item in value)
         elif kind == "datetime_i64":
             value = (

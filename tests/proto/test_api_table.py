@@ -84,6 +84,7 @@ def test_table_matches_kafkas_api_keys(java_api_keys: list[list[str]]) -> None:
         if oldest == "-":
             assert info.min_version is None and info.max_version is None
             continue
+        assert info.min_version is not None and info.max_version is not None
         assert (info.min_version, info.max_version) == (
             int(oldest),
             int(latest_unstable),

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_strategies import api_messages, kio_class, kio_encode, message_strategy
 
 from proto.codegen import MessageSpec
 from proto.connection import (
@@ -48,6 +47,12 @@ from proto.messages.get_telemetry_subscriptions_response import (
 )
 from proto.messages.push_telemetry_request import PushTelemetryRequest
 from proto.messages.push_telemetry_response import PushTelemetryResponse
+from tests.proto.message_strategies import (
+    api_messages,
+    kio_class,
+    kio_encode,
+    message_strategy,
+)
 
 
 def hexbytes(annotated: str) -> bytes:
@@ -114,7 +119,7 @@ def feed_whole(data: bytes) -> list[RequestFrame]:
 
 def feed_bytewise(data: bytes) -> list[RequestFrame]:
     conn = ServerConnection()
-    frames = []
+    frames: list[RequestFrame] = []
     for index in range(len(data)):
         conn.receive_data(data[index : index + 1])
         frames.extend(drain(conn))
@@ -278,7 +283,7 @@ def test_every_served_request_version(
     spec: MessageSpec, version: int, data: st.DataObject, correlation_id: int
 ) -> None:
     kio_cls = kio_class(spec, version)
-    assert kio_cls is not None
+    assert kio_cls is not None and spec.api_key is not None
     message = data.draw(message_strategy(spec, version))
     payload = header_by_hand(spec.api_key, version, correlation_id, "c-1") + kio_encode(
         message, kio_cls
@@ -292,8 +297,8 @@ def test_every_served_request_version(
     # trailing bytes: the next frame's start stays buffered, the first decodes the same
     conn = ServerConnection()
     conn.receive_data(wire + wire[:5])
-    frame = conn.next_request()
-    assert frame is not None and decode_request(frame) == message
+    first = conn.next_request()
+    assert first is not None and decode_request(first) == message
     assert conn.next_request() is None and conn.buffered_bytes == 5
 
 
@@ -306,7 +311,7 @@ def test_every_served_response_version(
     spec: MessageSpec, version: int, data: st.DataObject
 ) -> None:
     kio_cls = kio_class(spec, version)
-    assert kio_cls is not None
+    assert kio_cls is not None and spec.api_key is not None
     message = data.draw(message_strategy(spec, version))
     flexible = spec.api_key != ApiKeys.API_VERSIONS and version >= (
         spec.flexible_versions.low if spec.flexible_versions.high is None else 10**6
@@ -499,8 +504,8 @@ def test_api_versions_v5_golden_bytes() -> None:
         assert decode_request(frame) == request
     conn = ServerConnection()
     conn.receive_data(API_VERSIONS_V5_REQUEST + API_VERSIONS_V5_REQUEST[:5])
-    frame = conn.next_request()
-    assert frame is not None and decode_request(frame) == request
+    first = conn.next_request()
+    assert first is not None and decode_request(first) == request
     assert conn.next_request() is None and conn.buffered_bytes == 5
     response = ApiVersionsResponse(error_code=Errors.REBOOTSTRAP_REQUIRED)
     assert encode_response(18, 5, 7, response) == API_VERSIONS_V5_RESPONSE

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from message_strategies import (
+
+from proto.codegen import FieldSpec, MessageSpec
+from tests.proto.message_strategies import (
     api_messages,
     kio_class,
     kio_decode,
@@ -21,8 +23,6 @@ from message_strategies import (
     module_of,
     to_kio,
 )
-
-from proto.codegen import FieldSpec, MessageSpec
 
 CASES = list(api_messages())
 IDS = [f"{spec.name}-v{version}" for spec, version in CASES]

@@ -4,8 +4,9 @@ on a fake clock."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from sasl_client import ScramClient, authenticate, frame, handshake, plain_token
 
 from collector.core.session import Session
 from collector.security.credentials import (
@@ -13,9 +14,16 @@ from collector.security.credentials import (
     ScramMechanism,
     scram_credential_from_password,
 )
-from collector.security.sasl.authenticator import SaslAuthenticator, StepKind
+from collector.security.sasl.authenticator import SaslAuthenticator, Step, StepKind
 from proto import decode_response
 from proto.messages import ApiVersionsRequest, MetadataRequest, PushTelemetryRequest
+from tests.security.sasl_client import (
+    ScramClient,
+    authenticate,
+    frame,
+    handshake,
+    plain_token,
+)
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -40,14 +48,14 @@ def session() -> Session:
     return Session(1, "SASL", "SASL_PLAINTEXT")
 
 
-def body(api_key: int, version: int, response: bytes | None) -> object:
+def body(api_key: int, version: int, response: bytes | None) -> Any:
     assert response is not None
     return decode_response(api_key, version, response[4:]).message
 
 
 def plain_login(
     auth: SaslAuthenticator, sess: Session, user: str, password: str, now_ms: int = 0
-) -> object:
+) -> Step:
     step = auth.receive(handshake("PLAIN"), sess, now_ms)
     assert step.kind is StepKind.ANSWER
     step = auth.receive(authenticate(plain_token(user, password)), sess, now_ms)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sasl_client import frame
 
 from collector.core.session import Session
 from collector.security.credentials import (
@@ -32,6 +31,7 @@ from proto.messages import (
     sasl_handshake_response,
 )
 from tests.gateway.golden import kafka_classpath
+from tests.security.sasl_client import frame
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden_sasl.txt"

@@ -7,7 +7,6 @@ import base64
 from collections.abc import Callable
 
 import pytest
-from sasl_client import ScramClient, plain_token
 
 from collector.security.credentials import (
     CredentialStore,
@@ -17,6 +16,7 @@ from collector.security.credentials import (
 from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
 from collector.security.sasl.plain import PlainServer
 from collector.security.sasl.scram import ScramServer, server_nonce
+from tests.security.sasl_client import ScramClient, plain_token
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

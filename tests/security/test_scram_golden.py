@@ -171,11 +171,11 @@ def test_the_collector_answers_the_golden_requests_with_the_golden_responses(
             }
         }
     )
-    request, _ = describe_request.READERS[0](
+    describe, _ = describe_request.READERS[0](
         memoryview(golden("DescribeUserScramCredentialsRequest")), 0
     )
     out = bytearray()
-    describe_response.WRITERS[0](apis.describe(request, None), out)  # type: ignore[arg-type]
+    describe_response.WRITERS[0](apis.describe(describe, None), out)  # type: ignore[arg-type]
     assert bytes(out) == golden("DescribeUserScramCredentialsResponse")
 
 

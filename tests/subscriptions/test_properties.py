@@ -15,7 +15,7 @@ from subscriptions.subscription_id import compute_subscription_id
 # metric prefixes: no commas (the list separator), nothing String.trim() would strip at
 # either end (chars <= U+0020)
 prefix = st.text(
-    alphabet=st.characters(blacklist_characters=",", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters=",", blacklist_categories=["Cs"]),
     min_size=1,
     max_size=20,
 ).filter(lambda s: s[0] > " " and s[-1] > " ")

@@ -111,9 +111,8 @@ def test_loading_skips_what_does_not_validate_and_ignores_unknown_keys(
         store = ConfigStore(tmp_path)
     snapshot = store.snapshot()
     assert [s.name for s in snapshot.subscriptions] == ["good", "from-a-newer-version"]
-    assert snapshot.subscription("from-a-newer-version").metrics == (
-        "org.apache.kafka.consumer.",
-    )
+    newer = snapshot.subscription("from-a-newer-version")
+    assert newer is not None and newer.metrics == ("org.apache.kafka.consumer.",)
     assert dict(snapshot.skipped) == {
         "empty-item": "Configuration 'metrics' values must not be empty. (INVALID_CONFIG)",
         "too-fast": "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 "

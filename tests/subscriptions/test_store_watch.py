@@ -11,14 +11,13 @@ import asyncio
 import os
 from pathlib import Path
 
-from waiting import eventually
-
 from subscriptions.store import ConfigSnapshot, ConfigStore
+from tests.waiting import eventually
 
 DEADLINE_S = 2.0
 
 
-async def _until(condition) -> None:  # type: ignore[no-untyped-def]
+async def _until(condition) -> None:
     await eventually(condition, timeout_s=DEADLINE_S, what="the watcher's reload")
 
 

@@ -34,6 +34,9 @@ from typing import Any
 from kio.serial import entity_writer
 
 HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):
+    # Run as a script: the repository root, for the sources and `tests.` imports.
+    sys.path.insert(0, str(HERE.parents[2]))
 LIVE = HERE / "live"
 
 # kio's schema package per API key
@@ -57,7 +60,7 @@ class LiveRequest:
     version: int
     case: str
     request: Any  # a kio request entity
-    response_type: type
+    response_type: type[Any]  # its kio response entity
 
     @property
     def name(self) -> str:
@@ -172,8 +175,8 @@ def encode(entity: Any) -> bytes:
 
 
 def _capture_cluster_class() -> type:
-    from harness import _proc
-    from harness.kafka_cluster import KafkaCluster
+    from tests.gateway.harness import _proc
+    from tests.gateway.harness.kafka_cluster import KafkaCluster
 
     class CaptureCluster(KafkaCluster):
         """The harness's cluster plus an EXTERNAL client listener per node, advertised as
@@ -201,8 +204,9 @@ def _capture_cluster_class() -> type:
 def capture(cluster: Any) -> list[Path]:
     """Sends every live request to node 1's EXTERNAL listener; writes the answers."""
     from confluent_kafka.admin import AdminClient, NewTopic
-    from harness.wire import exchange
-    from waiting import eventually_sync
+
+    from tests.gateway.harness.wire import exchange
+    from tests.waiting import eventually_sync
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers()})
     admin.create_topics([NewTopic(GOLDEN_TOPIC, 3, 3)])[GOLDEN_TOPIC].result(timeout=60)
@@ -240,9 +244,7 @@ def _clean(message: Any) -> bool:
 
 
 def main() -> None:
-    tests = HERE.parents[1]
-    sys.path[:0] = [str(tests / "gateway"), str(tests)]
-    from golden import kafka_classpath, run_java
+    from tests.gateway.golden import kafka_classpath, run_java
 
     cluster = _capture_cluster_class()(nodes=3)
     cluster.start()

@@ -27,6 +27,7 @@ a cluster that lets nobody in without credentials: `KafkaCluster(nodes=1, sasl_o
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import shutil
@@ -327,10 +328,10 @@ class KafkaCluster:
             node = self._nodes[node_id]
             for listener in self.listeners:
                 _proc.poll_until(
-                    lambda port=node.ports[listener]: _proc.port_open(port),
+                    functools.partial(_proc.port_open, node.ports[listener]),
                     timeout=max(0.1, deadline - time.monotonic()),
                     what=f"node {node_id} {listener} listener",
-                    alive=lambda node=node: self._death(node),
+                    alive=functools.partial(self._death, node),
                 )
         for node_id in sorted(expected):
             self.wait_brokers(
@@ -627,7 +628,7 @@ class KafkaCluster:
 
     def _jvm(self, heap: str, node_id: int | None = None) -> list[str]:
         java = java_bin()
-        assert java is not None
+        assert java is not None and self.work_dir is not None
         return [
             java,
             *self._cds_options(node_id),

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
+from kio.static.protocol import Entity
 
-R = TypeVar("R")
+R = TypeVar("R", bound=Entity)
 _correlation = itertools.count(1)
 
 
@@ -74,11 +75,12 @@ def describe_quorum(port: int, host: str = "127.0.0.1") -> dict[str, Any]:
     "observers"} (voters/observers as {replica_id: log_end_offset})."""
     from kio.schema.describe_quorum.v0 import request as rq
     from kio.schema.describe_quorum.v0.response import DescribeQuorumResponse
+    from kio.schema.types import TopicName
 
     request = rq.DescribeQuorumRequest(
         topics=(
             rq.TopicData(
-                topic_name="__cluster_metadata",
+                topic_name=TopicName("__cluster_metadata"),
                 partitions=(rq.PartitionData(partition_index=i32(0)),),
             ),
         )
