@@ -7,6 +7,7 @@ broker."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -84,7 +85,7 @@ def test_every_batch_is_inside_the_partition_and_bounded(
 def _job(max_records: int) -> TopicIngestJob:
     """A topic job that never starts Spark: only its planning is called."""
     return TopicIngestJob(
-        LakehouseConfig("/nonexistent"),
+        LakehouseConfig(Path("/nonexistent")),
         TopicSource("127.0.0.1:1", "landing"),
         IngestSettings(max_records_per_source=max_records, flatten_processes=1),
     )
