@@ -171,6 +171,7 @@ def test_two_ingests_racing_on_one_topic_land_each_record_once_and_the_edges(
         second.kill()
     assert done_second.returncode == 0, done_second.stderr[-3000:]
     assert done_first.returncode == 0, done_first.stderr[-3000:]
+    _assert_once(spark, config, pushes)
     for done in (done_first, done_second):
         fenced = [
             line
@@ -183,7 +184,6 @@ def test_two_ingests_racing_on_one_topic_land_each_record_once_and_the_edges(
     (completing,) = [line for line in done_second.stdout.splitlines() if line]
     assert '"replayed": true' in completing and '"pushes": 87' in completing
     assert done_first.stdout == ""
-    _assert_once(spark, config, pushes)
 
     # A retention gap: six records land, and of each partition that got two or more,
     # all but the last are deleted before an ingest reads them.
