@@ -1,4 +1,5 @@
-"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[:<n>][@<batch>]``.
+"""Named crash points for the fault tests: ``KTC_LAKEHOUSE_KILL_AT=<point>[:<n>][@<batch>]``,
+and pause points for the race tests: ``KTC_LAKEHOUSE_PAUSE_AT=<point>[@<batch>]``.
 
 When set, the process SIGKILLs its whole process group (itself and its Spark JVM, as a
 container kill would) on reaching that point of the ingest, optionally only in the
@@ -22,6 +23,12 @@ then varies): the fault tests that must give the same verdict everywhere use onl
 those.  ``during_write`` kills wherever Spark happens to be after
 the delay (writing files, committing, between tables): the randomized run uses it, with
 its seed printed, to reach the moments no named point stops at.
+
+A pause point (any of the points, several separated by commas; ``KTC_LAKEHOUSE_PAUSE_DIR``
+names a directory) stops the process instead: it creates ``<dir>/<point>.reached``, then
+opens the FIFO ``<dir>/<point>.go`` (made by the test) for reading and blocks until the
+test has opened it, written and closed it.  Two ingests paused at chosen points and released
+in a chosen order commit in that order on every machine: no timer decides.
 """
 
 from __future__ import annotations
@@ -42,6 +49,8 @@ POINTS: tuple[str, ...] = (
 )
 
 _ENV = "KTC_LAKEHOUSE_KILL_AT"
+_PAUSE_ENV = "KTC_LAKEHOUSE_PAUSE_AT"
+_PAUSE_DIR_ENV = "KTC_LAKEHOUSE_PAUSE_DIR"
 # mid_write: tables committed so far per batch (the point tables append side by side).
 _committed_tables: collections.Counter[int] = collections.Counter()
 _lock = threading.Lock()
@@ -63,7 +72,28 @@ def _kill() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
+def _pause(point: str, batch_id: int) -> None:
+    spec = os.environ.get(_PAUSE_ENV)
+    if not spec:
+        return
+    for entry in spec.split(","):
+        paused, _, batch = entry.partition("@")
+        if paused not in POINTS:
+            raise ValueError(f"{_PAUSE_ENV}: unknown point {paused!r}; one of {POINTS}")
+        if paused == point and (not batch or int(batch) == batch_id):
+            break
+    else:
+        return
+    directory = os.environ[_PAUSE_DIR_ENV]
+    with open(os.path.join(directory, f"{point}.reached"), "w") as reached_file:
+        reached_file.write(f"{os.getpid()}\n")
+    # Opening a FIFO for reading blocks until a writer opens it; EOF once it closed it.
+    with open(os.path.join(directory, f"{point}.go"), "rb") as go:
+        go.read()
+
+
 def reached(point: str, batch_id: int) -> None:
+    _pause(point, batch_id)
     armed = _armed()
     if not armed or armed[0] != point or armed[1] not in (None, batch_id):
         return

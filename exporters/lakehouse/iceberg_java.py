@@ -19,7 +19,7 @@ from exporters.lakehouse.commits import SnapshotInfo
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["actions", "iceberg_table", "jvm", "table_snapshots"]
+__all__ = ["actions", "iceberg_table", "jvm", "table_snapshots", "table_state"]
 
 
 def jvm(spark: SparkSession) -> Any:
@@ -51,12 +51,21 @@ def actions(spark: SparkSession) -> Any:
 def table_snapshots(spark: SparkSession, table_name: str) -> list[SnapshotInfo]:
     """Every snapshot of a table that its current metadata holds (what its ``.snapshots``
     metadata table lists), oldest first."""
+    return table_state(spark, table_name)[2]
+
+
+def table_state(
+    spark: SparkSession, table_name: str
+) -> tuple[Any, int | None, list[SnapshotInfo]]:
+    """A table, refreshed: the Java ``Table``, its current snapshot's id (None before
+    the first commit) and every snapshot its metadata holds, oldest first."""
     table = iceberg_table(spark, table_name)
     iceberg = jvm(spark).org.apache.iceberg
     metadata = json.loads(
         iceberg.TableMetadataParser.toJson(table.operations().current())
     )
-    return [
+    current = metadata.get("current-snapshot-id")
+    snapshots = [
         SnapshotInfo(
             int(snapshot["snapshot-id"]),
             int(snapshot["timestamp-ms"]),
@@ -64,3 +73,4 @@ def table_snapshots(spark: SparkSession, table_name: str) -> list[SnapshotInfo]:
         )
         for snapshot in metadata.get("snapshots", [])
     ]
+    return table, None if current in (None, -1) else int(current), snapshots

@@ -31,6 +31,15 @@ what may expire             snapshots committed before ``now - expire_after`` an
                             before the newest snapshot holding each directory's
                             position, never the newest ``retain_last`` (at least 1)
                             (:func:`plan_expiry`)
+a topic partition's range   from the ``pushes`` table's position, at most
+                            ``max_records`` records, never past the partition's
+                            end; a position before the partition's earliest offset
+                            is a retention gap (the range lost, counted), one past
+                            its end an offsets reset (an error)
+                            (:func:`partition_bounds`)
+what a commit checks        every position the table's append starts from is still
+                            the table's at commit, or the batch is planned again
+                            (:func:`moved_positions`)
 ==========================  ==========================================================
 
 tests/lakehouse/test_exactly_once_model.py checks these decisions against a model of
@@ -60,10 +69,14 @@ __all__ = [
     "WRITE_ORDER",
     "BatchPlan",
     "ExpiryPlan",
+    "OffsetsReset",
+    "PartitionBounds",
     "TablePlan",
     "appends",
     "batch_start",
     "maintenance_properties",
+    "moved_positions",
+    "partition_bounds",
     "plan_batch",
     "plan_expiry",
     "table_ranges",
@@ -207,3 +220,64 @@ def plan_expiry(
     if horizon is not None:
         older_than = min(older_than, horizon)
     return ExpiryPlan(older_than, max(1, retain_last))
+
+
+# ---------------------------------------------------------------- the topic's offsets
+
+
+class OffsetsReset(ValueError):
+    """A partition ends before the position the tables hold for it: its offsets no
+    longer name the records ingested (the topic was deleted and created again, or its
+    log was truncated)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionBounds:
+    """One partition's range in a batch, and what retention deleted before it was read."""
+
+    from_offset: int
+    to_offset: int
+    lost: tuple[int, int] | None = None  # [from, to) deleted before being ingested
+
+    @property
+    def lost_records(self) -> int:
+        return self.lost[1] - self.lost[0] if self.lost else 0
+
+
+def partition_bounds(
+    position: int | None, earliest: int, latest: int, max_records: int
+) -> PartitionBounds:
+    """A partition's range of the next batch: from ``position`` (the ``pushes`` table's,
+    None when no snapshot names the partition: from ``earliest``) to ``latest`` (the
+    offset the next record produced gets) or ``max_records`` records, whichever is
+    first.  A position before ``earliest`` is a retention gap: the batch starts at
+    ``earliest`` and the range in between is lost (and counted); a position past
+    ``latest`` raises :class:`OffsetsReset`.
+
+    Worked numbers: position 40, the topic holding offsets [55, 90), batches of 20:
+    ``[55, 75)``, lost ``[40, 55)`` (15 records); position 40, the topic holding
+    [0, 12) (deleted and created again, 12 records since): OffsetsReset."""
+    if position is not None and position > latest:
+        raise OffsetsReset(
+            f"ends at offset {latest}, but the tables hold it up to {position}"
+        )
+    start = earliest if position is None else position
+    lost = None
+    if start < earliest:
+        lost, start = (start, earliest), earliest
+    end = min(latest, start + max_records)
+    return PartitionBounds(start, end, lost)
+
+
+def moved_positions(
+    planned: Mapping[str, int], current: Mapping[str, int], table: TablePlan
+) -> dict[str, tuple[int, int]]:
+    """The sources whose position in a table moved between the plan (``planned``) and
+    the commit (``current``), among those the table's append covers: (planned, now)
+    each.  Empty: the append starts where the table ends, and commits; otherwise another
+    ingest committed those records meanwhile, and the batch is planned again."""
+    return {
+        r.name: (planned.get(r.name, 0), current.get(r.name, 0))
+        for r in table.ranges
+        if not r.empty and current.get(r.name, 0) != planned.get(r.name, 0)
+    }

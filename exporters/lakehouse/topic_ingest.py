@@ -30,8 +30,19 @@ A batch:
    its position), so the executors write the rows they flattened.
 
 Nothing is committed to Kafka: the tables hold the positions, so a consumer group's
-offsets could only disagree with them.  One ingest per topic: two would both read from
-the same positions.
+offsets could only disagree with them.
+
+Any number of ingests may run on one topic (docs/scale-out.md, "Fencing the ingests"):
+each table's append is fenced by the positions it was planned from.  Spark writes the
+table's files as a staged snapshot (Iceberg's write-audit-publish: files and a
+snapshot, not the table's current one, no positions in its summary); the driver then
+publishes those files with an append of its own, which checks that every position the
+append starts from is still the table's (:func:`plan.moved_positions`) and commits only
+on the snapshot it checked (Iceberg's ``validateWith``: the check is run again on the
+refreshed table at each of Iceberg's commit attempts, and the commit itself is the
+catalog's compare-and-swap of the table's metadata).  Another ingest that committed
+those records first moved the positions: the append is not made, the batch is planned
+again from the tables, and what the other committed is not appended twice.
 """
 
 from __future__ import annotations
@@ -43,28 +54,33 @@ import logging
 import operator
 import os
 import sys
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from clock import SYSTEM_CLOCK, Clock
 from exporters.lakehouse import failpoints
-from exporters.lakehouse.commits import SourceRange
+from exporters.lakehouse.commits import SourceRange, committed_positions
+from exporters.lakehouse.iceberg_java import iceberg_table, table_state
 from exporters.lakehouse.ingest import (
     BatchResult,
     IngestJob,
     IngestSettings,
     append_in_order,
-    append_with_summary,
 )
 from exporters.lakehouse.plan import (
     WRITE_ORDER,
     BatchPlan,
+    OffsetsReset,
     TablePlan,
     appends,
     batch_start,
+    moved_positions,
+    partition_bounds,
     plan_batch,
 )
+from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.lakehouse.topic_source import (
     FLATTENED_SCHEMA,
@@ -81,13 +97,26 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["TopicBatchResult", "TopicIngestJob", "TopicOffsetsReset", "executor_conf"]
+__all__ = [
+    "PositionsMoved",
+    "TopicBatchResult",
+    "TopicIngestJob",
+    "TopicOffsetsReset",
+    "executor_conf",
+]
 
 log = logging.getLogger(__name__)
 
 # The directory holding the ``exporters`` package: the executors' Python workers import
 # the flattening from there.
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
+# Iceberg's write-audit-publish: with the table property on, a Spark write in a session
+# whose ``spark.wap.id`` is set commits a staged snapshot (SparkWrite.commitOperation).
+_WAP_PROPERTY = "write.wap.enabled"
+_WAP_ID_CONF = "spark.wap.id"
+_STAGED_WAP_ID = "wap.id"  # SnapshotSummary.STAGED_WAP_ID_PROP
+# The fence's validator names itself in Iceberg's ValidationException.
+_FENCE_MESSAGE = "ktc: the table moved since its positions were checked"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -104,6 +133,22 @@ class _Flattened:
 class TopicOffsetsReset(TopicUnavailable):
     """A partition ends before the position the tables hold for it: the topic was
     deleted and created again, and its offsets no longer name the records ingested."""
+
+
+class PositionsMoved(RuntimeError):
+    """Another ingest committed some of the batch's records to a table after the batch
+    was planned: the batch is planned again."""
+
+    def __init__(self, table: str, moved: Mapping[str, tuple[int, int]]) -> None:
+        self.table = table
+        self.moved = dict(moved)
+        super().__init__(
+            f"another ingest committed {table} up to "
+            + ", ".join(
+                f"{n} {now} (planned from {was})"
+                for n, (was, now) in sorted(moved.items())
+            )
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,9 +207,28 @@ class TopicIngestJob(IngestJob):
             )
         return self._spark
 
+    def start(self) -> None:
+        """The landing-log job's start, then write-audit-publish on the tables: their
+        appends are staged by Spark and published by the fenced append."""
+        if self._started:
+            return
+        super().start()
+        for table in TABLES:
+            jtable = iceberg_table(self.spark, self.config.table(table.name))
+            if jtable.properties().get(_WAP_PROPERTY) != "true":
+                jtable.updateProperties().set(_WAP_PROPERTY, "true").commit()
+
     def run_batch(self) -> TopicBatchResult | None:
         """Read, flatten (on the executors), write and commit one batch; None if the
-        topic held nothing new."""
+        topic held nothing new.  A batch another ingest committed part of meanwhile
+        (:class:`PositionsMoved`) is planned again from the tables."""
+        while True:
+            try:
+                return self._run_batch()
+            except PositionsMoved as exc:
+                log.warning("%s: planning the batch again", exc)
+
+    def _run_batch(self) -> TopicBatchResult | None:
         started = self._clock.monotonic()
         committed = self.positions
         ranges = self._bounds(committed, self.source.offsets(self.spark))
@@ -177,7 +241,7 @@ class TopicIngestJob(IngestJob):
             batch = self._batches
             failpoints.reached("after_read", batch)
             planned = plan_batch(ranges, committed, flattened.rejected)
-            rows = self._write(batch, planned, flattened)
+            rows = self._write(batch, planned, committed, flattened)
         finally:
             flattened.frame.unpersist()
         self._positions = planned.positions_after()
@@ -207,8 +271,9 @@ class TopicIngestJob(IngestJob):
         committed: Mapping[str, Mapping[str, int]],
         offsets: list[PartitionOffsets],
     ) -> list[SourceRange]:
-        """Each partition's range of this batch: from the ``pushes`` table's position
-        (or the earliest offset the topic holds), at most ``max_records_per_source``."""
+        """Each partition's range of this batch (:func:`plan.partition_bounds`): from the
+        ``pushes`` table's position (or the earliest offset the topic holds), at most
+        ``max_records_per_source``; a retention gap is logged with the range lost."""
         topic = self.source.topic
         names = {p.partition: source_name(topic, p.partition) for p in offsets}
         read_from = batch_start(committed, names.values())
@@ -216,25 +281,32 @@ class TopicIngestJob(IngestJob):
         ranges = []
         for partition in offsets:
             name = names[partition.partition]
-            start = read_from[name]
-            if start > partition.latest:
-                raise TopicOffsetsReset(
-                    f"{topic} partition {partition.partition} ends at offset "
-                    f"{partition.latest}, but the tables hold it up to {start}: the "
-                    "topic was created again; ingest it into another --database"
+            try:
+                bounds = partition_bounds(
+                    read_from[name] if name in known else None,
+                    partition.earliest,
+                    partition.latest,
+                    self.settings.max_records_per_source,
                 )
-            if start < partition.earliest:
-                if name in known:
-                    log.error(
-                        "%s: offsets %d-%d were deleted by the topic's retention "
-                        "before they were ingested",
-                        name,
-                        start,
-                        partition.earliest,
-                    )
-                start = partition.earliest
-            end = min(partition.latest, start + self.settings.max_records_per_source)
-            ranges.append(SourceRange(name, topic, start, end))
+            except OffsetsReset as exc:
+                raise TopicOffsetsReset(
+                    f"{topic} partition {partition.partition} {exc}: the topic was "
+                    "created again (or its log truncated); ingest it into another "
+                    "--database"
+                ) from None
+            if bounds.lost:
+                log.error(
+                    "%s: offsets %d-%d (%d records) were deleted by the topic's "
+                    "retention before they were ingested; ingesting from %d",
+                    name,
+                    bounds.lost[0],
+                    bounds.lost[1],
+                    bounds.lost_records,
+                    bounds.from_offset,
+                )
+            ranges.append(
+                SourceRange(name, topic, bounds.from_offset, bounds.to_offset)
+            )
         return ranges
 
     def _read_flattened(self, ranges: list[SourceRange]) -> _Flattened:
@@ -294,11 +366,18 @@ class TopicIngestJob(IngestJob):
         )
 
     def _write(
-        self, batch: int, planned: BatchPlan, flattened: _Flattened
+        self,
+        batch: int,
+        planned: BatchPlan,
+        committed: Mapping[str, Mapping[str, int]],
+        flattened: _Flattened,
     ) -> dict[str, int]:
         """Each table's planned rows appended with its summary, in :func:`ingest.load`'s
         order (the point tables side by side, then ``pushes`` whenever it has a summary)
-        and with its failpoints; the rows written by the executors."""
+        and with its failpoints; the rows written by the executors, each append fenced
+        by the positions the batch was planned from (:func:`_fenced_append`)."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
         frames: dict[str, tuple[DataFrame, int]] = {}
         try:
             for name in WRITE_ORDER:
@@ -306,15 +385,29 @@ class TopicIngestJob(IngestJob):
                 if own.summary:
                     frames[name] = self._table_frame(flattened, own)
             timer = failpoints.arm_timer(batch)
+            # The validator of the fenced appends is a py4j callback: started once,
+            # here, not by the appends side by side.
+            ensure_callback_server_started(self.spark.sparkContext._gateway)  # type: ignore[attr-defined]
+            wap_id = f"ktc-ingest-{uuid.uuid4()}"
+            self.spark.conf.set(_WAP_ID_CONF, wap_id)
             try:
                 return _append_frames(
-                    self.config.table,
+                    lambda name, frame, summary: _fenced_append(
+                        self.spark,
+                        self.config.table(name),
+                        frame,
+                        summary,
+                        wap_id,
+                        planned.tables[name],
+                        committed.get(name, {}),
+                    ),
                     frames,
                     planned.summaries,
                     after_each_table=lambda: failpoints.reached("mid_write", batch),
                     before_pushes=lambda: failpoints.reached("before_pushes", batch),
                 )
             finally:
+                self.spark.conf.unset(_WAP_ID_CONF)
                 if timer:
                     timer.cancel()
         except BaseException:
@@ -350,7 +443,7 @@ class TopicIngestJob(IngestJob):
 
 
 def _append_frames(
-    table_name: Callable[[str], str],
+    append_frame: Callable[[str, DataFrame, Mapping[str, str]], None],
     frames: Mapping[str, tuple[DataFrame, int]],
     summaries: Mapping[str, Mapping[str, str]],
     after_each_table: Callable[[], None],
@@ -362,7 +455,7 @@ def _append_frames(
 
     def append(name: str) -> int:
         frame, rows = frames[name]
-        append_with_summary(frame, table_name(name), summaries[name])
+        append_frame(name, frame, summaries[name])
         after_each_table()
         return rows
 
@@ -370,3 +463,80 @@ def _append_frames(
         return name in frames and name in summaries and appends(name, frames[name][1])
 
     return append_in_order(append, wanted, before_pushes)
+
+
+def _fenced_append(
+    spark: SparkSession,
+    table_name: str,
+    frame: DataFrame,
+    summary: Mapping[str, str],
+    wap_id: str,
+    own: TablePlan,
+    planned: Mapping[str, int],
+) -> None:
+    """``frame`` appended to the table with ``summary``, only while the table's positions
+    of the sources the append covers are still ``planned`` (:class:`PositionsMoved`
+    otherwise).
+
+    Spark writes the files as a staged snapshot (``spark.wap.id`` is the batch's); the
+    driver appends that snapshot's files with the summary, validated by
+    :class:`_HeadIs`: Iceberg commits the append only on the snapshot whose positions
+    were just checked, running the validator again on the refreshed table at each
+    commit attempt.  A commit between the check and the append (a maintenance commit,
+    a landing-log ingest's) fails the validation: the positions are checked again on
+    the new snapshot, and the append retried."""
+    # Checked before the files are written too: an ingest that lost the race to
+    # another does not write what it would not publish.
+    _, _, snapshots = table_state(spark, table_name)
+    if moved := moved_positions(planned, committed_positions(snapshots), own):
+        raise PositionsMoved(table_name, moved)
+    frame.writeTo(table_name).append()
+    jtable, _, snapshots = table_state(spark, table_name)
+    staged = [s for s in snapshots if s.summary.get(_STAGED_WAP_ID) == wap_id]
+    if len(staged) != 1:
+        raise RuntimeError(f"{table_name}: {len(staged)} snapshots staged by {wap_id}")
+    files = jtable.snapshot(staged[0].snapshot_id).addedDataFiles(jtable.io())
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+
+    while True:
+        jtable, head, snapshots = table_state(spark, table_name)
+        moved = moved_positions(planned, committed_positions(snapshots), own)
+        if moved:
+            raise PositionsMoved(table_name, moved)
+        append = jtable.newAppend()
+        found = files.iterator()
+        while found.hasNext():
+            append.appendFile(found.next())
+        for key, value in summary.items():
+            append.set(key, value)
+        append.validateWith(_HeadIs(head))
+        try:
+            append.commit()
+            return
+        except Py4JJavaError as exc:
+            if _FENCE_MESSAGE not in str(exc.java_exception.getMessage()):
+                raise
+            log.info(
+                "%s moved since its positions were checked; checking again", table_name
+            )
+
+
+class _HeadIs:
+    """Iceberg's ``SnapshotAncestryValidator`` (a py4j callback): valid when the table's
+    current snapshot, on the metadata the commit is built on, is ``head``."""
+
+    def __init__(self, head: int | None) -> None:
+        self.head = head
+
+    def validate(self, ancestry: object) -> bool:
+        snapshots = ancestry.iterator()  # type: ignore[attr-defined]
+        current = int(snapshots.next().snapshotId()) if snapshots.hasNext() else None
+        return current == self.head
+
+    def errorMessage(self) -> str:
+        return _FENCE_MESSAGE
+
+    class Java:
+        implements: ClassVar[list[str]] = [
+            "org.apache.iceberg.SnapshotAncestryValidator"
+        ]

@@ -383,6 +383,47 @@ def test_a_batch_that_died_after_some_tables_committed_is_completed_not_doubled(
         for s in table_snapshots(spark, lake_config.table("pushes"))
     ]
     assert pushes == ["0-4", "4-6"]
+
+
+def test_a_partial_batch_completed_by_a_larger_one_keeps_each_row_once(
+    spark, lake_config, tmp_path, monkeypatch
+) -> None:
+    """The replay filter on its boundary: killed after the point tables committed
+    records [0, 3) of each directory (pushes not), the restart's batches are larger, so
+    its first reads [0, 6): the point tables get the rows from offset 3 on (the
+    ``landing_offset >= 3`` of ingest._rows_from), pushes all six.  A filter off by one
+    (``>``) loses offset 3's rows; none (``>= 0``) doubles 0-2."""
+    nodes = [tmp_path / "node-1", tmp_path / "node-2"]
+    for node in nodes:
+        write_landing(node, [(make_context(), _gauge_push(i)) for i in range(6)])
+
+    def die_before_pushes(point: str, batch: int) -> None:
+        if point == "before_pushes":
+            raise RuntimeError("killed")
+
+    monkeypatch.setattr(ingest_module.failpoints, "reached", die_before_pushes)
+    with job_for(lake_config, spark, nodes, max_records_per_source=3) as job:
+        with pytest.raises(RuntimeError, match="killed"):
+            job.run_batch()
+    monkeypatch.undo()
+    db = lake_config.database
+    assert spark.table(f"{db}.metrics_gauge").count() == 6
+    assert spark.table(f"{db}.pushes").count() == 0
+    with job_for(lake_config, spark, nodes, max_records_per_source=10) as job:
+        results = job.run_once()
+    assert [(r.ranges, r.rows, r.replayed) for r in results] == [
+        (
+            {"node-1": (0, 6), "node-2": (0, 6)},
+            {"metrics_gauge": 6, "pushes": 12},
+            True,
+        )
+    ]
+    for table in ("metrics_gauge", "pushes"):
+        lineage = sorted(
+            (r.landing_node, r.landing_offset)
+            for r in spark.table(f"{db}.{table}").collect()
+        )
+        assert lineage == [(n.name, o) for n in nodes for o in range(6)], table
     assert ConsumerPositions(node, CONSUMER_NAME).load() == 6
 
 

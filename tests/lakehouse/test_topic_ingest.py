@@ -35,8 +35,6 @@ from typing import Any
 import pytest
 
 from exporters.lakehouse.failpoints import POINTS
-from exporters.lakehouse.flatten import PointRowsBuilder
-from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig
 from tests.lakehouse.conftest import SPARK_TEST_CONF, require_topic_ingest
 from tests.lakehouse.topic_cluster import (
@@ -44,6 +42,8 @@ from tests.lakehouse.topic_cluster import (
     KafkaCluster,
     StandaloneCluster,
     create_topic,
+    expected_rows,
+    held_rows,
     ingest_topic_argv,
     landing_push,
     produce,
@@ -112,30 +112,6 @@ def _ingest(
     return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr), proc.pid
 
 
-def _expected_rows(pushes: list[tuple[object, bytes]]) -> dict[str, dict[str, int]]:
-    """Per table, per client instance id, the rows its push flattens to."""
-    expected: dict[str, dict[str, int]] = collections.defaultdict(dict)
-    for context, payload in pushes:
-        builder = PointRowsBuilder()
-        builder.add_payload(payload, context, "x", 0)  # type: ignore[arg-type]
-        for kind, table in builder.finish().items():
-            name = "pushes" if kind == "pushes" else f"metrics_{kind}"
-            if table.num_rows:
-                expected[name][context.client_instance_id] = table.num_rows  # type: ignore[attr-defined]
-    return expected
-
-
-def _held_rows(spark, config: LakehouseConfig) -> dict[str, dict[str, int]]:
-    held = {}
-    for table in TABLES:
-        rows = spark.sql(
-            f"SELECT client_instance_id AS id, count(*) AS n "
-            f"FROM {config.table(table.name)} GROUP BY client_instance_id"
-        ).collect()
-        held[table.name] = {r["id"]: r["n"] for r in rows if r["n"]}
-    return {name: rows for name, rows in held.items() if rows}
-
-
 def _run_with_kills(
     spark,
     lake: Path,
@@ -201,8 +177,8 @@ def _run_with_kills(
     for batch in batches:
         assert all(f":{pid} " not in by for by in batch["flattened_by"]), batch
 
-    held = _held_rows(spark, config)
-    expected = _expected_rows(pushes)
+    held = held_rows(spark, config)
+    expected = expected_rows(pushes)
     for table in expected:
         doubled = {
             k: n

@@ -6,6 +6,7 @@ PySpark's ``spark-class``, and the ``ktc ingest`` command line for the topic."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import re
@@ -18,6 +19,9 @@ from pathlib import Path
 from exporters.kafka_topic.landing import TopicLanding
 from exporters.kafka_topic.settings import TopicSettings
 from exporters.kafka_topic.topic import ensure_topic
+from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.schema import TABLES
+from exporters.lakehouse.session import LakehouseConfig
 from tests.lakehouse.lakehouse_otlp import make_context, sample_metrics_data
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +33,8 @@ __all__ = [
     "KafkaCluster",
     "StandaloneCluster",
     "create_topic",
+    "expected_rows",
+    "held_rows",
     "ingest_topic_argv",
     "landing_push",
     "missing_prerequisites",
@@ -109,6 +115,30 @@ def ingest_topic_argv(
         "spark.sql.shuffle.partitions=1",
         *extra,
     ]
+
+
+def expected_rows(pushes: list[tuple[object, bytes]]) -> dict[str, dict[str, int]]:
+    """Per table, per client instance id, the rows its push flattens to."""
+    expected: dict[str, dict[str, int]] = collections.defaultdict(dict)
+    for context, payload in pushes:
+        builder = PointRowsBuilder()
+        builder.add_payload(payload, context, "x", 0)  # type: ignore[arg-type]
+        for kind, table in builder.finish().items():
+            name = "pushes" if kind == "pushes" else f"metrics_{kind}"
+            if table.num_rows:
+                expected[name][context.client_instance_id] = table.num_rows  # type: ignore[attr-defined]
+    return expected
+
+
+def held_rows(spark, config: LakehouseConfig) -> dict[str, dict[str, int]]:
+    held = {}
+    for table in TABLES:
+        rows = spark.sql(
+            f"SELECT client_instance_id AS id, count(*) AS n "
+            f"FROM {config.table(table.name)} GROUP BY client_instance_id"
+        ).collect()
+        held[table.name] = {r["id"]: r["n"] for r in rows if r["n"]}
+    return {name: rows for name, rows in held.items() if rows}
 
 
 def spark_home() -> Path:
