@@ -29,11 +29,12 @@ from test_collector_full_disk import (  # noqa: F401 (small_fs: a fixture)
 from waiting import eventually_sync
 
 from clock.testing import FakeClock
-from collector.app.parts.telemetry import landed_records
+from collector.app.parts.telemetry import fold_process, landed_records
 from collector.telemetry.prometheus.client_series import (
     ClientSeries,
     ClientSeriesSettings,
 )
+from collector.telemetry.prometheus.fold_process import FoldProcess
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.landing import LandingError, LandingLog, LandingOptions, LandingReader
 from subscriptions.store import ConfigStore
@@ -60,16 +61,27 @@ def push(log: LandingLog, value: int, at: int) -> None:
     assert log.export(context(INSTANCE, at_ns=at), payload(metrics)).ok
 
 
+def folding(
+    log: LandingLog, where: str, cached_ids: set[str] | None = None
+) -> ClientSeries:
+    """The fold of ``log``: in this process (a worker thread), or in a child process;
+    ``cached_ids``: the instances the node's manager caches (default: INSTANCE)."""
+    settings = ClientSeriesSettings(100_000)
+    ids = {INSTANCE} if cached_ids is None else cached_ids
+    cached = lambda instance: instance in ids  # noqa: E731
+    if where == "thread":
+        return ClientSeries(
+            settings, cached, clock=FakeClock(1_000_000), landed=landed_records(log)
+        )
+    return fold_process(log, settings, cached, FakeClock(1_000_000))
+
+
+@pytest.mark.parametrize("where", ["thread", "process"])
 async def test_a_push_whose_flush_failed_is_not_counted_and_its_retry_counts_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     with LandingLog(tmp_path, LandingOptions(fsync="never"), housekeeping=False) as log:
-        series = ClientSeries(
-            ClientSeriesSettings(100_000),
-            lambda instance: instance == INSTANCE,
-            clock=FakeClock(1_000_000),
-            landed=landed_records(log),
-        )
+        series = folding(log, where)
         try:
             push(log, 5, 1)
             log.flush()
@@ -95,17 +107,30 @@ async def test_a_push_whose_flush_failed_is_not_counted_and_its_retry_counts_onc
             series.close()
 
 
+@pytest.mark.parametrize("where", ["thread", "process"])
+async def test_an_instance_the_node_no_longer_caches_loses_its_series(
+    tmp_path: Path, where: str
+) -> None:
+    cached_ids = {INSTANCE}
+    with LandingLog(tmp_path, LandingOptions(fsync="never"), housekeeping=False) as log:
+        series = folding(log, where, cached_ids)
+        try:
+            push(log, 5, 1)
+            log.flush()
+            assert samples(await series.scrape(False))["requests_total"] == 5
+            cached_ids.clear()  # its connection closed (or it expired, or was evicted)
+            assert samples(await series.scrape(False)) == {}
+        finally:
+            series.close()
+
+
+@pytest.mark.parametrize("where", ["thread", "process"])
 async def test_with_group_commit_only_what_is_fsynced_is_folded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, where: str
 ) -> None:
     options = LandingOptions(fsync="always", group_commit=True)
     with LandingLog(tmp_path, options, housekeeping=False) as log:
-        series = ClientSeries(
-            ClientSeriesSettings(100_000),
-            lambda instance: instance == INSTANCE,
-            clock=FakeClock(1_000_000),
-            landed=landed_records(log),
-        )
+        series = folding(log, where)
         try:
             push(log, 5, 1)
             log.flush()  # written; its answer waits for the group-commit fsync
@@ -144,6 +169,10 @@ def test_refused_pushes_of_a_real_client_are_never_counted(
     ) as c:
         assert c.server is not None
         port = c.server.http_port
+        # The fold runs in a process of its own, not in the node's (this one).
+        fold = c.server.client_series
+        assert isinstance(fold, FoldProcess)
+        assert fold.pid != os.getpid()
         client = Producer(
             {
                 "bootstrap.servers": c.bootstrap,
@@ -206,3 +235,4 @@ def test_refused_pushes_of_a_real_client_are_never_counted(
         finally:
             client.poll(0)
             client.close()
+    assert fold.returncode == 0  # the node's stop ended it

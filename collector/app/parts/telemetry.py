@@ -5,6 +5,8 @@ fed by a tap after another landing, docs/prometheus.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry
 
 from clock import Clock
@@ -16,6 +18,7 @@ from collector.telemetry.prometheus.client_series import (
     ClientSeriesSettings,
     ClientSeriesTap,
 )
+from collector.telemetry.prometheus.fold_process import FoldProcess
 from collector.telemetry.prometheus.landed import LandedRecords
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
@@ -58,10 +61,9 @@ def build_manager(
             return manager.instance(kafka_uuid_from_str(instance_id)) is not None
 
         if isinstance(exporter, LandingLog):
-            # What landed, read back from the log (the push path does nothing for it).
-            series = ClientSeries(
-                settings, is_cached, clock=clock, landed=landed_records(exporter)
-            )
+            # What landed, read back from the log by a process of its own (the push
+            # path does nothing for it).
+            series = fold_process(exporter, settings, is_cached, clock)
         else:
             series = ClientSeries(settings, is_cached, clock=clock)
             exporter = ClientSeriesTap(exporter, series)
@@ -87,6 +89,27 @@ def build_manager(
     )
     stats.instance_count = lambda: manager.instance_count
     return manager, series
+
+
+def fold_process(
+    log: LandingLog,
+    settings: ClientSeriesSettings,
+    is_cached: Callable[[str], bool],
+    clock: Clock,
+) -> FoldProcess:
+    """The fold of ``log``'s records from its next offset on, in a child process; with
+    ``fsync: always`` and group commit, of those below its durable offset."""
+    durable_below = None
+    if log.options.group_commit:  # only with fsync: always
+        durable_below = lambda: log.durable_offset  # noqa: E731
+    return FoldProcess(
+        settings,
+        is_cached,
+        directory=log.directory,
+        start_offset=log.stats().next_offset,
+        durable_below=durable_below,
+        clock=clock,
+    )
 
 
 def landed_records(log: LandingLog) -> LandedRecords:

@@ -323,6 +323,14 @@ class ClientSeries:
             self._retained_samples -= oldest.samples
             self.instances_forgotten += 1
 
+    def instance_ids(self) -> list[str]:
+        """The instances held (worker side: the fold process lists them for the node)."""
+        return list(self._instances)
+
+    def forget_uncached(self) -> None:
+        """Worker side: :meth:`_forget_uncached` (the fold process, told by the node)."""
+        self._forget_uncached()
+
     def _forget_uncached(self) -> None:
         """Drop the instances the manager no longer caches (expired, evicted, their
         connection closed)."""
