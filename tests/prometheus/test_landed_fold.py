@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from test_collector_full_disk import (  # noqa: F401 (small_fs: a fixture)
     SmallFileSystem,
     small_fs,
 )
-from waiting import eventually_sync
+from waiting import eventually, eventually_sync
 
 from clock.testing import FakeClock
 from collector.app.parts.telemetry import fold_process, landed_records
@@ -120,6 +121,33 @@ async def test_an_instance_the_node_no_longer_caches_loses_its_series(
             assert samples(await series.scrape(False))["requests_total"] == 5
             cached_ids.clear()  # its connection closed (or it expired, or was evicted)
             assert samples(await series.scrape(False)) == {}
+        finally:
+            series.close()
+
+
+async def test_a_fold_process_that_died_is_restarted_and_folds_again_from_the_start(
+    tmp_path: Path,
+) -> None:
+    with LandingLog(tmp_path, LandingOptions(fsync="never"), housekeeping=False) as log:
+        series = folding(log, "process")
+        assert isinstance(series, FoldProcess)
+        try:
+            push(log, 5, 1)
+            log.flush()
+            push(log, 7, 2)
+            log.flush()
+            assert samples(await series.scrape(False))["requests_total"] == 12
+            os.kill(series.pid, signal.SIGKILL)
+            await eventually(
+                lambda: series.returncode is not None,
+                timeout_s=10,
+                what="the fold process to die",
+            )
+            assert samples(await series.scrape(False))["requests_total"] == 12
+            assert series.restarts == 1
+            own = {m.name: m.samples[0].value for m in series.collect()}
+            assert own["ktc_prometheus_clients_fold_restarts"] == 1
+            assert own["ktc_prometheus_clients_pushes_folded"] == 2
         finally:
             series.close()
 

@@ -29,15 +29,18 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import json
 import logging
 import os
 import struct
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
+
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection
@@ -137,6 +140,18 @@ class FoldProcess(ClientSeries):
     ) -> None:
         super().__init__(settings, is_cached, clock=clock)
         self._durable_below = durable_below
+        self._config = {
+            "directory": str(directory),
+            "start_offset": start_offset,
+            "bounded": durable_below is not None,
+            "settings": _settings_json(settings),
+        }
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        """A child folding from the start offset (a restarted one folds again every
+        record landed since, so its sums are those of a child that never stopped)."""
         self._process = subprocess.Popen(
             [sys.executable, "-m", __name__],
             stdin=subprocess.PIPE,
@@ -145,15 +160,7 @@ class FoldProcess(ClientSeries):
         )
         self._to_child: IO[bytes] = self._process.stdin  # type: ignore[assignment]
         self._from_child: IO[bytes] = self._process.stdout  # type: ignore[assignment]
-        _write(
-            self._to_child,
-            {
-                "directory": str(directory),
-                "start_offset": start_offset,
-                "bounded": durable_below is not None,
-                "settings": _settings_json(settings),
-            },
-        )
+        _write(self._to_child, self._config)
 
     @property
     def pid(self) -> int:
@@ -194,12 +201,30 @@ class FoldProcess(ClientSeries):
             self._process.wait()
         self._from_child.close()
 
+    def collect(self) -> Iterator[Metric]:
+        yield from super().collect()
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_fold_restarts",
+            "Times the /metrics/clients fold process died and was started again",
+            value=self.restarts,
+        )
+
     # ------------------------------------------------------------------ worker side
     def _call(
         self, request: dict[str, Any], *, with_body: bool = False
     ) -> tuple[dict[str, Any], bytes]:
         if self._durable_below is not None:
             request["durable_below"] = self._durable_below()
+        if self._process.poll() is not None:  # it died: the request before failed
+            log.warning(
+                "the /metrics/clients fold process exited (code %s): restarting it",
+                self._process.returncode,
+            )
+            with contextlib.suppress(OSError):
+                self._to_child.close()
+            self._from_child.close()
+            self.restarts += 1
+            self._start()
         try:
             _write(self._to_child, request)
             reply = _read(self._from_child)
