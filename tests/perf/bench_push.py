@@ -62,6 +62,7 @@ from tests.perf.loadgen import (
     OPEN,
     OPEN_PERIOD_FACTOR,
     LoadResult,
+    process_cpu_s,
     run_load_blocking,
 )
 
@@ -178,6 +179,18 @@ def measure_peak(port: int, pid: int, args: argparse.Namespace) -> LoadResult:
         workers=args.workers,
         server_pid=pid,
     )
+
+
+def _children_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the processes ``pid`` started (Linux /proc)."""
+    total = 0.0
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+            for child in children:
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    total += process_cpu_s(int(child))
+    return total
 
 
 def _runqueue_wait_s(pid: int) -> float:
@@ -543,6 +556,20 @@ def main() -> int:
                         f"{results['clients_rate'].percentile_ms(0.99):.2f} ms",
                         flush=True,
                     )
+            if args.clients_endpoint:
+                # The fold runs in a child of the node (docs/prometheus.md): its CPU is
+                # not the server's above; over the whole run, per push answered.
+                fold_cpu_s = _children_cpu_s(servers["clients"][1])
+                pushes = sum(
+                    r[f"clients_{phase}"].pushes_ok
+                    for r in rounds
+                    for phase in ("peak", "rate")
+                )
+                print(
+                    f"         fold process CPU: {fold_cpu_s:.1f} s over the run, "
+                    f"{1e6 * fold_cpu_s / max(pushes, 1):.1f} us per push answered",
+                    flush=True,
+                )
     steal_after, ticks_after = _cpu_ticks()
     steal_percent = (
         100.0 * (steal_after - steal_before) / (ticks_after - ticks_before)

@@ -1,8 +1,11 @@
 """A node's ClientMetricsManager (the port of Kafka's) over its config store's
 subscriptions and its landing, with ``/metrics/clients`` (``prometheus.clients.enable``:
-the series of every cached instance, fed by a tap after the landing, docs/prometheus.md)."""
+the series of every cached instance, folded from the landing log once pushes landed, or
+fed by a tap after another landing, docs/prometheus.md)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -15,9 +18,12 @@ from collector.telemetry.prometheus.client_series import (
     ClientSeriesSettings,
     ClientSeriesTap,
 )
+from collector.telemetry.prometheus.fold_process import FoldProcess
+from collector.telemetry.prometheus.landed import LandedRecords
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
 from exporters.base import Exporter
+from exporters.landing import LandingLog
 from subscriptions.cluster_store import SubscriptionStore
 from subscriptions.kafka_uuid import (
     kafka_uuid_from_str,
@@ -54,9 +60,14 @@ def build_manager(
             # ``manager`` is made below, before the first push reaches the series.
             return manager.instance(kafka_uuid_from_str(instance_id)) is not None
 
-        series = ClientSeries(settings, is_cached, clock=clock)
+        if isinstance(exporter, LandingLog):
+            # What landed, read back from the log by a process of its own (the push
+            # path does nothing for it).
+            series = fold_process(exporter, settings, is_cached, clock)
+        else:
+            series = ClientSeries(settings, is_cached, clock=clock)
+            exporter = ClientSeriesTap(exporter, series)
         registry.register(ScrapeCollector(series.collect))
-        exporter = ClientSeriesTap(exporter, series)
     manager = ClientMetricsManager(
         subscriptions=StoreSubscriptions(
             store,
@@ -78,3 +89,33 @@ def build_manager(
     )
     stats.instance_count = lambda: manager.instance_count
     return manager, series
+
+
+def fold_process(
+    log: LandingLog,
+    settings: ClientSeriesSettings,
+    is_cached: Callable[[str], bool],
+    clock: Clock,
+) -> FoldProcess:
+    """The fold of ``log``'s records from its next offset on, in a child process; with
+    ``fsync: always`` and group commit, of those below its durable offset."""
+    durable_below = None
+    if log.options.group_commit:  # only with fsync: always
+        durable_below = lambda: log.durable_offset  # noqa: E731
+    return FoldProcess(
+        settings,
+        is_cached,
+        directory=log.directory,
+        start_offset=log.stats().next_offset,
+        durable_below=durable_below,
+        clock=clock,
+    )
+
+
+def landed_records(log: LandingLog) -> LandedRecords:
+    """The records of ``log`` from its next offset on; with ``fsync: always`` and group
+    commit, those below its durable offset (what the answers waited for)."""
+    durable_below = None
+    if log.options.group_commit:  # only with fsync: always
+        durable_below = lambda: log.durable_offset  # noqa: E731
+    return LandedRecords(log.directory, log.stats().next_offset, durable_below)

@@ -2,4 +2,6 @@
 
 ``naming`` (OTLP names as Prometheus names), ``points`` (one instance's points, folded push
 by push), ``budget`` (the series budget and its overflow rule), ``exposition`` (text and
-OpenMetrics), ``client_series`` (the push-path tap, the worker, the scrape)."""
+OpenMetrics), ``landed`` (what landed, read back from the landing log), ``client_series``
+(the fold, the scrape; the tap of a node landing elsewhere), ``fold_process`` (the fold in
+a child process of the node, fed from the landing log)."""

@@ -4,10 +4,17 @@ Who does what, so the event loop never folds, renders or copies the cache:
 
 | where | what | cost |
 |---|---|---|
-| push path (event loop) | :meth:`ClientSeriesTap.export`: after the landing log took the push, append (context, payload) to a pending list | an append; a push over ``PENDING_MAX_BYTES`` pending is counted and skipped |
-| every second (event loop) | :meth:`ClientSeries.fold_soon`: swap the pending list for an empty one, hand it to the worker | O(1) |
-| worker thread (one) | decode each payload, fold its points into its instance (``points.py``: at most ``max_series_per_instance`` each), forget terminated instances and those the manager no longer caches, keep at most ``RETAINED_FACTOR`` x the budget in memory | per push and per instance |
+| push path (event loop) | nothing: the landing log's flush makes a push readable (``landed.py``) | none |
+| every second (event loop) | :meth:`ClientSeries.fold_soon`: wake the worker | O(1) |
+| worker thread (one) | read what landed since the last fold (``LandedRecords``: the landing log, read back), decode each payload, fold its points into its instance (``points.py``: at most ``max_series_per_instance`` each), forget terminated instances and those the manager no longer caches, keep at most ``RETAINED_FACTOR`` x the budget in memory | per push and per instance |
 | scrape (worker thread) | expire the series no push refreshed for ``series_expiry_ms``, the budget (``budget.py``) and the exposition (``exposition.py``); the bytes are kept until the next change | per series |
+
+What the fold reads is what landed: a push refused because its flush or fsync failed is
+not in the log and never counts; the client's next push of the same delta counts once,
+as the forwarder and the lakehouse count it.  A node landing elsewhere (the landing topic,
+an exporter given to it) records through :class:`ClientSeriesTap` instead: after the
+exporter took the push, (context, payload) appended to a pending list (a push over
+``PENDING_MAX_BYTES`` pending is counted and skipped), handed to the worker each second.
 
 Time is the injected clock's (``Clock.now_ms``), read on the event loop when a batch is
 handed over and passed to the worker with it.
@@ -32,6 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection, select
 from collector.telemetry.prometheus.exposition import Rendered, render
+from collector.telemetry.prometheus.landed import LandedRecords
 from collector.telemetry.prometheus.naming import MetricType
 from collector.telemetry.prometheus.points import (
     IDENTITY_LABELS,
@@ -148,8 +156,12 @@ class ClientSeries:
         *,
         executor: concurrent.futures.Executor | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        landed: LandedRecords | None = None,
     ) -> None:
+        """``landed``: what the worker folds (the landing log read back); None: the
+        pushes :meth:`record` is given."""
         self.settings = settings
+        self._landed = landed
         self._clock = clock
         self._is_cached = is_cached  # the manager still caches this instance id
         self._owns_executor = executor is None
@@ -175,6 +187,7 @@ class ClientSeries:
         self.last_scrape_seconds = 0.0
         self.type_conflicts = 0
         self.undecodable = 0
+        self.pushes_folded = 0  # landed pushes (or recorded ones) the worker folded
         self.series_refused = 0  # points of new series refused: an instance at its cap
         self.series_expired = 0
         self.capped_instances = 0  # flagged at the last scrape
@@ -199,12 +212,12 @@ class ClientSeries:
         still folding the last batch: what waits stays counted against
         PENDING_MAX_BYTES, so a worker that falls behind bounds memory by skipping pushes
         rather than by queueing batches)."""
-        if not self._pending or (
+        if (not self._pending and self._landed is None) or (
             self._folding is not None and not self._folding.done()
         ):
             return None
         self._folding = self._executor.submit(
-            self._fold, self._take_pending(), self._clock.now_ms()
+            self._fold_all, self._take_pending(), self._clock.now_ms()
         )
         return self._folding
 
@@ -227,6 +240,21 @@ class ClientSeries:
             self._executor.shutdown(wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------ worker side
+    def _fold_all(
+        self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int
+    ) -> None:
+        """``batch`` (what :meth:`record` was given), then what landed since the last
+        fold, read ``PENDING_MAX_BYTES`` at a time."""
+        self._fold(batch, now_ms)
+        landed = self._landed
+        if landed is None:
+            return
+        while True:
+            read = landed.take(PENDING_MAX_BYTES)
+            if not read:
+                return
+            self._fold(read, now_ms)
+
     def _fold(
         self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int | None = None
     ) -> None:
@@ -238,6 +266,7 @@ class ClientSeries:
         max_samples = settings.instance_room
         expiry_ms = settings.series_expiry_ms
         prefixes = settings.metric_prefixes
+        self.pushes_folded += len(batch)
         for context, payload in batch:
             try:
                 data = MetricsData.FromString(payload)
@@ -294,6 +323,14 @@ class ClientSeries:
             self._retained_samples -= oldest.samples
             self.instances_forgotten += 1
 
+    def instance_ids(self) -> list[str]:
+        """The instances held (worker side: the fold process lists them for the node)."""
+        return list(self._instances)
+
+    def forget_uncached(self) -> None:
+        """Worker side: :meth:`_forget_uncached` (the fold process, told by the node)."""
+        self._forget_uncached()
+
     def _forget_uncached(self) -> None:
         """Drop the instances the manager no longer caches (expired, evicted, their
         connection closed)."""
@@ -328,7 +365,7 @@ class ClientSeries:
         started = time.perf_counter()
         if now_ms is None:
             now_ms = self._clock.now_ms()
-        self._fold(batch, now_ms)
+        self._fold_all(batch, now_ms)
         self._forget_uncached()
         self._expire(now_ms)
         cached = self._cache.get(open_metrics)
@@ -413,6 +450,12 @@ class ClientSeries:
             value=self.instances_forgotten,
         )
         yield CounterMetricFamily(
+            "ktc_prometheus_clients_pushes_folded",
+            "Pushes folded into /metrics/clients (read back from the landing log: "
+            "the pushes that landed)",
+            value=self.pushes_folded,
+        )
+        yield CounterMetricFamily(
             "ktc_prometheus_clients_pushes_skipped",
             "Pushes not folded into /metrics/clients (too many bytes waiting)",
             value=self.pushes_skipped,
@@ -420,8 +463,9 @@ class ClientSeries:
 
 
 class ClientSeriesTap:
-    """The manager's exporter when ``/metrics/clients`` is on: the landing log first, and
-    a push it took is recorded for the endpoint."""
+    """The manager's exporter when ``/metrics/clients`` is on and the node does not land
+    on its own landing log: the exporter first, and a push it took is recorded for the
+    endpoint."""
 
     def __init__(self, inner: Exporter, series: ClientSeries) -> None:
         self._inner = inner

@@ -1,0 +1,330 @@
+"""``/metrics/clients`` folded in a process of its own, so the push path's CPU is its own.
+
+A thread of the node's interpreter that reads and folds what landed does not run on the
+event loop, but it takes the loop's CPU and the interpreter's lock: measured with the
+fold in a thread, the push path's peak was a third of its peak with the endpoint off
+(docs/prometheus.md).  So the node starts one child process (this module, ``python -m``)
+that reads the landing log directory itself (``landed.py``: what landed, never what was
+staged), folds it with the same code (``ClientSeries``) and builds the page; the node's
+side (:class:`FoldProcess`) only asks for it.
+
+| request (node -> child) | the child | reply |
+|---|---|---|
+| ``fold``, every second | reads and folds what landed since its last read | its counters |
+| ``held``, at a scrape | the same, then lists the instances it holds | their ids |
+| ``render``, at a scrape | forgets the ids the node says it no longer caches (closed, expired, evicted), folds what landed since, expires, builds the page | its counters and the page |
+
+Each request carries the node's clock (``now_ms``: the injected clock, as in-process) and,
+with group commit, the landing log's durable offset (the child reads below it only).  The
+node asks from one worker thread (its requests never interleave); that thread waits on a
+pipe, releasing the interpreter's lock, and checks the ``held`` ids against the manager's
+cache, one dictionary lookup each, as the in-process fold did.
+
+Framing, both ways: a 4-byte big-endian length and a JSON object; a ``render`` reply is
+followed by a 4-byte length and the page's bytes.  The child exits when its stdin closes
+(the node closed it, or died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, Final
+
+from prometheus_client.core import CounterMetricFamily, Metric
+
+from clock import SYSTEM_CLOCK, Clock
+from collector.telemetry.prometheus.budget import Selection
+from collector.telemetry.prometheus.client_series import (
+    ClientSeries,
+    ClientSeriesClosed,
+    ClientSeriesSettings,
+)
+from collector.telemetry.prometheus.landed import LandedRecords
+
+__all__ = ["FoldProcess", "main"]
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct(">I")
+# How long a closing node waits for the child to exit before killing it.
+_EXIT_WAIT_S: Final = 5.0
+# The counters the child reports with every reply (ClientSeries attributes).
+_COUNTERS: Final = (
+    "instances_forgotten",
+    "last_scrape_seconds",
+    "type_conflicts",
+    "undecodable",
+    "series_refused",
+    "series_expired",
+    "capped_instances",
+    "pushes_folded",
+)
+
+
+def _write(
+    stream: IO[bytes], message: dict[str, Any], body: bytes | None = None
+) -> None:
+    encoded = json.dumps(message).encode()
+    parts = [_LENGTH.pack(len(encoded)), encoded]
+    if body is not None:
+        parts += [_LENGTH.pack(len(body)), body]
+    stream.write(b"".join(parts))
+    stream.flush()
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
+    data = stream.read(size)
+    if data is None or len(data) < size:
+        return None
+    return data
+
+
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    head = _read_exactly(stream, _LENGTH.size)
+    if head is None:
+        return None
+    return _read_exactly(stream, _LENGTH.unpack(head)[0])
+
+
+def _read(stream: IO[bytes]) -> dict[str, Any] | None:
+    frame = _read_frame(stream)
+    return None if frame is None else dict(json.loads(frame))
+
+
+def _settings_json(settings: ClientSeriesSettings) -> dict[str, Any]:
+    return {
+        "max_series": settings.max_series,
+        "labels": list(settings.labels),
+        "metric_prefixes": list(settings.metric_prefixes),
+        "max_series_per_instance": settings.max_series_per_instance,
+        "series_expiry_ms": settings.series_expiry_ms,
+    }
+
+
+def _counters(series: ClientSeries) -> dict[str, Any]:
+    selection = series.last_selection
+    counters: dict[str, Any] = {name: getattr(series, name) for name in _COUNTERS}
+    counters["selection"] = [
+        selection.samples,
+        selection.overflow_instances,
+        selection.dropped_samples,
+    ]
+    return counters
+
+
+class FoldProcess(ClientSeries):
+    """The node's side of ``/metrics/clients`` when the fold runs in a child process: the
+    interface of :class:`ClientSeries` (``fold_soon``, ``scrape``, ``collect``, ``close``),
+    each answered by the child reading the landing log in ``directory`` from
+    ``start_offset`` on (below ``durable_below()`` when given)."""
+
+    def __init__(
+        self,
+        settings: ClientSeriesSettings,
+        is_cached: Callable[[str], bool],
+        *,
+        directory: Path,
+        start_offset: int,
+        durable_below: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(settings, is_cached, clock=clock)
+        self._durable_below = durable_below
+        self._config = {
+            "directory": str(directory),
+            "start_offset": start_offset,
+            "bounded": durable_below is not None,
+            "settings": _settings_json(settings),
+        }
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        """A child folding from the start offset (a restarted one folds again every
+        record landed since, so its sums are those of a child that never stopped)."""
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+        self._to_child: IO[bytes] = self._process.stdin  # type: ignore[assignment]
+        self._from_child: IO[bytes] = self._process.stdout  # type: ignore[assignment]
+        _write(self._to_child, self._config)
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status; None while it runs."""
+        return self._process.poll()
+
+    # ------------------------------------------------------------------ loop side
+    def fold_soon(self) -> concurrent.futures.Future[None] | None:
+        """Ask the child to fold what landed (None: the last request is still running)."""
+        if self._closed or (self._folding is not None and not self._folding.done()):
+            return None
+        self._folding = self._executor.submit(self._fold_remote, self._clock.now_ms())
+        return self._folding
+
+    async def scrape(self, open_metrics: bool) -> bytes:
+        if self._closed:
+            raise ClientSeriesClosed("the collector is shutting down")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, self._scrape_remote, open_metrics, self._clock.now_ms()
+        )
+
+    def close(self) -> None:
+        self._closed = True
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        try:
+            self._to_child.close()
+        except OSError:
+            pass
+        try:
+            self._process.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._from_child.close()
+
+    def collect(self) -> Iterator[Metric]:
+        yield from super().collect()
+        yield CounterMetricFamily(
+            "ktc_prometheus_clients_fold_restarts",
+            "Times the /metrics/clients fold process died and was started again",
+            value=self.restarts,
+        )
+
+    # ------------------------------------------------------------------ worker side
+    def _call(
+        self, request: dict[str, Any], *, with_body: bool = False
+    ) -> tuple[dict[str, Any], bytes]:
+        if self._durable_below is not None:
+            request["durable_below"] = self._durable_below()
+        if self._process.poll() is not None:  # it died: the request before failed
+            log.warning(
+                "the /metrics/clients fold process exited (code %s): restarting it",
+                self._process.returncode,
+            )
+            with contextlib.suppress(OSError):
+                self._to_child.close()
+            self._from_child.close()
+            self.restarts += 1
+            self._start()
+        try:
+            _write(self._to_child, request)
+            reply = _read(self._from_child)
+            body = _read_frame(self._from_child) if with_body else b""
+        except (OSError, ValueError) as exc:
+            raise ClientSeriesClosed(f"the fold process failed: {exc}") from exc
+        if reply is None or body is None:
+            raise ClientSeriesClosed(
+                f"the fold process exited (code {self._process.poll()})"
+            )
+        counters = reply.get("counters")
+        if counters is not None:
+            self._take_counters(counters)
+        return reply, body
+
+    def _fold_remote(self, now_ms: int) -> None:
+        self._call({"op": "fold", "now_ms": now_ms})
+
+    def _scrape_remote(self, open_metrics: bool, now_ms: int) -> bytes:
+        held, _ = self._call({"op": "held", "now_ms": now_ms})
+        is_cached = self._is_cached
+        gone = [key for key in held["ids"] if not is_cached(key)]
+        _, body = self._call(
+            {
+                "op": "render",
+                "now_ms": now_ms,
+                "gone": gone,
+                "open_metrics": open_metrics,
+            },
+            with_body=True,
+        )
+        return body
+
+    def _take_counters(self, counters: dict[str, Any]) -> None:
+        for name in _COUNTERS:
+            setattr(self, name, counters[name])
+        selection = Selection()
+        selection.samples, selection.overflow_instances, selection.dropped_samples = (
+            counters["selection"]
+        )
+        self.last_selection = selection
+
+
+# ---------------------------------------------------------------------- the child
+
+
+def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
+    """The child's loop: the config first, then requests until ``from_node`` closes."""
+    config = _read(from_node)
+    if config is None:
+        return 0
+    raw = config["settings"]
+    settings = ClientSeriesSettings(
+        raw["max_series"],
+        tuple(raw["labels"]),
+        tuple(raw["metric_prefixes"]),
+        raw["max_series_per_instance"],
+        raw["series_expiry_ms"],
+    )
+    durable_below = [0]
+    landed = LandedRecords(
+        Path(config["directory"]),
+        config["start_offset"],
+        (lambda: durable_below[0]) if config["bounded"] else None,
+    )
+    gone: set[str] = set()
+    series = ClientSeries(settings, lambda key: key not in gone, landed=landed)
+    while True:
+        request = _read(from_node)
+        if request is None:
+            return 0
+        if "durable_below" in request:
+            durable_below[0] = request["durable_below"]
+        now_ms = request["now_ms"]
+        op = request["op"]
+        if op == "fold":
+            series._fold_all((), now_ms)
+            _write(to_node, {"counters": _counters(series)})
+        elif op == "held":
+            series._fold_all((), now_ms)
+            _write(to_node, {"ids": series.instance_ids()})
+        elif op == "render":
+            # The instances the node no longer caches go first, so a push that re-created
+            # one since (read by this fold) brings it back.
+            gone.update(request["gone"])
+            series.forget_uncached()
+            gone.clear()
+            body = series._fold_and_render((), request["open_metrics"], now_ms)
+            _write(to_node, {"counters": _counters(series)}, body)
+        else:
+            raise ValueError(f"unknown request {op!r}")
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s")
+    # The page and the requests go over stdin and stdout: nothing else may print there.
+    to_node = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout = sys.stderr
+    return serve(to_node, sys.stdin.buffer)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
