@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +33,7 @@ from proto.streams_states import (
 from subscriptions.store import ConfigStore
 from tests.gateway.gateway_harness import RunningGateway, wait_for
 from tests.gateway.harness.kafka_cluster import KafkaCluster
+from tests.ktc_process import ktc
 
 pytestmark = [pytest.mark.gateway, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -58,18 +58,6 @@ def streams_libs() -> str:
     except LakeLibsMissing as exc:
         need(str(exc))
     return str(libs)
-
-
-def ktc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "collector.app.cli", *args],
-        cwd=REPO,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def state_points(records: list[LandingRecord]) -> dict[tuple[str, str], float]:

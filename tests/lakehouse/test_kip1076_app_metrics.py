@@ -9,9 +9,6 @@ Prometheus exporter), and after ``ktc ingest`` is a row of ``metrics_sum``."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -22,30 +19,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from subscriptions.store import ConfigStore
 from tests.exporters.otelcol_process import OtelCollector
 from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.ktc_process import ktc
 from tests.lakehouse.conftest import require_lake_jars
 from tests.prometheus.java_producer import java_producer
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parents[2]
 CLIENT_ID = "feeder"
 APP_METRIC = "org.apache.kafka.app.feeder.orders.sent"
 # Prometheus's OTLP translation of a monotonic Sum: the name, then _total.
 SERIES = "org_apache_kafka_app_feeder_orders_sent_total"
 RECORDED = 7
-
-
-def ktc(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "collector.app.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def app_series(url: str) -> list[tuple[dict[str, str], float]]:

@@ -6,9 +6,6 @@ landing log; the tables' snapshots carry the landing ranges they hold."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +14,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from subscriptions.store import ConfigStore
 from tests.integration.collector_harness import RunningCollector, wait_for
+from tests.ktc_process import ktc
 from tests.lakehouse.conftest import require_lake_jars
 from tests.lakehouse.postgres_cluster import postgres_database
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.timeout(600)]
 
-REPO = Path(__file__).resolve().parents[2]
 CLIENTS = ("lake-orders-1", "lake-orders-2")
-
-
-def ktc(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run(
-        [sys.executable, "-m", "collector.app.cli", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def attribute_text(value) -> str:

@@ -99,15 +99,12 @@ def fold_process(
 ) -> FoldProcess:
     """The fold of ``log``'s records from its next offset on, in a child process; with
     ``fsync: always`` and group commit, of those below its durable offset."""
-    durable_below = None
-    if log.options.group_commit:  # only with fsync: always
-        durable_below = lambda: log.durable_offset  # noqa: E731
     return FoldProcess(
         settings,
         is_cached,
         directory=log.directory,
         start_offset=log.stats().next_offset,
-        durable_below=durable_below,
+        durable_below=_durable_below(log),
         clock=clock,
     )
 
@@ -115,7 +112,12 @@ def fold_process(
 def landed_records(log: LandingLog) -> LandedRecords:
     """The records of ``log`` from its next offset on; with ``fsync: always`` and group
     commit, those below its durable offset (what the answers waited for)."""
-    durable_below = None
-    if log.options.group_commit:  # only with fsync: always
-        durable_below = lambda: log.durable_offset  # noqa: E731
-    return LandedRecords(log.directory, log.stats().next_offset, durable_below)
+    return LandedRecords(log.directory, log.stats().next_offset, _durable_below(log))
+
+
+def _durable_below(log: LandingLog) -> Callable[[], int] | None:
+    """With group commit (only with ``fsync: always``) an answer waits for the fsync: what
+    landed is below the log's durable offset; otherwise every record read has landed."""
+    if not log.options.group_commit:
+        return None
+    return lambda: log.durable_offset
