@@ -73,10 +73,11 @@ def metric_names(record: LandingRecord) -> set[str]:
 
 
 def run_kgo(binary: str, bootstrap: str, topic: str, client_id: str) -> dict[str, Any]:
-    """kgo produces for 6 s (its push interval here is 1 s); its closing JSON line."""
+    """kgo produces for 10 s (its push interval here is 1 s, its first push jittered to
+    0.5-1.5 s: several pushes even on a busy machine); its closing JSON line."""
     done = subprocess.run(
         [binary, "-bootstrap", bootstrap, "-topic", topic, "-client-id", client_id]
-        + ["-seconds", "6"],
+        + ["-seconds", "10"],
         capture_output=True,
         text=True,
         timeout=120,
