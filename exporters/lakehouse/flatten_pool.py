@@ -28,7 +28,7 @@ import pickle
 import signal
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import NamedTuple
@@ -168,13 +168,17 @@ class Flattener:
         self._starting = threading.Lock()
 
     def start(self) -> None:
-        """Spawn the worker processes (flatten() does, for the first batch it slices)."""
+        """Spawn the worker processes and wait until each has run its initializer
+        (flatten() does, for the first batch it slices). From then on a Ctrl-C finds
+        every worker ignoring it and no task pending, so the parent's exit only sends
+        each worker its end-of-work sentinel."""
         with self._starting:
-            self._start()
+            for ready in self._start():
+                ready.result()
 
-    def _start(self) -> None:
+    def _start(self) -> list[Future[None]]:
         if self.processes == 1 or self._pool is not None:
-            return
+            return []
         workers = self.processes - 1
         # A Ctrl-C while a worker's interpreter starts (before its initializer runs)
         # would kill it with a traceback. An ignored signal stays ignored across exec,
@@ -192,8 +196,7 @@ class Flattener:
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_worker_started,
             )
-            for _ in range(workers):
-                self._pool.submit(_ready)
+            return [self._pool.submit(_ready) for _ in range(workers)]
         finally:
             if swap:
                 signal.signal(signal.SIGINT, previous)
@@ -207,10 +210,10 @@ class Flattener:
         count = min(self.processes, len(records) // self.min_records_per_slice)
         if count <= 1:
             return flatten_records(records)
-        self.start()
-        assert self._pool is not None
         first, *others = _slices(records, count)
         try:
+            self.start()
+            assert self._pool is not None
             # Pickled here, before this process starts on its own slice: the pool's
             # threads that would pickle them otherwise wait for the interpreter lock.
             pending = [

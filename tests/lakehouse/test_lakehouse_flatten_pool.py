@@ -151,7 +151,8 @@ def test_a_telemetry_context_survives_pickling() -> None:
 
 # Starts a three-process flattener (two workers) and waits for ever.
 WORKERS_THEN_WAIT = """
-import multiprocessing, threading
+import faulthandler, multiprocessing, signal, threading
+faulthandler.register(signal.SIGUSR1)  # where it waits, should it hang
 from exporters.lakehouse.flatten_pool import Flattener
 flattener = Flattener(3)  # held: a collected pool shuts its workers down
 flattener.start()
@@ -176,6 +177,21 @@ def _start_with_workers() -> tuple[subprocess.Popen[str], list[psutil.Process]]:
     return parent, [psutil.Process(int(pid)) for pid in line.split()]
 
 
+def _exited(parent: subprocess.Popen[str]) -> None:
+    """Waits for ``parent`` to exit; if it hangs, fails with where its threads wait."""
+    try:
+        parent.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        parent.send_signal(signal.SIGUSR1)
+        try:  # the dump is written by the signal handler; it does not end the parent
+            parent.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        os.killpg(parent.pid, signal.SIGKILL)
+        _, err = parent.communicate()
+        pytest.fail(f"the parent did not exit:\n{err}")
+
+
 def test_the_workers_exit_when_their_parent_is_killed() -> None:
     parent, workers = _start_with_workers()
     assert len(workers) == 2
@@ -190,8 +206,8 @@ def test_the_workers_ignore_ctrl_c() -> None:
     parent, workers = _start_with_workers()
     try:
         os.killpg(parent.pid, signal.SIGINT)
-        parent.wait(timeout=30)  # the parent's own KeyboardInterrupt ends it
-        gone, alive = psutil.wait_procs(workers, timeout=30)
+        _exited(parent)  # the parent's own KeyboardInterrupt ends it
+        gone, alive = psutil.wait_procs(workers, timeout=60)
         assert alive == [], alive
         err = parent.stderr.read() if parent.stderr else ""
         assert err.count("KeyboardInterrupt") == 1, err  # the parent's, no worker's
