@@ -113,7 +113,7 @@ KNOWN_QUIRKS: Final = (
     Quirk(
         "kgo-wildcard-as-a-name",
         "kgo",
-        None,
+        (1, 19, 0),
         (1, 22, 3),
         'reads only KIP-714\'s [""] as every metric and takes Kafka\'s ["*"] for a '
         "name: under a * subscription every push is empty "
@@ -124,7 +124,7 @@ KNOWN_QUIRKS: Final = (
     Quirk(
         "kgo-skips-required-metrics",
         "kgo",
-        None,
+        (1, 19, 0),
         (1, 22, 3),
         "never records producer record.queue.time.{avg,max}, consumer "
         "fetch.manager.fetch.latency.{avg,max} or coordinator.assigned.partitions, and "
@@ -135,7 +135,7 @@ KNOWN_QUIRKS: Final = (
     Quirk(
         "kgo-interval-floor-1s",
         "kgo",
-        None,
+        (1, 19, 0),
         (1, 22, 3),
         "pushes at most once a second whatever the subscription's interval.ms",
         "franz-go pkg/kgo/metrics_714.go pushMetrics: max(PushIntervalMillis, 1 s)",

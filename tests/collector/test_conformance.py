@@ -50,7 +50,7 @@ from collector.telemetry.push_shape import (
 )
 from proto import ApiKeys
 from proto.errors import Errors
-from proto.messages import PushTelemetryRequest
+from proto.messages import ApiVersionsRequest, PushTelemetryRequest
 from subscriptions.kafka_uuid import ZERO_UUID
 from subscriptions.store import ConfigStore
 from tests.collector.collector_testkit import (
@@ -60,7 +60,8 @@ from tests.collector.collector_testkit import (
     otlp_payload,
     subscription,
 )
-from tests.collector.test_live_clients_endpoint import SECRET, connect, get, http
+from tests.collector.test_live_clients_endpoint import SECRET, get, http
+from tests.collector.wire_client import WireClient
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -411,6 +412,7 @@ def test_errors_answered_are_counted_by_name(manager: ClientMetricsManager) -> N
         ("kgo", "v1.22.3", {"kgo-wildcard-as-a-name", "kgo-skips-required-metrics"}),
         ("kgo", "v1.22.4", set()),  # newer than the last checked: the data decides
         ("kgo", "devel", set()),
+        ("kgo", "v1.18.0", set()),  # before its KIP-714 support
         ("librdkafka", "2.10.0", {"librdkafka-null-metrics"}),
         ("confluent-kafka-python", "2.6.0-rdkafka-2.6.0", {"librdkafka-null-metrics"}),
         ("confluent-kafka-python", "2.16.1-rdkafka-2.16.0", set()),
@@ -436,7 +438,9 @@ async def test_the_endpoint_and_the_cli_show_the_rows(
     )
     clock = FakeClock(1_000_000, wall_ns=1_700_000_000_000_000_000)
     server = await start(clock, **{"http.admin.secret": SECRET})
-    client = await connect(server, "orders-producer", software="kgo")
+    client = await WireClient.connect(server.port(), client_id="orders-producer")
+    versions = ApiVersionsRequest("kgo", "v1.22.3")
+    assert (await client.request(ApiKeys.API_VERSIONS, 3, versions)).error_code == 0
     answer = await get(client)
     for _ in range(2):
         clock.advance(INTERVAL)
@@ -458,7 +462,7 @@ async def test_the_endpoint_and_the_cli_show_the_rows(
     (row,) = body["libraries"]
     assert (row["client_software_name"], row["client_software_version"]) == (
         "kgo",
-        "1.0",
+        "v1.22.3",
     )
     assert row["pushes"] == 2 and row["empty_pushes"] == 2
     assert row["role"] == "producer"  # from the client id: its pushes held nothing
@@ -499,7 +503,7 @@ async def test_the_endpoint_and_the_cli_show_the_rows(
     assert table.exit_code == 0, table.output
     header, entry = table.stdout.splitlines()
     assert header.split()[:3] == ["SOFTWARE", "ROLE", "INSTANCES"]
-    assert entry.startswith("kgo 1.0") and "0/6" in entry
+    assert entry.startswith("kgo v1.22.3") and "0/6" in entry
     assert "1 client library" in table.stderr
 
 
