@@ -50,6 +50,7 @@ FIELDS: Final = (
     "pushes",
     "empty_pushes",
     "shapes_read",
+    "metrics_per_push",
     "required_sent",
     "required_lacking",
     "temporality_asked",
@@ -255,6 +256,8 @@ def _row(
         metric for _, bit, names in _REQUIRED_BY_ROLE if roles & bit for metric in names
     ]
     sent = [m for m in required if required_seen & REQUIRED_METRIC_BITS[m.encode()]]
+    read = sum(i.shapes_read for i in instances)
+    metrics = sum(i.metrics_read for i in instances)
     row: dict[str, Any] = {
         "client_software_name": name,
         "client_software_version": version,
@@ -262,7 +265,8 @@ def _row(
         "instances": len(instances),
         "pushes": sum(i.pushes_accepted for i in instances),
         "empty_pushes": sum(i.empty_pushes for i in instances),
-        "shapes_read": sum(i.shapes_read for i in instances),
+        "shapes_read": read,
+        "metrics_per_push": round(metrics / read, 1) if read else None,
         "required_sent": sent,
         "required_lacking": [m for m in required if m not in sent],
         "temporality_asked": "delta" if DELTA_TEMPORALITY else "cumulative",

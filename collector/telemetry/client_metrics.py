@@ -14,7 +14,10 @@ What it keeps, per client instance (one per ``client_instance_id``):
   the names of the subscriptions it matched, when it was first seen and last answered,
   and how many pushes were accepted, refused (by error code) and gated.  The push path
   pays two attribute stores for them; an instance re-created for a newer store version
-  keeps them (the client is the same).
+  keeps them (the client is the same);
+* for the conformance view (``GET /v1/clients/conformance``): what a sample of its pushes
+  held (``SHAPE_SAMPLE_EVERY``: required metric names, roles and temporalities as bits),
+  its terminating pushes and a few gaps between accepted pushes, kept the same way.
 
 Time is always a parameter (``now_ms``, any monotonic millisecond clock); nothing here
 sleeps, reads a clock for logic, or touches a socket.  The asyncio layer calls
@@ -174,6 +177,7 @@ class ClientMetricsInstance:
         "terminating",
         # The conformance view's sample (SHAPE_SAMPLE_EVERY), bounded: bits and counts.
         "shapes_read",
+        "metrics_read",
         "required_seen",
         "roles_seen",
         "temporalities_seen",
@@ -219,11 +223,12 @@ class ClientMetricsInstance:
         self.gated = 0
         # error code -> pushes answered with it; None until the first refused push.
         self.errors: dict[int, int] | None = None
-        # Conformance: pushes whose shape was read, the union of their required-metric,
-        # role and temporality bits (push_shape), accepted terminating pushes, and the
-        # newest GAP_SAMPLES sampled gaps between accepted pushes in thousandths of the
-        # push interval (None until the first).
+        # Conformance: pushes whose shape was read and the metrics they held, the union of
+        # their required-metric, role and temporality bits (push_shape), accepted
+        # terminating pushes, and the newest GAP_SAMPLES sampled gaps between accepted
+        # pushes in thousandths of the push interval (None until the first).
         self.shapes_read = 0
+        self.metrics_read = 0
         self.required_seen = 0
         self.roles_seen = 0
         self.temporalities_seen = 0
@@ -242,6 +247,7 @@ class ClientMetricsInstance:
         self.gated = previous.gated
         self.errors = previous.errors
         self.shapes_read = previous.shapes_read
+        self.metrics_read = previous.metrics_read
         self.required_seen = previous.required_seen
         self.roles_seen = previous.roles_seen
         self.temporalities_seen = previous.temporalities_seen
@@ -250,6 +256,7 @@ class ClientMetricsInstance:
 
     def record_shape(self, shape: PushShape) -> None:
         self.shapes_read += 1
+        self.metrics_read += shape.metrics
         self.required_seen |= shape.required
         self.roles_seen |= shape.roles
         self.temporalities_seen |= shape.temporalities

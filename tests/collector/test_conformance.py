@@ -253,7 +253,7 @@ def test_the_push_path_records_the_sampled_shapes_gaps_and_terminating(
     instance = manager.instance(instance_id)
     assert instance is not None
     # Pushes 0, 1, 2, 4, 8 and 16 of 24 were read.
-    assert instance.shapes_read == 6
+    assert instance.shapes_read == 6 and instance.metrics_read == 6
     assert instance.required_seen == (
         REQUIRED_METRIC_BITS[REQUIRED_PRODUCER_METRICS[0].encode()]
         | REQUIRED_METRIC_BITS[REQUIRED_PRODUCER_METRICS[1].encode()]
@@ -316,6 +316,7 @@ def test_a_row_per_library_and_version_with_what_it_sent_and_lacks(
         "pushes": 10,
         "empty_pushes": 0,
         "shapes_read": 6,  # pushes 0, 1 and 2 of each (3 is not read)
+        "metrics_per_push": 14.0,
         "required_sent": list(REQUIRED_PRODUCER_METRICS + REQUIRED_CONSUMER_METRICS),
         "required_lacking": [],
         "temporality_asked": "delta",
@@ -364,6 +365,7 @@ def test_empty_pushes_are_flagged_for_any_library(
     run_client(manager, unknown, [payload()] * 3)
     row = rows_by_software(manager)["new-client"]
     assert row["empty_pushes"] == 3 and row["shapes_read"] == 3
+    assert row["metrics_per_push"] == 0.0
     assert row["role"] == "" and row["required_lacking"] == []
     assert row["flags"] == ["empty-pushes"]
     answer = conformance(manager.instances())
