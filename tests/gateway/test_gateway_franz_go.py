@@ -166,11 +166,15 @@ class KgoRun:
 def kgo_row(gateway: RunningGateway, kgo: KgoRun, ready: Any) -> dict[str, Any]:
     """kgo's conformance row once ``ready(row)``, read while kgo runs."""
 
+    seen: list[dict[str, Any]] = []
+
     def read() -> dict[str, Any] | None:
         row = conformance_rows(gateway).get("kgo")
-        if row is not None and ready(row):
-            return row
-        assert kgo.running(), f"kgo ended before its row was ready: {row}"
+        if row is not None:
+            if ready(row):
+                return row
+            seen[:] = [row]
+        assert kgo.running(), f"kgo ended before its row was ready: {seen}"
         return None
 
     found: dict[str, Any] = wait_for(read, timeout_s=60, what="kgo's conformance row")
