@@ -241,19 +241,28 @@ def _row(
     name: str, version: str, instances: list[ClientMetricsInstance]
 ) -> dict[str, Any]:
     roles = 0
+    required_asked = 0
     required_seen = 0
     temporalities = 0
     gaps: list[int] = []
     errors: dict[int, int] = {}
     for instance in instances:
-        roles |= instance.roles_seen or _client_id_role(instance.metadata.client_id)
+        instance_roles = instance.roles_seen or _client_id_role(
+            instance.metadata.client_id
+        )
+        roles |= instance_roles
+        required_asked |= _required_asked(instance_roles, instance.metrics)
         required_seen |= instance.required_seen
         temporalities |= instance.temporalities_seen
         gaps.extend(instance.push_gaps or ())
         for code, count in (instance.errors or {}).items():
             errors[code] = errors.get(code, 0) + count
     required = [
-        metric for _, bit, names in _REQUIRED_BY_ROLE if roles & bit for metric in names
+        metric
+        for _, bit, names in _REQUIRED_BY_ROLE
+        if roles & bit
+        for metric in names
+        if required_asked & REQUIRED_METRIC_BITS[metric.encode()]
     ]
     sent = [m for m in required if required_seen & REQUIRED_METRIC_BITS[m.encode()]]
     read = sum(i.shapes_read for i in instances)
@@ -283,6 +292,23 @@ def _row(
     flags.extend(flag for flag, (_, shows) in OBSERVED_FLAGS.items() if shows(row))
     row["flags"] = flags
     return row
+
+
+def _required_asked(roles: int, requested: tuple[str, ...]) -> int:
+    """The bits of the required metrics of ``roles`` that the subscription asked for (a
+    client is not graded on metrics nobody asked of it)."""
+    asked = 0
+    for _, bit, names in _REQUIRED_BY_ROLE:
+        if roles & bit:
+            for metric in names:
+                if _asked(metric, requested):
+                    asked |= REQUIRED_METRIC_BITS[metric.encode()]
+    return asked
+
+
+def _asked(metric: str, requested: tuple[str, ...]) -> bool:
+    # Kafka's "*" (ALL_SUBSCRIBED_METRICS) or prefixes ("" among them: every name).
+    return requested == ("*",) or any(metric.startswith(p) for p in requested)
 
 
 def _client_id_role(client_id: str | None) -> int:

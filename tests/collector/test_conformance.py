@@ -56,6 +56,7 @@ from subscriptions.store import ConfigStore
 from tests.collector.collector_testkit import (
     MemorySubscriptions,
     Start,
+    make_manager,
     make_session,
     otlp_payload,
     subscription,
@@ -384,6 +385,24 @@ def test_the_role_of_an_instance_that_sent_nothing_is_its_client_ids(
     assert row["role"] == "consumer"
     assert row["required_lacking"] == list(REQUIRED_CONSUMER_METRICS)
     assert "required-metrics-lacking" in row["flags"]
+
+
+def test_only_the_required_metrics_asked_for_are_graded(tmp_path: Path) -> None:
+    from exporters.landing import LandingLog, LandingOptions
+
+    node_latency = "org.apache.kafka.producer.node."
+    subs = MemorySubscriptions(subscription("nodes", node_latency, INTERVAL))
+    landing = LandingLog(
+        tmp_path / "landing", LandingOptions(write_behind=False), housekeeping=False
+    )
+    try:
+        manager = make_manager(subs, landing)
+        run_client(manager, JAVA, [otlp_payload(REQUIRED_PRODUCER_METRICS[0])])
+        row = rows_by_software(manager)["apache-kafka-java"]
+    finally:
+        landing.close()
+    assert row["required_sent"] == [REQUIRED_PRODUCER_METRICS[0]]
+    assert row["required_lacking"] == [REQUIRED_PRODUCER_METRICS[1]]
 
 
 def test_cumulative_sums_where_delta_was_asked_are_flagged(
