@@ -31,7 +31,12 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 
 from clock.testing import FakeClock
 from collector.app.cli import cli
-from collector.app.conformance import KNOWN_QUIRKS, conformance, conformance_rows
+from collector.app.conformance import (
+    FIELDS,
+    KNOWN_QUIRKS,
+    conformance,
+    conformance_rows,
+)
 from collector.core.session import Session
 from collector.telemetry.client_metrics import (
     GAP_SAMPLES,
@@ -329,6 +334,7 @@ def test_a_row_per_library_and_version_with_what_it_sent_and_lacks(
         "errors": {},
         "flags": ["java-ignores-telemetry-max-bytes"],
     }
+    assert list(rows["apache-kafka-java"]) == list(FIELDS)  # the CSV's columns
     kgo_row = rows["kgo"]
     assert kgo_row["role"] == "producer"
     assert kgo_row["required_sent"] == list(REQUIRED_PRODUCER_METRICS[:2])
