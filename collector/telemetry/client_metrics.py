@@ -76,6 +76,7 @@ __all__ = [
     "ClientMetricsInstance",
     "ClientMetricsManager",
     "SubscriptionSource",
+    "shape_sampled",
 ]
 
 log = logging.getLogger(__name__)
