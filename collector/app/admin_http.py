@@ -4,6 +4,7 @@
 |----------------------------------|-------------------------------------------------|
 | ``GET /v1/clients``              | the live client instances (``live_clients``)    |
 | ``GET /v1/clients/inventory``    | every client's connections, telemetry and request versions (``client_inventory``); 404 with ``clients.inventory.enable: false`` |
+| ``GET /v1/clients/conformance``  | every client library graded against KIP-714 (``conformance``) |
 | ``POST /v1/subscriptions/preview`` | a subscription change's effect, nothing stored (``subscription_preview``) |
 
 Who may call them (the HTTP listener has no Kafka principal to check ACLs for, so
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from clock import Clock
 from collector.app.client_inventory import ClientInventory
+from collector.app.conformance import conformance
 from collector.app.live_clients import FilterError, clients_page, parse_query
 from collector.app.subscription_preview import PreviewRequestError, preview
 from collector.telemetry.client_metrics import ClientMetricsManager
@@ -62,6 +64,7 @@ class AdminEndpoints:
         return [
             web.get("/v1/clients", self._guarded(self._clients)),
             web.get("/v1/clients/inventory", self._guarded(self._inventory_page)),
+            web.get("/v1/clients/conformance", self._guarded(self._conformance)),
             web.post("/v1/subscriptions/preview", self._guarded(self._preview)),
         ]
 
@@ -113,6 +116,12 @@ class AdminEndpoints:
             )
         # Bounded by clients.inventory.max.series: built on the loop, like a /metrics scrape.
         return _json(self._inventory.to_json(), 200)
+
+    async def _conformance(self, request: web.Request) -> web.Response:
+        if request.query:
+            return _json({"error": "this endpoint takes no query parameters"}, 400)
+        # Reads every cached instance once, on the loop, like a /metrics scrape.
+        return _json(conformance(self._manager.instances()), 200)
 
     async def _preview(self, request: web.Request) -> web.Response:
         try:

@@ -1,6 +1,8 @@
 """The CLI's side of the admin endpoints: ``ktc clients`` (every page of ``GET
 /v1/clients``, printed as a table, JSON or CSV), ``ktc clients --inventory`` (``GET
-/v1/clients/inventory``: every client's connections, telemetry and request versions) and ``ktc subscriptions alter --dry-run``
+/v1/clients/inventory``: every client's connections, telemetry and request versions),
+``ktc clients --conformance`` (``GET /v1/clients/conformance``: every client library graded
+against KIP-714) and ``ktc subscriptions alter --dry-run``
 (``POST /v1/subscriptions/preview``, printed per affected instance).
 
 ``--server`` is the collector's HTTP listener (``http.listener``), e.g.
@@ -28,6 +30,7 @@ __all__ = [
     "AdminRequestError",
     "clients",
     "fetch_clients",
+    "fetch_conformance",
     "fetch_inventory",
     "format_preview",
     "post_preview",
@@ -73,6 +76,33 @@ INVENTORY_COLUMNS: dict[str, Any] = {
     "REMOVED IN KAFKA 4": lambda c: _versions(c, removed=True) or "-",
     "REQUESTS": lambda c: _versions(c, removed=False),
 }
+
+
+# What the conformance table shows (the JSON and CSV carry every field).
+CONFORMANCE_COLUMNS: dict[str, Any] = {
+    "SOFTWARE": lambda r: f"{r['client_software_name']} {r['client_software_version']}",
+    "ROLE": lambda r: r["role"] or "-",
+    "INSTANCES": lambda r: r["instances"],
+    "PUSHES": lambda r: r["pushes"],
+    "EMPTY": lambda r: r["empty_pushes"],
+    "REQUIRED": lambda r: _required(r),
+    "TEMPORALITY": lambda r: (
+        f"{'/'.join(r['temporalities_used']) or '-'} (asked {r['temporality_asked']})"
+    ),
+    "TERMINATING": lambda r: r["terminating_pushes"],
+    "INTERVAL KEPT": lambda r: (
+        "-" if r["interval_kept"] is None else r["interval_kept"]
+    ),
+    "ERRORS": lambda r: ",".join(f"{k}={v}" for k, v in r["errors"].items()) or "-",
+    "FLAGS": lambda r: ",".join(r["flags"]) or "-",
+}
+
+
+def _required(row: dict[str, Any]) -> str:
+    """``2/6``: the required metrics of its role sent of those required (``-``: no role)."""
+    sent = len(row["required_sent"])
+    total = sent + len(row["required_lacking"])
+    return f"{sent}/{total}" if total else "-"
 
 
 def _versions(entry: dict[str, Any], *, removed: bool) -> str:
@@ -137,6 +167,10 @@ def fetch_clients(
 
 def fetch_inventory(server: str, secret: str | None) -> dict[str, Any]:
     return _request(server, "/v1/clients/inventory", secret)
+
+
+def fetch_conformance(server: str, secret: str | None) -> dict[str, Any]:
+    return _request(server, "/v1/clients/conformance", secret)
 
 
 def post_preview(
@@ -204,14 +238,29 @@ def _csv(found: list[dict[str, Any]]) -> str:
     "telemetry and request versions, those Kafka 4 removed flagged "
     "(GET /v1/clients/inventory).",
 )
+@click.option(
+    "--conformance",
+    is_flag=True,
+    help="Every client library graded against KIP-714: its pushes, empty pushes, the "
+    "required metrics of its role it sent and lacks, temporalities, push interval kept, "
+    "errors and known quirks (GET /v1/clients/conformance).",
+)
 def clients(
     server: str,
     admin_secret: str | None,
     filters: tuple[str, ...],
     output_format: str,
     inventory: bool,
+    conformance: bool,
 ) -> None:
     """List the client instances the collector holds now (GET /v1/clients)."""
+    if conformance:
+        if filters or inventory:
+            raise click.UsageError(
+                "--conformance takes neither --filter nor --inventory"
+            )
+        _print_conformance(fetch_conformance(server, admin_secret), output_format)
+        return
     if inventory:
         if filters:
             raise click.UsageError(
@@ -256,6 +305,42 @@ def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
         f"({answer['series']}/{answer['max_series']} series)",
         err=True,
     )
+
+
+def _print_conformance(answer: dict[str, Any], output_format: str) -> None:
+    rows: list[dict[str, Any]] = answer["libraries"]
+    if output_format == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    if output_format == "csv":
+        if rows:
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            for row in rows:
+                writer.writerow(
+                    {
+                        **row,
+                        **{
+                            key: ";".join(map(str, row[key]))
+                            for key in row
+                            if isinstance(row[key], list)
+                        },
+                        "errors": ";".join(
+                            f"{k}={v}" for k, v in row["errors"].items()
+                        ),
+                        "interval_kept": ""
+                        if row["interval_kept"] is None
+                        else row["interval_kept"],
+                    }
+                )
+            click.echo(out.getvalue().rstrip("\n"))
+        return
+    table = [[render(r) for render in CONFORMANCE_COLUMNS.values()] for r in rows]
+    click.echo(_table(table, list(CONFORMANCE_COLUMNS)))
+    for flag, quirk in answer["quirks"].items():
+        click.echo(f"{flag}: {quirk['summary']} [{quirk['evidence']}]", err=True)
+    click.echo(f"{len(rows)} client librar{'y' if len(rows) == 1 else 'ies'}", err=True)
 
 
 def format_preview(answer: dict[str, Any]) -> str:
