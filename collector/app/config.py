@@ -29,6 +29,17 @@ import pydantic
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from collector.app.kafka_cluster_settings import (
+    GatewayUpstreamKeys,
+    KafkaClusterKeys,
+    LandingKafkaKeys,
+    SubscriptionsKafkaKeys,
+    check_login,
+    cluster_keys_of,
+    flatten_cluster_keys,
+    gather_cluster_keys,
+)
+from collector.net.kafka_cluster import KafkaClusterSettings, parse_host_ports
 from collector.security.secrets import (
     PROVIDERS_KEY,
     ProviderError,
@@ -56,6 +67,14 @@ ENV_PREFIX = "KTC_"
 DEFAULT_SECURITY_PROTOCOL_MAP = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
+
+
+# The prefixes that name a Kafka cluster the collector is a client of, and their keys.
+CLUSTER_PREFIXES: dict[str, type[KafkaClusterKeys]] = {
+    "gateway.upstream": GatewayUpstreamKeys,
+    "subscriptions.kafka": SubscriptionsKafkaKeys,
+    "landing.kafka": LandingKafkaKeys,
+}
 
 
 class ConfigError(ValueError):
@@ -278,9 +297,14 @@ class CollectorConfig(BaseModel):
     )
 
     # --- gateway mode (``ktc gateway``; see docs/gateway.md) -------------------------------
-    # The upstream cluster's bootstrap servers, "host:port,host:port".
-    gateway_upstream_bootstrap_servers: str | None = Field(
-        None, alias="gateway.upstream.bootstrap.servers", min_length=1
+    # The upstream cluster: gateway.upstream.bootstrap.servers ("host:port,host:port"),
+    # .security.protocol (SASL_PLAINTEXT or SASL_SSL: every client of the gateway must log
+    # in, its SASL exchange passing through to the cluster), .sasl.* (the gateway's own
+    # login for clients that log in at its SASL listeners, every listener then SASL;
+    # unset: clients' SASL passes through) and .ssl.* (kafka_cluster_settings.py).
+    gateway_upstream: GatewayUpstreamKeys = Field(
+        default_factory=lambda: GatewayUpstreamKeys.model_validate({}),
+        alias="gateway.upstream",
     )
     # Upstream node n is served on port start + n - gateway.min.node.id (0: OS-chosen ports).
     gateway_broker_port_start: int = Field(
@@ -294,25 +318,6 @@ class CollectorConfig(BaseModel):
     gateway_advertised_host: str | None = Field(
         None, alias="gateway.advertised.host", min_length=1
     )
-    # The cluster's listener the gateway connects to, as Kafka names security protocols:
-    # PLAINTEXT or SSL (the transport), SASL_PLAINTEXT or SASL_SSL (the same transports on a
-    # listener that lets no client in before it authenticated: every client of the gateway
-    # must then log in, its SASL exchange passing through to the cluster).
-    gateway_upstream_security_protocol: str = Field(
-        "PLAINTEXT", alias="gateway.upstream.security.protocol"
-    )
-    # The gateway's own login to a cluster that requires SASL, for clients that log in at
-    # the gateway's SASL listeners (every listener must then be SASL): PLAIN, SCRAM-SHA-256
-    # or SCRAM-SHA-512, with this user and password. Unset: clients' SASL passes through.
-    gateway_upstream_sasl_mechanism: str | None = Field(
-        None, alias="gateway.upstream.sasl.mechanism"
-    )
-    gateway_upstream_sasl_username: str | None = Field(
-        None, alias="gateway.upstream.sasl.username", min_length=1
-    )
-    gateway_upstream_sasl_password: str | None = Field(
-        None, alias="gateway.upstream.sasl.password", repr=False
-    )
     # Whether a client must have authenticated before the gateway answers it itself
     # (telemetry, client-metrics, quota and ACL administration) when the gateway cannot tell
     # whether the cluster requires authentication (the protocol above says PLAINTEXT or SSL
@@ -320,19 +325,6 @@ class CollectorConfig(BaseModel):
     # until the cluster is known to require SASL.
     gateway_telemetry_require_authentication: bool = Field(
         True, alias="gateway.telemetry.require.authentication"
-    )
-    gateway_upstream_ssl_truststore_location: str | None = Field(
-        None, alias="gateway.upstream.ssl.truststore.location"
-    )
-    gateway_upstream_ssl_keystore_location: str | None = Field(
-        None, alias="gateway.upstream.ssl.keystore.location"
-    )
-    gateway_upstream_ssl_key_password: str | None = Field(
-        None, alias="gateway.upstream.ssl.key.password", repr=False
-    )
-    # "https" checks the broker's certificate names its host (Kafka's default); "" does not.
-    gateway_upstream_ssl_endpoint_identification_algorithm: str = Field(
-        "https", alias="gateway.upstream.ssl.endpoint.identification.algorithm"
     )
     gateway_upstream_connect_timeout_ms: int = Field(
         10000, alias="gateway.upstream.connect.timeout.ms", ge=1
@@ -379,8 +371,11 @@ class CollectorConfig(BaseModel):
     subscriptions_store: Literal["local", "kafka"] = Field(
         "local", alias="subscriptions.store"
     )
-    subscriptions_kafka_bootstrap_servers: str | None = Field(
-        None, alias="subscriptions.kafka.bootstrap.servers", min_length=1
+    # The cluster (subscriptions.kafka.bootstrap.servers) and the collector's listener and
+    # login to it, as gateway.upstream.* (a login required on SASL).
+    subscriptions_kafka: SubscriptionsKafkaKeys = Field(
+        default_factory=lambda: SubscriptionsKafkaKeys.model_validate({}),
+        alias="subscriptions.kafka",
     )
     subscriptions_kafka_refresh_ms: int = Field(
         2000, alias="subscriptions.kafka.refresh.ms", ge=100
@@ -389,32 +384,6 @@ class CollectorConfig(BaseModel):
     subscriptions_kafka_stale_after_ms: int = Field(
         60000, alias="subscriptions.kafka.stale.after.ms", ge=100
     )
-    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
-    subscriptions_kafka_security_protocol: Literal[
-        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-    ] = Field("PLAINTEXT", alias="subscriptions.kafka.security.protocol")
-    subscriptions_kafka_sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
-    ) = Field(None, alias="subscriptions.kafka.sasl.mechanism")
-    subscriptions_kafka_sasl_username: str | None = Field(
-        None, alias="subscriptions.kafka.sasl.username", min_length=1
-    )
-    subscriptions_kafka_sasl_password: str | None = Field(
-        None, alias="subscriptions.kafka.sasl.password", repr=False
-    )
-    subscriptions_kafka_ssl_truststore_location: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.truststore.location"
-    )
-    subscriptions_kafka_ssl_keystore_location: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.keystore.location"
-    )
-    subscriptions_kafka_ssl_key_password: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.key.password", repr=False
-    )
-    subscriptions_kafka_ssl_endpoint_identification_algorithm: str = Field(
-        "https", alias="subscriptions.kafka.ssl.endpoint.identification.algorithm"
-    )
-
     # --- /metrics/clients (docs/prometheus.md) -------------------------------------------
     # Off by default: folding every push for it (decoding each payload into Python objects
     # on a worker thread) costs about 4x the push path's CPU (docs/prometheus.md, "Cost on
@@ -469,9 +438,12 @@ class CollectorConfig(BaseModel):
     landing_kafka_topic: str | None = Field(
         None, alias="landing.kafka.topic", min_length=1, max_length=249
     )
-    # Unset in gateway mode: the fronted cluster, with gateway.upstream.*'s security.
-    landing_kafka_bootstrap_servers: str | None = Field(
-        None, alias="landing.kafka.bootstrap.servers", min_length=1
+    # landing.kafka.bootstrap.servers and the collector's listener and login to it, as
+    # subscriptions.kafka.*; unset bootstrap servers in gateway mode: the fronted cluster,
+    # with gateway.upstream.*'s security.
+    landing_kafka: LandingKafkaKeys = Field(
+        default_factory=lambda: LandingKafkaKeys.model_validate({}),
+        alias="landing.kafka",
     )
     # When the topic is created here (missing at start); -1: the cluster's default.
     landing_kafka_topic_partitions: int = Field(
@@ -488,31 +460,6 @@ class CollectorConfig(BaseModel):
     # The OTLP forwarder's consumer group on the topic.
     landing_kafka_forwarder_group_id: str = Field(
         "ktc-otlp-forwarder", alias="landing.kafka.forwarder.group.id", min_length=1
-    )
-    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
-    landing_kafka_security_protocol: Literal[
-        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-    ] = Field("PLAINTEXT", alias="landing.kafka.security.protocol")
-    landing_kafka_sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
-    ) = Field(None, alias="landing.kafka.sasl.mechanism")
-    landing_kafka_sasl_username: str | None = Field(
-        None, alias="landing.kafka.sasl.username", min_length=1
-    )
-    landing_kafka_sasl_password: str | None = Field(
-        None, alias="landing.kafka.sasl.password", repr=False
-    )
-    landing_kafka_ssl_truststore_location: str | None = Field(
-        None, alias="landing.kafka.ssl.truststore.location"
-    )
-    landing_kafka_ssl_keystore_location: str | None = Field(
-        None, alias="landing.kafka.ssl.keystore.location"
-    )
-    landing_kafka_ssl_key_password: str | None = Field(
-        None, alias="landing.kafka.ssl.key.password", repr=False
-    )
-    landing_kafka_ssl_endpoint_identification_algorithm: Literal["https", ""] = Field(
-        "https", alias="landing.kafka.ssl.endpoint.identification.algorithm"
     )
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
 
@@ -650,87 +597,54 @@ class CollectorConfig(BaseModel):
             )
         return self
 
-    @pydantic.model_validator(mode="after")
-    def _upstream_login_complete(self) -> CollectorConfig:
-        login = (
-            self.gateway_upstream_sasl_mechanism,
-            self.gateway_upstream_sasl_username,
-            self.gateway_upstream_sasl_password,
-        )
-        if any(v is not None for v in login) and not all(v is not None for v in login):
-            raise ValueError(
-                "gateway.upstream.sasl.mechanism, .username and .password: all three or "
-                "none (the gateway's own login to the cluster)"
-            )
-        if (
-            self.gateway_upstream_sasl_mechanism is not None
-            and self.gateway_upstream_security_protocol
-            not in {"SASL_PLAINTEXT", "SASL_SSL"}
-        ):
-            raise ValueError(
-                "gateway.upstream.sasl.mechanism needs gateway.upstream.security.protocol "
-                "SASL_PLAINTEXT or SASL_SSL"
-            )
-        return self
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _gather_cluster_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return gather_cluster_keys(data, CLUSTER_PREFIXES)
 
     @pydantic.model_validator(mode="after")
-    def _subscriptions_login_complete(self) -> CollectorConfig:
-        login = (
+    def _logins_complete(self) -> CollectorConfig:
+        upstream, kafka, landing = (
+            self.gateway_upstream,
+            self.subscriptions_kafka,
+            self.landing_kafka,
+        )
+        check_login(
+            "gateway.upstream",
+            *(upstream.sasl_mechanism, upstream.sasl_username, upstream.sasl_password),
+            upstream.security_protocol,
+            optional_for="the gateway's own login to the cluster",
+        )
+        check_login(
+            "gateway.subscriptions",
             self.gateway_subscriptions_sasl_mechanism,
             self.gateway_subscriptions_sasl_username,
             self.gateway_subscriptions_sasl_password,
+            None,
+            optional_for="the login the gateway reads the subscriptions with",
         )
-        if any(v is not None for v in login) and not all(v is not None for v in login):
-            raise ValueError(
-                "gateway.subscriptions.sasl.mechanism, .username and .password: all "
-                "three or none (the login the gateway reads the subscriptions with)"
-            )
-        return self
-
-    @pydantic.model_validator(mode="after")
-    def _kafka_store_complete(self) -> CollectorConfig:
-        if (
-            self.subscriptions_store == "kafka"
-            and not self.subscriptions_kafka_bootstrap_servers
-        ):
+        if self.subscriptions_store == "kafka" and not kafka.bootstrap_servers:
             raise ValueError(
                 "subscriptions.store kafka needs subscriptions.kafka.bootstrap.servers "
                 "(the cluster whose client-metrics configs are the subscriptions)"
             )
-        login = (
-            self.subscriptions_kafka_sasl_mechanism,
-            self.subscriptions_kafka_sasl_username,
-            self.subscriptions_kafka_sasl_password,
+        check_login(
+            "subscriptions.kafka",
+            *(kafka.sasl_mechanism, kafka.sasl_username, kafka.sasl_password),
+            kafka.security_protocol,
         )
-        sasl = self.subscriptions_kafka_security_protocol.startswith("SASL")
-        if sasl != all(v is not None for v in login) or (
-            not sasl and any(v is not None for v in login)
-        ):
-            raise ValueError(
-                "subscriptions.kafka.sasl.mechanism, .username and .password: all three "
-                "with subscriptions.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
-                "none otherwise"
-            )
-        return self
-
-    @pydantic.model_validator(mode="after")
-    def _landing_topic_complete(self) -> CollectorConfig:
         if self.landing_kafka_topic is None:
             return self
-        if (
-            self.landing_kafka_bootstrap_servers is None
-            and self.gateway_upstream_bootstrap_servers is None
-        ):
+        if landing.bootstrap_servers is None and upstream.bootstrap_servers is None:
             raise ValueError(
                 "landing.kafka.topic needs landing.kafka.bootstrap.servers (in gateway "
                 "mode it defaults to gateway.upstream.bootstrap.servers)"
             )
-        if self.landing_kafka_bootstrap_servers is not None:
-            parse_host_ports(self.landing_kafka_bootstrap_servers)
-        elif (
-            self.gateway_upstream_security_protocol.startswith("SASL")
-            and self.gateway_upstream_sasl_mechanism is None
-        ):
+        if landing.bootstrap_servers is not None:
+            parse_host_ports(landing.bootstrap_servers)
+        elif upstream.security_protocol.startswith("SASL") and upstream.login is None:
             # Clients' SASL passes through to the cluster: the gateway has no login of its
             # own to produce with.
             raise ValueError(
@@ -738,21 +652,19 @@ class CollectorConfig(BaseModel):
                 "gateway.upstream.sasl.*, or landing.kafka.bootstrap.servers with "
                 "landing.kafka.sasl.*"
             )
-        login = (
-            self.landing_kafka_sasl_mechanism,
-            self.landing_kafka_sasl_username,
-            self.landing_kafka_sasl_password,
+        check_login(
+            "landing.kafka",
+            *(landing.sasl_mechanism, landing.sasl_username, landing.sasl_password),
+            landing.security_protocol,
         )
-        sasl = self.landing_kafka_security_protocol.startswith("SASL")
-        if sasl != all(v is not None for v in login) or (
-            not sasl and any(v is not None for v in login)
-        ):
-            raise ValueError(
-                "landing.kafka.sasl.mechanism, .username and .password: all three "
-                "with landing.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
-                "none otherwise"
-            )
         return self
+
+    def landing_cluster(self) -> KafkaClusterSettings:
+        """The landing topic's cluster: landing.kafka.*, else (gateway mode) the fronted
+        cluster with gateway.upstream.*'s security."""
+        if self.landing_kafka.bootstrap_servers is not None:
+            return self.landing_kafka.settings()
+        return self.gateway_upstream.settings()
 
     def oauthbearer_enabled(self) -> bool:
         """Whether any listener's mechanisms include OAUTHBEARER."""
@@ -819,39 +731,6 @@ class CollectorConfig(BaseModel):
             raise ValueError("only PEM stores are supported (JKS/PKCS12 need a JVM)")
         return "PEM"
 
-    @pydantic.field_validator("gateway_upstream_bootstrap_servers")
-    @classmethod
-    def _upstream_servers(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_host_ports(value)
-        return value
-
-    @pydantic.field_validator("gateway_upstream_security_protocol")
-    @classmethod
-    def _upstream_protocol(cls, value: str) -> str:
-        protocol = value.upper()
-        if protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
-            raise ValueError("must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
-        return protocol
-
-    @pydantic.field_validator("gateway_upstream_sasl_mechanism")
-    @classmethod
-    def _upstream_sasl_mechanism(cls, value: str | None) -> str | None:
-        if value is not None and value.upper() not in {
-            "PLAIN",
-            "SCRAM-SHA-256",
-            "SCRAM-SHA-512",
-        }:
-            raise ValueError("must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-        return None if value is None else value.upper()
-
-    @pydantic.field_validator("gateway_upstream_ssl_endpoint_identification_algorithm")
-    @classmethod
-    def _endpoint_identification(cls, value: str) -> str:
-        if value.lower() not in {"https", ""}:
-            raise ValueError('must be "https" or "" (Kafka\'s two choices)')
-        return value.lower()
-
     @pydantic.field_validator("log_level")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -908,7 +787,7 @@ class CollectorConfig(BaseModel):
         return _validate(merged, source="command line")
 
     def to_dotted(self) -> dict[str, Any]:
-        data = self.model_dump(by_alias=True)
+        data = flatten_cluster_keys(self.model_dump(by_alias=True), CLUSTER_PREFIXES)
         data["data.dir"] = str(self.data_dir)
         data.update(data.pop("connection_quota_overrides"))
         data.update(
@@ -933,31 +812,19 @@ class CollectorConfig(BaseModel):
         return host.strip("[]"), int(port)
 
 
-def parse_host_ports(text: str) -> list[tuple[str, int]]:
-    """``"a:9092,[::1]:9093"`` -> ``[("a", 9092), ("::1", 9093)]``; ValueError says what is wrong."""
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        host, sep, port = item.rpartition(":")
-        if (
-            not item
-            or not sep
-            or not host
-            or not port.isdigit()
-            or not 0 < int(port) <= 65535
-        ):
-            raise ValueError(f"{item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
 def env_var_for(key: str) -> str:
     """``telemetry.max.bytes`` -> ``KTC_TELEMETRY_MAX_BYTES``."""
     return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
 
 
 def _known_keys() -> list[str]:
-    return [f.alias for f in CollectorConfig.model_fields.values() if f.alias]
+    keys: list[str] = []
+    for field in CollectorConfig.model_fields.values():
+        if field.alias in CLUSTER_PREFIXES:
+            keys += cluster_keys_of(field.alias, CLUSTER_PREFIXES[field.alias])
+        elif field.alias:
+            keys.append(field.alias)
+    return keys
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
