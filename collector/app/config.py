@@ -18,50 +18,57 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import difflib
-import functools
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from collector.app.config_sources import (
+    ConfigError,
+    env_overrides,
+    env_var_for,
+    read_config_file,
+    resolve_config_references,
+)
 from collector.app.kafka_cluster_settings import (
     GatewayUpstreamKeys,
     KafkaClusterKeys,
     LandingKafkaKeys,
     SubscriptionsKafkaKeys,
-    check_login,
+    check_clusters,
     cluster_keys_of,
     flatten_cluster_keys,
     gather_cluster_keys,
 )
+from collector.app.listener_keys import (
+    PROTECTED_LISTENER_KEY,
+    check_each_listener,
+    check_mapping_rules,
+    expand_listener_keys,
+    gather_listener_keys,
+    is_listener_key,
+    listener_mapping_rules_key,
+    listener_sasl_mechanisms_key,
+    mechanism_list,
+    principal_mapper,
+)
 from collector.net.kafka_cluster import KafkaClusterSettings, parse_host_ports
 from collector.security.secrets import (
-    PROVIDERS_KEY,
-    ProviderError,
-    declared_providers,
-    is_password_key,
     redact,
-    resolve_references,
 )
-from collector.security.ssl_principal_mapper import (
-    InvalidMappingRule,
-    SslPrincipalMapper,
-)
+from collector.security.ssl_principal_mapper import SslPrincipalMapper
 
 __all__ = [
     "CollectorConfig",
     "ConfigError",
     "env_var_for",
+    "known_keys",
     "load_config",
     "parse_host_ports",
 ]
-
-ENV_PREFIX = "KTC_"
 
 # Kafka's listener.security.protocol.map default (KafkaConfig / SocketServerConfigs).
 DEFAULT_SECURITY_PROTOCOL_MAP = (
@@ -75,79 +82,6 @@ CLUSTER_PREFIXES: dict[str, type[KafkaClusterKeys]] = {
     "subscriptions.kafka": SubscriptionsKafkaKeys,
     "landing.kafka": LandingKafkaKeys,
 }
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key."""
-
-
-# Kafka's connection-quota keys with a variable part: per-listener limits
-# (``listener.name.<name lower case>.max.connections`` / ``.max.connection.creation.rate``)
-# and the protected listener.  Kept as given in ``connection_quota_overrides`` and read by
-# the quota engine (which validates them: a bad value stops the server at start).
-PROTECTED_LISTENER_KEY = "inter.broker.listener.name"
-_LISTENER_QUOTA_KEY = re.compile(
-    r"listener\.name\.[a-z0-9_-]+\.(?:max\.connections|max\.connection\.creation\.rate)"
-)
-
-
-def is_connection_quota_key(key: str) -> bool:
-    return (
-        key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
-    )
-
-
-# listener.name.<name lower case>.ssl.principal.mapping.rules (Kafka reads every SSL key with
-# the listener's prefix first).
-_LISTENER_MAPPING_RULES_KEY = re.compile(
-    r"listener\.name\.([a-z0-9_-]+)\.ssl\.principal\.mapping\.rules"
-)
-
-
-@functools.lru_cache(maxsize=64)
-def _mapper(rules: str) -> SslPrincipalMapper:
-    # Asked on every SSL connection: the rules are parsed once.
-    return SslPrincipalMapper(rules)
-
-
-def listener_mapping_rules_key(listener_name: str) -> str:
-    return f"listener.name.{listener_name.lower()}.ssl.principal.mapping.rules"
-
-
-def _mapping_rules_listener(key: str) -> str | None:
-    match = _LISTENER_MAPPING_RULES_KEY.fullmatch(key)
-    return None if match is None else match.group(1)
-
-
-# listener.name.<name lower case>.sasl.enabled.mechanisms (Kafka's per-listener SASL key).
-_LISTENER_SASL_MECHANISMS_KEY = re.compile(
-    r"listener\.name\.([a-z0-9_-]+)\.sasl\.enabled\.mechanisms"
-)
-
-
-def listener_sasl_mechanisms_key(listener_name: str) -> str:
-    return f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms"
-
-
-def _sasl_mechanisms_listener(key: str) -> str | None:
-    match = _LISTENER_SASL_MECHANISMS_KEY.fullmatch(key)
-    return None if match is None else match.group(1)
-
-
-def _mechanism_list(text: str) -> tuple[str, ...]:
-    """``"PLAIN, SCRAM-SHA-512"`` -> ("PLAIN", "SCRAM-SHA-512"); ValueError names what is not
-    served (Kafka's list type: commas, blanks trimmed)."""
-    from collector.security.sasl.servers import MECHANISMS
-
-    mechanisms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    if not mechanisms:
-        raise ValueError("no SASL mechanism given")
-    unserved = [m for m in mechanisms if m not in MECHANISMS]
-    if unserved:
-        raise ValueError(
-            f"{', '.join(unserved)} not served (the collector serves {', '.join(MECHANISMS)})"
-        )
-    return mechanisms
 
 
 class CollectorConfig(BaseModel):
@@ -465,67 +399,27 @@ class CollectorConfig(BaseModel):
 
     @pydantic.model_validator(mode="before")
     @classmethod
-    def _gather_connection_quota_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {k: v for k, v in data.items() if is_connection_quota_key(str(k))}
-        if not gathered:
-            return data
-        rest = {k: v for k, v in data.items() if k not in gathered}
-        rest["connection_quota_overrides"] = {
-            **rest.get("connection_quota_overrides", {}),
-            **gathered,
-        }
-        return rest
-
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _gather_mapping_rules_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {
-            listener: value
-            for key, value in data.items()
-            if (listener := _mapping_rules_listener(str(key))) is not None
-        }
-        if not gathered:
-            return data
-        rest = {
-            k: v for k, v in data.items() if _mapping_rules_listener(str(k)) is None
-        }
-        rest["ssl_principal_mapping_rules_overrides"] = {
-            **rest.get("ssl_principal_mapping_rules_overrides", {}),
-            **gathered,
-        }
-        return rest
+    def _gather_listener_keys(cls, data: Any) -> Any:
+        return gather_listener_keys(data) if isinstance(data, Mapping) else data
 
     @pydantic.field_validator("ssl_principal_mapping_rules")
     @classmethod
     def _valid_mapping_rules(cls, value: str) -> str:
-        try:
-            SslPrincipalMapper(value)
-        except InvalidMappingRule as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return check_mapping_rules(value)
 
     @pydantic.field_validator("ssl_principal_mapping_rules_overrides")
     @classmethod
     def _valid_listener_mapping_rules(cls, value: dict[str, str]) -> dict[str, str]:
-        for listener, rules in value.items():
-            try:
-                SslPrincipalMapper(rules)
-            except InvalidMappingRule as exc:
-                raise ValueError(
-                    f"{listener_mapping_rules_key(listener)}: {exc}"
-                ) from None
-        return value
+        return check_each_listener(
+            value, listener_mapping_rules_key, check_mapping_rules
+        )
 
     def ssl_principal_mapper(self, listener_name: str) -> SslPrincipalMapper:
         """The mapping rules of one listener: its own key, else ssl.principal.mapping.rules."""
         rules = self.ssl_principal_mapping_rules_overrides.get(
             listener_name.lower(), self.ssl_principal_mapping_rules
         )
-        return _mapper(rules)
+        return principal_mapper(rules)
 
     @pydantic.field_validator("super_users")
     @classmethod
@@ -538,44 +432,16 @@ class CollectorConfig(BaseModel):
                 )
         return value
 
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _gather_sasl_mechanisms_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {
-            listener: value
-            for key, value in data.items()
-            if (listener := _sasl_mechanisms_listener(str(key))) is not None
-        }
-        if not gathered:
-            return data
-        rest = {
-            k: v for k, v in data.items() if _sasl_mechanisms_listener(str(k)) is None
-        }
-        rest["sasl_enabled_mechanisms_overrides"] = {
-            **rest.get("sasl_enabled_mechanisms_overrides", {}),
-            **gathered,
-        }
-        return rest
-
     @pydantic.field_validator("sasl_enabled_mechanisms")
     @classmethod
     def _served_mechanisms(cls, value: str) -> str:
-        _mechanism_list(value)
+        mechanism_list(value)
         return value
 
     @pydantic.field_validator("sasl_enabled_mechanisms_overrides")
     @classmethod
     def _served_listener_mechanisms(cls, value: dict[str, str]) -> dict[str, str]:
-        for listener, mechanisms in value.items():
-            try:
-                _mechanism_list(mechanisms)
-            except ValueError as exc:
-                raise ValueError(
-                    f"{listener_sasl_mechanisms_key(listener)}: {exc}"
-                ) from None
-        return value
+        return check_each_listener(value, listener_sasl_mechanisms_key, mechanism_list)
 
     @pydantic.field_validator("sasl_oauthbearer_jwks_endpoint_url")
     @classmethod
@@ -605,57 +471,18 @@ class CollectorConfig(BaseModel):
         return gather_cluster_keys(data, CLUSTER_PREFIXES)
 
     @pydantic.model_validator(mode="after")
-    def _logins_complete(self) -> CollectorConfig:
-        upstream, kafka, landing = (
+    def _clusters_complete(self) -> CollectorConfig:
+        check_clusters(
             self.gateway_upstream,
             self.subscriptions_kafka,
             self.landing_kafka,
-        )
-        check_login(
-            "gateway.upstream",
-            *(upstream.sasl_mechanism, upstream.sasl_username, upstream.sasl_password),
-            upstream.security_protocol,
-            optional_for="the gateway's own login to the cluster",
-        )
-        check_login(
-            "gateway.subscriptions",
-            self.gateway_subscriptions_sasl_mechanism,
-            self.gateway_subscriptions_sasl_username,
-            self.gateway_subscriptions_sasl_password,
-            None,
-            optional_for="the login the gateway reads the subscriptions with",
-        )
-        if self.subscriptions_store == "kafka" and not kafka.bootstrap_servers:
-            raise ValueError(
-                "subscriptions.store kafka needs subscriptions.kafka.bootstrap.servers "
-                "(the cluster whose client-metrics configs are the subscriptions)"
-            )
-        check_login(
-            "subscriptions.kafka",
-            *(kafka.sasl_mechanism, kafka.sasl_username, kafka.sasl_password),
-            kafka.security_protocol,
-        )
-        if self.landing_kafka_topic is None:
-            return self
-        if landing.bootstrap_servers is None and upstream.bootstrap_servers is None:
-            raise ValueError(
-                "landing.kafka.topic needs landing.kafka.bootstrap.servers (in gateway "
-                "mode it defaults to gateway.upstream.bootstrap.servers)"
-            )
-        if landing.bootstrap_servers is not None:
-            parse_host_ports(landing.bootstrap_servers)
-        elif upstream.security_protocol.startswith("SASL") and upstream.login is None:
-            # Clients' SASL passes through to the cluster: the gateway has no login of its
-            # own to produce with.
-            raise ValueError(
-                "landing.kafka.topic on a SASL cluster needs a login: "
-                "gateway.upstream.sasl.*, or landing.kafka.bootstrap.servers with "
-                "landing.kafka.sasl.*"
-            )
-        check_login(
-            "landing.kafka",
-            *(landing.sasl_mechanism, landing.sasl_username, landing.sasl_password),
-            landing.security_protocol,
+            subscriptions_store=self.subscriptions_store,
+            landing_topic=self.landing_kafka_topic,
+            gateway_subscriptions_login=(
+                self.gateway_subscriptions_sasl_mechanism,
+                self.gateway_subscriptions_sasl_username,
+                self.gateway_subscriptions_sasl_password,
+            ),
         )
         return self
 
@@ -672,7 +499,7 @@ class CollectorConfig(BaseModel):
             self.sasl_enabled_mechanisms,
             *self.sasl_enabled_mechanisms_overrides.values(),
         ]
-        return any("OAUTHBEARER" in _mechanism_list(text) for text in lists)
+        return any("OAUTHBEARER" in mechanism_list(text) for text in lists)
 
     def oauthbearer_audiences(self) -> tuple[str, ...]:
         return tuple(
@@ -683,7 +510,7 @@ class CollectorConfig(BaseModel):
 
     def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
         """A SASL listener's mechanisms: its own key, else sasl.enabled.mechanisms."""
-        return _mechanism_list(
+        return mechanism_list(
             self.sasl_enabled_mechanisms_overrides.get(
                 listener_name.lower(), self.sasl_enabled_mechanisms
             )
@@ -789,20 +616,7 @@ class CollectorConfig(BaseModel):
     def to_dotted(self) -> dict[str, Any]:
         data = flatten_cluster_keys(self.model_dump(by_alias=True), CLUSTER_PREFIXES)
         data["data.dir"] = str(self.data_dir)
-        data.update(data.pop("connection_quota_overrides"))
-        data.update(
-            (listener_sasl_mechanisms_key(listener), mechanisms)
-            for listener, mechanisms in data.pop(
-                "sasl_enabled_mechanisms_overrides"
-            ).items()
-        )
-        data.update(
-            (listener_mapping_rules_key(listener), rules)
-            for listener, rules in data.pop(
-                "ssl_principal_mapping_rules_overrides"
-            ).items()
-        )
-        return data
+        return expand_listener_keys(data)
 
     @property
     def http_host_port(self) -> tuple[str, int] | None:
@@ -812,12 +626,7 @@ class CollectorConfig(BaseModel):
         return host.strip("[]"), int(port)
 
 
-def env_var_for(key: str) -> str:
-    """``telemetry.max.bytes`` -> ``KTC_TELEMETRY_MAX_BYTES``."""
-    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
-
-
-def _known_keys() -> list[str]:
+def known_keys() -> list[str]:
     keys: list[str] = []
     for field in CollectorConfig.model_fields.values():
         if field.alias in CLUSTER_PREFIXES:
@@ -827,59 +636,16 @@ def _known_keys() -> list[str]:
     return keys
 
 
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in [*_known_keys(), PROTECTED_LISTENER_KEY]:
-        raw = environ.get(env_var_for(key))
-        if raw is None:
-            continue
-        if is_password_key(key):  # a secret is a string as it is (123456 is no number)
-            out[key] = raw if raw != "" else None
-            continue
-        try:
-            out[key] = yaml.safe_load(raw) if raw != "" else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"{env_var_for(key)} ({key}): not a YAML value: {exc}"
-            ) from exc
-    return out
-
-
-def _resolve_references(
-    data: dict[str, Any], environ: Mapping[str, str], source: str
-) -> dict[str, Any]:
-    """Kafka's config providers: ``config.providers: env`` (or ``KTC_CONFIG_PROVIDERS``)
-    lets values say ``${env:VAR}``; the declarations are the loader's, not settings."""
-    directives = {
-        k: data.pop(k)
-        for k in list(data)
-        if k == PROVIDERS_KEY or k.startswith(PROVIDERS_KEY + ".")
-    }
-    if env_var_for(PROVIDERS_KEY) in environ:
-        directives[PROVIDERS_KEY] = environ[env_var_for(PROVIDERS_KEY)]
-    try:
-        providers = declared_providers(directives)
-        return {
-            k: resolve_references(v, k, providers, environ) for k, v in data.items()
-        }
-    except ProviderError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-
-
 def _unknown_key_message(key: str) -> str:
     """``unknown key X``, with the nearest known key when one is close (a typo)."""
-    nearest = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+    nearest = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.75)
     hint = f" (did you mean {nearest[0]}?)" if nearest else ""
     return f"unknown key {key}{hint}"
 
 
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     unknown = sorted(
-        key
-        for key in set(data) - set(_known_keys())
-        if not is_connection_quota_key(key)
-        and _mapping_rules_listener(key) is None
-        and _sasl_mechanisms_listener(key) is None
+        key for key in set(data) - set(known_keys()) if not is_listener_key(key)
     )
     if unknown:
         raise ConfigError(
@@ -898,15 +664,6 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """PyYAML's message on one line: what is wrong and where (its own spans several)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    if mark is None:
-        return str(problem)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -918,34 +675,13 @@ def load_config(
     source = "defaults"
     if path is not None:
         source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"{path}: cannot read config file: {exc.strerror}"
-            ) from exc
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of dotted keys")
-        data.update({str(k): v for k, v in loaded.items()})
-        for key, value in data.items():
-            if (
-                is_password_key(key)
-                and value is not None
-                and not isinstance(value, str)
-            ):
-                raise ConfigError(f"{path}: {key}: must be a string (quote it in YAML)")
+        data.update(read_config_file(path))
     environ = os.environ if environ is None else environ
-    env = _env_overrides(environ)
+    env = env_overrides(environ, [*known_keys(), PROTECTED_LISTENER_KEY])
     if env:
         source = f"{source} + environment ({', '.join(env_var_for(k) for k in env)})"
     data.update(env)
-    data = _resolve_references(data, environ, source)
+    data = resolve_config_references(data, environ, source)
     if overrides:
         data.update({k: v for k, v in overrides.items() if v is not None})
         source = f"{source} + command line"

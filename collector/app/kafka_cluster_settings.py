@@ -33,6 +33,7 @@ __all__ = [
     "KafkaClusterKeys",
     "LandingKafkaKeys",
     "SubscriptionsKafkaKeys",
+    "check_clusters",
     "check_login",
     "cluster_keys_of",
     "flatten_cluster_keys",
@@ -133,11 +134,12 @@ class LandingKafkaKeys(SubscriptionsKafkaKeys):
     )
 
 
+LoginKeys = tuple[str | None, str | None, str | None]
+
+
 def check_login(
     prefix: str,
-    mechanism: str | None,
-    username: str | None,
-    password: str | None,
+    login: LoginKeys,
     protocol: str | None,
     *,
     optional_for: str | None = None,
@@ -146,11 +148,8 @@ def check_login(
     ValueError naming the keys: all three or none; with a protocol, none unless it is SASL,
     and on SASL all three unless the login is ``optional_for`` a purpose (then it says so
     when incomplete)."""
-    login = (mechanism, username, password)
-    given, complete = (
-        any(v is not None for v in login),
-        all(v is not None for v in login),
-    )
+    given = any(v is not None for v in login)
+    complete = all(v is not None for v in login)
     if optional_for is not None:
         if given and not complete:
             raise ValueError(
@@ -170,6 +169,59 @@ def check_login(
             f"with {prefix}.security.protocol SASL_PLAINTEXT or SASL_SSL, "
             "none otherwise"
         )
+
+
+def _login_keys(keys: KafkaClusterKeys) -> LoginKeys:
+    return keys.sasl_mechanism, keys.sasl_username, keys.sasl_password
+
+
+def check_clusters(
+    upstream: KafkaClusterKeys,
+    kafka: KafkaClusterKeys,
+    landing: KafkaClusterKeys,
+    *,
+    subscriptions_store: str,
+    landing_topic: str | None,
+    gateway_subscriptions_login: LoginKeys,
+) -> None:
+    """What the three prefixes need of each other and of the settings using them (the
+    gateway's subscriptions login, the subscriptions' store, the landing topic)."""
+    check_login(
+        "gateway.upstream",
+        _login_keys(upstream),
+        upstream.security_protocol,
+        optional_for="the gateway's own login to the cluster",
+    )
+    check_login(
+        "gateway.subscriptions",
+        gateway_subscriptions_login,
+        None,
+        optional_for="the login the gateway reads the subscriptions with",
+    )
+    if subscriptions_store == "kafka" and not kafka.bootstrap_servers:
+        raise ValueError(
+            "subscriptions.store kafka needs subscriptions.kafka.bootstrap.servers "
+            "(the cluster whose client-metrics configs are the subscriptions)"
+        )
+    check_login("subscriptions.kafka", _login_keys(kafka), kafka.security_protocol)
+    if landing_topic is None:
+        return
+    if landing.bootstrap_servers is None and upstream.bootstrap_servers is None:
+        raise ValueError(
+            "landing.kafka.topic needs landing.kafka.bootstrap.servers (in gateway "
+            "mode it defaults to gateway.upstream.bootstrap.servers)"
+        )
+    if landing.bootstrap_servers is not None:
+        parse_host_ports(landing.bootstrap_servers)
+    elif upstream.security_protocol.startswith("SASL") and upstream.login is None:
+        # Clients' SASL passes through to the cluster: the gateway has no login of its
+        # own to produce with.
+        raise ValueError(
+            "landing.kafka.topic on a SASL cluster needs a login: "
+            "gateway.upstream.sasl.*, or landing.kafka.bootstrap.servers with "
+            "landing.kafka.sasl.*"
+        )
+    check_login("landing.kafka", _login_keys(landing), landing.security_protocol)
 
 
 def cluster_keys_of(prefix: str, model: type[KafkaClusterKeys]) -> list[str]:
