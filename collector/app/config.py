@@ -34,8 +34,8 @@ from collector.app.config_sources import (
     resolve_config_references,
 )
 from collector.app.kafka_cluster_settings import (
+    CLUSTER_PREFIXES,
     GatewayUpstreamKeys,
-    KafkaClusterKeys,
     LandingKafkaKeys,
     SubscriptionsKafkaKeys,
     check_clusters,
@@ -74,14 +74,6 @@ __all__ = [
 DEFAULT_SECURITY_PROTOCOL_MAP = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
-
-
-# The prefixes that name a Kafka cluster the collector is a client of, and their keys.
-CLUSTER_PREFIXES: dict[str, type[KafkaClusterKeys]] = {
-    "gateway.upstream": GatewayUpstreamKeys,
-    "subscriptions.kafka": SubscriptionsKafkaKeys,
-    "landing.kafka": LandingKafkaKeys,
-}
 
 
 class CollectorConfig(BaseModel):

@@ -3,12 +3,12 @@
 Three prefixes name such a cluster: ``gateway.upstream.*`` (the fronted cluster),
 ``subscriptions.kafka.*`` (where ``ktc serve`` keeps its subscriptions) and
 ``landing.kafka.*`` (the landing topic's).  Each has the same keys after its prefix
-(:data:`CLUSTER_KEYS`), read by one sub-model per prefix, a field of ``CollectorConfig``
-whose alias is the prefix: the file and the ``KTC_*`` variables keep their flat dotted keys
+(:class:`KafkaClusterKeys`), read by one sub-model per prefix (:data:`CLUSTER_PREFIXES`),
+a field of ``CollectorConfig`` whose alias is the prefix: the file and the ``KTC_*`` variables keep their flat dotted keys
 (``gateway.upstream.security.protocol``, ``KTC_GATEWAY_UPSTREAM_SECURITY_PROTOCOL``),
 gathered under the prefix before validation (:func:`gather_cluster_keys`) and flattened back
 by ``CollectorConfig.to_dotted``; an error names the flat key.  One rule checks a login
-(:func:`check_login`).  A sub-model's :meth:`~KafkaClusterKeys.settings` is the frozen
+(:func:`check_login`); :func:`check_clusters` says what the prefixes need of each other.  A sub-model's :meth:`~KafkaClusterKeys.settings` is the frozen
 :class:`~collector.net.kafka_cluster.KafkaClusterSettings` its clients render.
 """
 
@@ -29,6 +29,7 @@ from collector.net.kafka_cluster import (
 )
 
 __all__ = [
+    "CLUSTER_PREFIXES",
     "GatewayUpstreamKeys",
     "KafkaClusterKeys",
     "LandingKafkaKeys",
@@ -135,6 +136,14 @@ class LandingKafkaKeys(SubscriptionsKafkaKeys):
 
 
 LoginKeys = tuple[str | None, str | None, str | None]
+
+
+# The prefixes that name a Kafka cluster the collector is a client of, and their keys.
+CLUSTER_PREFIXES: dict[str, type[KafkaClusterKeys]] = {
+    "gateway.upstream": GatewayUpstreamKeys,
+    "subscriptions.kafka": SubscriptionsKafkaKeys,
+    "landing.kafka": LandingKafkaKeys,
+}
 
 
 def check_login(
