@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from collector.app.cli.cluster_subscriptions import CommandConfigError, cluster_admin
 from collector.app.config import ConfigError, env_var_for, load_config
+from collector.app.parts.errors import StartupError
 from collector.net.kafka_cluster import KafkaClusterSettings, SaslLogin
 
 PREFIXES = ("gateway.upstream", "subscriptions.kafka", "landing.kafka")
@@ -184,3 +188,27 @@ def test_a_tls_context_only_for_ssl_protocols() -> None:
     with pytest.raises(OSError):
         KafkaClusterSettings("k:1", "SSL", truststore="/nonexistent").ssl_context()
     assert repr(SECURED).count("pw") == 0 and "kp" not in repr(SECURED)
+
+
+def test_an_unusable_pem_file_is_one_line_naming_its_prefix(tmp_path: Path) -> None:
+    """Each admin client renders the same value; its error names where the file was set."""
+    from collector.app.server import _kafka_store_admin
+
+    config = load_config(
+        environ={},
+        overrides={
+            "subscriptions.store": "kafka",
+            "subscriptions.kafka.bootstrap.servers": "kafka:9093",
+            "subscriptions.kafka.security.protocol": "SSL",
+            "subscriptions.kafka.ssl.truststore.location": str(tmp_path / "none.pem"),
+        },
+    )
+    with pytest.raises(StartupError, match=r"^subscriptions\.kafka\.ssl: "):
+        _kafka_store_admin(config)
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        f"security.protocol=SSL\nssl.truststore.location={tmp_path / 'none.pem'}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(CommandConfigError, match=r"^ssl: "):
+        cluster_admin("kafka:9093", str(properties))
