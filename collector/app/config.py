@@ -18,117 +18,62 @@ turns it into exit code 2.
 from __future__ import annotations
 
 import difflib
-import functools
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import pydantic
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from collector.app.config_sources import (
+    ConfigError,
+    env_overrides,
+    env_var_for,
+    read_config_file,
+    resolve_config_references,
+)
+from collector.app.kafka_cluster_settings import (
+    CLUSTER_PREFIXES,
+    GatewayUpstreamKeys,
+    LandingKafkaKeys,
+    SubscriptionsKafkaKeys,
+    check_clusters,
+    cluster_keys_of,
+    flatten_cluster_keys,
+    gather_cluster_keys,
+)
+from collector.app.listener_keys import (
+    PROTECTED_LISTENER_KEY,
+    check_each_listener,
+    check_mapping_rules,
+    expand_listener_keys,
+    gather_listener_keys,
+    is_listener_key,
+    listener_mapping_rules_key,
+    listener_sasl_mechanisms_key,
+    mechanism_list,
+    principal_mapper,
+)
+from collector.net.kafka_cluster import KafkaClusterSettings, parse_host_ports
 from collector.security.secrets import (
-    PROVIDERS_KEY,
-    ProviderError,
-    declared_providers,
-    is_password_key,
     redact,
-    resolve_references,
 )
-from collector.security.ssl_principal_mapper import (
-    InvalidMappingRule,
-    SslPrincipalMapper,
-)
+from collector.security.ssl_principal_mapper import SslPrincipalMapper
 
 __all__ = [
     "CollectorConfig",
     "ConfigError",
     "env_var_for",
+    "known_keys",
     "load_config",
     "parse_host_ports",
 ]
-
-ENV_PREFIX = "KTC_"
 
 # Kafka's listener.security.protocol.map default (KafkaConfig / SocketServerConfigs).
 DEFAULT_SECURITY_PROTOCOL_MAP = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
-
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key."""
-
-
-# Kafka's connection-quota keys with a variable part: per-listener limits
-# (``listener.name.<name lower case>.max.connections`` / ``.max.connection.creation.rate``)
-# and the protected listener.  Kept as given in ``connection_quota_overrides`` and read by
-# the quota engine (which validates them: a bad value stops the server at start).
-PROTECTED_LISTENER_KEY = "inter.broker.listener.name"
-_LISTENER_QUOTA_KEY = re.compile(
-    r"listener\.name\.[a-z0-9_-]+\.(?:max\.connections|max\.connection\.creation\.rate)"
-)
-
-
-def is_connection_quota_key(key: str) -> bool:
-    return (
-        key == PROTECTED_LISTENER_KEY or _LISTENER_QUOTA_KEY.fullmatch(key) is not None
-    )
-
-
-# listener.name.<name lower case>.ssl.principal.mapping.rules (Kafka reads every SSL key with
-# the listener's prefix first).
-_LISTENER_MAPPING_RULES_KEY = re.compile(
-    r"listener\.name\.([a-z0-9_-]+)\.ssl\.principal\.mapping\.rules"
-)
-
-
-@functools.lru_cache(maxsize=64)
-def _mapper(rules: str) -> SslPrincipalMapper:
-    # Asked on every SSL connection: the rules are parsed once.
-    return SslPrincipalMapper(rules)
-
-
-def listener_mapping_rules_key(listener_name: str) -> str:
-    return f"listener.name.{listener_name.lower()}.ssl.principal.mapping.rules"
-
-
-def _mapping_rules_listener(key: str) -> str | None:
-    match = _LISTENER_MAPPING_RULES_KEY.fullmatch(key)
-    return None if match is None else match.group(1)
-
-
-# listener.name.<name lower case>.sasl.enabled.mechanisms (Kafka's per-listener SASL key).
-_LISTENER_SASL_MECHANISMS_KEY = re.compile(
-    r"listener\.name\.([a-z0-9_-]+)\.sasl\.enabled\.mechanisms"
-)
-
-
-def listener_sasl_mechanisms_key(listener_name: str) -> str:
-    return f"listener.name.{listener_name.lower()}.sasl.enabled.mechanisms"
-
-
-def _sasl_mechanisms_listener(key: str) -> str | None:
-    match = _LISTENER_SASL_MECHANISMS_KEY.fullmatch(key)
-    return None if match is None else match.group(1)
-
-
-def _mechanism_list(text: str) -> tuple[str, ...]:
-    """``"PLAIN, SCRAM-SHA-512"`` -> ("PLAIN", "SCRAM-SHA-512"); ValueError names what is not
-    served (Kafka's list type: commas, blanks trimmed)."""
-    from collector.security.sasl.servers import MECHANISMS
-
-    mechanisms = tuple(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    if not mechanisms:
-        raise ValueError("no SASL mechanism given")
-    unserved = [m for m in mechanisms if m not in MECHANISMS]
-    if unserved:
-        raise ValueError(
-            f"{', '.join(unserved)} not served (the collector serves {', '.join(MECHANISMS)})"
-        )
-    return mechanisms
 
 
 class CollectorConfig(BaseModel):
@@ -278,9 +223,14 @@ class CollectorConfig(BaseModel):
     )
 
     # --- gateway mode (``ktc gateway``; see docs/gateway.md) -------------------------------
-    # The upstream cluster's bootstrap servers, "host:port,host:port".
-    gateway_upstream_bootstrap_servers: str | None = Field(
-        None, alias="gateway.upstream.bootstrap.servers", min_length=1
+    # The upstream cluster: gateway.upstream.bootstrap.servers ("host:port,host:port"),
+    # .security.protocol (SASL_PLAINTEXT or SASL_SSL: every client of the gateway must log
+    # in, its SASL exchange passing through to the cluster), .sasl.* (the gateway's own
+    # login for clients that log in at its SASL listeners, every listener then SASL;
+    # unset: clients' SASL passes through) and .ssl.* (kafka_cluster_settings.py).
+    gateway_upstream: GatewayUpstreamKeys = Field(
+        default_factory=lambda: GatewayUpstreamKeys.model_validate({}),
+        alias="gateway.upstream",
     )
     # Upstream node n is served on port start + n - gateway.min.node.id (0: OS-chosen ports).
     gateway_broker_port_start: int = Field(
@@ -294,25 +244,6 @@ class CollectorConfig(BaseModel):
     gateway_advertised_host: str | None = Field(
         None, alias="gateway.advertised.host", min_length=1
     )
-    # The cluster's listener the gateway connects to, as Kafka names security protocols:
-    # PLAINTEXT or SSL (the transport), SASL_PLAINTEXT or SASL_SSL (the same transports on a
-    # listener that lets no client in before it authenticated: every client of the gateway
-    # must then log in, its SASL exchange passing through to the cluster).
-    gateway_upstream_security_protocol: str = Field(
-        "PLAINTEXT", alias="gateway.upstream.security.protocol"
-    )
-    # The gateway's own login to a cluster that requires SASL, for clients that log in at
-    # the gateway's SASL listeners (every listener must then be SASL): PLAIN, SCRAM-SHA-256
-    # or SCRAM-SHA-512, with this user and password. Unset: clients' SASL passes through.
-    gateway_upstream_sasl_mechanism: str | None = Field(
-        None, alias="gateway.upstream.sasl.mechanism"
-    )
-    gateway_upstream_sasl_username: str | None = Field(
-        None, alias="gateway.upstream.sasl.username", min_length=1
-    )
-    gateway_upstream_sasl_password: str | None = Field(
-        None, alias="gateway.upstream.sasl.password", repr=False
-    )
     # Whether a client must have authenticated before the gateway answers it itself
     # (telemetry, client-metrics, quota and ACL administration) when the gateway cannot tell
     # whether the cluster requires authentication (the protocol above says PLAINTEXT or SSL
@@ -320,19 +251,6 @@ class CollectorConfig(BaseModel):
     # until the cluster is known to require SASL.
     gateway_telemetry_require_authentication: bool = Field(
         True, alias="gateway.telemetry.require.authentication"
-    )
-    gateway_upstream_ssl_truststore_location: str | None = Field(
-        None, alias="gateway.upstream.ssl.truststore.location"
-    )
-    gateway_upstream_ssl_keystore_location: str | None = Field(
-        None, alias="gateway.upstream.ssl.keystore.location"
-    )
-    gateway_upstream_ssl_key_password: str | None = Field(
-        None, alias="gateway.upstream.ssl.key.password", repr=False
-    )
-    # "https" checks the broker's certificate names its host (Kafka's default); "" does not.
-    gateway_upstream_ssl_endpoint_identification_algorithm: str = Field(
-        "https", alias="gateway.upstream.ssl.endpoint.identification.algorithm"
     )
     gateway_upstream_connect_timeout_ms: int = Field(
         10000, alias="gateway.upstream.connect.timeout.ms", ge=1
@@ -379,8 +297,11 @@ class CollectorConfig(BaseModel):
     subscriptions_store: Literal["local", "kafka"] = Field(
         "local", alias="subscriptions.store"
     )
-    subscriptions_kafka_bootstrap_servers: str | None = Field(
-        None, alias="subscriptions.kafka.bootstrap.servers", min_length=1
+    # The cluster (subscriptions.kafka.bootstrap.servers) and the collector's listener and
+    # login to it, as gateway.upstream.* (a login required on SASL).
+    subscriptions_kafka: SubscriptionsKafkaKeys = Field(
+        default_factory=lambda: SubscriptionsKafkaKeys.model_validate({}),
+        alias="subscriptions.kafka",
     )
     subscriptions_kafka_refresh_ms: int = Field(
         2000, alias="subscriptions.kafka.refresh.ms", ge=100
@@ -389,32 +310,6 @@ class CollectorConfig(BaseModel):
     subscriptions_kafka_stale_after_ms: int = Field(
         60000, alias="subscriptions.kafka.stale.after.ms", ge=100
     )
-    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
-    subscriptions_kafka_security_protocol: Literal[
-        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-    ] = Field("PLAINTEXT", alias="subscriptions.kafka.security.protocol")
-    subscriptions_kafka_sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
-    ) = Field(None, alias="subscriptions.kafka.sasl.mechanism")
-    subscriptions_kafka_sasl_username: str | None = Field(
-        None, alias="subscriptions.kafka.sasl.username", min_length=1
-    )
-    subscriptions_kafka_sasl_password: str | None = Field(
-        None, alias="subscriptions.kafka.sasl.password", repr=False
-    )
-    subscriptions_kafka_ssl_truststore_location: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.truststore.location"
-    )
-    subscriptions_kafka_ssl_keystore_location: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.keystore.location"
-    )
-    subscriptions_kafka_ssl_key_password: str | None = Field(
-        None, alias="subscriptions.kafka.ssl.key.password", repr=False
-    )
-    subscriptions_kafka_ssl_endpoint_identification_algorithm: str = Field(
-        "https", alias="subscriptions.kafka.ssl.endpoint.identification.algorithm"
-    )
-
     # --- /metrics/clients (docs/prometheus.md) -------------------------------------------
     # Off by default: folding every push for it (decoding each payload into Python objects
     # on a worker thread) costs about 4x the push path's CPU (docs/prometheus.md, "Cost on
@@ -469,9 +364,12 @@ class CollectorConfig(BaseModel):
     landing_kafka_topic: str | None = Field(
         None, alias="landing.kafka.topic", min_length=1, max_length=249
     )
-    # Unset in gateway mode: the fronted cluster, with gateway.upstream.*'s security.
-    landing_kafka_bootstrap_servers: str | None = Field(
-        None, alias="landing.kafka.bootstrap.servers", min_length=1
+    # landing.kafka.bootstrap.servers and the collector's listener and login to it, as
+    # subscriptions.kafka.*; unset bootstrap servers in gateway mode: the fronted cluster,
+    # with gateway.upstream.*'s security.
+    landing_kafka: LandingKafkaKeys = Field(
+        default_factory=lambda: LandingKafkaKeys.model_validate({}),
+        alias="landing.kafka",
     )
     # When the topic is created here (missing at start); -1: the cluster's default.
     landing_kafka_topic_partitions: int = Field(
@@ -489,96 +387,31 @@ class CollectorConfig(BaseModel):
     landing_kafka_forwarder_group_id: str = Field(
         "ktc-otlp-forwarder", alias="landing.kafka.forwarder.group.id", min_length=1
     )
-    # The cluster's listener and the collector's login to it, as gateway.upstream.*.
-    landing_kafka_security_protocol: Literal[
-        "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"
-    ] = Field("PLAINTEXT", alias="landing.kafka.security.protocol")
-    landing_kafka_sasl_mechanism: (
-        Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
-    ) = Field(None, alias="landing.kafka.sasl.mechanism")
-    landing_kafka_sasl_username: str | None = Field(
-        None, alias="landing.kafka.sasl.username", min_length=1
-    )
-    landing_kafka_sasl_password: str | None = Field(
-        None, alias="landing.kafka.sasl.password", repr=False
-    )
-    landing_kafka_ssl_truststore_location: str | None = Field(
-        None, alias="landing.kafka.ssl.truststore.location"
-    )
-    landing_kafka_ssl_keystore_location: str | None = Field(
-        None, alias="landing.kafka.ssl.keystore.location"
-    )
-    landing_kafka_ssl_key_password: str | None = Field(
-        None, alias="landing.kafka.ssl.key.password", repr=False
-    )
-    landing_kafka_ssl_endpoint_identification_algorithm: Literal["https", ""] = Field(
-        "https", alias="landing.kafka.ssl.endpoint.identification.algorithm"
-    )
     exporters_otlp: dict[str, Any] | None = Field(None, alias="exporters.otlp")
 
     @pydantic.model_validator(mode="before")
     @classmethod
-    def _gather_connection_quota_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {k: v for k, v in data.items() if is_connection_quota_key(str(k))}
-        if not gathered:
-            return data
-        rest = {k: v for k, v in data.items() if k not in gathered}
-        rest["connection_quota_overrides"] = {
-            **rest.get("connection_quota_overrides", {}),
-            **gathered,
-        }
-        return rest
-
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _gather_mapping_rules_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {
-            listener: value
-            for key, value in data.items()
-            if (listener := _mapping_rules_listener(str(key))) is not None
-        }
-        if not gathered:
-            return data
-        rest = {
-            k: v for k, v in data.items() if _mapping_rules_listener(str(k)) is None
-        }
-        rest["ssl_principal_mapping_rules_overrides"] = {
-            **rest.get("ssl_principal_mapping_rules_overrides", {}),
-            **gathered,
-        }
-        return rest
+    def _gather_listener_keys(cls, data: Any) -> Any:
+        return gather_listener_keys(data) if isinstance(data, Mapping) else data
 
     @pydantic.field_validator("ssl_principal_mapping_rules")
     @classmethod
     def _valid_mapping_rules(cls, value: str) -> str:
-        try:
-            SslPrincipalMapper(value)
-        except InvalidMappingRule as exc:
-            raise ValueError(str(exc)) from None
-        return value
+        return check_mapping_rules(value)
 
     @pydantic.field_validator("ssl_principal_mapping_rules_overrides")
     @classmethod
     def _valid_listener_mapping_rules(cls, value: dict[str, str]) -> dict[str, str]:
-        for listener, rules in value.items():
-            try:
-                SslPrincipalMapper(rules)
-            except InvalidMappingRule as exc:
-                raise ValueError(
-                    f"{listener_mapping_rules_key(listener)}: {exc}"
-                ) from None
-        return value
+        return check_each_listener(
+            value, listener_mapping_rules_key, check_mapping_rules
+        )
 
     def ssl_principal_mapper(self, listener_name: str) -> SslPrincipalMapper:
         """The mapping rules of one listener: its own key, else ssl.principal.mapping.rules."""
         rules = self.ssl_principal_mapping_rules_overrides.get(
             listener_name.lower(), self.ssl_principal_mapping_rules
         )
-        return _mapper(rules)
+        return principal_mapper(rules)
 
     @pydantic.field_validator("super_users")
     @classmethod
@@ -591,44 +424,16 @@ class CollectorConfig(BaseModel):
                 )
         return value
 
-    @pydantic.model_validator(mode="before")
-    @classmethod
-    def _gather_sasl_mechanisms_keys(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        gathered = {
-            listener: value
-            for key, value in data.items()
-            if (listener := _sasl_mechanisms_listener(str(key))) is not None
-        }
-        if not gathered:
-            return data
-        rest = {
-            k: v for k, v in data.items() if _sasl_mechanisms_listener(str(k)) is None
-        }
-        rest["sasl_enabled_mechanisms_overrides"] = {
-            **rest.get("sasl_enabled_mechanisms_overrides", {}),
-            **gathered,
-        }
-        return rest
-
     @pydantic.field_validator("sasl_enabled_mechanisms")
     @classmethod
     def _served_mechanisms(cls, value: str) -> str:
-        _mechanism_list(value)
+        mechanism_list(value)
         return value
 
     @pydantic.field_validator("sasl_enabled_mechanisms_overrides")
     @classmethod
     def _served_listener_mechanisms(cls, value: dict[str, str]) -> dict[str, str]:
-        for listener, mechanisms in value.items():
-            try:
-                _mechanism_list(mechanisms)
-            except ValueError as exc:
-                raise ValueError(
-                    f"{listener_sasl_mechanisms_key(listener)}: {exc}"
-                ) from None
-        return value
+        return check_each_listener(value, listener_sasl_mechanisms_key, mechanism_list)
 
     @pydantic.field_validator("sasl_oauthbearer_jwks_endpoint_url")
     @classmethod
@@ -650,109 +455,35 @@ class CollectorConfig(BaseModel):
             )
         return self
 
-    @pydantic.model_validator(mode="after")
-    def _upstream_login_complete(self) -> CollectorConfig:
-        login = (
-            self.gateway_upstream_sasl_mechanism,
-            self.gateway_upstream_sasl_username,
-            self.gateway_upstream_sasl_password,
-        )
-        if any(v is not None for v in login) and not all(v is not None for v in login):
-            raise ValueError(
-                "gateway.upstream.sasl.mechanism, .username and .password: all three or "
-                "none (the gateway's own login to the cluster)"
-            )
-        if (
-            self.gateway_upstream_sasl_mechanism is not None
-            and self.gateway_upstream_security_protocol
-            not in {"SASL_PLAINTEXT", "SASL_SSL"}
-        ):
-            raise ValueError(
-                "gateway.upstream.sasl.mechanism needs gateway.upstream.security.protocol "
-                "SASL_PLAINTEXT or SASL_SSL"
-            )
-        return self
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _gather_cluster_keys(cls, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return data
+        return gather_cluster_keys(data, CLUSTER_PREFIXES)
 
     @pydantic.model_validator(mode="after")
-    def _subscriptions_login_complete(self) -> CollectorConfig:
-        login = (
-            self.gateway_subscriptions_sasl_mechanism,
-            self.gateway_subscriptions_sasl_username,
-            self.gateway_subscriptions_sasl_password,
+    def _clusters_complete(self) -> CollectorConfig:
+        check_clusters(
+            self.gateway_upstream,
+            self.subscriptions_kafka,
+            self.landing_kafka,
+            subscriptions_store=self.subscriptions_store,
+            landing_topic=self.landing_kafka_topic,
+            gateway_subscriptions_login=(
+                self.gateway_subscriptions_sasl_mechanism,
+                self.gateway_subscriptions_sasl_username,
+                self.gateway_subscriptions_sasl_password,
+            ),
         )
-        if any(v is not None for v in login) and not all(v is not None for v in login):
-            raise ValueError(
-                "gateway.subscriptions.sasl.mechanism, .username and .password: all "
-                "three or none (the login the gateway reads the subscriptions with)"
-            )
         return self
 
-    @pydantic.model_validator(mode="after")
-    def _kafka_store_complete(self) -> CollectorConfig:
-        if (
-            self.subscriptions_store == "kafka"
-            and not self.subscriptions_kafka_bootstrap_servers
-        ):
-            raise ValueError(
-                "subscriptions.store kafka needs subscriptions.kafka.bootstrap.servers "
-                "(the cluster whose client-metrics configs are the subscriptions)"
-            )
-        login = (
-            self.subscriptions_kafka_sasl_mechanism,
-            self.subscriptions_kafka_sasl_username,
-            self.subscriptions_kafka_sasl_password,
-        )
-        sasl = self.subscriptions_kafka_security_protocol.startswith("SASL")
-        if sasl != all(v is not None for v in login) or (
-            not sasl and any(v is not None for v in login)
-        ):
-            raise ValueError(
-                "subscriptions.kafka.sasl.mechanism, .username and .password: all three "
-                "with subscriptions.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
-                "none otherwise"
-            )
-        return self
-
-    @pydantic.model_validator(mode="after")
-    def _landing_topic_complete(self) -> CollectorConfig:
-        if self.landing_kafka_topic is None:
-            return self
-        if (
-            self.landing_kafka_bootstrap_servers is None
-            and self.gateway_upstream_bootstrap_servers is None
-        ):
-            raise ValueError(
-                "landing.kafka.topic needs landing.kafka.bootstrap.servers (in gateway "
-                "mode it defaults to gateway.upstream.bootstrap.servers)"
-            )
-        if self.landing_kafka_bootstrap_servers is not None:
-            parse_host_ports(self.landing_kafka_bootstrap_servers)
-        elif (
-            self.gateway_upstream_security_protocol.startswith("SASL")
-            and self.gateway_upstream_sasl_mechanism is None
-        ):
-            # Clients' SASL passes through to the cluster: the gateway has no login of its
-            # own to produce with.
-            raise ValueError(
-                "landing.kafka.topic on a SASL cluster needs a login: "
-                "gateway.upstream.sasl.*, or landing.kafka.bootstrap.servers with "
-                "landing.kafka.sasl.*"
-            )
-        login = (
-            self.landing_kafka_sasl_mechanism,
-            self.landing_kafka_sasl_username,
-            self.landing_kafka_sasl_password,
-        )
-        sasl = self.landing_kafka_security_protocol.startswith("SASL")
-        if sasl != all(v is not None for v in login) or (
-            not sasl and any(v is not None for v in login)
-        ):
-            raise ValueError(
-                "landing.kafka.sasl.mechanism, .username and .password: all three "
-                "with landing.kafka.security.protocol SASL_PLAINTEXT or SASL_SSL, "
-                "none otherwise"
-            )
-        return self
+    def landing_cluster(self) -> KafkaClusterSettings:
+        """The landing topic's cluster: landing.kafka.*, else (gateway mode) the fronted
+        cluster with gateway.upstream.*'s security."""
+        if self.landing_kafka.bootstrap_servers is not None:
+            return self.landing_kafka.settings()
+        return self.gateway_upstream.settings()
 
     def oauthbearer_enabled(self) -> bool:
         """Whether any listener's mechanisms include OAUTHBEARER."""
@@ -760,7 +491,7 @@ class CollectorConfig(BaseModel):
             self.sasl_enabled_mechanisms,
             *self.sasl_enabled_mechanisms_overrides.values(),
         ]
-        return any("OAUTHBEARER" in _mechanism_list(text) for text in lists)
+        return any("OAUTHBEARER" in mechanism_list(text) for text in lists)
 
     def oauthbearer_audiences(self) -> tuple[str, ...]:
         return tuple(
@@ -771,7 +502,7 @@ class CollectorConfig(BaseModel):
 
     def sasl_mechanisms(self, listener_name: str) -> tuple[str, ...]:
         """A SASL listener's mechanisms: its own key, else sasl.enabled.mechanisms."""
-        return _mechanism_list(
+        return mechanism_list(
             self.sasl_enabled_mechanisms_overrides.get(
                 listener_name.lower(), self.sasl_enabled_mechanisms
             )
@@ -818,39 +549,6 @@ class CollectorConfig(BaseModel):
         if value.upper() != "PEM":
             raise ValueError("only PEM stores are supported (JKS/PKCS12 need a JVM)")
         return "PEM"
-
-    @pydantic.field_validator("gateway_upstream_bootstrap_servers")
-    @classmethod
-    def _upstream_servers(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_host_ports(value)
-        return value
-
-    @pydantic.field_validator("gateway_upstream_security_protocol")
-    @classmethod
-    def _upstream_protocol(cls, value: str) -> str:
-        protocol = value.upper()
-        if protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
-            raise ValueError("must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
-        return protocol
-
-    @pydantic.field_validator("gateway_upstream_sasl_mechanism")
-    @classmethod
-    def _upstream_sasl_mechanism(cls, value: str | None) -> str | None:
-        if value is not None and value.upper() not in {
-            "PLAIN",
-            "SCRAM-SHA-256",
-            "SCRAM-SHA-512",
-        }:
-            raise ValueError("must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
-        return None if value is None else value.upper()
-
-    @pydantic.field_validator("gateway_upstream_ssl_endpoint_identification_algorithm")
-    @classmethod
-    def _endpoint_identification(cls, value: str) -> str:
-        if value.lower() not in {"https", ""}:
-            raise ValueError('must be "https" or "" (Kafka\'s two choices)')
-        return value.lower()
 
     @pydantic.field_validator("log_level")
     @classmethod
@@ -908,22 +606,9 @@ class CollectorConfig(BaseModel):
         return _validate(merged, source="command line")
 
     def to_dotted(self) -> dict[str, Any]:
-        data = self.model_dump(by_alias=True)
+        data = flatten_cluster_keys(self.model_dump(by_alias=True), CLUSTER_PREFIXES)
         data["data.dir"] = str(self.data_dir)
-        data.update(data.pop("connection_quota_overrides"))
-        data.update(
-            (listener_sasl_mechanisms_key(listener), mechanisms)
-            for listener, mechanisms in data.pop(
-                "sasl_enabled_mechanisms_overrides"
-            ).items()
-        )
-        data.update(
-            (listener_mapping_rules_key(listener), rules)
-            for listener, rules in data.pop(
-                "ssl_principal_mapping_rules_overrides"
-            ).items()
-        )
-        return data
+        return expand_listener_keys(data)
 
     @property
     def http_host_port(self) -> tuple[str, int] | None:
@@ -933,86 +618,26 @@ class CollectorConfig(BaseModel):
         return host.strip("[]"), int(port)
 
 
-def parse_host_ports(text: str) -> list[tuple[str, int]]:
-    """``"a:9092,[::1]:9093"`` -> ``[("a", 9092), ("::1", 9093)]``; ValueError says what is wrong."""
-    out = []
-    for item in text.split(","):
-        item = item.strip()
-        host, sep, port = item.rpartition(":")
-        if (
-            not item
-            or not sep
-            or not host
-            or not port.isdigit()
-            or not 0 < int(port) <= 65535
-        ):
-            raise ValueError(f"{item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    return out
-
-
-def env_var_for(key: str) -> str:
-    """``telemetry.max.bytes`` -> ``KTC_TELEMETRY_MAX_BYTES``."""
-    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
-
-
-def _known_keys() -> list[str]:
-    return [f.alias for f in CollectorConfig.model_fields.values() if f.alias]
-
-
-def _env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key in [*_known_keys(), PROTECTED_LISTENER_KEY]:
-        raw = environ.get(env_var_for(key))
-        if raw is None:
-            continue
-        if is_password_key(key):  # a secret is a string as it is (123456 is no number)
-            out[key] = raw if raw != "" else None
-            continue
-        try:
-            out[key] = yaml.safe_load(raw) if raw != "" else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(
-                f"{env_var_for(key)} ({key}): not a YAML value: {exc}"
-            ) from exc
-    return out
-
-
-def _resolve_references(
-    data: dict[str, Any], environ: Mapping[str, str], source: str
-) -> dict[str, Any]:
-    """Kafka's config providers: ``config.providers: env`` (or ``KTC_CONFIG_PROVIDERS``)
-    lets values say ``${env:VAR}``; the declarations are the loader's, not settings."""
-    directives = {
-        k: data.pop(k)
-        for k in list(data)
-        if k == PROVIDERS_KEY or k.startswith(PROVIDERS_KEY + ".")
-    }
-    if env_var_for(PROVIDERS_KEY) in environ:
-        directives[PROVIDERS_KEY] = environ[env_var_for(PROVIDERS_KEY)]
-    try:
-        providers = declared_providers(directives)
-        return {
-            k: resolve_references(v, k, providers, environ) for k, v in data.items()
-        }
-    except ProviderError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+def known_keys() -> list[str]:
+    keys: list[str] = []
+    for field in CollectorConfig.model_fields.values():
+        if field.alias in CLUSTER_PREFIXES:
+            keys += cluster_keys_of(field.alias, CLUSTER_PREFIXES[field.alias])
+        elif field.alias:
+            keys.append(field.alias)
+    return keys
 
 
 def _unknown_key_message(key: str) -> str:
     """``unknown key X``, with the nearest known key when one is close (a typo)."""
-    nearest = difflib.get_close_matches(key, _known_keys(), n=1, cutoff=0.75)
+    nearest = difflib.get_close_matches(key, known_keys(), n=1, cutoff=0.75)
     hint = f" (did you mean {nearest[0]}?)" if nearest else ""
     return f"unknown key {key}{hint}"
 
 
 def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
     unknown = sorted(
-        key
-        for key in set(data) - set(_known_keys())
-        if not is_connection_quota_key(key)
-        and _mapping_rules_listener(key) is None
-        and _sasl_mechanisms_listener(key) is None
+        key for key in set(data) - set(known_keys()) if not is_listener_key(key)
     )
     if unknown:
         raise ConfigError(
@@ -1031,15 +656,6 @@ def _validate(data: Mapping[str, Any], *, source: str) -> CollectorConfig:
         raise ConfigError(f"{source}: " + "; ".join(problems)) from None
 
 
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """PyYAML's message on one line: what is wrong and where (its own spans several)."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    if mark is None:
-        return str(problem)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-
-
 def load_config(
     path: str | os.PathLike[str] | None = None,
     *,
@@ -1051,34 +667,13 @@ def load_config(
     source = "defaults"
     if path is not None:
         source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"{path}: cannot read config file: {exc.strerror}"
-            ) from exc
-        try:
-            loaded = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {_yaml_problem(exc)}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping of dotted keys")
-        data.update({str(k): v for k, v in loaded.items()})
-        for key, value in data.items():
-            if (
-                is_password_key(key)
-                and value is not None
-                and not isinstance(value, str)
-            ):
-                raise ConfigError(f"{path}: {key}: must be a string (quote it in YAML)")
+        data.update(read_config_file(path))
     environ = os.environ if environ is None else environ
-    env = _env_overrides(environ)
+    env = env_overrides(environ, [*known_keys(), PROTECTED_LISTENER_KEY])
     if env:
         source = f"{source} + environment ({', '.join(env_var_for(k) for k in env)})"
     data.update(env)
-    data = _resolve_references(data, environ, source)
+    data = resolve_config_references(data, environ, source)
     if overrides:
         data.update({k: v for k, v in overrides.items() if v is not None})
         source = f"{source} + command line"

@@ -58,7 +58,7 @@ class GatewayMode:
     name = "gateway"
 
     def __init__(self, config: CollectorConfig) -> None:
-        if not config.gateway_upstream_bootstrap_servers:
+        if not config.gateway_upstream.bootstrap_servers:
             raise StartupError(
                 "gateway mode needs the upstream cluster: --upstream HOST:PORT[,HOST:PORT...] "
                 "or gateway.upstream.bootstrap.servers"
@@ -78,7 +78,7 @@ class GatewayMode:
         if config.gateway_subscriptions_store != "cluster":
             return local
         return ClusterSubscriptionStore(
-            local, config.gateway_upstream_bootstrap_servers or ""
+            local, config.gateway_upstream.bootstrap_servers or ""
         )
 
     def build_handling(self, node: Node) -> Handling:
@@ -214,7 +214,7 @@ class GatewayMode:
         while it serves them, the SCRAM users without a SASL listener here and the ACLs
         without an authorizer here (their APIs are forwarded, the local files unread).
         The client quotas are always the gateway's own: its engine enforces them."""
-        cluster = self._config.gateway_upstream_bootstrap_servers or ""
+        cluster = self._config.gateway_upstream.bootstrap_servers or ""
         clusters: dict[str, str] = {}
         store = node.store
         if isinstance(store, ClusterSubscriptionStore) and store.in_cluster:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from collector.app.config import CollectorConfig, parse_host_ports
+from collector.app.config import CollectorConfig
 from collector.gateway.topology import Topology
 from collector.gateway.upstream_cluster import UpstreamSettings
-from collector.gateway.upstream_login import UpstreamLogin
+from collector.net.kafka_cluster import SaslLogin
 from proto import ApiKeys
 from proto.request_limits import RequestSizeLimits
 from proto.request_limits import request_size_limits as limits_of
@@ -54,36 +54,21 @@ def topology(
 
 def upstream_settings(config: CollectorConfig) -> UpstreamSettings:
     """``gateway.upstream.*`` (and the subscriptions' login) as the upstream cluster uses them."""
-    return UpstreamSettings(
-        bootstrap=tuple(
-            parse_host_ports(config.gateway_upstream_bootstrap_servers or "")
-        ),
-        security_protocol=config.gateway_upstream_security_protocol,
-        truststore=config.gateway_upstream_ssl_truststore_location,
-        keystore=config.gateway_upstream_ssl_keystore_location,
-        key_password=config.gateway_upstream_ssl_key_password,
-        check_hostname=config.gateway_upstream_ssl_endpoint_identification_algorithm
-        != "",
-        login=_login(
-            config.gateway_upstream_sasl_mechanism,
-            config.gateway_upstream_sasl_username,
-            config.gateway_upstream_sasl_password,
-        ),
-        subscriptions_login=_login(
+    subscriptions_login = None
+    if config.gateway_subscriptions_sasl_mechanism is not None:
+        assert (
+            config.gateway_subscriptions_sasl_username is not None
+        )  # the config checks
+        assert config.gateway_subscriptions_sasl_password is not None
+        subscriptions_login = SaslLogin(
             config.gateway_subscriptions_sasl_mechanism,
             config.gateway_subscriptions_sasl_username,
             config.gateway_subscriptions_sasl_password,
-        ),
+        )
+    return UpstreamSettings(
+        config.gateway_upstream.settings(),
+        subscriptions_login=subscriptions_login,
         connect_timeout_s=config.gateway_upstream_connect_timeout_ms / 1000.0,
         max_response_size=config.gateway_upstream_max_response_bytes,
         require_authentication_when_unknown=config.gateway_telemetry_require_authentication,
     )
-
-
-def _login(
-    mechanism: str | None, username: str | None, password: str | None
-) -> UpstreamLogin | None:
-    if mechanism is None:
-        return None
-    assert username is not None and password is not None  # the config checks
-    return UpstreamLogin(mechanism, username, password)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -37,78 +36,15 @@ def topic_settings(config: CollectorConfig) -> TopicSettings:
     """``landing.kafka.*`` as the topic's settings; without its own bootstrap servers (the
     gateway), the fronted cluster with the gateway's upstream login."""
     assert config.landing_kafka_topic is not None
-    if config.landing_kafka_bootstrap_servers is not None:
-        client = _client_settings(
-            config.landing_kafka_bootstrap_servers,
-            config.landing_kafka_security_protocol,
-            config.landing_kafka_sasl_mechanism,
-            config.landing_kafka_sasl_username,
-            config.landing_kafka_sasl_password,
-            config.landing_kafka_ssl_truststore_location,
-            config.landing_kafka_ssl_keystore_location,
-            config.landing_kafka_ssl_key_password,
-            config.landing_kafka_ssl_endpoint_identification_algorithm,
-        )
-    else:
-        assert config.gateway_upstream_bootstrap_servers is not None
-        client = _client_settings(
-            config.gateway_upstream_bootstrap_servers,
-            config.gateway_upstream_security_protocol,
-            config.gateway_upstream_sasl_mechanism,
-            config.gateway_upstream_sasl_username,
-            config.gateway_upstream_sasl_password,
-            config.gateway_upstream_ssl_truststore_location,
-            config.gateway_upstream_ssl_keystore_location,
-            config.gateway_upstream_ssl_key_password,
-            config.gateway_upstream_ssl_endpoint_identification_algorithm,
-        )
     return TopicSettings(
         topic=config.landing_kafka_topic,
-        client=client,
+        client=config.landing_cluster().librdkafka(),
         partitions=config.landing_kafka_topic_partitions,
         replication_factor=config.landing_kafka_topic_replication_factor,
         delivery_timeout_ms=config.landing_kafka_delivery_timeout_ms,
         forwarder_group=config.landing_kafka_forwarder_group_id,
         telemetry_max_bytes=config.telemetry_max_bytes,
     )
-
-
-def _client_settings(
-    bootstrap_servers: str,
-    security_protocol: str,
-    sasl_mechanism: str | None,
-    sasl_username: str | None,
-    sasl_password: str | None,
-    truststore: str | None,
-    keystore: str | None,
-    key_password: str | None,
-    endpoint_identification: str,
-) -> dict[str, Any]:
-    """Kafka's client keys, as librdkafka spells them (PEM stores, as everywhere here)."""
-    settings: dict[str, Any] = {
-        "bootstrap.servers": bootstrap_servers,
-        "security.protocol": security_protocol,
-    }
-    if sasl_mechanism is not None and security_protocol.startswith("SASL"):
-        settings.update(
-            {
-                "sasl.mechanism": sasl_mechanism,
-                "sasl.username": sasl_username,
-                "sasl.password": sasl_password,
-            }
-        )
-    if security_protocol.endswith("SSL"):
-        settings["ssl.endpoint.identification.algorithm"] = (
-            endpoint_identification or "none"
-        )
-        if truststore is not None:
-            settings["ssl.ca.location"] = truststore
-        if keystore is not None:  # one PEM file: the certificate chain and its key
-            settings["ssl.certificate.location"] = keystore
-            settings["ssl.key.location"] = keystore
-            if key_password is not None:
-                settings["ssl.key.password"] = key_password
-    return settings
 
 
 def open_topic_landing(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ssl
 
 from clock import SYSTEM_CLOCK, Clock
-from collector.app.config import CollectorConfig, parse_host_ports
+from collector.app.config import CollectorConfig
 from collector.app.node import (
     Handling,
     Node,
@@ -28,7 +28,6 @@ from collector.broker.acl_apis import AclApis
 from collector.broker.scram_apis import ScramCredentialApis
 from collector.core.handler import RequestHandler
 from collector.gateway.cluster_admin import ClusterAdmin
-from collector.gateway.upstream_login import UpstreamLogin
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
 from exporters.base import Exporter
@@ -66,7 +65,7 @@ class ServeMode:
         subscriptions are the cluster's (read in :meth:`bind_listeners`)."""
         if self._config.subscriptions_store != "kafka":
             return local
-        servers = self._config.subscriptions_kafka_bootstrap_servers
+        servers = self._config.subscriptions_kafka.bootstrap_servers
         return ClusterSubscriptionStore(local, servers or "")
 
     def build_handling(self, node: Node) -> Handling:
@@ -150,32 +149,13 @@ class CollectorServer(Node):
 
 def _kafka_store_admin(config: CollectorConfig) -> ClusterAdmin:
     """The admin connection to the subscriptions' cluster (``subscriptions.kafka.*``)."""
-    context = None
-    if config.subscriptions_kafka_security_protocol in {"SSL", "SASL_SSL"}:
-        try:
-            context = ssl.create_default_context(
-                cafile=config.subscriptions_kafka_ssl_truststore_location
-            )
-            if config.subscriptions_kafka_ssl_keystore_location:
-                context.load_cert_chain(
-                    config.subscriptions_kafka_ssl_keystore_location,
-                    password=config.subscriptions_kafka_ssl_key_password,
-                )
-        except (OSError, ssl.SSLError) as exc:
-            raise StartupError(f"subscriptions.kafka.ssl: {exc}") from exc
-        if config.subscriptions_kafka_ssl_endpoint_identification_algorithm == "":
-            context.check_hostname = False
-    login = None
-    if config.subscriptions_kafka_sasl_mechanism is not None:
-        assert config.subscriptions_kafka_sasl_username is not None
-        assert config.subscriptions_kafka_sasl_password is not None
-        login = UpstreamLogin(
-            config.subscriptions_kafka_sasl_mechanism,
-            config.subscriptions_kafka_sasl_username,
-            config.subscriptions_kafka_sasl_password,
-        )
+    cluster = config.subscriptions_kafka.settings()
     try:
-        servers = parse_host_ports(config.subscriptions_kafka_bootstrap_servers or "")
+        context = cluster.ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise StartupError(f"subscriptions.kafka.ssl: {exc}") from exc
+    try:
+        servers = cluster.bootstrap()
     except ValueError as exc:
         raise StartupError(f"subscriptions.kafka.bootstrap.servers: {exc}") from exc
-    return ClusterAdmin(servers, ssl_context=context, login=login)
+    return ClusterAdmin(servers, ssl_context=context, login=cluster.login)

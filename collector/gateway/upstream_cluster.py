@@ -33,6 +33,7 @@ from collector.gateway.authentication import (
 from collector.gateway.cluster_admin import ClusterAdmin
 from collector.gateway.discovery import Discovered, ask_authentication, discover_brokers
 from collector.gateway.upstream_login import LoginSink, UpstreamLogin, log_in
+from collector.net.kafka_cluster import KafkaClusterSettings
 from collector.net.upstream import Upstream, UpstreamSink, open_upstream
 
 __all__ = ["UpstreamCluster", "UpstreamClusterError", "UpstreamSettings"]
@@ -65,15 +66,9 @@ class UpstreamClusterError(Exception):
 class UpstreamSettings:
     """``gateway.upstream.*`` and what depends on it, as the gateway uses them."""
 
-    bootstrap: tuple[tuple[str, int], ...]
-    security_protocol: str = "PLAINTEXT"
-    truststore: str | None = None
-    keystore: str | None = None
-    key_password: str | None = dataclasses.field(default=None, repr=False)
-    # ssl.endpoint.identification.algorithm "https" (the default) checks the host name.
-    check_hostname: bool = True
-    # The gateway's own login (gateway.upstream.sasl.*), used on every upstream connection.
-    login: UpstreamLogin | None = None
+    # The cluster, with the gateway's own login (gateway.upstream.sasl.*), used on every
+    # upstream connection.
+    cluster: KafkaClusterSettings
     # The login that reads the cluster's CLIENT_METRICS configs when there is no ``login``
     # (gateway.subscriptions.sasl.*).
     subscriptions_login: UpstreamLogin | None = None
@@ -81,6 +76,19 @@ class UpstreamSettings:
     max_response_size: int = 104857600
     # gateway.telemetry.require.authentication
     require_authentication_when_unknown: bool = True
+    # The bootstrap servers as (host, port) pairs, parsed once.
+    bootstrap: tuple[tuple[str, int], ...] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bootstrap", self.cluster.bootstrap())
+
+    @property
+    def security_protocol(self) -> str:
+        return self.cluster.security_protocol
+
+    @property
+    def login(self) -> UpstreamLogin | None:
+        return self.cluster.login
 
 
 class UpstreamCluster:
@@ -209,14 +217,7 @@ class UpstreamCluster:
 
 def _ssl_context(settings: UpstreamSettings) -> ssl.SSLContext | None:
     """The TLS context of every upstream connection (SSL and SASL_SSL), or None."""
-    if settings.security_protocol not in {"SSL", "SASL_SSL"}:
-        return None
     try:
-        context = ssl.create_default_context(cafile=settings.truststore)
-        if settings.keystore:
-            context.load_cert_chain(settings.keystore, password=settings.key_password)
+        return settings.cluster.ssl_context()
     except (OSError, ssl.SSLError) as exc:
         raise UpstreamClusterError(f"gateway.upstream.ssl: {exc}") from exc
-    if not settings.check_hostname:
-        context.check_hostname = False
-    return context

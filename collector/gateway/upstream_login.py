@@ -11,9 +11,9 @@ the cluster's error, never the password.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any
 
+from collector.net.kafka_cluster import SaslLogin
 from collector.security.sasl.client import SaslClientError, new_sasl_client
 from proto import ApiKeys, KafkaError, api_name, decode_response, encode_request
 from proto.messages import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -23,11 +23,8 @@ __all__ = ["LoginSink", "UpstreamLogin", "log_in"]
 _CLIENT_ID = "ktc-gateway"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class UpstreamLogin:
-    mechanism: str
-    username: str
-    password: str = dataclasses.field(repr=False)
+# The login of KafkaClusterSettings, as the gateway and the admin client use it.
+UpstreamLogin = SaslLogin
 
 
 class LoginSink:

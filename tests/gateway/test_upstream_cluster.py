@@ -18,11 +18,17 @@ from collector.gateway.upstream_cluster import (
     UpstreamSettings,
 )
 from collector.gateway.upstream_login import UpstreamLogin
+from collector.net.kafka_cluster import KafkaClusterSettings
 
 BOOTSTRAP = (("127.0.0.1", 1),)
 PLAIN = {"PLAINTEXT": "PLAINTEXT"}
 SASL = {"SASL": "SASL_PLAINTEXT"}
 LOGIN = UpstreamLogin("PLAIN", "gateway", "secret")
+
+
+def upstream(protocol: str = "PLAINTEXT", **settings: Any) -> KafkaClusterSettings:
+    """gateway.upstream.* at BOOTSTRAP."""
+    return KafkaClusterSettings("127.0.0.1:1", protocol, **settings)
 
 
 def learn(
@@ -48,7 +54,7 @@ def learn(
 def test_the_gateways_own_login_needs_every_listener_to_authenticate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = UpstreamSettings(BOOTSTRAP, "SASL_PLAINTEXT", login=LOGIN)
+    settings = UpstreamSettings(upstream("SASL_PLAINTEXT", login=LOGIN))
     with pytest.raises(UpstreamClusterError, match="PLAINTEXT does not"):
         learn(settings, {**SASL, **PLAIN}, monkeypatch)
     cluster, asked = learn(settings, SASL, monkeypatch)
@@ -60,11 +66,11 @@ def test_the_gateways_own_login_needs_every_listener_to_authenticate(
 def test_sasl_listeners_in_front_of_a_sasl_cluster_without_a_login_are_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    told = UpstreamSettings(BOOTSTRAP, "SASL_PLAINTEXT")
+    told = UpstreamSettings(upstream("SASL_PLAINTEXT"))
     with pytest.raises(UpstreamClusterError, match="requires SASL too"):
         learn(told, SASL, monkeypatch)
     with pytest.raises(UpstreamClusterError, match="closed the connection"):
-        learn(UpstreamSettings(BOOTSTRAP), SASL, monkeypatch, answer=True)
+        learn(UpstreamSettings(upstream()), SASL, monkeypatch, answer=True)
 
 
 @pytest.mark.parametrize(
@@ -78,7 +84,7 @@ def test_sasl_listeners_in_front_of_a_sasl_cluster_without_a_login_are_refused(
 def test_not_told_the_cluster_is_asked_and_its_answer_teaches(
     monkeypatch: pytest.MonkeyPatch, answer: bool | None, state: UpstreamAuthentication
 ) -> None:
-    cluster, asked = learn(UpstreamSettings(BOOTSTRAP), PLAIN, monkeypatch, answer)
+    cluster, asked = learn(UpstreamSettings(upstream()), PLAIN, monkeypatch, answer)
     assert asked == [BOOTSTRAP]
     assert cluster.authentication.state is state
 
@@ -86,12 +92,12 @@ def test_not_told_the_cluster_is_asked_and_its_answer_teaches(
 def test_nothing_is_asked_when_nothing_depends_on_the_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    told = UpstreamSettings(BOOTSTRAP, "SASL_SSL")
+    told = UpstreamSettings(upstream("SASL_SSL"))
     cluster, asked = learn(told, PLAIN, monkeypatch)
     assert (
         asked == [] and cluster.authentication.state is UpstreamAuthentication.REQUIRED
     )
-    lenient = UpstreamSettings(BOOTSTRAP, require_authentication_when_unknown=False)
+    lenient = UpstreamSettings(upstream(), require_authentication_when_unknown=False)
     cluster, asked = learn(lenient, PLAIN, monkeypatch)
     assert (
         asked == [] and cluster.authentication.state is UpstreamAuthentication.UNKNOWN
@@ -99,22 +105,22 @@ def test_nothing_is_asked_when_nothing_depends_on_the_answer(
 
 
 def test_tls_only_for_ssl_protocols_and_a_bad_truststore_refused() -> None:
-    assert UpstreamCluster(UpstreamSettings(BOOTSTRAP)).ssl_context is None
+    assert UpstreamCluster(UpstreamSettings(upstream())).ssl_context is None
     context = UpstreamCluster(
-        UpstreamSettings(BOOTSTRAP, "SSL", check_hostname=False)
+        UpstreamSettings(upstream("SSL", check_hostname=False))
     ).ssl_context
     assert context is not None and not context.check_hostname
     with pytest.raises(UpstreamClusterError, match="gateway.upstream.ssl"):
-        UpstreamCluster(UpstreamSettings(BOOTSTRAP, "SSL", truststore="/nonexistent"))
+        UpstreamCluster(UpstreamSettings(upstream("SSL", truststore="/nonexistent")))
 
 
 def test_the_subscriptions_are_read_with_a_login_where_the_cluster_requires_one() -> (
     None
 ):
-    required = UpstreamCluster(UpstreamSettings(BOOTSTRAP, "SASL_PLAINTEXT"))
+    required = UpstreamCluster(UpstreamSettings(upstream("SASL_PLAINTEXT")))
     assert required.subscriptions_admin("local") is None
     with_login = UpstreamCluster(
-        UpstreamSettings(BOOTSTRAP, "SASL_PLAINTEXT", subscriptions_login=LOGIN)
+        UpstreamSettings(upstream("SASL_PLAINTEXT"), subscriptions_login=LOGIN)
     )
     admin = with_login.subscriptions_admin("local")
     assert admin is not None

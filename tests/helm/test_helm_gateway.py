@@ -99,13 +99,13 @@ def test_the_pod_runs_ktc_gateway_with_the_values_config(
     for ordinal in range(int(values.get("replicaCount", 1))):
         config = pod_config(docs, ordinal, tmp_path)
         assert (
-            config.gateway_upstream_bootstrap_servers
+            config.gateway_upstream.bootstrap_servers
             == gateway["upstream"]["bootstrapServers"]
         )
         assert config.gateway_broker_port_start == gateway["brokerPortStart"]
         assert config.gateway_min_node_id == gateway["minNodeId"]
         assert config.gateway_max_nodes == gateway["maxNodes"]
-        assert config.gateway_upstream_security_protocol == gateway["upstream"].get(
+        assert config.gateway_upstream.security_protocol == gateway["upstream"].get(
             "securityProtocol", "PLAINTEXT"
         )
         assert config.node_id == ordinal
@@ -117,7 +117,7 @@ def test_serve_mode_has_no_gateway_keys(
     docs = rendered()
     assert container(find(docs, "StatefulSet"), "collector")["args"][0] == "serve"
     assert "gateway." not in find(docs, "ConfigMap")["data"]["config.yaml"]
-    assert pod_config(docs, 0, tmp_path).gateway_upstream_bootstrap_servers is None
+    assert pod_config(docs, 0, tmp_path).gateway_upstream.bootstrap_servers is None
     ports = container(find(docs, "StatefulSet"), "collector")["ports"]
     assert [p["name"] for p in ports] == ["kafka", "metrics"]
 
@@ -257,8 +257,8 @@ def test_upstream_tls_files_come_from_the_secret_mount(
     statefulset = find(docs, "StatefulSet")
     spec = container(statefulset, "collector")
     config = pod_config(docs, 0, tmp_path)
-    assert config.gateway_upstream_security_protocol == "SSL"
-    assert config.gateway_upstream_ssl_endpoint_identification_algorithm == "https"
+    assert config.gateway_upstream.security_protocol == "SSL"
+    assert config.gateway_upstream.ssl_endpoint_identification_algorithm == "https"
 
     (mount,) = [m for m in spec["volumeMounts"] if m["name"] == "upstream-tls"]
     assert mount["readOnly"] is True
@@ -268,9 +268,9 @@ def test_upstream_tls_files_come_from_the_secret_mount(
     files = {
         f"{mount['mountPath']}/{item['path']}": item["key"] for item in secret["items"]
     }
-    assert files[str(config.gateway_upstream_ssl_truststore_location)] == tls["caKey"]
+    assert files[str(config.gateway_upstream.ssl_truststore_location)] == tls["caKey"]
     assert (
-        files[str(config.gateway_upstream_ssl_keystore_location)] == tls["keystoreKey"]
+        files[str(config.gateway_upstream.ssl_keystore_location)] == tls["keystoreKey"]
     )
     # The key password never enters the ConfigMap: the pod reads it from the Secret.
     password = env_value(spec, "KTC_GATEWAY_UPSTREAM_SSL_KEY_PASSWORD")["valueFrom"]
@@ -292,9 +292,9 @@ def test_upstream_ssl_without_a_secret_uses_the_system_cas(
     )
     docs = rendered(values)
     config = pod_config(docs, 0, tmp_path)
-    assert config.gateway_upstream_security_protocol == "SSL"
-    assert config.gateway_upstream_ssl_truststore_location is None
-    assert config.gateway_upstream_ssl_endpoint_identification_algorithm == ""
+    assert config.gateway_upstream.security_protocol == "SSL"
+    assert config.gateway_upstream.ssl_truststore_location is None
+    assert config.gateway_upstream.ssl_endpoint_identification_algorithm == ""
     volumes = find(docs, "StatefulSet")["spec"]["template"]["spec"]["volumes"]
     assert "upstream-tls" not in {v["name"] for v in volumes}
 

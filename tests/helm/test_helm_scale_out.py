@@ -84,8 +84,8 @@ def test_replicas_hold_nothing_durable(
         assert config.node_id == ordinal
         assert config.gateway_subscriptions_store == "cluster"
         assert config.landing_kafka_topic == "ktc-telemetry"
-        assert config.landing_kafka_bootstrap_servers is None
-        assert config.gateway_upstream_bootstrap_servers == UPSTREAM
+        assert config.landing_kafka.bootstrap_servers is None
+        assert config.gateway_upstream.bootstrap_servers == UPSTREAM
     settings = yaml.safe_load(find(docs, "ConfigMap")["data"]["config.yaml"])
     assert "landing" not in settings  # no landing-log retention for the ingest
 

@@ -6,7 +6,9 @@ the consumer properties the ingest uses (``IngestOptions.kafka_source``, with th
 environment as the rendered entries give it); the nodes' side is the rendered config.yaml
 loaded by the collector's own loader and turned into the topic's client settings
 (``collector.app.landing_topic.topic_settings``).  Both must name the same protocol,
-mechanism, login and CA file, and no password may be on the ingest's command line.
+mechanism, login and CA file, and no password may be on the ingest's command line; what
+the chart derives for the ingest is what the nodes' ``KafkaClusterSettings`` renders as the
+Java client's properties (``java_properties``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from collector.app.config import load_config
+from collector.app.config import CollectorConfig, load_config
 from collector.app.landing_topic import topic_settings
 from exporters.lakehouse.cli.ingest import IngestOptions, ingest_command
 from tests.helm.ktc_chart import (
@@ -141,11 +143,10 @@ def ingest_properties(
     return {**source.properties, "bootstrap.servers": source.bootstrap_servers}
 
 
-def node_client(
+def node_config(
     docs: Docs, secrets: Mapping[str, str], tmp_path: Path
-) -> dict[str, Any]:
-    """The librdkafka settings node 0 lands with, from the rendered config and its
-    environment."""
+) -> CollectorConfig:
+    """Node 0's config, from the rendered config.yaml and its environment."""
     statefulset = find(docs, "StatefulSet")
     path = tmp_path / "config.yaml"
     path.write_text(find(docs, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
@@ -160,7 +161,23 @@ def node_client(
             secrets,
         ),
     }
-    return dict(topic_settings(load_config(path, environ=environ)).client)
+    return load_config(path, environ=environ)
+
+
+def node_client(
+    docs: Docs, secrets: Mapping[str, str], tmp_path: Path
+) -> dict[str, Any]:
+    """The librdkafka settings node 0 lands with."""
+    return dict(topic_settings(node_config(docs, secrets, tmp_path)).client)
+
+
+def node_java_properties(
+    docs: Docs, secrets: Mapping[str, str], tmp_path: Path
+) -> dict[str, str]:
+    """Node 0's landing cluster rendered as the Java client's properties."""
+    cluster = node_config(docs, secrets, tmp_path).landing_cluster()
+    assert cluster.bootstrap_servers is not None
+    return {**cluster.java_properties(), "bootstrap.servers": cluster.bootstrap_servers}
 
 
 def mounts(workload: dict[str, Any], name: str) -> dict[str, str]:
@@ -204,6 +221,8 @@ def test_the_ingest_logs_in_as_the_nodes_do_with_their_ca(
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": "/etc/ktc-secrets/ca.crt",
     }
+    # What the chart derives is what the nodes' settings render for the Java client.
+    assert properties == node_java_properties(docs, secrets, tmp_path)
     node = node_client(docs, secrets, tmp_path)
     assert node["bootstrap.servers"] == properties["bootstrap.servers"]
     assert node["security.protocol"] == properties["security.protocol"]
@@ -241,6 +260,8 @@ def test_in_gateway_mode_the_ingest_uses_the_fronted_clusters_login_and_tls(
         "ssl.key.password": KEY_PASSWORD,
         "ssl.endpoint.identification.algorithm": "",
     }
+    # What the chart derives is what the nodes' settings render for the Java client.
+    assert properties == node_java_properties(docs, secrets, tmp_path)
     node = node_client(docs, secrets, tmp_path)
     assert node["security.protocol"] == "SASL_SSL"
     assert (node["sasl.mechanism"], node["sasl.username"]) == ("PLAIN", "ktc-gateway")

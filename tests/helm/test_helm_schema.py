@@ -10,7 +10,8 @@ from typing import Any
 import helm_python as helm
 import pytest
 
-from collector.app.config import CollectorConfig, is_connection_quota_key
+from collector.app.config import known_keys
+from collector.app.listener_keys import is_connection_quota_key
 from exporters.landing import LandingOptions
 from exporters.otlp.config import OtlpExporterConfig
 from tests.helm.ktc_chart import CHART_DIR, render
@@ -306,7 +307,7 @@ def test_schema_accepts(values: dict[str, Any]) -> None:
 def test_config_schema_covers_every_collector_key() -> None:
     """Each key the collector reads is either settable under `config` or set by the chart,
     and the schema offers nothing the collector would refuse (it forbids unknown keys)."""
-    collector_keys = {f.alias for f in CollectorConfig.model_fields.values() if f.alias}
+    collector_keys = set(known_keys())
     config_schema = SCHEMA["properties"]["config"]
     assert config_schema["additionalProperties"] is False
     settable = set(config_schema["properties"])

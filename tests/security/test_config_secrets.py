@@ -110,7 +110,7 @@ def test_a_numeric_password_from_the_environment_is_a_string() -> None:
     config = load_config(environ={"KTC_SSL_KEY_PASSWORD": "123456"})
     assert config.ssl_key_password == "123456"
     config = load_config(environ={"KTC_GATEWAY_UPSTREAM_SSL_KEY_PASSWORD": "0123"})
-    assert config.gateway_upstream_ssl_key_password == "0123"
+    assert config.gateway_upstream.ssl_key_password == "0123"
 
 
 def test_an_unquoted_numeric_password_in_yaml_is_refused_without_its_value(

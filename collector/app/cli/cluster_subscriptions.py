@@ -25,14 +25,17 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from collector.app.config import parse_host_ports
 from collector.gateway.cluster_admin import ClusterAdmin
 from collector.gateway.cluster_subscriptions import (
     CLIENT_METRICS,
     NotServed,
     read_client_metrics,
 )
-from collector.gateway.upstream_login import UpstreamLogin
+from collector.net.kafka_cluster import (
+    KafkaClusterSettings,
+    SaslLogin,
+    parse_host_ports,
+)
 from proto import ApiKeys, Errors, KafkaError
 from proto.messages import IncrementalAlterConfigsRequest
 from proto.messages.incremental_alter_configs_request import (
@@ -64,8 +67,20 @@ def cluster_admin(bootstrap: str, command_config: str | None) -> ClusterAdmin:
     protocol = settings.get("security.protocol", "PLAINTEXT").upper()
     if protocol not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
         raise CommandConfigError(f"security.protocol {protocol} is not served")
-    context = _ssl_context(settings) if protocol in {"SSL", "SASL_SSL"} else None
-    login = _login(settings) if protocol.startswith("SASL") else None
+    cluster = KafkaClusterSettings(
+        bootstrap,
+        protocol,
+        truststore=settings.get("ssl.truststore.location"),
+        keystore=settings.get("ssl.keystore.location") or None,
+        key_password=settings.get("ssl.key.password"),
+        check_hostname=settings.get("ssl.endpoint.identification.algorithm", "https")
+        != "",
+    )
+    try:
+        context = cluster.ssl_context()
+    except (OSError, ssl.SSLError) as exc:
+        raise CommandConfigError(f"ssl: {exc}") from None
+    login = _login(settings) if cluster.sasl else None
     return ClusterAdmin(servers, ssl_context=context, login=login, timeout_s=30.0)
 
 
@@ -181,24 +196,7 @@ def _read_properties(path: Path) -> dict[str, str]:
     return settings
 
 
-def _ssl_context(settings: dict[str, str]) -> ssl.SSLContext:
-    try:
-        context = ssl.create_default_context(
-            cafile=settings.get("ssl.truststore.location")
-        )
-        if settings.get("ssl.keystore.location"):
-            context.load_cert_chain(
-                settings["ssl.keystore.location"],
-                password=settings.get("ssl.key.password"),
-            )
-    except (OSError, ssl.SSLError) as exc:
-        raise CommandConfigError(f"ssl: {exc}") from None
-    if settings.get("ssl.endpoint.identification.algorithm", "https") == "":
-        context.check_hostname = False
-    return context
-
-
-def _login(settings: dict[str, str]) -> UpstreamLogin:
+def _login(settings: dict[str, str]) -> SaslLogin:
     mechanism = settings.get("sasl.mechanism", "GSSAPI").upper()
     if mechanism not in {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}:
         raise CommandConfigError(
@@ -209,4 +207,4 @@ def _login(settings: dict[str, str]) -> UpstreamLogin:
         raise CommandConfigError(
             'sasl.jaas.config needs username="..." and password="..."'
         )
-    return UpstreamLogin(mechanism, found["username"], found["password"])
+    return SaslLogin(mechanism, found["username"], found["password"])

@@ -115,7 +115,7 @@ def gateway(config_file: str | None, ready_file: str | None, **options: object) 
     terminate their telemetry, apply quotas (SIGTERM drains, SIGHUP reloads)."""
     config = _config(config_file, options)
     # Checked here, before anything binds or connects.
-    if not config.gateway_upstream_bootstrap_servers:
+    if not config.gateway_upstream.bootstrap_servers:
         fail_config(
             "gateway mode needs the upstream cluster: --upstream HOST:PORT[,HOST:PORT...] "
             "or gateway.upstream.bootstrap.servers in the config file"
