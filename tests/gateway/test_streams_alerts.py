@@ -25,6 +25,13 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from collector.telemetry.prometheus.naming import MetricType, metric_name
+from proto.streams_states import (
+    CLIENT_STATE_METRIC,
+    KAFKA_STREAMS_STATES,
+    STREAM_THREAD_STATES,
+    THREAD_STATE_METRIC,
+)
 from subscriptions.store import ConfigStore
 from tests.gateway.gateway_harness import RunningGateway
 from tests.gateway.harness.kafka_cluster import KafkaCluster
@@ -42,6 +49,8 @@ from tests.waiting import eventually_sync
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(240)]
 
 ALERT = "KafkaStreamsThreadFailed"
+CLIENT_STATE = metric_name(CLIENT_STATE_METRIC, "", MetricType.GAUGE)
+THREAD_STATE = metric_name(THREAD_STATE_METRIC, "", MetricType.GAUGE)
 FAIL_ON = "kaboom"
 
 
@@ -114,6 +123,19 @@ def answers(prometheus: PrometheusServer, expr: str) -> Callable[[], object]:
     return lambda: prometheus.query(expr)
 
 
+def points(
+    prometheus: PrometheusServer, expr: str, at: str
+) -> dict[frozenset[tuple[str, str]], float]:
+    """The instant vector of ``expr`` at ``at``: labels (without the name) -> value."""
+    result = prometheus.api("/api/v1/query", query=expr, time=at)["result"]
+    return {
+        frozenset((k, v) for k, v in r["metric"].items() if k != "__name__"): float(
+            r["value"][1]
+        )
+        for r in result
+    }
+
+
 def test_a_failed_stream_thread_fires_its_alert(
     kafka_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
@@ -139,21 +161,40 @@ def test_a_failed_stream_thread_fires_its_alert(
         ) as prometheus,
         failing_streams_app(gateway.bootstrap, app, tmp_path) as streams,
     ):
-        # (A thread's series from before its consumer joined its group, without
-        # group_member_id, stay until they expire: max by thread.)
-        threads = f'ktc_stream_thread_state{{group_id="{app}"'
-        running = f'max by (thread_id) ({threads},state="RUNNING"}}) == 1'
+        # The process and both threads RUNNING by their pushed ordinals (2, 4) ...
         eventually_sync(
             lambda: (
-                len(prometheus.query(running)) == 2
-                and prometheus.query(
-                    f'ktc_stream_client_state{{application_id="{app}",'
-                    'state="RUNNING"} == 1'
+                len(
+                    prometheus.query(
+                        f"max by (thread_id) ({THREAD_STATE}{{group_id={app!r}}}) == 4"
+                    )
                 )
+                == 2
+                and prometheus.query(f"{CLIENT_STATE}{{application_id={app!r}}} == 2")
             ),
             timeout_s=90,
-            what="the process and both threads RUNNING, by name",
+            what="the process and both threads RUNNING",
         )
+        # ... and every pushed ordinal has its name at 1 in the same scrape.
+        at = str(time.time())
+        for ordinal, named, states in (
+            (CLIENT_STATE, "ktc_stream_client_state", KAFKA_STREAMS_STATES),
+            (THREAD_STATE, "ktc_stream_thread_state", STREAM_THREAD_STATES),
+        ):
+            selector = (
+                f"{{group_id={app!r}}}"
+                if ordinal == THREAD_STATE
+                else (f"{{application_id={app!r}}}")
+            )
+            pushed = points(prometheus, f"{ordinal}{selector}", at)
+            shown = points(prometheus, f"{named}{selector} == 1", at)
+            assert len(pushed) >= 1
+            assert {k: states[int(v)] for k, v in pushed.items()} == {
+                frozenset(k - {("state", s)}): s
+                for k in shown
+                for s in [dict(k)["state"]]
+            }, (pushed, shown)
+        threads = f'ktc_stream_thread_state{{group_id="{app}"'
         # One state at a time: the named series of each pushed point add up to 1.
         per_point = prometheus.query(f"sum without (state) ({threads}}})")
         assert len(per_point) >= 2, per_point
