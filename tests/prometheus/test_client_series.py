@@ -29,6 +29,7 @@ from collector.telemetry.prometheus.client_series import (
 )
 from collector.telemetry.prometheus.points import REFUSED_FAMILY
 from exporters.context import TelemetryContext
+from proto.streams_states import KAFKA_STREAMS_STATES, STREAM_THREAD_STATES
 from tests.prometheus.otlp_build import (
     CUMULATIVE,
     attributes,
@@ -576,3 +577,83 @@ def test_the_bounds_config_keys_env_overrides_and_defaults() -> None:
         with pytest.raises(ConfigError) as error:
             load_config(environ={}, overrides={key: 0})
         assert key in str(error.value) and "\n" not in str(error.value)
+
+
+# ------------------------------------------------------------------ Streams' states, named
+CLIENT_STATE = "org.apache.kafka.stream.client.state"
+THREAD_STATE = "org.apache.kafka.stream.thread.thread.state"
+
+
+def states_of(samples: Samples, family: str) -> dict[tuple[str, str], float]:
+    """(thread_id or "", state) -> value of ``family``'s series."""
+    return {
+        (dict(labels).get("thread_id", ""), dict(labels)["state"]): value
+        for (name, labels), value in samples.items()
+        if name == family
+    }
+
+
+def test_streams_states_are_one_series_per_name_beside_the_ordinal(
+    harness: Harness,
+) -> None:
+    process = {"process_id": "p1", "application_id": "wc"}
+    harness.push("admin", [gauge(CLIENT_STATE, 2, 1, labels=process)])  # RUNNING
+    harness.push("consumer", [
+        gauge(THREAD_STATE, 4, 1, labels={**process, "thread_id": "t-1"}),  # RUNNING
+        gauge(THREAD_STATE, 2, 1, labels={**process, "thread_id": "t-2"}),  # REVOKED
+    ])  # fmt: skip
+    samples = harness.samples()
+    client = states_of(samples, "ktc_stream_client_state")
+    assert client == {
+        ("", name): float(name == "RUNNING") for name in KAFKA_STREAMS_STATES
+    }
+    thread = states_of(samples, "ktc_stream_thread_state")
+    assert thread == {
+        **{("t-1", n): float(n == "RUNNING") for n in STREAM_THREAD_STATES},
+        **{("t-2", n): float(n == "PARTITIONS_REVOKED") for n in STREAM_THREAD_STATES},
+    }
+    # The ordinal stays, as the OpenTelemetry Collector's exporter shows it; the named
+    # series carry its labels (identity and attributes) and ``state``.
+    assert values(samples, "org_apache_kafka_stream_client_state") == {"admin": 2.0}
+    named = next(
+        dict(labels)
+        for (name, labels), _ in samples.items()
+        if name == "ktc_stream_client_state"
+    )
+    assert named["process_id"] == "p1" and named["application_id"] == "wc"
+    assert named["client_instance_id"] == "admin"
+    text = harness.text()
+    assert "# TYPE ktc_stream_client_state gauge" in text
+    # A new state moves the 1; an older point is ignored; an ordinal no state has is 0
+    # everywhere (the ordinal still shows it).
+    harness.push("admin", [gauge(CLIENT_STATE, 6, 3, labels=process)])  # ERROR
+    harness.push("admin", [gauge(CLIENT_STATE, 1, 2, labels=process)])  # older
+    client = states_of(harness.samples(), "ktc_stream_client_state")
+    assert [name for (_, name), value in client.items() if value] == ["ERROR"]
+    harness.push("admin", [gauge(CLIENT_STATE, 9, 4, labels=process)])
+    samples = harness.samples()
+    assert set(states_of(samples, "ktc_stream_client_state").values()) == {0.0}
+    assert values(samples, "org_apache_kafka_stream_client_state") == {"admin": 9.0}
+
+
+def test_the_named_states_count_against_the_cap_all_or_none() -> None:
+    # Cap 10: room for 9 samples of its own.  The ordinal and its 7 named series take 8;
+    # a second thread's ordinal fits (9), its 7 named series do not: refused together.
+    h = Harness(per_instance=10)
+    h.push("consumer", [
+        gauge(THREAD_STATE, 4, 1, labels={"thread_id": "t-1"}),
+        gauge(THREAD_STATE, 4, 1, labels={"thread_id": "t-2"}),
+    ])  # fmt: skip
+    samples = h.samples()
+    assert len(samples) == 10  # 9 and the flag
+    assert {t for t, _ in states_of(samples, "ktc_stream_thread_state")} == {"t-1"}
+    assert values(samples, REFUSED_FAMILY) == {"consumer": 1}
+    assert h.own()["ktc_prometheus_clients_series"] == 10
+    h.series.close()
+
+
+def test_a_client_metric_named_like_a_named_state_is_dropped(
+    harness: Harness,
+) -> None:
+    harness.push("a", [gauge("ktc.stream.client.state", 1, 1), gauge("x", 1, 1)])
+    assert {name for name, _ in harness.samples()} == {"x"}

@@ -26,6 +26,14 @@ Two bounds the exporter does not have, so one client cannot take the page from t
 |---|---|
 | series per instance (``max_samples``) | a new series is admitted while the instance holds fewer than ``max_samples`` samples; past that its points are refused and counted, and the instance carries one more series, ``ktc_client_series_refused_total`` (its refused points so far) |
 | expiry (``expire``) | a series no push refreshed for the expiry is removed, as the exporter's ``metric_expiration`` removes it; each point keeps the collector's time (``now_ms``) of the fold that last set it |
+
+One addition the exporter does not make: Kafka Streams pushes its client and thread states
+as gauges holding the enum's ordinal (KIP-1091; ``proto/streams_states.py``).  Beside that
+gauge, kept as the exporter keeps it, each such point makes one series per state name in
+``STATE_FAMILIES`` (kube-state-metrics' way with an enum): label ``state``, 1 for the state
+the ordinal names, 0 for the others (all 0 for an ordinal the table does not have).  They
+are admitted together or not at all (counted against ``max_samples`` like any series), set
+by the same push and expire with it.
 """
 
 from __future__ import annotations
@@ -39,11 +47,19 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
 )
 
 from collector.telemetry.prometheus.naming import MetricType, label_name, metric_name
+from proto.streams_states import (
+    CLIENT_STATE_METRIC,
+    KAFKA_STREAMS_STATES,
+    STREAM_THREAD_STATES,
+    THREAD_STATE_METRIC,
+    state_name,
+)
 
 __all__ = [
     "IDENTITY_LABELS",
     "REFUSED_FAMILY",
     "REFUSED_HELP",
+    "STATE_FAMILIES",
     "FamilyMeta",
     "HistogramPoint",
     "InstancePoints",
@@ -77,6 +93,29 @@ REFUSED_HELP = (
     "(prometheus.clients.max.series.per.instance)"
 )
 _REFUSED_KEY = (REFUSED_FAMILY, "")
+
+# The ordinal state gauges of Kafka Streams -> (the family of their named series, its help,
+# the state names by ordinal).  A ``ktc_`` name: the collector derives these series, no
+# client pushes them (a client's own metric of that name is dropped, as the flag's is); and
+# a name of its own rather than a ``state`` label on the ordinal's family, so that family
+# stays the one the OpenTelemetry Collector's exporter shows (docs/prometheus.md).
+STATE_FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    CLIENT_STATE_METRIC: (
+        "ktc_stream_client_state",
+        "The Kafka Streams client's state (KafkaStreams.State): 1 for the state "
+        "org.apache.kafka.stream.client.state names, 0 for the others",
+        KAFKA_STREAMS_STATES,
+    ),
+    THREAD_STATE_METRIC: (
+        "ktc_stream_thread_state",
+        "The stream thread's state (StreamThread.State): 1 for the state "
+        "org.apache.kafka.stream.thread.thread.state names, 0 for the others",
+        STREAM_THREAD_STATES,
+    ),
+}
+_DERIVED_FAMILIES = frozenset(
+    {REFUSED_FAMILY, *(family for family, _, _ in STATE_FAMILIES.values())}
+)
 
 _NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
@@ -228,6 +267,9 @@ class InstancePoints:
                     metric, metric.gauge.data_points, MetricType.GAUGE, False, families,
                     names, max_samples,
                 )  # fmt: skip
+                named = STATE_FAMILIES.get(metric.name)
+                if named is not None:
+                    self._fold_states(metric, named, families, max_samples)
             elif kind == "sum":
                 data = metric.sum
                 temporality = data.aggregation_temporality
@@ -300,8 +342,8 @@ class InstancePoints:
             if len(names) >= _MAX_NAMES:
                 names.clear()  # a bound against clients inventing names
             family = metric_name(metric.name, metric.unit, metric_type)
-            if family == REFUSED_FAMILY:
-                family = ""  # the collector's flag, not the client's to set
+            if family in _DERIVED_FAMILIES:
+                family = ""  # the collector's series, not the client's to set
             names[key] = family
         if family and family not in families:
             families[family] = FamilyMeta(metric_type, metric.description)
@@ -386,6 +428,51 @@ class InstancePoints:
                 previous.start_ns = point.start_time_unix_nano
             previous.time_ns = time_ns
             previous.updated_ms = self.now_ms
+
+    def _fold_states(
+        self,
+        metric: Metric,
+        named: tuple[str, str, tuple[str, ...]],
+        families: dict[str, FamilyMeta],
+        max_samples: int,
+    ) -> None:
+        """The named series of a Streams state gauge's points (``STATE_FAMILIES``)."""
+        family, help_text, states = named
+        if family not in families:
+            families[family] = FamilyMeta(MetricType.GAUGE, help_text)
+        points = self.points
+        for point in metric.gauge.data_points:
+            pairs = {**self.resource, **attribute_labels(point.attributes)}
+            if "state" in pairs:  # the label is ours: a pushed one is kept aside
+                pairs["exported_state"] = pairs.pop("state")
+            keys = [(family, _rendered({**pairs, "state": name})) for name in states]
+            if point.flags & _NO_RECORDED_VALUE:
+                for key in keys:
+                    self._drop(key)
+                return  # as _fold_numbers: the rest of this metric's points too
+            current = state_name(states, point.as_double or float(point.as_int))
+            time_ns = point.time_unix_nano
+            first = points.get(keys[0])
+            if first is None and self.samples + len(keys) > max_samples:
+                self.refused += 1  # every state's series, or none
+                continue
+            if isinstance(first, NumberPoint) and time_ns < first.time_ns:
+                continue  # only the latest timestamp is kept
+            for key, name in zip(keys, states, strict=True):
+                value = 1.0 if name == current else 0.0
+                kept = points.get(key)
+                if isinstance(kept, NumberPoint):
+                    kept.value = value
+                    kept.time_ns = time_ns
+                    kept.updated_ms = self.now_ms
+                else:
+                    self._put(
+                        key,
+                        NumberPoint(
+                            MetricType.GAUGE, value, point.start_time_unix_nano, time_ns
+                        ),
+                        max_samples,
+                    )
 
     def _fold_histograms(
         self,
@@ -505,6 +592,11 @@ def _labels(attributes: Iterable[object], resource: dict[str, str]) -> str:
         if resource
         else (attribute_labels(attributes))
     )
+    return _rendered(pairs)
+
+
+def _rendered(pairs: dict[str, str]) -> str:
+    """Labels as a point's key holds them: 'a="x",b="y"', sorted by name."""
     if not pairs:
         return ""
     return ",".join(

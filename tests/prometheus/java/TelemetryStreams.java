@@ -3,14 +3,18 @@
 // closes: a word count (source, flatMapValues, groupBy: a repartition topic, count: a
 // RocksDB store and its changelog, to) over an input topic it also fills with records, so
 // every task processes and every sensor records.  Prints "KTC running" once the instance
-// is RUNNING, or "KTC error ...".
+// is RUNNING, or "KTC error ...".  Each line read from stdin is one more input record.
+// With --fail-on WORD, the first record holding WORD makes its stream thread throw, and the
+// uncaught exception handler replaces the thread (REPLACE_THREAD): Streams counts it in
+// failed.stream.threads and the process keeps its thread count; it prints "KTC thread
+// failed NAME".
 // Used by tests/prometheus/measure_streams_series.py (the default of
-// prometheus.clients.max.series.per.instance, docs/prometheus.md) and
-// tests/gateway/test_streams_application.py.
+// prometheus.clients.max.series.per.instance, docs/prometheus.md),
+// tests/gateway/test_streams_application.py and tests/gateway/test_streams_alerts.py.
 //
 // Run: java -cp "<kafka-streams 4.4.0 and its dependencies>" TelemetryStreams.java \
 //     --bootstrap H:P --application-id ID --input TOPIC --output TOPIC --threads N \
-//     [--recording-level INFO|DEBUG|TRACE]
+//     [--recording-level INFO|DEBUG|TRACE] [--fail-on WORD]
 
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -19,8 +23,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse;
 import org.apache.kafka.streams.kstream.Produced;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.file.Files;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -28,6 +35,7 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 public class TelemetryStreams {
     public static void main(String[] args) throws Exception {
@@ -48,9 +56,18 @@ public class TelemetryStreams {
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "1000");
         props.put("enable.metrics.push", "true");
 
+        String failOn = opts.get("--fail-on");
+        AtomicBoolean failed = new AtomicBoolean();
         StreamsBuilder builder = new StreamsBuilder();
         builder.<String, String>stream(input)
                 .flatMapValues(line -> Arrays.asList(line.toLowerCase().split("\\W+")))
+                .peek((key, word) -> {
+                    // Once: the replacing thread reprocesses the record (its offset was
+                    // not committed) and must not fail again.
+                    if (word.equals(failOn) && failed.compareAndSet(false, true)) {
+                        throw new IllegalStateException("KTC fails on " + word);
+                    }
+                })
                 .groupBy((key, word) -> word)
                 .count()
                 .toStream()
@@ -68,6 +85,13 @@ public class TelemetryStreams {
             streams.setStateListener((now, before) -> {
                 if (now == KafkaStreams.State.RUNNING) running.countDown();
             });
+            if (failOn != null) {
+                streams.setUncaughtExceptionHandler(exception -> {
+                    System.out.println("KTC thread failed " + Thread.currentThread().getName());
+                    System.out.flush();
+                    return StreamThreadExceptionResponse.REPLACE_THREAD;
+                });
+            }
             streams.start();
             if (!running.await(120, TimeUnit.SECONDS)) {
                 System.out.println("KTC error not RUNNING within 120 s: " + streams.state());
@@ -94,7 +118,10 @@ public class TelemetryStreams {
             });
             feeding.setDaemon(true);
             feeding.start();
-            while (System.in.read() != -1) { }
+            BufferedReader lines = new BufferedReader(new InputStreamReader(System.in));
+            for (String line = lines.readLine(); line != null; line = lines.readLine()) {
+                if (!line.isEmpty()) feeder.send(new ProducerRecord<>(input, "stdin", line));
+            }
             feeding.interrupt();
         } catch (Exception e) {
             System.out.println("KTC error " + e);
