@@ -47,6 +47,10 @@ from typing import Final, Protocol
 from clock import SYSTEM_CLOCK, Clock
 from collector.core.handler import PushTelemetryHandler
 from collector.core.session import Session
+from collector.telemetry.application_signals import (
+    ApplicationSignals,
+    observe_push,
+)
 from collector.telemetry.payload import MetricsDataValidator, holds_a_metric
 from collector.telemetry.stats import ClientMetricsStats
 from exporters.base import Exporter
@@ -121,6 +125,7 @@ class ClientMetricsInstance:
     """
 
     __slots__ = (
+        "application",
         "client_instance_id",
         "connection_id",
         "errors",
@@ -185,6 +190,9 @@ class ClientMetricsInstance:
         self.gated = 0
         # error code -> pushes answered with it; None until the first refused push.
         self.errors: dict[int, int] | None = None
+        # What the pushes said about the client's application (application_signals.py):
+        # None until a push was read; read again only while ``streams``.
+        self.application: ApplicationSignals | None = None
 
     def inherit_counters(self, previous: ClientMetricsInstance) -> None:
         """Carry the live view's history over to a re-created instance (same client)."""
@@ -197,6 +205,7 @@ class ClientMetricsInstance:
         self.empty_pushes = previous.empty_pushes
         self.gated = previous.gated
         self.errors = previous.errors
+        self.application = previous.application
 
     def count_error(self, error: int) -> None:
         errors = self.errors
@@ -631,6 +640,11 @@ class ClientMetricsManager(PushTelemetryHandler):
             self._stats.record_empty_push(
                 session.client_software_name, session.client_software_version
             )
+        application = instance.application
+        if application is None or application.streams:
+            # The first push decides; only a Kafka Streams client's pushes are read after
+            # it (GET /v1/applications, collector/app/applications.py).
+            instance.application = observe_push(payload, application, client_id)
         return None
 
     # ------------------------------------------------------------------ lifetime
