@@ -366,11 +366,14 @@ def _instance_entry(
 def _utc_ms(monotonic_ms: int, wall_offset_ms: int) -> str | None:
     if monotonic_ms == NEVER_MS:
         return None
-    return _utc_nanos((monotonic_ms + wall_offset_ms) * 1_000_000)
+    return _utc_text((monotonic_ms + wall_offset_ms) / 1000)
 
 
 def _utc_nanos(unix_nano: int) -> str | None:
-    if unix_nano <= 0:
-        return None
-    moment = datetime.datetime.fromtimestamp(unix_nano / 1e9, tz=datetime.UTC)
+    """A point's time; None for 0, OTLP's "not set"."""
+    return _utc_text(unix_nano / 1e9) if unix_nano > 0 else None
+
+
+def _utc_text(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
