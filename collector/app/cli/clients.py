@@ -345,10 +345,9 @@ def _print_applications(answer: dict[str, Any], output_format: str) -> None:
     ]
     click.echo(_table(table, list(APPLICATION_COLUMNS)))
     kinds = [a["kind"] for a in answer["applications"]]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
     click.echo(
-        f"{len(kinds)} application(s): "
-        + ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds))),
-        err=True,
+        f"{len(kinds)} application(s)" + (f": {counts}" if counts else ""), err=True
     )
 
 
