@@ -7,7 +7,6 @@ application)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import uuid
 from pathlib import Path
@@ -68,7 +67,6 @@ def test_a_share_consumer_is_a_share_group_application(
                 return None
 
             app = wait_for(share_group, timeout_s=60, what="a share_group application")
-            print(json.dumps(app, indent=2))
         finally:
             assert process.stdin is not None
             process.stdin.close()
