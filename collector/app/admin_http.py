@@ -5,6 +5,7 @@
 | ``GET /v1/clients``              | the live client instances (``live_clients``)    |
 | ``GET /v1/clients/inventory``    | every client's connections, telemetry and request versions (``client_inventory``); 404 with ``clients.inventory.enable: false`` |
 | ``GET /v1/clients/conformance``  | every client library graded against KIP-714 (``conformance``) |
+| ``GET /v1/applications``         | the live instances joined into Streams applications, consumer and share groups (``applications``) |
 | ``POST /v1/subscriptions/preview`` | a subscription change's effect, nothing stored (``subscription_preview``) |
 
 Who may call them (the HTTP listener has no Kafka principal to check ACLs for, so
@@ -28,6 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from clock import Clock
+from collector.app.applications import applications_json
 from collector.app.client_inventory import ClientInventory
 from collector.app.conformance import conformance
 from collector.app.live_clients import FilterError, clients_page, parse_query
@@ -66,6 +68,7 @@ class AdminEndpoints:
             web.get("/v1/clients/inventory", self._guarded(self._inventory_page)),
             web.get("/v1/clients/conformance", self._guarded(self._conformance)),
             web.post("/v1/subscriptions/preview", self._guarded(self._preview)),
+            web.get("/v1/applications", self._guarded(self._applications)),
         ]
 
     def _guarded(self, handler: Handler) -> Handler:
@@ -122,6 +125,12 @@ class AdminEndpoints:
             return _json({"error": "this endpoint takes no query parameters"}, 400)
         # Reads every cached instance once, on the loop, like a /metrics scrape.
         return _json(conformance(self._manager.instances()), 200)
+
+    async def _applications(self, request: web.Request) -> web.Response:
+        # Every cached instance read once (the join is linear; built on the loop, like a
+        # /metrics scrape of the same instances).
+        wall_offset_ms = self._clock.time_ns() // 1_000_000 - self._clock.now_ms()
+        return _json(applications_json(self._manager.instances(), wall_offset_ms), 200)
 
     async def _preview(self, request: web.Request) -> web.Response:
         try:

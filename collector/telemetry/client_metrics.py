@@ -50,6 +50,10 @@ from typing import Final, Protocol
 from clock import SYSTEM_CLOCK, Clock
 from collector.core.handler import PushTelemetryHandler
 from collector.core.session import Session
+from collector.telemetry.application_signals import (
+    ApplicationSignals,
+    observe_push,
+)
 from collector.telemetry.payload import MetricsDataValidator, holds_a_metric
 from collector.telemetry.push_shape import PushShape, read_shape
 from collector.telemetry.stats import ClientMetricsStats
@@ -152,6 +156,7 @@ class ClientMetricsInstance:
     """
 
     __slots__ = (
+        "application",
         "client_instance_id",
         "connection_id",
         "errors",
@@ -235,6 +240,9 @@ class ClientMetricsInstance:
         self.temporalities_seen = 0
         self.terminating_pushes = 0
         self.push_gaps: list[int] | None = None
+        # What the pushes said about the client's application (application_signals.py):
+        # None until a push was read; read again only while ``streams``.
+        self.application: ApplicationSignals | None = None
 
     def inherit_counters(self, previous: ClientMetricsInstance) -> None:
         """Carry the live view's history over to a re-created instance (same client)."""
@@ -254,6 +262,7 @@ class ClientMetricsInstance:
         self.temporalities_seen = previous.temporalities_seen
         self.terminating_pushes = previous.terminating_pushes
         self.push_gaps = previous.push_gaps
+        self.application = previous.application
 
     def record_shape(self, shape: PushShape) -> None:
         self.shapes_read += 1
@@ -713,6 +722,11 @@ class ClientMetricsManager(PushTelemetryHandler):
             )
         if shape_sampled(instance.pushes_accepted):
             instance.record_shape(read_shape(payload))
+        application = instance.application
+        if application is None or application.streams:
+            # The first push decides; only a Kafka Streams client's pushes are read after
+            # it (GET /v1/applications, collector/app/applications.py).
+            instance.application = observe_push(payload, application, client_id)
         return None
 
     # ------------------------------------------------------------------ lifetime

@@ -192,6 +192,22 @@ def _stale_sql(db: str, w: ReportWindow) -> str:
     )
 
 
+def _applications_sql(db: str, w: ReportWindow) -> str:
+    # Seconds in the current state as of the window's end: a process or thread that has
+    # been rebalancing (or dead) for long stands out as a long bar.
+    end = timestamp_sql(w.end)
+    return (
+        "SELECT application_id, COALESCE(thread_id, process_id) AS process_or_thread,"
+        " state,\n"
+        "  alive_stream_threads, failed_stream_threads, state_since,\n"
+        f"  round(unix_timestamp({end}) - unix_timestamp(state_since), 1)"
+        " AS seconds_in_state\n"
+        f"FROM {_t(db, 'applications')}\nWHERE {w.sql_range('last_seen')}\n"
+        "ORDER BY application_id, process_id, thread_id NULLS FIRST\n"
+        f"LIMIT {_TOP}"
+    )
+
+
 CHARTS: tuple[ChartSpec, ...] = (
     ChartSpec(
         "software",
@@ -248,6 +264,16 @@ CHARTS: tuple[ChartSpec, ...] = (
         ("client_id", "client_instance_id"),
         "silent_seconds",
         _stale_sql,
+    ),
+    ChartSpec(
+        "applications",
+        "Applications",
+        "Which Kafka Streams processes and threads are in which state, and since when "
+        "(applications, seconds in the state)?",
+        "barh",
+        ("application_id", "process_or_thread", "state"),
+        "seconds_in_state",
+        _applications_sql,
     ),
 )
 

@@ -4,7 +4,9 @@ count store (tests/prometheus/java/TelemetryStreams.java, ``make streams-libs``)
 the state and thread-count metrics; after ``ktc ingest``, the lakehouse view ``applications`` holds
 its process (state by name, alive and failed threads) and its two threads (states by
 name), each equal to the last value the landing log holds once it has closed, on both
-engines."""
+engines.  While it runs, ``GET /v1/applications`` shows it as one application of kind
+streams: its state by name, its process, both threads by name, and its admin client, thread
+consumers and producers (and restore consumers) as its instances."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
+from collector.app.cli.clients import fetch_applications
 from exporters.lakehouse.session import LakeLibsMissing, lake_jars
 from exporters.landing import LandingRecord
 from proto.streams_states import (
@@ -118,6 +121,64 @@ def streams_app(bootstrap: str, app: str, work: Path) -> Iterator[None]:
         process.wait(90)
 
 
+def live_application(gateway: RunningGateway, app: str) -> dict[str, Any] | None:
+    """``app`` on ``GET /v1/applications`` once its process and both threads say RUNNING
+    and its admin, both thread consumers and producers are among its instances."""
+    assert gateway.server is not None
+    answer = fetch_applications(f"http://127.0.0.1:{gateway.server.http_port}", None)
+    mine = [a for a in answer["applications"] if a["application_id"] == app]
+    if len(mine) != 1:
+        return None
+    [found] = mine
+    roles = sorted(i["role"] for i in found["instances"])
+    steady = (
+        found["state"] == "RUNNING"
+        and [t["state"] for t in found["threads"]] == ["RUNNING", "RUNNING"]
+        and roles.count("consumer") == 2
+        and roles.count("producer") == 2
+        and "admin" in roles
+    )
+    return found if steady else None
+
+
+def assert_live_application(
+    found: dict[str, Any], app: str, landed: list[LandingRecord]
+) -> None:
+    """One application of kind streams, state by name, one process, two threads by name,
+    and its instances: the very instances whose pushes landed under those client ids."""
+    assert (found["application_id"], found["kind"], found["state"]) == (
+        app,
+        "streams",
+        "RUNNING",
+    )
+    [process] = found["processes"]
+    assert process["state"] == "RUNNING" and process["state_value"] == 2
+    assert process["alive_stream_threads"] == 2
+    assert process["failed_stream_threads"] == 0
+    prefix = f"{app}-{process['process_id']}"
+    assert [
+        (t["process_id"], t["thread_id"], t["state"]) for t in found["threads"]
+    ] == [
+        (process["process_id"], f"{prefix}-StreamThread-{n}", "RUNNING") for n in (1, 2)
+    ]
+    by_client_id = {i["client_id"]: i for i in found["instances"]}
+    expected = {
+        f"{prefix}-admin": "admin",
+        **{f"{prefix}-StreamThread-{n}-consumer": "consumer" for n in (1, 2)},
+        **{f"{prefix}-StreamThread-{n}-producer": "producer" for n in (1, 2)},
+    }
+    for client_id, role in expected.items():
+        assert by_client_id[client_id]["role"] == role, client_id
+        assert by_client_id[client_id]["process_id"] == process["process_id"]
+    # Every instance of the process is in it (restore consumers too), none twice.
+    assert len(by_client_id) == len(found["instances"])
+    assert all(c.startswith(f"{prefix}-") for c in by_client_id)
+    for record in landed:
+        entry = by_client_id.get(record.context.client_id or "")
+        if entry is not None and record.context.client_id in expected:
+            assert entry["client_instance_id"] == record.context.client_instance_id
+
+
 def test_a_streams_application_is_one_row_per_process_and_thread(
     kafka_cluster: KafkaCluster, tmp_path: Path
 ) -> None:
@@ -150,7 +211,14 @@ def test_a_streams_application_is_one_row_per_process_and_thread(
             wait_for(
                 running, timeout_s=120, what="the process and both threads RUNNING"
             )
+            live = wait_for(
+                lambda: live_application(gateway, app),
+                timeout_s=60,
+                what="/v1/applications: the application, its process and threads RUNNING",
+            )
+            live_landed = gateway.landed()
         landed = gateway.landed()  # with the terminating pushes
+        assert_live_application(live, app, live_landed)
     last = state_points(landed)
 
     ingest = ktc(
@@ -182,7 +250,13 @@ def test_a_streams_application_is_one_row_per_process_and_thread(
     assert process["state"] == state_name(
         KAFKA_STREAMS_STATES, last[(CLIENT_STATE_METRIC, "")]
     )
-    assert process["alive_stream_threads"] == last[(ALIVE, "")] == 2
+    assert process["alive_stream_threads"] == last[(ALIVE, "")]
+    # 2 while it ran (the live view above saw it); an admin push that falls within the close
+    # lands PENDING_SHUTDOWN, with the threads stopping or stopped (measured: 0).
+    if process["state"] == "RUNNING":
+        assert last[(ALIVE, "")] == 2
+    else:
+        assert process["state"] == "PENDING_SHUTDOWN" and last[(ALIVE, "")] in (0, 1, 2)
     assert process["failed_stream_threads"] == 0
     assert len(threads) == 2
     assert threads[0]["thread_id"].endswith("-StreamThread-1")

@@ -71,6 +71,15 @@ def _results(rows_by_key: dict[str, list[tuple]]) -> list[ChartResult]:
             "pushes",
         ),
         "push-rate": ("bucket_start", "pushes", "pushes_per_s"),
+        "applications": (
+            "application_id",
+            "process_or_thread",
+            "state",
+            "alive_stream_threads",
+            "failed_stream_threads",
+            "state_since",
+            "seconds_in_state",
+        ),
         "stale": (
             "client_id",
             "client_instance_id",
@@ -128,13 +137,25 @@ def test_a_page_with_rows_is_self_contained() -> None:
                     (t0 + datetime.timedelta(minutes=15), 7, 0.0078),
                 ],
                 "throttled": [("orders", "A" * 22, 70.0, 60.0, 2)],
+                "applications": [
+                    ("wordcount", "p-1", "RUNNING", 2, 0, t0, 3600.0),
+                    (
+                        "wordcount",
+                        "p-1-StreamThread-1",
+                        "RUNNING",
+                        None,
+                        None,
+                        t0,
+                        60.0,
+                    ),
+                ],
             }
         ),
         ReportWindow(END, parse_since("24h")),
         "ktc",
     )
     sections = _sections(page)
-    for key in ("software", "push-rate", "throttled"):
+    for key in ("software", "push-rate", "throttled", "applications"):
         assert "<svg" in sections[key] and '<table class="numbers">' in sections[key]
     assert (
         "<td>librdkafka</td><td>2.16.0</td><td>2</td><td>10</td>"
@@ -142,6 +163,10 @@ def test_a_page_with_rows_is_self_contained() -> None:
     )
     assert (
         "<td>2026-11-21 11:00:00</td><td>6</td><td>0.0067</td>" in sections["push-rate"]
+    )
+    assert (
+        "<td>wordcount</td><td>p-1-StreamThread-1</td><td>RUNNING</td><td>NULL</td>"
+        in sections["applications"]
     )
     assert "No data" in sections["stale"]
     ids = re.findall(r'\bid="([^"]+)"', page)

@@ -7,7 +7,9 @@ rate's bucket width is stated.
 The data: the captured pushes of real clients the insight views are tested on
 (tests/lakehouse/insight_capture.py: librdkafka producer, consumer and admin client, the
 Java producer and consumer, throttled by quotas, one client SIGKILLed), moved in time to
-end ten minutes ago.
+end ten minutes ago; and, for the applications chart, four pushes shaped as a Kafka Streams
+4.4.0 process's admin client and thread consumer push them (tests/collector/streams_payloads.py:
+the state metrics, REBALANCING then RUNNING).
 
 KTC_REPORT_SCREENSHOT=docs/images/report.png also writes the page's screenshot there (the
 one in docs/insights.md).
@@ -23,6 +25,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,6 +33,9 @@ import pytest
 from exporters.lakehouse.cli.sql import run_sql
 from exporters.lakehouse.ingest import IngestJob
 from exporters.lakehouse.report import CHARTS
+from proto.streams_states import CLIENT_STATE_METRIC, THREAD_STATE_METRIC
+from subscriptions.kafka_uuid import kafka_uuid_to_str
+from tests.collector.streams_payloads import gauge, payload, point
 from tests.lakehouse.conftest import SPARK_TEST_CONF, write_landing
 from tests.lakehouse.insight_capture import load_captured
 
@@ -75,11 +81,38 @@ def _recent(pushes: list, *, last_ago_s: int) -> list:
     ]
 
 
+def _streams_pushes(pushes: list) -> list:
+    """A Streams process's state pushes, timed like the last captured Java push: its admin
+    client REBALANCING then RUNNING, one thread's consumer STARTING then RUNNING."""
+    java = [c for c, _ in pushes if c.client_software_name == "apache-kafka-java"][-1]
+    process = "0f5bd7c4-2b8e-4a3c-9d1e-7a6b5c4d3e2f"
+    prefix = f"wordcount-{process}"
+    made = []
+    for n, (client_state, thread_state) in enumerate(((1, 1), (2, 4))):
+        at = java.received_time_unix_nano - (1 - n) * 30 * 10**9
+        for suffix, instance, metric in (
+            ("admin", kafka_uuid_to_str(uuid.UUID(int=0x5A)), gauge(CLIENT_STATE_METRIC, point(
+                client_state, at, process_id=process, application_id="wordcount"))),
+            ("StreamThread-1-consumer", kafka_uuid_to_str(uuid.UUID(int=0x5B)), gauge(
+                THREAD_STATE_METRIC, point(thread_state, at, process_id=process,
+                                           thread_id=f"{prefix}-StreamThread-1"))),
+        ):  # fmt: skip
+            context = dataclasses.replace(
+                java,
+                client_id=f"{prefix}-{suffix}",
+                client_instance_id=instance,
+                received_time_unix_nano=at,
+            )
+            made.append((context, payload([metric], {"group_id": "wordcount"})))
+    return made
+
+
 @pytest.fixture
 def reported(spark, lake_config, tmp_path):
     """(html path, Spark on the reported database)."""
     landing = tmp_path / "landing" / "node-1"
-    write_landing(landing, _recent(load_captured(), last_ago_s=600))
+    pushes = _recent(load_captured(), last_ago_s=600)
+    write_landing(landing, pushes + _streams_pushes(pushes))
     with IngestJob(lake_config, lambda: [landing], spark=spark) as job:
         job.run_once()
     out = tmp_path / "report.html"

@@ -2,8 +2,10 @@
 /v1/clients``, printed as a table, JSON or CSV), ``ktc clients --inventory`` (``GET
 /v1/clients/inventory``: every client's connections, telemetry and request versions),
 ``ktc clients --conformance`` (``GET /v1/clients/conformance``: every client library graded
-against KIP-714) and ``ktc subscriptions alter --dry-run``
-(``POST /v1/subscriptions/preview``, printed per affected instance).
+against KIP-714), ``ktc clients --applications`` (``GET /v1/applications``: Streams
+applications, consumer and share groups, one row per application, process, thread and
+instance) and ``ktc subscriptions alter --dry-run`` (``POST /v1/subscriptions/preview``,
+printed per affected instance).
 
 ``--server`` is the collector's HTTP listener (``http.listener``), e.g.
 ``http://127.0.0.1:8714``; ``--admin-secret`` (or ``KTC_HTTP_ADMIN_SECRET``) its
@@ -28,7 +30,9 @@ __all__ = [
     "ADMIN_SECRET",
     "SERVER",
     "AdminRequestError",
+    "application_rows",
     "clients",
+    "fetch_applications",
     "fetch_clients",
     "fetch_conformance",
     "fetch_inventory",
@@ -105,6 +109,70 @@ def _required(row: dict[str, Any]) -> str:
     return f"{sent}/{total}" if total else "-"
 
 
+# The applications as flat rows (the CSV has every column, the table these): one row per
+# application, then its processes, threads and instances (``level``).
+APPLICATION_FIELDS = (
+    "kind",
+    "application_id",
+    "level",
+    "process_id",
+    "thread_id",
+    "client_instance_id",
+    "client_id",
+    "role",
+    "state",
+    "state_since",
+    "alive_stream_threads",
+    "failed_stream_threads",
+)
+APPLICATION_COLUMNS: dict[str, str] = {
+    "KIND": "kind",
+    "APPLICATION": "application_id",
+    "LEVEL": "level",
+    "PROCESS": "process_id",
+    "THREAD OR INSTANCE": "member",
+    "ROLE": "role",
+    "STATE": "state",
+    "SINCE": "state_since",
+    "ALIVE": "alive_stream_threads",
+    "FAILED": "failed_stream_threads",
+}
+
+
+def application_rows(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """``GET /v1/applications``'s answer as flat rows (:data:`APPLICATION_FIELDS`)."""
+    rows: list[dict[str, Any]] = []
+    for app in answer["applications"]:
+        base = {f: None for f in APPLICATION_FIELDS}
+        base.update(kind=app["kind"], application_id=app["application_id"])
+        rows.append({**base, "level": "application", "state": app["state"]})
+        for process in app["processes"]:
+            rows.append(
+                {
+                    **base,
+                    "level": "process",
+                    **{k: process[k] for k in APPLICATION_FIELDS if k in process},
+                }
+            )
+        for thread in app["threads"]:
+            rows.append(
+                {
+                    **base,
+                    "level": "thread",
+                    **{k: thread[k] for k in APPLICATION_FIELDS if k in thread},
+                }
+            )
+        for instance in app["instances"]:
+            rows.append(
+                {
+                    **base,
+                    "level": "instance",
+                    **{k: instance[k] for k in APPLICATION_FIELDS if k in instance},
+                }
+            )
+    return rows
+
+
 def _versions(entry: dict[str, Any], *, removed: bool) -> str:
     """``Produce v2=10,Fetch v3=4``: the request versions of one inventory entry (only the
     removed ones with ``removed``)."""
@@ -171,6 +239,10 @@ def fetch_inventory(server: str, secret: str | None) -> dict[str, Any]:
 
 def fetch_conformance(server: str, secret: str | None) -> dict[str, Any]:
     return _request(server, "/v1/clients/conformance", secret)
+
+
+def fetch_applications(server: str, secret: str | None) -> dict[str, Any]:
+    return _request(server, "/v1/applications", secret)
 
 
 def post_preview(
@@ -245,6 +317,13 @@ def _csv(found: list[dict[str, Any]]) -> str:
     "required metrics of its role it sent and lacks, temporalities, push interval kept, "
     "errors and known quirks (GET /v1/clients/conformance).",
 )
+@click.option(
+    "--applications",
+    is_flag=True,
+    help="The live instances as applications: Kafka Streams applications (processes, "
+    "threads and their states by name), consumer groups and share groups "
+    "(GET /v1/applications).",
+)
 def clients(
     server: str,
     admin_secret: str | None,
@@ -252,14 +331,26 @@ def clients(
     output_format: str,
     inventory: bool,
     conformance: bool,
+    applications: bool,
 ) -> None:
     """List the client instances the collector holds now (GET /v1/clients)."""
+    if conformance and applications:
+        raise click.UsageError("--conformance and --applications are exclusive")
     if conformance:
         if filters or inventory:
             raise click.UsageError(
                 "--conformance takes neither --filter nor --inventory"
             )
         _print_conformance(fetch_conformance(server, admin_secret), output_format)
+        return
+    if applications:
+        if inventory:
+            raise click.UsageError("--applications and --inventory are exclusive")
+        if filters:
+            raise click.UsageError(
+                "--filter applies to client instances, not --applications"
+            )
+        _print_applications(fetch_applications(server, admin_secret), output_format)
         return
     if inventory:
         if filters:
@@ -279,6 +370,48 @@ def clients(
         rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
         click.echo(_table(rows, list(TABLE_COLUMNS)))
         click.echo(f"{len(found)} client instance(s)", err=True)
+
+
+def _print_applications(answer: dict[str, Any], output_format: str) -> None:
+    if output_format == "json":
+        click.echo(json.dumps(answer, indent=2))
+        return
+    rows = application_rows(answer)
+    if output_format == "csv":
+        if rows:
+            out = io.StringIO()
+            writer = csv.DictWriter(
+                out, fieldnames=list(APPLICATION_FIELDS), lineterminator="\n"
+            )
+            writer.writeheader()
+            writer.writerows(rows)
+            click.echo(out.getvalue().rstrip("\n"))
+        return
+    table = [
+        [
+            _cell(row.get(key) if key != "member" else _member(row))
+            for key in APPLICATION_COLUMNS.values()
+        ]
+        for row in rows
+    ]
+    click.echo(_table(table, list(APPLICATION_COLUMNS)))
+    kinds = [a["kind"] for a in answer["applications"]]
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+    click.echo(
+        f"{len(kinds)} application(s)" + (f": {counts}" if counts else ""), err=True
+    )
+
+
+def _member(row: dict[str, Any]) -> str | None:
+    if row["level"] == "thread":
+        return str(row["thread_id"])
+    if row["level"] == "instance":
+        return f"{row['client_instance_id']} {row['client_id'] or ''}".rstrip()
+    return None
+
+
+def _cell(value: object) -> object:
+    return "-" if value is None else value
 
 
 def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
