@@ -17,13 +17,15 @@ row.
 
 from __future__ import annotations
 
+import gc
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.context import TelemetryContext
@@ -33,7 +35,9 @@ from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
 __all__ = [
     "PointParts",
     "PointRowsBuilder",
+    "RecordToFlatten",
     "RowParts",
+    "add_records",
     "assemble",
     "flatten",
     "to_signed64",
@@ -555,3 +559,41 @@ def flatten(
     builder = PointRowsBuilder()
     builder.add(metrics_data, context, landing_node, landing_offset)
     return builder.finish()
+
+
+# A landed record as the flattening takes it: its source (a landing directory's name, or
+# ``kafka:<topic>:<partition>``), offset, context, payload and when it was appended.
+RecordToFlatten = tuple[str, int, TelemetryContext, bytes, int]
+
+
+def add_records(
+    builder: PointRowsBuilder,
+    records: Iterable[RecordToFlatten],
+    rejected: list[dict[str, object]],
+) -> None:
+    """Each record's rows added to ``builder`` (the flatten pool's workers and the topic
+    ingest's executors both flatten this way); a payload that does not parse is listed in
+    ``rejected`` instead of failing every retry of the batch (the collector lands only
+    payloads it decompressed and parsed, so one that does not parse is damage)."""
+    # Flattening allocates millions of small objects and no reference cycles; with the
+    # cyclic collector running, its repeated scans of the growing column lists took more
+    # time than the flattening itself (10,000 pushes: 2.4-3.5 s instead of 1.5 s).
+    # Reference counting still frees everything.  ``records`` is iterated here, so
+    # decoding it is covered too.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for source, offset, context, payload, appended_time_unix_nano in records:
+            try:
+                builder.add_payload(
+                    payload,
+                    context,
+                    source,
+                    offset,
+                    appended_time_unix_nano=appended_time_unix_nano,
+                )
+            except DecodeError as exc:
+                rejected.append({"source": source, "offset": offset, "error": str(exc)})
+    finally:
+        if was_enabled:
+            gc.enable()

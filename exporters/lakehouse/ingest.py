@@ -15,8 +15,10 @@ record in the tables exactly once, with no state of its own beside the tables:
 3. **consumer positions**: then the landing consumer position ``lakehouse-ingest`` of
    each directory moves, which lets the landing log's retention delete what is in.
 
-What to commit where is decided by plan.py, without I/O; :meth:`IngestJob.run_batch`
-reads (extract, flatten), plans, loads and then advances the positions.
+This module is the landing directories as a source of the ingest loop (ingest_loop.py,
+which plans and appends every source's batches the same way): it claims the directories,
+reads (:func:`extract`) and flattens (flatten_pool.py) each batch in the driver, appends
+its Arrow tables (:func:`load`) and, after each batch, moves the consumer positions.
 
 One writer per landing directory (an ``flock`` in that directory); several ingest
 processes, one per collector node, append to the same tables at once: Iceberg retries
@@ -26,40 +28,30 @@ its own directories' positions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from clock import SYSTEM_CLOCK, Clock
-from exporters.lakehouse import failpoints
-from exporters.lakehouse.catalog import ensure_catalog
-from exporters.lakehouse.commits import SourceRange, committed_positions
-from exporters.lakehouse.flatten_pool import (
-    Flattened,
-    SourceRecord,
-    default_processes,
-    shared_flattener,
+from exporters.lakehouse.commits import SourceRange
+from exporters.lakehouse.flatten_pool import Flattened, SourceRecord, shared_flattener
+from exporters.lakehouse.ingest_loop import (
+    BatchResult,
+    Ingest,
+    IngestSettings,
+    append_tables,
 )
-from exporters.lakehouse.iceberg_java import table_snapshots
-from exporters.lakehouse.plan import (
-    PUSHES,
-    WRITE_ORDER,
-    BatchPlan,
-    appends,
-    batch_start,
-    plan_batch,
-)
-from exporters.lakehouse.schema import TABLE_NAME_BY_KIND, TABLES
+from exporters.lakehouse.plan import BatchPlan, batch_start
+from exporters.lakehouse.schema import TABLE_NAME_BY_KIND
 from exporters.lakehouse.session import LakehouseConfig, open_session
 from exporters.landing import (
     ConsumerPositions,
@@ -77,7 +69,7 @@ __all__ = [
     "IngestJob",
     "IngestSettings",
     "LandingDirBusy",
-    "append_in_order",
+    "LandingSource",
     "append_with_summary",
     "extract",
     "landing_dirs_under",
@@ -87,35 +79,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 CONSUMER_NAME = "lakehouse-ingest"
-_CATALOG_ATTEMPTS = 3
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class IngestSettings:
-    # Bounds of one batch per landing directory.  20,000 librdkafka pushes are about
-    # 200,000 points, a few hundred MB of Python lists at most.
-    max_records_per_source: int = 20_000
-    max_bytes_per_source: int = 64 * 1024 * 1024
-    # Streaming: a batch starts at most this long after the previous one ended; with
-    # a batch taking seconds, a push is queryable well within 30 s.
-    trigger_interval_s: float = 10.0
-    # Maintenance (compaction, retention, snapshot expiry) between batches.
-    maintenance_interval_s: float | None = 3600.0
-    retention_days: int | None = None
-    # Processes that flatten a large batch (flatten_pool.py), this one included.
-    flatten_processes: int = dataclasses.field(default_factory=default_processes)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class BatchResult:
-    batch: int  # this process's batch number, from 1
-    records: int
-    rows: dict[str, int]
-    ranges: dict[str, tuple[int, int]]  # landing directory -> [from, to)
-    replayed: bool  # some table already held part of it (a batch killed midway)
-    rejected: int = 0
-    seconds: float = 0.0
-    flattened_on: int = 1  # processes that flattened it (flatten_pool.py)
 
 
 class LandingDirBusy(RuntimeError):
@@ -146,33 +109,14 @@ def load(
     after_each_table: Callable[[], None] = lambda: None,
     before_pushes: Callable[[], None] = lambda: None,
 ) -> dict[str, int]:
-    """One Iceberg append per table with rows and a summary (and one for ``pushes``
-    whenever it has a summary, rows or not), each with its snapshot summary: the point
-    tables' side by side, then ``pushes``, always last (a batch is in once ``pushes``
-    holds it).
-
-    Side by side because each append ends in a commit that is mostly waiting (the
-    manifest list, the metadata file, the catalog's transaction) while the other's files
-    are written: a 5,000-push batch's appends take about 0.2 s less.  Each table commits
-    on its own either way, which the positions in its snapshots account for.
-    """
-
-    def append(name: str) -> int:
-        table = tables[name]
-        frame = spark.createDataFrame(table, schema=_spark_schema(table.schema))
-        append_with_summary(frame, config.table(name), summaries[name])
-        after_each_table()
-        return int(table.num_rows)
-
-    def wanted(name: str) -> bool:
-        table = tables.get(name)
-        return (
-            table is not None
-            and name in summaries
-            and appends(name, int(table.num_rows))
-        )
-
-    return append_in_order(append, wanted, before_pushes)
+    """Arrow tables appended as a batch's (:func:`ingest_loop.append_tables`: one append
+    per table with rows and a summary, ``pushes`` last)."""
+    return append_tables(
+        _TableAppends(spark, config, dict(tables)),
+        summaries,
+        after_each_table,
+        before_pushes,
+    )
 
 
 def append_with_summary(
@@ -184,32 +128,6 @@ def append_with_summary(
     for key, value in summary.items():
         writer = writer.option(f"snapshot-property.{key}", value)
     writer.append()
-
-
-def append_in_order(
-    append: Callable[[str], int],
-    wanted: Callable[[str], bool],
-    before_pushes: Callable[[], None],
-) -> dict[str, int]:
-    """The order every batch's appends keep (the landing logs' and the topic's): the
-    wanted point tables side by side, then ``pushes``, always last; rows appended per
-    table.  Every point-table append has ended (committed or failed) before the first
-    failure is raised: a commit in flight cannot be called back."""
-    point_tables = [n for n in WRITE_ORDER if n != PUSHES and wanted(n)]
-    appended: dict[str, Future[int]] = {}
-    if point_tables:
-        with ThreadPoolExecutor(
-            max_workers=len(point_tables), thread_name_prefix="ktc-append"
-        ) as pool:
-            appended = {name: pool.submit(append, name) for name in point_tables}
-        for future in appended.values():
-            if (error := future.exception()) is not None:
-                raise error
-    rows = {name: future.result() for name, future in appended.items()}
-    if wanted(PUSHES):
-        before_pushes()
-        rows[PUSHES] = append(PUSHES)
-    return rows
 
 
 def _spark_schema(schema: pa.Schema) -> Any:
@@ -263,135 +181,113 @@ class _DirectoryLock:
             self._fd = None
 
 
-class IngestJob:
-    """The writer of some landing directories; ``run_once`` drains, ``run_forever`` keeps
-    draining."""
+class _TableAppends:
+    """Arrow tables to append, each a Spark append in the driver."""
+
+    def __init__(
+        self, spark: SparkSession, config: LakehouseConfig, tables: dict[str, pa.Table]
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.tables = tables
+        self.rows = {name: int(table.num_rows) for name, table in tables.items()}
+
+    def append(self, table: str, summary: Mapping[str, str]) -> None:
+        rows = self.tables[table]
+        frame = self.spark.createDataFrame(rows, schema=_spark_schema(rows.schema))
+        append_with_summary(frame, self.config.table(table), summary)
+
+
+@dataclasses.dataclass(slots=True)
+class _LandingBatch:
+    """A batch of the landing directories, flattened in the driver."""
+
+    spark: SparkSession
+    config: LakehouseConfig
+    ranges: list[SourceRange]
+    records: int
+    flattened: Flattened
+    flattened_by: tuple[str, ...] | None = None
+
+    @property
+    def rejected(self) -> list[dict[str, object]]:
+        return self.flattened.rejected
+
+    @property
+    def flattened_on(self) -> int:
+        return self.flattened.processes
+
+    @contextlib.contextmanager
+    def appending(
+        self, planned: BatchPlan, committed: Mapping[str, Mapping[str, int]]
+    ) -> Iterator[_TableAppends]:
+        tables = {}
+        for kind, table in self.flattened.tables.items():
+            name = TABLE_NAME_BY_KIND[kind]
+            own = planned.tables[name]
+            tables[name] = _rows_from(table, own.keep_from) if own.replayed else table
+        yield _TableAppends(self.spark, self.config, tables)
+
+    def release(self) -> None:
+        pass  # the rows are this process's, freed with the batch
+
+
+class LandingSource:
+    """The landing directories ``landing_dirs()`` lists (again before each batch, so a
+    collector node that starts later is picked up), one ingest each (an ``flock``)."""
 
     def __init__(
         self,
         config: LakehouseConfig,
         landing_dirs: Callable[[], list[Path]],
-        settings: IngestSettings = IngestSettings(),
-        *,
-        spark: SparkSession | None = None,
-        maintenance: Callable[[SparkSession], object] | None = None,
-        on_progress: Callable[[str], None] = lambda line: None,
-        clock: Clock = SYSTEM_CLOCK,
+        flatten_processes: int,
     ) -> None:
-        self.config = config
-        self.settings = settings
-        self._clock = clock
+        self._config = config
         self._landing_dirs = landing_dirs
-        self._spark = spark
-        self._maintenance = maintenance
-        self._on_progress = on_progress
         self._locks: dict[str, _DirectoryLock] = {}
         self._directories: dict[str, Path] = {}
-        # Per table, per landing directory: the end of what the table has committed.
-        self._positions: dict[str, dict[str, int]] | None = None
-        self._batches = 0
-        self._started = False
-        self._flattener = shared_flattener(settings.flatten_processes)
+        self._flattener = shared_flattener(flatten_processes)
 
-    # ------------------------------------------------------------------ lifecycle
+    def open_session(self) -> SparkSession:
+        return open_session(self._config, "ktc-ingest")
 
-    @property
-    def spark(self) -> SparkSession:
-        if self._spark is None:
-            self._spark = open_session(self.config, "ktc-ingest")
-        return self._spark
-
-    def start(self) -> None:
-        """Create the catalog's namespace, tables and views; lock the landing directories."""
-        if self._started:
-            return
+    def start(self, spark: SparkSession, catalog: Callable[[], None]) -> None:
         self._refresh_directories()
-        for attempt in range(_CATALOG_ATTEMPTS):
-            try:
-                ensure_catalog(self.spark, self.config.database)
-                break
-            except Exception as exc:
-                # Two nodes' ingests starting together both create the views: the second
-                # commit of a view fails on the first's; the next attempt finds it done.
-                if attempt + 1 == _CATALOG_ATTEMPTS:
-                    raise
-                log.warning(
-                    "creating the catalog raced another process (%s); again", exc
-                )
-        self._started = True
+        catalog()
 
     def close(self) -> None:
         for lock in self._locks.values():
             lock.release()
         self._locks.clear()
-        self._started = False
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    # ------------------------------------------------------------------ positions
-
-    def reload_positions(self) -> dict[str, dict[str, int]]:
-        """Every table's committed positions, from its snapshots."""
-        self._positions = {
-            table.name: committed_positions(
-                table_snapshots(self.spark, self.config.table(table.name))
-            )
-            for table in TABLES
-        }
-        return self._positions
-
-    @property
-    def positions(self) -> dict[str, dict[str, int]]:
-        if self._positions is None:
-            return self.reload_positions()
-        return self._positions
-
-    # ------------------------------------------------------------------ batches
-
-    def run_batch(self) -> BatchResult | None:
-        """Read, write and commit one batch; None if there was nothing new."""
-        started = self._clock.monotonic()
+    def read(
+        self,
+        spark: SparkSession,
+        committed: Mapping[str, Mapping[str, int]],
+        settings: IngestSettings,
+    ) -> _LandingBatch | None:
         self._refresh_directories()
-        committed = self.positions
-        ranges, records = self._extract(batch_start(committed, self._directories))
+        ranges, records = self._extract(
+            batch_start(committed, self._directories), settings
+        )
         if not records:
-            self._commit_consumer_positions()
             return None
-        flattened = self._flatten(records)
-        self._batches += 1
-        batch = self._batches
-        failpoints.reached("after_read", batch)
-        planned = plan_batch(ranges, committed, flattened.rejected)
-        rows = self._load(batch, planned, flattened)
-        self._positions = planned.positions_after()
-        failpoints.reached("after_write", batch)
-        self._commit_consumer_positions()
-        result = BatchResult(
-            batch,
-            len(records),
-            rows,
-            {r.name: (r.from_offset, r.to_offset) for r in ranges if not r.empty},
-            planned.replayed,
-            len(flattened.rejected),
-            self._clock.monotonic() - started,
-            flattened.processes,
+        return _LandingBatch(
+            spark, self._config, ranges, len(records), self._flatten(records)
         )
-        log.info(
-            "batch %d: %d records, rows %s%s",
-            batch,
-            len(records),
-            rows,
-            " (replayed)" if planned.replayed else "",
-        )
-        return result
+
+    def after_commit(self, pushes: Mapping[str, int]) -> None:
+        """The landing consumer position of each directory moves to what ``pushes``
+        holds, which lets the landing log's retention delete what is in."""
+        for name, directory in self._directories.items():
+            if name not in pushes or not directory.is_dir():
+                continue
+            positions = ConsumerPositions(directory, CONSUMER_NAME)
+            if positions.load() != pushes[name]:
+                positions.commit(pushes[name])
 
     def _extract(
-        self, read_from: Mapping[str, int]
+        self, read_from: Mapping[str, int], settings: IngestSettings
     ) -> tuple[list[SourceRange], list[SourceRecord]]:
         """Each landing directory's records from ``read_from``, up to the batch bounds,
         and the range read of each."""
@@ -402,8 +298,8 @@ class IngestJob:
             to_offset = source.from_offset
             for record in extract(
                 source,
-                max_records=self.settings.max_records_per_source,
-                max_bytes=self.settings.max_bytes_per_source,
+                max_records=settings.max_records_per_source,
+                max_bytes=settings.max_bytes_per_source,
             ):
                 to_offset = record.offset + 1
                 records.append(SourceRecord(name, record))
@@ -426,76 +322,6 @@ class IngestJob:
             )
         return flattened
 
-    def _load(
-        self, batch: int, planned: BatchPlan, flattened: Flattened
-    ) -> dict[str, int]:
-        """Append each table's planned rows with its summary (:func:`load`)."""
-        tables = {}
-        for kind, table in flattened.tables.items():
-            name = TABLE_NAME_BY_KIND[kind]
-            own = planned.tables[name]
-            tables[name] = _rows_from(table, own.keep_from) if own.replayed else table
-        timer = failpoints.arm_timer(batch)
-        try:
-            return load(
-                self.spark,
-                self.config,
-                tables,
-                planned.summaries,
-                after_each_table=lambda: failpoints.reached("mid_write", batch),
-                before_pushes=lambda: failpoints.reached("before_pushes", batch),
-            )
-        except BaseException:
-            # Committed or not is unknown (a commit can fail after it succeeded): the
-            # tables say, the next batch asks them again.
-            self._positions = None
-            raise
-        finally:
-            if timer:
-                timer.cancel()
-
-    def run_once(self) -> list[BatchResult]:
-        """Ingest until the landing logs hold nothing new."""
-        self.start()
-        results = []
-        while (result := self.run_batch()) is not None:
-            results.append(result)
-        return results
-
-    def run_forever(
-        self,
-        stop: threading.Event,
-        on_batch: Callable[[BatchResult], None] = lambda r: None,
-    ) -> None:
-        """Drain every ``trigger_interval_s`` until ``stop`` is set; between batches run
-        maintenance every ``maintenance_interval_s``."""
-        self.start()
-        last_maintenance = self._clock.monotonic()
-        while not stop.is_set():
-            started = self._clock.monotonic()
-            while not stop.is_set() and (result := self.run_batch()) is not None:
-                on_batch(result)
-            interval = self.settings.maintenance_interval_s
-            if (
-                self._maintenance
-                and interval is not None
-                and self._clock.monotonic() - last_maintenance >= interval
-                and not stop.is_set()
-            ):
-                self._maintenance(self.spark)
-                self._positions = None  # maintenance commits carry them; read again
-                last_maintenance = self._clock.monotonic()
-            self._clock.wait(
-                stop,
-                max(
-                    0.0,
-                    self.settings.trigger_interval_s
-                    - (self._clock.monotonic() - started),
-                ),
-            )
-
-    # ------------------------------------------------------------------ internals
-
     def _refresh_directories(self) -> None:
         """Lock every landing directory not seen before (fails if another ingest has it)."""
         for directory in self._landing_dirs():
@@ -512,11 +338,29 @@ class IngestJob:
                 self._locks[name] = lock
             self._directories[name] = directory
 
-    def _commit_consumer_positions(self) -> None:
-        committed = self.positions[PUSHES]
-        for name, directory in self._directories.items():
-            if name not in committed or not directory.is_dir():
-                continue
-            positions = ConsumerPositions(directory, CONSUMER_NAME)
-            if positions.load() != committed[name]:
-                positions.commit(committed[name])
+
+class IngestJob(Ingest):
+    """The writer of some landing directories' records (the ingest loop over a
+    :class:`LandingSource`); ``run_once`` drains, ``run_forever`` keeps draining."""
+
+    source: LandingSource
+
+    def __init__(
+        self,
+        config: LakehouseConfig,
+        landing_dirs: Callable[[], list[Path]],
+        settings: IngestSettings | None = None,
+        *,
+        spark: SparkSession | None = None,
+        maintenance: Callable[[SparkSession], object] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        settings = settings or IngestSettings()
+        super().__init__(
+            config,
+            LandingSource(config, landing_dirs, settings.flatten_processes),
+            settings,
+            spark=spark,
+            maintenance=maintenance,
+            clock=clock,
+        )

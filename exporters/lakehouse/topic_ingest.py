@@ -1,11 +1,11 @@
 """The Spark ingest from the landing topic: Kafka -> Iceberg tables, exactly once.
 
-The landing-log ingest's job (ingest.py) with the topic as its source: each partition of
-the topic is a source like a landing directory (topic_source.py), and everything that
-makes a batch exactly once is the same code: the positions are the offsets in the tables'
-snapshot summaries (commits.py), the plan decides what each table gets (plan.py), the
-appends are in :func:`ingest.load`'s order with its snapshot summaries, and the failpoints
-are the same.  The rows themselves never pass through the driver: they go from the
+The landing topic as a source of the ingest loop (ingest_loop.py): each partition of the
+topic is a source like a landing directory (topic_source.py), and everything that makes a
+batch exactly once is the loop's, the same as the landing logs': the positions are the
+offsets in the tables' snapshot summaries (commits.py), the plan decides what each table
+gets (plan.py), the appends are in :func:`ingest_loop.append_tables`' order with their
+snapshot summaries, and the failpoints are the same.  The rows themselves never pass through the driver: they go from the
 executors that flatten them to the executors that write them.
 
 A batch:
@@ -47,6 +47,7 @@ again from the tables, and what the other committed is not appended twice.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
@@ -60,25 +61,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from clock import SYSTEM_CLOCK, Clock
-from exporters.lakehouse import failpoints
 from exporters.lakehouse.commits import SourceRange, committed_positions
 from exporters.lakehouse.iceberg_java import iceberg_table, table_state
-from exporters.lakehouse.ingest import (
-    BatchResult,
-    IngestJob,
-    IngestSettings,
-    append_in_order,
-)
+from exporters.lakehouse.ingest_loop import Ingest, IngestSettings, PositionsMoved
 from exporters.lakehouse.plan import (
     WRITE_ORDER,
     BatchPlan,
     OffsetsReset,
     TablePlan,
-    appends,
     batch_start,
     moved_positions,
     partition_bounds,
-    plan_batch,
 )
 from exporters.lakehouse.schema import TABLES
 from exporters.lakehouse.session import LakehouseConfig, open_session
@@ -93,14 +86,14 @@ from exporters.lakehouse.topic_source import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
     "PositionsMoved",
-    "TopicBatchResult",
     "TopicIngestJob",
+    "TopicIngestSource",
     "TopicOffsetsReset",
     "executor_conf",
 ]
@@ -119,42 +112,9 @@ _STAGED_WAP_ID = "wap.id"  # SnapshotSummary.STAGED_WAP_ID_PROP
 _FENCE_MESSAGE = "ktc: the table moved since its positions were checked"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Flattened:
-    """What the driver gets back of a batch's flattening: small things only."""
-
-    frame: DataFrame  # FLATTENED_SCHEMA, persisted on the executors
-    rows: dict[str, int]  # per table, the rows flattened
-    records: int
-    rejected: list[dict[str, object]]
-    flattened_by: tuple[str, ...]
-
-
 class TopicOffsetsReset(TopicUnavailable):
     """A partition ends before the position the tables hold for it: the topic was
     deleted and created again, and its offsets no longer name the records ingested."""
-
-
-class PositionsMoved(RuntimeError):
-    """Another ingest committed some of the batch's records to a table after the batch
-    was planned: the batch is planned again."""
-
-    def __init__(self, table: str, moved: Mapping[str, tuple[int, int]]) -> None:
-        self.table = table
-        self.moved = dict(moved)
-        super().__init__(
-            f"another ingest committed {table} up to "
-            + ", ".join(
-                f"{n} {now} (planned from {was})"
-                for n, (was, now) in sorted(moved.items())
-            )
-        )
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class TopicBatchResult(BatchResult):
-    # The processes that flattened the batch's records, "host:pid" each.
-    flattened_by: tuple[str, ...] = ()
 
 
 def executor_conf() -> dict[str, str]:
@@ -171,110 +131,66 @@ def _python_for_executors() -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
-class TopicIngestJob(IngestJob):
-    """The writer of one landing topic's records; ``run_once`` drains, ``run_forever``
-    keeps draining (ingest.py's)."""
+class TopicIngestSource:
+    """The partitions of one landing topic, read by Spark's Kafka source and flattened
+    on the executors; any number of ingests may read them (the appends are fenced)."""
 
-    def __init__(
-        self,
-        config: LakehouseConfig,
-        source: TopicSource,
-        settings: IngestSettings | None = None,
-        *,
-        spark: SparkSession | None = None,
-        maintenance: Callable[[SparkSession], object] | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        super().__init__(
-            config,
-            lambda: [],
-            settings or IngestSettings(),
-            spark=spark,
-            maintenance=maintenance,
-            clock=clock,
-        )
-        self.source = source
+    def __init__(self, config: LakehouseConfig, kafka: TopicSource) -> None:
+        self._config = config
+        self.kafka = kafka
 
     @property
-    def spark(self) -> SparkSession:
-        if self._spark is None:
-            _python_for_executors()
-            self._spark = open_session(
-                self.config,
-                "ktc-ingest",
-                extra_jars=kafka_source_jars(),
-                defaults=executor_conf(),
-            )
-        return self._spark
+    def topic(self) -> str:
+        return self.kafka.topic
 
-    def start(self) -> None:
-        """The landing-log job's start, then write-audit-publish on the tables: their
-        appends are staged by Spark and published by the fenced append."""
-        if self._started:
-            return
-        super().start()
+    def open_session(self) -> SparkSession:
+        _python_for_executors()
+        return open_session(
+            self._config,
+            "ktc-ingest",
+            extra_jars=kafka_source_jars(),
+            defaults=executor_conf(),
+        )
+
+    def start(self, spark: SparkSession, catalog: Callable[[], None]) -> None:
+        """The catalog, then write-audit-publish on the tables: their appends are staged
+        by Spark and published by the fenced append."""
+        catalog()
         for table in TABLES:
-            jtable = iceberg_table(self.spark, self.config.table(table.name))
+            jtable = iceberg_table(spark, self._config.table(table.name))
             if jtable.properties().get(_WAP_PROPERTY) != "true":
                 jtable.updateProperties().set(_WAP_PROPERTY, "true").commit()
 
-    def run_batch(self) -> TopicBatchResult | None:
-        """Read, flatten (on the executors), write and commit one batch; None if the
-        topic held nothing new.  A batch another ingest committed part of meanwhile
-        (:class:`PositionsMoved`) is planned again from the tables."""
-        while True:
-            try:
-                return self._run_batch()
-            except PositionsMoved as exc:
-                log.warning("%s: planning the batch again", exc)
+    def close(self) -> None:
+        pass  # nothing claimed
 
-    def _run_batch(self) -> TopicBatchResult | None:
-        started = self._clock.monotonic()
-        committed = self.positions
-        ranges = self._bounds(committed, self.source.offsets(self.spark))
+    def after_commit(self, pushes: Mapping[str, int]) -> None:
+        pass  # nothing is committed to Kafka: the tables hold the positions
+
+    def read(
+        self,
+        spark: SparkSession,
+        committed: Mapping[str, Mapping[str, int]],
+        settings: IngestSettings,
+    ) -> _TopicBatch | None:
+        ranges = self.bounds(
+            committed, self.kafka.offsets(spark), settings.max_records_per_source
+        )
         wanted = [r for r in ranges if not r.empty]
         if not wanted:
             return None
-        flattened = self._read_flattened(wanted)
-        try:
-            self._batches += 1
-            batch = self._batches
-            failpoints.reached("after_read", batch)
-            planned = plan_batch(ranges, committed, flattened.rejected)
-            rows = self._write(batch, planned, committed, flattened)
-        finally:
-            flattened.frame.unpersist()
-        self._positions = planned.positions_after()
-        failpoints.reached("after_write", batch)
-        result = TopicBatchResult(
-            batch,
-            flattened.records,
-            rows,
-            {r.name: (r.from_offset, r.to_offset) for r in wanted},
-            planned.replayed,
-            len(flattened.rejected),
-            self._clock.monotonic() - started,
-            len(flattened.flattened_by),
-            flattened.flattened_by,
-        )
-        log.info(
-            "batch %d: %d records, rows %s%s",
-            batch,
-            flattened.records,
-            rows,
-            " (replayed)" if planned.replayed else "",
-        )
-        return result
+        return self._read_flattened(spark, ranges, wanted)
 
-    def _bounds(
+    def bounds(
         self,
         committed: Mapping[str, Mapping[str, int]],
         offsets: list[PartitionOffsets],
+        max_records: int,
     ) -> list[SourceRange]:
         """Each partition's range of this batch (:func:`plan.partition_bounds`): from the
         ``pushes`` table's position (or the earliest offset the topic holds), at most
-        ``max_records_per_source``; a retention gap is logged with the range lost."""
-        topic = self.source.topic
+        ``max_records``; a retention gap is logged with the range lost."""
+        topic = self.topic
         names = {p.partition: source_name(topic, p.partition) for p in offsets}
         read_from = batch_start(committed, names.values())
         known = committed.get("pushes", {})
@@ -286,7 +202,7 @@ class TopicIngestJob(IngestJob):
                     read_from[name] if name in known else None,
                     partition.earliest,
                     partition.latest,
-                    self.settings.max_records_per_source,
+                    max_records,
                 )
             except OffsetsReset as exc:
                 raise TopicOffsetsReset(
@@ -309,25 +225,30 @@ class TopicIngestJob(IngestJob):
             )
         return ranges
 
-    def _read_flattened(self, ranges: list[SourceRange]) -> _Flattened:
-        """One Spark job: the ranges read by Spark's Kafka source and flattened by
-        ``mapInArrow`` on the executors, kept there (persisted) for the writes; the
-        driver gets the counts, the rejected records and who flattened."""
+    def _read_flattened(
+        self,
+        spark: SparkSession,
+        ranges: list[SourceRange],
+        wanted: list[SourceRange],
+    ) -> _TopicBatch:
+        """One Spark job: the ``wanted`` ranges read by Spark's Kafka source and
+        flattened by ``mapInArrow`` on the executors, kept there (persisted) for the
+        writes; the driver gets the counts, the rejected records and who flattened."""
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        partitions = {r.name: int(r.name.rsplit(":", 1)[1]) for r in ranges}
-        options = self.source.read_options(
-            {partitions[r.name]: r.from_offset for r in ranges},
-            {partitions[r.name]: r.to_offset for r in ranges},
+        partitions = {r.name: int(r.name.rsplit(":", 1)[1]) for r in wanted}
+        options = self.kafka.read_options(
+            {partitions[r.name]: r.from_offset for r in wanted},
+            {partitions[r.name]: r.to_offset for r in wanted},
         )
         # Spark makes one task per partition's range; fewer partitions than cores get
         # their ranges split, so every core flattens.
-        parallelism = self.spark.sparkContext.defaultParallelism
-        if len(ranges) < parallelism:
+        parallelism = spark.sparkContext.defaultParallelism
+        if len(wanted) < parallelism:
             options["minPartitions"] = str(parallelism)
-        frame = self.spark.read.format("kafka").options(**options).load()
+        frame = spark.read.format("kafka").options(**options).load()
         flattened = (
             frame.select(
                 "topic", "partition", "offset", "value", "headers", "timestamp"
@@ -361,73 +282,70 @@ class TopicIngestJob(IngestJob):
                 item["offset"],
                 item["error"],
             )
-        return _Flattened(
-            flattened, rows, records, rejected, tuple(sorted(flattened_by))
+        return _TopicBatch(
+            spark,
+            self._config,
+            ranges,
+            records,
+            rejected,
+            tuple(sorted(flattened_by)),
+            flattened,
+            rows,
         )
 
-    def _write(
-        self,
-        batch: int,
-        planned: BatchPlan,
-        committed: Mapping[str, Mapping[str, int]],
-        flattened: _Flattened,
-    ) -> dict[str, int]:
-        """Each table's planned rows appended with its summary, in :func:`ingest.load`'s
-        order (the point tables side by side, then ``pushes`` whenever it has a summary)
-        and with its failpoints; the rows written by the executors, each append fenced
-        by the positions the batch was planned from (:func:`_fenced_append`)."""
+
+@dataclasses.dataclass(slots=True)
+class _TopicBatch:
+    """A batch of the topic: its rows persisted on the executors that flattened them
+    (:data:`FLATTENED_SCHEMA`); the driver holds the small things only."""
+
+    spark: SparkSession
+    config: LakehouseConfig
+    ranges: list[SourceRange]
+    records: int
+    rejected: list[dict[str, object]]
+    flattened_by: tuple[str, ...]
+    frame: DataFrame
+    rows: dict[str, int]  # per table, the rows flattened
+
+    @property
+    def flattened_on(self) -> int:
+        return len(self.flattened_by)
+
+    @contextlib.contextmanager
+    def appending(
+        self, planned: BatchPlan, committed: Mapping[str, Mapping[str, int]]
+    ) -> Iterator[_FencedAppends]:
+        """Each planned table's rows as a frame, appended by the executors, each append
+        fenced by the positions the batch was planned from (:func:`_fenced_append`)."""
         from pyspark.java_gateway import ensure_callback_server_started
 
-        frames: dict[str, tuple[DataFrame, int]] = {}
+        frames = {
+            name: self._table_frame(planned.tables[name])
+            for name in WRITE_ORDER
+            if planned.tables[name].summary
+        }
+        # The validator of the fenced appends is a py4j callback: started once, here,
+        # not by the appends side by side.
+        ensure_callback_server_started(self.spark.sparkContext._gateway)  # type: ignore[attr-defined]
+        wap_id = f"ktc-ingest-{uuid.uuid4()}"
+        self.spark.conf.set(_WAP_ID_CONF, wap_id)
         try:
-            for name in WRITE_ORDER:
-                own = planned.tables[name]
-                if own.summary:
-                    frames[name] = self._table_frame(flattened, own)
-            timer = failpoints.arm_timer(batch)
-            # The validator of the fenced appends is a py4j callback: started once,
-            # here, not by the appends side by side.
-            ensure_callback_server_started(self.spark.sparkContext._gateway)  # type: ignore[attr-defined]
-            wap_id = f"ktc-ingest-{uuid.uuid4()}"
-            self.spark.conf.set(_WAP_ID_CONF, wap_id)
-            try:
-                return _append_frames(
-                    lambda name, frame, summary: _fenced_append(
-                        self.spark,
-                        self.config.table(name),
-                        frame,
-                        summary,
-                        wap_id,
-                        planned.tables[name],
-                        committed.get(name, {}),
-                    ),
-                    frames,
-                    planned.summaries,
-                    after_each_table=lambda: failpoints.reached("mid_write", batch),
-                    before_pushes=lambda: failpoints.reached("before_pushes", batch),
-                )
-            finally:
-                self.spark.conf.unset(_WAP_ID_CONF)
-                if timer:
-                    timer.cancel()
-        except BaseException:
-            # Committed or not is unknown (a commit can fail after it succeeded): the
-            # tables say, the next batch asks them again.
-            self._positions = None
-            raise
+            yield _FencedAppends(self, planned, committed, wap_id, frames)
+        finally:
+            self.spark.conf.unset(_WAP_ID_CONF)
 
-    def _table_frame(
-        self, flattened: _Flattened, own: TablePlan
-    ) -> tuple[DataFrame, int]:
+    def release(self) -> None:
+        self.frame.unpersist()
+
+    def _table_frame(self, own: TablePlan) -> tuple[DataFrame, int]:
         """A table's rows of the batch as a frame in its schema, and how many: for a
         table that holds part of the batch already, only the rows past its position
         (:meth:`plan.TablePlan.keeps`, as a filter)."""
         from pyspark.sql import functions as F
 
-        frame = flattened.frame.filter(F.col("table") == own.name).select(
-            f"{own.name}.*"
-        )
-        rows = flattened.rows.get(own.name, 0)
+        frame = self.frame.filter(F.col("table") == own.name).select(f"{own.name}.*")
+        rows = self.rows.get(own.name, 0)
         keep_from = own.keep_from
         if own.replayed and keep_from and rows:
             keep = functools.reduce(
@@ -442,27 +360,60 @@ class TopicIngestJob(IngestJob):
         return frame, rows
 
 
-def _append_frames(
-    append_frame: Callable[[str, DataFrame, Mapping[str, str]], None],
-    frames: Mapping[str, tuple[DataFrame, int]],
-    summaries: Mapping[str, Mapping[str, str]],
-    after_each_table: Callable[[], None],
-    before_pushes: Callable[[], None],
-) -> dict[str, int]:
-    """:func:`ingest.load`'s appends, of frames: one per table with rows and a summary
-    (and ``pushes`` whenever it has a summary, rows or not), each with its snapshot
-    summary; the point tables side by side, then ``pushes``, always last."""
+class _FencedAppends:
+    """A topic batch's appends (ingest_loop.TableAppends), each fenced."""
 
-    def append(name: str) -> int:
-        frame, rows = frames[name]
-        append_frame(name, frame, summaries[name])
-        after_each_table()
-        return rows
+    def __init__(
+        self,
+        batch: _TopicBatch,
+        planned: BatchPlan,
+        committed: Mapping[str, Mapping[str, int]],
+        wap_id: str,
+        frames: dict[str, tuple[DataFrame, int]],
+    ) -> None:
+        self._batch = batch
+        self._planned = planned
+        self._committed = committed
+        self._wap_id = wap_id
+        self._frames = frames
+        self.rows = {name: rows for name, (_, rows) in frames.items()}
 
-    def wanted(name: str) -> bool:
-        return name in frames and name in summaries and appends(name, frames[name][1])
+    def append(self, table: str, summary: Mapping[str, str]) -> None:
+        _fenced_append(
+            self._batch.spark,
+            self._batch.config.table(table),
+            self._frames[table][0],
+            summary,
+            self._wap_id,
+            self._planned.tables[table],
+            self._committed.get(table, {}),
+        )
 
-    return append_in_order(append, wanted, before_pushes)
+
+class TopicIngestJob(Ingest):
+    """The writer of one landing topic's records (the ingest loop over a
+    :class:`TopicIngestSource`); ``run_once`` drains, ``run_forever`` keeps draining."""
+
+    source: TopicIngestSource
+
+    def __init__(
+        self,
+        config: LakehouseConfig,
+        source: TopicSource,
+        settings: IngestSettings | None = None,
+        *,
+        spark: SparkSession | None = None,
+        maintenance: Callable[[SparkSession], object] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(
+            config,
+            TopicIngestSource(config, source),
+            settings or IngestSettings(),
+            spark=spark,
+            maintenance=maintenance,
+            clock=clock,
+        )
 
 
 def _fenced_append(

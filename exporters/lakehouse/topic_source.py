@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
-from google.protobuf.message import DecodeError
 
 from exporters.kafka_topic.record import TopicRecordError, decode_record
-from exporters.lakehouse.flatten import PointRowsBuilder
+from exporters.lakehouse.flatten import PointRowsBuilder, RecordToFlatten, add_records
 from exporters.lakehouse.schema import TABLE_NAME_BY_KIND, TABLES
 
 if TYPE_CHECKING:
@@ -147,47 +146,12 @@ def flatten_topic_batches(
     """Runs on the executors (``mapInArrow``): each batch of Kafka records -> its rows
     of :data:`FLATTENED_SCHEMA` (an Arrow batch per table with rows, then the batch's
     own row)."""
-    import gc
-
     builder = PointRowsBuilder()
     by = _flattened_by()
     for batch in batches:
-        columns = batch.to_pydict()
         rejected: list[dict[str, object]] = []
-        # As flatten_pool.py: no cyclic collection while millions of small objects
-        # are made (none of them in a cycle).
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            for topic, partition, offset, value, headers, timestamp in zip(
-                columns["topic"],
-                columns["partition"],
-                columns["offset"],
-                columns["value"],
-                columns["headers"],
-                columns["timestamp"],
-                strict=True,
-            ):
-                source = source_name(topic, partition)
-                try:
-                    context, payload = decode_record(
-                        [(h["key"], h["value"]) for h in headers or ()], value
-                    )
-                    builder.add_payload(
-                        payload,
-                        context,
-                        source,
-                        offset,
-                        appended_time_unix_nano=_unix_nano(timestamp),
-                    )
-                except (TopicRecordError, DecodeError) as exc:
-                    rejected.append(
-                        {"source": source, "offset": offset, "error": str(exc)}
-                    )
-            tables = builder.finish()
-        finally:
-            if was_enabled:
-                gc.enable()
+        add_records(builder, _decoded(batch, rejected), rejected)
+        tables = builder.finish()
         counts: dict[str, int] = {}
         for kind, table in tables.items():
             if table.num_rows:
@@ -205,6 +169,32 @@ def flatten_topic_batches(
             | {name: _NO_ROWS[name] for name in _TABLE_NAMES},
             schema=FLATTENED_SCHEMA,
         )
+
+
+def _decoded(
+    batch: pa.RecordBatch, rejected: list[dict[str, object]]
+) -> Iterator[RecordToFlatten]:
+    """A batch of Spark's Kafka source as landed records; one that is not a format-1
+    record is listed in ``rejected``."""
+    columns = batch.to_pydict()
+    for topic, partition, offset, value, headers, timestamp in zip(
+        columns["topic"],
+        columns["partition"],
+        columns["offset"],
+        columns["value"],
+        columns["headers"],
+        columns["timestamp"],
+        strict=True,
+    ):
+        source = source_name(topic, partition)
+        try:
+            context, payload = decode_record(
+                [(h["key"], h["value"]) for h in headers or ()], value
+            )
+        except TopicRecordError as exc:
+            rejected.append({"source": source, "offset": offset, "error": str(exc)})
+            continue
+        yield source, offset, context, payload, _unix_nano(timestamp)
 
 
 _TABLE_NAMES: Final = tuple(t.name for t in TABLES)

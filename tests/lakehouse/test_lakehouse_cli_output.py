@@ -78,7 +78,7 @@ def test_ingest_and_sql_print_nothing_from_java_on_a_first_and_a_second_run(
     lines = ingest.stderr.splitlines()
     assert [
         line.split(" INFO ")[1].split(":")[0] for line in lines if " INFO " in line
-    ] == ["exporters.lakehouse.ingest"]
+    ] == ["exporters.lakehouse.ingest_loop"]
     assert any(
         line.startswith("ktc ingest: batch 1: 1 records (node-1 [1, 2))")
         for line in lines

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
-from exporters.lakehouse import ingest as ingest_module
+from exporters.lakehouse import failpoints
 from exporters.lakehouse.flatten import PointRowsBuilder
 from exporters.lakehouse.flatten_pool import MIN_RECORDS_PER_SLICE
 from exporters.lakehouse.iceberg_java import table_snapshots
@@ -352,7 +352,7 @@ def test_a_batch_that_died_after_some_tables_committed_is_completed_not_doubled(
             if len(committed_tables) == 1:
                 raise RuntimeError("killed")
 
-    monkeypatch.setattr(ingest_module.failpoints, "reached", die_after_one_table)
+    monkeypatch.setattr(failpoints, "reached", die_after_one_table)
     with job_for(lake_config, spark, [node], max_records_per_source=4) as job:
         with pytest.raises(RuntimeError, match="killed"):
             job.run_batch()
@@ -401,7 +401,7 @@ def test_a_partial_batch_completed_by_a_larger_one_keeps_each_row_once(
         if point == "before_pushes":
             raise RuntimeError("killed")
 
-    monkeypatch.setattr(ingest_module.failpoints, "reached", die_before_pushes)
+    monkeypatch.setattr(failpoints, "reached", die_before_pushes)
     with job_for(lake_config, spark, nodes, max_records_per_source=3) as job:
         with pytest.raises(RuntimeError, match="killed"):
             job.run_batch()

@@ -1,6 +1,6 @@
 """The topic ingest's offset decisions at the edges, without a JVM: a retention gap, a
 recreated topic (or a truncated log), the batch bound (plan.partition_bounds through
-TopicIngestJob._bounds), and the fence's check of a table's positions at commit
+TopicIngestSource.bounds), and the fence's check of a table's positions at commit
 (plan.moved_positions).  test_topic_fencing.py runs the same edges against a real
 broker."""
 
@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from exporters.lakehouse.commits import SourceRange
-from exporters.lakehouse.ingest import IngestSettings
 from exporters.lakehouse.plan import (
     OffsetsReset,
     PartitionBounds,
@@ -23,7 +22,7 @@ from exporters.lakehouse.plan import (
     plan_batch,
 )
 from exporters.lakehouse.session import LakehouseConfig
-from exporters.lakehouse.topic_ingest import TopicIngestJob, TopicOffsetsReset
+from exporters.lakehouse.topic_ingest import TopicIngestSource, TopicOffsetsReset
 from exporters.lakehouse.topic_source import PartitionOffsets, TopicSource, source_name
 
 
@@ -82,12 +81,10 @@ def test_every_batch_is_inside_the_partition_and_bounded(
         assert bounds.lost == ((position, earliest) if position < earliest else None)
 
 
-def _job(max_records: int) -> TopicIngestJob:
-    """A topic job that never starts Spark: only its planning is called."""
-    return TopicIngestJob(
-        LakehouseConfig(Path("/nonexistent")),
-        TopicSource("127.0.0.1:1", "landing"),
-        IngestSettings(max_records_per_source=max_records, flatten_processes=1),
+def _source() -> TopicIngestSource:
+    """The topic as the ingest reads it; only its planning is called (no Spark)."""
+    return TopicIngestSource(
+        LakehouseConfig(Path("/nonexistent")), TopicSource("127.0.0.1:1", "landing")
     )
 
 
@@ -95,14 +92,14 @@ def _committed(**ends: int) -> dict[str, dict[str, int]]:
     return {"pushes": {source_name("landing", int(p[1:])): e for p, e in ends.items()}}
 
 
-def test_the_job_bounds_each_partition_and_logs_a_gap(caplog) -> None:
+def test_the_source_bounds_each_partition_and_logs_a_gap(caplog) -> None:
     offsets = [
         PartitionOffsets(0, 0, 100),
         PartitionOffsets(1, 25, 30),
         PartitionOffsets(2, 0, 0),
     ]
     with caplog.at_level(logging.ERROR):
-        ranges = _job(20)._bounds(_committed(p0=10, p1=5), offsets)
+        ranges = _source().bounds(_committed(p0=10, p1=5), offsets, 20)
     assert [(r.name, r.from_offset, r.to_offset) for r in ranges] == [
         ("kafka:landing:0", 10, 30),
         ("kafka:landing:1", 25, 30),
@@ -115,9 +112,9 @@ def test_the_job_bounds_each_partition_and_logs_a_gap(caplog) -> None:
     )
 
 
-def test_the_job_refuses_a_recreated_topic_in_one_line() -> None:
+def test_the_source_refuses_a_recreated_topic_in_one_line() -> None:
     with pytest.raises(TopicOffsetsReset) as refused:
-        _job(20)._bounds(_committed(p0=87), [PartitionOffsets(0, 0, 9)])
+        _source().bounds(_committed(p0=87), [PartitionOffsets(0, 0, 9)], 20)
     assert str(refused.value) == (
         "landing partition 0 ends at offset 9, but the tables hold it up to 87: the "
         "topic was created again (or its log truncated); ingest it into another "

@@ -28,7 +28,7 @@ from exporters.lakehouse.cli.options import LakeOptions, lake_options, parse_dur
 from exporters.lakehouse.session import LakehouseConfig, LakeLibsMissing
 
 if TYPE_CHECKING:
-    from exporters.lakehouse.ingest import BatchResult, IngestJob
+    from exporters.lakehouse.ingest_loop import BatchResult, Ingest
     from exporters.lakehouse.topic_source import TopicSource
 
 __all__ = ["IngestOptions", "ingest_command"]
@@ -250,7 +250,7 @@ def _job(
     config: LakehouseConfig,
     options: IngestOptions,
     source: TopicSource | None,
-) -> IngestJob:
+) -> Ingest:
     """The ingest job the options describe (not started)."""
     # Imported here: pyarrow, protobuf and the OTLP classes cost `ktc sql` a quarter second.
     from exporters.lakehouse.flatten_pool import default_processes
@@ -294,7 +294,7 @@ def _landing_dirs(
     return landing_dirs_under(lake.data_dir)
 
 
-def _start(job: IngestJob) -> None:
+def _start(job: Ingest) -> None:
     """Start the JVM and take the landing directories; a missing jar or a directory
     another ingest holds is one line."""
     from exporters.lakehouse.ingest import LandingDirBusy
@@ -310,7 +310,7 @@ def _start(job: IngestJob) -> None:
         raise click.ClickException(str(exc)) from None
 
 
-def _run_once(job: IngestJob) -> None:
+def _run_once(job: Ingest) -> None:
     from exporters.lakehouse.topic_ingest import TopicIngestJob
 
     results = job.run_once()
@@ -332,8 +332,6 @@ def _run_once(job: IngestJob) -> None:
 
 def _print_batch(result: BatchResult) -> None:
     """A batch: a summary line on stderr, its figures as one JSON line on stdout."""
-    from exporters.lakehouse.topic_ingest import TopicBatchResult
-
     ranges = ", ".join(f"{n} [{a}, {b})" for n, (a, b) in sorted(result.ranges.items()))
     progress(
         f"ktc ingest: batch {result.batch}: {result.records} records ({ranges}), "
@@ -352,7 +350,7 @@ def _print_batch(result: BatchResult) -> None:
                 # The topic ingest: the executors' processes that flattened it.
                 **(
                     {"flattened_by": list(result.flattened_by)}
-                    if isinstance(result, TopicBatchResult)
+                    if result.flattened_by is not None
                     else {}
                 ),
             },
