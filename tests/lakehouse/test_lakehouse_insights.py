@@ -525,6 +525,7 @@ NOT_ON_THE_FAST_PATH = (
     "collector.app.config",
     "collector.net",
     "exporters.lakehouse.ingest",
+    "exporters.lakehouse.ingest_loop",
 )
 
 
