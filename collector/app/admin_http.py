@@ -4,8 +4,8 @@
 |----------------------------------|-------------------------------------------------|
 | ``GET /v1/clients``              | the live client instances (``live_clients``)    |
 | ``GET /v1/clients/inventory``    | every client's connections, telemetry and request versions (``client_inventory``); 404 with ``clients.inventory.enable: false`` |
-| ``GET /v1/clients/conformance``  | every client library graded against KIP-714 (``conformance``) |
-| ``GET /v1/applications``         | the live instances joined into Streams applications, consumer and share groups (``applications``) |
+| ``GET /v1/clients/conformance``  | every client library graded against KIP-714 (``conformance``); 404 with ``clients.conformance.enable: false`` |
+| ``GET /v1/applications``         | the live instances joined into Streams applications, consumer and share groups (``applications``); 404 with ``clients.applications.enable: false`` |
 | ``POST /v1/subscriptions/preview`` | a subscription change's effect, nothing stored (``subscription_preview``) |
 
 Who may call them (the HTTP listener has no Kafka principal to check ACLs for, so
@@ -54,7 +54,11 @@ class AdminEndpoints:
         secret: str | None,
         authorizer_configured: bool,
         inventory: ClientInventory | None = None,
+        conformance: bool = True,
+        applications: bool = True,
     ) -> None:
+        self._conformance_on = conformance
+        self._applications_on = applications
         self._manager = manager
         self._inventory = inventory
         self._store = store
@@ -121,12 +125,22 @@ class AdminEndpoints:
         return _json(self._inventory.to_json(), 200)
 
     async def _conformance(self, request: web.Request) -> web.Response:
+        if not self._conformance_on:
+            return _json(
+                {"error": "the conformance view is off (clients.conformance.enable)"},
+                404,
+            )
         if request.query:
             return _json({"error": "this endpoint takes no query parameters"}, 400)
         # Reads every cached instance once, on the loop, like a /metrics scrape.
         return _json(conformance(self._manager.instances()), 200)
 
     async def _applications(self, request: web.Request) -> web.Response:
+        if not self._applications_on:
+            return _json(
+                {"error": "the applications view is off (clients.applications.enable)"},
+                404,
+            )
         # Every cached instance read once (the join is linear; built on the loop, like a
         # /metrics scrape of the same instances).
         wall_offset_ms = self._clock.time_ns() // 1_000_000 - self._clock.now_ms()

@@ -346,6 +346,12 @@ class CollectorConfig(BaseModel):
         10_000, alias="clients.inventory.max.series", ge=1, le=1_000_000
     )
 
+    # What the push path reads of each payload for the live views (docs/conformance.md,
+    # docs/insights.md "Applications"): a sample of its shape, and the few metrics of a
+    # Kafka Streams client's state.  Measured within the push path's noise: on by default.
+    clients_conformance_enable: bool = Field(True, alias="clients.conformance.enable")
+    clients_applications_enable: bool = Field(True, alias="clients.applications.enable")
+
     # --- ours -----------------------------------------------------------------------------
     data_dir: Path = Field(Path("data"), alias="data.dir")
     # host:port for /metrics, /healthz, /readyz; null disables the HTTP endpoint.

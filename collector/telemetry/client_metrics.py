@@ -423,7 +423,14 @@ class ClientMetricsManager(PushTelemetryHandler):
         stats: ClientMetricsStats | None = None,
         # Stamps each exported push's context (wall clock); ``now_ms`` is a parameter.
         clock: Clock = SYSTEM_CLOCK,
+        # What the push path reads of a payload beyond the parse: its shape, sampled
+        # (``/v1/clients/conformance``), and its application's signals
+        # (``/v1/applications``); off, the pushes are not read for them.
+        read_shapes: bool = True,
+        read_applications: bool = True,
     ) -> None:
+        self._read_shapes = read_shapes
+        self._read_applications = read_applications
         self._subscriptions = subscriptions
         self._exporter = exporter
         self._to_str = instance_id_to_str
@@ -581,7 +588,11 @@ class ClientMetricsManager(PushTelemetryHandler):
         accepted = instance.pushes_accepted
         if terminating:
             instance.terminating_pushes += 1
-        elif shape_sampled(accepted) and instance.last_push_accepted_ms != NEVER_MS:
+        elif (
+            self._read_shapes
+            and shape_sampled(accepted)
+            and instance.last_push_accepted_ms != NEVER_MS
+        ):
             instance.record_gap(now_ms - instance.last_push_accepted_ms)
         instance.pushes_accepted = accepted + 1
         instance.last_push_accepted_ms = now_ms
@@ -720,10 +731,10 @@ class ClientMetricsManager(PushTelemetryHandler):
             self._stats.record_empty_push(
                 session.client_software_name, session.client_software_version
             )
-        if shape_sampled(instance.pushes_accepted):
+        if self._read_shapes and shape_sampled(instance.pushes_accepted):
             instance.record_shape(read_shape(payload))
         application = instance.application
-        if application is None or application.streams:
+        if self._read_applications and (application is None or application.streams):
             # The first push decides; only a Kafka Streams client's pushes are read after
             # it (GET /v1/applications, collector/app/applications.py).
             instance.application = observe_push(payload, application, client_id)

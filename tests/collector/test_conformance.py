@@ -53,6 +53,7 @@ from collector.telemetry.push_shape import (
     TEMPORALITY_BITS,
     read_shape,
 )
+from exporters.landing import LandingLog
 from proto import ApiKeys
 from proto.errors import Errors
 from proto.messages import ApiVersionsRequest, PushTelemetryRequest
@@ -394,7 +395,7 @@ def test_the_role_of_an_instance_that_sent_nothing_is_its_client_ids(
 
 
 def test_only_the_required_metrics_asked_for_are_graded(tmp_path: Path) -> None:
-    from exporters.landing import LandingLog, LandingOptions
+    from exporters.landing import LandingOptions
 
     node_latency = "org.apache.kafka.producer.node."
     subs = MemorySubscriptions(subscription("nodes", node_latency, INTERVAL))
@@ -584,3 +585,30 @@ def test_empty_push_series_are_bounded_per_library() -> None:
         'ktc_client_empty_pushes_total{client_software_name="lib-0",'
         'client_software_version="1.0"} 2.0' in series
     )
+
+
+def test_with_both_views_off_the_push_path_reads_nothing_for_them(
+    subs: MemorySubscriptions, landing: LandingLog
+) -> None:
+    """``clients.conformance.enable`` / ``clients.applications.enable`` false: no shape,
+    gap or application is read (what bench_push's ``--compare`` measures against)."""
+    manager = make_manager(subs, landing, read_shapes=False, read_applications=False)
+    pushes = [otlp_payload(REQUIRED_PRODUCER_METRICS[0])] * 3
+    instance = manager.instance(run_client(manager, JAVA, pushes, terminate=True))
+    assert instance is not None and instance.pushes_accepted == 4
+    assert instance.shapes_read == 0 and instance.push_gaps is None
+    assert instance.application is None
+    assert instance.terminating_pushes == 1  # counted, not read
+
+
+async def test_a_view_that_is_off_answers_404(start: Start, tmp_path: Path) -> None:
+    server = await start(
+        FakeClock(1_000_000),
+        **{"clients.conformance.enable": False, "clients.applications.enable": False},
+    )
+    for path, key in (
+        ("/v1/clients/conformance", "clients.conformance.enable"),
+        ("/v1/applications", "clients.applications.enable"),
+    ):
+        status, body = await http(server, "GET", path)
+        assert status == 404 and key in body["error"]

@@ -36,6 +36,8 @@ async def start_http(
         secret=config.http_admin_secret,
         authorizer_configured=bool(config.authorizer_class_name),
         inventory=inventory,
+        conformance=config.clients_conformance_enable,
+        applications=config.clients_applications_enable,
     )
     health.add_routes(admin.routes())
     if client_series is not None:

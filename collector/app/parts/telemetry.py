@@ -86,6 +86,8 @@ def build_manager(
         cache_expiry_ms=config.telemetry_instance_cache_expiry_ms,
         stats=stats,
         clock=clock,
+        read_shapes=config.clients_conformance_enable,
+        read_applications=config.clients_applications_enable,
     )
     stats.instance_count = lambda: manager.instance_count
     return manager, series
