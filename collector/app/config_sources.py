@@ -60,27 +60,6 @@ def env_overrides(environ: Mapping[str, str], keys: Iterable[str]) -> dict[str, 
     return out
 
 
-def _resolve_references(
-    data: dict[str, Any], environ: Mapping[str, str], source: str
-) -> dict[str, Any]:
-    """Kafka's config providers: ``config.providers: env`` (or ``KTC_CONFIG_PROVIDERS``)
-    lets values say ``${env:VAR}``; the declarations are the loader's, not settings."""
-    directives = {
-        k: data.pop(k)
-        for k in list(data)
-        if k == PROVIDERS_KEY or k.startswith(PROVIDERS_KEY + ".")
-    }
-    if env_var_for(PROVIDERS_KEY) in environ:
-        directives[PROVIDERS_KEY] = environ[env_var_for(PROVIDERS_KEY)]
-    try:
-        providers = declared_providers(directives)
-        return {
-            k: resolve_references(v, k, providers, environ) for k, v in data.items()
-        }
-    except ProviderError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-
-
 def resolve_config_references(
     data: dict[str, Any], environ: Mapping[str, str], source: str
 ) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Final
 
+from collector.telemetry.protobuf_wire import read_varint, skip_field
 from proto.streams_states import CLIENT_STATE_METRIC, THREAD_STATE_METRIC
 
 __all__ = [
@@ -224,13 +225,13 @@ def read_signals(
     pos = 0
     end = len(payload)
     while pos < end:
-        key, pos = _varint(payload, pos)
+        key, pos = read_varint(payload, pos)
         if key == _field(1, 2):
-            length, pos = _varint(payload, pos)
+            length, pos = read_varint(payload, pos)
             _resource_metrics(payload, pos, min(pos + length, end), walk)
             pos += length
         else:
-            pos = _skip(payload, pos, key & 7)
+            pos = skip_field(payload, pos, key)
     return _merge(walk, previous)
 
 
@@ -276,30 +277,30 @@ def _field(number: int, wire_type: int) -> int:
 
 def _resource_metrics(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):  # resource
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _resource(buf, pos, min(pos + length, end), walk)
             pos += length
         elif key == _field(2, 2):  # scope_metrics
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _scope_metrics(buf, pos, min(pos + length, end), walk)
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
 
 
 def _resource(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):  # attributes
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             name, value = _key_value(buf, pos, min(pos + length, end))
             if name == b"group_id":
                 walk.group_id = value
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
 
 
 def _key_value(buf: bytes, pos: int, end: int) -> tuple[bytes, str | None]:
@@ -307,45 +308,45 @@ def _key_value(buf: bytes, pos: int, end: int) -> tuple[bytes, str | None]:
     name = b""
     value: str | None = None
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             name = buf[pos : min(pos + length, end)]
             pos += length
         elif key == _field(2, 2):
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             value = _any_value(buf, pos, min(pos + length, end))
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
     return name, value
 
 
 def _any_value(buf: bytes, pos: int, end: int) -> str | None:
     value: str | None = None
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):  # string_value
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             value = buf[pos : min(pos + length, end)].decode("utf-8", "replace")
             pos += length
         elif key == _field(3, 0):  # int_value
-            number, pos = _varint(buf, pos)
+            number, pos = read_varint(buf, pos)
             value = str(number - (1 << 64) if number >= 1 << 63 else number)
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
     return value
 
 
 def _scope_metrics(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(2, 2):  # metrics
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _metric(buf, pos, min(pos + length, end), walk)
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
 
 
 def _metric(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
@@ -354,12 +355,12 @@ def _metric(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
     start = pos
     name = b""
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             name = buf[pos : min(pos + length, end)]
             break
-        pos = _skip(buf, pos, key & 7)
+        pos = skip_field(buf, pos, key)
     if not name.startswith(_STREAMS_PREFIX):
         if name.startswith(_SHARE_PREFIX):
             walk.share = True
@@ -370,13 +371,13 @@ def _metric(buf: bytes, pos: int, end: int, walk: _Walk) -> None:
     metric = name.decode()
     pos = start
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key in (_field(5, 2), _field(7, 2)):  # gauge, sum
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _data(buf, pos, min(pos + length, end), metric, key == _field(7, 2), walk)
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
 
 
 def _data(
@@ -385,16 +386,16 @@ def _data(
     points: list[tuple[int, int]] = []
     delta = False
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(1, 2):  # data_points
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             points.append((pos, min(pos + length, end)))
             pos += length
         elif key == _field(2, 0):  # Sum.aggregation_temporality
-            temporality, pos = _varint(buf, pos)
+            temporality, pos = read_varint(buf, pos)
             delta = is_sum and temporality == _DELTA
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
     for start, stop in points:
         _point(buf, start, stop, metric, delta, walk)
 
@@ -406,7 +407,7 @@ def _point(
     time = 0
     attributes: dict[bytes, str | None] = {}
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _field(3, 1):  # time_unix_nano
             time = _UINT64.unpack_from(buf, pos)[0] if pos + 8 <= end else 0
             pos += 8
@@ -417,13 +418,13 @@ def _point(
             value = float(_INT64.unpack_from(buf, pos)[0]) if pos + 8 <= end else value
             pos += 8
         elif key == _field(7, 2):  # attributes
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             name, text = _key_value(buf, pos, min(pos + length, end))
             if name in _POINT_ATTRIBUTES:
                 attributes[name] = text
             pos += length
         else:
-            pos = _skip(buf, pos, key & 7)
+            pos = skip_field(buf, pos, key)
     if value != value:
         return  # no value, or NaN: no state to tell
     series = (metric, attributes.get(b"thread_id"))
@@ -439,31 +440,3 @@ def _point(
         attributes.get(b"application_id"),
         delta,
     )
-
-
-def _skip(buf: bytes, pos: int, wire_type: int) -> int:
-    """The position after a field's value of ``wire_type`` (groups end the walk)."""
-    if wire_type == 0:
-        return _varint(buf, pos)[1]
-    if wire_type == 1:
-        return pos + 8
-    if wire_type == 2:
-        length, pos = _varint(buf, pos)
-        return pos + length
-    if wire_type == 5:
-        return pos + 4
-    return len(buf)  # groups: not OTLP's
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    end = len(buf)
-    while pos < end:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    return value, pos

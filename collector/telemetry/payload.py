@@ -22,6 +22,8 @@ from typing import Final
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
+from collector.telemetry.protobuf_wire import read_varint
+
 __all__ = ["REUSE_BYTES", "MetricsDataValidator", "holds_a_metric"]
 
 # Payload bytes parsed into one message before it is replaced (its arena freed): about
@@ -71,10 +73,10 @@ def _holds(buf: bytes, start: int, end: int, depth: int) -> bool:
     want = _METRIC_PATH[depth]
     pos = start
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         wire_type = key & 7
         if wire_type == _LENGTH_DELIMITED:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             if key >> 3 == want:
                 if depth == len(_METRIC_PATH) - 1:
                     return True
@@ -82,7 +84,7 @@ def _holds(buf: bytes, start: int, end: int, depth: int) -> bool:
                     return True
             pos += length
         elif wire_type == 0:
-            _, pos = _varint(buf, pos)
+            _, pos = read_varint(buf, pos)
         elif wire_type == 1:
             pos += 8
         elif wire_type == 5:
@@ -92,17 +94,3 @@ def _holds(buf: bytes, start: int, end: int, depth: int) -> bool:
                 True  # groups: not OTLP's; the parse accepted it, so not called empty
             )
     return False
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    end = len(buf)
-    while pos < end:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    return value, pos

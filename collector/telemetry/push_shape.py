@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from collector.telemetry.protobuf_wire import read_varint, skip_field
+
 __all__ = [
     "REQUIRED_CONSUMER_METRICS",
     "REQUIRED_METRIC_BITS",
@@ -100,13 +102,13 @@ def read_shape(
     end = len(payload)
     pos = 0
     while pos < end:
-        key, pos = _varint(payload, pos)
+        key, pos = read_varint(payload, pos)
         if key == _RESOURCE_METRICS:
-            length, pos = _varint(payload, pos)
+            length, pos = read_varint(payload, pos)
             _resource_metrics(payload, pos, min(pos + length, end), known, shape)
             pos += length
         else:
-            pos = _skip(payload, pos, key)
+            pos = skip_field(payload, pos, key)
     return shape
 
 
@@ -114,26 +116,26 @@ def _resource_metrics(
     buf: bytes, pos: int, end: int, known: dict[bytes, int], shape: PushShape
 ) -> None:
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _SCOPE_METRICS:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _scope_metrics(buf, pos, min(pos + length, end), known, shape)
             pos += length
         else:
-            pos = _skip(buf, pos, key)
+            pos = skip_field(buf, pos, key)
 
 
 def _scope_metrics(
     buf: bytes, pos: int, end: int, known: dict[bytes, int], shape: PushShape
 ) -> None:
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _METRICS:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             _metric(buf, pos, min(pos + length, end), known, shape)
             pos += length
         else:
-            pos = _skip(buf, pos, key)
+            pos = skip_field(buf, pos, key)
 
 
 def _metric(
@@ -141,9 +143,9 @@ def _metric(
 ) -> None:
     shape.metrics += 1
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _NAME:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             name = buf[pos : min(pos + length, end)]
             shape.required |= known.get(name, 0)
             if name.startswith(_PRODUCER_PREFIX):
@@ -152,51 +154,20 @@ def _metric(
                 shape.roles |= ROLE_CONSUMER
             pos += length
         elif key == _SUM or key == _HISTOGRAM or key == _EXPONENTIAL_HISTOGRAM:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             shape.temporalities |= _temporality(buf, pos, min(pos + length, end))
             pos += length
         else:
-            pos = _skip(buf, pos, key)
+            pos = skip_field(buf, pos, key)
 
 
 def _temporality(buf: bytes, pos: int, end: int) -> int:
     """The bit of a Sum's or Histogram's temporality (absent: proto3's 0, unspecified)."""
     value = 0
     while pos < end:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         if key == _TEMPORALITY:
-            value, pos = _varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         else:
-            pos = _skip(buf, pos, key)
+            pos = skip_field(buf, pos, key)
     return 1 << value if 0 <= value <= 2 else _OTHER_TEMPORALITY
-
-
-def _skip(buf: bytes, pos: int, key: int) -> int:
-    """The position after the value of a field whose key was just read; the end of the
-    buffer for a group (not OTLP's: nothing after it is read)."""
-    wire_type = key & 7
-    if wire_type == _LENGTH_DELIMITED:
-        length, pos = _varint(buf, pos)
-        return pos + length
-    if wire_type == 0:
-        _, pos = _varint(buf, pos)
-        return pos
-    if wire_type == 1:
-        return pos + 8
-    if wire_type == 5:
-        return pos + 4
-    return len(buf)
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    end = len(buf)
-    while pos < end:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    return value, pos
