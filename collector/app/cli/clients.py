@@ -272,18 +272,40 @@ def _table(rows: Iterable[Sequence[object]], headers: Sequence[str]) -> str:
 
 
 def _csv(found: list[dict[str, Any]]) -> str:
-    out = io.StringIO()
-    if not found:
+    return _csv_text(
+        [
+            {
+                **entry,
+                "subscriptions": ";".join(entry["subscriptions"]),
+                "metrics": ";".join(entry["metrics"]),
+                "errors": _pairs(entry["errors"]),
+            }
+            for entry in found
+        ]
+    )
+
+
+def _csv_text(rows: list[dict[str, Any]], fieldnames: list[str] | None = None) -> str:
+    """``rows`` as CSV with a header (the first row's keys unless given); "" for none.
+    None is written as an empty field."""
+    if not rows:
         return ""
-    writer = csv.DictWriter(out, fieldnames=list(found[0]), lineterminator="\n")
+    out = io.StringIO()
+    writer = csv.DictWriter(
+        out, fieldnames=fieldnames or list(rows[0]), lineterminator="\n"
+    )
     writer.writeheader()
-    for entry in found:
-        row = dict(entry)
-        row["subscriptions"] = ";".join(entry["subscriptions"])
-        row["metrics"] = ";".join(entry["metrics"])
-        row["errors"] = ";".join(f"{k}={v}" for k, v in entry["errors"].items())
-        writer.writerow(row)
+    writer.writerows(rows)
     return out.getvalue().rstrip("\n")
+
+
+def _pairs(counts: dict[str, Any]) -> str:
+    return ";".join(f"{k}={v}" for k, v in counts.items())
+
+
+def _echo_csv(text: str) -> None:
+    if text:
+        click.echo(text)
 
 
 @click.command("clients")
@@ -363,9 +385,7 @@ def clients(
     if output_format == "json":
         click.echo(json.dumps(found, indent=2))
     elif output_format == "csv":
-        text = _csv(found)
-        if text:
-            click.echo(text)
+        _echo_csv(_csv(found))
     else:
         rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
         click.echo(_table(rows, list(TABLE_COLUMNS)))
@@ -378,14 +398,7 @@ def _print_applications(answer: dict[str, Any], output_format: str) -> None:
         return
     rows = application_rows(answer)
     if output_format == "csv":
-        if rows:
-            out = io.StringIO()
-            writer = csv.DictWriter(
-                out, fieldnames=list(APPLICATION_FIELDS), lineterminator="\n"
-            )
-            writer.writeheader()
-            writer.writerows(rows)
-            click.echo(out.getvalue().rstrip("\n"))
+        _echo_csv(_csv_text(rows, list(APPLICATION_FIELDS)))
         return
     table = [
         [
@@ -420,13 +433,9 @@ def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
         click.echo(json.dumps(answer, indent=2))
         return
     if output_format == "csv":
-        if found:
-            out = io.StringIO()
-            writer = csv.DictWriter(out, fieldnames=list(found[0]), lineterminator="\n")
-            writer.writeheader()
-            for entry in found:
-                writer.writerow({**entry, "requests": _versions(entry, removed=False)})
-            click.echo(out.getvalue().rstrip("\n"))
+        _echo_csv(
+            _csv_text([{**e, "requests": _versions(e, removed=False)} for e in found])
+        )
         return
     rows = [[render(c) for render in INVENTORY_COLUMNS.values()] for c in found]
     click.echo(_table(rows, list(INVENTORY_COLUMNS)))
@@ -446,28 +455,19 @@ def _print_conformance(answer: dict[str, Any], output_format: str) -> None:
         click.echo(json.dumps(answer, indent=2))
         return
     if output_format == "csv":
-        if rows:
-            out = io.StringIO()
-            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-            writer.writeheader()
-            for row in rows:
-                writer.writerow(
-                    {
-                        **row,
-                        **{
-                            key: ";".join(map(str, row[key]))
-                            for key in row
-                            if isinstance(row[key], list)
-                        },
-                        "errors": ";".join(
-                            f"{k}={v}" for k, v in row["errors"].items()
-                        ),
-                        "interval_kept": ""
-                        if row["interval_kept"] is None
-                        else row["interval_kept"],
-                    }
-                )
-            click.echo(out.getvalue().rstrip("\n"))
+        lists_joined = [
+            {
+                **row,
+                **{
+                    k: ";".join(map(str, v))
+                    for k, v in row.items()
+                    if isinstance(v, list)
+                },
+                "errors": _pairs(row["errors"]),
+            }
+            for row in rows
+        ]
+        _echo_csv(_csv_text(lists_joined))
         return
     table = [[render(r) for render in CONFORMANCE_COLUMNS.values()] for r in rows]
     click.echo(_table(table, list(CONFORMANCE_COLUMNS)))
