@@ -33,19 +33,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection, select
 from collector.telemetry.prometheus.exposition import Rendered, render
 from collector.telemetry.prometheus.landed import LandedRecords
+from collector.telemetry.prometheus.metrics_wire import resources
 from collector.telemetry.prometheus.naming import MetricType
 from collector.telemetry.prometheus.points import (
     IDENTITY_LABELS,
     FamilyMeta,
     InstancePoints,
-    attribute_labels,
 )
 from exporters.base import Exporter, ExportResult
 from exporters.context import TelemetryContext
@@ -66,7 +65,6 @@ PENDING_MAX_BYTES = 64 * 1024 * 1024
 # Series kept in memory at most, as a multiple of the budget (the least recently pushed
 # instances beyond it are forgotten: they would only be part of an overflow aggregate).
 RETAINED_FACTOR = 2
-_NO_LABELS: dict[str, str] = {}
 # Families (help and type) remembered before those no instance has are forgotten.
 _FAMILIES_KEPT = 1_000
 # prometheus.clients.max.series.per.instance: about twice the busiest instance of a real
@@ -269,8 +267,8 @@ class ClientSeries:
         self.pushes_folded += len(batch)
         for context, payload in batch:
             try:
-                data = MetricsData.FromString(payload)
-            except Exception:  # validated on the push path; counted, never raised
+                data = resources(payload)
+            except ValueError:  # validated on the push path; counted, never raised
                 self.undecodable += 1
                 continue
             instance_id = context.client_instance_id
@@ -293,20 +291,19 @@ class ClientSeries:
                 self.series_expired += expired
             before = instance.samples
             refused = instance.refused
-            for resource in data.resource_metrics:
+            for resource in data:
                 instance.fold(
                     (
-                        metric
-                        for scope in resource.scope_metrics
-                        for metric in scope.metrics
-                        if not prefixes or metric.name.startswith(prefixes)
+                        resource.metrics
+                        if not prefixes
+                        else [
+                            m for m in resource.metrics if m.name.startswith(prefixes)
+                        ]
                     ),
                     self._families,
                     self._names,
                     max_samples,
-                    attribute_labels(resource.resource.attributes)
-                    if len(resource.resource.attributes)
-                    else _NO_LABELS,
+                    resource.attributes,
                     now_ms,
                 )
             self._retained_samples += instance.samples - before

@@ -27,6 +27,10 @@ class MetricType(Enum):
     HISTOGRAM = "histogram"
     SUMMARY = "summary"
 
+    # Members are singletons compared by identity, so the identity hash serves as Enum's
+    # own does (a hash of the name, a Python call): the fold hashes a type at every point.
+    __hash__ = object.__hash__
+
 
 # OTLP unit (UCUM case-sensitive) -> Prometheus unit word (otlptranslator's unitMap).
 UNITS: dict[str, str] = {

@@ -17,8 +17,11 @@ Kafka's does), so sums and histograms are turned back into running totals here.
 | exponential histogram | dropped (the exporter drops it too) | |
 | any point flagged "no recorded value" | its series is removed | |
 
-A point is keyed by its family name (``naming.metric_name``) and its attributes as rendered
-labels, so the budget and the exposition need no second pass over attributes.
+The pushes are read by metrics_wire.py's walk of their bytes.  A point is keyed by its
+family name (``naming.metric_name``) and its attributes as rendered labels, so the budget
+and the exposition need no second pass over attributes; a series' labels are rendered
+once, from the raw bytes of its resource's and its own attributes (``point_labels``), and
+looked up by those bytes at every later push.
 
 Two bounds the exporter does not have, so one client cannot take the page from the fleet:
 
@@ -40,12 +43,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from opentelemetry.proto.metrics.v1.metrics_pb2 import (
-    AggregationTemporality,
-    Metric,
-    NumberDataPoint,
-)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
+from collector.telemetry.prometheus.metrics_wire import (
+    WireMetric,
+    WireNumberPoint,
+    any_value_text,
+    key_values,
+)
 from collector.telemetry.prometheus.naming import MetricType, label_name, metric_name
 from proto.streams_states import (
     CLIENT_STATE_METRIC,
@@ -69,6 +75,8 @@ __all__ = [
     "SummaryPoint",
     "attribute_labels",
     "escape_label_value",
+    "point_labels",
+    "resource_labels",
     "samples_of",
 ]
 
@@ -224,6 +232,7 @@ class InstancePoints:
         "points",
         "refused",
         "resource",
+        "resource_raw",
         "samples",
     )
 
@@ -236,52 +245,57 @@ class InstancePoints:
         self.points: dict[SeriesKey, Point] = {}
         self.samples = 0  # sum of samples_of over points
         self.refused = 0  # points of new series refused (no room), ever
-        # The labels of the resource being folded (its attributes, as a point's).
+        # The labels of the resource being folded (its attributes, as a point's), and
+        # their raw bytes (the key of its points' rendered labels).
         self.resource: dict[str, str] = {}
+        self.resource_raw = b""
         self.now_ms = 0  # the collector's clock of the fold under way
         # No point was set before this (so expire() skips the instance until it is due).
         self.oldest_ms: int | None = None
 
     def fold(
         self,
-        metrics: Iterable[Metric],
+        metrics: Iterable[WireMetric],
         families: dict[str, FamilyMeta],
         names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
-        resource: dict[str, str],
+        resource_raw: bytes,
         now_ms: int,
     ) -> None:
         """Fold one resource's metrics in (already filtered by the metric-name allowlist);
-        ``resource``: its attributes as labels (``attribute_labels``); ``max_samples``:
-        the samples this instance may hold before its new series are refused (one more is
-        its refused-series flag); ``now_ms``: the collector's clock (expiry)."""
-        self.resource = resource
+        ``resource_raw``: its attributes' bytes (``WireResource.attributes``);
+        ``max_samples``: the samples this instance may hold before its new series are
+        refused (one more is its refused-series flag); ``now_ms``: the collector's clock
+        (expiry)."""
+        self.resource = resource_labels(resource_raw)
+        self.resource_raw = resource_raw
         self.now_ms = now_ms
         if self.oldest_ms is None:
             self.oldest_ms = now_ms
         refused = self.refused
         for metric in metrics:
-            kind = metric.WhichOneof("data")
+            kind = metric.kind
             if kind == "gauge":
+                numbers = metric.number_points()
                 self._fold_numbers(
-                    metric, metric.gauge.data_points, MetricType.GAUGE, False, families,
-                    names, max_samples,
+                    metric, numbers, MetricType.GAUGE, False, families, names,
+                    max_samples,
                 )  # fmt: skip
                 named = STATE_FAMILIES.get(metric.name)
                 if named is not None:
-                    self._fold_states(metric, named, families, max_samples)
+                    self._fold_states(numbers, named, families, max_samples)
             elif kind == "sum":
-                data = metric.sum
-                temporality = data.aggregation_temporality
+                numbers = metric.number_points()
+                temporality = metric.temporality
                 if temporality not in (_DELTA, _CUMULATIVE):
                     continue
-                if temporality == _DELTA and not data.is_monotonic:
+                if temporality == _DELTA and not metric.is_monotonic:
                     continue
                 metric_type = (
-                    MetricType.COUNTER if data.is_monotonic else MetricType.GAUGE
+                    MetricType.COUNTER if metric.is_monotonic else MetricType.GAUGE
                 )
                 self._fold_numbers(
-                    metric, data.data_points, metric_type, temporality == _DELTA,
+                    metric, numbers, metric_type, temporality == _DELTA,
                     families, names, max_samples,
                 )  # fmt: skip
             elif kind == "histogram":
@@ -331,7 +345,7 @@ class InstancePoints:
 
     def _family(
         self,
-        metric: Metric,
+        metric: WireMetric,
         metric_type: MetricType,
         families: dict[str, FamilyMeta],
         names: dict[tuple[str, str, MetricType], str],
@@ -369,8 +383,8 @@ class InstancePoints:
 
     def _fold_numbers(
         self,
-        metric: Metric,
-        data_points: Iterable[NumberDataPoint],
+        metric: WireMetric,
+        data_points: list[WireNumberPoint],
         metric_type: MetricType,
         delta: bool,
         families: dict[str, FamilyMeta],
@@ -381,14 +395,9 @@ class InstancePoints:
         if not family:
             return
         points = self.points
+        resource_raw = self.resource_raw
         for point in data_points:
-            attributes = point.attributes
-            key = (
-                family,
-                _labels(attributes, self.resource)
-                if len(attributes) or self.resource
-                else "",
-            )
+            key = (family, point_labels(resource_raw, point.attributes))
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return  # as the exporter: the rest of this metric's points too
@@ -431,7 +440,7 @@ class InstancePoints:
 
     def _fold_states(
         self,
-        metric: Metric,
+        data_points: list[WireNumberPoint],
         named: tuple[str, str, tuple[str, ...]],
         families: dict[str, FamilyMeta],
         max_samples: int,
@@ -441,7 +450,7 @@ class InstancePoints:
         if family not in families:
             families[family] = FamilyMeta(MetricType.GAUGE, help_text)
         points = self.points
-        for point in metric.gauge.data_points:
+        for point in data_points:
             pairs = {**self.resource, **attribute_labels(point.attributes)}
             if "state" in pairs:  # the label is ours: a pushed one is kept aside
                 pairs["exported_state"] = pairs.pop("state")
@@ -476,17 +485,17 @@ class InstancePoints:
 
     def _fold_histograms(
         self,
-        metric: Metric,
+        metric: WireMetric,
         families: dict[str, FamilyMeta],
         names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
     ) -> None:
-        data = metric.histogram
         family = self._family(metric, MetricType.HISTOGRAM, families, names)
         if not family:
             return
-        for point in data.data_points:
-            key = (family, _labels(point.attributes, self.resource))
+        resource_raw = self.resource_raw
+        for point in metric.histogram_points():
+            key = (family, point_labels(resource_raw, point.attributes))
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return
@@ -500,7 +509,7 @@ class InstancePoints:
             )
             previous = self.points.get(key)
             if isinstance(previous, HistogramPoint):
-                temporality = data.aggregation_temporality
+                temporality = metric.temporality
                 if temporality == _DELTA:
                     if new.start_ns != previous.time_ns:
                         if new.start_ns <= previous.time_ns:
@@ -517,7 +526,7 @@ class InstancePoints:
 
     def _fold_summaries(
         self,
-        metric: Metric,
+        metric: WireMetric,
         families: dict[str, FamilyMeta],
         names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
@@ -525,8 +534,9 @@ class InstancePoints:
         family = self._family(metric, MetricType.SUMMARY, families, names)
         if not family:
             return
-        for point in metric.summary.data_points:
-            key = (family, _labels(point.attributes, self.resource))
+        resource_raw = self.resource_raw
+        for point in metric.summary_points():
+            key = (family, point_labels(resource_raw, point.attributes))
             if point.flags & _NO_RECORDED_VALUE:
                 self._drop(key)
                 return
@@ -536,7 +546,7 @@ class InstancePoints:
                 and point.time_unix_nano < previous.time_ns
             ):
                 continue
-            quantiles = {q.quantile: q.value for q in point.quantile_values}
+            quantiles = dict(point.quantile_values)
             self._put(
                 key,
                 SummaryPoint(
@@ -569,30 +579,62 @@ def _added(previous: HistogramPoint, new: HistogramPoint) -> HistogramPoint:
     )
 
 
-def attribute_labels(attributes: Iterable[object]) -> dict[str, str]:
-    """Attributes as Prometheus labels (name -> value); an attribute whose label would
-    clash with an identity label is renamed ``exported_<label>`` (Prometheus's own rule for
-    a target label that clashes); ``le``, ``quantile`` and ``__...`` are left out."""
+# Rendered labels remembered at most (then forgotten all at once, as ``_MAX_NAMES``): a
+# series' labels are rendered at its first push and found by their bytes at the next ones.
+_MAX_RENDERED = 65_536
+_RENDERED: dict[tuple[bytes, bytes], str] = {}
+_RESOURCES: dict[bytes, dict[str, str]] = {}
+
+
+def point_labels(resource_raw: bytes, attributes_raw: bytes) -> str:
+    """A point's labels, rendered and sorted (``_rendered``): its resource's, then its own
+    (which win), as the exporter's ``resource_to_telemetry_conversion`` merges them; from
+    the raw bytes of both (``WireResource.attributes``, a wire point's ``attributes``)."""
+    if not attributes_raw and not resource_raw:
+        return ""
+    key = (resource_raw, attributes_raw)
+    rendered = _RENDERED.get(key)
+    if rendered is None:
+        if len(_RENDERED) >= _MAX_RENDERED:
+            _RENDERED.clear()
+        pairs = attribute_labels(attributes_raw)
+        if resource_raw:
+            pairs = {**resource_labels(resource_raw), **pairs}
+        rendered = _RENDERED[key] = _rendered(pairs)
+    return rendered
+
+
+def resource_labels(resource_raw: bytes) -> dict[str, str]:
+    """A resource's attributes as labels (``attribute_labels``), remembered by their
+    bytes (the caller does not change the dictionary)."""
+    if not resource_raw:
+        return _NO_LABELS
+    labels = _RESOURCES.get(resource_raw)
+    if labels is None:
+        if len(_RESOURCES) >= _MAX_RENDERED:
+            _RESOURCES.clear()
+        labels = _RESOURCES[resource_raw] = attribute_labels(resource_raw)
+    return labels
+
+
+_NO_LABELS: dict[str, str] = {}
+
+
+def attribute_labels(attributes_raw: bytes) -> dict[str, str]:
+    """Attributes (their KeyValue fields' bytes) as Prometheus labels (name -> value); an
+    attribute whose label would clash with an identity label is renamed
+    ``exported_<label>`` (Prometheus's own rule for a target label that clashes); ``le``,
+    ``quantile`` and ``__...`` are left out."""
     pairs: dict[str, str] = {}
-    for attribute in attributes:
-        name = label_name(attribute.key)  # type: ignore[attr-defined]
+    for key, value in key_values(attributes_raw):
+        name = label_name(key)
         if not name or name == "le" or name == "quantile" or name.startswith("__"):
             continue
         if name in _IDENTITY:
             name = "exported_" + name
-        pairs[name] = _any_value(attribute.value)  # type: ignore[attr-defined]
+        text = any_value_text(value)
+        pairs[name] = _any_value(AnyValue.FromString(value)) if text is None else text
     return pairs
-
-
-def _labels(attributes: Iterable[object], resource: dict[str, str]) -> str:
-    """A point's labels, rendered and sorted: its resource's, then its own (which win),
-    as the exporter's ``resource_to_telemetry_conversion`` merges them."""
-    pairs = (
-        {**resource, **attribute_labels(attributes)}
-        if resource
-        else (attribute_labels(attributes))
-    )
-    return _rendered(pairs)
 
 
 def _rendered(pairs: dict[str, str]) -> str:
@@ -604,17 +646,18 @@ def _rendered(pairs: dict[str, str]) -> str:
     )
 
 
-def _any_value(value: object) -> str:
-    """An AnyValue as the exporter's ``AsString`` renders the scalar kinds."""
-    kind = value.WhichOneof("value")  # type: ignore[attr-defined]
+def _any_value(value: AnyValue) -> str:
+    """An AnyValue decoded (the kinds ``any_value_text`` leaves to the message: arrays,
+    key-value lists, bytes) as the exporter's ``AsString`` renders it."""
+    kind = value.WhichOneof("value")
     if kind == "string_value":
-        return value.string_value  # type: ignore[attr-defined, no-any-return]
+        return value.string_value
     if kind == "bool_value":
-        return "true" if value.bool_value else "false"  # type: ignore[attr-defined]
+        return "true" if value.bool_value else "false"
     if kind == "int_value":
-        return str(value.int_value)  # type: ignore[attr-defined]
+        return str(value.int_value)
     if kind == "double_value":
-        return repr(value.double_value)  # type: ignore[attr-defined]
+        return repr(value.double_value)
     if kind is None:
         return ""
     return str(getattr(value, kind))
