@@ -311,10 +311,9 @@ class CollectorConfig(BaseModel):
         60000, alias="subscriptions.kafka.stale.after.ms", ge=100
     )
     # --- /metrics/clients (docs/prometheus.md) -------------------------------------------
-    # Off by default: folding every push for it (decoding each payload into Python objects
-    # on a worker thread) costs about 4x the push path's CPU (docs/prometheus.md, "Cost on
-    # the push path").
-    prometheus_clients_enable: bool = Field(False, alias="prometheus.clients.enable")
+    # On by default: folded from what landed in a process of its own, at a lower priority
+    # than the push path (docs/prometheus.md, "Where the fold runs").
+    prometheus_clients_enable: bool = Field(True, alias="prometheus.clients.enable")
     # Series one scrape shows at most (a histogram's buckets, _sum and _count each count).
     prometheus_clients_max_series: int = Field(
         25_000, alias="prometheus.clients.max.series", ge=1, le=10_000_000

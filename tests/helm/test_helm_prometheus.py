@@ -49,31 +49,28 @@ def _served_and_scraped(docs: Docs) -> tuple[bool, bool]:
     return bool(config.get("prometheus.clients.enable")), "/metrics/clients" in paths
 
 
-# values -> (served, scraped): the chart never scrapes /metrics/clients where it is off,
-# and turns it on whenever the monitor or prometheus.clients.enabled asks for it.
+# values -> (served, scraped): on by default; the chart never scrapes /metrics/clients
+# where it is off, and turns it on whenever the monitor scrapes it.
+_MONITOR = {"serviceMonitor": {"enabled": True}}
+_OFF = {"prometheus": {"clients": {"enabled": False}}}
 CLIENT_METRICS_SWITCH = [
-    ({}, (False, False)),
-    ({"serviceMonitor": {"enabled": True}}, (False, False)),
+    ({}, (True, False)),
+    (_MONITOR, (True, True)),
+    (_OFF, (False, False)),
+    # A monitor that scrapes it turns it on.
+    ({**_OFF, **_MONITOR}, (True, True)),
     (
-        {"serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": True}}},
-        (True, True),
-    ),
-    ({"prometheus": {"clients": {"enabled": True}}}, (True, False)),
-    (
-        {
-            "prometheus": {"clients": {"enabled": True}},
-            "serviceMonitor": {"enabled": True},
-        },
-        (True, True),
+        {**_OFF, "serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": False}}},
+        (False, False),
     ),
     (
-        # The operator's config cannot turn it off under a monitor that scrapes it.
-        {
-            "serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": True}},
-            "config": {"prometheus.clients.enable": False},
-        },
-        (True, True),
+        {"serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": False}}},
+        (True, False),
     ),
+    # Off in the chart, the operator's config may still turn it on (not scraped) ...
+    ({**_OFF, "config": {"prometheus.clients.enable": True}}, (True, False)),
+    # ... but cannot turn it off under a monitor that scrapes it.
+    ({**_MONITOR, "config": {"prometheus.clients.enable": False}}, (True, True)),
 ]
 
 

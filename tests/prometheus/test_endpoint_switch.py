@@ -1,6 +1,6 @@
-"""``prometheus.clients.enable``: on, the HTTP listener serves /metrics/clients and
-/metrics carries the endpoint's own series; off (the default: the fold costs the push path
-about 4x its CPU, docs/prometheus.md), neither, and pushes are not folded for it."""
+"""``prometheus.clients.enable``: on (the default), the HTTP listener serves
+/metrics/clients and /metrics carries the endpoint's own series; off, neither, and pushes
+are not folded for it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ async def get(server: CollectorServer, path: str) -> tuple[int, str]:
 
 
 # The setting as given (None: not given) -> whether the endpoint is on.
-SWITCH = [(True, True), (False, False), (None, False)]
+SWITCH = [(True, True), (False, False), (None, True)]
 
 
 @pytest.mark.parametrize(("setting", "enabled"), SWITCH)

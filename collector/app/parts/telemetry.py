@@ -107,6 +107,7 @@ def fold_process(
         directory=log.directory,
         start_offset=log.stats().next_offset,
         durable_below=_durable_below(log),
+        next_offset=lambda: log.stats().next_offset,
         clock=clock,
     )
 

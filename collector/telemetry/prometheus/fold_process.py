@@ -126,7 +126,11 @@ class FoldProcess(ClientSeries):
     """The node's side of ``/metrics/clients`` when the fold runs in a child process: the
     interface of :class:`ClientSeries` (``fold_soon``, ``scrape``, ``collect``, ``close``),
     each answered by the child reading the landing log in ``directory`` from
-    ``start_offset`` on (below ``durable_below()`` when given)."""
+    ``start_offset`` on (below ``durable_below()`` when given).
+
+    The child starts at the first scrape, or at the first fold once ``next_offset()`` (the
+    log's) has moved past ``start_offset``: a node no client pushed to runs no child, and
+    one started later reads from ``start_offset`` all the same."""
 
     def __init__(
         self,
@@ -136,10 +140,13 @@ class FoldProcess(ClientSeries):
         directory: Path,
         start_offset: int,
         durable_below: Callable[[], int] | None = None,
+        next_offset: Callable[[], int] | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         super().__init__(settings, is_cached, clock=clock)
         self._durable_below = durable_below
+        self._next_offset = next_offset
+        self._start_offset = start_offset
         self._config = {
             "directory": str(directory),
             "start_offset": start_offset,
@@ -147,9 +154,9 @@ class FoldProcess(ClientSeries):
             "settings": _settings_json(settings),
         }
         self.restarts = 0
-        self._start()
+        self._process: subprocess.Popen[bytes] | None = None
 
-    def _start(self) -> None:
+    def _start(self) -> subprocess.Popen[bytes]:
         """A child folding from the start offset (a restarted one folds again every
         record landed since, so its sums are those of a child that never stopped)."""
         self._process = subprocess.Popen(
@@ -161,20 +168,31 @@ class FoldProcess(ClientSeries):
         self._to_child: IO[bytes] = self._process.stdin  # type: ignore[assignment]
         self._from_child: IO[bytes] = self._process.stdout  # type: ignore[assignment]
         _write(self._to_child, self._config)
+        return self._process
 
     @property
     def pid(self) -> int:
-        return self._process.pid
+        """The child's process id (it is started if it was not yet)."""
+        return (self._process or self._start()).pid
 
     @property
     def returncode(self) -> int | None:
-        """The child's exit status; None while it runs."""
-        return self._process.poll()
+        """The child's exit status; None while it runs, or before it started."""
+        return None if self._process is None else self._process.poll()
+
+    def _nothing_landed_yet(self) -> bool:
+        return (
+            self._process is None
+            and self._next_offset is not None
+            and self._next_offset() <= self._start_offset
+        )
 
     # ------------------------------------------------------------------ loop side
     def fold_soon(self) -> concurrent.futures.Future[None] | None:
         """Ask the child to fold what landed (None: the last request is still running)."""
         if self._closed or (self._folding is not None and not self._folding.done()):
+            return None
+        if self._nothing_landed_yet():
             return None
         self._folding = self._executor.submit(self._fold_remote, self._clock.now_ms())
         return self._folding
@@ -190,6 +208,8 @@ class FoldProcess(ClientSeries):
     def close(self) -> None:
         self._closed = True
         self._executor.shutdown(wait=True, cancel_futures=True)
+        if self._process is None:
+            return
         try:
             self._to_child.close()
         except OSError:
@@ -215,7 +235,9 @@ class FoldProcess(ClientSeries):
     ) -> tuple[dict[str, Any], bytes]:
         if self._durable_below is not None:
             request["durable_below"] = self._durable_below()
-        if self._process.poll() is not None:  # it died: the request before failed
+        if self._process is None:
+            self._start()
+        elif self._process.poll() is not None:  # it died: the request before failed
             log.warning(
                 "the /metrics/clients fold process exited (code %s): restarting it",
                 self._process.returncode,
@@ -233,7 +255,7 @@ class FoldProcess(ClientSeries):
             raise ClientSeriesClosed(f"the fold process failed: {exc}") from exc
         if reply is None or body is None:
             raise ClientSeriesClosed(
-                f"the fold process exited (code {self._process.poll()})"
+                f"the fold process exited (code {self.returncode})"
             )
         counters = reply.get("counters")
         if counters is not None:

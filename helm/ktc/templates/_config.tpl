@@ -14,9 +14,10 @@ Defaults the operator may override:
   cluster.id                ktc.clusterId (the same on every pod, stable across upgrades)
   shutdown.timeout.seconds  terminationGracePeriodSeconds - 5: the drain must end before
                             the kubelet's SIGKILL (30 s grace -> 25 s drain).
-Owned by the chart when prometheus.clients.enabled or serviceMonitor.clientMetrics.enabled
-(ktc.clientMetricsServed), so the ServiceMonitor never scrapes a path that is not served:
-  prometheus.clients.enable  true
+Owned by the chart when prometheus.clients.enabled (the default) or a ServiceMonitor scrapes
+/metrics/clients (ktc.clientMetricsServed), so the monitor never scrapes a path that is not
+served; otherwise a default the operator may override:
+  prometheus.clients.enable  true (owned), or false (a default)
 Added when secrets.env is set (its variables are referred to as ${env:NAME}):
   config.providers          env
 Added when ingest.enabled in layout landingLog (in layout scaleOut the ingest reads the
@@ -75,6 +76,9 @@ Owned by the chart when gateway.enabled (from gateway.*; see ktc.gatewayNodePort
   "cluster.id" (include "ktc.clusterId" .)
   "shutdown.timeout.seconds" (sub (int .Values.terminationGracePeriodSeconds) 5)
 -}}
+{{- if ne (include "ktc.clientMetricsServed" .) "true" }}
+{{- $_ := set $defaults "prometheus.clients.enable" false }}
+{{- end }}
 {{- if .Values.secrets.env }}
 {{- $_ := set $defaults "config.providers" "env" }}
 {{- end }}

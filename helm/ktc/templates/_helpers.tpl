@@ -115,12 +115,16 @@ $(POD_NAME) is expanded by the kubelet from the POD_NAME variable defined before
 {{- end }}
 
 {{/*
-Whether the collector serves /metrics/clients: "true" when prometheus.clients.enabled or
-serviceMonitor.clientMetrics.enabled asks for it (the config then carries
-prometheus.clients.enable: true, and a ServiceMonitor scrapes the path), else "false".
+Whether the chart turns /metrics/clients on: "true" when prometheus.clients.enabled (the
+default), or when a ServiceMonitor scrapes it (serviceMonitor.enabled and
+serviceMonitor.clientMetrics.enabled, so it never scrapes a path that is not served);
+the config then carries prometheus.clients.enable: true. Else "false", and the config
+carries prometheus.clients.enable: false unless the operator's config sets it.
 */}}
 {{- define "ktc.clientMetricsServed" -}}
-{{- or (dig "clients" "enabled" false (.Values.prometheus | default dict)) (dig "clientMetrics" "enabled" false (.Values.serviceMonitor | default dict)) -}}
+{{- $monitor := .Values.serviceMonitor | default dict }}
+{{- $scraped := and (dig "enabled" false $monitor) (dig "clientMetrics" "enabled" false $monitor) }}
+{{- or (dig "clients" "enabled" false (.Values.prometheus | default dict)) $scraped -}}
 {{- end }}
 
 {{/*
