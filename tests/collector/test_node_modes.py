@@ -18,9 +18,10 @@ from collector.app.server import CollectorServer, ServeMode
 
 # What the node asks of its mode (the Mode protocol, its connection hooks included).
 MODE_METHODS = {
-    "open_store",
+    "kept_subscriptions",
     "build_handling",
     "bind_listeners",
+    "subscriptions_admin",
     "connection_handler",
     "connection_opened",
     "connection_closed",
