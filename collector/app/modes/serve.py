@@ -1,9 +1,9 @@
 """``ktc serve``'s mode: the node as a standalone broker for client telemetry.
 
 :class:`ServeMode` is what makes a node serve: its handling is the dispatcher over every
-API the node answers itself (``ModeServices.local_apis``: telemetry, the admin APIs, ACLs,
-SCRAM credentials; ApiVersions and Metadata among the first), behind a SASL gate on SASL
-listeners.  Start, listeners and shutdown are the node's (collector/app/node.py).
+API the node answers itself (telemetry, ApiVersions, Metadata, the admin APIs, ACLs, SCRAM
+credentials: ``ModeServices.local_apis``), behind a SASL gate on SASL listeners.  Start,
+listeners and shutdown are the node's (collector/app/node.py).
 
 With ``subscriptions.store: kafka`` the subscriptions are a Kafka cluster's client-metrics
 configs (``subscriptions.kafka.*``), read during start and every ``refresh.ms``, so a fleet
