@@ -5,10 +5,12 @@ one job each: connections, listeners, authentication, landing, config watchers, 
 and the objects every node has (the config store, the ClientMetricsManager, the quota
 engine, the authorizer, the API tables, the HTTP endpoints), and :meth:`Node.start` starts
 them in order, as plain calls.  What differs between serve and gateway is the node's
-:class:`Mode`, an object given to it (``collector.app.server.ServeMode``,
-``collector.app.gateway_server.GatewayMode``): the store it keeps, what answers a
-connection's requests, the listeners beyond ``listeners``, and what a connection's opening
-and closing mean to it.
+:class:`Mode`, an object given to it (``collector.app.modes.serve.ServeMode``,
+``collector.app.modes.gateway.GatewayMode``): where its subscriptions are kept, what
+answers a connection's requests, the listeners beyond ``listeners``, and what a
+connection's opening and closing mean to it.  The mode sees the node's services through
+one typed value the node makes, :class:`~collector.app.modes.services.ModeServices`,
+never the node itself.
 
 Only once ``start`` returns is ``/readyz`` green.  Shutdown (SIGTERM/SIGINT, or
 :meth:`Node.stop`) is the ``lifecycle`` part's (``parts/lifecycle.py``); SIGHUP reloads
@@ -21,10 +23,8 @@ at start, after an AlterClientQuotas, when the store's files change, on SIGHUP.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from pathlib import Path
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
@@ -32,13 +32,11 @@ from clock import SYSTEM_CLOCK, Clock
 from collector.app.client_inventory import ClientInventory
 from collector.app.config import CollectorConfig
 from collector.app.http import HealthEndpoints
+from collector.app.modes.services import Handling, Mode, ModeServices, Store
 from collector.app.parts.access import open_authorizer
 from collector.app.parts.authentication import Authentication
-from collector.app.parts.cluster_subscriptions import (
-    cluster_subscription_refresh,
-    keep_reading,
-)
-from collector.app.parts.connections import ConnectionMode, Connections
+from collector.app.parts.cluster_subscriptions import ClusterSubscriptionReads
+from collector.app.parts.connections import Connections
 from collector.app.parts.data_dir import (
     StateLocations,
     open_data_dir,
@@ -57,14 +55,12 @@ from collector.app.parts.telemetry import build_manager
 from collector.app.parts.watchers import ConfigWatchers
 from collector.broker.admin_apis import AdminApis
 from collector.broker.kafka_apis import KafkaApis, api_name
-from collector.core.handler import RequestHandler
 from collector.core.scrape import ScrapeCollector
-from collector.gateway.cluster_admin import ClusterAdmin
 from collector.gateway.cluster_subscriptions import SubscriptionRefresh
 from collector.net.idle import IdleConnections
 from collector.net.listeners import EndPoint
 from collector.net.protocol import KafkaProtocol
-from collector.pipeline.dispatch import Api, Dispatcher
+from collector.pipeline.dispatch import Dispatcher
 from collector.pipeline.quota_enforcer import QuotaEnforcer
 from collector.pipeline.request_metrics import RequestMetrics
 from collector.security.acls_file import DurableAclStore
@@ -74,8 +70,6 @@ from collector.telemetry.client_metrics import ClientMetricsManager
 from collector.telemetry.prometheus.client_series import ClientSeries
 from collector.telemetry.stats import ClientMetricsStats
 from exporters.base import Exporter
-from proto.request_limits import RequestSizeLimits
-from subscriptions.cluster_store import ClusterSubscriptionStore, SubscriptionStore
 from subscriptions.store import ConfigStore
 
 __all__ = [
@@ -89,45 +83,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-# The node's config store: the local one, or the one whose subscriptions a cluster keeps.
-Store = SubscriptionStore
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Handling:
-    """What answers a node's requests, as its mode built it: the dispatcher over the APIs
-    the node answers itself, the handler of a connection that has none of its own, and
-    each API's request size limit."""
-
-    dispatcher: Dispatcher
-    handler: RequestHandler
-    request_size_limits: RequestSizeLimits
-
-
-class Mode(ConnectionMode, Protocol):
-    """What makes a node serve or a gateway (and the connection hooks it inherits)."""
-
-    # Written in the logs at start ("gateway node 1 ... started").
-    name: str
-
-    def open_store(self, node: Node, local: ConfigStore) -> Store:
-        """The node's config store, over the local one."""
-
-    def build_handling(self, node: Node) -> Handling:
-        """What answers requests, over the node's API objects (built by then)."""
-
-    async def bind_listeners(self, node: Node) -> None:
-        """What the mode starts once the node's listeners are bound, before it is ready."""
-
-    def ready_file(self) -> dict[str, object]:
-        """What the mode adds to ``--ready-file`` (the gateway: its per-node ports)."""
-
-    def state_clusters(self, node: Node) -> dict[str, str]:
-        """Each kind of state (``data_dir.STATE_KINDS``) the node keeps in a Kafka cluster
-        -> that cluster's bootstrap servers (asked once the handling is built); a kind not
-        named is the data directory's."""
 
 
 class Node:
@@ -199,9 +154,9 @@ class Node:
         self.idle_connections: IdleConnections | None = None
         # Set once the config store's directory is watched (a change after it is seen).
         self.store_watching = asyncio.Event()
-        # Reads a Kafka cluster's client-metrics configs into the store, when the
-        # subscriptions are kept there.
-        self.subscription_refresh: SubscriptionRefresh | None = None
+        # When the mode's settings keep the subscriptions in a Kafka cluster: the store
+        # over the local one, and what reads the cluster's client-metrics configs into it.
+        self.cluster_subscriptions: ClusterSubscriptionReads | None = None
 
     # ------------------------------------------------------------------ start
     async def start(self) -> None:
@@ -209,7 +164,7 @@ class Node:
         config = self.config
         self.listeners.plan()  # parsed, nothing bound yet
         self.cluster_id = open_data_dir(config)
-        self._store = self.mode.open_store(self, self._open_local_store())
+        self._store = self._open_store()
         self.authentication.open_credentials()
         await self.authentication.open_oauthbearer()
         self.landing.open()
@@ -218,11 +173,12 @@ class Node:
         self.quotas = self._build_quotas()
         self.authorizer = self._open_authorizer()
         self.apis, self.admin_apis = self._build_apis()
-        self._use(self.mode.build_handling(self))
+        self._use(self.mode.build_handling(self._mode_services()))
         self.record_state_locations()
         await self.listeners.bind()
         self.apis.set_advertised(self.listeners.advertised)
-        await self.mode.bind_listeners(self)
+        await self.mode.bind_listeners()
+        await self._read_cluster_subscriptions()
         self.record_state_locations()  # the subscriptions may have fallen back to local
         self.health.add_readiness_check("listeners", self.listeners.not_ready_reason)
         self.health.add_readiness_check("landing", self.landing.not_ready_reason)
@@ -244,6 +200,26 @@ class Node:
             self.cluster_id,
             config.data_dir,
         )
+
+    def _open_store(self) -> Store:
+        """The local config store; when the mode's settings keep the subscriptions in a
+        Kafka cluster, the cluster's subscriptions over it (read from
+        :meth:`_read_cluster_subscriptions` on)."""
+        local = self._open_local_store()
+        kept = self.mode.kept_subscriptions()
+        if kept is None:
+            return local
+        self.cluster_subscriptions = ClusterSubscriptionReads(
+            local,
+            kept,
+            clock=self.clock,
+            registry=self.registry,
+            tasks=self.tasks,
+            # Where the subscriptions live changes with a switch to or back from the
+            # local store: recorded for the ktc commands (parts/data_dir.py).
+            on_change=self.record_state_locations,
+        )
+        return self.cluster_subscriptions.store
 
     def _open_local_store(self) -> ConfigStore:
         if self._given_store is not None:
@@ -301,11 +277,22 @@ class Node:
         )
         return apis, admin
 
-    def dispatcher_over(self, table: dict[int, Api]) -> Dispatcher:
-        """A dispatcher over ``table``, with the node's quotas and request metrics (for
-        the mode's handling)."""
-        return Dispatcher(
-            table, clock=self.clock, quota=self.quotas, observer=self.request_metrics
+    def _mode_services(self) -> ModeServices:
+        """What the mode builds its handling on (and uses until shutdown)."""
+        assert self.apis is not None and self.admin_apis is not None
+        assert self.quotas is not None
+        return ModeServices(
+            clock=self.clock,
+            registry=self.registry,
+            listeners=self.listeners,
+            gate=self.authentication.gate,
+            apis=self.apis,
+            admin_apis=self.admin_apis,
+            authorizer=self.authorizer,
+            credentials=self.authentication.open_credentials(),
+            quotas=self.quotas,
+            request_metrics=self.request_metrics,
+            cluster_subscriptions=self.cluster_subscriptions,
         )
 
     def _use(self, handling: Handling) -> None:
@@ -335,34 +322,24 @@ class Node:
         self.authentication.keep_keys_fresh(self.tasks)
         self.landing.start_forwarder(self.tasks)
 
-    async def keep_cluster_subscriptions(
-        self, admin: ClusterAdmin, refresh_ms: int, stale_after_ms: int
-    ) -> None:
-        """With the subscriptions kept in a Kafka cluster: read them with ``admin`` now,
-        then every ``refresh_ms`` (a mode's ``bind_listeners`` calls this). Until a read
-        works the node is not ready and answers no subscription."""
-        store = self._store
-        assert isinstance(store, ClusterSubscriptionStore) and self.apis is not None
-        refresh = self.subscription_refresh = cluster_subscription_refresh(
-            store,
-            admin,
-            refresh_ms,
-            stale_after_ms=stale_after_ms,
-            clock=self.clock,
-            registry=self.registry,
-            # Where the subscriptions live changes with a switch to or back from the
-            # local store: recorded for the ktc commands (parts/data_dir.py).
-            on_change=self.record_state_locations,
-        )
-        self.health.add_readiness_check("subscriptions", refresh.not_ready_reason)
-        self.apis.subscriptions_unknown = lambda: refresh.unread
-        await keep_reading(refresh, admin, self.tasks)
+    async def _read_cluster_subscriptions(self) -> None:
+        """With the subscriptions kept in a Kafka cluster: read them now with the mode's
+        admin client, then every refresh (once the mode's listeners are bound: the
+        gateway's client depends on what the upstream said of its authentication). Until
+        a read works the node is not ready and answers no subscription."""
+        if self.cluster_subscriptions is not None:
+            assert self.apis is not None
+            admin = self.mode.subscriptions_admin()
+            await self.cluster_subscriptions.start(admin, self.health, self.apis)
 
     def record_state_locations(self) -> None:
         """Record in the data directory where the node keeps each kind of state, when
         that changed (``parts/data_dir.py``: what ``ktc subscriptions|quotas|users|acls
         --data-dir`` read to refuse a change the node would never see)."""
-        locations = StateLocations(self.mode.name, self.mode.state_clusters(self))
+        reads = self.cluster_subscriptions
+        clusters = {} if reads is None else reads.state_clusters()
+        clusters.update(self.mode.state_clusters())
+        locations = StateLocations(self.mode.name, clusters)
         if record_state_locations(self.config.data_dir, locations):
             log.info(
                 "state kept in a Kafka cluster: %s",
@@ -375,6 +352,13 @@ class Node:
     def store(self) -> Store:
         assert self._store is not None, "the store is opened first in start()"
         return self._store
+
+    @property
+    def subscription_refresh(self) -> SubscriptionRefresh | None:
+        """What reads the cluster's subscriptions, once reading (None with the local
+        store, and before)."""
+        reads = self.cluster_subscriptions
+        return None if reads is None else reads.refresh
 
     @property
     def credentials(self) -> DurableCredentialStore | None:

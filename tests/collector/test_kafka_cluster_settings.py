@@ -192,7 +192,7 @@ def test_a_tls_context_only_for_ssl_protocols() -> None:
 
 def test_an_unusable_pem_file_is_one_line_naming_its_prefix(tmp_path: Path) -> None:
     """Each admin client renders the same value; its error names where the file was set."""
-    from collector.app.server import _kafka_store_admin
+    from collector.app.modes.serve import kafka_store_admin
 
     config = load_config(
         environ={},
@@ -204,7 +204,7 @@ def test_an_unusable_pem_file_is_one_line_naming_its_prefix(tmp_path: Path) -> N
         },
     )
     with pytest.raises(StartupError, match=r"^subscriptions\.kafka\.ssl: "):
-        _kafka_store_admin(config)
+        kafka_store_admin(config)
     properties = tmp_path / "admin.properties"
     properties.write_text(
         f"security.protocol=SSL\nssl.truststore.location={tmp_path / 'none.pem'}\n",

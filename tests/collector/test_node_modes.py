@@ -14,13 +14,15 @@ import pytest
 from collector.app.config import CollectorConfig, load_config
 from collector.app.gateway_server import GatewayMode, GatewayServer
 from collector.app.node import Mode, Node, StartupError
+from collector.app.parts.cluster_subscriptions import KeptSubscriptions
 from collector.app.server import CollectorServer, ServeMode
 
 # What the node asks of its mode (the Mode protocol, its connection hooks included).
 MODE_METHODS = {
-    "open_store",
+    "kept_subscriptions",
     "build_handling",
     "bind_listeners",
+    "subscriptions_admin",
     "connection_handler",
     "connection_opened",
     "connection_closed",
@@ -81,3 +83,30 @@ def test_a_node_is_made_in_the_mode_given(tmp_path: Path) -> None:
 def test_the_gateway_mode_needs_its_upstream(tmp_path: Path) -> None:
     with pytest.raises(StartupError, match="upstream"):
         GatewayMode(collector_config(tmp_path))
+
+
+def test_where_the_subscriptions_are_kept_is_each_modes_settings(
+    tmp_path: Path,
+) -> None:
+    # The node makes the cluster-kept subscriptions part from this (Node._open_store);
+    # neither mode looks at the store it is given.
+    upstream = {"gateway.upstream.bootstrap.servers": "up:9092"}
+    assert ServeMode(collector_config(tmp_path)).kept_subscriptions() is None
+    serve_kafka = collector_config(
+        tmp_path,
+        **{
+            "subscriptions.store": "kafka",
+            "subscriptions.kafka.bootstrap.servers": "k:9092",
+            "subscriptions.kafka.refresh.ms": 500,
+            "subscriptions.kafka.stale.after.ms": 7000,
+        },
+    )
+    assert ServeMode(serve_kafka).kept_subscriptions() == KeptSubscriptions(
+        "k:9092", 500, 7000
+    )
+    gateway = GatewayMode(collector_config(tmp_path, **upstream))
+    assert gateway.kept_subscriptions() == KeptSubscriptions("up:9092", 2000, 60000)
+    local = collector_config(
+        tmp_path, **upstream, **{"gateway.subscriptions.store": "local"}
+    )
+    assert GatewayMode(local).kept_subscriptions() is None

@@ -9,8 +9,8 @@ and starts them in order (docs/architecture.md, "One node, two modes").
 | ``authentication.Authentication`` | SASL: SCRAM credentials, OAUTHBEARER's keys and validator, the gate in front of a SASL listener's connections |
 | ``landing.Landing`` | where accepted pushes go (the landing log or topic), what answers wait for, its readiness, the OTLP forwarder |
 | ``watchers.ConfigWatchers`` | one watcher per durable config store, and SIGHUP's reload of them all |
-| ``cluster_subscriptions.ClusterSubscriptionReads`` | the subscriptions a Kafka cluster keeps, read now and every refresh |
-| ``node_metrics`` | the node's own Prometheus series (connection limits, authentication, cluster reads) |
+| ``cluster_subscriptions.ClusterSubscriptionReads`` | the subscriptions a Kafka cluster keeps (made when the mode's settings say so), read now and every refresh, and their series |
+| ``node_metrics`` | the node's own Prometheus series (connection limits, authentication) |
 | ``data_dir`` | the data directory: the cluster id kept in it, and where the node keeps each kind of state |
 
 A part imports nothing of the node, its modes or the CLI (an import-linter contract).
