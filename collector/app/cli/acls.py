@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from collector.app.cli.common import kafka_error_exit, kept_here
+from collector.app.cli.common import data_dir_option, kafka_error_exit, kept_here
 from collector.security.acls import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -34,14 +34,7 @@ from collector.security.acls import (
 
 __all__ = ["acls"]
 
-_DATA_DIR = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default="data",
-    show_default=True,
-    envvar="KTC_DATA_DIR",
-    help="The collector's data directory (config/acls.yaml).",
-)
+_DATA_DIR = data_dir_option("The collector's data directory (config/acls.yaml).")
 
 
 def _operation(name: str) -> AclOperation:
