@@ -222,17 +222,8 @@ def _site(
 def _metadata(buf: BytesLike, v: int) -> AddressScan:
     flex = v >= 9
     pos = 4 if v >= 3 else 0  # ThrottleTimeMs
-    sites = []
-    count, pos = array_length(buf, pos, flex)
-    for _ in range(count):
-        (node_id,) = INT32.unpack_from(buf, pos)
-        site, pos = _site(buf, pos + 4, node_id, flex, True, INT32)
-        if node_id >= 0:
-            sites.append(site)
-        if v >= 1:
-            pos = skip_string(buf, pos, flex)  # Rack
-        if flex:
-            pos = skip_tagged_fields(buf, pos)
+    sites: list[_Site] = []
+    pos = _brokers(buf, pos, sites, flex, v >= 1)
     # The rest is walked only to check that the body ends where the schema says.
     if v >= 2:
         pos = skip_string(buf, pos, flex)  # ClusterId
@@ -346,16 +337,27 @@ def _describe_cluster(buf: BytesLike, v: int) -> AddressScan:
     return AddressScan(buf, sites)
 
 
-def _node_endpoints(buf: BytesLike, pos: int, sites: list[_Site]) -> int:
-    """NodeEndpoints[] (flexible in every version that has it): NodeId, Host, Port, Rack."""
-    count, pos = array_length(buf, pos, True)
+def _brokers(
+    buf: BytesLike, pos: int, sites: list[_Site], flex: bool, rack: bool
+) -> int:
+    """Metadata's Brokers[] or NodeEndpoints[]: NodeId, Host, Port, Rack (when ``rack``);
+    the sites of the nodes (not of a negative id) go to ``sites``."""
+    count, pos = array_length(buf, pos, flex)
     for _ in range(count):
         (node_id,) = INT32.unpack_from(buf, pos)
-        site, pos = _site(buf, pos + 4, node_id, True, True, INT32)
+        site, pos = _site(buf, pos + 4, node_id, flex, True, INT32)
         if node_id >= 0:
             sites.append(site)
-        pos = skip_tagged_fields(buf, skip_string(buf, pos, True))  # Rack
+        if rack:
+            pos = skip_string(buf, pos, flex)  # Rack
+        if flex:
+            pos = skip_tagged_fields(buf, pos)
     return pos
+
+
+def _node_endpoints(buf: BytesLike, pos: int, sites: list[_Site]) -> int:
+    """NodeEndpoints[] (flexible in every version that has it): NodeId, Host, Port, Rack."""
+    return _brokers(buf, pos, sites, True, True)
 
 
 def _top_level_tags(buf: BytesLike, pos: int, what: str) -> AddressScan:
