@@ -358,30 +358,26 @@ def clients(
     """List the client instances the collector holds now (GET /v1/clients)."""
     if conformance and applications:
         raise click.UsageError("--conformance and --applications are exclusive")
+    if conformance and (filters or inventory):
+        raise click.UsageError("--conformance takes neither --filter nor --inventory")
+    if applications and inventory:
+        raise click.UsageError("--applications and --inventory are exclusive")
+    # The views of other things than client instances that --filter does not apply to.
+    view = "--applications" if applications else "--inventory" if inventory else None
+    if view and filters:
+        raise click.UsageError(f"--filter applies to client instances, not {view}")
     if conformance:
-        if filters or inventory:
-            raise click.UsageError(
-                "--conformance takes neither --filter nor --inventory"
-            )
         _print_conformance(fetch_conformance(server, admin_secret), output_format)
-        return
-    if applications:
-        if inventory:
-            raise click.UsageError("--applications and --inventory are exclusive")
-        if filters:
-            raise click.UsageError(
-                "--filter applies to client instances, not --applications"
-            )
+    elif applications:
         _print_applications(fetch_applications(server, admin_secret), output_format)
-        return
-    if inventory:
-        if filters:
-            raise click.UsageError(
-                "--filter applies to client instances, not --inventory"
-            )
+    elif inventory:
         _print_inventory(fetch_inventory(server, admin_secret), output_format)
-        return
-    found = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
+    else:
+        found = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
+        _print_clients(found, output_format)
+
+
+def _print_clients(found: list[dict[str, Any]], output_format: str) -> None:
     if output_format == "json":
         click.echo(json.dumps(found, indent=2))
     elif output_format == "csv":
