@@ -115,55 +115,45 @@ class _Site:
     port: struct.Struct  # INT32, or UINT16 for DescribeQuorum listeners
 
 
+@dataclass(slots=True, eq=False)
 class AddressScan:
-    """What a walk over one response body found: its address sites, in wire order.
+    """What a walk over one response body found: its address sites, in wire order."""
 
-    ``tagged`` is set when the sites sit inside a tagged field (Produce/Fetch NodeEndpoints):
-    (offset of the field's size varint, value start, value end).
-    """
-
-    __slots__ = ("_body", "_sites", "_tagged", "throttle_at")
-
-    def __init__(
-        self,
-        body: BytesLike,
-        sites: list[_Site],
-        tagged: tuple[int, int, int] | None = None,
-        throttle_at: int | None = None,
-    ) -> None:
-        self._body = body
-        self._sites = sites
-        self._tagged = tagged
-        self.throttle_at = throttle_at
-        """Offset of ThrottleTimeMs where the walk passed it (Produce), else None."""
+    body: BytesLike
+    sites: list[_Site]
+    # Set when the sites sit inside a tagged field (Produce/Fetch NodeEndpoints): (offset of
+    # the field's size varint, value start, value end).
+    tagged: tuple[int, int, int] | None = None
+    # Offset of ThrottleTimeMs where the walk passed it (Produce), else None.
+    throttle_at: int | None = None
 
     @property
     def empty(self) -> bool:
         """The walk found no address (a Produce or Fetch response without NodeEndpoints)."""
-        return not self._sites
+        return not self.sites
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        return tuple(site.endpoint for site in self._sites)
+        return tuple(site.endpoint for site in self.sites)
 
     def nodes(self) -> dict[int, tuple[str, int]]:
         """Every broker the response revealed: node id -> upstream (host, port)."""
         return {
             s.endpoint.node_id: (s.endpoint.host, s.endpoint.port)
-            for s in self._sites
+            for s in self.sites
             if s.endpoint.broker
         }
 
     def rewrite(self, address_for: AddressFor) -> bytes | None:
         """The body with every site's address replaced by ``address_for(node_id)``; None when
         every site already holds its address (nothing to change, nothing copied)."""
-        if not self._sites:
+        if not self.sites:
             return None
-        body = memoryview(self._body)  # slices below are views: only the join copies
-        if self._tagged is None:
-            return _splice(body, self._sites, address_for, 0, len(body))
-        size_at, start, end = self._tagged
-        value = _splice(body, self._sites, address_for, start, end)
+        body = memoryview(self.body)  # slices below are views: only the join copies
+        if self.tagged is None:
+            return _splice(body, self.sites, address_for, 0, len(body))
+        size_at, start, end = self.tagged
+        value = _splice(body, self.sites, address_for, start, end)
         if value is None:
             return None
         size = bytearray()
