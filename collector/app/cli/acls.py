@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from collector.app.cli.common import data_dir_option, kafka_error_exit, kept_here
 from collector.security.acls import (
@@ -114,27 +115,18 @@ class _Entries:
         return bindings
 
 
+def _repeatable(flag: str, help: str) -> Callable[[FC], FC]:
+    """An entry option that may be given more than once, as AclCommand's may."""
+    return click.option(flag, multiple=True, help=f"{help}; repeatable.")
+
+
 # The click options behind _Entries, in --help order; each one's parameter name is a field
 # of _Entries.
 _ENTRY_OPTIONS = (
-    click.option(
-        "--allow-principal",
-        multiple=True,
-        help="Principal (Type:name) the ACL allows; repeatable.",
-    ),
-    click.option(
-        "--deny-principal",
-        multiple=True,
-        help="Principal (Type:name) the ACL denies; repeatable.",
-    ),
-    click.option(
-        "--allow-host",
-        multiple=True,
-        help="Host allowed ('*' if none); repeatable.",
-    ),
-    click.option(
-        "--deny-host", multiple=True, help="Host denied ('*' if none); repeatable."
-    ),
+    _repeatable("--allow-principal", "Principal (Type:name) the ACL allows"),
+    _repeatable("--deny-principal", "Principal (Type:name) the ACL denies"),
+    _repeatable("--allow-host", "Host allowed ('*' if none)"),
+    _repeatable("--deny-host", "Host denied ('*' if none)"),
     click.option(
         "--operation",
         multiple=True,
