@@ -95,11 +95,24 @@ class AclApis:
             ),
         }
 
-    def _denied(self, ctx: RequestContext, operation: AclOperation, name: str) -> bool:
-        authorizer = self._authorizer
-        return authorizer is not None and not authorizer.authorize(
-            ctx.session, operation, request_name=name
-        )
+    def _refusal(
+        self,
+        ctx: RequestContext,
+        operation: AclOperation,
+        name: str,
+        no_authorizer_message: str,
+    ) -> tuple[Errors, str] | None:
+        """The error and message a request of the ACL APIs is answered with before it is
+        served: the principal may not ``operation`` the cluster, or there is no authorizer
+        to keep ACLs; None when it may be served."""
+        if self._authorizer is None:
+            return Errors.SECURITY_DISABLED, no_authorizer_message
+        if not self._authorizer.authorize(ctx.session, operation, request_name=name):
+            return (
+                Errors.CLUSTER_AUTHORIZATION_FAILED,
+                not_authorized_message(ctx, operation),
+            )
+        return None
 
     # ------------------------------------------------------------------ 29
     def describe_acls(
@@ -118,18 +131,15 @@ class AclApis:
             raise CloseConnection(
                 f"DescribeAclsRequest contains UNKNOWN elements: {acl_filter}"
             )
-        if self._denied(ctx, AclOperation.DESCRIBE, "DescribeAcls"):
+        refusal = self._refusal(
+            ctx, AclOperation.DESCRIBE, "DescribeAcls", NO_AUTHORIZER_DESCRIBE
+        )
+        if refusal is not None:
+            error, message = refusal
             return describe_response.DescribeAclsResponse(
-                error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
-                error_message=not_authorized_message(ctx, AclOperation.DESCRIBE),
-                resources=(),
+                error_code=error, error_message=message, resources=()
             )
-        if self._authorizer is None:
-            return describe_response.DescribeAclsResponse(
-                error_code=Errors.SECURITY_DISABLED,
-                error_message=NO_AUTHORIZER_DESCRIBE,
-                resources=(),
-            )
+        assert self._authorizer is not None  # _refusal answers without one
         by_pattern: dict[tuple[int, str, int], list[AclBinding]] = {}
         for binding in self._authorizer.acls.acls(acl_filter):
             key = (binding.resource_type, binding.resource_name, binding.pattern_type)
@@ -174,14 +184,10 @@ class AclApis:
         ]
         if any(b.to_filter().is_unknown for b in bindings):
             raise CloseConnection("CreatableAcls contain unknown elements")
-        if self._denied(ctx, AclOperation.ALTER, "CreateAcls"):
-            return _create_failed(
-                request,
-                Errors.CLUSTER_AUTHORIZATION_FAILED,
-                not_authorized_message(ctx, AclOperation.ALTER),
-            )
-        if self._authorizer is None:
-            return _create_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)
+        refusal = self._refusal(ctx, AclOperation.ALTER, "CreateAcls", NO_AUTHORIZER)
+        if refusal is not None:
+            return _create_failed(request, *refusal)
+        assert self._authorizer is not None  # _refusal answers without one
         results = self._authorizer.acls.create(bindings)
         for binding, error in zip(bindings, results, strict=True):
             if error is None:
@@ -208,14 +214,10 @@ class AclApis:
         ]
         if any(f.is_unknown for f in filters):
             raise CloseConnection("Filters contain UNKNOWN elements")
-        if self._denied(ctx, AclOperation.ALTER, "DeleteAcls"):
-            return _delete_failed(
-                request,
-                Errors.CLUSTER_AUTHORIZATION_FAILED,
-                not_authorized_message(ctx, AclOperation.ALTER),
-            )
-        if self._authorizer is None:
-            return _delete_failed(request, Errors.SECURITY_DISABLED, NO_AUTHORIZER)
+        refusal = self._refusal(ctx, AclOperation.ALTER, "DeleteAcls", NO_AUTHORIZER)
+        if refusal is not None:
+            return _delete_failed(request, *refusal)
+        assert self._authorizer is not None  # _refusal answers without one
         matched = self._authorizer.acls.delete(filters)
         for bindings in matched:
             for binding in bindings:

@@ -115,55 +115,45 @@ class _Site:
     port: struct.Struct  # INT32, or UINT16 for DescribeQuorum listeners
 
 
+@dataclass(slots=True, eq=False)
 class AddressScan:
-    """What a walk over one response body found: its address sites, in wire order.
+    """What a walk over one response body found: its address sites, in wire order."""
 
-    ``tagged`` is set when the sites sit inside a tagged field (Produce/Fetch NodeEndpoints):
-    (offset of the field's size varint, value start, value end).
-    """
-
-    __slots__ = ("_body", "_sites", "_tagged", "throttle_at")
-
-    def __init__(
-        self,
-        body: BytesLike,
-        sites: list[_Site],
-        tagged: tuple[int, int, int] | None = None,
-        throttle_at: int | None = None,
-    ) -> None:
-        self._body = body
-        self._sites = sites
-        self._tagged = tagged
-        self.throttle_at = throttle_at
-        """Offset of ThrottleTimeMs where the walk passed it (Produce), else None."""
+    body: BytesLike
+    sites: list[_Site]
+    # Set when the sites sit inside a tagged field (Produce/Fetch NodeEndpoints): (offset of
+    # the field's size varint, value start, value end).
+    tagged: tuple[int, int, int] | None = None
+    # Offset of ThrottleTimeMs where the walk passed it (Produce), else None.
+    throttle_at: int | None = None
 
     @property
     def empty(self) -> bool:
         """The walk found no address (a Produce or Fetch response without NodeEndpoints)."""
-        return not self._sites
+        return not self.sites
 
     @property
     def endpoints(self) -> tuple[Endpoint, ...]:
-        return tuple(site.endpoint for site in self._sites)
+        return tuple(site.endpoint for site in self.sites)
 
     def nodes(self) -> dict[int, tuple[str, int]]:
         """Every broker the response revealed: node id -> upstream (host, port)."""
         return {
             s.endpoint.node_id: (s.endpoint.host, s.endpoint.port)
-            for s in self._sites
+            for s in self.sites
             if s.endpoint.broker
         }
 
     def rewrite(self, address_for: AddressFor) -> bytes | None:
         """The body with every site's address replaced by ``address_for(node_id)``; None when
         every site already holds its address (nothing to change, nothing copied)."""
-        if not self._sites:
+        if not self.sites:
             return None
-        body = memoryview(self._body)  # slices below are views: only the join copies
-        if self._tagged is None:
-            return _splice(body, self._sites, address_for, 0, len(body))
-        size_at, start, end = self._tagged
-        value = _splice(body, self._sites, address_for, start, end)
+        body = memoryview(self.body)  # slices below are views: only the join copies
+        if self.tagged is None:
+            return _splice(body, self.sites, address_for, 0, len(body))
+        size_at, start, end = self.tagged
+        value = _splice(body, self.sites, address_for, start, end)
         if value is None:
             return None
         size = bytearray()
@@ -222,17 +212,8 @@ def _site(
 def _metadata(buf: BytesLike, v: int) -> AddressScan:
     flex = v >= 9
     pos = 4 if v >= 3 else 0  # ThrottleTimeMs
-    sites = []
-    count, pos = array_length(buf, pos, flex)
-    for _ in range(count):
-        (node_id,) = INT32.unpack_from(buf, pos)
-        site, pos = _site(buf, pos + 4, node_id, flex, True, INT32)
-        if node_id >= 0:
-            sites.append(site)
-        if v >= 1:
-            pos = skip_string(buf, pos, flex)  # Rack
-        if flex:
-            pos = skip_tagged_fields(buf, pos)
+    sites: list[_Site] = []
+    pos = _brokers(buf, pos, sites, flex, v >= 1)
     # The rest is walked only to check that the body ends where the schema says.
     if v >= 2:
         pos = skip_string(buf, pos, flex)  # ClusterId
@@ -346,16 +327,27 @@ def _describe_cluster(buf: BytesLike, v: int) -> AddressScan:
     return AddressScan(buf, sites)
 
 
-def _node_endpoints(buf: BytesLike, pos: int, sites: list[_Site]) -> int:
-    """NodeEndpoints[] (flexible in every version that has it): NodeId, Host, Port, Rack."""
-    count, pos = array_length(buf, pos, True)
+def _brokers(
+    buf: BytesLike, pos: int, sites: list[_Site], flex: bool, rack: bool
+) -> int:
+    """Metadata's Brokers[] or NodeEndpoints[]: NodeId, Host, Port, Rack (when ``rack``);
+    the sites of the nodes (not of a negative id) go to ``sites``."""
+    count, pos = array_length(buf, pos, flex)
     for _ in range(count):
         (node_id,) = INT32.unpack_from(buf, pos)
-        site, pos = _site(buf, pos + 4, node_id, True, True, INT32)
+        site, pos = _site(buf, pos + 4, node_id, flex, True, INT32)
         if node_id >= 0:
             sites.append(site)
-        pos = skip_tagged_fields(buf, skip_string(buf, pos, True))  # Rack
+        if rack:
+            pos = skip_string(buf, pos, flex)  # Rack
+        if flex:
+            pos = skip_tagged_fields(buf, pos)
     return pos
+
+
+def _node_endpoints(buf: BytesLike, pos: int, sites: list[_Site]) -> int:
+    """NodeEndpoints[] (flexible in every version that has it): NodeId, Host, Port, Rack."""
+    return _brokers(buf, pos, sites, True, True)
 
 
 def _top_level_tags(buf: BytesLike, pos: int, what: str) -> AddressScan:

@@ -38,6 +38,10 @@ Discovered = tuple[str | None, dict[int, tuple[str, int]]]
 """(cluster id, node id -> upstream (host, port))."""
 
 
+# A server that could not be asked, or answered what cannot be read: the next one is asked.
+_ASK_ERRORS = (TimeoutError, OSError, EOFError, ValueError, KafkaError)
+
+
 class ClosedAfterRequest(EOFError):
     """The server closed the connection after the request, without answering it."""
 
@@ -61,12 +65,12 @@ async def ask_authentication(
             )
         except ClosedAfterRequest:
             return True, None
-        except (TimeoutError, OSError, EOFError, ValueError, KafkaError) as exc:
-            log.info(
+        except _ASK_ERRORS as exc:
+            _log_failed(
                 "asking %s:%d whether it requires authentication failed: %s",
                 host,
                 port,
-                exc or type(exc).__name__,
+                exc,
             )
             continue
         return False, discovered
@@ -93,14 +97,14 @@ async def discover_brokers(
             return await asyncio.wait_for(
                 _ask(host, port, request, ssl_context, max_response_size), timeout_s
             )
-        except (TimeoutError, OSError, EOFError, ValueError, KafkaError) as exc:
-            log.info(
-                "broker discovery at %s:%d failed: %s",
-                host,
-                port,
-                exc or type(exc).__name__,
-            )
+        except _ASK_ERRORS as exc:
+            _log_failed("broker discovery at %s:%d failed: %s", host, port, exc)
     return None
+
+
+def _log_failed(message: str, host: str, port: int, exc: Exception) -> None:
+    """Log ``message`` with the server asked and the exception that failed the asking."""
+    log.info(message, host, port, exc or type(exc).__name__)
 
 
 async def _ask(

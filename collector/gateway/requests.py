@@ -259,25 +259,22 @@ def _error_response(api_key: int, request: Any, throttle_ms: int) -> Any:
     request with the error. The message is null: ``ApiError.fromThrowable`` drops a message
     that is the error's default one ("The throttling quota has been exceeded.")."""
     code, message = Errors.THROTTLING_QUOTA_EXCEEDED, None
+
+    def every_topic(result: Callable[..., Any]) -> tuple[Any, ...]:
+        return tuple(
+            result(name=topic.name, error_code=code, error_message=message)
+            for topic in request.topics
+        )
+
     if api_key == ApiKeys.CREATE_TOPICS:
         return ct_resp.CreateTopicsResponse(
             throttle_time_ms=throttle_ms,
-            topics=tuple(
-                ct_resp.CreatableTopicResult(
-                    name=topic.name, error_code=code, error_message=message
-                )
-                for topic in request.topics
-            ),
+            topics=every_topic(ct_resp.CreatableTopicResult),
         )
     if api_key == ApiKeys.CREATE_PARTITIONS:
         return cp_resp.CreatePartitionsResponse(
             throttle_time_ms=throttle_ms,
-            results=tuple(
-                cp_resp.CreatePartitionsTopicResult(
-                    name=topic.name, error_code=code, error_message=message
-                )
-                for topic in request.topics
-            ),
+            results=every_topic(cp_resp.CreatePartitionsTopicResult),
         )
     results = [
         dt_resp.DeletableTopicResult(name=name, error_code=code, error_message=message)

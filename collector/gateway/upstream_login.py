@@ -54,16 +54,14 @@ class LoginSink:
 
 async def log_in(upstream: Any, sink: LoginSink, login: UpstreamLogin) -> None:
     """Log in on ``upstream`` (its responses going to ``sink``); raises ``OSError``."""
-    upstream.send_frame(
-        encode_request(
-            ApiKeys.SASL_HANDSHAKE,
-            1,
-            1,
-            _CLIENT_ID,
-            SaslHandshakeRequest(mechanism=login.mechanism),
-        )[4:]
+    handshake = await _exchange(
+        upstream,
+        sink,
+        ApiKeys.SASL_HANDSHAKE,
+        1,
+        1,
+        SaslHandshakeRequest(mechanism=login.mechanism),
     )
-    handshake = _decode(ApiKeys.SASL_HANDSHAKE, 1, await sink.answer())
     if handshake.error_code != 0:
         raise OSError(
             f"the cluster does not take SASL {login.mechanism} here (error "
@@ -73,16 +71,14 @@ async def log_in(upstream: Any, sink: LoginSink, login: UpstreamLogin) -> None:
     token: bytes | None = client.first()
     correlation_id = 2
     while token is not None:
-        upstream.send_frame(
-            encode_request(
-                ApiKeys.SASL_AUTHENTICATE,
-                2,
-                correlation_id,
-                _CLIENT_ID,
-                SaslAuthenticateRequest(auth_bytes=token),
-            )[4:]
+        answer = await _exchange(
+            upstream,
+            sink,
+            ApiKeys.SASL_AUTHENTICATE,
+            2,
+            correlation_id,
+            SaslAuthenticateRequest(auth_bytes=token),
         )
-        answer = _decode(ApiKeys.SASL_AUTHENTICATE, 2, await sink.answer())
         if answer.error_code != 0:
             raise OSError(
                 f"the cluster refused the gateway's login as {login.username} "
@@ -95,7 +91,19 @@ async def log_in(upstream: Any, sink: LoginSink, login: UpstreamLogin) -> None:
         correlation_id += 1
 
 
-def _decode(api_key: int, version: int, payload: bytes) -> Any:
+async def _exchange(
+    upstream: Any,
+    sink: LoginSink,
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    request: Any,
+) -> Any:
+    """Send one request of the login on ``upstream`` and decode its answer."""
+    upstream.send_frame(
+        encode_request(api_key, version, correlation_id, _CLIENT_ID, request)[4:]
+    )
+    payload = await sink.answer()
     try:
         return decode_response(api_key, version, payload).message
     except KafkaError as exc:

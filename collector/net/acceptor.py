@@ -25,6 +25,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from clock import SYSTEM_CLOCK, Clock
 from collector.net.listeners import EndPoint
@@ -60,32 +61,33 @@ def bind_listener(endpoint: EndPoint) -> socket.socket:
     return sock
 
 
+def _no_setup_hook(listener: str, ip: str) -> None:
+    pass
+
+
+@dataclass(slots=True, eq=False)
 class Acceptor:
-    def __init__(
-        self,
-        endpoint: EndPoint,
-        sock: socket.socket,
-        *,
-        protocol_factory: Callable[[], asyncio.Protocol],
-        decide: Callable[[str, str], ConnectionDecision],
-        slot_freed: asyncio.Event,
-        ssl_context: ssl.SSLContext | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-        memory: RequestMemory | None = None,
-    ) -> None:
-        self.endpoint = endpoint
-        self._memory = memory
-        self.sock = sock
-        self._protocol_factory = protocol_factory
-        self._decide = decide
-        self._slot_freed = slot_freed
-        self._ssl_context = ssl_context
-        self._clock = clock
-        self._serving = False
-        self.rejected = 0
-        # Called when an admitted socket never became a connection, so the connection
-        # quotas can release it (set by the server).
-        self.on_failed_setup: Callable[[str, str], None] = lambda listener, ip: None
+    """The accept loop of one bound listener: each socket admitted by ``decide`` (the
+    connection quotas) becomes a connection of ``protocol_factory`` (over TLS with
+    ``ssl_context``)."""
+
+    endpoint: EndPoint
+    sock: socket.socket
+    _: KW_ONLY
+    protocol_factory: Callable[[], asyncio.Protocol]
+    decide: Callable[[str, str], ConnectionDecision]
+    slot_freed: asyncio.Event
+    ssl_context: ssl.SSLContext | None = None
+    clock: Clock = SYSTEM_CLOCK
+    memory: RequestMemory | None = None
+    # Sockets refused by ``decide``.
+    rejected: int = field(default=0, init=False)
+    # Called when an admitted socket never became a connection, so the connection
+    # quotas can release it (set by the server).
+    on_failed_setup: Callable[[str, str], None] = field(
+        default=_no_setup_hook, init=False
+    )
+    _serving: bool = field(default=False, init=False)
 
     @property
     def serving(self) -> bool:
@@ -96,8 +98,8 @@ class Acceptor:
         self._serving = True
         try:
             while True:
-                if self._memory is not None and self._memory.exhausted:
-                    await self._memory.room.wait()
+                if self.memory is not None and self.memory.exhausted:
+                    await self.memory.room.wait()
                 conn, address = await loop.sock_accept(self.sock)
                 ip = str(address[0])
                 try:
@@ -108,7 +110,7 @@ class Acceptor:
                     conn.close()
                     raise
                 if admitted:
-                    if self._ssl_context is None:
+                    if self.ssl_context is None:
                         await self._wrap(conn, ip)
                     else:
                         # A TLS handshake takes round trips: never hold the accept loop.
@@ -119,12 +121,10 @@ class Acceptor:
     async def _wrap(self, conn: socket.socket, ip: str) -> None:
         try:
             await asyncio.get_running_loop().connect_accepted_socket(
-                self._protocol_factory,
+                self.protocol_factory,
                 conn,
-                ssl=self._ssl_context,
-                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S
-                if self._ssl_context
-                else None,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if self.ssl_context else None,
             )
         except (TimeoutError, OSError, ssl.SSLError) as exc:
             # The peer went away, or its TLS handshake failed (no or untrusted client
@@ -141,14 +141,14 @@ class Acceptor:
     async def _admit(self, ip: str, conn: socket.socket) -> bool:
         listener = self.endpoint.listener_name
         while True:
-            decision = self._decide(listener, ip)
+            decision = self.decide(listener, ip)
             if isinstance(decision, Accept):
                 return True
             if isinstance(decision, Delay):
-                await self._clock.sleep(decision.delay_ms)
+                await self.clock.sleep(decision.delay_ms)
             elif isinstance(decision, WaitForSlot):
-                self._slot_freed.clear()
-                await self._slot_freed.wait()
+                self.slot_freed.clear()
+                await self.slot_freed.wait()
             elif isinstance(decision, Reject):
                 self.rejected += 1
                 log.info(
@@ -159,7 +159,7 @@ class Acceptor:
                 )
                 # Kafka closes an IP-throttled connection only after the throttle time, so
                 # a client does not reconnect in a tight loop.
-                self._clock.call_later(decision.close_delay_ms, conn.close)
+                self.clock.call_later(decision.close_delay_ms, conn.close)
                 return False
             else:  # pragma: no cover - the decision type is closed
                 raise TypeError(f"unknown connection decision {decision!r}")

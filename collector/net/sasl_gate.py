@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 from collector.core.context import CloseConnection
@@ -36,60 +37,39 @@ __all__ = ["SaslGate"]
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
 class SaslGate:
     """One connection's handler on a SASL listener (wrap with :meth:`handler`)."""
 
-    __slots__ = (
-        "_authenticator",
-        "_clock",
-        "_failed_delay_ms",
-        "_inner",
-        "_on_failure",
-        "_on_reauthenticated",
-    )
-
-    def __init__(
-        self,
-        inner: RequestHandler,
-        authenticator: SaslAuthenticator,
-        *,
-        clock: Clock,
-        failed_delay_ms: int,
-        on_failure: Callable[[Session], None] | None = None,
-        on_reauthenticated: Callable[[Session], None] | None = None,
-    ) -> None:
-        self._inner = inner
-        self._authenticator = authenticator
-        self._clock = clock
-        self._failed_delay_ms = failed_delay_ms
-        # Told of every failed authentication (the node counts them).
-        self._on_failure = on_failure
-        # Told of every successful re-authentication (KIP-368; the node counts them).
-        self._on_reauthenticated = on_reauthenticated
-
-    @property
-    def authenticator(self) -> SaslAuthenticator:
-        return self._authenticator
+    inner: RequestHandler
+    authenticator: SaslAuthenticator
+    _: KW_ONLY
+    clock: Clock
+    failed_delay_ms: int
+    # Told of every failed authentication (the node counts them).
+    on_failure: Callable[[Session], None] | None = None
+    # Told of every successful re-authentication (KIP-368; the node counts them).
+    on_reauthenticated: Callable[[Session], None] | None = None
 
     def handler(self) -> RequestHandler:
         return FunctionHandler(self.handle)
 
     def handle(self, frame: RequestFrame, session: Session, channel: Channel) -> object:
-        authenticator = self._authenticator
+        authenticator = self.authenticator
         reauthenticated = authenticator.reauthentications
-        step = authenticator.receive(frame, session, self._clock.now_ms())
+        step = authenticator.receive(frame, session, self.clock.now_ms())
         kind = step.kind
         if kind is StepKind.PASS:
-            return self._inner.handle(frame, session, channel)
+            return self.inner.handle(frame, session, channel)
         if kind is StepKind.ANSWER:
             if (
                 authenticator.reauthentications != reauthenticated
-                and self._on_reauthenticated
+                and self.on_reauthenticated
             ):
-                self._on_reauthenticated(session)
+                self.on_reauthenticated(session)
             return step.response
-        if self._on_failure is not None:
-            self._on_failure(session)
+        if self.on_failure is not None:
+            self.on_failure(session)
         if kind is StepKind.CLOSE:
             raise CloseConnection(f"failed authentication: {step.reason}")
         return self._fail(step, channel)
@@ -103,5 +83,5 @@ class SaslGate:
             pending.complete([step.response] if step.response is not None else [])
             channel.close_for(f"failed authentication: {step.reason}")
 
-        self._clock.call_later(self._failed_delay_ms, answer_and_close)
+        self.clock.call_later(self.failed_delay_ms, answer_and_close)
         return pending

@@ -137,14 +137,24 @@ class AclBinding:
         operation: int,
         permission: int,
     ) -> AclBinding:
-        return cls(
-            ResourceType(_enum_from_code(ResourceType, resource_type)),
+        # The codes read as a filter's are (an unknown code is UNKNOWN).
+        read = AclBindingFilter.from_codes(
+            resource_type,
             resource_name,
-            PatternType(_enum_from_code(PatternType, pattern_type)),
+            pattern_type,
             principal,
             host,
-            AclOperation(_enum_from_code(AclOperation, operation)),
-            AclPermissionType(_enum_from_code(AclPermissionType, permission)),
+            operation,
+            permission,
+        )
+        return cls(
+            read.resource_type,
+            resource_name,
+            read.pattern_type,
+            principal,
+            host,
+            read.operation,
+            read.permission,
         )
 
     def to_filter(self) -> AclBindingFilter:

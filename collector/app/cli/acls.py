@@ -9,14 +9,17 @@ the CLUSTER.  A running collector picks changes up at once (the file is watched)
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import click
+from click.decorators import FC
 
-from collector.app.cli.common import kafka_error_exit, kept_here
+from collector.app.cli.common import data_dir_option, kafka_error_exit, kept_here
 from collector.security.acls import (
     CLUSTER_NAME,
     WILDCARD_HOST,
@@ -32,14 +35,7 @@ from collector.security.acls import (
 
 __all__ = ["acls"]
 
-_DATA_DIR = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default="data",
-    show_default=True,
-    envvar="KTC_DATA_DIR",
-    help="The collector's data directory (config/acls.yaml).",
-)
+_DATA_DIR = data_dir_option("The collector's data directory (config/acls.yaml).")
 
 
 def _operation(name: str) -> AclOperation:
@@ -65,76 +61,103 @@ def _pattern_type(name: str) -> PatternType:
         ) from None
 
 
-def _entry_options(command: Callable[..., None]) -> Callable[..., None]:
-    options = [
-        click.option(
-            "--allow-principal",
-            multiple=True,
-            help="Principal (Type:name) the ACL allows; repeatable.",
-        ),
-        click.option(
-            "--deny-principal",
-            multiple=True,
-            help="Principal (Type:name) the ACL denies; repeatable.",
-        ),
-        click.option(
-            "--allow-host",
-            multiple=True,
-            help="Host allowed ('*' if none); repeatable.",
-        ),
-        click.option(
-            "--deny-host", multiple=True, help="Host denied ('*' if none); repeatable."
-        ),
-        click.option(
-            "--operation",
-            multiple=True,
-            help="Operation, e.g. AlterConfigs, DescribeConfigs, Alter, Describe, All.",
-        ),
-        click.option(
-            "--cluster", is_flag=True, help="The CLUSTER resource (kafka-cluster)."
-        ),
-        click.option(
-            "--resource-pattern-type",
-            default="LITERAL",
-            show_default=True,
-            help="LITERAL or PREFIXED (list and remove: also ANY, MATCH).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+@dataclass(frozen=True, slots=True)
+class _Entries:
+    """The entry options of ``add`` and ``remove`` as given (AclCommand's flags)."""
 
+    allow_principal: tuple[str, ...]
+    deny_principal: tuple[str, ...]
+    allow_host: tuple[str, ...]
+    deny_host: tuple[str, ...]
+    operation: tuple[str, ...]
+    cluster: bool
+    resource_pattern_type: str
 
-def _bindings(
-    allow_principal: Iterable[str],
-    deny_principal: Iterable[str],
-    allow_host: Iterable[str],
-    deny_host: Iterable[str],
-    operation: Iterable[str],
-    pattern_type: PatternType,
-) -> list[AclBinding]:
-    """AclCommand.getAcls: principals x hosts ('*' when none) x operations, per permission."""
-    operations = [_operation(name) for name in operation]
-    bindings = []
-    for permission, principals, hosts in (
-        (AclPermissionType.ALLOW, allow_principal, allow_host),
-        (AclPermissionType.DENY, deny_principal, deny_host),
-    ):
-        for principal in principals:
-            for host in list(hosts) or [WILDCARD_HOST]:
-                for op in operations:
-                    bindings.append(
-                        AclBinding(
-                            ResourceType.CLUSTER,
-                            CLUSTER_NAME,
-                            pattern_type,
-                            principal,
-                            host,
-                            op,
-                            permission,
+    @property
+    def principals(self) -> tuple[str, ...]:
+        return (*self.allow_principal, *self.deny_principal)
+
+    def require_cluster(self) -> None:
+        """The collector's ACLs are on the CLUSTER: without ``--cluster``, a usage error."""
+        if not self.cluster:
+            raise click.UsageError(
+                "--cluster is required: the collector's ACLs are on the CLUSTER"
+            )
+
+    def pattern_type(self) -> PatternType:
+        return _pattern_type(self.resource_pattern_type)
+
+    def bindings(
+        self, pattern_type: PatternType, operation: Iterable[str]
+    ) -> list[AclBinding]:
+        """AclCommand.getAcls: principals x hosts ('*' when none) x operations, per
+        permission."""
+        operations = [_operation(name) for name in operation]
+        bindings = []
+        for permission, principals, hosts in (
+            (AclPermissionType.ALLOW, self.allow_principal, self.allow_host),
+            (AclPermissionType.DENY, self.deny_principal, self.deny_host),
+        ):
+            for principal in principals:
+                for host in hosts or (WILDCARD_HOST,):
+                    for op in operations:
+                        bindings.append(
+                            AclBinding(
+                                ResourceType.CLUSTER,
+                                CLUSTER_NAME,
+                                pattern_type,
+                                principal,
+                                host,
+                                op,
+                                permission,
+                            )
                         )
-                    )
-    return bindings
+        return bindings
+
+
+def _repeatable(flag: str, help: str) -> Callable[[FC], FC]:
+    """An entry option that may be given more than once, as AclCommand's may."""
+    return click.option(flag, multiple=True, help=f"{help}; repeatable.")
+
+
+# The click options behind _Entries, in --help order; each one's parameter name is a field
+# of _Entries.
+_ENTRY_OPTIONS = (
+    _repeatable("--allow-principal", "Principal (Type:name) the ACL allows"),
+    _repeatable("--deny-principal", "Principal (Type:name) the ACL denies"),
+    _repeatable("--allow-host", "Host allowed ('*' if none)"),
+    _repeatable("--deny-host", "Host denied ('*' if none)"),
+    click.option(
+        "--operation",
+        multiple=True,
+        help="Operation, e.g. AlterConfigs, DescribeConfigs, Alter, Describe, All.",
+    ),
+    click.option(
+        "--cluster", is_flag=True, help="The CLUSTER resource (kafka-cluster)."
+    ),
+    click.option(
+        "--resource-pattern-type",
+        default="LITERAL",
+        show_default=True,
+        help="LITERAL or PREFIXED (list and remove: also ANY, MATCH).",
+    ),
+)
+
+
+def _entry_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Add the entry options to a command, which receives them as its ``entries``
+    parameter (an :class:`_Entries`)."""
+
+    # wraps() also copies __click_params__: the options that decorators below this one
+    # attached to ``command`` stay, in their --help order.
+    @functools.wraps(command)
+    def with_entries(**params: Any) -> None:
+        entries = _Entries(**{f.name: params.pop(f.name) for f in fields(_Entries)})
+        command(entries=entries, **params)
+
+    for option in reversed(_ENTRY_OPTIONS):
+        with_entries = option(with_entries)
+    return with_entries
 
 
 def _pattern(resource_type: ResourceType, name: str, pattern_type: PatternType) -> str:
@@ -181,36 +204,22 @@ def acls() -> None:
 @acls.command("add")
 @_DATA_DIR
 @_entry_options
-def acls_add(
-    data_dir: str,
-    allow_principal: tuple[str, ...],
-    deny_principal: tuple[str, ...],
-    allow_host: tuple[str, ...],
-    deny_host: tuple[str, ...],
-    operation: tuple[str, ...],
-    cluster: bool,
-    resource_pattern_type: str,
-) -> None:
+def acls_add(data_dir: str, entries: _Entries) -> None:
     """Add ACLs on the CLUSTER resource."""
-    if not cluster:
-        raise click.UsageError(
-            "--cluster is required: the collector's ACLs are on the CLUSTER"
-        )
-    if not operation:
+    entries.require_cluster()
+    if not entries.operation:
         raise click.UsageError("--operation is required with add")
-    if not allow_principal and not deny_principal:
+    if not entries.principals:
         raise click.UsageError("give --allow-principal or --deny-principal")
-    pattern_type = _pattern_type(resource_pattern_type)
-    for principal in (*allow_principal, *deny_principal):
+    pattern_type = entries.pattern_type()
+    for principal in entries.principals:
         try:
             # AclCommand parses each principal first (SecurityUtils.parseKafkaPrincipal).
             parse_principal(principal)
         except AclError as error:
             click.echo(f"ktc: INVALID_REQUEST: {error}", err=True)
             sys.exit(1)
-    bindings = _bindings(
-        allow_principal, deny_principal, allow_host, deny_host, operation, pattern_type
-    )
+    bindings = entries.bindings(pattern_type, entries.operation)
     store = _store(data_dir)
     click.echo(
         f"Adding ACLs for resource `{_pattern(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)}`: "
@@ -257,36 +266,17 @@ def acls_list(
 @acls.command("remove")
 @_DATA_DIR
 @_entry_options
-def acls_remove(
-    data_dir: str,
-    allow_principal: tuple[str, ...],
-    deny_principal: tuple[str, ...],
-    allow_host: tuple[str, ...],
-    deny_host: tuple[str, ...],
-    operation: tuple[str, ...],
-    cluster: bool,
-    resource_pattern_type: str,
-) -> None:
+def acls_remove(data_dir: str, entries: _Entries) -> None:
     """Remove the named ACLs of the CLUSTER resource (all of them if no principal is given)."""
-    if not cluster:
-        raise click.UsageError(
-            "--cluster is required: the collector's ACLs are on the CLUSTER"
-        )
-    pattern_type = _pattern_type(resource_pattern_type)
+    entries.require_cluster()
+    pattern_type = entries.pattern_type()
     store = _store(data_dir)
-    if allow_principal or deny_principal:
+    if entries.principals:
         filters = [
             b.to_filter()
-            for b in _bindings(
-                allow_principal,
-                deny_principal,
-                allow_host,
-                deny_host,
-                operation or ("All",),
-                pattern_type,
-            )
+            for b in entries.bindings(pattern_type, entries.operation or ("All",))
         ]
-        if not operation:  # AclCommand: no --operation removes every operation
+        if not entries.operation:  # AclCommand: no --operation removes every operation
             filters = [replace(f, operation=AclOperation.ANY) for f in filters]
     else:
         filters = [AclBindingFilter(ResourceType.CLUSTER, CLUSTER_NAME, pattern_type)]

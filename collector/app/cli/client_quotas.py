@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.decorators import FC
 
 from collector.app.cli.common import (
     DATA_DIR,
@@ -77,33 +78,26 @@ class _EntityOptions:
         return entity
 
 
+def _default_entity(
+    flag: str, alias: str, name: str, entity: str
+) -> Callable[[FC], FC]:
+    """kafka-configs.sh's flag for the default entity of a type, in both its spellings."""
+    return click.option(
+        flag, alias, name, is_flag=True, help=f"The default {entity} entity."
+    )
+
+
 # The click options behind _EntityOptions, in --help order; each one's parameter name is a
 # field of _EntityOptions.
 _ENTITY_OPTIONS = (
     click.option("--user", help="User principal name."),
-    click.option(
-        "--user-defaults",
-        "--user-default",
-        "user_default",
-        is_flag=True,
-        help="The default user entity.",
-    ),
+    _default_entity("--user-defaults", "--user-default", "user_default", "user"),
     click.option("--client", "--client-id", "client_id", help="Client id."),
-    click.option(
-        "--client-defaults",
-        "--client-id-default",
-        "client_default",
-        is_flag=True,
-        help="The default client-id entity.",
+    _default_entity(
+        "--client-defaults", "--client-id-default", "client_default", "client-id"
     ),
     click.option("--ip", help="Client IP address (connection_creation_rate only)."),
-    click.option(
-        "--ip-defaults",
-        "--ip-default",
-        "ip_default",
-        is_flag=True,
-        help="The default IP entity.",
-    ),
+    _default_entity("--ip-defaults", "--ip-default", "ip_default", "IP"),
     click.option(
         "--entity-type",
         "entity_types",

@@ -21,7 +21,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import click
@@ -358,46 +358,44 @@ def clients(
     """List the client instances the collector holds now (GET /v1/clients)."""
     if conformance and applications:
         raise click.UsageError("--conformance and --applications are exclusive")
+    if conformance and (filters or inventory):
+        raise click.UsageError("--conformance takes neither --filter nor --inventory")
+    if applications and inventory:
+        raise click.UsageError("--applications and --inventory are exclusive")
+    # The views of other things than client instances that --filter does not apply to.
+    view = "--applications" if applications else "--inventory" if inventory else None
+    if view and filters:
+        raise click.UsageError(f"--filter applies to client instances, not {view}")
+    answer: Any
+    show: Callable[[Any, bool], None]
     if conformance:
-        if filters or inventory:
-            raise click.UsageError(
-                "--conformance takes neither --filter nor --inventory"
-            )
-        _print_conformance(fetch_conformance(server, admin_secret), output_format)
-        return
-    if applications:
-        if inventory:
-            raise click.UsageError("--applications and --inventory are exclusive")
-        if filters:
-            raise click.UsageError(
-                "--filter applies to client instances, not --applications"
-            )
-        _print_applications(fetch_applications(server, admin_secret), output_format)
-        return
-    if inventory:
-        if filters:
-            raise click.UsageError(
-                "--filter applies to client instances, not --inventory"
-            )
-        _print_inventory(fetch_inventory(server, admin_secret), output_format)
-        return
-    found = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
-    if output_format == "json":
-        click.echo(json.dumps(found, indent=2))
-    elif output_format == "csv":
-        _echo_csv(_csv(found))
+        answer, show = fetch_conformance(server, admin_secret), _print_conformance
+    elif applications:
+        answer, show = fetch_applications(server, admin_secret), _print_applications
+    elif inventory:
+        answer, show = fetch_inventory(server, admin_secret), _print_inventory
     else:
-        rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
-        click.echo(_table(rows, list(TABLE_COLUMNS)))
-        click.echo(f"{len(found)} client instance(s)", err=True)
-
-
-def _print_applications(answer: dict[str, Any], output_format: str) -> None:
+        answer = fetch_clients(server, [_filter(f) for f in filters], admin_secret)
+        show = _print_clients
+    # Every view's JSON is the collector's answer as it came.
     if output_format == "json":
         click.echo(json.dumps(answer, indent=2))
+    else:
+        show(answer, output_format == "csv")
+
+
+def _print_clients(found: list[dict[str, Any]], as_csv: bool) -> None:
+    if as_csv:
+        _echo_csv(_csv(found))
         return
+    rows = [[render(c) for render in TABLE_COLUMNS.values()] for c in found]
+    click.echo(_table(rows, list(TABLE_COLUMNS)))
+    click.echo(f"{len(found)} client instance(s)", err=True)
+
+
+def _print_applications(answer: dict[str, Any], as_csv: bool) -> None:
     rows = application_rows(answer)
-    if output_format == "csv":
+    if as_csv:
         _echo_csv(_csv_text(rows, list(APPLICATION_FIELDS)))
         return
     table = [
@@ -427,12 +425,9 @@ def _cell(value: object) -> object:
     return "-" if value is None else value
 
 
-def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
+def _print_inventory(answer: dict[str, Any], as_csv: bool) -> None:
     found: list[dict[str, Any]] = answer["clients"]
-    if output_format == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    if output_format == "csv":
+    if as_csv:
         _echo_csv(
             _csv_text([{**e, "requests": _versions(e, removed=False)} for e in found])
         )
@@ -449,12 +444,9 @@ def _print_inventory(answer: dict[str, Any], output_format: str) -> None:
     )
 
 
-def _print_conformance(answer: dict[str, Any], output_format: str) -> None:
+def _print_conformance(answer: dict[str, Any], as_csv: bool) -> None:
     rows: list[dict[str, Any]] = answer["libraries"]
-    if output_format == "json":
-        click.echo(json.dumps(answer, indent=2))
-        return
-    if output_format == "csv":
+    if as_csv:
         lists_joined = [
             {
                 **row,

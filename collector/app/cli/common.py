@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+from click.decorators import FC
 
 from collector.app.config import CollectorConfig, ConfigError, load_config
 
@@ -17,6 +19,7 @@ __all__ = [
     "CONFIG_ERROR_EXIT",
     "DATA_DIR",
     "config_store",
+    "data_dir_option",
     "fail_config",
     "kafka_error_exit",
     "kept_here",
@@ -28,14 +31,20 @@ __all__ = [
 # code) exits 1.
 CONFIG_ERROR_EXIT = 2
 
-DATA_DIR = click.option(
-    "--data-dir",
-    type=click.Path(file_okay=False),
-    default="data",
-    show_default=True,
-    envvar="KTC_DATA_DIR",
-    help="The collector's data directory (its config store).",
-)
+
+def data_dir_option(help: str) -> Callable[[FC], FC]:
+    """``--data-dir`` (``KTC_DATA_DIR``), its help naming what the command keeps there."""
+    return click.option(
+        "--data-dir",
+        type=click.Path(file_okay=False),
+        default="data",
+        show_default=True,
+        envvar="KTC_DATA_DIR",
+        help=help,
+    )
+
+
+DATA_DIR = data_dir_option("The collector's data directory (its config store).")
 
 
 def fail_config(message: str) -> NoReturn:

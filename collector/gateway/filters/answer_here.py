@@ -37,27 +37,33 @@ class AnswerHere(Filter):
         )
 
 
-class AnswerAcls(AnswerHere):
+class _AnswerWhereSetUp(AnswerHere):
+    """Answered here where the gateway's setup answers it (the subclass's
+    :meth:`answers_here`, asked of the gateway's services), else forwarded: the cluster's."""
+
+    __slots__ = ()
+
+    def on_request(self, exchange: Exchange) -> object:
+        if not self.answers_here(self.services):
+            return CONTINUE
+        return super().on_request(exchange)
+
+
+class AnswerAcls(_AnswerWhereSetUp):
+    """Forwarded where the gateway has no authorizer: the cluster's ACLs."""
+
     __slots__ = ()
 
     @classmethod
     def answers_here(cls, answers: LocalAnswers) -> bool:
         return answers.answers_acls
 
-    def on_request(self, exchange: Exchange) -> object:
-        if not self.services.answers_acls:
-            return CONTINUE  # no authorizer here: the cluster's ACLs
-        return super().on_request(exchange)
 
+class AnswerScram(_AnswerWhereSetUp):
+    """Forwarded where the gateway has no SASL listener: the cluster's users."""
 
-class AnswerScram(AnswerHere):
     __slots__ = ()
 
     @classmethod
     def answers_here(cls, answers: LocalAnswers) -> bool:
         return answers.answers_scram
-
-    def on_request(self, exchange: Exchange) -> object:
-        if not self.services.answers_scram:
-            return CONTINUE  # no SASL listener here: the cluster's users
-        return super().on_request(exchange)

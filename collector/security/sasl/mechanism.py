@@ -22,7 +22,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["SaslAuthenticationFailed", "SaslFailure", "SaslServer"]
+__all__ = [
+    "SaslAuthenticationFailed",
+    "SaslFailure",
+    "SaslServer",
+    "completed_id",
+]
 
 
 class SaslFailure(Exception):
@@ -48,3 +53,11 @@ class SaslServer(Protocol):
     def authorization_id(self) -> str:
         """The authenticated user (only once ``complete``)."""
         ...
+
+
+def completed_id(authorization_id: str | None) -> str:
+    """The ``authorization_id`` a server answers, given the user it authenticated (None
+    until the exchange completed: asking before that is an error)."""
+    if authorization_id is None:
+        raise RuntimeError("Authentication exchange has not completed")
+    return authorization_id

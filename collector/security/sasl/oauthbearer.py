@@ -26,7 +26,11 @@ import re
 from typing import Protocol
 
 from collector.security.jwt_validator import InvalidToken, OAuthBearerToken
-from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
+from collector.security.sasl.mechanism import (
+    SaslAuthenticationFailed,
+    SaslFailure,
+    completed_id,
+)
 
 __all__ = ["MECHANISM", "OAuthBearerServer", "TokenValidator"]
 
@@ -70,9 +74,7 @@ class OAuthBearerServer:
 
     @property
     def authorization_id(self) -> str:
-        if self._token is None:
-            raise RuntimeError("Authentication exchange has not completed")
-        return self._token.principal_name
+        return completed_id(None if self._token is None else self._token.principal_name)
 
     @property
     def token(self) -> OAuthBearerToken | None:

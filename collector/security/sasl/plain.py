@@ -9,7 +9,7 @@ impersonation).  Messages are Kafka's, word for word.
 from __future__ import annotations
 
 from collector.security.credentials import CredentialStore
-from collector.security.sasl.mechanism import SaslAuthenticationFailed
+from collector.security.sasl.mechanism import SaslAuthenticationFailed, completed_id
 
 __all__ = ["PlainServer"]
 
@@ -37,9 +37,7 @@ class PlainServer:
 
     @property
     def authorization_id(self) -> str:
-        if self._user is None:
-            raise RuntimeError("Authentication exchange has not completed")
-        return self._user
+        return completed_id(self._user)
 
     def evaluate(self, token: bytes) -> bytes:
         if self._user is not None:

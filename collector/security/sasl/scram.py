@@ -32,7 +32,11 @@ from collector.security.credentials import (
     ScramCredential,
     ScramMechanism,
 )
-from collector.security.sasl.mechanism import SaslAuthenticationFailed, SaslFailure
+from collector.security.sasl.mechanism import (
+    SaslAuthenticationFailed,
+    SaslFailure,
+    completed_id,
+)
 
 __all__ = ["ScramServer", "server_nonce"]
 
@@ -110,9 +114,7 @@ class ScramServer:
 
     @property
     def authorization_id(self) -> str:
-        if self._state != _COMPLETE:
-            raise RuntimeError("Authentication exchange has not completed")
-        return self._user
+        return completed_id(self._user if self._state == _COMPLETE else None)
 
     def evaluate(self, token: bytes) -> bytes:
         try:
