@@ -60,7 +60,10 @@ CLIENT_METRICS_SWITCH = [
     # A monitor that scrapes it turns it on.
     ({**_OFF, **_MONITOR}, (True, True)),
     (
-        {**_OFF, "serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": False}}},
+        {
+            **_OFF,
+            "serviceMonitor": {"enabled": True, "clientMetrics": {"enabled": False}},
+        },
         (False, False),
     ),
     (

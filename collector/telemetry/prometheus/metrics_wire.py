@@ -28,7 +28,7 @@ read (a length past its end, text that is not UTF-8) raises ``ValueError``, as
 from __future__ import annotations
 
 import struct
-from typing import Final
+from typing import ClassVar, Final
 
 from collector.telemetry.protobuf_wire import read_varint, skip_field
 
@@ -184,164 +184,131 @@ class WireMetric:
         return spans
 
 
-class WireNumberPoint:
+class _WirePoint:
+    """What every kind of data point has, and the walk of its fields: the attributes (at
+    ``ATTRIBUTES``, kept as their raw bytes), the flags (at ``FLAGS``), the start and the
+    time (2 and 3 in every kind); a subclass reads the rest in :meth:`_field`."""
+
+    ATTRIBUTES: ClassVar[int] = 0
+    FLAGS: ClassVar[int] = 0
+
+    def __init__(self, buf: bytes, start: int, end: int) -> None:
+        self.flags = 0
+        self.start_time_unix_nano = 0
+        self.time_unix_nano = 0
+        attributes_key = self.ATTRIBUTES << 3 | 2
+        flags_key = self.FLAGS << 3
+        spans: list[bytes] = []
+        pos = start
+        while pos < end:
+            field = pos
+            key, pos = read_varint(buf, pos)
+            if key == attributes_key:
+                pos = _field_end(buf, pos, end)[1]
+                spans.append(buf[field:pos])
+            elif key == (2 << 3 | 1):
+                self.start_time_unix_nano = _fixed64(buf, pos, end)
+                pos += 8
+            elif key == (3 << 3 | 1):
+                self.time_unix_nano = _fixed64(buf, pos, end)
+                pos += 8
+            elif key == flags_key:
+                self.flags, pos = read_varint(buf, pos)
+            else:
+                pos = self._field(buf, pos, key, end)
+        self.attributes = b"".join(spans)
+
+    def _field(self, buf: bytes, pos: int, key: int, end: int) -> int:
+        """Read the field whose key was just read at ``pos``: the position after it."""
+        return _skip(buf, pos, key, end)
+
+
+class WireNumberPoint(_WirePoint):
     """A NumberDataPoint (of a gauge or a sum)."""
 
-    __slots__ = (
-        "as_double",
-        "as_int",
-        "attributes",
-        "flags",
-        "start_time_unix_nano",
-        "time_unix_nano",
-    )
+    ATTRIBUTES: ClassVar[int] = 7
+    FLAGS: ClassVar[int] = 8
 
     def __init__(self, buf: bytes, start: int, end: int) -> None:
         self.as_double = 0.0
         self.as_int = 0
-        self.flags = 0
-        self.start_time_unix_nano = 0
-        self.time_unix_nano = 0
-        spans: list[bytes] = []
-        pos = start
-        while pos < end:
-            field = pos
-            key, pos = read_varint(buf, pos)
-            number = key >> 3
-            wire_type = key & 7
-            if number == 7 and wire_type == 2:
-                pos = _field_end(buf, pos, end)[1]
-                spans.append(buf[field:pos])
-            elif wire_type == 1 and number in (2, 3, 4, 6):
-                if number == 2:
-                    self.start_time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 3:
-                    self.time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 4:  # the value oneof: the last one set wins
-                    self.as_double = _double(buf, pos, end)
-                    self.as_int = 0
-                else:
-                    if pos + 8 > end:
-                        raise ValueError("a sfixed64 runs past the end of its message")
-                    self.as_int = _SFIXED64.unpack_from(buf, pos)[0]
-                    self.as_double = 0.0
-                pos += 8
-            elif number == 8 and wire_type == 0:
-                self.flags, pos = read_varint(buf, pos)
-            else:
-                pos = _skip(buf, pos, key, end)
-        self.attributes = b"".join(spans)
+        super().__init__(buf, start, end)
+
+    def _field(self, buf: bytes, pos: int, key: int, end: int) -> int:
+        if key == (4 << 3 | 1):  # the value oneof: the last one set wins
+            self.as_double = _double(buf, pos, end)
+            self.as_int = 0
+            return pos + 8
+        if key == (6 << 3 | 1):
+            if pos + 8 > end:
+                raise ValueError("a sfixed64 runs past the end of its message")
+            self.as_int = _SFIXED64.unpack_from(buf, pos)[0]
+            self.as_double = 0.0
+            return pos + 8
+        return _skip(buf, pos, key, end)
 
 
-class WireHistogramPoint:
+class WireHistogramPoint(_WirePoint):
     """A HistogramDataPoint."""
 
-    __slots__ = (
-        "attributes",
-        "bucket_counts",
-        "count",
-        "explicit_bounds",
-        "flags",
-        "start_time_unix_nano",
-        "sum",
-        "time_unix_nano",
-    )
+    ATTRIBUTES: ClassVar[int] = 9
+    FLAGS: ClassVar[int] = 10
 
     def __init__(self, buf: bytes, start: int, end: int) -> None:
         self.count = 0
         self.sum = 0.0
-        self.flags = 0
-        self.start_time_unix_nano = 0
-        self.time_unix_nano = 0
         self.bucket_counts: list[int] = []
         self.explicit_bounds: list[float] = []
-        spans: list[bytes] = []
-        pos = start
-        while pos < end:
-            field = pos
-            key, pos = read_varint(buf, pos)
-            number = key >> 3
-            wire_type = key & 7
-            if number == 9 and wire_type == 2:
-                pos = _field_end(buf, pos, end)[1]
-                spans.append(buf[field:pos])
-            elif number == 6 and wire_type == 2:  # packed
-                field_start, pos = _field_end(buf, pos, end)
-                for at in range(field_start, pos - 7, 8):
-                    self.bucket_counts.append(_fixed64(buf, at, pos))
-            elif number == 7 and wire_type == 2:  # packed
-                field_start, pos = _field_end(buf, pos, end)
-                for at in range(field_start, pos - 7, 8):
-                    self.explicit_bounds.append(_double(buf, at, pos))
-            elif wire_type == 1 and number in (2, 3, 4, 5, 6, 7):
-                if number == 2:
-                    self.start_time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 3:
-                    self.time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 4:
-                    self.count = _fixed64(buf, pos, end)
-                elif number == 5:
-                    self.sum = _double(buf, pos, end)
-                elif number == 6:  # one element, not packed
-                    self.bucket_counts.append(_fixed64(buf, pos, end))
-                else:
-                    self.explicit_bounds.append(_double(buf, pos, end))
-                pos += 8
-            elif number == 10 and wire_type == 0:
-                self.flags, pos = read_varint(buf, pos)
-            else:
-                pos = _skip(buf, pos, key, end)
-        self.attributes = b"".join(spans)
+        super().__init__(buf, start, end)
+
+    def _field(self, buf: bytes, pos: int, key: int, end: int) -> int:
+        if key == (4 << 3 | 1):
+            self.count = _fixed64(buf, pos, end)
+        elif key == (5 << 3 | 1):
+            self.sum = _double(buf, pos, end)
+        elif key == (6 << 3 | 2):  # packed
+            start, stop = _field_end(buf, pos, end)
+            for at in range(start, stop - 7, 8):
+                self.bucket_counts.append(_fixed64(buf, at, stop))
+            return stop
+        elif key == (7 << 3 | 2):  # packed
+            start, stop = _field_end(buf, pos, end)
+            for at in range(start, stop - 7, 8):
+                self.explicit_bounds.append(_double(buf, at, stop))
+            return stop
+        elif key == (6 << 3 | 1):  # one element, not packed
+            self.bucket_counts.append(_fixed64(buf, pos, end))
+        elif key == (7 << 3 | 1):
+            self.explicit_bounds.append(_double(buf, pos, end))
+        else:
+            return _skip(buf, pos, key, end)
+        return pos + 8
 
 
-class WireSummaryPoint:
+class WireSummaryPoint(_WirePoint):
     """A SummaryDataPoint; ``quantile_values`` as (quantile, value) pairs."""
 
-    __slots__ = (
-        "attributes",
-        "count",
-        "flags",
-        "quantile_values",
-        "start_time_unix_nano",
-        "sum",
-        "time_unix_nano",
-    )
+    ATTRIBUTES: ClassVar[int] = 7
+    FLAGS: ClassVar[int] = 8
 
     def __init__(self, buf: bytes, start: int, end: int) -> None:
         self.count = 0
         self.sum = 0.0
-        self.flags = 0
-        self.start_time_unix_nano = 0
-        self.time_unix_nano = 0
         self.quantile_values: list[tuple[float, float]] = []
-        spans: list[bytes] = []
-        pos = start
-        while pos < end:
-            field = pos
-            key, pos = read_varint(buf, pos)
-            number = key >> 3
-            wire_type = key & 7
-            if number == 7 and wire_type == 2:
-                pos = _field_end(buf, pos, end)[1]
-                spans.append(buf[field:pos])
-            elif number == 6 and wire_type == 2:
-                field_start, pos = _field_end(buf, pos, end)
-                self.quantile_values.append(_quantile(buf, field_start, pos))
-            elif wire_type == 1 and number in (2, 3, 4, 5):
-                if number == 2:
-                    self.start_time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 3:
-                    self.time_unix_nano = _fixed64(buf, pos, end)
-                elif number == 4:
-                    self.count = _fixed64(buf, pos, end)
-                else:
-                    self.sum = _double(buf, pos, end)
-                pos += 8
-            elif number == 8 and wire_type == 0:
-                self.flags, pos = read_varint(buf, pos)
-            else:
-                pos = _skip(buf, pos, key, end)
-        self.attributes = b"".join(spans)
+        super().__init__(buf, start, end)
+
+    def _field(self, buf: bytes, pos: int, key: int, end: int) -> int:
+        if key == (4 << 3 | 1):
+            self.count = _fixed64(buf, pos, end)
+        elif key == (5 << 3 | 1):
+            self.sum = _double(buf, pos, end)
+        elif key == (6 << 3 | 2):
+            start, stop = _field_end(buf, pos, end)
+            self.quantile_values.append(_quantile(buf, start, stop))
+            return stop
+        else:
+            return _skip(buf, pos, key, end)
+        return pos + 8
 
 
 def _quantile(buf: bytes, start: int, end: int) -> tuple[float, float]:

@@ -41,14 +41,17 @@ by the same push and expire with it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import TypeVar
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from collector.telemetry.prometheus.metrics_wire import (
+    WireHistogramPoint,
     WireMetric,
     WireNumberPoint,
+    WireSummaryPoint,
     any_value_text,
     key_values,
 )
@@ -124,6 +127,9 @@ STATE_FAMILIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
 _DERIVED_FAMILIES = frozenset(
     {REFUSED_FAMILY, *(family for family, _, _ in STATE_FAMILIES.values())}
 )
+
+# A data point as the wire walk reads it.
+_Wire = TypeVar("_Wire", WireNumberPoint, WireHistogramPoint, WireSummaryPoint)
 
 _NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
 _DELTA = AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
@@ -275,33 +281,33 @@ class InstancePoints:
         refused = self.refused
         for metric in metrics:
             kind = metric.kind
-            if kind == "gauge":
-                numbers = metric.number_points()
-                self._fold_numbers(
-                    metric, numbers, MetricType.GAUGE, False, families, names,
-                    max_samples,
-                )  # fmt: skip
-                named = STATE_FAMILIES.get(metric.name)
+            if kind == "gauge" or kind == "sum":
+                numbers = metric.number_points()  # (sets the sum's temporality)
+                metric_type = MetricType.GAUGE
+                delta = False
+                if kind == "sum":
+                    temporality = metric.temporality
+                    if temporality not in (_DELTA, _CUMULATIVE):
+                        continue
+                    if temporality == _DELTA and not metric.is_monotonic:
+                        continue
+                    if metric.is_monotonic:
+                        metric_type = MetricType.COUNTER
+                    delta = temporality == _DELTA
+                family = self._family(metric, metric_type, families, names)
+                if family:
+                    self._fold_numbers(family, numbers, metric_type, delta, max_samples)
+                named = STATE_FAMILIES.get(metric.name) if kind == "gauge" else None
                 if named is not None:
                     self._fold_states(numbers, named, families, max_samples)
-            elif kind == "sum":
-                numbers = metric.number_points()
-                temporality = metric.temporality
-                if temporality not in (_DELTA, _CUMULATIVE):
-                    continue
-                if temporality == _DELTA and not metric.is_monotonic:
-                    continue
-                metric_type = (
-                    MetricType.COUNTER if metric.is_monotonic else MetricType.GAUGE
-                )
-                self._fold_numbers(
-                    metric, numbers, metric_type, temporality == _DELTA,
-                    families, names, max_samples,
-                )  # fmt: skip
             elif kind == "histogram":
-                self._fold_histograms(metric, families, names, max_samples)
+                family = self._family(metric, MetricType.HISTOGRAM, families, names)
+                if family:
+                    self._fold_histograms(family, metric, max_samples)
             elif kind == "summary":
-                self._fold_summaries(metric, families, names, max_samples)
+                family = self._family(metric, MetricType.SUMMARY, families, names)
+                if family:
+                    self._fold_summaries(family, metric, max_samples)
             # exponential_histogram and unset data: dropped, as the exporter does
         if self.refused != refused:
             self._flag(families)
@@ -376,6 +382,20 @@ class InstancePoints:
         self.samples += added
         return True
 
+    def _keyed(
+        self, family: str, data_points: list[_Wire]
+    ) -> Iterator[tuple[SeriesKey, _Wire]]:
+        """Each of a metric's points with its series' key, up to the first flagged "no
+        recorded value": that one's series is removed, and the metric's later points are
+        not read, as the exporter does."""
+        resource_raw = self.resource_raw
+        for point in data_points:
+            key = (family, point_labels(resource_raw, point.attributes))
+            if point.flags & _NO_RECORDED_VALUE:
+                self._drop(key)
+                return
+            yield key, point
+
     def _drop(self, key: SeriesKey) -> None:
         previous = self.points.pop(key, None)
         if previous is not None:
@@ -383,24 +403,14 @@ class InstancePoints:
 
     def _fold_numbers(
         self,
-        metric: WireMetric,
+        family: str,
         data_points: list[WireNumberPoint],
         metric_type: MetricType,
         delta: bool,
-        families: dict[str, FamilyMeta],
-        names: dict[tuple[str, str, MetricType], str],
         max_samples: int,
     ) -> None:
-        family = self._family(metric, metric_type, families, names)
-        if not family:
-            return
         points = self.points
-        resource_raw = self.resource_raw
-        for point in data_points:
-            key = (family, point_labels(resource_raw, point.attributes))
-            if point.flags & _NO_RECORDED_VALUE:
-                self._drop(key)
-                return  # as the exporter: the rest of this metric's points too
+        for key, point in self._keyed(family, data_points):
             # as_double or as_int, whichever is set: the unset one reads as 0.
             value = point.as_double or float(point.as_int)
             time_ns = point.time_unix_nano
@@ -484,21 +494,9 @@ class InstancePoints:
                     )
 
     def _fold_histograms(
-        self,
-        metric: WireMetric,
-        families: dict[str, FamilyMeta],
-        names: dict[tuple[str, str, MetricType], str],
-        max_samples: int,
+        self, family: str, metric: WireMetric, max_samples: int
     ) -> None:
-        family = self._family(metric, MetricType.HISTOGRAM, families, names)
-        if not family:
-            return
-        resource_raw = self.resource_raw
-        for point in metric.histogram_points():
-            key = (family, point_labels(resource_raw, point.attributes))
-            if point.flags & _NO_RECORDED_VALUE:
-                self._drop(key)
-                return
+        for key, point in self._keyed(family, metric.histogram_points()):
             new = HistogramPoint(
                 tuple(point.explicit_bounds),
                 list(point.bucket_counts),
@@ -525,21 +523,9 @@ class InstancePoints:
             self._put(key, new, max_samples)
 
     def _fold_summaries(
-        self,
-        metric: WireMetric,
-        families: dict[str, FamilyMeta],
-        names: dict[tuple[str, str, MetricType], str],
-        max_samples: int,
+        self, family: str, metric: WireMetric, max_samples: int
     ) -> None:
-        family = self._family(metric, MetricType.SUMMARY, families, names)
-        if not family:
-            return
-        resource_raw = self.resource_raw
-        for point in metric.summary_points():
-            key = (family, point_labels(resource_raw, point.attributes))
-            if point.flags & _NO_RECORDED_VALUE:
-                self._drop(key)
-                return
+        for key, point in self._keyed(family, metric.summary_points()):
             previous = self.points.get(key)
             if (
                 isinstance(previous, SummaryPoint)
