@@ -167,27 +167,31 @@ def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) 
 _append_sum = _append_gauge
 
 
+def _append_histogram_common(cols: dict[str, list[Any]], point: Any) -> None:
+    """The columns of every point, then those both histogram kinds have: count, sum,
+    min and max (the last three optional in OTLP: null when absent), exemplars."""
+    _append_point_common(cols, point)
+    cols["count"].append(to_signed64(point.count))
+    cols["sum"].append(point.sum if point.HasField("sum") else None)
+    cols["min"].append(point.min if point.HasField("min") else None)
+    cols["max"].append(point.max if point.HasField("max") else None)
+    cols["exemplars"].append(_exemplars(point.exemplars))
+
+
 def _append_histogram(
     cols: dict[str, list[Any]], points: Sequence[Any], data: Any
 ) -> None:
     for point in points:
-        _append_point_common(cols, point)
-        cols["count"].append(to_signed64(point.count))
-        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        _append_histogram_common(cols, point)
         cols["bucket_counts"].append(_signed_list(point.bucket_counts))
         cols["explicit_bounds"].append(list(point.explicit_bounds))
-        cols["min"].append(point.min if point.HasField("min") else None)
-        cols["max"].append(point.max if point.HasField("max") else None)
-        cols["exemplars"].append(_exemplars(point.exemplars))
 
 
 def _append_exponential_histogram(
     cols: dict[str, list[Any]], points: Sequence[Any], data: Any
 ) -> None:
     for point in points:
-        _append_point_common(cols, point)
-        cols["count"].append(to_signed64(point.count))
-        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        _append_histogram_common(cols, point)
         cols["scale"].append(point.scale)
         cols["zero_count"].append(to_signed64(point.zero_count))
         cols["zero_threshold"].append(point.zero_threshold)
@@ -199,9 +203,6 @@ def _append_exponential_histogram(
         cols["negative_bucket_counts"].append(
             _signed_list(point.negative.bucket_counts)
         )
-        cols["min"].append(point.min if point.HasField("min") else None)
-        cols["max"].append(point.max if point.HasField("max") else None)
-        cols["exemplars"].append(_exemplars(point.exemplars))
 
 
 def _append_summary(
