@@ -30,7 +30,11 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.context import TelemetryContext
 from exporters.lakehouse.anyvalue import encode_attributes
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
+from exporters.lakehouse.schema import (
+    CONTEXT_COLUMN_NAMES,
+    PUSHES_TABLE,
+    TABLE_BY_POINT_TYPE,
+)
 
 __all__ = [
     "PointParts",
@@ -225,28 +229,8 @@ _DATA_COLUMNS: dict[str, tuple[str, ...]] = {
     "exponential_histogram": ("aggregation_temporality",),
     "summary": (),
 }
-_PUSH_COLUMNS: tuple[str, ...] = (
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "listener",
-    "security_protocol",
-    "node_id",
-    "cluster_id",
-    "upstream_cluster_id",
-    "upstream_node_id",
-    "subscription_id",
-    "push_interval_ms",
-    "compression_type",
-    "terminating",
-    "received_time_unix_nano",
-    "received_time",
-    "dt",
-    "hour",
+# What a push gives each of its rows: its context's columns, and where it was landed.
+_PUSH_COLUMNS: tuple[str, ...] = CONTEXT_COLUMN_NAMES + (
     "landing_node",
     "landing_offset",
 )
