@@ -30,7 +30,11 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from exporters.context import TelemetryContext
 from exporters.lakehouse.anyvalue import encode_attributes
-from exporters.lakehouse.schema import PUSHES_TABLE, TABLE_BY_POINT_TYPE
+from exporters.lakehouse.schema import (
+    CONTEXT_COLUMN_NAMES,
+    PUSHES_TABLE,
+    TABLE_BY_POINT_TYPE,
+)
 
 __all__ = [
     "PointParts",
@@ -167,27 +171,31 @@ def _append_gauge(cols: dict[str, list[Any]], points: Sequence[Any], data: Any) 
 _append_sum = _append_gauge
 
 
+def _append_histogram_common(cols: dict[str, list[Any]], point: Any) -> None:
+    """The columns of every point, then those both histogram kinds have: count, sum,
+    min and max (the last three optional in OTLP: null when absent), exemplars."""
+    _append_point_common(cols, point)
+    cols["count"].append(to_signed64(point.count))
+    cols["sum"].append(point.sum if point.HasField("sum") else None)
+    cols["min"].append(point.min if point.HasField("min") else None)
+    cols["max"].append(point.max if point.HasField("max") else None)
+    cols["exemplars"].append(_exemplars(point.exemplars))
+
+
 def _append_histogram(
     cols: dict[str, list[Any]], points: Sequence[Any], data: Any
 ) -> None:
     for point in points:
-        _append_point_common(cols, point)
-        cols["count"].append(to_signed64(point.count))
-        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        _append_histogram_common(cols, point)
         cols["bucket_counts"].append(_signed_list(point.bucket_counts))
         cols["explicit_bounds"].append(list(point.explicit_bounds))
-        cols["min"].append(point.min if point.HasField("min") else None)
-        cols["max"].append(point.max if point.HasField("max") else None)
-        cols["exemplars"].append(_exemplars(point.exemplars))
 
 
 def _append_exponential_histogram(
     cols: dict[str, list[Any]], points: Sequence[Any], data: Any
 ) -> None:
     for point in points:
-        _append_point_common(cols, point)
-        cols["count"].append(to_signed64(point.count))
-        cols["sum"].append(point.sum if point.HasField("sum") else None)
+        _append_histogram_common(cols, point)
         cols["scale"].append(point.scale)
         cols["zero_count"].append(to_signed64(point.zero_count))
         cols["zero_threshold"].append(point.zero_threshold)
@@ -199,9 +207,6 @@ def _append_exponential_histogram(
         cols["negative_bucket_counts"].append(
             _signed_list(point.negative.bucket_counts)
         )
-        cols["min"].append(point.min if point.HasField("min") else None)
-        cols["max"].append(point.max if point.HasField("max") else None)
-        cols["exemplars"].append(_exemplars(point.exemplars))
 
 
 def _append_summary(
@@ -224,28 +229,8 @@ _DATA_COLUMNS: dict[str, tuple[str, ...]] = {
     "exponential_histogram": ("aggregation_temporality",),
     "summary": (),
 }
-_PUSH_COLUMNS: tuple[str, ...] = (
-    "client_instance_id",
-    "client_id",
-    "client_software_name",
-    "client_software_version",
-    "client_source_address",
-    "client_source_port",
-    "principal",
-    "listener",
-    "security_protocol",
-    "node_id",
-    "cluster_id",
-    "upstream_cluster_id",
-    "upstream_node_id",
-    "subscription_id",
-    "push_interval_ms",
-    "compression_type",
-    "terminating",
-    "received_time_unix_nano",
-    "received_time",
-    "dt",
-    "hour",
+# What a push gives each of its rows: its context's columns, and where it was landed.
+_PUSH_COLUMNS: tuple[str, ...] = CONTEXT_COLUMN_NAMES + (
     "landing_node",
     "landing_offset",
 )

@@ -181,16 +181,17 @@ class _DirectoryLock:
             self._fd = None
 
 
+@dataclasses.dataclass(slots=True)
 class _TableAppends:
     """Arrow tables to append, each a Spark append in the driver."""
 
-    def __init__(
-        self, spark: SparkSession, config: LakehouseConfig, tables: dict[str, pa.Table]
-    ) -> None:
-        self.spark = spark
-        self.config = config
-        self.tables = tables
-        self.rows = {name: int(table.num_rows) for name, table in tables.items()}
+    spark: SparkSession
+    config: LakehouseConfig
+    tables: dict[str, pa.Table]
+    rows: dict[str, int] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = {name: int(table.num_rows) for name, table in self.tables.items()}
 
     def append(self, table: str, summary: Mapping[str, str]) -> None:
         rows = self.tables[table]

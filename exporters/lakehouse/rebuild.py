@@ -85,17 +85,25 @@ def _sum_point(data: Any, row: Row) -> None:
     _number_point(data, row)
 
 
-def _histogram_point(data: Any, row: Row) -> None:
+def _add_histogram_point(data: Any, row: Row) -> Any:
+    """A new point of a histogram of either kind, with what both kinds have set: the
+    fields of every point, count, sum, min and max (optional), exemplars; and the
+    metric's aggregation temporality."""
     data.aggregation_temporality = row["aggregation_temporality"]
     point = data.data_points.add()
     _set_point_common(point, row)
     point.count = to_unsigned64(row["count"])
     _set_optional(point, "sum", row["sum"])
-    point.bucket_counts.extend(to_unsigned64(c) for c in row["bucket_counts"] or ())
-    point.explicit_bounds.extend(row["explicit_bounds"] or ())
     _set_optional(point, "min", row["min"])
     _set_optional(point, "max", row["max"])
     _set_exemplars(point, row["exemplars"])
+    return point
+
+
+def _histogram_point(data: Any, row: Row) -> None:
+    point = _add_histogram_point(data, row)
+    point.bucket_counts.extend(to_unsigned64(c) for c in row["bucket_counts"] or ())
+    point.explicit_bounds.extend(row["explicit_bounds"] or ())
 
 
 def _set_buckets(buckets: Any, offset: int, counts: Iterable[int] | None) -> None:
@@ -106,19 +114,12 @@ def _set_buckets(buckets: Any, offset: int, counts: Iterable[int] | None) -> Non
 
 
 def _exponential_histogram_point(data: Any, row: Row) -> None:
-    data.aggregation_temporality = row["aggregation_temporality"]
-    point = data.data_points.add()
-    _set_point_common(point, row)
-    point.count = to_unsigned64(row["count"])
-    _set_optional(point, "sum", row["sum"])
+    point = _add_histogram_point(data, row)
     point.scale = row["scale"]
     point.zero_count = to_unsigned64(row["zero_count"])
     point.zero_threshold = row["zero_threshold"]
     _set_buckets(point.positive, row["positive_offset"], row["positive_bucket_counts"])
     _set_buckets(point.negative, row["negative_offset"], row["negative_bucket_counts"])
-    _set_optional(point, "min", row["min"])
-    _set_optional(point, "max", row["max"])
-    _set_exemplars(point, row["exemplars"])
 
 
 def _summary_point(data: Any, row: Row) -> None:

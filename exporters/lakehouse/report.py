@@ -144,29 +144,38 @@ def _hours_in(w: ReportWindow) -> str:
     )
 
 
-def _produce_latency_sql(db: str, w: ReportWindow) -> str:
+def _worst_in_health_sql(
+    db: str, w: ReportWindow, view: str, measures: tuple[tuple[str, str], ...]
+) -> str:
+    """The clients of a health view (a row per client and hour) worst by the first of
+    ``measures`` over the window's hours; each measure ``(aggregate, column)`` is
+    aggregated over the hours into a column of its name."""
+    by = measures[0][1]
+    columns = "".join(f"  round({agg}({c}), 3) AS {c},\n" for agg, c in measures)
     return (
-        "SELECT client_id, client_instance_id,\n"
-        "  round(avg(request_latency_avg_ms), 3) AS request_latency_avg_ms,\n"
-        "  round(max(request_latency_max_ms), 3) AS request_latency_max_ms,\n"
-        "  sum(pushes) AS pushes\n"
-        f"FROM {_t(db, 'producer_health')}\n"
-        f"WHERE {_hours_in(w)} AND request_latency_avg_ms IS NOT NULL\n"
+        f"SELECT client_id, client_instance_id,\n{columns}  sum(pushes) AS pushes\n"
+        f"FROM {_t(db, view)}\n"
+        f"WHERE {_hours_in(w)} AND {by} IS NOT NULL\n"
         "GROUP BY client_id, client_instance_id\n"
-        f"ORDER BY request_latency_avg_ms DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+        f"ORDER BY {by} DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+    )
+
+
+def _produce_latency_sql(db: str, w: ReportWindow) -> str:
+    return _worst_in_health_sql(
+        db,
+        w,
+        "producer_health",
+        (("avg", "request_latency_avg_ms"), ("max", "request_latency_max_ms")),
     )
 
 
 def _consumer_lag_sql(db: str, w: ReportWindow) -> str:
-    return (
-        "SELECT client_id, client_instance_id,\n"
-        "  round(max(records_lag_max), 3) AS records_lag_max,\n"
-        "  round(avg(fetch_latency_avg_ms), 3) AS fetch_latency_avg_ms,\n"
-        "  sum(pushes) AS pushes\n"
-        f"FROM {_t(db, 'consumer_health')}\n"
-        f"WHERE {_hours_in(w)} AND records_lag_max IS NOT NULL\n"
-        "GROUP BY client_id, client_instance_id\n"
-        f"ORDER BY records_lag_max DESC, client_id, client_instance_id\nLIMIT {_TOP}"
+    return _worst_in_health_sql(
+        db,
+        w,
+        "consumer_health",
+        (("max", "records_lag_max"), ("avg", "fetch_latency_avg_ms")),
     )
 
 

@@ -39,6 +39,7 @@ import dataclasses
 import pyarrow as pa
 
 __all__ = [
+    "CONTEXT_COLUMN_NAMES",
     "DEFAULT_DATABASE",
     "LINEAGE_KEY",
     "PARTITION_COLUMNS",
@@ -288,6 +289,11 @@ PUSHES_TABLE = TableSpec(
     ),
 )
 TABLES: tuple[TableSpec, ...] = POINT_TABLES + (PUSHES_TABLE,)
+# The columns a push's context gives every row of it (the partitions included): in
+# every table.
+CONTEXT_COLUMN_NAMES: tuple[str, ...] = tuple(
+    f.name for f in _CONTEXT_COLUMNS + _APPENDED_COLUMNS + _PARTITION_FIELDS
+)
 # The flattening's kinds (point types and "pushes") -> the tables' names.
 TABLE_NAME_BY_KIND: dict[str, str] = {t.kind: t.name for t in TABLES}
 

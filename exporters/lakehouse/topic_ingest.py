@@ -360,33 +360,29 @@ class _TopicBatch:
         return frame, rows
 
 
+@dataclasses.dataclass(slots=True)
 class _FencedAppends:
     """A topic batch's appends (ingest_loop.TableAppends), each fenced."""
 
-    def __init__(
-        self,
-        batch: _TopicBatch,
-        planned: BatchPlan,
-        committed: Mapping[str, Mapping[str, int]],
-        wap_id: str,
-        frames: dict[str, tuple[DataFrame, int]],
-    ) -> None:
-        self._batch = batch
-        self._planned = planned
-        self._committed = committed
-        self._wap_id = wap_id
-        self._frames = frames
-        self.rows = {name: rows for name, (_, rows) in frames.items()}
+    batch: _TopicBatch
+    planned: BatchPlan
+    committed: Mapping[str, Mapping[str, int]]
+    wap_id: str
+    frames: dict[str, tuple[DataFrame, int]]
+    rows: dict[str, int] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = {name: rows for name, (_, rows) in self.frames.items()}
 
     def append(self, table: str, summary: Mapping[str, str]) -> None:
         _fenced_append(
-            self._batch.spark,
-            self._batch.config.table(table),
-            self._frames[table][0],
+            self.batch.spark,
+            self.batch.config.table(table),
+            self.frames[table][0],
             summary,
-            self._wap_id,
-            self._planned.tables[table],
-            self._committed.get(table, {}),
+            self.wap_id,
+            self.planned.tables[table],
+            self.committed.get(table, {}),
         )
 
 

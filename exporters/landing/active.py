@@ -11,6 +11,7 @@ cannot be read is left in place and a new one started above any offset it can ho
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import logging
 import os
@@ -46,48 +47,24 @@ __all__ = ["ActiveSegment", "Recovered"]
 _log = logging.getLogger("exporters.landing")
 
 
+@dataclasses.dataclass(slots=True, eq=False)
 class ActiveSegment:
     """The open segment: its descriptor (``O_APPEND``), sync marker, size and records.
 
     ``reserved``: the file may hold disk blocks reserved past its end (preallocate.py),
     given back when it is sealed or closed."""
 
-    __slots__ = (
-        "base_offset",
-        "fd",
-        "first_append_ns",
-        "next_offset",
-        "path",
-        "records",
-        "reserved",
-        "size",
-        "sync_marker",
-    )
-
-    def __init__(
-        self,
-        fd: int,
-        path: Path,
-        base_offset: int,
-        sync_marker: bytes,
-        size: int,
-        *,
-        next_offset: int | None = None,
-        records: int = 0,
-        first_append_ns: int = 0,
-        reserved: bool = False,
-    ) -> None:
-        self.fd = fd
-        self.path = path
-        self.base_offset = base_offset
-        self.sync_marker = sync_marker
-        self.size = size
-        # The offset the next record gets (after damage kept in the middle, more than
-        # base_offset + records).
-        self.next_offset = base_offset + records if next_offset is None else next_offset
-        self.records = records
-        self.first_append_ns = first_append_ns
-        self.reserved = reserved
+    fd: int
+    path: Path
+    base_offset: int
+    sync_marker: bytes
+    size: int
+    # The offset the next record gets (after damage kept in the middle, more than
+    # base_offset + records).
+    next_offset: int
+    records: int = 0
+    first_append_ns: int = 0
+    reserved: bool = False
 
     def aged(self, now_ns: int, max_age_ns: int) -> bool:
         """Whether its first record is ``max_age_ns`` old (Kafka's segment.ms)."""
@@ -145,7 +122,15 @@ class ActiveSegment:
             raise
         if fsync:
             fsync_directory(directory)
-        return cls(fd, final_path, base_offset, marker, len(header), reserved=reserved)
+        return cls(
+            fd,
+            final_path,
+            base_offset,
+            marker,
+            len(header),
+            next_offset=base_offset,
+            reserved=reserved,
+        )
 
     @classmethod
     def recover(
@@ -236,31 +221,25 @@ class ActiveSegment:
             first_append_ns=first_append_ns,
             reserved=True,  # a crash may have left blocks reserved past its end
         )
-        recovered = Recovered(segment, False)
-        recovered.truncated_bytes = truncated_bytes
-        recovered.corrupt_regions = corrupt_regions
-        recovered.last_append_ns = last_append_ns
-        return recovered
+        return Recovered(
+            segment,
+            False,
+            truncated_bytes=truncated_bytes,
+            corrupt_regions=corrupt_regions,
+            last_append_ns=last_append_ns,
+        )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class Recovered:
     """What opening found: the segment to append to (``created``: a new one) and what
     recovery did to the newest one."""
 
-    __slots__ = (
-        "corrupt_regions",
-        "created",
-        "last_append_ns",
-        "segment",
-        "truncated_bytes",
-    )
-
-    def __init__(self, segment: ActiveSegment, created: bool) -> None:
-        self.segment = segment
-        self.created = created
-        self.truncated_bytes = 0
-        self.corrupt_regions = 0
-        self.last_append_ns: int | None = None  # its last record's, when it has any
+    segment: ActiveSegment
+    created: bool
+    truncated_bytes: int = 0
+    corrupt_regions: int = 0
+    last_append_ns: int | None = None  # its last record's, when it has any
 
 
 def _abandon_damaged(

@@ -11,6 +11,7 @@ pushes/s a 64 MiB segment lasts about 2 s) and the tick may be in an fsync meanw
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from typing import Protocol
@@ -19,7 +20,7 @@ from clock import Clock
 from exporters.landing.errors import LandingLogClosed
 from exporters.landing.preallocate import BlockReservations
 
-__all__ = ["Housekeeper", "HousekeptLog"]
+__all__ = ["Housekeeper", "HousekeepingSchedule", "HousekeptLog"]
 
 _log = logging.getLogger("exporters.landing")
 _NS_PER_MS = 1_000_000
@@ -45,6 +46,17 @@ class HousekeptLog(Protocol):
     def apply_retention(self, now_ms: int) -> object: ...
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class HousekeepingSchedule:
+    """When the ticker acts: a tick every ``period_ms``, a sync round at each tick when
+    ``interval_sync`` (the ``interval`` policy), retention every
+    ``retention_check_interval_ms``."""
+
+    period_ms: int
+    interval_sync: bool
+    retention_check_interval_ms: int
+
+
 class Housekeeper:
     """Starts both threads; ``stop`` ends and joins them."""
 
@@ -53,18 +65,14 @@ class Housekeeper:
         log: HousekeptLog,
         reservations: BlockReservations,
         clock: Clock,
+        schedule: HousekeepingSchedule,
         *,
         name: str,
-        period_ms: int,
-        interval_sync: bool,
-        retention_check_interval_ms: int,
     ) -> None:
         self._log = log
         self._reservations = reservations
         self._clock = clock
-        self._period_ms = period_ms
-        self._interval_sync = interval_sync
-        self._retention_check_interval_ms = retention_check_interval_ms
+        self._schedule = schedule
         self._stop = threading.Event()
         self._ticker = threading.Thread(
             target=self._tick_loop, name=f"landing-housekeeper:{name}", daemon=True
@@ -87,20 +95,21 @@ class Housekeeper:
 
     def _tick_loop(self) -> None:
         log = self._log
+        schedule = self._schedule
         next_retention_ms = 0
-        while not self._clock.wait(self._stop, self._period_ms / 1000):
+        while not self._clock.wait(self._stop, schedule.period_ms / 1000):
             try:
                 if log.unwritable_reason is not None:
                     log.probe()
                 if log.is_broken():
                     continue  # appends already fail with the reason; no line every tick
-                if self._interval_sync:
+                if schedule.interval_sync:
                     log.sync()
                 now_ms = self._clock.time_ns() // _NS_PER_MS
                 if log.unwritable_reason is None:  # no new segment on a full disk
                     log.maybe_roll(now_ms)
                 if now_ms >= next_retention_ms:
-                    next_retention_ms = now_ms + self._retention_check_interval_ms
+                    next_retention_ms = now_ms + schedule.retention_check_interval_ms
                     log.apply_retention(now_ms)
                 if log.unwritable_reason is None and not log.has_spare:
                     self._reservations.wanted.set()  # e.g. room again after a full disk

@@ -15,7 +15,11 @@ from exporters.landing.appender import Appender
 from exporters.landing.durability import FsyncPolicy
 from exporters.landing.gate import Gate
 from exporters.landing.health import DiskHealth
-from exporters.landing.housekeeping import Housekeeper, HousekeptLog
+from exporters.landing.housekeeping import (
+    Housekeeper,
+    HousekeepingSchedule,
+    HousekeptLog,
+)
 from exporters.landing.layout import lock_directory
 from exporters.landing.options import LandingOptions
 from exporters.landing.preallocate import BlockReservations
@@ -168,11 +172,7 @@ def start_housekeeping(
     """Starts a serving log's threads (housekeeping.py): they tick every
     ``fsync_interval_ms`` under the ``interval`` policy, else at most every second."""
     interval = policy is FsyncPolicy.INTERVAL
-    housekeeper = Housekeeper(
-        log,
-        reservations,
-        clock,
-        name=name,
+    schedule = HousekeepingSchedule(
         period_ms=(
             options.fsync_interval_ms
             if interval
@@ -181,6 +181,7 @@ def start_housekeeping(
         interval_sync=interval,
         retention_check_interval_ms=options.retention_check_interval_ms,
     )
+    housekeeper = Housekeeper(log, reservations, clock, schedule, name=name)
     housekeeper.start()
     return housekeeper
 

@@ -57,11 +57,7 @@ class ConsumerPositions:
         return _read_position(self.path) or 0
 
     def commit(self, next_offset: int) -> None:
-        if (
-            isinstance(next_offset, bool)
-            or not isinstance(next_offset, int)
-            or next_offset < 0
-        ):
+        if not _is_offset(next_offset):
             raise ValueError(
                 f"next_offset must be a non-negative int, got {next_offset!r}"
             )
@@ -129,12 +125,13 @@ def _read_position(path: Path) -> int | None:
         raise PositionsError(
             f"{path}: unreadable consumer position ({error})"
         ) from error
-    if (
-        isinstance(next_offset, bool)
-        or not isinstance(next_offset, int)
-        or next_offset < 0
-    ):
+    if not _is_offset(next_offset):
         raise PositionsError(
             f"{path}: next_offset {next_offset!r} is not a non-negative int"
         )
     return next_offset
+
+
+def _is_offset(value: object) -> bool:
+    """A non-negative int (a bool is an int to Python, never an offset)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

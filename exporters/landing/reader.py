@@ -34,6 +34,7 @@ from exporters.landing.format import (
 from exporters.landing.layout import SegmentInfo, list_segments
 from exporters.landing.scan import (
     CorruptRegion,
+    ScanItem,
     ScannedRecord,
     open_for_scan,
     scan_records,
@@ -155,20 +156,9 @@ class LandingReader:
         with self._open(newest) as opened:
             if opened is None:
                 return newest.base_offset
-            file, state, file_size = opened
-            if state.sync_marker is None:
-                return newest.base_offset
-            position, previous = state.start_for(state.valid_end_next_offset)
-            for item in scan_records(
-                file,
-                sync_marker=state.sync_marker,
-                start_position=position,
-                previous_offset=previous,
-                file_size=file_size,
-                max_record_bytes=self._max_record_bytes,
-            ):
-                if isinstance(item, ScannedRecord):
-                    state.note(item)
+            _, state, _ = opened
+            for _item in self._scan(opened, state.valid_end_next_offset):
+                pass  # the scan notes each record's end in the state
             return state.valid_end_next_offset
 
     # ------------------------------------------------------------------ internals
@@ -186,20 +176,9 @@ class LandingReader:
         with self._open(segment) as opened:
             if opened is None:
                 return
-            file, state, file_size = opened
-            if state.sync_marker is None:
-                return
-            position, previous = state.start_for(from_offset)
-            for item in scan_records(
-                file,
-                sync_marker=state.sync_marker,
-                start_position=position,
-                previous_offset=previous,
-                file_size=file_size,
-                max_record_bytes=self._max_record_bytes,
-            ):
+            _, state, _ = opened
+            for item in self._scan(opened, from_offset):
                 if isinstance(item, ScannedRecord):
-                    state.note(item)
                     if item.offset < from_offset:
                         continue
                     try:
@@ -231,6 +210,28 @@ class LandingReader:
                         f"{item.reason}; {item.file_size - item.position} bytes "
                         "unreadable at the end of a sealed segment",
                     )
+
+    def _scan(
+        self, opened: tuple[BinaryIO, _SegmentState, int], from_offset: int
+    ) -> Iterator[ScanItem]:
+        """An opened segment's items from the last record its state knows before
+        ``from_offset``, each record noted in the state; none when its header is damaged
+        (no sync marker to scan by: the state stays at the segment's base offset)."""
+        file, state, file_size = opened
+        if state.sync_marker is None:
+            return
+        position, previous = state.start_for(from_offset)
+        for item in scan_records(
+            file,
+            sync_marker=state.sync_marker,
+            start_position=position,
+            previous_offset=previous,
+            file_size=file_size,
+            max_record_bytes=self._max_record_bytes,
+        ):
+            if isinstance(item, ScannedRecord):
+                state.note(item)
+            yield item
 
     def _open(self, segment: SegmentInfo) -> _OpenSegment:
         return _OpenSegment(self, segment)
