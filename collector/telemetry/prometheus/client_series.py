@@ -39,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection, select
 from collector.telemetry.prometheus.exposition import Rendered, render
-from collector.telemetry.prometheus.landed import LandedRecords
+from collector.telemetry.prometheus.landed import Landed
 from collector.telemetry.prometheus.naming import MetricType
 from collector.telemetry.prometheus.points import (
     IDENTITY_LABELS,
@@ -156,10 +156,10 @@ class ClientSeries:
         *,
         executor: concurrent.futures.Executor | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        landed: LandedRecords | None = None,
+        landed: Landed | None = None,
     ) -> None:
-        """``landed``: what the worker folds (the landing log read back); None: the
-        pushes :meth:`record` is given."""
+        """``landed``: what the worker folds (the landing log read back, or the landing
+        topic); None: the pushes :meth:`record` is given."""
         self.settings = settings
         self._landed = landed
         self._clock = clock
