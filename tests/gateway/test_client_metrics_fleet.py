@@ -2,6 +2,8 @@
 three ``ktc gateway`` replicas land on (replica_processes.py, the three-node Apache Kafka
 4.4.0 cluster), so a librdkafka client whose replica is SIGKILLed and which moves to
 another keeps one series set, its counters continuing, each equal to what the topic holds.
+Each replica's own ``/metrics/clients`` folds the topic as well (its fold process), only
+for the instances it caches.
 
 And the topic's reader itself (``LandedTopic``): it starts at the partitions' end offsets
 and skips a record of a format it does not know, as every reader of the topic does.
@@ -9,8 +11,11 @@ and skips a record of a format it does not know, as every reader of the topic do
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +24,9 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
+from clock.testing import FakeClock
+from collector.telemetry.prometheus.client_series import ClientSeriesSettings
+from collector.telemetry.prometheus.fold_process import FoldProcess
 from collector.telemetry.prometheus.landed_topic import LandedTopic
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.kafka_topic import TopicSettings, decode_record, encode_headers
@@ -32,7 +40,9 @@ from tests.gateway.replica_processes import (
     ReplicaProcess,
 )
 from tests.gateway.test_replica_faults import serves_interval, subscribe, value_of
+from tests.prometheus.otlp_build import gauge, payload, total
 from tests.prometheus.test_client_metrics_endpoint import expected_from_landing, parse
+from tests.prometheus.test_client_series import context
 from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
@@ -92,6 +102,77 @@ def test_the_topic_reader_starts_at_the_end_and_skips_unknown_formats(
         reader.close()
 
 
+# ------------------------------------------------------------------ a node's own fold
+
+
+def test_a_nodes_fold_process_reads_the_topic_for_its_own_instances_only(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """The fold process of a replica landing on the topic: the records of the instances
+    the node caches, from where the process first started (again after it was killed)."""
+    bootstrap = kafka_cluster.bootstrap_servers()
+    settings = TopicSettings(
+        topic=f"fold-{uuid.uuid4().hex[:8]}",
+        client={"bootstrap.servers": bootstrap},
+        partitions=3,
+        replication_factor=3,
+    )
+    ensure_topic(settings)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    ours, theirs = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+
+    def land(instance: str, value: int, at: int) -> None:
+        metrics = [
+            total("requests", value, at - 1, at),
+            gauge("queue.depth", value, at),
+        ]
+        producer.produce(
+            settings.topic,
+            key=instance,
+            value=payload(metrics),
+            headers=encode_headers(context(instance, at_ns=at)),
+        )
+        assert producer.flush(30) == 0
+
+    land(ours, 100, 1)  # before the node started: not its to fold
+    series = FoldProcess(
+        ClientSeriesSettings(100_000),
+        lambda instance: instance == ours,
+        topic=settings,
+        clock=FakeClock(1_000_000),
+    )
+    try:
+        land(ours, 5, 2)
+        land(theirs, 9, 2)  # another replica's client
+        land(ours, 7, 3)
+
+        def shown() -> dict[Any, float]:
+            return parse(asyncio.run(series.scrape(False)).decode())
+
+        def folded(expected: float) -> bool:
+            values = {key[0]: v for key, v in shown().items()}
+            return values.get("requests_total") == expected
+
+        eventually_sync(
+            lambda: folded(12), timeout_s=30, what="the fold of the node's pushes"
+        )
+        page = shown()
+        assert {dict(labels)["client_instance_id"] for _, labels in page} == {ours}
+        assert series.pushes_folded == 2
+        os.kill(series.pid, signal.SIGKILL)
+        eventually_sync(
+            lambda: series.returncode is not None,
+            timeout_s=10,
+            what="the fold process to die",
+        )
+        eventually_sync(
+            lambda: folded(12), timeout_s=30, what="the restarted fold to catch up"
+        )
+        assert shown() == page and series.restarts == 1
+    finally:
+        series.close()
+
+
 # ------------------------------------------------------------------ the fleet
 
 
@@ -145,7 +226,12 @@ def topic_fleet(
     """Three replicas landing on one topic, and ``ktc client-metrics`` reading it."""
     work = tmp_path_factory.mktemp("client-metrics-fleet")
     topic = f"telemetry-fleet-{uuid.uuid4().hex[:8]}"
-    with ReplicaFleet(work, kafka_cluster.bootstrap_servers(), topic) as fleet:
+    with ReplicaFleet(
+        work,
+        kafka_cluster.bootstrap_servers(),
+        topic,
+        settings={"prometheus.clients.enable": True},
+    ) as fleet:
         view = ClientMetricsProcess(
             work / "client-metrics",
             kafka_cluster.bootstrap_servers(),
@@ -240,7 +326,7 @@ def test_a_client_moved_to_another_replica_keeps_one_series_set(
         )
         first.kill()
         others = [replica for replica in fleet if replica is not first]
-        value_of(
+        second = value_of(
             lambda: next((r for r in others if pushes_on(r) >= 3), None),
             timeout_s=90,
             what="three pushes of the moved client accepted by another replica",
@@ -248,7 +334,25 @@ def test_a_client_moved_to_another_replica_keeps_one_series_set(
         after = value_of(
             folded_what_landed, timeout_s=30, what="the page to fold what landed"
         )
+        names = {key[1] for key in after}
         records = len(of_client(tail.records()))
+
+        # A replica's own page folds the topic too, but only its own clients: the
+        # client's series on the replica it moved to, none on the third.
+        def replica_page(replica: ReplicaProcess) -> dict[Any, float]:
+            return instance_series(parse(replica.http("/metrics/clients")))
+
+        third = next(r for r in others if r is not second)
+        own = value_of(
+            lambda: (
+                {k: v for k, v in replica_page(second).items() if k[1] in names} or None
+            ),
+            timeout_s=30,
+            what=f"{second.name}'s page to show the client",
+        )
+        assert {key[0] for key in own} == {key[0] for key in after}
+        assert all(own[key] <= after[key] for key in own if key[1].endswith("_total"))
+        assert replica_page(third) == {}
     finally:
         producer.poll(0)
         producer.close()

@@ -11,8 +11,9 @@ Who does what, so the event loop never folds, renders or copies the cache:
 
 What the fold reads is what landed: a push refused because its flush or fsync failed is
 not in the log and never counts; the client's next push of the same delta counts once,
-as the forwarder and the lakehouse count it.  A node landing elsewhere (the landing topic,
-an exporter given to it) records through :class:`ClientSeriesTap` instead: after the
+as the forwarder and the lakehouse count it; the same holds for the landing topic
+(``landed_topic.py``).  A node given another exporter records through
+:class:`ClientSeriesTap` instead: after the
 exporter took the push, (context, payload) appended to a pending list (a push over
 ``PENDING_MAX_BYTES`` pending is counted and skipped), handed to the worker each second.
 
@@ -322,6 +323,10 @@ class ClientSeries:
             _, oldest = instances.popitem(last=False)
             self._retained_samples -= oldest.samples
             self.instances_forgotten += 1
+
+    def holds(self, instance_id: str) -> bool:
+        """Worker side: whether the fold holds this instance."""
+        return instance_id in self._instances
 
     def instance_ids(self) -> list[str]:
         """The instances held (worker side: the fold process lists them for the node)."""

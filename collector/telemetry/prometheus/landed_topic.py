@@ -60,8 +60,12 @@ class LandedTopic:
         settings: TopicSettings,
         *,
         from_beginning: bool = False,
+        start_offsets: dict[int, int] | None = None,
         timeout_s: float = 10.0,
     ) -> None:
+        """``start_offsets``: where to read each partition from (a fold started again
+        reads from where the first one started); a partition not named starts at its
+        end."""
         self.topic = settings.topic
         self._consumer = Consumer(
             {
@@ -72,7 +76,10 @@ class LandedTopic:
             }
         )
         try:
-            self.start_offsets = self._start_offsets(from_beginning, timeout_s)
+            self.start_offsets = {
+                **self._start_offsets(from_beginning, timeout_s),
+                **(start_offsets or {}),
+            }
         except BaseException:
             self._consumer.close()
             raise
