@@ -199,11 +199,15 @@ class FoldProcess(ClientSeries):
             # node waits for it, as it reads the log's next offset before serving).
             started = _read(self._from_child)
             if started is None:
-                raise ClientSeriesClosed(
-                    f"the fold process exited (code {self._process.wait()})"
+                # It could not read the topic's offsets (its log line says why): the
+                # next request starts another, as after any death of the child.
+                log.warning(
+                    "the /metrics/clients fold process could not start (code %s)",
+                    self._process.wait(),
                 )
-            # A restarted child folds again from where the first one started.
-            self._config["start_offsets"] = started["start_offsets"]
+            elif self._config["start_offsets"] is None:
+                # A restarted child folds again from where the first one started.
+                self._config["start_offsets"] = started["start_offsets"]
 
     @property
     def pid(self) -> int:
@@ -337,7 +341,15 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
     holds: list[Callable[[str], bool]] = []
     landed: Landed
     if config.get("source", "log") == "topic":
-        landed = _topic_source(config, to_node, from_node, lambda key: holds[0](key))
+        from collector.telemetry.prometheus.landed_topic import LandedTopicUnavailable
+
+        try:
+            landed = _topic_source(
+                config, to_node, from_node, lambda key: holds[0](key)
+            )
+        except LandedTopicUnavailable as exc:
+            log.warning("the /metrics/clients fold cannot start: %s", exc)
+            return 1
     else:
         landed = LandedRecords(
             Path(config["directory"]),
