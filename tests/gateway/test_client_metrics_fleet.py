@@ -18,7 +18,6 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -381,24 +380,3 @@ def test_client_metrics_answers_healthz(
     assert view.http(
         "/metrics/clients", accept="application/openmetrics-text"
     ).endswith("# EOF\n")
-
-
-def test_client_metrics_without_a_topic_is_a_one_line_error(tmp_path: Path) -> None:
-    import subprocess
-
-    from tests.gateway.replica_processes import KTC
-
-    config = tmp_path / "config.yaml"
-    config.write_text("gateway.upstream.bootstrap.servers: 127.0.0.1:9\n")
-    done = subprocess.run(
-        [str(KTC), "client-metrics", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 2
-    assert done.stderr == (
-        "ktc: configuration error: ktc client-metrics reads the landing topic: set "
-        "landing.kafka.topic\n"
-    )
