@@ -176,3 +176,66 @@ class ReplicaFleet:
     def bootstrap(self) -> str:
         """Every replica's bootstrap listener: a client's bootstrap list."""
         return ",".join(replica.bootstrap for replica in self.replicas)
+
+
+class ClientMetricsProcess:
+    """``ktc client-metrics`` reading a fleet's landing topic: started by :meth:`start`,
+    ready once its ready file names its HTTP port (the topic's partitions assigned at
+    their end offsets by then)."""
+
+    def __init__(self, work: Path, upstream: str, settings: Mapping[str, Any]) -> None:
+        self.work = work
+        self.config = {"gateway.upstream.bootstrap.servers": upstream, **settings}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.info: dict[str, Any] = {}
+
+    @property
+    def log_path(self) -> Path:
+        return self.work / "client-metrics.log"
+
+    def start(self) -> ClientMetricsProcess:
+        self.work.mkdir(parents=True, exist_ok=True)
+        config = self.work / "config.yaml"
+        config.write_text(yaml.safe_dump(self.config))
+        ready = self.work / "ready.json"
+        ready.unlink(missing_ok=True)
+        with open(self.log_path, "ab") as log:
+            process = subprocess.Popen(
+                [
+                    *_proc.die_with_parent(),
+                    str(KTC),
+                    "client-metrics",
+                    "--config",
+                    str(config),
+                    "--http-listener",
+                    "127.0.0.1:0",
+                    "--ready-file",
+                    str(ready),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_proc.clean_env(drop_prefixes=("KTC_",)),
+            )
+        _proc.register(process)
+        self.process = process
+        _proc.poll_until(
+            ready.exists,
+            timeout=60,
+            what="ktc client-metrics ready",
+            alive=_proc.exited(process, self.log_path),
+        )
+        self.info = json.loads(ready.read_text())
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _proc.kill(self.process, graceful_s=15)
+
+    def http(self, path: str, accept: str | None = None) -> str:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.info['http_port']}{path}",
+            headers={"Accept": accept} if accept else {},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(response.read().decode())

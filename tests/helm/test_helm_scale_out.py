@@ -105,6 +105,56 @@ def test_the_ingest_reads_the_topic(rendered: Callable[..., Docs]) -> None:
     assert ingest["spec"]["replicas"] == 1
 
 
+def test_one_client_metrics_folds_the_topic_for_the_fleet(
+    rendered: Callable[..., Docs], tmp_path: Path
+) -> None:
+    """``ktc client-metrics`` (one replica, the replicas' config) and its Service; the
+    ServiceMonitor scrapes its /metrics/clients, not the replicas'."""
+    docs = rendered({**SCALE_OUT, "serviceMonitor": {"enabled": True}})
+    fleet = find(docs, "Deployment", "ktc-client-metrics")
+    assert fleet["spec"]["replicas"] == 1
+    assert fleet["spec"]["strategy"] == {"type": "Recreate"}
+    view = container(fleet, "client-metrics")
+    assert view["args"] == [
+        "client-metrics",
+        "--config",
+        "/etc/ktc/config.yaml",
+        "--http-listener",
+        "0.0.0.0:8714",
+    ]
+    assert mounts(fleet, "client-metrics")["config"] == "/etc/ktc"
+    assert not [v for v in volumes(fleet).values() if "persistentVolumeClaim" in v]
+    # What it reads of the config: the topic and its cluster (the fronted one).
+    path = tmp_path / "config.yaml"
+    path.write_text(find(docs, "ConfigMap")["data"]["config.yaml"], encoding="utf-8")
+    config = load_config(path, environ={})
+    assert config.landing_kafka_topic == "ktc-telemetry"
+    assert config.landing_cluster().bootstrap_servers == UPSTREAM
+    service = find(docs, "Service", "ktc-client-metrics")
+    assert service["spec"]["selector"] == fleet["spec"]["selector"]["matchLabels"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["client-metrics"]
+    assert (
+        service["spec"]["selector"] != find(docs, "Service", "ktc")["spec"]["selector"]
+    )
+    endpoints = find(docs, "ServiceMonitor")["spec"]["endpoints"]
+    clients = [e for e in endpoints if e["path"] == "/metrics/clients"]
+    assert [e["port"] for e in clients] == ["client-metrics"]
+
+
+def test_client_metrics_runs_in_the_scale_out_layout_only(
+    rendered: Callable[..., Docs],
+) -> None:
+    off = {**SCALE_OUT, "prometheus": {"clients": {"fleet": {"enabled": False}}}}
+    landing_log = {
+        "replicaCount": 2,
+        "gateway": SCALE_OUT["gateway"],
+        "persistence": {"landing": {"enabled": True}},
+    }
+    for values in (off, landing_log):
+        names = [d["metadata"]["name"] for d in rendered(values)]
+        assert "ktc-client-metrics" not in names, values
+
+
 def test_ktc_serve_scales_out_on_the_topic_cluster_it_names(
     rendered: Callable[..., Docs],
 ) -> None:
@@ -121,7 +171,7 @@ def test_ktc_serve_scales_out_on_the_topic_cluster_it_names(
     }
     docs = rendered(values)
     assert container(find(docs, "StatefulSet"), "collector")["args"][0] == "serve"
-    args = container(find(docs, "Deployment"), "ingest")["args"]
+    args = container(find(docs, "Deployment", "ktc-ingest"), "ingest")["args"]
     assert args[args.index("--kafka-bootstrap-servers") + 1] == "kafka:9092"
     assert args[args.index("--kafka-topic") + 1] == "telemetry"
     assert [c["metadata"]["name"] for c in claims(docs) if "metadata" in c] == [

@@ -316,3 +316,38 @@ def test_a_broken_state_locations_file(
         f"ktc: {data}/state-locations.json: not a state-locations file"
     )
     assert code == CANNOT_RUN
+
+
+# ---------------------------------------------------------------------- ktc client-metrics
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        (
+            "gateway.upstream.bootstrap.servers: 127.0.0.1:1\n",
+            "ktc: configuration error: ktc client-metrics reads the landing topic: set "
+            "landing.kafka.topic",
+        ),
+        (
+            "landing.kafka.topic: t\nlanding.kafka.bootstrap.servers: 127.0.0.1:1\n"
+            "http.listener: null\n",
+            "ktc: configuration error: ktc client-metrics serves over HTTP: set "
+            "http.listener",
+        ),
+    ],
+    ids=["no landing topic", "no HTTP listener"],
+)
+def test_client_metrics_as_configured_cannot_run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    config: str,
+    says: str,
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(config)
+    code, stderr = ktc_here(
+        "client-metrics", "--config", str(path), capsys=capsys, monkeypatch=monkeypatch
+    )
+    assert (code, the_line(stderr)) == (CANNOT_RUN, says)

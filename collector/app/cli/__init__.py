@@ -13,6 +13,7 @@
 | ``ktc clients --server URL``                     | the live client instances             | ``clients``      |
 | ``ktc clients --inventory --server URL``         | every client: connections, telemetry, request versions | ``clients`` |
 | ``ktc landing dump``                             | the landing log as JSON lines         | ``landing``      |
+| ``ktc client-metrics``                           | the fleet's /metrics/clients, from the landing topic | ``client_metrics`` |
 | ``ktc ingest|sql|report|thriftserver|lake``      | the lakehouse (with its extra)        | ``lakehouse``    |
 
 Exit codes (``errors``, docs/operations.md): 0 done; 1 refused (a Kafka error code, named on
@@ -42,6 +43,7 @@ COMMANDS = {
     "users": ("users", "users"),
     "landing": ("landing", "landing"),
     "clients": ("clients", "clients"),
+    "client-metrics": ("client_metrics", "client_metrics"),
     "acls": ("acls", "acls"),
 }
 

@@ -1,7 +1,7 @@
 """A node's ClientMetricsManager (the port of Kafka's) over its config store's
 subscriptions and its landing, with ``/metrics/clients`` (``prometheus.clients.enable``:
-the series of every cached instance, folded from the landing log once pushes landed, or
-fed by a tap after another landing, docs/prometheus.md)."""
+the series of every cached instance, folded from the landing log or the landing topic
+once pushes landed, or fed by a tap after another exporter, docs/prometheus.md)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from collector.telemetry.prometheus.landed import LandedRecords
 from collector.telemetry.stats import ClientMetricsStats
 from collector.telemetry.subscription_source import StoreSubscriptions
 from exporters.base import Exporter
+from exporters.kafka_topic import TopicLanding
 from exporters.landing import LandingLog
 from subscriptions.cluster_store import SubscriptionStore
 from subscriptions.kafka_uuid import (
@@ -64,6 +65,12 @@ def build_manager(
             # What landed, read back from the log by a process of its own (the push
             # path does nothing for it).
             series = fold_process(exporter, settings, is_cached, clock)
+        elif isinstance(exporter, TopicLanding):
+            # What landed on the topic, read by a process of its own, which folds the
+            # records of the instances this node caches only.
+            series = FoldProcess(
+                settings, is_cached, topic=exporter.settings, clock=clock
+            )
         else:
             series = ClientSeries(settings, is_cached, clock=clock)
             exporter = ClientSeriesTap(exporter, series)

@@ -11,8 +11,9 @@ Who does what, so the event loop never folds, renders or copies the cache:
 
 What the fold reads is what landed: a push refused because its flush or fsync failed is
 not in the log and never counts; the client's next push of the same delta counts once,
-as the forwarder and the lakehouse count it.  A node landing elsewhere (the landing topic,
-an exporter given to it) records through :class:`ClientSeriesTap` instead: after the
+as the forwarder and the lakehouse count it; the same holds for the landing topic
+(``landed_topic.py``).  A node given another exporter records through
+:class:`ClientSeriesTap` instead: after the
 exporter took the push, (context, payload) appended to a pending list (a push over
 ``PENDING_MAX_BYTES`` pending is counted and skipped), handed to the worker each second.
 
@@ -38,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from clock import SYSTEM_CLOCK, Clock
 from collector.telemetry.prometheus.budget import Selection, select
 from collector.telemetry.prometheus.exposition import Rendered, render
-from collector.telemetry.prometheus.landed import LandedRecords
+from collector.telemetry.prometheus.landed import Landed
 from collector.telemetry.prometheus.metrics_wire import resources
 from collector.telemetry.prometheus.naming import MetricType
 from collector.telemetry.prometheus.points import (
@@ -154,10 +155,10 @@ class ClientSeries:
         *,
         executor: concurrent.futures.Executor | None = None,
         clock: Clock = SYSTEM_CLOCK,
-        landed: LandedRecords | None = None,
+        landed: Landed | None = None,
     ) -> None:
-        """``landed``: what the worker folds (the landing log read back); None: the
-        pushes :meth:`record` is given."""
+        """``landed``: what the worker folds (the landing log read back, or the landing
+        topic); None: the pushes :meth:`record` is given."""
         self.settings = settings
         self._landed = landed
         self._clock = clock
@@ -319,6 +320,10 @@ class ClientSeries:
             _, oldest = instances.popitem(last=False)
             self._retained_samples -= oldest.samples
             self.instances_forgotten += 1
+
+    def holds(self, instance_id: str) -> bool:
+        """Worker side: whether the fold holds this instance."""
+        return instance_id in self._instances
 
     def instance_ids(self) -> list[str]:
         """The instances held (worker side: the fold process lists them for the node)."""

@@ -23,6 +23,13 @@ cache, one dictionary lookup each, as the in-process fold did.
 Framing, both ways: a 4-byte big-endian length and a JSON object; a ``render`` reply is
 followed by a 4-byte length and the page's bytes.  The child exits when its stdin closes
 (the node closed it, or died).
+
+What the child reads is the config's ``source``:
+
+| source | reads | what differs |
+|---|---|---|
+| ``log`` (the default) | the landing log's directory from ``start_offset`` (``landed.py``) | nothing: every record is this node's |
+| ``topic`` | every partition of the landing topic (``landed_topic.py``) | the child answers the config with ``{"start_offsets": ...}``, which the node waits for (a restarted child is given them, so it folds again everything read since the node started); the topic holds every replica's pushes, so before folding a record of an instance it does not hold the child asks the node (``{"ask": [ids]}``, answered ``{"cached": [ids]}`` from the manager's cache) and skips the records of the instances this node does not cache |
 """
 
 from __future__ import annotations
@@ -49,7 +56,9 @@ from collector.telemetry.prometheus.client_series import (
     ClientSeriesClosed,
     ClientSeriesSettings,
 )
-from collector.telemetry.prometheus.landed import LandedRecords
+from collector.telemetry.prometheus.landed import Landed, LandedRecords
+from exporters.context import TelemetryContext
+from exporters.kafka_topic.settings import TopicSettings
 
 __all__ = ["FOLD_NICE", "FoldProcess", "main"]
 
@@ -111,6 +120,18 @@ def _settings_json(settings: ClientSeriesSettings) -> dict[str, Any]:
     }
 
 
+def _topic_json(settings: TopicSettings) -> dict[str, Any]:
+    return {
+        "topic": settings.topic,
+        "client": dict(settings.client),
+        "partitions": settings.partitions,
+        "replication_factor": settings.replication_factor,
+        "delivery_timeout_ms": settings.delivery_timeout_ms,
+        "forwarder_group": settings.forwarder_group,
+        "telemetry_max_bytes": settings.telemetry_max_bytes,
+    }
+
+
 def _counters(series: ClientSeries) -> dict[str, Any]:
     selection = series.last_selection
     counters: dict[str, Any] = {name: getattr(series, name) for name in _COUNTERS}
@@ -126,20 +147,23 @@ class FoldProcess(ClientSeries):
     """The node's side of ``/metrics/clients`` when the fold runs in a child process: the
     interface of :class:`ClientSeries` (``fold_soon``, ``scrape``, ``collect``, ``close``),
     each answered by the child reading the landing log in ``directory`` from
-    ``start_offset`` on (below ``durable_below()`` when given).
+    ``start_offset`` on (below ``durable_below()`` when given), or the landing ``topic``
+    from its end offsets when the child first started.
 
-    The child starts at the first scrape, or at the first fold once ``next_offset()`` (the
-    log's) has moved past ``start_offset``: a node no client pushed to runs no child, and
-    one started later reads from ``start_offset`` all the same."""
+    With the log, the child starts at the first scrape, or at the first fold once
+    ``next_offset()`` (the log's) has moved past ``start_offset``: a node no client pushed
+    to runs no child, and one started later reads from ``start_offset`` all the same.  With
+    the topic it starts at once: where it starts reading is the topic's end then."""
 
     def __init__(
         self,
         settings: ClientSeriesSettings,
         is_cached: Callable[[str], bool],
         *,
-        directory: Path,
-        start_offset: int,
+        directory: Path | None = None,
+        start_offset: int = 0,
         durable_below: Callable[[], int] | None = None,
+        topic: TopicSettings | None = None,
         next_offset: Callable[[], int] | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -147,14 +171,26 @@ class FoldProcess(ClientSeries):
         self._durable_below = durable_below
         self._next_offset = next_offset
         self._start_offset = start_offset
-        self._config = {
-            "directory": str(directory),
-            "start_offset": start_offset,
-            "bounded": durable_below is not None,
-            "settings": _settings_json(settings),
-        }
+        self._config: dict[str, Any]
+        if topic is not None:
+            self._config = {
+                "source": "topic",
+                "topic": _topic_json(topic),
+                "start_offsets": None,
+            }
+        else:
+            assert directory is not None, "a landing log directory or a topic"
+            self._config = {
+                "source": "log",
+                "directory": str(directory),
+                "start_offset": start_offset,
+                "bounded": durable_below is not None,
+            }
+        self._config["settings"] = _settings_json(settings)
         self.restarts = 0
         self._process: subprocess.Popen[bytes] | None = None
+        if topic is not None:
+            self._start()
 
     def _start(self) -> subprocess.Popen[bytes]:
         """A child folding from the start offset (a restarted one folds again every
@@ -168,6 +204,20 @@ class FoldProcess(ClientSeries):
         self._to_child: IO[bytes] = self._process.stdin  # type: ignore[assignment]
         self._from_child: IO[bytes] = self._process.stdout  # type: ignore[assignment]
         _write(self._to_child, self._config)
+        if self._config["source"] == "topic":
+            # Where the child started reading: what lands from now on is folded (the
+            # node waits for it, as it reads the log's next offset before serving).
+            started = _read(self._from_child)
+            if started is None:
+                # It could not read the topic's offsets (its log line says why): the
+                # next request starts another, as after any death of the child.
+                log.warning(
+                    "the /metrics/clients fold process could not start (code %s)",
+                    self._process.wait(),
+                )
+            elif self._config["start_offsets"] is None:
+                # A restarted child folds again from where the first one started.
+                self._config["start_offsets"] = started["start_offsets"]
         return self._process
 
     @property
@@ -250,6 +300,11 @@ class FoldProcess(ClientSeries):
         try:
             _write(self._to_child, request)
             reply = _read(self._from_child)
+            while reply is not None and "ask" in reply:
+                is_cached = self._is_cached
+                cached = [key for key in reply["ask"] if is_cached(key)]
+                _write(self._to_child, {"cached": cached})
+                reply = _read(self._from_child)
             body = _read_frame(self._from_child) if with_body else b""
         except (OSError, ValueError) as exc:
             raise ClientSeriesClosed(f"the fold process failed: {exc}") from exc
@@ -307,13 +362,27 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
         raw["series_expiry_ms"],
     )
     durable_below = [0]
-    landed = LandedRecords(
-        Path(config["directory"]),
-        config["start_offset"],
-        (lambda: durable_below[0]) if config["bounded"] else None,
-    )
     gone: set[str] = set()
+    holds: list[Callable[[str], bool]] = []
+    landed: Landed
+    if config.get("source", "log") == "topic":
+        from collector.telemetry.prometheus.landed_topic import LandedTopicUnavailable
+
+        try:
+            landed = _topic_source(
+                config, to_node, from_node, lambda key: holds[0](key)
+            )
+        except LandedTopicUnavailable as exc:
+            log.warning("the /metrics/clients fold cannot start: %s", exc)
+            return 1
+    else:
+        landed = LandedRecords(
+            Path(config["directory"]),
+            config["start_offset"],
+            (lambda: durable_below[0]) if config["bounded"] else None,
+        )
     series = ClientSeries(settings, lambda key: key not in gone, landed=landed)
+    holds.append(series.holds)
     while True:
         request = _read(from_node)
         if request is None:
@@ -344,6 +413,73 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
 # the push path leaves, falls behind during a saturation and catches up from the log after
 # it (what it reads stays on disk), so the endpoint is late then, never wrong.
 FOLD_NICE: Final = 19
+def _topic_source(
+    config: dict[str, Any],
+    to_node: IO[bytes],
+    from_node: IO[bytes],
+    holds: Callable[[str], bool],
+) -> Landed:
+    """The landing topic, from the offsets the node gave (or its end offsets), said to the
+    node; only the records of the instances the node caches."""
+    from collector.telemetry.prometheus.landed_topic import LandedTopic
+
+    raw = config["topic"]
+    given = config["start_offsets"]
+    topic = LandedTopic(
+        TopicSettings(**raw),
+        start_offsets=None if given is None else {int(p): o for p, o in given.items()},
+    )
+    starts = {str(p): o for p, o in topic.start_offsets.items()}
+    _write(to_node, {"start_offsets": starts})
+
+    def cached(ids: list[str]) -> set[str]:
+        _write(to_node, {"ask": ids})
+        answer = _read(from_node)
+        if answer is None:
+            raise EOFError("the node closed the pipe")
+        return set(answer["cached"])
+
+    return _CachedOnly(topic, holds, cached)
+
+
+class _CachedOnly:
+    """The records of ``inner`` whose instance the fold holds or the node caches: the
+    landing topic holds every replica's pushes, a node's page only its own clients'."""
+
+    def __init__(
+        self,
+        inner: Landed,
+        holds: Callable[[str], bool],
+        cached: Callable[[list[str]], set[str]],
+    ) -> None:
+        self._inner = inner
+        self._holds = holds
+        self._cached = cached
+        self.records_read = 0
+
+    def take(self, max_bytes: int) -> list[tuple[TelemetryContext, bytes]]:
+        holds = self._holds
+        while True:
+            batch = self._inner.take(max_bytes)
+            if not batch:
+                return []
+            unknown = sorted(
+                {
+                    context.client_instance_id
+                    for context, _ in batch
+                    if not holds(context.client_instance_id)
+                }
+            )
+            cached = self._cached(unknown) if unknown else set()
+            kept = [
+                (context, payload)
+                for context, payload in batch
+                if context.client_instance_id in cached
+                or holds(context.client_instance_id)
+            ]
+            if kept:
+                self.records_read += len(kept)
+                return kept
 
 
 def main() -> int:

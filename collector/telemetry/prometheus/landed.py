@@ -18,11 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from exporters.context import TelemetryContext
 from exporters.landing import LandingReader
 
-__all__ = ["LandedRecords"]
+__all__ = ["Landed", "LandedRecords"]
+
+
+class Landed(Protocol):
+    """What a fold reads: the landing log read back (:class:`LandedRecords`) or the
+    landing topic (``landed_topic.LandedTopic``)."""
+
+    records_read: int
+
+    def take(self, max_bytes: int) -> list[tuple[TelemetryContext, bytes]]:
+        """The next landed records, up to ``max_bytes`` of payload; empty once caught up."""
+        ...
 
 
 class LandedRecords:

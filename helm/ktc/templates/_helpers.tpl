@@ -79,6 +79,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: collector
 {{- end }}
 
+{{- define "ktc.clientMetricsSelectorLabels" -}}
+{{ include "ktc.selectorLabels" . }}
+app.kubernetes.io/component: client-metrics
+{{- end }}
+
+{{/*
+Whether the release runs `ktc client-metrics` (the fleet's /metrics/clients): "true" in
+layout scaleOut with prometheus.clients.fleet.enabled (and the metrics port on), else
+"false".
+*/}}
+{{- define "ktc.clientMetricsFleet" -}}
+{{- and (eq (include "ktc.scaleOut" .) "true") .Values.ports.metrics.enabled (dig "clients" "fleet" "enabled" true (.Values.prometheus | default dict)) -}}
+{{- end }}
+
 {{- define "ktc.ingestSelectorLabels" -}}
 {{ include "ktc.selectorLabels" . }}
 app.kubernetes.io/component: ingest
