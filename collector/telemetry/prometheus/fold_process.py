@@ -413,6 +413,8 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
 # the push path leaves, falls behind during a saturation and catches up from the log after
 # it (what it reads stays on disk), so the endpoint is late then, never wrong.
 FOLD_NICE: Final = 19
+
+
 def _topic_source(
     config: dict[str, Any],
     to_node: IO[bytes],
