@@ -189,7 +189,6 @@ class FoldProcess(ClientSeries):
         self._config["settings"] = _settings_json(settings)
         self.restarts = 0
         self._process: subprocess.Popen[bytes] | None = None
-        self._start_pending = False
         if topic is not None:
             self._start()
 
@@ -205,16 +204,9 @@ class FoldProcess(ClientSeries):
         self._to_child: IO[bytes] = self._process.stdin  # type: ignore[assignment]
         self._from_child: IO[bytes] = self._process.stdout  # type: ignore[assignment]
         _write(self._to_child, self._config)
-        # A topic's child first says where it started reading (what lands from then on is
-        # folded); read by the worker before its first request, so the event loop never
-        # waits for the cluster.
-        self._start_pending = self._config["source"] == "topic"
-        return self._process
-
-    def _started(self) -> None:
-        """Worker side: where a topic's child started (kept for a restarted one)."""
-        if self._start_pending and self._process is not None:
-            self._start_pending = False
+        if self._config["source"] == "topic":
+            # Where the child started reading: what lands from now on is folded (the
+            # node waits for it, as it reads the log's next offset before serving).
             started = _read(self._from_child)
             if started is None:
                 # It could not read the topic's offsets (its log line says why): the
@@ -226,6 +218,7 @@ class FoldProcess(ClientSeries):
             elif self._config["start_offsets"] is None:
                 # A restarted child folds again from where the first one started.
                 self._config["start_offsets"] = started["start_offsets"]
+        return self._process
 
     @property
     def pid(self) -> int:
@@ -305,7 +298,6 @@ class FoldProcess(ClientSeries):
             self.restarts += 1
             self._start()
         try:
-            self._started()
             _write(self._to_child, request)
             reply = _read(self._from_child)
             while reply is not None and "ask" in reply:
