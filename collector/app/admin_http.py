@@ -24,6 +24,7 @@ import hmac
 import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -39,9 +40,57 @@ from proto.errors import KafkaError
 from subscriptions.admin import AdminUsageError
 from subscriptions.cluster_store import SubscriptionStore
 
-__all__ = ["AdminEndpoints"]
+__all__ = ["AdminAccess", "AdminEndpoints"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# path -> what it answers (404) when configuration switches the view off.
+_SWITCHED_OFF = {
+    "/v1/clients/inventory": "the inventory is off (clients.inventory.enable)",
+    "/v1/clients/conformance": "the conformance view is off (clients.conformance.enable)",
+    "/v1/applications": "the applications view is off (clients.applications.enable)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAccess:
+    """Who may call the admin endpoints (the table above): with ``http.admin.secret``, a
+    request bearing it; else, with an authorizer, loopback peers; else anyone."""
+
+    secret: bytes | None
+    loopback_only: bool
+
+    @classmethod
+    def configured(
+        cls, secret: str | None, *, authorizer_configured: bool
+    ) -> AdminAccess:
+        token = secret.encode() if secret else None
+        return cls(token, loopback_only=token is None and authorizer_configured)
+
+    def refusal(self, request: web.Request) -> web.Response | None:
+        """The answer refusing ``request``; None when it may be served."""
+        if self.secret is not None:
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode(), self.secret
+            ):
+                return _json(
+                    {
+                        "error": "this endpoint needs Authorization: Bearer <http.admin.secret>"
+                    },
+                    401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            return None
+        if self.loopback_only and not _is_loopback(request.remote):
+            return _json(
+                {
+                    "error": "an authorizer is configured and http.admin.secret is not set: "
+                    "the admin endpoints answer loopback clients only"
+                },
+                403,
+            )
+        return None
 
 
 class AdminEndpoints:
@@ -57,56 +106,49 @@ class AdminEndpoints:
         conformance: bool = True,
         applications: bool = True,
     ) -> None:
-        self._conformance_on = conformance
-        self._applications_on = applications
+        self._access = AdminAccess.configured(
+            secret, authorizer_configured=authorizer_configured
+        )
         self._manager = manager
         self._inventory = inventory
         self._store = store
         self._clock = clock
-        self._secret = secret.encode() if secret else None
-        self._loopback_only = self._secret is None and authorizer_configured
+        views_on = {
+            "/v1/clients/inventory": inventory is not None,
+            "/v1/clients/conformance": conformance,
+            "/v1/applications": applications,
+        }
+        # path -> its 404, for the views configuration switches off.
+        self._off = {
+            path: message
+            for path, message in _SWITCHED_OFF.items()
+            if not views_on[path]
+        }
 
     def routes(self) -> list[web.RouteDef]:
+        views: list[tuple[Callable[[str, Handler], web.RouteDef], str, Handler]] = [
+            (web.get, "/v1/clients", self._clients),
+            (web.get, "/v1/clients/inventory", self._inventory_page),
+            (web.get, "/v1/clients/conformance", self._conformance),
+            (web.post, "/v1/subscriptions/preview", self._preview),
+            (web.get, "/v1/applications", self._applications),
+        ]
         return [
-            web.get("/v1/clients", self._guarded(self._clients)),
-            web.get("/v1/clients/inventory", self._guarded(self._inventory_page)),
-            web.get("/v1/clients/conformance", self._guarded(self._conformance)),
-            web.post("/v1/subscriptions/preview", self._guarded(self._preview)),
-            web.get("/v1/applications", self._guarded(self._applications)),
+            route(path, self._guarded(path, handler)) for route, path, handler in views
         ]
 
-    def _guarded(self, handler: Handler) -> Handler:
+    def _guarded(self, path: str, handler: Handler) -> Handler:
+        off = self._off.get(path)
+
         async def guarded(request: web.Request) -> web.StreamResponse:
-            refusal = self._refusal(request)
+            refusal = self._access.refusal(request)
             if refusal is not None:
                 return refusal
+            if off is not None:
+                return _json({"error": off}, 404)
             return await handler(request)
 
         return guarded
-
-    def _refusal(self, request: web.Request) -> web.Response | None:
-        if self._secret is not None:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                given.strip().encode(), self._secret
-            ):
-                return _json(
-                    {
-                        "error": "this endpoint needs Authorization: Bearer <http.admin.secret>"
-                    },
-                    401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-            return None
-        if self._loopback_only and not _is_loopback(request.remote):
-            return _json(
-                {
-                    "error": "an authorizer is configured and http.admin.secret is not set: "
-                    "the admin endpoints answer loopback clients only"
-                },
-                403,
-            )
-        return None
 
     async def _clients(self, request: web.Request) -> web.Response:
         try:
@@ -117,30 +159,17 @@ class AdminEndpoints:
         return _json(page.to_json(), 200)
 
     async def _inventory_page(self, request: web.Request) -> web.Response:
-        if self._inventory is None:
-            return _json(
-                {"error": "the inventory is off (clients.inventory.enable)"}, 404
-            )
+        assert self._inventory is not None  # else switched off (_guarded)
         # Bounded by clients.inventory.max.series: built on the loop, like a /metrics scrape.
         return _json(self._inventory.to_json(), 200)
 
     async def _conformance(self, request: web.Request) -> web.Response:
-        if not self._conformance_on:
-            return _json(
-                {"error": "the conformance view is off (clients.conformance.enable)"},
-                404,
-            )
         if request.query:
             return _json({"error": "this endpoint takes no query parameters"}, 400)
         # Reads every cached instance once, on the loop, like a /metrics scrape.
         return _json(conformance(self._manager.instances()), 200)
 
     async def _applications(self, request: web.Request) -> web.Response:
-        if not self._applications_on:
-            return _json(
-                {"error": "the applications view is off (clients.applications.enable)"},
-                404,
-            )
         # Every cached instance read once (the join is linear; built on the loop, like a
         # /metrics scrape of the same instances).
         wall_offset_ms = self._clock.time_ns() // 1_000_000 - self._clock.now_ms()

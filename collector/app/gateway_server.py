@@ -5,37 +5,22 @@ collector/app/node.py)."""
 
 from __future__ import annotations
 
-from clock import SYSTEM_CLOCK, Clock
-from collector.app.config import CollectorConfig
 from collector.app.modes.gateway import GatewayMode
-from collector.app.node import Node
+from collector.app.node import NodeInMode
 from collector.gateway.forwarding import ClientPair
 from collector.gateway.service import Gateway
 from collector.gateway.topology import Topology
 from collector.gateway.upstream_cluster import UpstreamCluster
-from exporters.base import Exporter
-from subscriptions.store import ConfigStore
 
 __all__ = ["GatewayMode", "GatewayServer"]
 
 
-class GatewayServer(Node):
+class GatewayServer(NodeInMode):
     """A node in :class:`GatewayMode` (what ``ktc gateway`` runs); ``gateway``,
     ``topology`` and ``upstream`` are its mode's."""
 
     mode: GatewayMode
-
-    def __init__(
-        self,
-        config: CollectorConfig,
-        *,
-        exporter: Exporter | None = None,
-        store: ConfigStore | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        super().__init__(
-            config, GatewayMode(config), exporter=exporter, store=store, clock=clock
-        )
+    mode_class = staticmethod(GatewayMode)
 
     @property
     def gateway(self) -> Gateway | None:

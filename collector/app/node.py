@@ -76,6 +76,7 @@ __all__ = [
     "Handling",
     "Mode",
     "Node",
+    "NodeInMode",
     "StartupError",
     "Store",
     "install_uvloop",
@@ -411,6 +412,28 @@ class Node:
 
     async def stop(self) -> None:
         await self.lifecycle.stop()
+
+
+class NodeInMode(Node):
+    """A :class:`Node` in its class's ``mode_class``, built from ``config``: the servers
+    of ``ktc serve`` and ``ktc gateway`` (collector/app/server.py, gateway_server.py)."""
+
+    @staticmethod
+    def mode_class(config: CollectorConfig) -> Mode:
+        """The mode of this class's nodes, for ``config``."""
+        raise NotImplementedError
+
+    def __init__(
+        self,
+        config: CollectorConfig,
+        *,
+        exporter: Exporter | None = None,
+        store: ConfigStore | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        super().__init__(
+            config, self.mode_class(config), exporter=exporter, store=store, clock=clock
+        )
 
 
 def install_uvloop() -> bool:

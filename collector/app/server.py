@@ -4,12 +4,13 @@ collector/app/modes/serve.py; start, listeners and shutdown: collector/app/node.
 
 from __future__ import annotations
 
-from clock import SYSTEM_CLOCK, Clock
-from collector.app.config import CollectorConfig
 from collector.app.modes.serve import ServeMode
-from collector.app.node import Node, StartupError, install_uvloop, quota_settings
-from exporters.base import Exporter
-from subscriptions.store import ConfigStore
+from collector.app.node import (
+    NodeInMode,
+    StartupError,
+    install_uvloop,
+    quota_settings,
+)
 
 __all__ = [
     "CollectorServer",
@@ -20,17 +21,7 @@ __all__ = [
 ]
 
 
-class CollectorServer(Node):
+class CollectorServer(NodeInMode):
     """A node in :class:`ServeMode` (what ``ktc serve`` runs)."""
 
-    def __init__(
-        self,
-        config: CollectorConfig,
-        *,
-        exporter: Exporter | None = None,
-        store: ConfigStore | None = None,
-        clock: Clock = SYSTEM_CLOCK,
-    ) -> None:
-        super().__init__(
-            config, ServeMode(config), exporter=exporter, store=store, clock=clock
-        )
+    mode_class = staticmethod(ServeMode)

@@ -91,6 +91,7 @@ __all__ = [
     "MUTATION_QUOTA_STRICT_SINCE",
     "AdminApis",
     "MutationQuotas",
+    "cluster_allows",
 ]
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,18 @@ class ClusterAuthorizer(Protocol):
     ) -> bool: ...
 
 
+def cluster_allows(
+    authorizer: ClusterAuthorizer | None,
+    ctx: RequestContext,
+    operation: AclOperation,
+    request_name: str,
+) -> bool:
+    """May ``ctx``'s session do ``operation`` on the CLUSTER?  Without an authorizer, yes."""
+    return authorizer is None or authorizer.authorize(
+        ctx.session, operation, request_name=request_name
+    )
+
+
 # Errors.CLUSTER_AUTHORIZATION_FAILED.message(), what Kafka's ApiError carries.
 CLUSTER_AUTHORIZATION_FAILED_MESSAGE: Final = "Cluster authorization failed."
 
@@ -196,10 +209,7 @@ class AdminApis:
     def _allowed(
         self, ctx: RequestContext, operation: AclOperation, request_name: str
     ) -> bool:
-        authorizer = self._authorizer
-        return authorizer is None or authorizer.authorize(
-            ctx.session, operation, request_name=request_name
-        )
+        return cluster_allows(self._authorizer, ctx, operation, request_name)
 
     def _mutation_quota(self, ctx: RequestContext) -> ControllerMutationQuota:
         if self._mutation_quotas is None:

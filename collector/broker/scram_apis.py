@@ -22,6 +22,7 @@ from collector.broker.acl_apis import not_authorized_message
 from collector.broker.admin_apis import (
     CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
     ClusterAuthorizer,
+    cluster_allows,
 )
 from collector.core.context import RequestContext
 from collector.pipeline.dispatch import Api
@@ -56,14 +57,6 @@ class ScramCredentialApis:
         self._store = store
         self._authorizer = authorizer
 
-    def _denied(
-        self, ctx: RequestContext, operation: AclOperation, request_name: str
-    ) -> bool:
-        authorizer = self._authorizer
-        return authorizer is not None and not authorizer.authorize(
-            ctx.session, operation, request_name=request_name
-        )
-
     def table(self) -> dict[int, Api]:
         return {
             ApiKeys.DESCRIBE_USER_SCRAM_CREDENTIALS: Api(
@@ -84,7 +77,9 @@ class ScramCredentialApis:
     def describe(
         self, request: DescribeUserScramCredentialsRequest, ctx: RequestContext
     ) -> describe_response.DescribeUserScramCredentialsResponse:
-        if self._denied(ctx, AclOperation.DESCRIBE, "DescribeUserScramCredentials"):
+        if not cluster_allows(
+            self._authorizer, ctx, AclOperation.DESCRIBE, "DescribeUserScramCredentials"
+        ):
             return describe_response.DescribeUserScramCredentialsResponse(
                 error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
                 error_message=CLUSTER_AUTHORIZATION_FAILED_MESSAGE,
@@ -119,7 +114,9 @@ class ScramCredentialApis:
     def alter(
         self, request: AlterUserScramCredentialsRequest, ctx: RequestContext
     ) -> alter_response.AlterUserScramCredentialsResponse:
-        if self._denied(ctx, AclOperation.ALTER, "AlterUserScramCredentials"):
+        if not cluster_allows(
+            self._authorizer, ctx, AclOperation.ALTER, "AlterUserScramCredentials"
+        ):
             return _alter_failed(
                 request,
                 Errors.CLUSTER_AUTHORIZATION_FAILED,

@@ -140,6 +140,38 @@ def _raise(code: int, message: str | None, api: str) -> None:
     raise KafkaError(text, error)
 
 
+class ReadWakeups:
+    """When a :class:`SubscriptionRefresh` reads next: every ``refresh_ms`` on ``clock``,
+    at once after :meth:`soon`, and once more ``FOLLOW_UP_MS`` after that."""
+
+    def __init__(self, clock: Clock, refresh_ms: int) -> None:
+        self._clock = clock
+        self.refresh_ms = refresh_ms
+        self._asked = asyncio.Event()
+        self._follow_up = False
+
+    def soon(self) -> None:
+        self._follow_up = True
+        self._asked.set()
+
+    async def wait(self) -> None:
+        """Until ``refresh_ms`` have passed, or :meth:`soon` was called."""
+        wait_ms = self.refresh_ms
+        if self._follow_up and not self._asked.is_set():
+            self._follow_up = False
+            wait_ms = min(wait_ms, FOLLOW_UP_MS)
+        asked = asyncio.ensure_future(self._asked.wait())
+        timer = asyncio.ensure_future(self._clock.sleep(wait_ms))
+        try:
+            await asyncio.wait({asked, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (asked, timer):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._asked.clear()
+
+
 class SubscriptionRefresh:
     """Reads the cluster's subscriptions into ``store`` every ``refresh_ms`` and at once
     after :meth:`soon`: ``await refresh()`` once, then ``await run()``."""
@@ -157,11 +189,9 @@ class SubscriptionRefresh:
         self.store = store
         self._read = read
         self._clock = clock
-        self.refresh_ms = refresh_ms
+        self._wakeups = ReadWakeups(clock, refresh_ms)
         self.stale_after_ms = stale_after_ms
         self._on_change = on_change
-        self._asked = asyncio.Event()
-        self._follow_up = False
         self._failing = False
         self._said_stale = False
         # Reads that worked and that failed, for /metrics.
@@ -176,8 +206,7 @@ class SubscriptionRefresh:
 
     def soon(self) -> None:
         """Read now (an alter was forwarded), and once more shortly after."""
-        self._follow_up = True
-        self._asked.set()
+        self._wakeups.soon()
 
     # -- what the node asks -------------------------------------------------------------
 
@@ -254,7 +283,7 @@ class SubscriptionRefresh:
             self.store.cluster,
             exc,
             self.store.config_dir,
-            self.refresh_ms,
+            self._wakeups.refresh_ms,
         )
         self.store.use_local()
         self._on_change()
@@ -295,21 +324,5 @@ class SubscriptionRefresh:
         """Wait, read, and again, until cancelled (the first read is :meth:`refresh`, at
         start)."""
         while True:
-            await self._wait()
+            await self._wakeups.wait()
             await self.refresh()
-
-    async def _wait(self) -> None:
-        wait_ms = self.refresh_ms
-        if self._follow_up and not self._asked.is_set():
-            self._follow_up = False
-            wait_ms = min(wait_ms, FOLLOW_UP_MS)
-        asked = asyncio.ensure_future(self._asked.wait())
-        timer = asyncio.ensure_future(self._clock.sleep(wait_ms))
-        try:
-            await asyncio.wait({asked, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (asked, timer):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._asked.clear()
