@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clock.testing import FakeClock
 from collector.app.parts.telemetry import fold_process, landed_records
+from collector.telemetry.prometheus import client_series
 from collector.telemetry.prometheus.client_series import (
     ClientSeries,
     ClientSeriesSettings,
@@ -265,3 +266,25 @@ def test_refused_pushes_of_a_real_client_are_never_counted(
             client.poll(0)
             client.close()
     assert fold.returncode == 0  # the node's stop ended it
+
+
+def test_a_scrape_folds_for_its_catch_up_time_and_the_next_fold_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scrape's fold is bounded in time (SCRAPE_CATCH_UP_S in the fold process): it
+    reads one batch at least, then answers with what is folded; the next fold reads the
+    rest, so nothing landed is lost or counted twice."""
+    monkeypatch.setattr(client_series, "CATCH_UP_BATCH_BYTES", 1)  # a record a batch
+    with LandingLog(tmp_path, LandingOptions(fsync="never"), housekeeping=False) as log:
+        series = folding(log, "thread")
+        try:
+            for at in range(1, 4):
+                push(log, 5, at)
+            log.flush()
+            page = samples(series._fold_and_render((), False, catch_up_s=0.0))
+            assert (page["requests_total"], series.pushes_folded) == (5, 1)
+            series._fold_all((), 1_000_000)  # the next fold: all the rest
+            page = samples(series._fold_and_render((), False, catch_up_s=0.0))
+            assert (page["requests_total"], series.pushes_folded) == (15, 3)
+        finally:
+            series.close()

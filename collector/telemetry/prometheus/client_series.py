@@ -63,6 +63,8 @@ __all__ = [
 
 # Payload bytes waiting for the worker at most (about a second of pushes at 30 MB/s).
 PENDING_MAX_BYTES = 64 * 1024 * 1024
+# A fold bounded in time reads this much at a time (about a thousand pushes).
+CATCH_UP_BATCH_BYTES = 1024 * 1024
 # Series kept in memory at most, as a multiple of the budget (the least recently pushed
 # instances beyond it are forgotten: they would only be part of an overflow aggregate).
 RETAINED_FACTOR = 2
@@ -240,19 +242,28 @@ class ClientSeries:
 
     # ------------------------------------------------------------------ worker side
     def _fold_all(
-        self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int
+        self,
+        batch: Sequence[tuple[TelemetryContext, bytes]],
+        now_ms: int,
+        within_s: float | None = None,
     ) -> None:
         """``batch`` (what :meth:`record` was given), then what landed since the last
-        fold, read ``PENDING_MAX_BYTES`` at a time."""
+        fold, read ``PENDING_MAX_BYTES`` at a time; with ``within_s``, read
+        ``CATCH_UP_BATCH_BYTES`` at a time until that much time has passed (one batch at
+        least): the rest is folded by the next fold."""
         self._fold(batch, now_ms)
         landed = self._landed
         if landed is None:
             return
-        while True:
-            read = landed.take(PENDING_MAX_BYTES)
-            if not read:
-                return
+        if within_s is None:
+            while read := landed.take(PENDING_MAX_BYTES):
+                self._fold(read, now_ms)
+            return
+        until = time.monotonic() + within_s
+        while read := landed.take(CATCH_UP_BATCH_BYTES):
             self._fold(read, now_ms)
+            if time.monotonic() >= until:
+                return
 
     def _fold(
         self, batch: Sequence[tuple[TelemetryContext, bytes]], now_ms: int | None = None
@@ -363,11 +374,13 @@ class ClientSeries:
         batch: Sequence[tuple[TelemetryContext, bytes]],
         open_metrics: bool,
         now_ms: int | None = None,
+        catch_up_s: float | None = None,
     ) -> bytes:
+        """The page, after folding what is pending (for at most ``catch_up_s``)."""
         started = time.perf_counter()
         if now_ms is None:
             now_ms = self._clock.now_ms()
-        self._fold_all(batch, now_ms)
+        self._fold_all(batch, now_ms, catch_up_s)
         self._forget_uncached()
         self._expire(now_ms)
         cached = self._cache.get(open_metrics)

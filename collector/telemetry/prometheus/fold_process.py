@@ -395,7 +395,7 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
             series._fold_all((), now_ms)
             _write(to_node, {"counters": _counters(series)})
         elif op == "held":
-            series._fold_all((), now_ms)
+            series._fold_all((), now_ms, SCRAPE_CATCH_UP_S)
             _write(to_node, {"ids": series.instance_ids()})
         elif op == "render":
             # The instances the node no longer caches go first, so a push that re-created
@@ -403,7 +403,9 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
             gone.update(request["gone"])
             series.forget_uncached()
             gone.clear()
-            body = series._fold_and_render((), request["open_metrics"], now_ms)
+            body = series._fold_and_render(
+                (), request["open_metrics"], now_ms, SCRAPE_CATCH_UP_S
+            )
             _write(to_node, {"counters": _counters(series)}, body)
         else:
             raise ValueError(f"unknown request {op!r}")
@@ -413,6 +415,10 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
 # the push path leaves, falls behind during a saturation and catches up from the log after
 # it (what it reads stays on disk), so the endpoint is late then, never wrong.
 FOLD_NICE: Final = 19
+# A scrape folds what landed before it answers for this long at most (then answers with
+# what is folded; the next fold goes on): a scrape during a saturation is not held up by
+# a fold that fell behind, nor by a priority that gives the fold little CPU.
+SCRAPE_CATCH_UP_S: Final = 0.5
 
 
 def _topic_source(
