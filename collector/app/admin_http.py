@@ -23,7 +23,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,11 +105,14 @@ class AdminEndpoints:
         inventory: ClientInventory | None = None,
         conformance: bool = True,
         applications: bool = True,
+        capped_ids: Callable[[], Collection[str]] = tuple,
     ) -> None:
+        """``capped_ids``: the instances /metrics/clients holds at their series cap."""
         self._access = AdminAccess.configured(
             secret, authorizer_configured=authorizer_configured
         )
         self._manager = manager
+        self._capped_ids = capped_ids
         self._inventory = inventory
         self._store = store
         self._clock = clock
@@ -167,7 +170,7 @@ class AdminEndpoints:
         if request.query:
             return _json({"error": "this endpoint takes no query parameters"}, 400)
         # Reads every cached instance once, on the loop, like a /metrics scrape.
-        return _json(conformance(self._manager.instances()), 200)
+        return _json(conformance(self._manager.instances(), self._capped_ids()), 200)
 
     async def _applications(self, request: web.Request) -> web.Response:
         # Every cached instance read once (the join is linear; built on the loop, like a

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -60,6 +60,7 @@ FIELDS: Final = (
     "gaps_sampled",
     "interval_kept",
     "errors",
+    "series_capped",
     "flags",
 )
 
@@ -176,6 +177,10 @@ def _temporality_not_asked(row: Mapping[str, Any]) -> bool:
     return any(used != asked for used in row["temporalities_used"])
 
 
+def _series_capped(row: Mapping[str, Any]) -> bool:
+    return bool(row["series_capped"])
+
+
 def _interval_not_kept(row: Mapping[str, Any]) -> bool:
     kept = row["interval_kept"]
     return (
@@ -199,6 +204,11 @@ OBSERVED_FLAGS: Final[dict[str, tuple[str, Callable[[Mapping[str, Any]], bool]]]
         "sums or histograms with a temporality other than the one the Get answer asked",
         _temporality_not_asked,
     ),
+    "series-capped": (
+        "instances whose series on /metrics/clients reached "
+        "prometheus.clients.max.series.per.instance (their new series refused)",
+        _series_capped,
+    ),
     "interval-not-kept": (
         f"the median gap between accepted pushes is over {INTERVAL_KEPT_UP_TO} intervals",
         _interval_not_kept,
@@ -206,9 +216,12 @@ OBSERVED_FLAGS: Final[dict[str, tuple[str, Callable[[Mapping[str, Any]], bool]]]
 }
 
 
-def conformance(instances: Iterable[ClientMetricsInstance]) -> dict[str, Any]:
-    """The endpoint's answer: the rows and the quirks their flags name."""
-    rows = conformance_rows(instances)
+def conformance(
+    instances: Iterable[ClientMetricsInstance], capped_ids: Collection[str] = ()
+) -> dict[str, Any]:
+    """The endpoint's answer: the rows and the quirks their flags name; ``capped_ids``:
+    the instances ``/metrics/clients`` holds at their series cap."""
+    rows = conformance_rows(instances, frozenset(capped_ids))
     named = {flag for row in rows for flag in row["flags"]}
     quirks: dict[str, Any] = {}
     for quirk in KNOWN_QUIRKS:
@@ -221,7 +234,7 @@ def conformance(instances: Iterable[ClientMetricsInstance]) -> dict[str, Any]:
 
 
 def conformance_rows(
-    instances: Iterable[ClientMetricsInstance],
+    instances: Iterable[ClientMetricsInstance], capped_ids: frozenset[str] = frozenset()
 ) -> list[dict[str, Any]]:
     """One row per (client_software_name, client_software_version), sorted by them."""
     groups: dict[tuple[str, str], list[ClientMetricsInstance]] = {}
@@ -233,12 +246,16 @@ def conformance_rows(
         )
         groups.setdefault(key, []).append(instance)
     return [
-        _row(name, version, groups[name, version]) for name, version in sorted(groups)
+        _row(name, version, groups[name, version], capped_ids)
+        for name, version in sorted(groups)
     ]
 
 
 def _row(
-    name: str, version: str, instances: list[ClientMetricsInstance]
+    name: str,
+    version: str,
+    instances: list[ClientMetricsInstance],
+    capped_ids: frozenset[str],
 ) -> dict[str, Any]:
     roles = 0
     required_asked = 0
@@ -287,6 +304,7 @@ def _row(
         "gaps_sampled": len(gaps),
         "interval_kept": round(statistics.median(gaps) / 1000, 2) if gaps else None,
         "errors": {_error_name(c): n for c, n in sorted(errors.items())},
+        "series_capped": sum(i.instance_id_str in capped_ids for i in instances),
     }
     flags = [q.flag for q in KNOWN_QUIRKS if q.applies(name, version)]
     flags.extend(flag for flag, (_, shows) in OBSERVED_FLAGS.items() if shows(row))

@@ -333,6 +333,7 @@ def test_a_row_per_library_and_version_with_what_it_sent_and_lacks(
         "gaps_sampled": 4,
         "interval_kept": 1.0,
         "errors": {},
+        "series_capped": 0,
         "flags": ["java-ignores-telemetry-max-bytes"],
     }
     assert list(rows["apache-kafka-java"]) == list(FIELDS)  # the CSV's columns
@@ -378,6 +379,23 @@ def test_empty_pushes_are_flagged_for_any_library(
     assert row["flags"] == ["empty-pushes"]
     answer = conformance(manager.instances())
     assert answer["quirks"]["empty-pushes"]["evidence"] == "observed"
+
+
+def test_instances_at_their_series_cap_are_counted_and_flagged(
+    manager: ClientMetricsManager,
+) -> None:
+    """/metrics/clients names the instances it holds at their series cap; their rows
+    count them and carry the flag."""
+    run_client(manager, JAVA, [otlp_payload("a")] * 2)
+    run_client(manager, JAVA, [otlp_payload("a")] * 2)
+    capped = next(iter(manager.instances())).instance_id_str
+    answer = conformance(manager.instances(), capped_ids=[capped])
+    (row,) = answer["libraries"]
+    assert row["instances"] == 2 and row["series_capped"] == 1
+    assert "series-capped" in row["flags"]
+    assert answer["quirks"]["series-capped"]["evidence"] == "observed"
+    (uncapped,) = conformance(manager.instances())["libraries"]
+    assert uncapped["series_capped"] == 0 and "series-capped" not in uncapped["flags"]
 
 
 def test_the_role_of_an_instance_that_sent_nothing_is_its_client_ids(

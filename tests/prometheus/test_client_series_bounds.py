@@ -312,6 +312,13 @@ def test_a_cardinality_bomb_does_not_blind_the_fleet_view(
             own[("ktc_prometheus_clients_series_limit_per_instance", frozenset())]
             == CAP
         )
+        # The conformance view flags the bomb's library (the scrape named it capped).
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{http_port}/v1/clients/conformance", timeout=30
+        ) as response:
+            libraries = json.load(response)["libraries"]
+        (capped,) = [row for row in libraries if row["series_capped"]]
+        assert capped["series_capped"] == 1 and "series-capped" in capped["flags"]
         print(f"{scrapes} scrapes, {len(series)} series on the last; bomb {bomb_id}")
     finally:
         bomb.sock.close()

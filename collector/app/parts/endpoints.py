@@ -38,6 +38,7 @@ async def start_http(
         inventory=inventory,
         conformance=config.clients_conformance_enable,
         applications=config.clients_applications_enable,
+        capped_ids=(lambda: client_series.capped_ids) if client_series else tuple,
     )
     health.add_routes(admin.routes())
     if client_series is not None:

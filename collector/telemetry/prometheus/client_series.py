@@ -63,6 +63,9 @@ __all__ = [
 
 # Payload bytes waiting for the worker at most (about a second of pushes at 30 MB/s).
 PENDING_MAX_BYTES = 64 * 1024 * 1024
+# Capped instances named (the conformance view's flag), at most: a fleet with more has a
+# cap set too low, and the count says so.
+CAPPED_IDS_KEPT = 1_000
 # A fold bounded in time reads this much at a time (about a thousand pushes).
 CATCH_UP_BATCH_BYTES = 1024 * 1024
 # Series kept in memory at most, as a multiple of the budget (the least recently pushed
@@ -192,6 +195,8 @@ class ClientSeries:
         self.series_refused = 0  # points of new series refused: an instance at its cap
         self.series_expired = 0
         self.capped_instances = 0  # flagged at the last scrape
+        # Their instance ids (at most CAPPED_IDS_KEPT): the conformance view flags them.
+        self.capped_ids: list[str] = []
 
     # ------------------------------------------------------------------ loop side
     def record(self, context: TelemetryContext, payload: bytes) -> None:
@@ -358,13 +363,16 @@ class ClientSeries:
         """Remove the series no push refreshed for ``series_expiry_ms``; count the
         instances left flagged (at their cap)."""
         expiry_ms = self.settings.series_expiry_ms
-        expired = capped = 0
+        expired = 0
+        capped: list[str] = []
         for instance in self._instances.values():
             gone = instance.expire(now_ms, expiry_ms)
             expired += gone
             self._retained_samples -= gone
-            capped += instance.flagged
-        self.capped_instances = capped
+            if instance.flagged:
+                capped.append(instance.instance_id)
+        self.capped_instances = len(capped)
+        self.capped_ids = capped[:CAPPED_IDS_KEPT]
         if expired:
             self.series_expired += expired
             self._generation += 1

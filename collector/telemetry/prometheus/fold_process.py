@@ -76,6 +76,7 @@ _COUNTERS: Final = (
     "series_refused",
     "series_expired",
     "capped_instances",
+    "capped_ids",
     "pushes_folded",
 )
 
