@@ -11,8 +11,8 @@ side (:class:`FoldProcess`) only asks for it.
 | request (node -> child) | the child | reply |
 |---|---|---|
 | ``fold``, every second | reads and folds what landed since its last read | its counters |
-| ``held``, at a scrape | the same, then lists the instances it holds | their ids |
-| ``render``, at a scrape | forgets the ids the node says it no longer caches (closed, expired, evicted), folds what landed since, expires, builds the page | its counters and the page |
+| ``held``, at a scrape | the same for ``SCRAPE_CATCH_UP_S`` at most, then lists the instances it holds | their ids |
+| ``render``, at a scrape | forgets the ids the node says it no longer caches (closed, expired, evicted), folds one batch more of what landed at most, expires, builds the page | its counters and the page |
 
 Each request carries the node's clock (``now_ms``: the injected clock, as in-process) and,
 with group commit, the landing log's durable offset (the child reads below it only).  The
@@ -404,9 +404,8 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
             gone.update(request["gone"])
             series.forget_uncached()
             gone.clear()
-            body = series._fold_and_render(
-                (), request["open_metrics"], now_ms, SCRAPE_CATCH_UP_S
-            )
+            # ``held`` caught up a moment ago: one more batch at most, then the page.
+            body = series._fold_and_render((), request["open_metrics"], now_ms, 0.0)
             _write(to_node, {"counters": _counters(series)}, body)
         else:
             raise ValueError(f"unknown request {op!r}")
@@ -416,9 +415,10 @@ def serve(to_node: IO[bytes], from_node: IO[bytes]) -> int:
 # the push path leaves, falls behind during a saturation and catches up from the log after
 # it (what it reads stays on disk), so the endpoint is late then, never wrong.
 FOLD_NICE: Final = 19
-# A scrape folds what landed before it answers for this long at most (then answers with
-# what is folded; the next fold goes on): a scrape during a saturation is not held up by
-# a fold that fell behind, nor by a priority that gives the fold little CPU.
+# A scrape folds what landed before it answers for this long at most (its ``held``
+# request; ``render`` folds one batch more at most), then answers with what is folded and
+# the next fold goes on: a scrape during a saturation is not held up by a fold that fell
+# behind, nor by a priority that gives the fold little CPU.
 SCRAPE_CATCH_UP_S: Final = 0.5
 
 
