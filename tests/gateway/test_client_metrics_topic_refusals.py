@@ -10,6 +10,12 @@ proxy (kafka_fault_proxy.py), which, while switched on, refuses the landing prod
 Produce requests (never forwarded, its connection closed: for the producer the broker is
 gone, for the fold's consumer it is not).  No record of those pushes reaches the topic;
 their delivery times out (``landing.kafka.delivery.timeout.ms``) and they are answered 89.
+
+Counted at the push instead (the tap, as before the fold read what landed), the refused
+pushes are folded too and the pushes folded outnumber the topic's records: the test fails.
+(A librdkafka producer's only counter, connection.creation.total, pushes deltas of 0 once
+connected, so "none counted twice" is the pushes folded equal to the records landed; every
+series, gauges and counters, equals what the topic holds.)
 """
 
 from __future__ import annotations
@@ -48,8 +54,9 @@ LANDING_CLIENT_ID = "ktc-landing"  # the landing producer's client.id (settings.
 PUSH_INTERVAL_MS = 500
 # A push whose record the topic did not take is answered 89 after this.
 DELIVERY_TIMEOUT_MS = 1000
-PUSHES_FOLDED = ("ktc_prometheus_clients_pushes_folded_total", frozenset())
-PUSHES_REFUSED = ("ktc_landing_pushes_refused_total", frozenset())
+Key = tuple[str, frozenset[tuple[str, str]]]
+PUSHES_FOLDED: Key = ("ktc_prometheus_clients_pushes_folded_total", frozenset())
+PUSHES_REFUSED: Key = ("ktc_landing_pushes_refused_total", frozenset())
 
 
 @contextmanager
@@ -80,8 +87,8 @@ def ktc_serve(work: Path, bootstrap: str, topic: str) -> Iterator[dict[str, Any]
     log_path = work / "ktc.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "collector.app.cli", "serve", "--config", str(config)]
-            + ["--ready-file", str(ready)],
+            [sys.executable, "-m", "collector.app.cli", "serve"]
+            + ["--config", str(config), "--ready-file", str(ready)],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -190,11 +197,10 @@ def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
             client.close()
             tail.close()
     assert proxy.produce_refused > 0
-    counters = {key: value for key, value in shown.items() if key[1].endswith("_total")}
-    assert counters  # the client pushed delta counters
+    assert any(key[1].endswith("_total") for key in shown)  # a delta counter
     print(
         f"\n{len(telemetry.failed)} pushes answered 89 while the proxy refused "
-        f"{proxy.produce_refused} Produce requests; {len(records)} records landed; "
-        f"{len(shown)} series on /metrics/clients equal the topic's "
-        f"({counters}); {time.monotonic() - started:.1f} s"
+        f"{proxy.produce_refused} Produce requests; {len(records)} records landed, "
+        f"as many folded; {len(shown)} series on /metrics/clients equal the topic's; "
+        f"{time.monotonic() - started:.1f} s"
     )
