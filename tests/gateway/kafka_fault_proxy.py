@@ -1,7 +1,9 @@
 """A TCP proxy in front of one Kafka broker that reads the protocol's framing and, when
 armed, loses the answer to the Nth Produce request of one client after the broker wrote
 it: the response is dropped and the client's connection closed, as a network that failed
-at the worst moment.  Everything else is forwarded unchanged, frame by frame.
+at the worst moment; or, while switched on, refuses every Produce request of one client:
+never forwarded (the broker never sees it), the connection closed, as a broker that went
+away.  Everything else is forwarded unchanged, frame by frame.
 
 The broker advertises the proxy (``advertised.listeners``: the proxy binds port 0 first,
 the broker starts advertising it), so every client that bootstraps anywhere ends up
@@ -13,6 +15,8 @@ when its cluster starts).
     proxy.drop_produce_answer(nth=1, client_id="ktc-landing")
     proxy.answers_dropped                          # 1 once it happened
     proxy.produce_acks("ktc-landing")              # the acks of every Produce it saw
+    proxy.refuse_produce("ktc-landing")            # until refuse_produce(None)
+    proxy.produce_refused                          # the Produce requests it refused
 
 Framing (Kafka's protocol guide): every request and response is an int32 length and that
 many bytes; a request starts with api_key int16, api_version int16, correlation_id int32,
@@ -104,6 +108,9 @@ class FaultProxy:
         self.port = 0
         self.requests: list[RequestSeen] = []
         self.answers_dropped = 0
+        self.produce_refused = 0
+        # Whose Produce requests are refused (never forwarded) while set.
+        self._refusing: str | None = None
         # Armed: (client id, how many more of its Produce requests pass first).
         self._armed: tuple[str, int] | None = None
 
@@ -134,6 +141,11 @@ class FaultProxy:
         with self._lock:
             self._armed = (client_id, nth - 1)
 
+    def refuse_produce(self, client_id: str | None) -> None:
+        """From now on every Produce request of ``client_id`` is refused (None: none)."""
+        with self._lock:
+            self._refusing = client_id
+
     def produce_acks(self, client_id: str) -> list[int | None]:
         with self._lock:
             return [
@@ -143,6 +155,19 @@ class FaultProxy:
             ]
 
     # ------------------------------------------------------------ forwarding
+    def _refused(self, request: RequestSeen) -> bool:
+        """True (and counted) when ``request`` is a Produce of the refused client."""
+        with self._lock:
+            refusing = self._refusing
+            if (
+                refusing is None
+                or request.api_key != PRODUCE
+                or request.client_id != refusing
+            ):
+                return False
+            self.produce_refused += 1
+            return True
+
     def _doomed(self, request: RequestSeen) -> bool:
         """Records ``request``; True when its answer is the one to lose."""
         with self._lock:
@@ -175,6 +200,8 @@ class FaultProxy:
             with contextlib.suppress(ConnectionError):
                 while (frame := await _read_frame(client_reader)) is not None:
                     request = parse_request(frame[4:])
+                    if self._refused(request):
+                        return  # never forwarded; the connection closes
                     if self._doomed(request):
                         doomed.add(request.correlation_id)
                     broker_writer.write(frame)

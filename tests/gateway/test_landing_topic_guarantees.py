@@ -39,7 +39,6 @@ from proto import ApiKeys, ClientConnection
 from proto.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from subscriptions.store import ConfigStore
 from tests.gateway.harness import _proc
-from tests.gateway.harness import kafka_cluster as kafka_cluster_module
 from tests.gateway.harness.kafka_cluster import KafkaCluster
 from tests.gateway.kafka_fault_proxy import FaultProxy
 from tests.gateway.topic_reader import read_topic
@@ -64,34 +63,6 @@ NOT_IDEMPOTENT_KTC = textwrap.dedent(
     main()
     """
 )
-
-
-@pytest.fixture(scope="session")
-def proxied_cluster(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[KafkaCluster, FaultProxy]]:
-    """One KRaft node that advertises the fault proxy in front of it: every client
-    (the collector's producer and admin, the test's reader) talks to it through the
-    proxy."""
-    missing = kafka_cluster_module.missing_prerequisites()
-    if missing is not None:
-        pytest.skip(missing)
-    cluster: KafkaCluster | None = None
-    proxy = FaultProxy(
-        lambda: ("127.0.0.1", cluster.node_ports[1]["PLAINTEXT"])  # type: ignore[union-attr]
-    ).start()
-    cluster = KafkaCluster(
-        nodes=1,
-        heap="384m",
-        work_dir=tmp_path_factory.mktemp("kafka-proxied"),
-        broker_config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"},
-    )
-    try:
-        cluster.start()
-        yield cluster, proxy
-    finally:
-        cluster.stop()
-        proxy.stop()
 
 
 class WireClient:
