@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 AFTER_ROOT = Path(__file__).resolve().parents[2]
+NOTE_COPIED = (
+    "the after tree's script copied in, its tests.* helpers from the after tree"
+)
 FIRST_PARTY = ("collector", "exporters", "subscriptions", "quota", "proto", "clock")
 
 # Written into a temporary directory that follows the tree on PYTHONPATH: a meta path
@@ -97,6 +100,7 @@ class Run:
     returncode: int
     figures: dict[str, float]
     imports_from_tree: int
+    helpers_from_after: int
     imports_elsewhere: list[str]
     processes: int
     output: str = field(repr=False)
@@ -257,10 +261,15 @@ def run_once(
     audit_names: list[str],
     site_dir: Path,
     timeout_s: float,
+    helpers: Path | None = None,
 ) -> Run:
+    """One run of ``script`` on ``tree``.  With ``helpers`` (the after tree, when the
+    before tree runs the after tree's script) that tree follows on ``PYTHONPATH``, so
+    the script's ``tests.*`` helpers come from it, and everything else from ``tree``."""
     audit = Path(tempfile.mkdtemp(prefix="ktc-interleave-audit-"))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), str(site_dir)])
+    path = [tree, *([helpers] if helpers is not None else []), site_dir]
+    env["PYTHONPATH"] = os.pathsep.join(map(str, path))
     env["KTC_IMPORT_AUDIT_DIR"] = str(audit)
     env["KTC_IMPORT_AUDIT_NAMES"] = ",".join(audit_names)
     load_before = os.getloadavg()[0]
@@ -281,7 +290,7 @@ def run_once(
         output = out.decode() if isinstance(out, bytes) else out
         returncode = -1
     seconds = time.monotonic() - started
-    from_tree, elsewhere, processes = 0, [], 0
+    from_tree, from_helpers, elsewhere, processes = 0, 0, [], 0
     for record in audit.glob("*.txt"):
         processes += 1
         for line in record.read_text().splitlines():
@@ -290,6 +299,12 @@ def run_once(
                 continue
             if Path(origin).resolve().is_relative_to(tree.resolve()):
                 from_tree += 1
+            elif (
+                helpers is not None
+                and name.split(".", 1)[0] == "tests"
+                and Path(origin).resolve().is_relative_to(helpers.resolve())
+            ):
+                from_helpers += 1
             elif "site-packages" not in origin:
                 elsewhere.append(f"{name} from {origin}")
     shutil.rmtree(audit, ignore_errors=True)
@@ -302,6 +317,7 @@ def run_once(
         returncode,
         parse(output) if returncode == 0 else {},
         from_tree,
+        from_helpers,
         sorted(set(elsewhere)),
         processes,
         output,
@@ -395,7 +411,7 @@ def from_logs(bench: str, log_dir: Path) -> int:
         index, tree = log.stem.rsplit("-", 2)[1:]
         output = log.read_text()
         runs.append(
-            Run(tree, int(index), 0.0, 0.0, 0.0, 0, parse(output), 0, [], 0, output)
+            Run(tree, int(index), 0.0, 0.0, 0.0, 0, parse(output), 0, 0, [], 0, output)
         )
     print(f"{bench}: {len(runs)} run(s) from {log_dir}")
     print_table(summarize(runs))
@@ -461,7 +477,8 @@ def main() -> int:
         script_note = "its own script"
         if args.script_from == "after" or not (before_root / relative).exists():
             shutil.copy2(AFTER_ROOT / relative, before_root / relative)
-            script_note = "the after tree's script (copied in)"
+            script_note = NOTE_COPIED
+        copied = script_note == NOTE_COPIED
         trees = {"before": before_root, "after": AFTER_ROOT}
         names = {t: _first_party_names(root) for t, root in trees.items()}
         print(
@@ -486,6 +503,7 @@ def main() -> int:
                     names[tree_name],
                     site_dir,
                     args.timeout_s,
+                    AFTER_ROOT if copied and tree_name == "before" else None,
                 )
                 if (
                     tree_name == "before"
@@ -500,7 +518,7 @@ def main() -> int:
                         flush=True,
                     )
                     shutil.copy2(AFTER_ROOT / relative, before_root / relative)
-                    script_note = "the after tree's script (copied in)"
+                    script_note, copied = NOTE_COPIED, True
                     run = run_once(
                         tree_name,
                         root,
@@ -511,6 +529,7 @@ def main() -> int:
                         names[tree_name],
                         site_dir,
                         args.timeout_s,
+                        AFTER_ROOT,
                     )
                 runs.append(run)
                 if args.log_dir is not None:
@@ -524,7 +543,12 @@ def main() -> int:
                     f"load {run.load_before:.1f} -> {run.load_after:.1f}, "
                     f"{run.processes} Python process(es), "
                     f"{run.imports_from_tree} first-party imports from the tree, "
-                    f"{len(run.imports_elsewhere)} from elsewhere, "
+                    + (
+                        f"{run.helpers_from_after} tests.* helpers from the after tree, "
+                        if run.helpers_from_after
+                        else ""
+                    )
+                    + f"{len(run.imports_elsewhere)} from elsewhere, "
                     f"{len(run.figures)} figures",
                     flush=True,
                 )
