@@ -52,6 +52,7 @@ pytestmark = [pytest.mark.gateway, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
 LANDING_CLIENT_ID = "ktc-landing"  # the landing producer's client.id (settings.py)
 PUSH_INTERVAL_MS = 500
+QUIET_INTERVAL_MS = 3_600_000
 # A push whose record the topic did not take is answered 89 after this.
 DELIVERY_TIMEOUT_MS = 1000
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -59,15 +60,25 @@ PUSHES_FOLDED: Key = ("ktc_prometheus_clients_pushes_folded_total", frozenset())
 PUSHES_REFUSED: Key = ("ktc_landing_pushes_refused_total", frozenset())
 
 
+def subscribe(work: Path, interval_ms: int) -> None:
+    """The node's one subscription: the producer metrics every ``interval_ms``."""
+    ConfigStore(work / "data").alter_subscription(
+        "producers",
+        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(interval_ms)},
+    )
+
+
+def quiet_subscription(work: Path) -> None:
+    """The subscription altered to push once an hour (Kafka's longest interval)."""
+    subscribe(work, QUIET_INTERVAL_MS)
+
+
 @contextmanager
 def ktc_serve(work: Path, bootstrap: str, topic: str) -> Iterator[dict[str, Any]]:
     """A ``ktc serve`` landing on ``topic`` (its fold reading the topic): its ready
     file (``listeners``, ``http_port``)."""
     data_dir = work / "data"
-    ConfigStore(data_dir).alter_subscription(
-        "producers",
-        {"metrics": "org.apache.kafka.producer.", "interval.ms": str(PUSH_INTERVAL_MS)},
-    )
+    subscribe(work, PUSH_INTERVAL_MS)
     config = work / "ktc.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -184,9 +195,16 @@ def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
             eventually_sync(
                 lambda: pushed(accepted + 2), timeout_s=20, what="pushes landed after"
             )
+            # The topic made still: with a push every interval, one look at the topic,
+            # the counter and the page takes longer than the next push needs to land.
+            # The subscription altered to push once an hour, the client's next push is
+            # answered UNKNOWN_SUBSCRIPTION_ID (nothing lands), it gets the new
+            # subscription and pushes no more while the test runs.  (Closing the client
+            # instead sends its terminating push, and the node forgets the instance.)
+            quiet_subscription(tmp_path)
             eventually_sync(
                 folded_what_landed,
-                timeout_s=20,
+                timeout_s=30,
                 what="the page to fold every record of the topic",
             )
             assert http("/metrics")[PUSHES_REFUSED] >= 2  # answered 89 by the node
