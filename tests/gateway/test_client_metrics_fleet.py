@@ -17,16 +17,20 @@ import logging
 import os
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from clock.testing import FakeClock
 from collector.telemetry.prometheus.client_series import ClientSeriesSettings
 from collector.telemetry.prometheus.fold_process import FoldProcess
-from collector.telemetry.prometheus.landed_topic import LandedTopic
+from collector.telemetry.prometheus.landed_topic import (
+    PARTITION_REFRESH_S,
+    LandedTopic,
+)
 from collector.telemetry.prometheus.points import IDENTITY_LABELS
 from exporters.kafka_topic import TopicSettings, decode_record, encode_headers
 from exporters.kafka_topic.topic import ensure_topic
@@ -99,6 +103,82 @@ def test_the_topic_reader_starts_at_the_end_and_skips_unknown_formats(
         assert reader.take(1 << 20) == []
     finally:
         reader.close()
+
+
+def test_the_topic_reader_reads_a_partition_added_after_it_started(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """A partition added to the topic while a reader runs is found at the next look and
+    read from its beginning; a reader started again from the first one's start offsets
+    reads it from its beginning too.  Without either, its records are never folded."""
+    bootstrap = kafka_cluster.bootstrap_servers()
+    settings = TopicSettings(
+        topic=f"grown-{uuid.uuid4().hex[:8]}",
+        client={"bootstrap.servers": bootstrap},
+        partitions=1,
+        replication_factor=3,
+    )
+    ensure_topic(settings)
+    clock = FakeClock()
+    reader = LandedTopic(settings, clock=clock)
+    again: LandedTopic | None = None
+    try:
+        assert reader.start_offsets == {0: 0}
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_partitions(
+            [NewPartitions(settings.topic, 2)]
+        ).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap})
+
+        def partition_known() -> bool:
+            topic = producer.list_topics(settings.topic, timeout=10).topics
+            return len(topic[settings.topic].partitions) == 2
+
+        eventually_sync(partition_known, timeout_s=30, what="the second partition")
+        for index, partition in enumerate((1, 0, 1)):
+            context = sample_context(correlation_id=index)
+            producer.produce(
+                settings.topic,
+                partition=partition,
+                key=context.client_instance_id,
+                value=b"push-%d" % index,
+                headers=encode_headers(context),
+            )
+        assert producer.flush(30) == 0
+        taken: list[bytes] = []
+
+        def read(count: int) -> Callable[[], bool]:
+            def enough() -> bool:
+                taken.extend(payload for _, payload in reader.take(1 << 20))
+                return len(taken) >= count
+
+            return enough
+
+        eventually_sync(read(1), timeout_s=30, what="the first partition's record")
+        assert taken == [b"push-1"]  # not yet looked for: partition 1 unread
+        assert reader.partitions_added == 0
+        clock.advance(PARTITION_REFRESH_S * 1000)
+        eventually_sync(read(3), timeout_s=30, what="the added partition's records")
+        assert sorted(taken) == [b"push-0", b"push-1", b"push-2"]
+        assert reader.partitions_added == 1
+
+        # Started again where the first reader started: partition 1, which that one
+        # did not name, from its beginning.
+        again = LandedTopic(settings, start_offsets=reader.start_offsets)
+        assert again.start_offsets == {0: 0, 1: OFFSET_BEGINNING}
+        again_taken: list[bytes] = []
+
+        def read_again() -> bool:
+            again_taken.extend(payload for _, payload in again.take(1 << 20))
+            return len(again_taken) >= 3
+
+        eventually_sync(read_again, timeout_s=30, what="the restarted reader")
+        assert sorted(again_taken) == sorted(taken)
+    finally:
+        reader.close()
+        if again is not None:
+            again.close()
 
 
 # ------------------------------------------------------------------ a node's own fold
