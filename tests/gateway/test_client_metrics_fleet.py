@@ -50,6 +50,10 @@ from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(300)]
 
+PUSH_INTERVAL_MS = 1000
+# Still for 20 s: longer than a look at the topic, the counter and the page (about a
+# second), short enough that the client takes its next subscription within the test.
+QUIET_INTERVAL_MS = 20_000
 PUSHES_FOLDED: tuple[str, frozenset[tuple[str, str]]] = (
     "ktc_prometheus_clients_pushes_folded_total",
     frozenset(),
@@ -342,13 +346,19 @@ def test_a_client_moved_to_another_replica_keeps_one_series_set(
     bootstrap = kafka_cluster.bootstrap_servers()
     topic = fleet[0].config["landing.kafka.topic"]
     client_id = f"fleet-{uuid.uuid4().hex[:6]}"
-    subscribe(bootstrap, f"sub-{client_id}", f"client_id={client_id}", 1000)
-    for replica in fleet:
-        eventually_sync(
-            functools.partial(serves_interval, replica, client_id, 1000),
-            timeout_s=15,
-            what=f"{replica.name} serving the cluster's subscription",
-        )
+
+    def push_every(interval_ms: int) -> None:
+        """The client's subscription, at the cluster, served so by every replica."""
+        subscribe(bootstrap, f"sub-{client_id}", f"client_id={client_id}", interval_ms)
+        for replica in fleet:
+            if replica.running:
+                eventually_sync(
+                    functools.partial(serves_interval, replica, client_id, interval_ms),
+                    timeout_s=15,
+                    what=f"{replica.name} serving the cluster's subscription",
+                )
+
+    push_every(PUSH_INTERVAL_MS)
     logger = logging.getLogger(f"librdkafka.{client_id}")
     logger.propagate = False
     producer = Producer(
@@ -394,14 +404,34 @@ def test_a_client_moved_to_another_replica_keeps_one_series_set(
         assert shown == expected_from_landing(of_client(records))
         return shown
 
+    def still_then_folded() -> dict[Any, float]:
+        """The page once it folded every record of a topic made still: with a push
+        every interval, one look at the topic, the counter and the page takes longer
+        than the next push needs to land.  The subscription altered to push every 20
+        s, the client's next push is answered UNKNOWN_SUBSCRIPTION_ID (nothing lands),
+        and it gets the new subscription and pushes no more for that long."""
+        push_every(QUIET_INTERVAL_MS)
+        return value_of(
+            folded_what_landed, timeout_s=30, what="the page to fold what landed"
+        )
+
     try:
         first = value_of(
             lambda: next((r for r in fleet if pushes_on(r) >= 3), None),
             timeout_s=60,
             what="three pushes accepted by the client's replica",
         )
-        before = value_of(
-            folded_what_landed, timeout_s=30, what="the page to fold what landed"
+        before = still_then_folded()
+        # Every second again: the client's next push, at the end of the still 20 s, is
+        # answered UNKNOWN_SUBSCRIPTION_ID and it takes this subscription.  It is
+        # pushing again before its replica is killed, so that its first push after the
+        # move, the one with the new connection in its counter's delta, lands.
+        accepted = pushes_on(first)
+        push_every(PUSH_INTERVAL_MS)
+        eventually_sync(
+            lambda: pushes_on(first) > accepted,
+            timeout_s=60,
+            what="the client pushing every second again",
         )
         first.kill()
         others = [replica for replica in fleet if replica is not first]
@@ -410,9 +440,7 @@ def test_a_client_moved_to_another_replica_keeps_one_series_set(
             timeout_s=90,
             what="three pushes of the moved client accepted by another replica",
         )
-        after = value_of(
-            folded_what_landed, timeout_s=30, what="the page to fold what landed"
-        )
+        after = still_then_folded()
         names = {key[1] for key in after}
         records = len(of_client(tail.records()))
 
