@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -28,28 +28,30 @@ from tests.gateway.harness import _proc
 KTC = Path(sys.executable).with_name("ktc")
 
 
-class ReplicaProcess:
-    """One ``ktc gateway`` process: started by :meth:`start`, ready once its ready file
-    names its ports."""
+class KtcProcess:
+    """One ``ktc`` command as a process of its own, with its config file, log and ready
+    file in ``work``: started by :meth:`start`, ready once its ready file is written."""
 
-    def __init__(
-        self, name: str, work: Path, upstream: str, settings: Mapping[str, Any]
-    ) -> None:
+    # Its log's file name in ``work``, and how long it may take to be ready.
+    log_name = "ktc.log"
+    ready_timeout_s = 90.0
+
+    def __init__(self, name: str, work: Path, config: Mapping[str, Any]) -> None:
         self.name = name
         self.work = work
-        self.config = {
-            "gateway.upstream.bootstrap.servers": upstream,
-            "gateway.broker.port.start": 0,
-            **settings,
-        }
+        self.config = dict(config)
         self.process: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
 
+    def arguments(self, config: Path, ready: Path) -> list[str]:
+        """The ``ktc`` command line after ``ktc``."""
+        raise NotImplementedError
+
     @property
     def log_path(self) -> Path:
-        return self.work / "gateway.log"
+        return self.work / self.log_name
 
-    def start(self) -> ReplicaProcess:
+    def start(self) -> Self:
         self.work.mkdir(parents=True, exist_ok=True)
         config = self.work / "config.yaml"
         config.write_text(yaml.safe_dump(self.config))
@@ -57,21 +59,7 @@ class ReplicaProcess:
         ready.unlink(missing_ok=True)
         with open(self.log_path, "ab") as log:
             process = subprocess.Popen(
-                [
-                    *_proc.die_with_parent(),
-                    str(KTC),
-                    "gateway",
-                    "--config",
-                    str(config),
-                    "--listeners",
-                    "PLAINTEXT://127.0.0.1:0",
-                    "--data-dir",
-                    str(self.work / "data"),
-                    "--http-listener",
-                    "127.0.0.1:0",
-                    "--ready-file",
-                    str(ready),
-                ],
+                [*_proc.die_with_parent(), str(KTC), *self.arguments(config, ready)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -81,12 +69,63 @@ class ReplicaProcess:
         self.process = process
         _proc.poll_until(
             ready.exists,
-            timeout=90,
+            timeout=self.ready_timeout_s,
             what=f"{self.name} ready",
             alive=_proc.exited(process, self.log_path),
         )
         self.info = json.loads(ready.read_text())
         return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _proc.kill(self.process, graceful_s=15)
+
+    def http(self, path: str, accept: str | None = None) -> str:
+        """GET ``path`` from its HTTP listener: the body."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.info['http_port']}{path}",
+            headers={"Accept": accept} if accept else {},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(response.read().decode())
+
+
+class ReplicaProcess(KtcProcess):
+    """One ``ktc gateway`` process, ready once its ready file names its ports."""
+
+    log_name = "gateway.log"
+
+    def __init__(
+        self, name: str, work: Path, upstream: str, settings: Mapping[str, Any]
+    ) -> None:
+        super().__init__(
+            name,
+            work,
+            {
+                "gateway.upstream.bootstrap.servers": upstream,
+                "gateway.broker.port.start": 0,
+                **settings,
+            },
+        )
+
+    def arguments(self, config: Path, ready: Path) -> list[str]:
+        return [
+            "gateway",
+            "--config",
+            str(config),
+            "--listeners",
+            "PLAINTEXT://127.0.0.1:0",
+            "--data-dir",
+            str(self.work / "data"),
+            "--http-listener",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ]
 
     @property
     def port(self) -> int:
@@ -96,25 +135,12 @@ class ReplicaProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def kill(self) -> None:
         """SIGKILL: no drain, no flush, nothing written on the way out."""
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
         assert self.process.returncode == -signal.SIGKILL
-
-    def stop(self) -> None:
-        if self.process is not None:
-            _proc.kill(self.process, graceful_s=15)
-
-    def http(self, path: str) -> Any:
-        url = f"http://127.0.0.1:{self.info['http_port']}{path}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
 
     def clients(self, **filters: str) -> list[dict[str, Any]]:
         """Its live client instances (``GET /v1/clients``), every page."""
@@ -178,64 +204,27 @@ class ReplicaFleet:
         return ",".join(replica.bootstrap for replica in self.replicas)
 
 
-class ClientMetricsProcess:
-    """``ktc client-metrics`` reading a fleet's landing topic: started by :meth:`start`,
-    ready once its ready file names its HTTP port (the topic's partitions assigned at
-    their end offsets by then)."""
+class ClientMetricsProcess(KtcProcess):
+    """``ktc client-metrics`` reading a fleet's landing topic, ready once its ready file
+    names its HTTP port (the topic's partitions assigned at their end offsets by then)."""
+
+    log_name = "client-metrics.log"
+    ready_timeout_s = 60.0
 
     def __init__(self, work: Path, upstream: str, settings: Mapping[str, Any]) -> None:
-        self.work = work
-        self.config = {"gateway.upstream.bootstrap.servers": upstream, **settings}
-        self.process: subprocess.Popen[bytes] | None = None
-        self.info: dict[str, Any] = {}
-
-    @property
-    def log_path(self) -> Path:
-        return self.work / "client-metrics.log"
-
-    def start(self) -> ClientMetricsProcess:
-        self.work.mkdir(parents=True, exist_ok=True)
-        config = self.work / "config.yaml"
-        config.write_text(yaml.safe_dump(self.config))
-        ready = self.work / "ready.json"
-        ready.unlink(missing_ok=True)
-        with open(self.log_path, "ab") as log:
-            process = subprocess.Popen(
-                [
-                    *_proc.die_with_parent(),
-                    str(KTC),
-                    "client-metrics",
-                    "--config",
-                    str(config),
-                    "--http-listener",
-                    "127.0.0.1:0",
-                    "--ready-file",
-                    str(ready),
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=_proc.clean_env(drop_prefixes=("KTC_",)),
-            )
-        _proc.register(process)
-        self.process = process
-        _proc.poll_until(
-            ready.exists,
-            timeout=60,
-            what="ktc client-metrics ready",
-            alive=_proc.exited(process, self.log_path),
+        super().__init__(
+            "ktc client-metrics",
+            work,
+            {"gateway.upstream.bootstrap.servers": upstream, **settings},
         )
-        self.info = json.loads(ready.read_text())
-        return self
 
-    def stop(self) -> None:
-        if self.process is not None:
-            _proc.kill(self.process, graceful_s=15)
-
-    def http(self, path: str, accept: str | None = None) -> str:
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.info['http_port']}{path}",
-            headers={"Accept": accept} if accept else {},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return str(response.read().decode())
+    def arguments(self, config: Path, ready: Path) -> list[str]:
+        return [
+            "client-metrics",
+            "--config",
+            str(config),
+            "--http-listener",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ]
