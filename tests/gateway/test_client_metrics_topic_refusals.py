@@ -20,36 +20,28 @@ series, gauges and counters, equals what the topic holds.)
 
 from __future__ import annotations
 
-import json
 import logging
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from confluent_kafka import Producer
 
 from exporters.landing import LandingRecord
 from subscriptions.store import ConfigStore
 from tests.collector.test_collector_full_disk import ClientTelemetryLog
-from tests.gateway.harness import _proc
 from tests.gateway.harness.kafka_cluster import KafkaCluster
 from tests.gateway.kafka_fault_proxy import FaultProxy
 from tests.gateway.test_client_metrics_fleet import TopicTail, instance_series
+from tests.gateway.test_landing_topic_guarantees import ktc_serve_process
 from tests.prometheus.test_client_metrics_endpoint import expected_from_landing, parse
 from tests.waiting import eventually_sync
 
 pytestmark = [pytest.mark.gateway, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parents[2]
 LANDING_CLIENT_ID = "ktc-landing"  # the landing producer's client.id (settings.py)
 PUSH_INTERVAL_MS = 500
 QUIET_INTERVAL_MS = 300_000  # the longest Kafka delivers (its merge starts there)
@@ -73,53 +65,6 @@ def quiet_subscription(work: Path) -> None:
     subscribe(work, QUIET_INTERVAL_MS)
 
 
-@contextmanager
-def ktc_serve(work: Path, bootstrap: str, topic: str) -> Iterator[dict[str, Any]]:
-    """A ``ktc serve`` landing on ``topic`` (its fold reading the topic): its ready
-    file (``listeners``, ``http_port``)."""
-    data_dir = work / "data"
-    subscribe(work, PUSH_INTERVAL_MS)
-    config = work / "ktc.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "listeners": "PLAINTEXT://127.0.0.1:0",
-                "http.listener": "127.0.0.1:0",
-                "data.dir": str(data_dir),
-                "landing.kafka.topic": topic,
-                "landing.kafka.bootstrap.servers": bootstrap,
-                "landing.kafka.topic.partitions": 1,
-                "landing.kafka.delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
-                "prometheus.clients.enable": True,
-            }
-        )
-    )
-    ready = work / "ready.json"
-    log_path = work / "ktc.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "collector.app.cli", "serve"]
-            + ["--config", str(config), "--ready-file", str(ready)],
-            cwd=ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    _proc.register(process)
-    try:
-        _proc.poll_until(
-            ready.exists,
-            timeout=60,
-            what="ktc serve ready",
-            alive=_proc.exited(process, log_path),
-        )
-        yield dict(json.loads(ready.read_text()))
-    finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(30) == 0, _proc.tail(log_path)
-        assert "Traceback" not in log_path.read_text()
-
-
 def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
     proxied_cluster: tuple[KafkaCluster, FaultProxy], tmp_path: Path
 ) -> None:
@@ -128,7 +73,16 @@ def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
     topic = f"telemetry-refused-{uuid.uuid4().hex[:8]}"
     client_id = f"refused-{uuid.uuid4().hex[:6]}"
     started = time.monotonic()
-    with ktc_serve(tmp_path, bootstrap, topic) as node:
+    subscribe(tmp_path, PUSH_INTERVAL_MS)
+    with ktc_serve_process(
+        tmp_path,
+        bootstrap,
+        topic,
+        settings={
+            "landing.kafka.delivery.timeout.ms": DELIVERY_TIMEOUT_MS,
+            "prometheus.clients.enable": True,
+        },
+    ) as node:
         port = int(next(iter(node["listeners"].values())))
 
         def http(path: str) -> dict[Any, float]:

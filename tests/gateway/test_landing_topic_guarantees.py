@@ -25,7 +25,7 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -119,30 +119,33 @@ def otlp_of_exactly(size: int) -> bytes:
 
 
 @contextmanager
-def ktc_serve(
-    work: Path, bootstrap: str, topic: str, *, idempotent: bool = True
-) -> Iterator[int]:
-    """A ``ktc serve`` process landing on ``topic``: its bootstrap port."""
-    data_dir = work / "data"
-    ConfigStore(data_dir).alter_subscription(
-        "all", {"metrics": "org.apache.kafka.", "interval.ms": "60000"}, []
-    )
+def ktc_serve_process(
+    work: Path,
+    bootstrap: str,
+    topic: str,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    entry: Sequence[str] = ("-m", "collector.app.cli"),
+) -> Iterator[dict[str, Any]]:
+    """A ``ktc serve`` process with its data directory in ``work``, landing on ``topic``
+    (one partition) of ``bootstrap``, plus ``settings``: its ready file (``listeners``,
+    ``http_port``).  Stopped with SIGTERM, it must exit 0 and log no traceback."""
     config = work / "ktc.yaml"
     config.write_text(
         yaml.safe_dump(
             {
                 "listeners": "PLAINTEXT://127.0.0.1:0",
                 "http.listener": "127.0.0.1:0",
-                "data.dir": str(data_dir),
+                "data.dir": str(work / "data"),
                 "landing.kafka.topic": topic,
                 "landing.kafka.bootstrap.servers": bootstrap,
                 "landing.kafka.topic.partitions": 1,
+                **(settings or {}),
             }
         )
     )
     ready = work / "ready.json"
     log_path = work / "ktc.log"
-    entry = ["-m", "collector.app.cli"] if idempotent else ["-c", NOT_IDEMPOTENT_KTC]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, *entry, "serve", "--config", str(config)]
@@ -160,11 +163,25 @@ def ktc_serve(
             what="ktc serve ready",
             alive=_proc.exited(process, log_path),
         )
-        yield int(next(iter(json.loads(ready.read_text())["listeners"].values())))
+        yield dict(json.loads(ready.read_text()))
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, _proc.tail(log_path)
         assert "Traceback" not in log_path.read_text()
+
+
+@contextmanager
+def ktc_serve(
+    work: Path, bootstrap: str, topic: str, *, idempotent: bool = True
+) -> Iterator[int]:
+    """A ``ktc serve`` process landing on ``topic``, every client subscribed to every
+    metric once a minute: its bootstrap port."""
+    ConfigStore(work / "data").alter_subscription(
+        "all", {"metrics": "org.apache.kafka.", "interval.ms": "60000"}, []
+    )
+    entry = ["-m", "collector.app.cli"] if idempotent else ["-c", NOT_IDEMPOTENT_KTC]
+    with ktc_serve_process(work, bootstrap, topic, entry=entry) as ready:
+        yield int(next(iter(ready["listeners"].values())))
 
 
 def pushes_in(records: list[Any]) -> collections.Counter[str]:
