@@ -32,7 +32,9 @@ class KtcProcess:
     """One ``ktc`` command as a process of its own, with its config file, log and ready
     file in ``work``: started by :meth:`start`, ready once its ready file is written."""
 
-    # Its log's file name in ``work``, and how long it may take to be ready.
+    # The ``ktc`` command, its log's file name in ``work``, and how long it may take to
+    # be ready.
+    command = ""
     log_name = "ktc.log"
     ready_timeout_s = 90.0
 
@@ -43,9 +45,23 @@ class KtcProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] = {}
 
+    def options(self) -> list[str]:
+        """The command's options beside ``--config``, ``--http-listener`` and
+        ``--ready-file``."""
+        return []
+
     def arguments(self, config: Path, ready: Path) -> list[str]:
         """The ``ktc`` command line after ``ktc``."""
-        raise NotImplementedError
+        return [
+            self.command,
+            "--config",
+            str(config),
+            *self.options(),
+            "--http-listener",
+            "127.0.0.1:0",
+            "--ready-file",
+            str(ready),
+        ]
 
     @property
     def log_path(self) -> Path:
@@ -97,6 +113,7 @@ class KtcProcess:
 class ReplicaProcess(KtcProcess):
     """One ``ktc gateway`` process, ready once its ready file names its ports."""
 
+    command = "gateway"
     log_name = "gateway.log"
 
     def __init__(
@@ -112,19 +129,12 @@ class ReplicaProcess(KtcProcess):
             },
         )
 
-    def arguments(self, config: Path, ready: Path) -> list[str]:
+    def options(self) -> list[str]:
         return [
-            "gateway",
-            "--config",
-            str(config),
             "--listeners",
             "PLAINTEXT://127.0.0.1:0",
             "--data-dir",
             str(self.work / "data"),
-            "--http-listener",
-            "127.0.0.1:0",
-            "--ready-file",
-            str(ready),
         ]
 
     @property
@@ -208,6 +218,7 @@ class ClientMetricsProcess(KtcProcess):
     """``ktc client-metrics`` reading a fleet's landing topic, ready once its ready file
     names its HTTP port (the topic's partitions assigned at their end offsets by then)."""
 
+    command = "client-metrics"
     log_name = "client-metrics.log"
     ready_timeout_s = 60.0
 
@@ -217,14 +228,3 @@ class ClientMetricsProcess(KtcProcess):
             work,
             {"gateway.upstream.bootstrap.servers": upstream, **settings},
         )
-
-    def arguments(self, config: Path, ready: Path) -> list[str]:
-        return [
-            "client-metrics",
-            "--config",
-            str(config),
-            "--http-listener",
-            "127.0.0.1:0",
-            "--ready-file",
-            str(ready),
-        ]

@@ -63,17 +63,23 @@ PUSHES_FOLDED: tuple[str, frozenset[tuple[str, str]]] = (
 # ------------------------------------------------------------------ the reader
 
 
+def new_topic(bootstrap: str, prefix: str, *, partitions: int) -> TopicSettings:
+    """A topic of its own on the three-broker cluster, created (replicated thrice)."""
+    settings = TopicSettings(
+        topic=f"{prefix}-{uuid.uuid4().hex[:8]}",
+        client={"bootstrap.servers": bootstrap},
+        partitions=partitions,
+        replication_factor=3,
+    )
+    ensure_topic(settings)
+    return settings
+
+
 def test_the_topic_reader_starts_at_the_end_and_skips_unknown_formats(
     kafka_cluster: KafkaCluster,
 ) -> None:
     bootstrap = kafka_cluster.bootstrap_servers()
-    settings = TopicSettings(
-        topic=f"landed-{uuid.uuid4().hex[:8]}",
-        client={"bootstrap.servers": bootstrap},
-        partitions=3,
-        replication_factor=3,
-    )
-    ensure_topic(settings)
+    settings = new_topic(bootstrap, "landed", partitions=3)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
 
     def produce(index: int, format_version: bytes = b"1") -> None:
@@ -116,13 +122,7 @@ def test_the_topic_reader_reads_a_partition_added_after_it_started(
     read from its beginning; a reader started again from the first one's start offsets
     reads it from its beginning too.  Without either, its records are never folded."""
     bootstrap = kafka_cluster.bootstrap_servers()
-    settings = TopicSettings(
-        topic=f"grown-{uuid.uuid4().hex[:8]}",
-        client={"bootstrap.servers": bootstrap},
-        partitions=1,
-        replication_factor=3,
-    )
-    ensure_topic(settings)
+    settings = new_topic(bootstrap, "grown", partitions=1)
     clock = FakeClock()
     reader = LandedTopic(settings, clock=clock)
     again: LandedTopic | None = None
@@ -194,13 +194,7 @@ def test_a_nodes_fold_process_reads_the_topic_for_its_own_instances_only(
     """The fold process of a replica landing on the topic: the records of the instances
     the node caches, from where the process first started (again after it was killed)."""
     bootstrap = kafka_cluster.bootstrap_servers()
-    settings = TopicSettings(
-        topic=f"fold-{uuid.uuid4().hex[:8]}",
-        client={"bootstrap.servers": bootstrap},
-        partitions=3,
-        replication_factor=3,
-    )
-    ensure_topic(settings)
+    settings = new_topic(bootstrap, "fold", partitions=3)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     ours, theirs = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
 

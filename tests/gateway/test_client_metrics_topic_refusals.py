@@ -60,11 +60,6 @@ def subscribe(work: Path, interval_ms: int) -> None:
     )
 
 
-def quiet_subscription(work: Path) -> None:
-    """The subscription altered to push every 5 minutes, longer than the test runs."""
-    subscribe(work, QUIET_INTERVAL_MS)
-
-
 def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
     proxied_cluster: tuple[KafkaCluster, FaultProxy], tmp_path: Path
 ) -> None:
@@ -155,7 +150,7 @@ def test_refused_pushes_of_a_real_client_are_never_counted_from_the_topic(
             # answered UNKNOWN_SUBSCRIPTION_ID (nothing lands), it gets the new
             # subscription and pushes no more while the test runs.  (Closing the client
             # instead sends its terminating push, and the node forgets the instance.)
-            quiet_subscription(tmp_path)
+            subscribe(tmp_path, QUIET_INTERVAL_MS)
             eventually_sync(
                 folded_what_landed,
                 timeout_s=30,
